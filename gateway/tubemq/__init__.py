@@ -1,0 +1,1 @@
+"""The pooled asyncio TubeMQ client core."""
