@@ -1,0 +1,360 @@
+"""TubeMQ frame codec, sans-IO (protocol doc §1.2, §1.3).
+
+A frame is a 12-byte header (begin token, serial number, block count; big-endian signed int32 each)
+followed by blocks, each a 4-byte big-endian length and that many bytes. The concatenated block bytes
+form the payload, which is a sequence of varint-length-delimited protobuf messages.
+
+Choices where the wire leaves room (all checked against the Java source, apache/inlong
+``corerpc/netty/NettyProtocolDecoder.java`` and ``NettyRpcServer.java``):
+
+* The encoder cuts payloads into blocks of exactly ``BLOCK_SIZE`` bytes (the last holds the remainder),
+  because the Java decoder rejects blocks longer than 8192 bytes and the C++ client does too. An empty
+  payload is sent as one empty block: a frame with ``listSize`` 0 is never completed by the Java
+  decoder (it would swallow the following frame's bytes), while one zero-length block is accepted.
+* The decoder accepts blocks of any non-negative length, bounded only by ``max_frame_bytes`` (more
+  lenient than Java, which caps a block at 8192 bytes). It rejects ``listSize`` 0 outright instead of
+  desynchronising like Java does.
+* ``decode_delimited`` ignores bytes after the requested parts by default, as Java's
+  ``parseDelimitedFrom`` sequence on the server and the client does; pass ``exact=True`` to refuse them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import Enum
+
+from gateway.tubemq.errors import ProtocolError
+
+__all__ = [
+    "BEGIN_TOKEN",
+    "BLOCK_SIZE",
+    "DEFAULT_MAX_FRAME_BYTES",
+    "HEADER_SIZE",
+    "MAX_LIST_SIZE",
+    "Frame",
+    "FrameDecoder",
+    "FrameError",
+    "decode_delimited",
+    "decode_varint",
+    "encode_delimited",
+    "encode_frame",
+    "encode_varint",
+]
+
+BEGIN_TOKEN = 0xFF7FF4FE
+"""Frame begin token; on the wire as the signed int32 -8391426."""
+BLOCK_SIZE = 8192
+"""Block size senders cut payloads into (Java ``RPC_MAX_BUFFER_SIZE``), in bytes."""
+MAX_LIST_SIZE = 3584
+"""Largest block count the Java decoder accepts ((20 MiB + 8 MiB) / 8192)."""
+HEADER_SIZE = 12
+"""Bytes of the frame header: token, serial, listSize."""
+_PREFIX_SIZE = 4
+DEFAULT_MAX_FRAME_BYTES = MAX_LIST_SIZE * (BLOCK_SIZE + _PREFIX_SIZE)
+"""Default bound on a frame's bytes after its header (block length prefixes + block bytes): the largest
+frame a Java peer may send, 3584 full blocks."""
+
+_TOKEN_SIGNED = BEGIN_TOKEN - (1 << 32)
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+_UINT64_LIMIT = 1 << 64
+_MAX_VARINT_BYTES = 10
+
+_HEADER = struct.Struct(">iii")
+_HEADER_ONE_BLOCK = struct.Struct(">iiii")
+_LENGTH = struct.Struct(">i")
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+
+
+class FrameError(ProtocolError):
+    """The byte stream is not valid TubeMQ framing (or a delimited payload is malformed).
+
+    After a framing error the stream cannot be resynchronised: close the connection.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One decoded frame: ``serial`` is the signed int32 from the wire, ``payload`` the joined blocks."""
+
+    serial: int
+    payload: bytes
+
+
+def encode_frame(serial: int, payload: bytes | bytearray | memoryview) -> bytes:
+    """Return the whole frame for ``payload`` cut into 8192-byte blocks.
+
+    ``serial`` must fit a signed int32. Raises ``ValueError`` when the payload needs more than
+    ``MAX_LIST_SIZE`` blocks, which no Java peer would accept.
+    """
+    if not _INT32_MIN <= serial <= _INT32_MAX:
+        raise ValueError(f"serial {serial} does not fit a signed int32")
+    size = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
+    if size <= BLOCK_SIZE:
+        # The common case (every rpc request): one header pack and one concatenation.
+        return _HEADER_ONE_BLOCK.pack(_TOKEN_SIGNED, serial, 1, size) + payload
+    blocks = -(-size // BLOCK_SIZE)
+    if blocks > MAX_LIST_SIZE:
+        raise ValueError(f"payload of {size} bytes needs {blocks} blocks, above the limit of {MAX_LIST_SIZE}")
+    with memoryview(payload) as raw, raw.cast("B") as view:
+        parts: list[bytes | memoryview] = [_HEADER.pack(_TOKEN_SIGNED, serial, blocks)]
+        full = _LENGTH.pack(BLOCK_SIZE)
+        for start in range(0, size - BLOCK_SIZE, BLOCK_SIZE):
+            parts.append(full)
+            parts.append(view[start : start + BLOCK_SIZE])
+        last = (blocks - 1) * BLOCK_SIZE
+        parts.append(_LENGTH.pack(size - last))
+        parts.append(view[last:])
+        # join copies each slice exactly once into the result.
+        result = b"".join(parts)
+        parts.clear()
+    return result
+
+
+class _State(Enum):
+    HEADER = "header"
+    LENGTH = "block length"
+    BLOCK = "block bytes"
+    FAILED = "failed"
+
+
+class FrameDecoder:
+    """Incremental frame decoder: feed it any split of the byte stream, get completed frames.
+
+    Only the bytes of the frame in progress are kept (at most ``max_frame_bytes`` plus a partial
+    header). Block lengths are checked against ``max_frame_bytes`` before any block byte is buffered.
+    After the first ``FrameError`` every further ``feed`` raises ``FrameError`` too.
+    """
+
+    __slots__ = (
+        "_block_left",
+        "_blocks_left",
+        "_body_bytes",
+        "_error",
+        "_max_frame_bytes",
+        "_partial",
+        "_payload",
+        "_serial",
+        "_state",
+    )
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        """``max_frame_bytes`` bounds a frame's size after its header, prefixes included, in bytes."""
+        if max_frame_bytes < _PREFIX_SIZE:
+            raise ValueError(f"max_frame_bytes must be at least {_PREFIX_SIZE}, got {max_frame_bytes}")
+        self._max_frame_bytes = max_frame_bytes
+        self._state = _State.HEADER
+        self._partial = bytearray()  # an incomplete header or block length
+        self._payload = bytearray()  # block bytes of the frame in progress
+        self._serial = 0
+        self._blocks_left = 0
+        self._block_left = 0
+        self._body_bytes = 0  # bytes after the header announced so far, prefixes included
+        self._error = ""
+
+    def __repr__(self) -> str:
+        if self._state is _State.HEADER and not self._partial:
+            where = "between frames"
+        elif self._state is _State.FAILED:
+            where = f"failed: {self._error}"
+        else:
+            where = (
+                f"in frame serial={self._serial}, {self._state.value}, blocks_left={self._blocks_left}, "
+                f"buffered={self.buffered_bytes}"
+            )
+        return f"<FrameDecoder {where}, max_frame_bytes={self._max_frame_bytes}>"
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held for the frame in progress (0 between frames)."""
+        return len(self._partial) + len(self._payload)
+
+    @property
+    def at_frame_boundary(self) -> bool:
+        """True when no partial frame is held, i.e. the stream may end here cleanly."""
+        return self._state is _State.HEADER and not self._partial
+
+    @property
+    def failed(self) -> bool:
+        """True once a ``FrameError`` was raised; the decoder then refuses all input."""
+        return self._state is _State.FAILED
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        """Consume ``data`` and return the frames it completes, in stream order."""
+        if self._state is _State.FAILED:
+            raise FrameError(f"frame decoder already failed: {self._error}")
+        frames: list[Frame] = []
+        with memoryview(data) as raw, raw.cast("B") as view:
+            try:
+                self._consume(view, frames)
+            except FrameError as exc:
+                self._fail(str(exc))
+                raise
+        return frames
+
+    def _fail(self, message: str) -> None:
+        self._state = _State.FAILED
+        self._error = message
+        self._partial = bytearray()
+        self._payload = bytearray()
+
+    def _consume(self, view: memoryview, frames: list[Frame]) -> None:
+        pos = 0
+        end = len(view)
+        while pos < end:
+            state = self._state
+            if state is _State.BLOCK:
+                take = min(self._block_left, end - pos)
+                self._payload += view[pos : pos + take]
+                pos += take
+                self._block_left -= take
+                if self._block_left == 0:
+                    self._block_done(frames)
+                continue
+            need = HEADER_SIZE if state is _State.HEADER else _PREFIX_SIZE
+            fields: bytearray | memoryview
+            if self._partial:
+                take = min(need - len(self._partial), end - pos)
+                self._partial += view[pos : pos + take]
+                pos += take
+                if len(self._partial) < need:
+                    return
+                fields, at = self._partial, 0
+            elif end - pos >= need:
+                fields, at = view, pos
+                pos += need
+            else:
+                self._partial += view[pos:end]
+                return
+            if state is _State.HEADER:
+                self._start_frame(*_HEADER.unpack_from(fields, at))
+            else:
+                (length,) = _LENGTH.unpack_from(fields, at)
+                self._start_block(length)
+                # Fast path: a whole single-block frame lies in this chunk; slice it out without
+                # going through the payload buffer.
+                if self._blocks_left == 1 and not self._payload and end - pos >= length:
+                    self._partial.clear()
+                    frames.append(Frame(self._serial, view[pos : pos + length].tobytes()))
+                    pos += length
+                    self._state = _State.HEADER
+                    continue
+                if length == 0:
+                    self._partial.clear()
+                    self._block_done(frames)
+                    continue
+            self._partial.clear()
+
+    def _start_frame(self, token: int, serial: int, list_size: int) -> None:
+        if token != _TOKEN_SIGNED:
+            raw = _LENGTH.pack(token).hex(" ")
+            raise FrameError(f"wrong begin token {raw}, expected ff 7f f4 fe: not a TubeMQ stream")
+        if list_size <= 0 or list_size > MAX_LIST_SIZE:
+            why = "a frame needs at least one block" if list_size == 0 else f"allowed 1..{MAX_LIST_SIZE}"
+            raise FrameError(f"frame serial={serial} has listSize {list_size}: {why}")
+        self._serial = serial
+        self._blocks_left = list_size
+        self._body_bytes = 0
+        self._state = _State.LENGTH
+
+    def _start_block(self, length: int) -> None:
+        if length < 0:
+            raise FrameError(f"frame serial={self._serial} has a negative block length {length}")
+        body = self._body_bytes + _PREFIX_SIZE + length
+        if body > self._max_frame_bytes:
+            raise FrameError(
+                f"frame serial={self._serial} grows to {body} bytes with a {length}-byte block, "
+                f"above max_frame_bytes={self._max_frame_bytes}"
+            )
+        self._body_bytes = body
+        self._block_left = length
+        self._state = _State.BLOCK
+
+    def _block_done(self, frames: list[Frame]) -> None:
+        self._blocks_left -= 1
+        if self._blocks_left:
+            self._state = _State.LENGTH
+            return
+        frames.append(Frame(self._serial, bytes(self._payload)))
+        self._payload = bytearray()
+        self._state = _State.HEADER
+
+
+def encode_varint(value: int) -> bytes:
+    """Return ``value`` (0 <= value < 2**64) as a protobuf varint (unsigned LEB128, 1..10 bytes)."""
+    if 0 <= value < 128:
+        return _SMALL_VARINTS[value]
+    if not 0 <= value < _UINT64_LIMIT:
+        raise ValueError(f"varint value {value} is outside 0..2**64-1")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def decode_varint(data: bytes | bytearray | memoryview, offset: int = 0) -> tuple[int, int]:
+    """Read one varint at ``offset``; return ``(value, offset just past it)``.
+
+    Raises ``FrameError`` when the data ends inside the varint, or the varint is longer than 10
+    bytes or exceeds 64 bits.
+    """
+    result = 0
+    shift = 0
+    pos = offset
+    end = len(data)
+    while True:
+        if pos >= end:
+            raise FrameError(f"truncated varint at offset {offset}: data ends after {pos - offset} bytes")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            break
+        shift += 7
+        if pos - offset >= _MAX_VARINT_BYTES:
+            raise FrameError(f"varint at offset {offset} is longer than {_MAX_VARINT_BYTES} bytes")
+    if result >= _UINT64_LIMIT:
+        raise FrameError(f"varint at offset {offset} exceeds 64 bits")
+    return result, pos
+
+
+def encode_delimited(*parts: bytes | bytearray | memoryview) -> bytes:
+    """Concatenate ``parts``, each preceded by its length in bytes as a varint (``writeDelimitedTo``)."""
+    pieces: list[bytes | bytearray | memoryview] = []
+    for part in parts:
+        size = part.nbytes if isinstance(part, memoryview) else len(part)
+        pieces.append(_SMALL_VARINTS[size] if size < 128 else encode_varint(size))
+        pieces.append(part)
+    return b"".join(pieces)
+
+
+def decode_delimited(
+    payload: bytes | bytearray | memoryview, count: int, *, exact: bool = False
+) -> list[bytes]:
+    """Read exactly ``count`` varint-length-delimited parts from the start of ``payload``.
+
+    Bytes after the last part are ignored, as the Java server and client do, unless ``exact`` is
+    true. Raises ``FrameError`` on a malformed varint, a part running past the payload, fewer than
+    ``count`` parts, or (with ``exact``) trailing bytes.
+    """
+    with memoryview(payload) as raw, raw.cast("B") as view:
+        end = len(view)
+        parts: list[bytes] = []
+        pos = 0
+        for index in range(count):
+            if pos >= end:
+                raise FrameError(f"payload of {end} bytes ends before part {index + 1} of {count}")
+            size, start = decode_varint(view, pos)
+            if size > end - start:
+                raise FrameError(
+                    f"part {index + 1} of {count} announces {size} bytes at offset {start}, "
+                    f"but only {end - start} remain"
+                )
+            pos = start + size
+            parts.append(view[start:pos].tobytes())
+        if exact and pos != end:
+            raise FrameError(f"{end - pos} trailing bytes after {count} delimited parts")
+    return parts
