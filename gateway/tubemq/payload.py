@@ -1,0 +1,235 @@
+"""Message payload encoding (§4): attribute prefix, flag, CRC, ``String.hashCode``, ``sentAddr``, msgTime.
+
+A payload is the ``data`` of a SendMessage request and the ``payLoadData`` of a fetched message. When flag
+bit 0 is set it starts with ``int32 BE attrLen`` and that many bytes of UTF-8 attribute text
+(``$msgType$=t,$msgTime$=yyyyMMddHHmm,key=value,...``), followed by the body; otherwise it is the body.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from gateway.tubemq.errors import InvalidAttribute
+
+__all__ = [
+    "FLAG_HAS_ATTRIBUTES",
+    "TOKEN_MSG_TIME",
+    "TOKEN_MSG_TYPE",
+    "DecodedPayload",
+    "PayloadDecodeError",
+    "build_attribute_text",
+    "crc32_checksum",
+    "decode_payload",
+    "encode_payload",
+    "format_msg_time",
+    "ipv4_to_sent_addr",
+    "java_string_hash",
+    "parse_attribute_text",
+    "parse_msg_time",
+    "validate_attribute_key",
+    "validate_attribute_value",
+]
+
+FLAG_HAS_ATTRIBUTES = 0x1
+TOKEN_MSG_TYPE = "$msgType$"
+TOKEN_MSG_TIME = "$msgTime$"
+MSG_TIME_LENGTH = 12
+
+_ITEM_SEP = ","
+_KV_SEP = "="
+_PREFIX_LEN = 4
+
+
+class PayloadDecodeError(ValueError):
+    """A payload cannot be split into attributes and body (truncated prefix, bad length or UTF-8)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedPayload:
+    """A decoded payload: the body, the user attributes and the reserved ``$msgType$``/``$msgTime$``."""
+
+    body: bytes
+    attributes: dict[str, str]
+    msg_type: str | None = None
+    msg_time: str | None = None
+
+
+# --- attributes -------------------------------------------------------------------------------------
+
+
+def _check_attribute_text(text: str, what: str) -> None:
+    if not text.strip():
+        raise InvalidAttribute(f"attribute {what} {text!r} is blank; give a non-blank {what}")
+    for bad in (_ITEM_SEP, _KV_SEP):
+        if bad in text:
+            raise InvalidAttribute(
+                f"attribute {what} {text!r} contains {bad!r}, which separates attributes; remove it"
+            )
+    for token in (TOKEN_MSG_TYPE, TOKEN_MSG_TIME):
+        if token in text:
+            raise InvalidAttribute(
+                f"attribute {what} {text!r} contains the reserved token {token}; "
+                "set the message type and time through their own parameters"
+            )
+
+
+def validate_attribute_key(key: str) -> None:
+    """Raise InvalidAttribute unless ``key`` is non-blank and free of ',', '=' and the reserved tokens."""
+    _check_attribute_text(key, "key")
+
+
+def validate_attribute_value(value: str) -> None:
+    """Raise InvalidAttribute unless ``value`` is non-blank and free of ',', '=' and the reserved tokens."""
+    _check_attribute_text(value, "value")
+
+
+def build_attribute_text(
+    attributes: Mapping[str, str] | None, msg_type: str | None = None, msg_time: str | None = None
+) -> str:
+    """Build the attribute text like the Java client: ``$msgType$`` first, ``$msgTime$`` second, then the
+    user items in insertion order. Blank ``msg_type``/``msg_time`` are left out; both are trimmed.
+
+    The Java producer checks ``len(body) + len(text)`` (text in characters) against the topic's limit.
+    """
+    items: list[str] = []
+    if msg_type is not None and msg_type.strip():
+        msg_type = msg_type.strip()
+        validate_attribute_value(msg_type)
+        items.append(f"{TOKEN_MSG_TYPE}={msg_type}")
+    if msg_time is not None and msg_time.strip():
+        msg_time = msg_time.strip()
+        parse_msg_time(msg_time)
+        items.append(f"{TOKEN_MSG_TIME}={msg_time}")
+    if attributes:
+        for key, value in attributes.items():
+            validate_attribute_key(key)
+            validate_attribute_value(value)
+            items.append(f"{key}={value}")
+    return _ITEM_SEP.join(items)
+
+
+def parse_attribute_text(text: str) -> tuple[dict[str, str], str | None, str | None]:
+    """Split attribute text into (user items, msg_type, msg_time).
+
+    Items without '=' or with a blank key are ignored and the first of duplicate keys wins, like the Java
+    consumer's lookup. A ``$msgTime$`` that is not ``yyyyMMddHHmm`` is dropped, as Java does.
+    """
+    attributes: dict[str, str] = {}
+    msg_type: str | None = None
+    msg_time: str | None = None
+    for item in text.split(_ITEM_SEP):
+        key, sep, value = item.partition(_KV_SEP)
+        if not sep or not key.strip():
+            continue
+        if key == TOKEN_MSG_TYPE:
+            msg_type = value
+        elif key == TOKEN_MSG_TIME:
+            msg_time = value if _is_msg_time(value) else None
+        else:
+            attributes.setdefault(key, value)
+    return attributes, msg_type, msg_time
+
+
+# --- payload ----------------------------------------------------------------------------------------
+
+
+def encode_payload(
+    body: bytes,
+    attributes: Mapping[str, str] | None = None,
+    msg_type: str | None = None,
+    msg_time: str | None = None,
+) -> tuple[bytes, int]:
+    """Return ``(data, flag)`` for a SendMessage request.
+
+    A prefix (and flag bit 0) is written only when the attribute text is non-empty; without attributes
+    the body itself is returned. ``msg_type`` and ``msg_time`` are trimmed (send the same trimmed values
+    in the request's ``msgType``/``msgTime`` fields). Raises InvalidAttribute for bad keys or values.
+    """
+    text = build_attribute_text(attributes, msg_type, msg_time)
+    if not text:
+        return bytes(body), 0
+    raw = text.encode("utf-8")
+    return b"".join((len(raw).to_bytes(_PREFIX_LEN, "big"), raw, body)), FLAG_HAS_ATTRIBUTES
+
+
+def decode_payload(data: bytes | bytearray | memoryview, flag: int) -> DecodedPayload:
+    """Split a payload by its flag into body and attributes; raises PayloadDecodeError when the prefix is
+    truncated, its length is negative or exceeds the payload, or its text is not UTF-8."""
+    if not flag & FLAG_HAS_ATTRIBUTES:
+        return DecodedPayload(bytes(data), {})
+    view = memoryview(data)
+    if len(view) < _PREFIX_LEN:
+        raise PayloadDecodeError(
+            f"payload of {len(view)} bytes is too short for the 4-byte attribute length (flag {flag})"
+        )
+    attr_len = int.from_bytes(view[:_PREFIX_LEN], "big", signed=True)
+    end = _PREFIX_LEN + attr_len
+    if attr_len < 0 or end > len(view):
+        raise PayloadDecodeError(f"attribute length {attr_len} does not fit a payload of {len(view)} bytes")
+    try:
+        text = str(view[_PREFIX_LEN:end], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise PayloadDecodeError(f"attribute text is not valid UTF-8: {exc}") from None
+    attributes, msg_type, msg_time = parse_attribute_text(text)
+    return DecodedPayload(bytes(view[end:]), attributes, msg_type, msg_time)
+
+
+def crc32_checksum(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32 (as ``java.util.zip.CRC32``) masked to 31 bits, the ``checkSum`` of a fetched message."""
+    return zlib.crc32(data) & 0x7FFFFFFF
+
+
+# --- scalar helpers ---------------------------------------------------------------------------------
+
+
+def java_string_hash(text: str) -> int:
+    """Java ``String.hashCode()``: ``h = 31*h + c`` over UTF-16 code units, wrapped to a signed int32.
+
+    The broker's filter key of a message is this hash of its trimmed ``msgType``.
+    """
+    raw = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(raw), 2):
+        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def ipv4_to_sent_addr(ip: str) -> int:
+    """The ``sentAddr`` of an IPv4 address: its 32 bits as a signed int32 (192.168.1.10 -> -1062731510)."""
+    try:
+        packed = ipaddress.IPv4Address(ip).packed
+    except ValueError:
+        raise ValueError(f"sentAddr needs a dotted IPv4 address, got {ip!r}") from None
+    return int.from_bytes(packed, "big", signed=True)
+
+
+def format_msg_time(when: datetime | None = None) -> str:
+    """Format ``yyyyMMddHHmm``; ``None`` means now. Aware datetimes are converted to local time first,
+    because the Java producer stamps its local wall-clock time."""
+    if when is None:
+        when = datetime.now()
+    elif when.tzinfo is not None:
+        when = when.astimezone()
+    return f"{when.year:04d}{when.month:02d}{when.day:02d}{when.hour:02d}{when.minute:02d}"
+
+
+def parse_msg_time(text: str) -> datetime:
+    """Parse ``yyyyMMddHHmm`` into a naive (local) datetime; raises InvalidAttribute (a ValueError)."""
+    if len(text) != MSG_TIME_LENGTH or not text.isascii() or not text.isdigit():
+        raise InvalidAttribute(f"msgTime {text!r} must be 12 digits in the form yyyyMMddHHmm")
+    try:
+        return datetime(int(text[:4]), int(text[4:6]), int(text[6:8]), int(text[8:10]), int(text[10:12]))
+    except ValueError as exc:
+        raise InvalidAttribute(f"msgTime {text!r} is not a valid yyyyMMddHHmm time: {exc}") from None
+
+
+def _is_msg_time(text: str) -> bool:
+    try:
+        parse_msg_time(text)
+    except ValueError:
+        return False
+    return True
