@@ -202,11 +202,13 @@ def assert_stays_failed(decoder: FrameDecoder) -> None:
         (header(5, 2) + block(b"ok") + struct.pack(">i", -3), r"negative block length -3"),
     ],
 )
-def test_garbage_raises_frame_error(stream: bytes, message: str) -> None:
+@pytest.mark.parametrize("step", [1, 1000])
+def test_garbage_raises_frame_error(stream: bytes, message: str, step: int) -> None:
     decoder = FrameDecoder()
+    stream += bytes(16)  # enough bytes for the single-chunk fast path to look at the header too
     with pytest.raises(FrameError, match=message) as info:
-        for i in range(len(stream)):  # byte by byte: the error must not depend on the split
-            decoder.feed(stream[i : i + 1])
+        for i in range(0, len(stream), step):  # the error must not depend on the split
+            decoder.feed(stream[i : i + step])
     assert isinstance(info.value, ProtocolError)
     assert_stays_failed(decoder)
 
@@ -218,12 +220,15 @@ def test_garbage_after_a_good_frame_still_yields_nothing_more() -> None:
     assert_stays_failed(decoder)
 
 
-def test_huge_block_lengths_fail_before_allocating() -> None:
+@pytest.mark.parametrize("list_size", [1, MAX_LIST_SIZE])
+def test_huge_block_lengths_fail_before_allocating(list_size: int) -> None:
     decoder = FrameDecoder()
-    decoder.feed(header(1, MAX_LIST_SIZE))
+    decoder.feed(header(1, list_size))
     with pytest.raises(FrameError, match=r"2147483647-byte block, above max_frame_bytes=29374464"):
         decoder.feed(struct.pack(">i", 0x7FFFFFFF) + bytes(1000))
     assert_stays_failed(decoder)
+    with pytest.raises(FrameError, match=r"grows to 8196 bytes with a 8192-byte block"):
+        FrameDecoder(max_frame_bytes=8195).feed(encode_frame(1, bytes(8192)))
 
 
 def test_frame_limit_counts_accumulated_blocks() -> None:

@@ -203,48 +203,71 @@ class FrameDecoder:
         pos = 0
         end = len(view)
         while pos < end:
-            state = self._state
-            if state is _State.BLOCK:
-                take = min(self._block_left, end - pos)
-                self._payload += view[pos : pos + take]
-                pos += take
-                self._block_left -= take
-                if self._block_left == 0:
-                    self._block_done(frames)
-                continue
-            need = HEADER_SIZE if state is _State.HEADER else _PREFIX_SIZE
-            fields: bytearray | memoryview
-            if self._partial:
-                take = min(need - len(self._partial), end - pos)
-                self._partial += view[pos : pos + take]
-                pos += take
-                if len(self._partial) < need:
+            if self._state is _State.HEADER and not self._partial:
+                pos = self._whole_frames(view, pos, end, frames)
+                if pos == end:
                     return
-                fields, at = self._partial, 0
-            elif end - pos >= need:
-                fields, at = view, pos
-                pos += need
-            else:
-                self._partial += view[pos:end]
+            if self._state is _State.BLOCK:
+                pos = self._read_block(view, pos, end, frames)
+                continue
+            need = HEADER_SIZE if self._state is _State.HEADER else _PREFIX_SIZE
+            got = self._read_fixed(view, pos, end, need)
+            if got is None:
                 return
-            if state is _State.HEADER:
+            fields, at, pos = got
+            if self._state is _State.HEADER:
                 self._start_frame(*_HEADER.unpack_from(fields, at))
             else:
-                (length,) = _LENGTH.unpack_from(fields, at)
-                self._start_block(length)
-                # Fast path: a whole single-block frame lies in this chunk; slice it out without
-                # going through the payload buffer.
-                if self._blocks_left == 1 and not self._payload and end - pos >= length:
-                    self._partial.clear()
-                    frames.append(Frame(self._serial, view[pos : pos + length].tobytes()))
-                    pos += length
-                    self._state = _State.HEADER
-                    continue
-                if length == 0:
-                    self._partial.clear()
+                self._start_block(_LENGTH.unpack_from(fields, at)[0])
+                if self._block_left == 0:
+                    # An empty block must complete now, not when the next chunk arrives.
                     self._block_done(frames)
-                    continue
             self._partial.clear()
+
+    def _read_fixed(
+        self, view: memoryview, pos: int, end: int, need: int
+    ) -> tuple[bytearray | memoryview, int, int] | None:
+        """Get ``need`` bytes (header or block length) as ``(buffer, offset, new pos)``, or None if short."""
+        if self._partial:
+            take = min(need - len(self._partial), end - pos)
+            self._partial += view[pos : pos + take]
+            if len(self._partial) < need:
+                return None
+            return self._partial, 0, pos + take
+        if end - pos >= need:
+            return view, pos, pos + need
+        self._partial += view[pos:end]
+        return None
+
+    def _read_block(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
+        take = min(self._block_left, end - pos)
+        if take == self._block_left and self._blocks_left == 1 and not self._payload:
+            # The whole payload lies in this chunk: copy it once, skipping the payload buffer.
+            frames.append(Frame(self._serial, view[pos : pos + take].tobytes()))
+            self._state = _State.HEADER
+            return pos + take
+        self._payload += view[pos : pos + take]
+        self._block_left -= take
+        if self._block_left == 0:
+            self._block_done(frames)
+        return pos + take
+
+    def _whole_frames(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
+        """Slice out complete single-block frames lying at ``pos``; return where they stop.
+
+        The hot path for rpc traffic (payloads under 8192 bytes): one unpack per frame. Anything
+        else, including every malformed header, is left to the general state machine.
+        """
+        unpack = _HEADER_ONE_BLOCK.unpack_from
+        limit = self._max_frame_bytes - _PREFIX_SIZE
+        while end - pos >= HEADER_SIZE + _PREFIX_SIZE:
+            token, serial, list_size, length = unpack(view, pos)
+            start = pos + HEADER_SIZE + _PREFIX_SIZE
+            if token != _TOKEN_SIGNED or list_size != 1 or not 0 <= length <= limit or length > end - start:
+                break
+            pos = start + length
+            frames.append(Frame(serial, view[start:pos].tobytes()))
+        return pos
 
     def _start_frame(self, token: int, serial: int, list_size: int) -> None:
         if token != _TOKEN_SIGNED:
