@@ -1,0 +1,450 @@
+"""Message log of the embedded broker: one store per (topic, store index), TubeMQ offsets (§10.3, §10.4).
+
+Offsets are positions in a virtual index of 28-byte entries shared by every partition of the store, so a
+message's offset is ``28 * its sequence number in the store``; a read for one partition walks that index and
+steps over the entries of sibling partitions and of filtered-out message types, and the caller's pending
+advance covers those skipped entries too. Data positions (for the lag figure ``currDataDlt``) follow the
+Java record layout (a 52-byte header before the payload) so they match a real broker byte for byte.
+
+Storage is in memory, or an append-only file per store. File layout: an 8-byte magic, then per message
+``uint32 bodyLen · uint32 crc32(body) · body`` with ``body = int32 partitionId · int64 messageId · int32
+checksum · int32 flag · int32 msgTypeHash · int64 appendTimeMs · int32 sentAddr · data``. On open every
+record is checked; the first short or corrupt record and everything after it is a torn tail from a crash and
+is cut off. Durability: every append is written through to the operating system (``os.write``) before it is
+acknowledged, so an acknowledged message survives a kill of the process; ``fsync=True`` also forces it to
+the disk on every append (survives a power loss, much slower). The index and the message headers stay in
+memory; payloads of a file store are read back with ``os.pread``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+import zlib
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, NamedTuple
+
+__all__ = [
+    "DATA_HEADER_BYTES",
+    "DEFAULT_READ_BYTES",
+    "DEFAULT_READ_ENTRIES",
+    "INDEX_ENTRY_BYTES",
+    "NO_MSG_TYPE",
+    "AppendResult",
+    "MessageIdGenerator",
+    "ReadResult",
+    "StoredMessage",
+    "TopicStore",
+    "store_path",
+]
+
+log = logging.getLogger(__name__)
+
+INDEX_ENTRY_BYTES = 28
+DATA_HEADER_BYTES = 52
+DEFAULT_READ_BYTES = 512 * 1024
+DEFAULT_READ_ENTRIES = 1000
+NO_MSG_TYPE = -1
+ID_EPOCH_MS = 1350282310830
+
+_MAGIC = b"TUBEGWS1"
+_FRAME = struct.Struct(">II")
+_HEAD = struct.Struct(">iqiiiqi")
+_MAX_BODY = _HEAD.size + 64 * 1024 * 1024
+_SEQUENCE_BITS = 12
+_WORKER_BITS = 10
+
+
+def store_path(data_dir: Path, topic: str, store_index: int) -> Path:
+    """Where the file of one topic store lives: ``data_dir/<topic>/store-<n>.log``."""
+    return data_dir / topic / f"store-{store_index}.log"
+
+
+def _fsync_dir(directory: Path) -> None:
+    # A new file's directory entry must reach the disk too, or the whole file can vanish on power loss.
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class MessageIdGenerator:
+    """Unique, increasing, positive int64 message ids shaped like TubeMQ's ``IdWorker`` (§10.3).
+
+    ``id = (ms since 2012-10-15 << 22) | (worker << 12) | sequence``. Within one generator ids strictly
+    increase, even when the clock stalls or steps back; ``observe`` moves past ids found in a reopened log.
+    """
+
+    def __init__(self, worker_id: int = 0, clock: Callable[[], float] = time.time) -> None:
+        if not 0 <= worker_id < (1 << _WORKER_BITS):
+            raise ValueError(f"worker_id must be in 0..{(1 << _WORKER_BITS) - 1}, got {worker_id}")
+        self._worker = worker_id
+        self._clock = clock
+        self._last_ms = 0
+        self._sequence = 0
+
+    def next_id(self) -> int:
+        ms = int(self._clock() * 1000) - ID_EPOCH_MS
+        if ms > self._last_ms:
+            self._last_ms, self._sequence = ms, 0
+        else:
+            self._sequence += 1
+            if self._sequence >> _SEQUENCE_BITS:
+                # Sequence space of this millisecond is spent: borrow the next millisecond.
+                self._last_ms, self._sequence = self._last_ms + 1, 0
+        return (
+            (self._last_ms << (_SEQUENCE_BITS + _WORKER_BITS))
+            | (self._worker << _SEQUENCE_BITS)
+            | self._sequence
+        )
+
+    def observe(self, message_id: int) -> None:
+        """Make every later id of this generator greater than ``message_id``."""
+        ms = message_id >> (_SEQUENCE_BITS + _WORKER_BITS)
+        if ms >= self._last_ms:
+            # Spend that millisecond: the id may come from another worker number, so only a later
+            # millisecond is sure to give larger ids.
+            self._last_ms, self._sequence = ms, (1 << _SEQUENCE_BITS) - 1
+
+    def __repr__(self) -> str:
+        return f"MessageIdGenerator(worker={self._worker}, last_ms={self._last_ms}, seq={self._sequence})"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One message as the broker stored it; ``offset`` is its index offset (a multiple of 28)."""
+
+    offset: int
+    message_id: int
+    partition_id: int
+    checksum: int
+    flag: int
+    data: bytes
+    msg_type_hash: int
+    append_time_ms: int
+    sent_addr: int
+
+
+class AppendResult(NamedTuple):
+    message_id: int
+    append_time_ms: int
+    append_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Outcome of one read.
+
+    ``next_offset`` is the index position after the last entry examined (entries of other partitions and
+    filtered-out entries included); ``next_offset - start_offset`` is the pending advance the broker books.
+    ``lag_bytes`` is the data still behind the last returned message (0 when none was returned), i.e.
+    ``currDataDlt``.
+    """
+
+    messages: tuple[StoredMessage, ...]
+    start_offset: int
+    next_offset: int
+    max_offset: int
+    lag_bytes: int
+
+    @property
+    def advance(self) -> int:
+        return self.next_offset - self.start_offset
+
+
+@dataclass(slots=True)
+class _Entry:
+    partition_id: int
+    message_id: int
+    checksum: int
+    flag: int
+    msg_type_hash: int
+    append_time_ms: int
+    sent_addr: int
+    data_offset: int
+    data_len: int
+    file_pos: int
+    data: bytes | None
+
+
+class TopicStore:
+    """The message log of one (topic, store index); in memory when ``path`` is None, else file-backed.
+
+    Opening a file store reads the whole file once to rebuild the in-memory index (and cuts a torn tail).
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        store_index: int,
+        *,
+        path: Path | None = None,
+        fsync: bool = False,
+        ids: MessageIdGenerator | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.topic = topic
+        self.store_index = store_index
+        self.path = path
+        self._fsync = fsync
+        self._ids = ids if ids is not None else MessageIdGenerator(clock=clock)
+        self._clock = clock
+        self._entries: list[_Entry] = []
+        self._data_max = 0
+        self._last_by_partition: dict[int, int] = {}
+        self._last_by_partition_type: dict[tuple[int, int], int] = {}
+        self._fd: int | None = None
+        self._file_size = 0
+        self._closed = False
+        if path is not None:
+            self._open_file(path)
+
+    # -- positions ---------------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        """Smallest readable index offset; this store never deletes, so always 0."""
+        return 0
+
+    @property
+    def max_offset(self) -> int:
+        """End of the index: the offset the next appended message will get."""
+        return len(self._entries) * INDEX_ENTRY_BYTES
+
+    @property
+    def data_max_offset(self) -> int:
+        """End of the data log in Java record bytes (52-byte header + payload per message)."""
+        return self._data_max
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        partition_id: int,
+        data: bytes,
+        flag: int,
+        msg_type_hash: int = NO_MSG_TYPE,
+        sent_addr: int = 0,
+        *,
+        checksum: int | None = None,
+    ) -> AppendResult:
+        """Store one message; ``checksum`` (CRC-32 & 0x7FFFFFFF of ``data``) is computed when not given.
+
+        Raises ``OSError`` when the file write fails; the store is then unchanged.
+        """
+        if self._closed:
+            raise ValueError(f"{self!r} is closed")
+        crc = zlib.crc32(data) & 0x7FFFFFFF if checksum is None else checksum
+        message_id = self._ids.next_id()
+        append_ms = int(self._clock() * 1000)
+        entry = _Entry(
+            partition_id,
+            message_id,
+            crc,
+            flag,
+            msg_type_hash,
+            append_ms,
+            sent_addr,
+            self._data_max,
+            len(data),
+            -1,
+            data,
+        )
+        if self._fd is not None:
+            entry.file_pos, entry.data = self._write_record(entry, data), None
+        offset = self._add(entry)
+        return AppendResult(message_id, append_ms, offset)
+
+    def _add(self, entry: _Entry) -> int:
+        number = len(self._entries)
+        self._entries.append(entry)
+        self._data_max += DATA_HEADER_BYTES + entry.data_len
+        self._last_by_partition[entry.partition_id] = number
+        self._last_by_partition_type[(entry.partition_id, entry.msg_type_hash)] = number
+        return number * INDEX_ENTRY_BYTES
+
+    def _write_record(self, entry: _Entry, data: bytes) -> int:
+        assert self._fd is not None
+        body = (
+            _HEAD.pack(
+                entry.partition_id,
+                entry.message_id,
+                entry.checksum,
+                entry.flag,
+                entry.msg_type_hash,
+                entry.append_time_ms,
+                entry.sent_addr,
+            )
+            + data
+        )
+        record = _FRAME.pack(len(body), zlib.crc32(body)) + body
+        start = self._file_size
+        try:
+            view = memoryview(record)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            if self._fsync:
+                os.fsync(self._fd)
+        except BaseException:
+            # Leave no half record behind: the next append must start on a record boundary.
+            os.ftruncate(self._fd, start)
+            raise
+        self._file_size = start + len(record)
+        return start + _FRAME.size + _HEAD.size
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        partition_id: int,
+        from_offset: int,
+        max_bytes: int = DEFAULT_READ_BYTES,
+        max_entries: int = DEFAULT_READ_ENTRIES,
+        filter_hashes: Collection[int] | None = None,
+    ) -> ReadResult:
+        """Read messages of one partition starting at index offset ``from_offset`` (rounded down to 28).
+
+        At most ``max_entries`` index entries are examined; reading stops after the message that brings the
+        batch to ``max_bytes`` or more (counted in Java record bytes). With ``filter_hashes`` (non-empty) only
+        messages whose msgType hash is in it are returned. When no entry of the partition (and filter) lies
+        ahead, nothing is examined one by one and the whole rest of the index is the advance, as the Java
+        broker's cache read does.
+        """
+        start = max(from_offset - from_offset % INDEX_ENTRY_BYTES, self.min_offset)
+        first, end = start // INDEX_ENTRY_BYTES, len(self._entries)
+        max_offset = self.max_offset
+        if first >= end:
+            return ReadResult((), start, start, max_offset, 0)
+        hashes = frozenset(filter_hashes) if filter_hashes else None
+        if not self._has_match(partition_id, first, hashes):
+            return ReadResult((), start, max_offset, max_offset, 0)
+        messages: list[StoredMessage] = []
+        total = 0
+        last_data_end = self._data_max
+        number = first
+        stop = min(end, first + max(1, max_entries))
+        while number < stop:
+            entry = self._entries[number]
+            number += 1
+            if entry.partition_id != partition_id or (
+                hashes is not None and entry.msg_type_hash not in hashes
+            ):
+                continue
+            messages.append(self._message(number - 1, entry))
+            size = DATA_HEADER_BYTES + entry.data_len
+            last_data_end = entry.data_offset + size
+            total += size
+            if total >= max_bytes:
+                break
+        lag = self._data_max - last_data_end
+        return ReadResult(tuple(messages), start, number * INDEX_ENTRY_BYTES, max_offset, lag)
+
+    def _has_match(self, partition_id: int, first: int, hashes: frozenset[int] | None) -> bool:
+        if hashes is None:
+            return self._last_by_partition.get(partition_id, -1) >= first
+        return any(self._last_by_partition_type.get((partition_id, h), -1) >= first for h in hashes)
+
+    def _message(self, number: int, entry: _Entry) -> StoredMessage:
+        data = entry.data
+        if data is None:
+            assert self._fd is not None
+            data = os.pread(self._fd, entry.data_len, entry.file_pos)
+            if len(data) != entry.data_len:
+                raise OSError(f"{self.path}: short read at {entry.file_pos}")
+        return StoredMessage(
+            number * INDEX_ENTRY_BYTES,
+            entry.message_id,
+            entry.partition_id,
+            entry.checksum,
+            entry.flag,
+            data,
+            entry.msg_type_hash,
+            entry.append_time_ms,
+            entry.sent_addr,
+        )
+
+    # -- file handling -------------------------------------------------------------------------------
+
+    def _open_file(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self._file_size = self._load(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _load(self, fd: int, path: Path) -> int:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, len(_MAGIC), 0)
+        if len(head) < len(_MAGIC) and _MAGIC.startswith(head):
+            os.ftruncate(fd, 0)  # created but never completed: start afresh
+            os.write(fd, _MAGIC)
+            if self._fsync:
+                os.fsync(fd)
+                _fsync_dir(path.parent)
+            return len(_MAGIC)
+        if head != _MAGIC:
+            raise ValueError(f"{path} is not a message store file of this gateway")
+        pos = len(_MAGIC)
+        with open(fd, "rb", closefd=False) as file:
+            file.seek(pos)
+            while pos < size:
+                entry = self._read_record(file, pos)
+                if entry is None:
+                    log.warning("%s: cutting a torn tail of %d bytes at offset %d", path, size - pos, pos)
+                    os.ftruncate(fd, pos)
+                    break
+                self._ids.observe(entry.message_id)
+                self._add(entry)
+                pos = entry.file_pos + entry.data_len
+        return pos
+
+    def _read_record(self, file: BinaryIO, pos: int) -> _Entry | None:
+        frame = file.read(_FRAME.size)
+        if len(frame) < _FRAME.size:
+            return None
+        body_len, crc = _FRAME.unpack(frame)
+        if not _HEAD.size <= body_len <= _MAX_BODY:
+            return None
+        body = file.read(body_len)
+        if len(body) < body_len or zlib.crc32(body) != crc:
+            return None
+        pid, mid, checksum, flag, type_hash, append_ms, sent_addr = _HEAD.unpack_from(body)
+        data_len = body_len - _HEAD.size
+        return _Entry(
+            pid,
+            mid,
+            checksum,
+            flag,
+            type_hash,
+            append_ms,
+            sent_addr,
+            self._data_max,
+            data_len,
+            pos + _FRAME.size + _HEAD.size,
+            None,
+        )
+
+    def close(self) -> None:
+        """Close the file (if any); the store cannot be appended to afterwards."""
+        self._closed = True
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path is not None else "memory"
+        return (
+            f"TopicStore({self.topic!r}, store={self.store_index}, messages={len(self._entries)}, "
+            f"max_offset={self.max_offset}, {where}{', closed' if self._closed else ''})"
+        )
