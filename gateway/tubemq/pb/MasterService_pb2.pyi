@@ -429,3 +429,205 @@ class GetPartMetaResponseM2C(_message.Message):
     topicMetaInfoList: _containers.RepeatedScalarFieldContainer[str]
     brokerConfigList: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, errCode: _Optional[int] = ..., errMsg: _Optional[str] = ..., brokerConfigId: _Optional[int] = ..., topicMetaInfoId: _Optional[int] = ..., topicMetaInfoList: _Optional[_Iterable[str]] = ..., brokerConfigList: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class EnableBrokerFunInfo(_message.Message):
+    __slots__ = ("enableConsumeAuthenticate", "enableConsumeAuthorize", "enableProduceAuthenticate", "enableProduceAuthorize", "enableVisitTokenCheck")
+    ENABLECONSUMEAUTHENTICATE_FIELD_NUMBER: _ClassVar[int]
+    ENABLECONSUMEAUTHORIZE_FIELD_NUMBER: _ClassVar[int]
+    ENABLEPRODUCEAUTHENTICATE_FIELD_NUMBER: _ClassVar[int]
+    ENABLEPRODUCEAUTHORIZE_FIELD_NUMBER: _ClassVar[int]
+    ENABLEVISITTOKENCHECK_FIELD_NUMBER: _ClassVar[int]
+    enableConsumeAuthenticate: bool
+    enableConsumeAuthorize: bool
+    enableProduceAuthenticate: bool
+    enableProduceAuthorize: bool
+    enableVisitTokenCheck: bool
+    def __init__(self, enableConsumeAuthenticate: _Optional[bool] = ..., enableConsumeAuthorize: _Optional[bool] = ..., enableProduceAuthenticate: _Optional[bool] = ..., enableProduceAuthorize: _Optional[bool] = ..., enableVisitTokenCheck: _Optional[bool] = ...) -> None: ...
+
+class MasterBrokerAuthorizedInfo(_message.Message):
+    __slots__ = ("visitAuthorizedToken", "authAuthorizedToken")
+    VISITAUTHORIZEDTOKEN_FIELD_NUMBER: _ClassVar[int]
+    AUTHAUTHORIZEDTOKEN_FIELD_NUMBER: _ClassVar[int]
+    visitAuthorizedToken: str
+    authAuthorizedToken: str
+    def __init__(self, visitAuthorizedToken: _Optional[str] = ..., authAuthorizedToken: _Optional[str] = ...) -> None: ...
+
+class ClusterConfig(_message.Message):
+    __slots__ = ("configId", "maxMsgSize")
+    CONFIGID_FIELD_NUMBER: _ClassVar[int]
+    MAXMSGSIZE_FIELD_NUMBER: _ClassVar[int]
+    configId: int
+    maxMsgSize: int
+    def __init__(self, configId: _Optional[int] = ..., maxMsgSize: _Optional[int] = ...) -> None: ...
+
+class RegisterRequestB2M(_message.Message):
+    __slots__ = ("clientId", "brokerOnline", "enableTls", "readStatusRpt", "writeStatusRpt", "curBrokerConfId", "confCheckSumId", "brokerDefaultConfInfo", "brokerTopicSetConfInfo", "ssdStoreId", "flowCheckId", "qryPriorityId", "tlsPort", "authInfo", "clsConfig")
+    CLIENTID_FIELD_NUMBER: _ClassVar[int]
+    BROKERONLINE_FIELD_NUMBER: _ClassVar[int]
+    ENABLETLS_FIELD_NUMBER: _ClassVar[int]
+    READSTATUSRPT_FIELD_NUMBER: _ClassVar[int]
+    WRITESTATUSRPT_FIELD_NUMBER: _ClassVar[int]
+    CURBROKERCONFID_FIELD_NUMBER: _ClassVar[int]
+    CONFCHECKSUMID_FIELD_NUMBER: _ClassVar[int]
+    BROKERDEFAULTCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    BROKERTOPICSETCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    SSDSTOREID_FIELD_NUMBER: _ClassVar[int]
+    FLOWCHECKID_FIELD_NUMBER: _ClassVar[int]
+    QRYPRIORITYID_FIELD_NUMBER: _ClassVar[int]
+    TLSPORT_FIELD_NUMBER: _ClassVar[int]
+    AUTHINFO_FIELD_NUMBER: _ClassVar[int]
+    CLSCONFIG_FIELD_NUMBER: _ClassVar[int]
+    clientId: str
+    brokerOnline: bool
+    enableTls: bool
+    readStatusRpt: int
+    writeStatusRpt: int
+    curBrokerConfId: int
+    confCheckSumId: int
+    brokerDefaultConfInfo: str
+    brokerTopicSetConfInfo: _containers.RepeatedScalarFieldContainer[str]
+    ssdStoreId: int
+    flowCheckId: int
+    qryPriorityId: int
+    tlsPort: int
+    authInfo: MasterCertificateInfo
+    clsConfig: ClusterConfig
+    def __init__(self, clientId: _Optional[str] = ..., brokerOnline: _Optional[bool] = ..., enableTls: _Optional[bool] = ..., readStatusRpt: _Optional[int] = ..., writeStatusRpt: _Optional[int] = ..., curBrokerConfId: _Optional[int] = ..., confCheckSumId: _Optional[int] = ..., brokerDefaultConfInfo: _Optional[str] = ..., brokerTopicSetConfInfo: _Optional[_Iterable[str]] = ..., ssdStoreId: _Optional[int] = ..., flowCheckId: _Optional[int] = ..., qryPriorityId: _Optional[int] = ..., tlsPort: _Optional[int] = ..., authInfo: _Optional[_Union[MasterCertificateInfo, _Mapping]] = ..., clsConfig: _Optional[_Union[ClusterConfig, _Mapping]] = ...) -> None: ...
+
+class RegisterResponseM2B(_message.Message):
+    __slots__ = ("success", "errCode", "errMsg", "stopRead", "stopWrite", "takeConfInfo", "enableBrokerInfo", "curBrokerConfId", "confCheckSumId", "brokerDefaultConfInfo", "brokerTopicSetConfInfo", "ssdStoreId", "flowCheckId", "flowControlInfo", "qryPriorityId", "authorizedInfo", "brokerAuthorizedInfo", "clsConfig")
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    ERRCODE_FIELD_NUMBER: _ClassVar[int]
+    ERRMSG_FIELD_NUMBER: _ClassVar[int]
+    STOPREAD_FIELD_NUMBER: _ClassVar[int]
+    STOPWRITE_FIELD_NUMBER: _ClassVar[int]
+    TAKECONFINFO_FIELD_NUMBER: _ClassVar[int]
+    ENABLEBROKERINFO_FIELD_NUMBER: _ClassVar[int]
+    CURBROKERCONFID_FIELD_NUMBER: _ClassVar[int]
+    CONFCHECKSUMID_FIELD_NUMBER: _ClassVar[int]
+    BROKERDEFAULTCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    BROKERTOPICSETCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    SSDSTOREID_FIELD_NUMBER: _ClassVar[int]
+    FLOWCHECKID_FIELD_NUMBER: _ClassVar[int]
+    FLOWCONTROLINFO_FIELD_NUMBER: _ClassVar[int]
+    QRYPRIORITYID_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZEDINFO_FIELD_NUMBER: _ClassVar[int]
+    BROKERAUTHORIZEDINFO_FIELD_NUMBER: _ClassVar[int]
+    CLSCONFIG_FIELD_NUMBER: _ClassVar[int]
+    success: bool
+    errCode: int
+    errMsg: str
+    stopRead: bool
+    stopWrite: bool
+    takeConfInfo: bool
+    enableBrokerInfo: EnableBrokerFunInfo
+    curBrokerConfId: int
+    confCheckSumId: int
+    brokerDefaultConfInfo: str
+    brokerTopicSetConfInfo: _containers.RepeatedScalarFieldContainer[str]
+    ssdStoreId: int
+    flowCheckId: int
+    flowControlInfo: str
+    qryPriorityId: int
+    authorizedInfo: MasterAuthorizedInfo
+    brokerAuthorizedInfo: MasterBrokerAuthorizedInfo
+    clsConfig: ClusterConfig
+    def __init__(self, success: _Optional[bool] = ..., errCode: _Optional[int] = ..., errMsg: _Optional[str] = ..., stopRead: _Optional[bool] = ..., stopWrite: _Optional[bool] = ..., takeConfInfo: _Optional[bool] = ..., enableBrokerInfo: _Optional[_Union[EnableBrokerFunInfo, _Mapping]] = ..., curBrokerConfId: _Optional[int] = ..., confCheckSumId: _Optional[int] = ..., brokerDefaultConfInfo: _Optional[str] = ..., brokerTopicSetConfInfo: _Optional[_Iterable[str]] = ..., ssdStoreId: _Optional[int] = ..., flowCheckId: _Optional[int] = ..., flowControlInfo: _Optional[str] = ..., qryPriorityId: _Optional[int] = ..., authorizedInfo: _Optional[_Union[MasterAuthorizedInfo, _Mapping]] = ..., brokerAuthorizedInfo: _Optional[_Union[MasterBrokerAuthorizedInfo, _Mapping]] = ..., clsConfig: _Optional[_Union[ClusterConfig, _Mapping]] = ...) -> None: ...
+
+class HeartRequestB2M(_message.Message):
+    __slots__ = ("brokerId", "brokerOnline", "readStatusRpt", "writeStatusRpt", "curBrokerConfId", "confCheckSumId", "takeConfInfo", "takeRemovedTopicInfo", "brokerDefaultConfInfo", "brokerTopicSetConfInfo", "removedTopicsInfo", "ssdStoreId", "flowCheckId", "qryPriorityId", "authInfo", "clsConfig")
+    BROKERID_FIELD_NUMBER: _ClassVar[int]
+    BROKERONLINE_FIELD_NUMBER: _ClassVar[int]
+    READSTATUSRPT_FIELD_NUMBER: _ClassVar[int]
+    WRITESTATUSRPT_FIELD_NUMBER: _ClassVar[int]
+    CURBROKERCONFID_FIELD_NUMBER: _ClassVar[int]
+    CONFCHECKSUMID_FIELD_NUMBER: _ClassVar[int]
+    TAKECONFINFO_FIELD_NUMBER: _ClassVar[int]
+    TAKEREMOVEDTOPICINFO_FIELD_NUMBER: _ClassVar[int]
+    BROKERDEFAULTCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    BROKERTOPICSETCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    REMOVEDTOPICSINFO_FIELD_NUMBER: _ClassVar[int]
+    SSDSTOREID_FIELD_NUMBER: _ClassVar[int]
+    FLOWCHECKID_FIELD_NUMBER: _ClassVar[int]
+    QRYPRIORITYID_FIELD_NUMBER: _ClassVar[int]
+    AUTHINFO_FIELD_NUMBER: _ClassVar[int]
+    CLSCONFIG_FIELD_NUMBER: _ClassVar[int]
+    brokerId: str
+    brokerOnline: bool
+    readStatusRpt: int
+    writeStatusRpt: int
+    curBrokerConfId: int
+    confCheckSumId: int
+    takeConfInfo: bool
+    takeRemovedTopicInfo: bool
+    brokerDefaultConfInfo: str
+    brokerTopicSetConfInfo: _containers.RepeatedScalarFieldContainer[str]
+    removedTopicsInfo: _containers.RepeatedScalarFieldContainer[str]
+    ssdStoreId: int
+    flowCheckId: int
+    qryPriorityId: int
+    authInfo: MasterCertificateInfo
+    clsConfig: ClusterConfig
+    def __init__(self, brokerId: _Optional[str] = ..., brokerOnline: _Optional[bool] = ..., readStatusRpt: _Optional[int] = ..., writeStatusRpt: _Optional[int] = ..., curBrokerConfId: _Optional[int] = ..., confCheckSumId: _Optional[int] = ..., takeConfInfo: _Optional[bool] = ..., takeRemovedTopicInfo: _Optional[bool] = ..., brokerDefaultConfInfo: _Optional[str] = ..., brokerTopicSetConfInfo: _Optional[_Iterable[str]] = ..., removedTopicsInfo: _Optional[_Iterable[str]] = ..., ssdStoreId: _Optional[int] = ..., flowCheckId: _Optional[int] = ..., qryPriorityId: _Optional[int] = ..., authInfo: _Optional[_Union[MasterCertificateInfo, _Mapping]] = ..., clsConfig: _Optional[_Union[ClusterConfig, _Mapping]] = ...) -> None: ...
+
+class HeartResponseM2B(_message.Message):
+    __slots__ = ("success", "errCode", "errMsg", "stopRead", "stopWrite", "curBrokerConfId", "confCheckSumId", "needReportData", "takeConfInfo", "takeRemoveTopicInfo", "brokerDefaultConfInfo", "brokerTopicSetConfInfo", "removeTopicConfInfo", "ssdStoreId", "flowCheckId", "flowControlInfo", "qryPriorityId", "authorizedInfo", "brokerAuthorizedInfo", "clsConfig")
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    ERRCODE_FIELD_NUMBER: _ClassVar[int]
+    ERRMSG_FIELD_NUMBER: _ClassVar[int]
+    STOPREAD_FIELD_NUMBER: _ClassVar[int]
+    STOPWRITE_FIELD_NUMBER: _ClassVar[int]
+    CURBROKERCONFID_FIELD_NUMBER: _ClassVar[int]
+    CONFCHECKSUMID_FIELD_NUMBER: _ClassVar[int]
+    NEEDREPORTDATA_FIELD_NUMBER: _ClassVar[int]
+    TAKECONFINFO_FIELD_NUMBER: _ClassVar[int]
+    TAKEREMOVETOPICINFO_FIELD_NUMBER: _ClassVar[int]
+    BROKERDEFAULTCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    BROKERTOPICSETCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    REMOVETOPICCONFINFO_FIELD_NUMBER: _ClassVar[int]
+    SSDSTOREID_FIELD_NUMBER: _ClassVar[int]
+    FLOWCHECKID_FIELD_NUMBER: _ClassVar[int]
+    FLOWCONTROLINFO_FIELD_NUMBER: _ClassVar[int]
+    QRYPRIORITYID_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZEDINFO_FIELD_NUMBER: _ClassVar[int]
+    BROKERAUTHORIZEDINFO_FIELD_NUMBER: _ClassVar[int]
+    CLSCONFIG_FIELD_NUMBER: _ClassVar[int]
+    success: bool
+    errCode: int
+    errMsg: str
+    stopRead: bool
+    stopWrite: bool
+    curBrokerConfId: int
+    confCheckSumId: int
+    needReportData: bool
+    takeConfInfo: bool
+    takeRemoveTopicInfo: bool
+    brokerDefaultConfInfo: str
+    brokerTopicSetConfInfo: _containers.RepeatedScalarFieldContainer[str]
+    removeTopicConfInfo: _containers.RepeatedScalarFieldContainer[str]
+    ssdStoreId: int
+    flowCheckId: int
+    flowControlInfo: str
+    qryPriorityId: int
+    authorizedInfo: MasterAuthorizedInfo
+    brokerAuthorizedInfo: MasterBrokerAuthorizedInfo
+    clsConfig: ClusterConfig
+    def __init__(self, success: _Optional[bool] = ..., errCode: _Optional[int] = ..., errMsg: _Optional[str] = ..., stopRead: _Optional[bool] = ..., stopWrite: _Optional[bool] = ..., curBrokerConfId: _Optional[int] = ..., confCheckSumId: _Optional[int] = ..., needReportData: _Optional[bool] = ..., takeConfInfo: _Optional[bool] = ..., takeRemoveTopicInfo: _Optional[bool] = ..., brokerDefaultConfInfo: _Optional[str] = ..., brokerTopicSetConfInfo: _Optional[_Iterable[str]] = ..., removeTopicConfInfo: _Optional[_Iterable[str]] = ..., ssdStoreId: _Optional[int] = ..., flowCheckId: _Optional[int] = ..., flowControlInfo: _Optional[str] = ..., qryPriorityId: _Optional[int] = ..., authorizedInfo: _Optional[_Union[MasterAuthorizedInfo, _Mapping]] = ..., brokerAuthorizedInfo: _Optional[_Union[MasterBrokerAuthorizedInfo, _Mapping]] = ..., clsConfig: _Optional[_Union[ClusterConfig, _Mapping]] = ...) -> None: ...
+
+class CloseRequestB2M(_message.Message):
+    __slots__ = ("brokerId", "authInfo")
+    BROKERID_FIELD_NUMBER: _ClassVar[int]
+    AUTHINFO_FIELD_NUMBER: _ClassVar[int]
+    brokerId: str
+    authInfo: MasterCertificateInfo
+    def __init__(self, brokerId: _Optional[str] = ..., authInfo: _Optional[_Union[MasterCertificateInfo, _Mapping]] = ...) -> None: ...
+
+class CloseResponseM2B(_message.Message):
+    __slots__ = ("success", "errCode", "errMsg")
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    ERRCODE_FIELD_NUMBER: _ClassVar[int]
+    ERRMSG_FIELD_NUMBER: _ClassVar[int]
+    success: bool
+    errCode: int
+    errMsg: str
+    def __init__(self, success: _Optional[bool] = ..., errCode: _Optional[int] = ..., errMsg: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,502 @@
+"""TubeMQ RPC envelopes and the method table, sans-IO (protocol doc §1.3-§1.6, §2, §3.1, §8.2).
+
+A request payload is three varint-delimited messages, ``RpcConnHeader{flag=0}``,
+``RequestHeader{serviceType, protocolVer}`` and ``RequestBody{method, timeout, request}``; an answer
+is ``RpcConnHeader{flag=1}``, ``ResponseHeader{status, protocolVer}`` and either
+``RspResponseBody{method, data}`` (SUCCESS) or ``RspExceptionBody{exceptionName, stackTrace}``
+(ERROR/FATAL). ``request`` and ``data`` hold the serialized method-specific message named by
+:data:`METHODS`.
+
+Client side: :func:`encode_request`, then :func:`decode_response` and :func:`parse_response` (or
+:func:`parse_as`). Server side: :func:`decode_request`, :func:`check_service`, :func:`parse_request`,
+then :func:`encode_response` or :func:`encode_exception`; every :class:`RpcDecodeError` carries the
+answer the Java server would give (:meth:`RpcDecodeError.answer`).
+
+The headers are the same for every call of a service, so their bytes are built once and cached, and
+``RequestBody``/``RspResponseBody`` are written by hand around the inner message's bytes (one copy
+fewer than building the envelope message); the tests check these bytes against protobuf's own.
+Protobuf's Python parser does not enforce ``required`` fields, so every parse here checks them, as the
+Java peers do (§1.8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, TypeVar, cast
+
+from google.protobuf.message import DecodeError, EncodeError, Message
+
+from gateway.tubemq.errors import STATUS_ERROR, STATUS_FATAL, ProtocolError, RemoteException, remote_exception
+from gateway.tubemq.frame import (
+    Frame,
+    FrameError,
+    decode_delimited,
+    encode_delimited,
+    encode_frame,
+    encode_varint,
+)
+from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.pb import RPC_pb2 as rpc_pb
+
+__all__ = [
+    "FLAG_REQUEST",
+    "FLAG_RESPONSE",
+    "INVALID_PROTOBUF_EXCEPTION",
+    "JAVA_EXCEPTION",
+    "METHODS",
+    "OP_REGISTER",
+    "OP_UNREGISTER",
+    "PROTOCOL_VERSION",
+    "SERVICE_METHODS",
+    "STATUS_ERROR",
+    "STATUS_FATAL",
+    "STATUS_SUCCESS",
+    "Method",
+    "MethodSpec",
+    "RpcDecodeError",
+    "RpcFailure",
+    "RpcRequest",
+    "RpcResponse",
+    "Service",
+    "check_service",
+    "decode_request",
+    "decode_response",
+    "encode_exception",
+    "encode_request",
+    "encode_response",
+    "java_class_name",
+    "parse_as",
+    "parse_request",
+    "parse_response",
+]
+
+PROTOCOL_VERSION = 3
+"""``protocolVer`` of ``org.apache.inlong`` clients (2: ``com.apache``, 1: ``com.tencent``)."""
+FLAG_REQUEST = 0
+FLAG_RESPONSE = 1
+STATUS_SUCCESS = 0
+OP_REGISTER = 31
+"""``RegisterRequestC2B.opType`` to register at a broker (method 15)."""
+OP_UNREGISTER = 32
+"""``RegisterRequestC2B.opType`` to unregister from a broker (method 15)."""
+
+INVALID_PROTOBUF_EXCEPTION = "com.google.protobuf.InvalidProtocolBufferException"
+JAVA_EXCEPTION = "java.lang.Exception"
+_READ_PARAMS_PREFIX = "IPC server unable to read call parameters:"
+_HANDLE_REQUEST_PREFIX = "IPC server handle request error :"
+
+
+class Service(IntEnum):
+    """``RequestHeader.serviceType`` (Java ``RpcConstants``)."""
+
+    MASTER = 1
+    BROKER_READ = 2
+    BROKER_WRITE = 3
+
+
+class Method(IntEnum):
+    """``RequestBody.method`` ids (§2). 11, 12, 14 and 19 are declared but never served."""
+
+    PRODUCER_REGISTER = 1
+    PRODUCER_HEARTBEAT = 2
+    PRODUCER_CLOSE = 3
+    CONSUMER_REGISTER = 4
+    CONSUMER_HEARTBEAT = 5
+    CONSUMER_CLOSE = 6
+    BROKER_REGISTER = 7
+    BROKER_HEARTBEAT = 8
+    BROKER_CLOSE = 9
+    PRODUCER_BROKER_REGISTER = 11
+    PRODUCER_BROKER_HEARTBEAT = 12
+    SEND_MESSAGE = 13
+    PRODUCER_BROKER_CLOSE = 14
+    CONSUMER_BROKER_REGISTER = 15
+    CONSUMER_BROKER_HEARTBEAT = 16
+    GET_MESSAGES = 17
+    CONSUMER_COMMIT = 18
+    CONSUMER_BROKER_CLOSE = 19
+    CONSUMER_REGISTER_V2 = 20
+    CONSUMER_HEARTBEAT_V2 = 21
+    CONSUMER_GET_PART_META = 22
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """One served method: its Java name, the service it is sent to, and its message types."""
+
+    method: Method
+    name: str
+    service: Service
+    request_type: type[Message]
+    response_type: type[Message]
+
+
+# id, Java name, service, request type, response type (types in MasterService for service 1, else in
+# BrokerService). Java and C++ send method 13 to the write service, Go to the read one; both are served.
+_TABLE = """
+ 1 producerRegisterP2M        1 RegisterRequestP2M    RegisterResponseM2P
+ 2 producerHeartbeatP2M       1 HeartRequestP2M       HeartResponseM2P
+ 3 producerCloseClientP2M     1 CloseRequestP2M       CloseResponseM2P
+ 4 consumerRegisterC2M        1 RegisterRequestC2M    RegisterResponseM2C
+ 5 consumerHeartbeatC2M       1 HeartRequestC2M       HeartResponseM2C
+ 6 consumerCloseClientC2M     1 CloseRequestC2M       CloseResponseM2C
+ 7 brokerRegisterB2M          1 RegisterRequestB2M    RegisterResponseM2B
+ 8 brokerHeartbeatB2M         1 HeartRequestB2M       HeartResponseM2B
+ 9 brokerCloseClientB2M       1 CloseRequestB2M       CloseResponseM2B
+13 sendMessageP2B             3 SendMessageRequestP2B SendMessageResponseB2P
+15 consumerRegisterC2B        2 RegisterRequestC2B    RegisterResponseB2C
+16 consumerHeartbeatC2B       2 HeartBeatRequestC2B   HeartBeatResponseB2C
+17 getMessagesC2B             2 GetMessageRequestC2B  GetMessageResponseB2C
+18 consumerCommitC2B          2 CommitOffsetRequestC2B CommitOffsetResponseB2C
+20 consumerRegisterC2MV2      1 RegisterRequestC2MV2  RegisterResponseM2CV2
+21 consumerHeartbeatC2MV2     1 HeartRequestC2MV2     HeartResponseM2CV2
+22 consumerGetPartMetaInfoC2M 1 GetPartMetaRequestC2M GetPartMetaResponseM2C
+"""
+
+
+def _build_methods() -> dict[int, MethodSpec]:
+    table: dict[int, MethodSpec] = {}
+    for line in _TABLE.strip().splitlines():
+        method, name, service, request, response = line.split()
+        module = master_pb if int(service) == Service.MASTER else broker_pb
+        request_type: type[Message] = getattr(module, request)
+        response_type: type[Message] = getattr(module, response)
+        spec = MethodSpec(Method(int(method)), name, Service(int(service)), request_type, response_type)
+        table[spec.method] = spec
+    return table
+
+
+METHODS: dict[int, MethodSpec] = _build_methods()
+"""Every served method id -> its spec (11, 12, 14 and 19 are absent: the Java server rejects them)."""
+
+SERVICE_METHODS: dict[int, frozenset[int]] = {
+    Service.MASTER: frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21, 22}),
+    Service.BROKER_READ: frozenset(range(11, 20)),
+    Service.BROKER_WRITE: frozenset({11, 12, 13, 14}),
+}
+"""Method ids each service accepts (Java ``PbEnDecoder.isValidServiceTypeAndMethod``, §1.5 rule 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RpcRequest:
+    """A decoded request envelope (server side); absent header fields read as 0, as in Java.
+
+    ``timeout_ms`` is the client's deadline in milliseconds (0 or less: Java never answers);
+    ``body`` is the serialized inner request, see :func:`parse_request`.
+    """
+
+    serial: int
+    method: int
+    service_type: int
+    protocol_ver: int
+    timeout_ms: int
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RpcResponse:
+    """A SUCCESS answer (client side); ``data`` is the serialized inner response of ``method``."""
+
+    serial: int
+    method: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RpcFailure:
+    """An ERROR (1) or FATAL (2) answer (client side), from ``RspExceptionBody``."""
+
+    serial: int
+    status: int
+    exception_name: str
+    message: str
+
+    def to_exception(self) -> RemoteException:
+        """The typed exception for this answer (``errors.remote_exception``)."""
+        return remote_exception(self.status, self.exception_name, self.message)
+
+
+class RpcDecodeError(ProtocolError):
+    """Server side: a request the node cannot accept. ``answer()`` is the frame Java would send back.
+
+    ``status`` is FATAL for unreadable envelopes, unknown methods and unparsable inner requests, ERROR
+    for a method sent to the wrong service; ``exception_name`` and ``detail`` fill ``RspExceptionBody``.
+    """
+
+    def __init__(self, serial: int, status: int, exception_name: str, detail: str) -> None:
+        super().__init__(f"serial {serial}: {exception_name}: {detail}")
+        self.serial = serial
+        self.status = status
+        self.exception_name = exception_name
+        self.detail = detail
+
+    def answer(self, protocol_ver: int = PROTOCOL_VERSION) -> bytes:
+        """The whole answer frame (an ERROR answer carries ``protocol_ver``, a FATAL one none)."""
+        return encode_exception(self.serial, self.status, self.exception_name, self.detail, protocol_ver)
+
+
+# --- wire helpers ------------------------------------------------------------------------------------
+
+_MessageT = TypeVar("_MessageT", bound=Message)
+
+_UINT64_MASK = (1 << 64) - 1
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+
+def _int_varint(value: int) -> bytes:
+    """A protobuf int32/int64 value: negatives take ten bytes (two's complement on 64 bits)."""
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"{value} does not fit an int64")
+    return encode_varint(value & _UINT64_MASK)
+
+
+def _serialize(message: Message) -> bytes:
+    try:
+        return message.SerializeToString()
+    except EncodeError as exc:
+        raise ValueError(f"cannot encode {type(message).__name__}: {exc}") from exc
+
+
+def _parse(message_type: type[_MessageT], data: bytes) -> _MessageT:
+    """Parse ``data``; raise ``ValueError`` naming the problem (corrupt bytes or missing fields)."""
+    message = message_type()
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        raise ValueError(f"{message_type.__name__}: {exc}") from exc
+    if not message.IsInitialized():
+        # Same wording as Java's UninitializedMessageException, which peers report back.
+        missing = ", ".join(cast(Any, message).FindInitializationErrors())
+        raise ValueError(f"Message missing required fields: {missing}")
+    return message
+
+
+_CONN_REQUEST = encode_delimited(rpc_pb.RpcConnHeader(flag=FLAG_REQUEST).SerializeToString())
+_CONN_RESPONSE = encode_delimited(rpc_pb.RpcConnHeader(flag=FLAG_RESPONSE).SerializeToString())
+_request_prefixes: dict[tuple[int, int], bytes] = {}
+_response_prefixes: dict[tuple[int, int | None], bytes] = {}
+
+
+def _request_prefix(service: int, protocol_ver: int) -> bytes:
+    key = (service, protocol_ver)
+    prefix = _request_prefixes.get(key)
+    if prefix is None:
+        header = rpc_pb.RequestHeader(serviceType=service, protocolVer=protocol_ver)
+        prefix = _CONN_REQUEST + encode_delimited(header.SerializeToString())
+        if len(_request_prefixes) < 64:  # bounded: callers could pass arbitrary values
+            _request_prefixes[key] = prefix
+    return prefix
+
+
+def _response_prefix(status: int, protocol_ver: int | None) -> bytes:
+    key = (status, protocol_ver)
+    prefix = _response_prefixes.get(key)
+    if prefix is None:
+        header = rpc_pb.ResponseHeader(status=status)  # type: ignore[arg-type]
+        if protocol_ver is not None:
+            header.protocolVer = protocol_ver
+        prefix = _CONN_RESPONSE + encode_delimited(header.SerializeToString())
+        if len(_response_prefixes) < 64:
+            _response_prefixes[key] = prefix
+    return prefix
+
+
+for _service in Service:
+    _request_prefix(_service, PROTOCOL_VERSION)
+_SUCCESS_PREFIX = _response_prefix(STATUS_SUCCESS, PROTOCOL_VERSION)
+
+
+# --- client side -----------------------------------------------------------------------------------
+
+
+def encode_request(
+    serial: int,
+    method: int,
+    request: Message,
+    timeout_ms: int,
+    service: int | None = None,
+    *,
+    protocol_ver: int = PROTOCOL_VERSION,
+) -> bytes:
+    """Return the whole request frame.
+
+    ``service`` defaults to the method's service in :data:`METHODS`; a method id outside the table
+    (e.g. to test a server's FATAL answer) needs an explicit ``service``. ``timeout_ms`` must be > 0:
+    the Java server never answers a call whose timeout has passed. Raises ``ValueError`` for an
+    unknown method without ``service``, a message of the wrong type, a missing required field or a
+    non-positive timeout.
+    """
+    spec = METHODS.get(method)
+    if spec is not None:
+        if type(request) is not spec.request_type:
+            raise ValueError(
+                f"method {method} ({spec.name}) takes {spec.request_type.__name__}, "
+                f"not {type(request).__name__}"
+            )
+        if service is None:
+            service = spec.service
+    elif service is None:
+        raise ValueError(f"method {method} is not served; pass service= to send it anyway")
+    if timeout_ms <= 0:
+        raise ValueError(f"timeout_ms must be > 0 (the server drops expired calls), got {timeout_ms}")
+    inner = _serialize(request)
+    body_head = b"".join(
+        (b"\x08", _int_varint(method), b"\x10", _int_varint(timeout_ms), b"\x1a", encode_varint(len(inner)))
+    )
+    payload = b"".join(
+        (
+            _request_prefix(service, protocol_ver),
+            encode_varint(len(body_head) + len(inner)),
+            body_head,
+            inner,
+        )
+    )
+    return encode_frame(serial, payload)
+
+
+def decode_response(frame: Frame) -> RpcResponse | RpcFailure:
+    """Decode an answer frame; raise ``ProtocolError`` when the envelope is unreadable."""
+    payload = frame.payload
+    try:
+        if payload.startswith(_SUCCESS_PREFIX):
+            # The usual answer: headers are the cached constant bytes, only the body needs parsing.
+            (raw_body,) = decode_delimited(memoryview(payload)[len(_SUCCESS_PREFIX) :], 1)
+            status = STATUS_SUCCESS
+        else:
+            raw_conn, raw_header, raw_body = decode_delimited(payload, 3)
+            _parse(rpc_pb.RpcConnHeader, raw_conn)
+            status = _parse(rpc_pb.ResponseHeader, raw_header).status
+        if status == STATUS_SUCCESS:
+            body = _parse(rpc_pb.RspResponseBody, raw_body)
+            return RpcResponse(frame.serial, body.method, body.data)
+        failure = _parse(rpc_pb.RspExceptionBody, raw_body)
+        return RpcFailure(frame.serial, status, failure.exceptionName, failure.stackTrace)
+    except (ValueError, FrameError) as exc:
+        raise ProtocolError(f"unreadable answer envelope (serial {frame.serial}): {exc}") from exc
+
+
+def parse_response(method: int, data: bytes) -> Message:
+    """Parse ``RspResponseBody.data`` as ``method``'s response type; raise ``ProtocolError`` if unreadable."""
+    spec = METHODS.get(method)
+    if spec is None:
+        raise ProtocolError(f"answer for method {method}, which has no response type")
+    return parse_as(spec.response_type, data)
+
+
+def parse_as(message_type: type[_MessageT], data: bytes) -> _MessageT:
+    """Parse ``data`` as ``message_type`` (required fields checked); raise ``ProtocolError`` if unreadable."""
+    try:
+        return _parse(message_type, data)
+    except ValueError as exc:
+        raise ProtocolError(f"unreadable {message_type.__name__}: {exc}") from exc
+
+
+# --- server side -----------------------------------------------------------------------------------
+
+
+def decode_request(frame: Frame) -> RpcRequest:
+    """Decode a request envelope; raise :class:`RpcDecodeError` (FATAL) when it cannot be read."""
+    payload = frame.payload
+    try:
+        raw_conn, raw_header, raw_body = decode_delimited(payload, 3)
+        _parse(rpc_pb.RpcConnHeader, raw_conn)
+        header = _parse(rpc_pb.RequestHeader, raw_header)
+        body = _parse(rpc_pb.RequestBody, raw_body)
+    except (ValueError, FrameError) as exc:
+        raise RpcDecodeError(
+            frame.serial, STATUS_FATAL, INVALID_PROTOBUF_EXCEPTION, f"{_READ_PARAMS_PREFIX}{exc}"
+        ) from exc
+    return RpcRequest(
+        frame.serial, body.method, header.serviceType, header.protocolVer, body.timeout, body.request
+    )
+
+
+def check_service(request: RpcRequest) -> None:
+    """Raise :class:`RpcDecodeError` (ERROR, ``java.lang.Exception``) when the request's service does
+    not serve its method, with the Java server's message."""
+    accepted = SERVICE_METHODS.get(request.service_type)
+    if accepted is None:
+        detail = "Service Type is invalid!"
+    elif request.method not in accepted:
+        detail = f"Unsupported method {request.method}in service type {request.service_type}!"
+    else:
+        return
+    raise RpcDecodeError(request.serial, STATUS_ERROR, JAVA_EXCEPTION, detail)
+
+
+def parse_request(request: RpcRequest) -> Message:
+    """Parse the inner request of a decoded envelope as its method's request type.
+
+    Raises :class:`RpcDecodeError` (FATAL) for a method that is not served ("Unsupported method ID")
+    or an unparsable inner request, as the Java server answers.
+    """
+    spec = METHODS.get(request.method)
+    if spec is None:
+        raise RpcDecodeError(
+            request.serial,
+            STATUS_FATAL,
+            JAVA_EXCEPTION,
+            f"{_HANDLE_REQUEST_PREFIX}Unsupported method ID :{request.method}",
+        )
+    try:
+        return _parse(spec.request_type, request.body)
+    except ValueError as exc:
+        raise RpcDecodeError(
+            request.serial, STATUS_FATAL, INVALID_PROTOBUF_EXCEPTION, f"{_HANDLE_REQUEST_PREFIX}{exc}"
+        ) from exc
+
+
+def encode_response(
+    serial: int, method: int, response: Message, *, protocol_ver: int = PROTOCOL_VERSION
+) -> bytes:
+    """Return the whole SUCCESS answer frame; ``protocol_ver`` should echo the request's.
+
+    Raises ``ValueError`` when ``response`` misses a required field (Java would fail the same way).
+    """
+    data = _serialize(response)
+    body_head = b"".join((b"\x08", _int_varint(method), b"\x12", encode_varint(len(data))))
+    payload = b"".join(
+        (
+            _response_prefix(STATUS_SUCCESS, protocol_ver),
+            encode_varint(len(body_head) + len(data)),
+            body_head,
+            data,
+        )
+    )
+    return encode_frame(serial, payload)
+
+
+def encode_exception(
+    serial: int, status: int, exception_name: str, message: str, protocol_ver: int = PROTOCOL_VERSION
+) -> bytes:
+    """Return the whole ERROR (1) or FATAL (2) answer frame.
+
+    As the Java server does, an ERROR answer carries ``protocol_ver`` and a FATAL one none (§8.2).
+    ``exception_name`` is sent as given; see :func:`java_class_name` for older protocol versions.
+    """
+    if status not in (STATUS_ERROR, STATUS_FATAL):
+        raise ValueError(f"exception status must be ERROR (1) or FATAL (2), got {status}")
+    body = rpc_pb.RspExceptionBody(exceptionName=exception_name, stackTrace=message).SerializeToString()
+    prefix = _response_prefix(status, protocol_ver if status == STATUS_ERROR else None)
+    return encode_frame(serial, prefix + encode_delimited(body))
+
+
+_CLASS_PREFIXES = {3: "org.apache.inlong.tubemq.", 2: "com.apache.tubemq.", 1: "com.tencent.tubemq."}
+
+
+def java_class_name(name: str, protocol_ver: int) -> str:
+    """Rewrite a TubeMQ class name's package prefix for a peer of ``protocol_ver`` (§8.2).
+
+    ``name`` may use any version's prefix; names outside TubeMQ (``java.``, ``com.google.``) and
+    unknown versions are returned unchanged.
+    """
+    target = _CLASS_PREFIXES.get(protocol_ver)
+    if target is None:
+        return name
+    for prefix in _CLASS_PREFIXES.values():
+        if name.startswith(prefix):
+            return target + name[len(prefix) :]
+    return name
