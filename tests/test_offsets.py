@@ -110,3 +110,22 @@ def test_unreadable_offsets_file_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps({"version": 9, "offsets": []}))
     with pytest.raises(ValueError, match="unknown version"):
         OffsetManager(path)
+
+
+def test_manual_commit_reads_on_from_the_pending_advance_until_committed() -> None:
+    offsets = OffsetManager()
+    offsets.load(G, T, P, READ_NORMAL, -1, 0, 280)
+    assert offsets.fetch_offset(G, T, P, True, 0, 280, manual=True) == 0
+    offsets.book(G, T, P, 84, batch_empty=False, manual=True)
+    assert offsets.fetch_offset(G, T, P, True, 0, 280, manual=True) == 84
+    offsets.book(G, T, P, 56, batch_empty=True, manual=True)  # adds up, nothing committed
+    assert (offsets.committed(G, T, P), offsets.pending(G, T, P)) == (0, 140)
+    assert offsets.commit(G, T, P, consumed=True) == 140
+
+
+def test_manual_offset_past_the_end_is_pulled_back_without_a_commit() -> None:
+    offsets = OffsetManager()
+    offsets.load(G, T, P, READ_NORMAL, -1, 0, 280)
+    offsets.book(G, T, P, 280, batch_empty=False, manual=True)
+    assert offsets.fetch_offset(G, T, P, False, 0, 140, manual=True) == 140
+    assert (offsets.committed(G, T, P), offsets.pending(G, T, P)) == (0, 140)

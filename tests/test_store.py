@@ -10,14 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.embedded.store import (
-    DATA_HEADER_BYTES,
-    ID_EPOCH_MS,
-    INDEX_ENTRY_BYTES,
-    MessageIdGenerator,
-    TopicStore,
-    store_path,
-)
+from gateway.embedded.msgid import ID_EPOCH_MS, MessageIdGenerator
+from gateway.embedded.store import DATA_HEADER_BYTES, INDEX_ENTRY_BYTES, TopicStore, store_path
 
 
 def crc(data: bytes) -> int:

@@ -94,30 +94,55 @@ class OffsetManager:
         last_consumed: bool,
         min_offset: int,
         max_offset: int,
+        *,
+        manual: bool = False,
     ) -> int:
         """GetMessage: the offset to read from.
 
         With ``last_consumed`` the pending advance is committed first, else it is left for the new read to
         replace. An offset beyond ``max_offset`` (the store lost its tail) or below ``min_offset`` is reset
         to that bound and committed. The caller answers "no data" when the result is >= ``max_offset``.
+        ``manual`` (``manualCommitOffset``) reads on from the committed offset plus the pending advance and
+        commits nothing (except a reset to ``min_offset``); pending advances then add up until a commit.
         """
         key = (group, topic, partition_id)
-        offset = self._committed.setdefault(key, 0)
-        if last_consumed:
-            offset = self.commit(group, topic, partition_id, consumed=True)
-        if offset > max_offset:
-            self._pending[key] = max_offset - offset
-            offset = self.commit(group, topic, partition_id, consumed=True)
-        elif offset < min_offset:
+        committed = self._committed.setdefault(key, 0)
+        if manual:
+            offset = committed + _whole_entries(self._pending.get(key, 0))
+            if offset > max_offset:
+                self._pending[key] = max_offset - committed
+                return max_offset
+        else:
+            offset = self.commit(group, topic, partition_id, consumed=True) if last_consumed else committed
+            if offset > max_offset:
+                self._pending[key] = max_offset - offset
+                return self.commit(group, topic, partition_id, consumed=True)
+        if offset < min_offset:
             self._pending[key] = min_offset - offset
             offset = self.commit(group, topic, partition_id, consumed=True)
         return offset
 
-    def book(self, group: str, topic: str, partition_id: int, advance: int, batch_empty: bool) -> None:
-        """Record the advance of a read as pending; a read that returned nothing commits it at once."""
+    def book(
+        self,
+        group: str,
+        topic: str,
+        partition_id: int,
+        advance: int,
+        batch_empty: bool,
+        *,
+        manual: bool = False,
+    ) -> None:
+        """Record the advance of a read as pending; a read that returned nothing commits it at once.
+
+        With ``manual`` the advance adds to the pending one and nothing is committed.
+        """
         if advance == 0:
             return
-        self._pending[(group, topic, partition_id)] = advance
+        key = (group, topic, partition_id)
+        if manual:
+            self._pending[key] = _whole_entries(self._pending.get(key, 0)) + advance
+            return
+        self._pending[key] = advance
         if batch_empty:
             self.commit(group, topic, partition_id, consumed=True)
 
