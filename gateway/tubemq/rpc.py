@@ -27,7 +27,9 @@ from typing import Any, TypeVar, cast
 
 from google.protobuf.message import DecodeError, EncodeError, Message
 
-from gateway.tubemq.errors import STATUS_ERROR, STATUS_FATAL, ProtocolError, RemoteException, remote_exception
+from gateway.tubemq.errors import STATUS_ERROR as STATUS_ERROR  # re-exported: answer statuses live here too
+from gateway.tubemq.errors import STATUS_FATAL as STATUS_FATAL
+from gateway.tubemq.errors import ProtocolError, RemoteException, remote_exception
 from gateway.tubemq.frame import (
     Frame,
     FrameError,
@@ -39,38 +41,6 @@ from gateway.tubemq.frame import (
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.pb import RPC_pb2 as rpc_pb
-
-__all__ = [
-    "FLAG_REQUEST",
-    "FLAG_RESPONSE",
-    "INVALID_PROTOBUF_EXCEPTION",
-    "JAVA_EXCEPTION",
-    "METHODS",
-    "OP_REGISTER",
-    "OP_UNREGISTER",
-    "PROTOCOL_VERSION",
-    "SERVICE_METHODS",
-    "STATUS_ERROR",
-    "STATUS_FATAL",
-    "STATUS_SUCCESS",
-    "Method",
-    "MethodSpec",
-    "RpcDecodeError",
-    "RpcFailure",
-    "RpcRequest",
-    "RpcResponse",
-    "Service",
-    "check_service",
-    "decode_request",
-    "decode_response",
-    "encode_exception",
-    "encode_request",
-    "encode_response",
-    "java_class_name",
-    "parse_as",
-    "parse_request",
-    "parse_response",
-]
 
 PROTOCOL_VERSION = 3
 """``protocolVer`` of ``org.apache.inlong`` clients (2: ``com.apache``, 1: ``com.tencent``)."""
