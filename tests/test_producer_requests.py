@@ -1,0 +1,176 @@
+"""Producer request builders against the real Java capture, and the route table fed by master answers."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.partitioner import PartitionRef
+from gateway.tubemq.payload import build_attribute_text, decode_payload, encode_payload, ipv4_to_sent_addr
+from gateway.tubemq.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.producer_requests import (
+    build_close_request,
+    build_heartbeat_request,
+    build_register_request,
+    build_send_request,
+)
+from gateway.tubemq.routes import DEFAULT_MAX_MSG_SIZE, MAX_MAX_MSG_SIZE, RouteTable
+from gateway.tubemq.rpc import encode_request
+
+CAPTURE = json.loads((Path(__file__).parent / "tubemq-real-capture.json").read_text())
+
+
+def captured(method: int) -> list[dict[str, Any]]:
+    calls = [c for conn in CAPTURE["connections"] for c in conn["calls"] if c["method"] == method]
+    assert calls, f"the capture has no call of method {method}"
+    return calls
+
+
+def frame_of(call: dict[str, Any], request: Any) -> str:
+    envelope = call["request_envelope"]
+    return encode_request(
+        call["serial"],
+        call["method"],
+        request,
+        envelope["timeout"],
+        envelope["request_header"]["serviceType"],
+    ).hex()
+
+
+def test_register_request_matches_the_java_bytes() -> None:
+    for call in captured(1):
+        fields = call["request"]
+        request = build_register_request(
+            fields["clientId"],
+            fields["hostName"],
+            broker_checksum=int(fields["brokerCheckSum"]),
+            config_id=int(fields["appdConfig"]["configId"]),
+            topics=fields.get("topicList", []),
+            jdk_version=fields["jdkVersion"],
+        )
+        assert frame_of(call, request) == call["request_frame_hex"]
+
+
+def test_heartbeat_request_matches_the_java_bytes() -> None:
+    for call in captured(2):
+        fields = call["request"]
+        request = build_heartbeat_request(
+            fields["clientId"],
+            fields["hostName"],
+            broker_checksum=int(fields["brokerCheckSum"]),
+            config_id=int(fields["appdConfig"]["configId"]),
+            topics=fields["topicList"],
+        )
+        assert frame_of(call, request) == call["request_frame_hex"]
+
+
+def test_close_request_matches_the_java_bytes() -> None:
+    for call in captured(3):
+        assert frame_of(call, build_close_request(call["request"]["clientId"])) == call["request_frame_hex"]
+
+
+def test_send_request_matches_the_java_bytes() -> None:
+    for call in captured(13):
+        fields = call["request"]
+        captured_data = base64.b64decode(fields["data"])
+        decoded = decode_payload(captured_data, fields["flag"])
+        # the producer's own encoding of body + attributes + msgType/msgTime gives the same payload
+        data, flag = encode_payload(decoded.body, decoded.attributes, decoded.msg_type, decoded.msg_time)
+        assert (data, flag) == (captured_data, fields["flag"])
+        assert ipv4_to_sent_addr("192.0.2.2") == fields["sentAddr"]
+        request = build_send_request(
+            fields["clientId"],
+            fields["topicName"],
+            fields["partitionId"],
+            data,
+            flag,
+            sent_addr=ipv4_to_sent_addr("192.0.2.2"),
+            visit_token=int(fields["authInfo"]["visitAuthorizedToken"]),
+            msg_type=decoded.msg_type,
+            msg_time=decoded.msg_time,
+        )
+        assert frame_of(call, request) == call["request_frame_hex"]
+        # Java's size check counts body bytes plus attribute characters
+        text = build_attribute_text(decoded.attributes, decoded.msg_type, decoded.msg_time)
+        assert len(decoded.body) + len(text) == len(data) - 4
+
+
+def test_send_request_optional_fields() -> None:
+    request = build_send_request("c", "demo", 10001, b"x", 0, sent_addr=1, visit_token=-2, auth_token="tok")
+    assert not request.HasField("msgType") and not request.HasField("msgTime")
+    assert request.checkSum == -1
+    assert request.authInfo.authAuthorizedToken == "tok"
+    assert request.IsInitialized()
+
+
+def answer(call: dict[str, Any], message_type: type[Any]) -> Any:
+    return json_format.ParseDict(call["response"], message_type())
+
+
+def test_route_table_from_the_captured_answers() -> None:
+    table = RouteTable()
+    register = answer(captured(1)[0], master_pb.RegisterResponseM2P)
+    assert table.apply_register(register)
+    assert table.broker_checksum == 1795329255931
+    assert table.brokers[1].address == NodeAddress("127.0.0.1", 8123)  # "1:127.0.0.1: " = default port
+    assert table.visit_token == 1795329255732
+    assert table.config_id == -2
+    heartbeat = answer(captured(2)[0], master_pb.HeartResponseM2P)
+    assert not table.apply_heartbeat(heartbeat)
+    route = table.route("demo")
+    assert route is not None
+    assert route.partitions == (PartitionRef(1, 0), PartitionRef(1, 1), PartitionRef(1, 2))
+    assert route.max_msg_size == DEFAULT_MAX_MSG_SIZE  # "demo#1:3:1#": no per-topic size
+    assert dict(route.brokers) == {1: NodeAddress("127.0.0.1", 8123)}
+    assert "demo" in repr(table)
+
+
+def heartbeat(
+    checksum: int, topics: list[str], brokers: list[str] | None = None, max_size: int | None = None
+) -> master_pb.HeartResponseM2P:
+    reply = master_pb.HeartResponseM2P(
+        success=True, errCode=200, errMsg="OK!", brokerCheckSum=checksum, topicInfos=topics
+    )
+    if brokers is not None:
+        reply.brokerInfos.extend(brokers)
+    reply.appdConfig.configId = 7
+    if max_size is not None:
+        reply.appdConfig.maxMsgSize = max_size
+    return reply
+
+
+def test_route_table_partitions_sizes_and_broker_changes() -> None:
+    table = RouteTable(default_port=9000)
+    assert table.apply_heartbeat(
+        heartbeat(5, ["t#1:2:2,2:1:1,9:1:1#2048", "u#2:1:1#"], ["1:h1: ", "2:h2:8123"])
+    )
+    t = table.route("t")
+    assert t is not None
+    assert t.partitions == (
+        PartitionRef(1, 0),
+        PartitionRef(1, 1),
+        PartitionRef(1, 10000),
+        PartitionRef(1, 10001),
+        PartitionRef(2, 0),
+    )  # broker 9 is not in the broker list: skipped
+    assert t.max_msg_size == 2048
+    assert dict(t.brokers) == {1: NodeAddress("h1", 9000), 2: NodeAddress("h2", 8123)}
+    assert table.config_id == 7
+    # maxMsgSize from the master is clamped to [1 MiB, 20 MiB] and used for topics without their own
+    table.apply_heartbeat(heartbeat(5, ["u#2:1:1#"], max_size=100))
+    assert table.cluster_max_msg_size == DEFAULT_MAX_MSG_SIZE
+    table.apply_heartbeat(heartbeat(5, ["u#2:1:1#"], max_size=10**9))
+    u = table.route("u")
+    assert u is not None and u.max_msg_size == MAX_MAX_MSG_SIZE
+    assert table.route("t") is None, "a topic missing from the answer has no partitions"
+    # a new checksum with a new list replaces the brokers; garbage strings are skipped
+    assert table.apply_heartbeat(heartbeat(6, ["u#2:1:1#", "bad topic info"], ["2:h3: ", "junk"]))
+    assert table.brokers[2].address == NodeAddress("h3", 9000)
+    assert table.skipped == 2
+    table.forget_topic("u")
+    assert table.route("u") is None
