@@ -1,0 +1,347 @@
+"""An asyncio RPC server speaking TubeMQ's frame + RPC codec, answering like the Java server (§1.5).
+
+The embedded master and broker each run one :class:`RpcServer` with their own handler::
+
+    async def handler(method: int, request: Message, ctx: CallContext) -> Message
+
+The server has already parsed ``RequestBody.request`` into the method's request class (``rpc.METHODS``).
+The handler returns the method's response message (a SUCCESS answer; application failures travel as
+``errCode`` inside it) or raises :class:`RemoteFault` for an RPC exception answer.
+
+Answers follow the Java server (``NettyRpcServer``, ``RpcProtocol``, ``NettyRequestContext``):
+
+* an unparsable envelope, a missing required field, an unknown method id or one of the declared but
+  unimplemented methods 11, 12, 14, 19 get a FATAL answer, written even when the request carries no
+  timeout;
+* a method the request's service type does not offer gets an ERROR ``java.lang.Exception``;
+* a handler raising anything but ``RemoteFault`` gets an ERROR
+  ``java.lang.reflect.InvocationTargetException`` with an empty message (and is logged);
+* while stopping, every request first gets an ERROR ``ServiceStoppingException`` and is then still
+  processed, so a second answer may follow; clients ignore answers for serials no longer pending;
+* an ERROR or SUCCESS answer is dropped when the request's own timeout (``RequestBody.timeout``) has
+  passed by the time it is written, so a request with a timeout of 0 or none is never answered.
+
+Requests on one link run concurrently; answers go out as they finish. Bytes that are not TubeMQ
+framing close that client's link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl as _ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.errors import STATUS_ERROR, STATUS_FATAL, ProtocolError
+from gateway.tubemq.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
+from gateway.tubemq.rpc import (
+    METHODS,
+    SERVICE_METHODS,
+    RpcDecodeError,
+    RpcRequest,
+    check_service,
+    decode_request,
+    encode_exception,
+    encode_response,
+    java_class_name,
+    parse_request,
+)
+
+__all__ = [
+    "STOPPING_EXCEPTION",
+    "CallContext",
+    "Handler",
+    "RemoteFault",
+    "RpcServer",
+    "service_offers",
+]
+
+log = logging.getLogger(__name__)
+
+STOPPING_EXCEPTION = "org.apache.inlong.tubemq.corerpc.exception.ServiceStoppingException"
+_INVOCATION_EXCEPTION = "java.lang.reflect.InvocationTargetException"
+_READ_CHUNK = 256 * 1024
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+_STREAM_LIMIT = 4 * 1024 * 1024
+
+
+def service_offers(service: int, method: int) -> bool:
+    """True when the Java server accepts ``method`` under ``service`` (services 2 and 3 share 13)."""
+    methods = SERVICE_METHODS.get(service)
+    return methods is not None and method in methods
+
+
+class RemoteFault(Exception):
+    """Raised by a handler to answer with an RPC exception instead of a response.
+
+    ``status`` is ``errors.STATUS_ERROR`` (1) or ``errors.STATUS_FATAL`` (2); ``exception_name`` is the
+    fully qualified Java class name with the ``org.apache.inlong.tubemq.`` prefix (rewritten for older
+    protocol versions); ``message`` goes into ``RspExceptionBody.stackTrace``.
+    """
+
+    def __init__(self, status: int, exception_name: str, message: str = "") -> None:
+        if status not in (STATUS_ERROR, STATUS_FATAL):
+            raise ValueError(f"status must be ERROR (1) or FATAL (2), got {status}")
+        super().__init__(f"{exception_name}: {message}" if message else exception_name)
+        self.status = status
+        self.exception_name = exception_name
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What the server knows about one call besides its request message.
+
+    ``timeout`` is the request's own timeout in seconds (0.0 when absent: the answer will be dropped);
+    ``received_at`` is the server's monotonic clock when the frame was decoded.
+    """
+
+    peer: NodeAddress
+    serial: int
+    service: int
+    protocol_version: int
+    timeout: float
+    received_at: float
+    tls: bool
+
+    @property
+    def deadline(self) -> float:
+        """Monotonic time after which the answer is dropped."""
+        return self.received_at + self.timeout
+
+
+Handler = Callable[[int, Message, CallContext], Awaitable[Message]]
+
+
+class _Link:
+    """One accepted client link: its writer, frame decoder and the handler tasks it started."""
+
+    __slots__ = ("calls", "closed", "decoder", "outbox", "peer", "task", "writer")
+
+    def __init__(self, writer: asyncio.StreamWriter, peer: NodeAddress, max_frame_bytes: int) -> None:
+        self.writer = writer
+        self.peer = peer
+        self.decoder = FrameDecoder(max_frame_bytes)
+        self.calls: set[asyncio.Task[None]] = set()
+        self.task = asyncio.current_task()
+        self.closed = False
+        self.outbox: list[bytes] = []
+
+    def send(self, data: bytes) -> None:
+        if not self.closed:
+            outbox = self.outbox
+            outbox.append(data)
+            if len(outbox) == 1:
+                asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        # Answers finished during one loop iteration leave in a single write.
+        outbox = self.outbox
+        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+        outbox.clear()
+        if not self.closed:
+            self.writer.write(data)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.writer.transport.abort()
+        for call in self.calls:
+            call.cancel()
+
+    def __repr__(self) -> str:
+        return f"<_Link {self.peer} calls={len(self.calls)}{' closed' if self.closed else ''}>"
+
+
+class RpcServer:
+    """Listens on ``host:port`` (0 picks a free port, read ``port`` after ``start``), TLS if ``ssl``."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        ssl: _ssl.SSLContext | None = None,
+        name: str = "rpc",
+        clock: Callable[[], float] = time.monotonic,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self._handler = handler
+        self.host = host
+        self.port = port
+        self.name = name
+        self._ssl = ssl
+        self._clock = clock
+        self._max_frame_bytes = max_frame_bytes
+        self._server: asyncio.Server | None = None
+        self._links: set[_Link] = set()
+        self._stopping = False
+        self.requests_received = 0
+        self.links_accepted = 0
+
+    def __repr__(self) -> str:
+        if self._server is None:
+            state = "stopped" if self._stopping else "not started"
+        else:
+            state = "stopping" if self._stopping else "serving"
+        tls = " tls" if self._ssl is not None else ""
+        return (
+            f"<RpcServer {self.name} {self.host}:{self.port}{tls} {state} connections={len(self._links)} "
+            f"requests={self.requests_received}>"
+        )
+
+    @property
+    def address(self) -> NodeAddress:
+        return NodeAddress(self.host, self.port)
+
+    @property
+    def connections(self) -> int:
+        """Client links currently open."""
+        return len(self._links)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def mark_stopping(self, stopping: bool = True) -> None:
+        """Answer every request with ServiceStoppingException first, like a Java node shutting down."""
+        self._stopping = stopping
+
+    async def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError(f"{self!r} is already started")
+        self._stopping = False
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, ssl=self._ssl, limit=_STREAM_LIMIT
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.debug("%r listening", self)
+
+    async def stop(self) -> None:
+        """Stop listening and close every client link at once (in-flight calls are abandoned)."""
+        self._stopping = True
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        await self.drop_connections()
+        if server is not None:
+            await server.wait_closed()
+
+    async def drop_connections(self) -> None:
+        """Close every client link but keep listening."""
+        links = list(self._links)
+        for link in links:
+            link.close()
+        tasks = {t for link in links for t in (link.task, *link.calls) if t is not None}
+        tasks.discard(asyncio.current_task())
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def __aenter__(self) -> RpcServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.stop()
+
+    # --- one client link -----------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer = NodeAddress(str(peername[0]), int(peername[1])) if peername else NodeAddress("?", 0)
+        link = _Link(writer, peer, self._max_frame_bytes)
+        if self._server is None:  # accepted while stop() was running
+            writer.transport.abort()
+            return
+        self._links.add(link)
+        self.links_accepted += 1
+        try:
+            while not link.closed:
+                data = await reader.read(_READ_CHUNK)
+                if not data:
+                    break
+                for frame in link.decoder.feed(data):
+                    self._on_frame(link, frame)
+        except ProtocolError as exc:
+            log.info("%s: closing link from %s: %s", self.name, peer, exc)
+        except OSError as exc:
+            log.debug("%s: link from %s failed: %s", self.name, peer, exc)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._links.discard(link)
+            link.close()
+
+    def _on_frame(self, link: _Link, frame: Frame) -> None:
+        self.requests_received += 1
+        received = self._clock()
+        try:
+            request = decode_request(frame)
+            message = parse_request(request)
+        except RpcDecodeError as exc:
+            # FATAL answers go out even for requests without a timeout, as in Java.
+            link.send(exc.answer())
+            return
+        call = asyncio.get_running_loop().create_task(self._call(link, request, message, received))
+        link.calls.add(call)
+        call.add_done_callback(link.calls.discard)
+
+    async def _call(self, link: _Link, request: RpcRequest, message: Message, received: float) -> None:
+        version = request.protocol_ver
+        ctx = CallContext(
+            peer=link.peer,
+            serial=request.serial,
+            service=request.service_type,
+            protocol_version=version,
+            timeout=request.timeout_ms / 1000.0,
+            received_at=received,
+            tls=self._ssl is not None,
+        )
+        serial = request.serial
+        if self._stopping:
+            name = java_class_name(STOPPING_EXCEPTION, version)
+            self._answer(link, ctx, encode_exception(serial, STATUS_ERROR, name, "service is stopping..."))
+        try:
+            check_service(request)
+        except RpcDecodeError as exc:
+            self._answer(link, ctx, exc.answer())
+            return
+        try:
+            response = await self._handler(request.method, message, ctx)
+            data = self._encode(request, response)
+        except RemoteFault as fault:
+            name = java_class_name(fault.exception_name, version)
+            data = encode_exception(serial, fault.status, name, fault.message)
+        except Exception:
+            log.exception("%s: handler failed on method %d from %s", self.name, request.method, link.peer)
+            data = encode_exception(serial, STATUS_ERROR, _INVOCATION_EXCEPTION, "")
+        self._answer(link, ctx, data)
+        if link.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER and not link.closed:
+            try:
+                await link.writer.drain()
+            except OSError:
+                link.close()
+
+    @staticmethod
+    def _encode(request: RpcRequest, response: Message) -> bytes:
+        expected = METHODS[request.method].response_type
+        if type(response) is not expected:
+            raise TypeError(
+                f"handler answered method {request.method} with {type(response).__name__}, "
+                f"expected {expected.__name__}"
+            )
+        return encode_response(request.serial, request.method, response)
+
+    def _answer(self, link: _Link, ctx: CallContext, data: bytes) -> None:
+        # Java drops an answer once the request's own timeout has passed (>=), so timeout 0 never answers.
+        if self._clock() - ctx.received_at >= ctx.timeout:
+            log.debug("%s: dropping answer to serial %d from %s: timed out", self.name, ctx.serial, ctx.peer)
+            return
+        link.send(data)

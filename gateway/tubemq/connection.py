@@ -1,0 +1,451 @@
+"""One asyncio TCP (optionally TLS) link to a TubeMQ node, multiplexing requests by serial number.
+
+A :class:`Connection` writes each request as one pre-encoded frame and keeps a future per serial number
+in ``pending``; one reader task feeds a :class:`~gateway.tubemq.frame.FrameDecoder` and resolves the
+futures as answers arrive, in whatever order the node sends them (§1.1, §1.6).
+
+Failure rules:
+
+* each request has its own timeout (seconds); on expiry it fails with ``RequestTimeout`` and a late
+  answer is counted in ``unknown_answers`` and dropped;
+* an RPC exception answer fails that request with the matching ``RemoteException``; for the Java
+  IOException types (standby master, server not ready, unknown protocol) the link is closed right
+  after delivering it, as the Java client does;
+* end of stream, a socket error or garbage from the peer closes the link and fails every pending
+  request at once with ``ConnectionClosed``, chained to the cause (a ``ProtocolError`` for garbage).
+
+The connection only reports its state (``in_flight``, ``is_idle``, ``is_closed``); the pool decides.
+Events (connect, close, request completed) go to an optional :class:`~gateway.tubemq.events.EventBus`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl as _ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from google.protobuf.message import Message
+
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.errors import (
+    ConnectError,
+    ConnectionClosed,
+    ProtocolError,
+    RemoteException,
+    RequestTimeout,
+    TubeMQError,
+)
+from gateway.tubemq.events import Event, EventBus
+from gateway.tubemq.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
+from gateway.tubemq.rpc import RpcFailure, RpcResponse, decode_response, encode_request, parse_response
+
+__all__ = [
+    "CloseReason",
+    "Connection",
+    "ConnectionOpened",
+    "ConnectionState",
+    "ConnectionTerminated",
+    "Outcome",
+    "RequestCompleted",
+]
+
+log = logging.getLogger(__name__)
+
+_INT32_MIN = -(1 << 31)
+_INT32_MAX = (1 << 31) - 1
+_READ_CHUNK = 256 * 1024
+_STREAM_LIMIT = 4 * 1024 * 1024
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+
+class ConnectionState(Enum):
+    NEW = "new"
+    CONNECTING = "connecting"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class CloseReason(Enum):
+    """Why a link closed; carried by ``ConnectionTerminated`` and shown in errors and ``repr``."""
+
+    LOCAL = "closed locally"
+    IDLE = "idle timeout"
+    PEER_CLOSED = "peer closed the link"
+    RESET = "socket error"
+    PROTOCOL_ERROR = "peer sent unparsable bytes"
+    REMOTE_IO_EXCEPTION = "peer answered with an IOException"
+    CONNECT_FAILED = "connect failed"
+    INTERNAL_ERROR = "internal error"
+
+
+class Outcome(Enum):
+    """How a request ended, for ``RequestCompleted``."""
+
+    OK = "ok"
+    REMOTE_EXCEPTION = "remote_exception"
+    TIMEOUT = "timeout"
+    CLOSED = "closed"
+    PROTOCOL_ERROR = "protocol_error"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionOpened(Event):
+    """A link finished its TCP (and TLS) handshake; ``seconds`` is the time it took."""
+
+    address: NodeAddress
+    tls: bool
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionTerminated(Event):
+    """A link closed; ``failed_requests`` pending requests were failed with ``ConnectionClosed``."""
+
+    address: NodeAddress
+    reason: CloseReason
+    error: str | None
+    failed_requests: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCompleted(Event):
+    """One request ended (successfully or not) after ``seconds``."""
+
+    address: NodeAddress
+    method: int
+    outcome: Outcome
+    seconds: float
+
+
+class Connection:
+    """A multiplexed link to one node. Create it, ``await connect(timeout)``, then ``request`` freely.
+
+    ``ssl`` turns on TLS; ``server_hostname`` is the name the certificate must carry (default: the
+    address's host; the context decides whether it is checked). ``clock`` returns monotonic seconds
+    (injectable for tests of idle logic); ``max_frame_bytes`` bounds one answer frame.
+    """
+
+    def __init__(
+        self,
+        address: NodeAddress,
+        *,
+        ssl: _ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        events: EventBus | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self.address = address
+        self._ssl = ssl
+        self._server_hostname = server_hostname
+        self._events = events
+        self._clock = clock
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._state = ConnectionState.NEW
+        self._close_reason: CloseReason | None = None
+        self._close_error: BaseException | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._transport: asyncio.WriteTransport | None = None
+        self._outbox: list[bytes] = []
+        self._serial = 0
+        self.pending: dict[int, asyncio.Future[RpcResponse]] = {}
+        self.unknown_answers = 0
+        """Answers whose serial number was not pending (expired, cancelled or never sent)."""
+        self.requests_sent = 0
+        now = clock()
+        self.last_activity = now
+        """Monotonic time of the last byte read or frame written."""
+        self.idle_since: float | None = now
+        """Monotonic time the link last turned idle (nothing in flight); None while busy."""
+
+    # --- state questions (the pool asks, the connection answers) --------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def close_reason(self) -> CloseReason | None:
+        return self._close_reason
+
+    @property
+    def is_closed(self) -> bool:
+        return self._state is ConnectionState.CLOSED
+
+    @property
+    def is_open(self) -> bool:
+        return self._state is ConnectionState.OPEN
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.pending)
+
+    def is_idle(self, now: float, idle_timeout: float) -> bool:
+        """True when open, nothing is in flight and no traffic happened for ``idle_timeout`` seconds."""
+        if self._state is not ConnectionState.OPEN or self.pending or self.idle_since is None:
+            return False
+        return now - max(self.idle_since, self.last_activity) >= idle_timeout
+
+    def __repr__(self) -> str:
+        tls = " tls" if self._ssl is not None else ""
+        state = self._state.value
+        if self._close_reason is not None:
+            state = f"{state} ({self._close_reason.value})"
+        return (
+            f"<Connection {self.address}{tls} {state} in_flight={len(self.pending)} "
+            f"sent={self.requests_sent} unknown_answers={self.unknown_answers}>"
+        )
+
+    # --- opening -------------------------------------------------------------------------------------
+
+    async def connect(self, timeout: float) -> None:  # noqa: ASYNC109
+        """Open the TCP (and TLS) link within ``timeout`` seconds; raises ``ConnectError``."""
+        if self._state is not ConnectionState.NEW:
+            raise RuntimeError(f"connect() called on a {self._state.value} connection")
+        self._state = ConnectionState.CONNECTING
+        started = self._clock()
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(
+                    self.address.host,
+                    self.address.port,
+                    ssl=self._ssl,
+                    server_hostname=self._server_hostname if self._ssl is not None else None,
+                    limit=_STREAM_LIMIT,
+                )
+        except BaseException as exc:
+            self._state = ConnectionState.CLOSED
+            self._close_reason = CloseReason.CONNECT_FAILED
+            self._close_error = exc
+            if not isinstance(exc, Exception):
+                raise
+            why = f"timed out after {timeout:g}s" if isinstance(exc, TimeoutError) else _describe(exc)
+            raise ConnectError(f"cannot connect to {self.address}: {why}") from exc
+        self._writer = writer
+        self._transport = writer.transport
+        self._state = ConnectionState.OPEN
+        now = self._clock()
+        self.last_activity = now
+        self.idle_since = now
+        self._read_task = asyncio.get_running_loop().create_task(
+            self._read_loop(reader), name=f"tubemq-read-{self.address}"
+        )
+        if self._events is not None:
+            self._events.emit(ConnectionOpened(self.address, self._ssl is not None, now - started))
+
+    # --- requests ------------------------------------------------------------------------------------
+
+    def _next_serial(self) -> int:
+        serial = self._serial + 1 if self._serial < _INT32_MAX else _INT32_MIN
+        # A wrapped counter could meet a request still pending after 2**32 others; skip it.
+        while serial in self.pending:
+            serial = serial + 1 if serial < _INT32_MAX else _INT32_MIN
+        self._serial = serial
+        return serial
+
+    async def request(
+        self,
+        method: int,
+        request: Message,
+        timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
+        service: int | None = None,
+    ) -> Message:
+        """Send ``request`` as ``method`` and return the parsed response message of that method.
+
+        ``timeout`` (seconds, > 0) bounds the whole call and is sent to the node in ms. Raises
+        ``ConnectionClosed``, ``RequestTimeout``, ``ProtocolError`` or a ``RemoteException``;
+        application errCodes inside the response are the caller's business.
+        """
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        writer = self._writer
+        if self._state is not ConnectionState.OPEN or writer is None:
+            raise self._closed_error()
+        serial = self._next_serial()
+        data = encode_request(serial, method, request, max(1, round(timeout * 1000)), service)
+        future: asyncio.Future[RpcResponse] = asyncio.get_running_loop().create_future()
+        pending = self.pending
+        pending[serial] = future
+        self.idle_since = None
+        started = self._clock()
+        outcome = Outcome.OK
+        try:
+            outbox = self._outbox
+            outbox.append(data)
+            if len(outbox) == 1:
+                asyncio.get_running_loop().call_soon(self._flush)
+            self.requests_sent += 1
+            self.last_activity = started
+            async with asyncio.timeout(timeout):
+                if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                    await self._drain(writer)
+                answer = await future
+            if answer.method != method:
+                raise ProtocolError(
+                    f"{self.address} answered a method {method} call as method {answer.method}"
+                )
+            # Parsed here, not in the reader: a bad inner message fails only its own request.
+            return parse_response(method, answer.data)
+        except RemoteException:
+            outcome = Outcome.REMOTE_EXCEPTION
+            raise
+        except ConnectionClosed:
+            outcome = Outcome.CLOSED
+            raise
+        except ProtocolError:
+            outcome = Outcome.PROTOCOL_ERROR
+            raise
+        except TimeoutError:
+            outcome = Outcome.TIMEOUT
+            raise RequestTimeout(
+                f"no answer from {self.address} to method {method} (serial {serial}) within {timeout:g}s"
+            ) from None
+        except asyncio.CancelledError:
+            outcome = Outcome.CANCELLED
+            raise
+        finally:
+            pending.pop(serial, None)
+            now = self._clock()
+            if not pending:
+                self.idle_since = now
+            events = self._events
+            if events is not None and events.has_subscribers:
+                events.emit(RequestCompleted(self.address, method, outcome, now - started))
+
+    def _flush(self) -> None:
+        # Frames queued during one loop iteration leave in a single write (one syscall, not one each).
+        outbox = self._outbox
+        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
+        outbox.clear()
+        if self._state is ConnectionState.OPEN and self._transport is not None:
+            self._transport.write(data)
+
+    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+        """Wait for the socket buffer to drain; a broken socket closes the link."""
+        try:
+            await writer.drain()
+        except OSError as exc:
+            self._terminate(CloseReason.RESET, exc)
+            raise self._closed_error() from exc
+
+    # --- reading -------------------------------------------------------------------------------------
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        reason = CloseReason.PEER_CLOSED
+        error: BaseException | None = None
+        feed = self._decoder.feed
+        try:
+            while True:
+                data = await reader.read(_READ_CHUNK)
+                if not data:
+                    if not self._decoder.at_frame_boundary:
+                        reason = CloseReason.PROTOCOL_ERROR
+                        error = ProtocolError(f"{self.address} closed the link inside a frame")
+                    break
+                self.last_activity = self._clock()
+                for frame in feed(data):
+                    self._dispatch(frame)
+                    if self._state is ConnectionState.CLOSED:
+                        return
+        except ProtocolError as exc:
+            reason, error = CloseReason.PROTOCOL_ERROR, exc
+        except OSError as exc:
+            reason, error = CloseReason.RESET, exc
+        except asyncio.CancelledError:
+            # close() has already terminated the link; otherwise the loop is shutting down.
+            self._terminate(CloseReason.LOCAL, None)
+            return
+        except Exception as exc:
+            # A bug must not leave requests hanging: fail them and say why.
+            log.exception("reader of %r failed", self)
+            reason, error = CloseReason.INTERNAL_ERROR, exc
+        self._terminate(reason, error)
+
+    def _dispatch(self, frame: Frame) -> None:
+        future = self.pending.get(frame.serial)
+        if future is None or future.done():
+            self.unknown_answers += 1
+            return
+        answer = decode_response(frame)
+        if isinstance(answer, RpcFailure):
+            exc = answer.to_exception()
+            future.set_exception(exc)
+            if exc.is_io_exception:
+                self._terminate(CloseReason.REMOTE_IO_EXCEPTION, exc)
+        else:
+            future.set_result(answer)
+
+    # --- closing -------------------------------------------------------------------------------------
+
+    def _closed_error(self) -> ConnectionClosed:
+        reason = self._close_reason
+        if self._state is ConnectionState.NEW or self._state is ConnectionState.CONNECTING:
+            return ConnectionClosed(f"connection to {self.address} is not open yet")
+        why = reason.value if reason is not None else "closed"
+        detail = f": {_describe(self._close_error)}" if self._close_error is not None else ""
+        error = ConnectionClosed(f"connection to {self.address} closed ({why}{detail})")
+        error.__cause__ = self._close_error
+        return error
+
+    def _terminate(self, reason: CloseReason, error: BaseException | None) -> None:
+        """Close the link now (synchronously) and fail every pending request with ConnectionClosed."""
+        if self._state is ConnectionState.CLOSED:
+            return
+        self._state = ConnectionState.CLOSED
+        self._close_reason = reason
+        self._close_error = error
+        failed = 0
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(self._closed_error())
+                failed += 1
+        if self._writer is not None:
+            transport = self._writer.transport
+            # A link that failed has nothing worth flushing; drop it at once.
+            if reason is CloseReason.LOCAL or reason is CloseReason.IDLE:
+                transport.close()
+            else:
+                transport.abort()
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+        if self._events is not None:
+            message = _describe(error) if error is not None else None
+            self._events.emit(ConnectionTerminated(self.address, reason, message, failed))
+
+    def begin_close(self, reason: CloseReason = CloseReason.LOCAL) -> None:
+        """Close without waiting: pending requests fail at once, the socket closes in the background."""
+        self._terminate(reason, None)
+
+    async def wait_closed(self) -> None:
+        """Wait until the reader task has ended and the socket is released."""
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task():
+            await asyncio.wait({task})
+        writer = self._writer
+        if writer is not None:
+            try:
+                async with asyncio.timeout(1.0):
+                    await writer.wait_closed()
+            except (OSError, TimeoutError):
+                writer.transport.abort()
+
+    async def close(self, reason: CloseReason = CloseReason.LOCAL) -> None:
+        """Close the link (pending requests fail with ConnectionClosed) and release the socket."""
+        self._terminate(reason, None)
+        await asyncio.shield(self.wait_closed())
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "no error"
+    if isinstance(exc, TubeMQError):
+        return str(exc)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
