@@ -1,0 +1,423 @@
+"""Connections to TubeMQ nodes, shared by everyone holding the same pool and keyed by node address.
+
+The shape follows httpcore's pool: every decision (which link serves a request, when to open one,
+when a node fails fast, which links are reclaimed) is made by a synchronous method that never awaits,
+so it runs atomically on the event loop; sockets are opened and closed only after it returns.
+Connections merely answer questions (``in_flight``, ``is_idle``, ``is_closed``).
+
+* ``connections_per_node`` links per node (default 1, TubeMQ multiplexes); a request takes the least
+  loaded one, and a further link is opened in the background while every link is busy.
+* Links open lazily (``connect_timeout`` seconds); concurrent requests share one attempt. After a failed
+  attempt the node fails fast with ``ConnectError`` until the backoff delay has passed.
+* A link with nothing in flight and no traffic for ``idle_timeout`` seconds is closed by a sweeper
+  running every ``min(idle_timeout / 4, 20)`` seconds (the C++ client's 3-minute rule, §7.8).
+* A broken link is dropped and replaced on next use; the pool never resends a request itself.
+
+One pool per process is the norm: pass it around, or use ``get_default_pool()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl as _ssl
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from google.protobuf.message import Message
+
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.backoff import Backoff, ExponentialBackoff
+from gateway.tubemq.connection import CloseReason, Connection
+from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout
+from gateway.tubemq.events import Event, EventBus
+
+__all__ = [
+    "ConnectionPool",
+    "NodeStats",
+    "PoolConnectFailed",
+    "PoolLinkOpened",
+    "PoolLinkReclaimed",
+    "PoolStats",
+    "get_default_pool",
+    "set_default_pool",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLinkOpened(Event):
+    """The pool added a link to ``address``; ``links`` is how many it now holds there."""
+
+    address: NodeAddress
+    links: int
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLinkReclaimed(Event):
+    """An idle link to ``address`` was closed after ``idle_seconds`` without traffic."""
+
+    address: NodeAddress
+    idle_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConnectFailed(Event):
+    """Opening a link to ``address`` failed ``failures`` times in a row; next try in ``retry_in`` s."""
+
+    address: NodeAddress
+    failures: int
+    retry_in: float
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStats:
+    open_links: int
+    in_flight: int
+    connecting: bool
+    connect_failures: int
+    """Consecutive failed attempts (reset by a successful connect)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    nodes: dict[NodeAddress, NodeStats]
+    open_links: int
+    in_flight: int
+    idle_reclaims: int
+    connect_failures: int
+    """Failed connect attempts over the pool's life."""
+    unknown_answers: int
+    """Answers for serials no longer pending (late or duplicate), over the pool's life."""
+
+
+@dataclass(eq=False)
+class _Node:
+    address: NodeAddress
+    links: list[Connection] = field(default_factory=list)
+    connecting: asyncio.Task[Connection] | None = None
+    failures: int = 0
+    retry_at: float = 0.0
+    last_error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """The outcome of one decision: use a link, wait for a connect, or fail fast."""
+
+    link: Connection | None = None
+    connect: asyncio.Task[Connection] | None = None
+    error: ConnectError | None = None
+
+
+class ConnectionPool:
+    """Links to TubeMQ nodes keyed by ``NodeAddress``. Times are seconds.
+
+    ``backoff.compute(failures)`` gives the fail-fast period after ``failures`` consecutive connect
+    failures; ``clock`` returns monotonic seconds (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        connections_per_node: int = 1,
+        idle_timeout: float = 180.0,
+        connect_timeout: float = 3.0,
+        ssl: _ssl.SSLContext | None = None,
+        events: EventBus | None = None,
+        backoff: Backoff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if connections_per_node < 1:
+            raise ValueError(f"connections_per_node must be >= 1, got {connections_per_node}")
+        if idle_timeout <= 0 or connect_timeout <= 0:
+            raise ValueError("idle_timeout and connect_timeout must be > 0 seconds")
+        self.connections_per_node = connections_per_node
+        self.idle_timeout = idle_timeout
+        self.connect_timeout = connect_timeout
+        self.sweep_interval = min(idle_timeout / 4, 20.0)
+        self._ssl = ssl
+        self._events = events
+        self._backoff: Backoff = backoff or ExponentialBackoff(base=0.1, cap=10.0)
+        self._clock = clock
+        self._nodes: dict[NodeAddress, _Node] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+        self._idle_reclaims = 0
+        self._connect_failures = 0
+        self._retired_unknown_answers = 0
+
+    def __repr__(self) -> str:
+        links = sum(len(n.links) for n in self._nodes.values())
+        in_flight = sum(c.in_flight for n in self._nodes.values() for c in n.links)
+        state = " closed" if self._closed else ""
+        return (
+            f"<ConnectionPool{state} nodes={len(self._nodes)} links={links} in_flight={in_flight} "
+            f"per_node={self.connections_per_node} idle_timeout={self.idle_timeout:g}s>"
+        )
+
+    # --- public API ----------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        address: NodeAddress,
+        method: int,
+        request: Message,
+        timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
+        service: int | None = None,
+    ) -> Message:
+        """Send one request to ``address`` over a pooled link; ``timeout`` (seconds) covers connecting too.
+
+        Raises what ``Connection.request`` raises, plus ``ConnectError`` (including fail-fast during the
+        backoff period) and ``ClientClosed`` once the pool is closed.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        link = await self._acquire(address, timeout)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise RequestTimeout(f"no time left to send method {method} to {address} after connecting")
+        return await link.request(method, request, remaining, service)
+
+    def preconnect(self, addresses: Iterable[NodeAddress]) -> None:
+        """Start opening links to ``addresses`` in the background (nodes in backoff are skipped)."""
+        self._check_open()
+        self._ensure_sweeper()
+        now = self._clock()
+        for address in addresses:
+            node = self._node(address)
+            self._prune(node)
+            if not node.links and node.connecting is None and now >= node.retry_at:
+                self._start_connect(node)
+
+    def stats(self) -> PoolStats:
+        nodes: dict[NodeAddress, NodeStats] = {}
+        unknown = self._retired_unknown_answers
+        for address, node in self._nodes.items():
+            live = [c for c in node.links if not c.is_closed]
+            unknown += sum(c.unknown_answers for c in node.links)
+            nodes[address] = NodeStats(
+                open_links=len(live),
+                in_flight=sum(c.in_flight for c in live),
+                connecting=node.connecting is not None,
+                connect_failures=node.failures,
+            )
+        return PoolStats(
+            nodes=nodes,
+            open_links=sum(n.open_links for n in nodes.values()),
+            in_flight=sum(n.in_flight for n in nodes.values()),
+            idle_reclaims=self._idle_reclaims,
+            connect_failures=self._connect_failures,
+            unknown_answers=unknown,
+        )
+
+    def links(self, address: NodeAddress) -> list[Connection]:
+        """The open links to ``address`` (for inspection; do not close them)."""
+        node = self._nodes.get(address)
+        return [c for c in node.links if not c.is_closed] if node is not None else []
+
+    async def close(self) -> None:
+        """Close every link; pending requests fail with ConnectionClosed, later ones with ClientClosed."""
+        if self._closed:
+            return
+        self._closed = True
+        waits: list[asyncio.Task[None] | asyncio.Task[Connection]] = []
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            waits.append(self._sweeper)
+        links: list[Connection] = []
+        for node in self._nodes.values():
+            if node.connecting is not None:
+                node.connecting.cancel()
+                waits.append(node.connecting)
+            links.extend(node.links)
+        self._nodes.clear()
+        for link in links:
+            link.begin_close(CloseReason.LOCAL)
+        await asyncio.gather(*(link.wait_closed() for link in links))
+        if waits:
+            await asyncio.wait(waits)
+
+    async def __aenter__(self) -> ConnectionPool:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    # --- decisions (synchronous: never await in here) -------------------------------------------------
+
+    def _node(self, address: NodeAddress) -> _Node:
+        node = self._nodes.get(address)
+        if node is None:
+            node = self._nodes[address] = _Node(address)
+        return node
+
+    def _prune(self, node: _Node) -> None:
+        """Forget links that closed on their own (peer gone, garbage, IOException answer)."""
+        if any(c.is_closed for c in node.links):
+            for link in node.links:
+                if link.is_closed:
+                    self._retired_unknown_answers += link.unknown_answers
+            node.links = [c for c in node.links if not c.is_closed]
+
+    def _assign(self, address: NodeAddress, now: float) -> _Plan:
+        self._check_open()
+        self._ensure_sweeper()
+        node = self._node(address)
+        self._prune(node)
+        if node.links:
+            best = min(node.links, key=_load)
+            if (
+                best.in_flight
+                and node.connecting is None
+                and len(node.links) < self.connections_per_node
+                and now >= node.retry_at
+            ):
+                self._start_connect(node)
+            return _Plan(link=best)
+        if node.connecting is not None:
+            return _Plan(connect=node.connecting)
+        if now < node.retry_at:
+            return _Plan(
+                error=ConnectError(
+                    f"cannot connect to {address}: {node.failures} failed attempt(s), last: "
+                    f"{node.last_error}; next attempt in {node.retry_at - now:.2f}s"
+                )
+            )
+        return _Plan(connect=self._start_connect(node))
+
+    def _collect_idle(self, now: float) -> list[Connection]:
+        """Begin closing idle links, forget closed ones and empty nodes; return links to wait for."""
+        reclaimed: list[Connection] = []
+        for address, node in list(self._nodes.items()):
+            self._prune(node)
+            keep: list[Connection] = []
+            for link in node.links:
+                if link.is_idle(now, self.idle_timeout):
+                    idle_for = now - max(link.idle_since or now, link.last_activity)
+                    self._retired_unknown_answers += link.unknown_answers
+                    link.begin_close(CloseReason.IDLE)
+                    reclaimed.append(link)
+                    self._idle_reclaims += 1
+                    self._emit(PoolLinkReclaimed(address, idle_for))
+                else:
+                    keep.append(link)
+            node.links = keep
+            # A node that failed is remembered a while longer, so its backoff keeps growing.
+            if not keep and node.connecting is None and now >= node.retry_at + self.idle_timeout:
+                del self._nodes[address]
+        return reclaimed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("the connection pool is closed")
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError(f"{self!r} is bound to another event loop; use one pool per loop")
+
+    # --- I/O -----------------------------------------------------------------------------------------
+
+    async def _acquire(self, address: NodeAddress, within: float) -> Connection:
+        plan = self._assign(address, self._clock())
+        if plan.link is not None:
+            return plan.link
+        if plan.error is not None:
+            raise plan.error
+        attempt = plan.connect
+        assert attempt is not None
+        try:
+            async with asyncio.timeout(within):
+                # Shielded: one waiter giving up must not abort the attempt the others share.
+                return await asyncio.shield(attempt)
+        except TimeoutError:
+            raise RequestTimeout(f"still connecting to {address} after {within:g}s") from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if attempt.cancelled() and task is not None and not task.cancelling():
+                # close() cancelled the shared attempt; this waiter itself was not cancelled.
+                raise ClientClosed("the connection pool was closed while connecting") from None
+            raise
+
+    def _start_connect(self, node: _Node) -> asyncio.Task[Connection]:
+        task = asyncio.get_running_loop().create_task(self._open(node), name=f"tubemq-connect-{node.address}")
+        node.connecting = task
+        # Background attempts may have no waiter; their failure is recorded on the node instead.
+        task.add_done_callback(_consume_outcome)
+        return task
+
+    async def _open(self, node: _Node) -> Connection:
+        link = Connection(node.address, ssl=self._ssl, events=self._events, clock=self._clock)
+        try:
+            await link.connect(self.connect_timeout)
+        except ConnectError as exc:
+            self._connect_failed(node, exc)
+            raise
+        finally:
+            node.connecting = None
+        if self._closed:
+            await link.close()
+            raise ClientClosed("the connection pool is closed")
+        node.failures = 0
+        node.retry_at = 0.0
+        self._nodes.setdefault(node.address, node).links.append(link)
+        self._emit(PoolLinkOpened(node.address, len(node.links)))
+        return link
+
+    def _connect_failed(self, node: _Node, exc: ConnectError) -> None:
+        node.failures += 1
+        self._connect_failures += 1
+        delay = self._backoff.compute(node.failures)
+        node.retry_at = self._clock() + delay
+        cause = exc.__cause__
+        if isinstance(cause, TimeoutError):
+            node.last_error = f"timed out after {self.connect_timeout:g}s"
+        elif cause is not None:
+            node.last_error = f"{type(cause).__name__}: {cause}"
+        else:
+            node.last_error = str(exc)
+        self._emit(PoolConnectFailed(node.address, node.failures, delay, node.last_error))
+
+    def _ensure_sweeper(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep(), name="tubemq-pool-sweeper")
+
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_interval)
+            reclaimed = self._collect_idle(self._clock())
+            if reclaimed:
+                await asyncio.gather(*(link.wait_closed() for link in reclaimed))
+
+    def _emit(self, event: Event) -> None:
+        if self._events is not None:
+            self._events.emit(event)
+
+
+def _load(link: Connection) -> int:
+    return link.in_flight
+
+
+def _consume_outcome(task: asyncio.Task[Connection]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+_default_pool: ConnectionPool | None = None
+
+
+def get_default_pool() -> ConnectionPool:
+    """The process-wide pool, created with default settings on first use."""
+    global _default_pool
+    if _default_pool is None:
+        _default_pool = ConnectionPool()
+    return _default_pool
+
+
+def set_default_pool(pool: ConnectionPool | None) -> ConnectionPool | None:
+    """Replace the process-wide pool (None resets it); returns the previous one, which stays open."""
+    global _default_pool
+    previous, _default_pool = _default_pool, pool
+    return previous
