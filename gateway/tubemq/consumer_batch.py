@@ -1,0 +1,173 @@
+"""What a poll returns: a batch of decoded messages of one partition, and how its offsets are known.
+
+Offsets are broker **index offsets** (§10.3): byte positions in the index of a topic store, one 28-byte entry
+per stored message. All partitions of a store share one index, so a partition's offset moves by 28 for every
+message of the store, also for messages of sibling partitions (and entries the broker filtered out); the
+broker skips those when reading. The wire therefore carries no per-message offset (§4.6), only
+
+* ``curr_offset``: the offset this read started at (exact), and
+* ``max_offset``: the end of the store's index at read time.
+
+A batch is **dense** when its ``fetched_count`` wire messages occupy consecutive index entries: then message
+``i`` of the wire list sits at ``curr_offset + 28 * i`` and the batch ends at
+``curr_offset + 28 * fetched_count``. A poll can prove density only when the batch reaches the end of the
+index (``curr_offset + 28 * fetched_count == max_offset``); then every :class:`ConsumedMessage` carries its
+exact ``offset``. Otherwise ``offset`` is None, and the offset the batch ended at is learnt from the confirm
+(the committed offset): :meth:`ConsumedBatch.offsets_given_end` turns that into exact per-message offsets
+when the batch was dense after all (always the case on a topic with one partition per store and no filter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.payload import PayloadDecodeError, crc32_checksum, decode_payload
+
+__all__ = ["INDEX_ENTRY_SIZE", "ConsumedBatch", "ConsumedMessage", "DecodeStats", "decode_messages"]
+
+#: bytes per index entry; offsets advance by this much per stored message (§10.3)
+INDEX_ENTRY_SIZE = 28
+
+
+class WireMessage(Protocol):
+    """The fields of a ``TransferedMessage`` that decoding reads."""
+
+    @property
+    def messageId(self) -> int: ...
+
+    @property
+    def checkSum(self) -> int: ...
+
+    @property
+    def payLoadData(self) -> bytes: ...
+
+    @property
+    def flag(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedMessage:
+    """One delivered message.
+
+    ``stream_id`` is the ``$msgType$`` attribute (filter item), ``msg_time`` the ``$msgTime$`` text
+    (``yyyyMMddHHmm``, producer local time), ``attributes`` the other attribute items. ``index`` is the
+    position in the broker's answer (counting messages dropped on the client); ``offset`` is the message's
+    exact index offset, or None when it cannot be known yet (module docstring).
+    """
+
+    message_id: int
+    body: bytes
+    attributes: dict[str, str]
+    stream_id: str | None
+    msg_time: str | None
+    flag: int
+    index: int
+    offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumedBatch:
+    """Messages of one partition from one GetMessage, to be confirmed with ``confirm_context``.
+
+    ``lag_bytes`` is the broker's ``currDataDlt``: data bytes still unread behind this read (-1 unknown).
+    ``fetched_count`` is how many messages the broker sent; ``messages`` can be fewer (CRC failures and
+    client-side filter mismatches are dropped, as Java does).
+    """
+
+    topic: str
+    partition_key: str
+    partition_id: int
+    broker_id: int
+    broker: NodeAddress
+    messages: list[ConsumedMessage]
+    curr_offset: int
+    max_offset: int
+    lag_bytes: int
+    fetched_count: int
+    confirm_context: str
+    offsets_exact: bool = False
+    bytes: int = field(default=0)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ConsumedBatch {self.partition_key} messages={len(self.messages)}/{self.fetched_count} "
+            f"curr_offset={self.curr_offset} max_offset={self.max_offset} exact={self.offsets_exact}>"
+        )
+
+    @property
+    def dense_end(self) -> int:
+        """The offset right after this batch if it is dense (module docstring)."""
+        return self.curr_offset + INDEX_ENTRY_SIZE * self.fetched_count
+
+    def offsets_given_end(self, end_offset: int) -> list[int] | None:
+        """Exact offsets of ``messages`` given the offset the batch ended at (the committed offset after
+        confirming it as consumed, or the next batch's ``curr_offset``); None if the batch was not dense."""
+        if self.curr_offset < 0 or end_offset != self.dense_end:
+            return None
+        return [self.curr_offset + INDEX_ENTRY_SIZE * m.index for m in self.messages]
+
+
+@dataclass(slots=True)
+class DecodeStats:
+    """Counts of what decoding kept and dropped."""
+
+    kept: int = 0
+    bytes: int = 0
+    bad_checksum: int = 0
+    bad_payload: int = 0
+    filtered: int = 0
+
+
+def decode_messages(
+    wire: Iterable[WireMessage],
+    filters: frozenset[str] | None,
+    curr_offset: int,
+    exact: bool,
+) -> tuple[list[ConsumedMessage], DecodeStats]:
+    """Decode a GetMessage answer (§4.6): verify each CRC, split attributes from the body and drop what the
+    client filter rejects. With a filter, Java drops messages whose ``$msgType$`` is missing or not
+    listed (the broker only compared hashes). ``exact`` says the batch is proven dense: offsets are set.
+    """
+    stats = DecodeStats()
+    messages: list[ConsumedMessage] = []
+    for index, item in enumerate(wire):
+        data = item.payLoadData
+        if crc32_checksum(data) != item.checkSum:
+            stats.bad_checksum += 1
+            continue
+        try:
+            decoded = decode_payload(data, item.flag)
+        except PayloadDecodeError:
+            stats.bad_payload += 1
+            continue
+        if filters and (not decoded.msg_type or decoded.msg_type not in filters):
+            stats.filtered += 1
+            continue
+        messages.append(
+            ConsumedMessage(
+                message_id=item.messageId,
+                body=decoded.body,
+                attributes=decoded.attributes,
+                stream_id=decoded.msg_type,
+                msg_time=decoded.msg_time,
+                flag=item.flag,
+                index=index,
+                offset=curr_offset + INDEX_ENTRY_SIZE * index if exact else None,
+            )
+        )
+        stats.bytes += len(decoded.body)
+    stats.kept = len(messages)
+    return messages, stats
+
+
+def is_dense_to_end(curr_offset: int, max_offset: int, fetched_count: int) -> bool:
+    """True when ``fetched_count`` messages read from ``curr_offset`` fill the index up to ``max_offset``:
+    each message takes at least one entry, so they took exactly one each and no entry was skipped."""
+    return (
+        curr_offset >= 0
+        and fetched_count > 0
+        and curr_offset + INDEX_ENTRY_SIZE * fetched_count == max_offset
+    )

@@ -1,0 +1,293 @@
+"""The consumer's partition cache: which partitions it holds and which one a poll may fetch next.
+
+No I/O happens here. Every decision (hand a partition out, take it back, park it for a wait period, drop
+it) is one synchronous method, so that concurrent polls, confirms, rebalance events and heartbeats, which
+interleave only at ``await`` points, always see a consistent cache. Time is passed in (monotonic seconds).
+
+A held partition is in exactly one of these places:
+
+* ready: queued for the next poll; polls take partitions round-robin from the front of the queue;
+* waiting: parked until a deadline after an outcome that asks for a pause (404, 403, ...);
+* in use: handed out with a token, until the fetch fails or the delivered batch is confirmed;
+* leaving: a DISCONNECT is releasing it; it is never handed out again.
+
+The ``last_consumed`` flag of a partition is the outcome of its previous batch; it is read and reset when
+the partition is handed out, and carried by the next GetMessage as ``lastPackConsumed`` (§6.7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from google.protobuf.message import Message
+
+from gateway.tubemq.consumer_config import ConsumerConfig
+from gateway.tubemq.meta import BrokerInfo, Partition
+
+if TYPE_CHECKING:
+    from gateway.tubemq.events import EventBus
+    from gateway.tubemq.pool import ConnectionPool
+
+__all__ = ["ConsumerContext", "PartitionCache", "PartitionState", "Selection"]
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """What the consumer knows about one held partition. Offsets are broker index offsets (-1 = unknown)."""
+
+    partition: Partition
+    curr_offset: int = -1
+    max_offset: int = -1
+    last_consumed: bool = False
+    token: int | None = None
+    taken_at: float = 0.0
+    leaving: bool = False
+
+    @property
+    def in_use(self) -> bool:
+        return self.token is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """A partition handed out to one poll; ``last_consumed`` goes into the GetMessage request."""
+
+    state: PartitionState
+    token: int
+    last_consumed: bool
+
+    @property
+    def partition(self) -> Partition:
+        return self.state.partition
+
+
+@dataclass(slots=True)
+class PartitionCache:
+    """Held partitions, their round-robin queue, wait periods and in-use tokens."""
+
+    _states: dict[str, PartitionState] = field(default_factory=dict)
+    _ready: deque[str] = field(default_factory=deque)
+    _waiting: dict[str, float] = field(default_factory=dict)
+    _booked: set[str] = field(default_factory=set)
+    _tokens: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: bumped whenever the set of held partitions changes
+    version: int = 0
+
+    def __repr__(self) -> str:
+        in_use = sum(1 for s in self._states.values() if s.in_use)
+        leaving = sum(1 for s in self._states.values() if s.leaving)
+        return (
+            f"<PartitionCache held={len(self._states)} ready={len(self._ready)} "
+            f"waiting={len(self._waiting)} in_use={in_use} leaving={leaving}>"
+        )
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._states
+
+    def get(self, key: str) -> PartitionState | None:
+        return self._states.get(key)
+
+    def held(self) -> list[PartitionState]:
+        """Every held partition, in the order they were added."""
+        return list(self._states.values())
+
+    def by_broker(self) -> dict[BrokerInfo, list[Partition]]:
+        """Held partitions grouped by the broker they are registered at."""
+        groups: dict[BrokerInfo, list[Partition]] = {}
+        for state in self._states.values():
+            groups.setdefault(state.partition.broker, []).append(state.partition)
+        return groups
+
+    def registered_before(self, key: str) -> bool:
+        """True once this consumer instance has held the partition (the start position then no longer
+        applies, §6.8)."""
+        return key in self._booked
+
+    # --- membership ------------------------------------------------------------------------------
+
+    def add(self, partition: Partition, curr_offset: int = -1, max_offset: int = -1) -> bool:
+        """Hold a newly registered partition (queued as ready); False if it is already held."""
+        if partition.partition_key in self._states:
+            return False
+        self._states[partition.partition_key] = PartitionState(partition, curr_offset, max_offset)
+        self._booked.add(partition.partition_key)
+        self._ready.append(partition.partition_key)
+        self.version += 1
+        self._notify()
+        return True
+
+    def remove(self, key: str) -> PartitionState | None:
+        """Stop holding a partition at once; a batch still out for it can no longer be confirmed."""
+        state = self._states.pop(key, None)
+        if state is None:
+            return None
+        self._discard_queued(key)
+        state.token = None
+        self.version += 1
+        self._notify()
+        return state
+
+    def leave(self, keys: Iterable[str]) -> None:
+        """Stop handing these partitions out; any batch out for them may still be confirmed."""
+        for key in keys:
+            state = self._states.get(key)
+            if state is not None:
+                state.leaving = True
+                self._discard_queued(key)
+
+    def any_in_use(self, keys: Iterable[str]) -> bool:
+        return any((s := self._states.get(k)) is not None and s.in_use for k in keys)
+
+    def update_offsets(self, key: str, curr_offset: int, max_offset: int) -> None:
+        """Record offsets reported by the broker; negative values (unknown) are ignored."""
+        state = self._states.get(key)
+        if state is None:
+            return
+        if curr_offset >= 0:
+            state.curr_offset = curr_offset
+        if max_offset >= 0:
+            state.max_offset = max_offset
+
+    # --- handing out and taking back ---------------------------------------------------------------
+
+    def select(self, now: float) -> Selection | None:
+        """Hand out the next ready partition (round-robin), or None if none is ready now."""
+        self._promote(now)
+        while self._ready:
+            key = self._ready.popleft()
+            state = self._states.get(key)
+            if state is None or state.in_use or state.leaving:
+                continue
+            state.token = next(self._tokens)
+            state.taken_at = now
+            last_consumed, state.last_consumed = state.last_consumed, False
+            return Selection(state, state.token, last_consumed)
+        return None
+
+    def is_in_use(self, key: str, token: int) -> bool:
+        state = self._states.get(key)
+        return state is not None and state.token == token
+
+    def release(self, key: str, token: int, *, consumed: bool, wait: float, now: float) -> bool:
+        """Take a handed-out partition back: record the batch outcome and queue it after ``wait`` seconds.
+
+        Returns False (and changes nothing) when the token is stale: the partition was dropped, expired
+        or handed out again since.
+        """
+        state = self._states.get(key)
+        if state is None or state.token != token:
+            return False
+        state.token = None
+        state.last_consumed = consumed
+        if not state.leaving:
+            if wait > 0:
+                self._waiting[key] = now + wait
+            else:
+                self._ready.append(key)
+        self._notify()
+        return True
+
+    def expire_unconfirmed(self, now: float, timeout: float) -> list[str]:
+        """Release, as not consumed, partitions handed out more than ``timeout`` seconds ago."""
+        expired = [
+            key for key, s in self._states.items() if s.token is not None and now - s.taken_at > timeout
+        ]
+        for key in expired:
+            state = self._states[key]
+            assert state.token is not None
+            self.release(key, state.token, consumed=False, wait=0.0, now=now)
+        return expired
+
+    # --- waiting for changes ---------------------------------------------------------------------
+
+    def next_ready_in(self, now: float) -> float | None:
+        """Seconds until the earliest parked partition becomes ready; None if none is parked."""
+        if not self._waiting:
+            return None
+        return max(0.0, min(self._waiting.values()) - now)
+
+    def status(self) -> str:
+        """Why nothing can be handed out (Java's 405-408 pull statuses, as words)."""
+        if not self._states:
+            return "no partition assigned"
+        if self._ready:
+            return "ready"
+        if self._waiting:
+            return "all partitions waiting"
+        if any(s.in_use for s in self._states.values()):
+            return "all partitions in use"
+        return "all partitions leaving"
+
+    async def wait_changed(self, seconds: float) -> None:
+        """Return when a partition was added, released or removed, or after ``seconds``."""
+        event = self._changed
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            return
+
+    def wake(self) -> None:
+        """Wake every waiter (used on close)."""
+        self._notify()
+
+    # --- internals --------------------------------------------------------------------------------
+
+    def _promote(self, now: float) -> None:
+        due = [(deadline, key) for key, deadline in self._waiting.items() if deadline <= now]
+        heapq.heapify(due)
+        while due:
+            _, key = heapq.heappop(due)
+            del self._waiting[key]
+            self._ready.append(key)
+
+    def _discard_queued(self, key: str) -> None:
+        self._waiting.pop(key, None)
+        if key in self._ready:
+            self._ready.remove(key)
+
+    def _notify(self) -> None:
+        # Swap the event so that waiters of this change wake and later waiters wait for the next one.
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+
+@dataclass(slots=True)
+class ConsumerContext:
+    """What the consumer's parts share: identity, subscription, settings, links and the partition cache.
+
+    ``filters`` maps each subscribed topic to its filter items (empty = no filter). ``visit_token`` is the
+    last ``visitAuthorizedToken`` from the master (-2 before the first answer, like Java);
+    ``not_allocated`` stays true until the master reports the bound allocation done (§6.9).
+    """
+
+    client_id: str
+    group: str
+    host_name: str
+    filters: dict[str, frozenset[str]]
+    config: ConsumerConfig
+    pool: ConnectionPool
+    events: EventBus | None
+    cache: PartitionCache = field(default_factory=PartitionCache)
+    clock: Callable[[], float] = time.monotonic
+    visit_token: int = -2
+    not_allocated: bool = True
+    closing: bool = False
+
+    def emit(self, event: object) -> None:
+        if self.events is not None:
+            self.events.emit(event)
+
+    async def broker_call(self, partition: Partition, method: int, request: Message) -> Message:
+        """Send one request to the broker of ``partition`` with the configured deadline."""
+        return await self.pool.request(partition.broker.address, method, request, self.config.rpc_timeout)
