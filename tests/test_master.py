@@ -30,12 +30,21 @@ STANDBY = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
 
 @dataclass
 class StaticBroker:
-    """A broker as the master sees it (id, address, topics, serving), without a server behind it."""
+    """A broker as the master sees it (id, address, topics, serving), without a server behind it.
+
+    Like ``EmbeddedBroker``, it has no address while it is not serving.
+    """
 
     broker_id: int
-    address: NodeAddress
+    listen: NodeAddress
     topics: Mapping[str, TopicSpec] = field(default_factory=dict)
     is_serving: bool = True
+
+    @property
+    def address(self) -> NodeAddress:
+        if not self.is_serving:
+            raise RuntimeError(f"broker {self.broker_id} is not started")
+        return self.listen
 
 
 class Clock:
@@ -124,7 +133,7 @@ async def test_producer_register_rejects_bad_fields(request_: pb.RegisterRequest
 async def test_producer_register_heartbeat_close_and_expiry() -> None:
     clock = Clock()
     nodes = brokers(TopicSpec("demo", 3), TopicSpec("pub_off", 2, accept_publish=False), count=2)
-    nodes[1].address = NodeAddress("10.0.0.2", 9123)
+    nodes[1].listen = NodeAddress("10.0.0.2", 9123)
     master = EmbeddedMaster(nodes, producer_timeout=5.0, clock=clock)
     answer = await call(
         master, Method.PRODUCER_REGISTER, p_register(appdConfig=pb.ApprovedClientConfig(configId=-2))
@@ -365,7 +374,7 @@ async def test_client_balanced_consumers() -> None:
     first = await call(master, Method.CONSUMER_REGISTER_V2, v2_register("v1", 0))
     assert (first.errCode, first.errMsg) == (200, "OK!") and first.HasField("opsTaskInfo")
     assert first.brokerConfigId == master.broker_checksum
-    assert list(first.brokerConfigList) == ["1:127.0.0.1: ", "2:127.0.0.1:8124"]
+    assert list(first.brokerConfigList) == ["1:127.0.0.1: "]  # broker 2 never served: no address yet
     assert first.authorizedInfo.visitAuthorizedToken == master.visit_token
     duplicate = await call(master, Method.CONSUMER_REGISTER_V2, v2_register("v2", 0))
     assert (duplicate.errCode, duplicate.errMsg) == (

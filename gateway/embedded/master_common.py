@@ -110,6 +110,8 @@ class BrokerDirectory:
         self._brokers: list[BrokerView] = sorted(brokers, key=lambda b: b.broker_id)
         self._ids = SerialIds(clock_ms)
         self._signature: tuple[tuple[int, str, bool], ...] | None = None
+        # a stopped broker has no address of its own: it keeps the one it last served at
+        self._addresses: dict[int, NodeAddress] = {}
 
     def __repr__(self) -> str:
         serving = [b.broker_id for b in self._brokers if b.is_serving]
@@ -122,24 +124,33 @@ class BrokerDirectory:
     def replace(self, brokers: Sequence[BrokerView]) -> None:
         self._brokers = sorted(brokers, key=lambda b: b.broker_id)
 
+    def _known(self) -> list[BrokerInfo]:
+        """Every broker that has an address (serving now, or served before), by id."""
+        known = []
+        for b in self._brokers:
+            if b.is_serving:
+                self._addresses[b.broker_id] = b.address
+            address = self._addresses.get(b.broker_id)
+            if address is not None:
+                known.append(BrokerInfo(b.broker_id, address.host, address.port))
+        return known
+
     def checksum(self) -> int:
         """The broker checksum; bumped (strictly increasing ms timestamp) when brokers changed."""
-        signature = tuple((b.broker_id, str(b.address), b.is_serving) for b in self._brokers)
+        serving = {b.broker_id for b in self._brokers if b.is_serving}
+        signature = tuple((info.broker_id, str(info), info.broker_id in serving) for info in self._known())
         if signature != self._signature:
             self._signature = signature
             self._ids.bump()
         return self._ids.last
 
-    def broker_info(self, broker: BrokerView) -> BrokerInfo:
-        return BrokerInfo(broker.broker_id, broker.address.host, broker.address.port)
+    def broker_info(self, broker_id: int) -> BrokerInfo | None:
+        return next((info for info in self._known() if info.broker_id == broker_id), None)
 
     def broker_infos(self, tls: bool) -> list[str]:
         """Every configured broker, ``brokerId:host:port`` with the default port written as a space."""
         default = DEFAULT_BROKER_TLS_PORT if tls else DEFAULT_BROKER_PORT
-        return [format_broker_info(self.broker_info(b), default) for b in self._brokers]
-
-    def broker_by_id(self, broker_id: int) -> BrokerView | None:
-        return next((b for b in self._brokers if b.broker_id == broker_id), None)
+        return [format_broker_info(info, default) for info in self._known()]
 
     def deployed_topics(self) -> set[str]:
         """Topics configured on any broker, serving or not."""
@@ -169,7 +180,7 @@ class BrokerDirectory:
         for b in self._brokers:
             if not b.is_serving:
                 continue
-            info = self.broker_info(b)
+            info = BrokerInfo(b.broker_id, b.address.host, b.address.port)
             for topic in sorted(wanted & set(b.topics)):
                 spec = b.topics[topic]
                 if spec.accept_subscribe:

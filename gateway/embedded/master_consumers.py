@@ -40,7 +40,7 @@ from gateway.embedded.master_common import (
     SerialIds,
     check_field,
 )
-from gateway.tubemq.meta import BrokerInfo, SubscribeInfo
+from gateway.tubemq.meta import SubscribeInfo
 from gateway.tubemq.pb import MasterService_pb2 as pb
 
 V2Answer = pb.RegisterResponseM2CV2 | pb.HeartResponseM2CV2 | pb.GetPartMetaResponseM2C
@@ -254,13 +254,7 @@ class ConsumerCalls:
             self.refresh_topic_meta(self.registry.groups[name])
 
     def _report(self, info: pb.ClientSubRepInfo | None) -> SubscriptionReport:
-        directory = self._state.directory
-
-        def broker_info(broker_id: int) -> BrokerInfo | None:
-            broker = directory.broker_by_id(broker_id)
-            return directory.broker_info(broker) if broker is not None else None
-
-        return parse_report(info, broker_info)
+        return parse_report(info, self._state.directory.broker_info)
 
     def _broker_config(self, answer: V2Answer, client_id: int, tls: bool) -> None:
         checksum = self._state.directory.checksum()
