@@ -315,6 +315,51 @@ async def test_close_releases_the_consumer_at_once() -> None:
     assert list(master.consumers.groups["g"].consumers) == ["c2"]
 
 
+async def test_reregistering_consumer_keeps_what_it_holds_and_gets_only_the_rest() -> None:
+    master = EmbeddedMaster(brokers(TopicSpec("demo", 4)), balance_delay=3600.0)
+    held = [f"c1@g#1:127.0.0.1:8123#demo:{i}" for i in (1, 3)]
+    answer = await call(master, Method.CONSUMER_REGISTER, c_register("c1", subscribeInfo=held))
+    assert answer.success and answer.notAllocated is False  # it reported partitions: already allocated
+    # no flow-check id in the request: no flow-control fields in the answer
+    assert not answer.HasField("defFlowCheckId") and not answer.HasField("ssdStoreId")
+    master.balance_now()
+    beat = await call(master, Method.CONSUMER_HEARTBEAT, pb.HeartRequestC2M(clientId="c1", groupName="g"))
+    assert beat.event.opType == 10 and list(beat.event.subscribeInfo) == [
+        "c1@g#1:127.0.0.1:8123#demo:0",
+        "c1@g#1:127.0.0.1:8123#demo:2",
+    ]
+    again = await call(master, Method.CONSUMER_HEARTBEAT, pb.HeartRequestC2M(clientId="c1", groupName="g"))
+    assert not again.HasField("event")  # handed out once; waits for the acknowledgement
+
+
+async def test_bound_consumers_get_their_requested_partitions_once_all_have_come() -> None:
+    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)), balance_delay=3600.0)
+    bound = {"requireBound": True, "sessionKey": "s1", "totalCount": 2, "notAllocated": True}
+    first = await call(
+        master, Method.CONSUMER_REGISTER, c_register("c1", requiredPartition="1:demo:2=56", **bound)
+    )
+    assert first.success and first.notAllocated
+    master.balance_now()
+    beat = pb.HeartRequestC2M(clientId="c1", groupName="g")
+    assert not (await call(master, Method.CONSUMER_HEARTBEAT, beat)).HasField("event")
+    await call(
+        master,
+        Method.CONSUMER_REGISTER,
+        c_register("c2", requiredPartition="1:demo:0=0,1:demo:2=28", **bound),
+    )
+    master.balance_now()
+    got = await call(master, Method.CONSUMER_HEARTBEAT, beat)
+    assert list(got.event.subscribeInfo) == ["c1@g#1:127.0.0.1:8123#demo:2"] and got.notAllocated
+    other = await call(master, Method.CONSUMER_HEARTBEAT, pb.HeartRequestC2M(clientId="c2", groupName="g"))
+    assert list(other.event.subscribeInfo) == ["c2@g#1:127.0.0.1:8123#demo:0"]
+    done = pb.HeartRequestC2M(
+        clientId="c1", groupName="g", reportSubscribeInfo=True, subscribeInfo=got.event.subscribeInfo
+    )
+    done.event.CopyFrom(got.event)
+    done.event.status = 2
+    assert (await call(master, Method.CONSUMER_HEARTBEAT, done)).notAllocated is False
+
+
 # --- standby and unsupported calls --------------------------------------------------------------------
 
 
