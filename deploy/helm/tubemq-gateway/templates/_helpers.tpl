@@ -1,0 +1,61 @@
+{{/* Chart name, truncated to the 63 characters Kubernetes allows in names. */}}
+{{- define "tubemq-gateway.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified app name; the release name alone when it already contains the chart name. */}}
+{{- define "tubemq-gateway.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "tubemq-gateway.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "tubemq-gateway.labels" -}}
+helm.sh/chart: {{ include "tubemq-gateway.chart" . }}
+{{ include "tubemq-gateway.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "tubemq-gateway.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tubemq-gateway.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "tubemq-gateway.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "tubemq-gateway.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding credentials: the user's own, or the one this chart renders from auth.env. */}}
+{{- define "tubemq-gateway.secretName" -}}
+{{- if .Values.auth.existingSecret }}
+{{- .Values.auth.existingSecret }}
+{{- else if .Values.auth.env }}
+{{- include "tubemq-gateway.fullname" . }}
+{{- end }}
+{{- end }}
+
+{{/* The pod's termination budget: preStop sleep + the gateway's own grace period + a margin. */}}
+{{- define "tubemq-gateway.terminationGracePeriod" -}}
+{{- add (int .Values.shutdown.preStopSleepSeconds) (int .Values.shutdown.gracePeriodSeconds) (int .Values.shutdown.marginSeconds) }}
+{{- end }}
+
+{{/* PromQL selector of this release's gateway pods, as scraped through the ServiceMonitor (job = Service name). */}}
+{{- define "tubemq-gateway.promSelector" -}}
+namespace="{{ .Release.Namespace }}",job="{{ include "tubemq-gateway.fullname" . }}"
+{{- end }}

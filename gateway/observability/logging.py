@@ -1,0 +1,243 @@
+"""Structured logs: one JSON object per line, a request id per HTTP request, core events as log lines.
+
+* :class:`JsonFormatter` renders a record as one line: ``ts`` (UTC, ISO 8601 with milliseconds), ``level``,
+  ``logger``, ``msg``, the request id of the current request (``request_id``) when there is one, every
+  ``extra={...}`` field, and ``exc`` (the formatted traceback) when the record carries an exception.
+* :func:`configure_logging` installs it (or a plain text format) on the root logger and routes uvicorn's
+  loggers through it.
+* :class:`RequestIdMiddleware` (pure ASGI) takes ``X-Request-ID`` from the request when it is a sane token,
+  otherwise makes one, exposes it to every log line of the request through a context variable, returns it
+  in the ``X-Request-ID`` response header, and writes one access line per request.
+* :class:`EventLogger` subscribes to the core's :class:`~gateway.tubemq.events.EventBus` and logs each event
+  as one line named after its class, with the event's fields; chatty per-request events go to DEBUG.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import enum
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.tubemq.events import EventBus, Subscription
+
+__all__ = [
+    "REQUEST_ID_HEADER",
+    "EventLogger",
+    "JsonFormatter",
+    "RequestIdMiddleware",
+    "configure_logging",
+    "current_request_id",
+]
+
+REQUEST_ID_HEADER = "X-Request-ID"
+_HEADER_LOWER = REQUEST_ID_HEADER.lower().encode("latin-1")
+#: Accepted incoming ids: what proxies and tracing systems send (uuids, hex, base64url), length-bounded so a
+#: client cannot inject log noise or oversized fields.
+_VALID_ID = re.compile(r"^[A-Za-z0-9._:+/=-]{1,128}$")
+
+_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+
+#: Attributes every LogRecord has; anything else on a record came from ``extra=`` and is logged as a field.
+_STANDARD_ATTRS = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime", "taskName"}
+)
+
+
+def current_request_id() -> str | None:
+    """The id of the HTTP request being served in this task, if any."""
+    return _request_id.get()
+
+
+def _jsonable(value: Any) -> Any:
+    """Make event and extra values JSON-friendly: enums by value, addresses and other objects by str()."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line; see the module docstring for the fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        request_id = _request_id.get()
+        if request_id is not None:
+            entry["request_id"] = request_id
+        for key, value in vars(record).items():
+            if key not in _STANDARD_ATTRS and key not in entry:
+                entry[key] = _jsonable(value)
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exc"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+
+
+def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | None = None) -> None:
+    """Send every log line (ours, uvicorn's, the core's) to ``stream`` (stderr) as JSON or plain text.
+
+    ``fmt`` is ``json`` or ``text``. Replaces the root logger's handlers, so calling it twice is harmless.
+    """
+    if fmt not in ("json", "text"):
+        raise ValueError(f"log format must be 'json' or 'text', not {fmt!r}")
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # uvicorn installs its own handlers and text formats unless told otherwise; let its records reach ours.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        uv = logging.getLogger(name)
+        uv.handlers.clear()
+        uv.propagate = True
+
+
+class RequestIdMiddleware:
+    """Give every HTTP request an id (kept from ``X-Request-ID`` when valid) and log one access line.
+
+    The access line is INFO on logger ``gateway.access`` with ``method``, ``path``, ``route`` (the route
+    template, so ``/v1/topics/{topic}/messages``), ``status`` and ``duration_seconds``. ``quiet_paths``
+    (probes and scrapes) are logged at DEBUG so they do not drown the useful lines.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        logger: logging.Logger | None = None,
+        quiet_paths: Iterable[str] = ("/healthz", "/readyz", "/metrics"),
+    ) -> None:
+        self.app = app
+        self._log = logger or logging.getLogger("gateway.access")
+        self._quiet = frozenset(quiet_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _incoming_id(scope) or uuid.uuid4().hex
+        token = _request_id.set(request_id)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != _HEADER_LOWER]
+                headers.append((_HEADER_LOWER, request_id.encode("latin-1")))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            path = scope.get("path", "")
+            self._log.log(
+                logging.DEBUG if path in self._quiet else logging.INFO,
+                "request",
+                extra={
+                    "method": scope.get("method", ""),
+                    "path": path,
+                    "route": route_template(scope),
+                    "status": status,
+                    "duration_seconds": round(time.perf_counter() - started, 6),
+                },
+            )
+            _request_id.reset(token)
+
+    def __repr__(self) -> str:
+        return f"<RequestIdMiddleware header={REQUEST_ID_HEADER} quiet={sorted(self._quiet)}>"
+
+
+def _incoming_id(scope: Scope) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == _HEADER_LOWER:
+            text = value.decode("latin-1")
+            return text if _VALID_ID.match(text) else None
+    return None
+
+
+def route_template(scope: Scope) -> str:
+    """The matched route's path template (bounded), or ``<unmatched>`` for a 404 outside every route."""
+    route = scope.get("route")
+    path = getattr(route, "path_format", None) or getattr(route, "path", None)
+    return path if isinstance(path, str) and path else "<unmatched>"
+
+
+#: Events emitted for every request or poll: useful when debugging, noise otherwise.
+_CHATTY = frozenset({"RequestCompleted", "SendCompleted", "FetchOutcome", "OffsetCommitted"})
+_TROUBLE = ("Failed", "Shielded", "Terminated", "Error", "Closed")
+
+
+class EventLogger:
+    """Logs every core event as one line: message = the event's class name, fields = its dataclass fields.
+
+    Levels: DEBUG for per-request events (sends, fetches, commits, RPCs), WARNING for failures and
+    shielding (unless the event says the outcome was fine), INFO otherwise.
+    """
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self._log = logger or logging.getLogger("gateway.events")
+        self._subscription: Subscription | None = None
+
+    def subscribe(self, bus: EventBus) -> Subscription:
+        self._subscription = bus.subscribe(self)
+        return self._subscription
+
+    def level_of(self, event: object) -> int:
+        name = type(event).__name__
+        if name in _CHATTY:
+            return logging.DEBUG
+        if name == "ConnectionTerminated" and getattr(event, "error", None) is None:
+            return logging.INFO
+        if any(word in name for word in _TROUBLE) and name != "ConsumerClosed":
+            return logging.WARNING
+        return logging.INFO
+
+    def __call__(self, event: object) -> None:
+        level = self.level_of(event)
+        if not self._log.isEnabledFor(level):
+            return
+        fields: dict[str, Any] = {}
+        if dataclasses.is_dataclass(event):
+            for f in dataclasses.fields(event):
+                fields[f.name] = _jsonable(getattr(event, f.name))
+        # Field names that clash with LogRecord attributes (e.g. "msg") would make logging raise.
+        safe = {(k if k not in _STANDARD_ATTRS else f"event_{k}"): v for k, v in fields.items()}
+        self._log.log(level, type(event).__name__, extra={"event": type(event).__name__, **safe})
+
+    def __repr__(self) -> str:
+        state = "subscribed" if self._subscription is not None and self._subscription.active else "idle"
+        return f"<EventLogger {self._log.name} {state}>"

@@ -1,0 +1,205 @@
+"""Structured JSON logs, the request-id middleware and the core-event logger."""
+
+from __future__ import annotations
+
+import enum
+import io
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from fastapi import FastAPI, HTTPException
+
+from gateway.observability.logging import (
+    REQUEST_ID_HEADER,
+    EventLogger,
+    JsonFormatter,
+    RequestIdMiddleware,
+    configure_logging,
+    current_request_id,
+)
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.events import Event, EventBus
+
+
+class Capture(logging.Handler):
+    """Keeps every record formatted by JsonFormatter, parsed back."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.setFormatter(JsonFormatter())
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+    @property
+    def entries(self) -> list[dict[str, object]]:
+        return [json.loads(line) for line in self.lines]
+
+
+@pytest.fixture
+def capture() -> Iterator[Capture]:
+    handler = Capture()
+    root = logging.getLogger()
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+
+
+def test_one_json_object_per_line_with_extras_and_exception(capture: Capture) -> None:
+    log = logging.getLogger("gateway.test")
+    log.info("multi\nline %s", "message", extra={"topic": "demo", "count": 3, "where": NodeAddress("h", 1)})
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        log.exception("failed")
+    assert all("\n" not in line for line in capture.lines)
+    first, second = capture.entries
+    assert first["msg"] == "multi\nline message" and first["level"] == "info"
+    assert first["logger"] == "gateway.test"
+    assert first["topic"] == "demo" and first["count"] == 3 and first["where"] == "h:1"
+    assert str(first["ts"]).endswith("+00:00") and "request_id" not in first
+    assert second["level"] == "error" and "ValueError: boom" in str(second["exc"])
+
+
+def test_configure_logging_replaces_handlers_and_routes_uvicorn() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        configure_logging("warning", "json", stream=stream)
+        configure_logging("info", "json", stream=stream)  # twice: still one handler
+        assert len(root.handlers) == 1
+        logging.getLogger("uvicorn.error").info("started")
+        logging.getLogger("gateway.x").debug("hidden")
+        lines = stream.getvalue().splitlines()
+        assert [json.loads(line)["msg"] for line in lines] == ["started"]
+        configure_logging("info", "text", stream=stream)
+        logging.getLogger("gateway.x").info("plain")
+        assert stream.getvalue().splitlines()[-1].endswith("INFO gateway.x plain")
+        with pytest.raises(ValueError, match="json"):
+            configure_logging("info", "yaml")
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+
+
+def _app() -> FastAPI:
+    app = FastAPI()
+    log = logging.getLogger("gateway.handler")
+
+    @app.get("/v1/items/{item}")
+    async def item(item: str) -> dict[str, str | None]:
+        log.info("handling", extra={"item": item})
+        if item == "missing":
+            raise HTTPException(404, "no such item")
+        return {"item": item, "request_id": current_request_id()}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    app.add_middleware(RequestIdMiddleware)
+    return app
+
+
+async def test_request_id_generated_kept_and_logged(capture: Capture) -> None:
+    transport = httpx.ASGITransport(app=_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        made = await client.get("/v1/items/a")
+        kept = await client.get("/v1/items/b", headers={REQUEST_ID_HEADER: "trace-123.abc"})
+        replaced = await client.get("/v1/items/c", headers={REQUEST_ID_HEADER: "bad id\twith spaces"})
+        missing = await client.get("/v1/items/missing", headers={REQUEST_ID_HEADER: "r-404"})
+        unmatched = await client.get("/nowhere")
+        await client.get("/healthz")
+    generated = made.headers[REQUEST_ID_HEADER]
+    assert len(generated) == 32 and made.json()["request_id"] == generated
+    assert kept.headers[REQUEST_ID_HEADER] == "trace-123.abc" == kept.json()["request_id"]
+    assert replaced.headers[REQUEST_ID_HEADER] not in ("bad id\twith spaces", generated)
+    assert missing.status_code == 404 and missing.headers[REQUEST_ID_HEADER] == "r-404"
+    assert unmatched.status_code == 404 and unmatched.headers[REQUEST_ID_HEADER]
+    assert current_request_id() is None  # reset after each request
+
+    entries = capture.entries
+    handling = [e for e in entries if e["msg"] == "handling"]
+    assert [e["request_id"] for e in handling[:2]] == [generated, "trace-123.abc"]
+    access = [e for e in entries if e["logger"] == "gateway.access"]
+    assert [(e["route"], e["status"], e["level"]) for e in access] == [
+        ("/v1/items/{item}", 200, "info"),
+        ("/v1/items/{item}", 200, "info"),
+        ("/v1/items/{item}", 200, "info"),
+        ("/v1/items/{item}", 404, "info"),
+        ("<unmatched>", 404, "info"),
+        ("/healthz", 200, "debug"),
+    ]
+    assert access[1]["request_id"] == "trace-123.abc" and access[1]["path"] == "/v1/items/b"
+    assert all(isinstance(e["duration_seconds"], float) and e["method"] == "GET" for e in access)
+    assert "RequestIdMiddleware" in repr(RequestIdMiddleware(_app()))
+
+
+class Reason(enum.Enum):
+    IDLE = "idle"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkClosed(Event):
+    address: NodeAddress
+    reason: Reason
+    error: str | None
+    msg: str = "clashes with LogRecord.msg"
+
+
+@dataclass(frozen=True, slots=True)
+class SendCompleted(Event):
+    topic: str
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectFailed(Event):
+    address: NodeAddress
+    partitions: tuple[str, ...]
+
+
+def test_event_logger_one_line_per_event_with_levels(capture: Capture) -> None:
+    bus = EventBus()
+    events = EventLogger()
+    subscription = events.subscribe(bus)
+    assert "subscribed" in repr(events)
+    bus.emit(LinkClosed(NodeAddress("b", 8123), Reason.IDLE, None))
+    bus.emit(SendCompleted("demo", "ok"))
+    bus.emit(ConnectFailed(NodeAddress("b", 8123), ("1:demo:0", "1:demo:1")))
+    subscription.cancel()
+    bus.emit(SendCompleted("demo", "ok"))
+    entries = [e for e in capture.entries if e["logger"] == "gateway.events"]
+    assert [(e["msg"], e["level"]) for e in entries] == [
+        ("LinkClosed", "warning"),
+        ("SendCompleted", "debug"),
+        ("ConnectFailed", "warning"),
+    ]
+    closed = entries[0]
+    assert closed["address"] == "b:8123" and closed["reason"] == "idle" and closed["error"] is None
+    assert closed["event_msg"] == "clashes with LogRecord.msg" and closed["event"] == "LinkClosed"
+    assert entries[2]["partitions"] == ["1:demo:0", "1:demo:1"]
+    assert "idle" in repr(events)
+
+
+def test_event_logger_skips_work_when_level_disabled(capture: Capture) -> None:
+    logger = logging.getLogger("gateway.events.quiet")
+    logger.setLevel(logging.INFO)
+    events = EventLogger(logger)
+    events(SendCompleted("demo", "ok"))  # DEBUG: dropped
+    events(ConnectFailed(NodeAddress("b", 1), ()))
+    assert [e["msg"] for e in capture.entries] == ["ConnectFailed"]
