@@ -10,6 +10,9 @@ time-based and only checked for shape.
 from __future__ import annotations
 
 import json
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -149,5 +152,37 @@ async def test_acknowledged_messages_survive_a_restart_over_the_wire(tmp_path: P
                 assert isinstance(batch, pb.GetMessageResponseB2C) and batch.success
                 received.update({m.messageId: m.payLoadData for m in batch.messages})
             assert received == acked
+        finally:
+            await link.close()
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_broker_over_tls(tls_files: tuple[Path, Path]) -> None:
+    cert, key = tls_files
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    async with EmbeddedBroker(1, [TopicSpec("demo")], ssl=server_ctx) as broker:
+        link = Connection(broker.address, ssl=ssl.create_default_context(cafile=str(cert)))
+        await link.connect(timeout=5.0)
+        try:
+            send = pb.SendMessageRequestP2B(
+                clientId="p", topicName="demo", partitionId=0, data=b"secret", flag=0, checkSum=-1, sentAddr=0
+            )
+            answer = await link.request(Method.SEND_MESSAGE, send, 5.0)
+            assert isinstance(answer, pb.SendMessageResponseB2P) and answer.appendOffset == 0
         finally:
             await link.close()
