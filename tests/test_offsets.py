@@ -129,3 +129,13 @@ def test_manual_offset_past_the_end_is_pulled_back_without_a_commit() -> None:
     offsets.book(G, T, P, 280, batch_empty=False, manual=True)
     assert offsets.fetch_offset(G, T, P, False, 0, 140, manual=True) == 140
     assert (offsets.committed(G, T, P), offsets.pending(G, T, P)) == (0, 140)
+
+
+def test_discard_drops_only_the_pending_advance() -> None:
+    offsets = OffsetManager()
+    offsets.load(G, T, P, READ_NORMAL, -1, 0, 280)
+    offsets.book(G, T, P, 84, batch_empty=False)
+    offsets.discard(G, T, P)
+    offsets.discard("never", T, P)
+    assert (offsets.committed(G, T, P), offsets.pending(G, T, P)) == (0, 0)
+    assert offsets.committed("never", T, P) is None

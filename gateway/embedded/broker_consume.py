@@ -106,7 +106,7 @@ class ConsumerService:
 
     def _drop(self, key: tuple[str, str, int]) -> None:
         del self._registrations[key]
-        self.offsets.commit(*key, consumed=False)
+        self.offsets.discard(*key)
 
     def _live(self, key: tuple[str, str, int]) -> Registration | None:
         reg = self._registrations.get(key)

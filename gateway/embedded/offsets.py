@@ -156,6 +156,10 @@ class OffsetManager:
         self._set(key, offset)
         return offset
 
+    def discard(self, group: str, topic: str, partition_id: int) -> None:
+        """Drop the pending advance (the consumer's registration ended without a verdict)."""
+        self._pending.pop((group, topic, partition_id), None)
+
     def reset(
         self, group: str, topic: str, partition_id: int, offset: int, min_offset: int, max_offset: int
     ) -> int:
