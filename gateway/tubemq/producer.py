@@ -1,0 +1,342 @@
+"""The TubeMQ producer: one master session shared by every topic the process publishes (§7).
+
+Like Java's ``ProducerManager`` one ``Producer`` registers once with the master, heartbeats every
+``heartbeat_interval`` seconds with all published topics, and keeps the broker list and partition table
+(``routes.RouteTable``) current. Its session task re-registers, with backoff and for as long as the
+producer is open, whenever the master forgets it (411), a heartbeat cannot reach any master, or a
+registration fails; published topics survive that.
+
+``send`` checks locally (published, non-empty, size), encodes the payload, picks a partition
+(``partitioner``) on a broker the ``breaker`` allows, and sends ``SendMessageRequestP2B``. Only an answer
+with ``errCode`` 200 counts as success. Transport errors and retriable codes (419, 500, 503, other 5xx)
+are retried on another partition - preferring another broker - within ``max_send_attempts`` and the
+caller's deadline; with a key or an explicit partition the retry stays on that partition. Other codes are
+raised at once as ``ServerError`` subclasses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.breaker import BreakerState, BreakerTransition, BrokerBreaker, BrokerHealth
+from gateway.tubemq.client_id import local_ipv4, producer_id
+from gateway.tubemq.errors import ClientClosed, ClientError, MessageTooLarge, NoPartition, TopicNotPublished
+from gateway.tubemq.events import EventBus
+from gateway.tubemq.master import MasterClient
+from gateway.tubemq.partitioner import Partitioner
+from gateway.tubemq.payload import build_attribute_text, format_msg_time, ipv4_to_sent_addr
+from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
+from gateway.tubemq.producer_send import SendContext, SendResult, send_message
+from gateway.tubemq.producer_session import ProducerSession
+from gateway.tubemq.routes import RouteTable
+
+__all__ = ["PartitionRoute", "Producer", "ProducerConfig", "SendResult", "TopicRouteInfo"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    """Producer settings; times in seconds. Defaults follow the Java client where it has one.
+
+    ``rpc_timeout`` bounds one master call and one send attempt; ``send_timeout`` is the default
+    deadline of a whole ``send`` (all attempts); ``publish_timeout`` bounds ``publish``. Registration
+    retries back off exponentially from ``register_backoff_base`` to ``register_backoff_max``.
+    ``broker_refresh_interval``: how often a heartbeat asks for the full broker list (Java: 2 h).
+    The shielding and partition back-off parameters are those of ``BrokerBreaker`` and ``Partitioner``.
+    """
+
+    heartbeat_interval: float = 13.0
+    rpc_timeout: float = 10.0
+    send_timeout: float = 10.0
+    publish_timeout: float = 30.0
+    register_backoff_base: float = 1.0
+    register_backoff_max: float = 30.0
+    broker_refresh_interval: float = 7200.0
+    max_send_attempts: int = 3
+    unavailable_cooldown: float = 50.0
+    quality_check_interval: float = 30.0
+    failure_threshold: int = 3
+    failure_window: float = 10.0
+    failure_cooldown: float = 10.0
+    max_shielded_share: float = 0.3
+    partition_failure_limit: int = 3
+    partition_delay: float = 3.0
+    default_broker_port: int = 8123
+    client_id: str | None = None
+    local_ip: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("heartbeat_interval", "rpc_timeout", "send_timeout", "publish_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        if self.max_send_attempts < 1:
+            raise ValueError(f"max_send_attempts must be at least 1, got {self.max_send_attempts}")
+        if self.client_id is not None and not 0 < len(self.client_id.strip()) <= 1024:
+            raise ValueError("client_id must be 1-1024 non-blank characters")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRoute:
+    """One partition in ``TopicRouteInfo``; ``index`` is what ``send(partition=...)`` takes."""
+
+    index: int
+    partition_key: str
+    broker_id: int
+    partition_id: int
+    broker_address: NodeAddress
+    available: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRouteInfo:
+    """What the producer knows about a published topic; sizes in bytes."""
+
+    topic: str
+    max_msg_size: int
+    partitions: tuple[PartitionRoute, ...]
+
+
+class Producer:
+    """A TubeMQ producer sharing ``pool`` with the rest of the process; see the module docstring."""
+
+    def __init__(
+        self,
+        masters: Sequence[NodeAddress],
+        *,
+        pool: ConnectionPool,
+        config: ProducerConfig | None = None,
+        events: EventBus | None = None,
+    ) -> None:
+        self.config = cfg = config or ProducerConfig()
+        self._pool = pool
+        self._events = events
+        self._local_ip = cfg.local_ip or local_ipv4()
+        self._client_id = cfg.client_id or producer_id(self._local_ip)
+        self._routes = RouteTable(default_port=cfg.default_broker_port)
+        self._master = MasterClient(masters, pool, timeout=cfg.rpc_timeout, events=events)
+        self._breaker = BrokerBreaker(
+            unavailable_cooldown=cfg.unavailable_cooldown,
+            check_interval=cfg.quality_check_interval,
+            quality_cooldown=cfg.quality_check_interval,
+            failure_threshold=cfg.failure_threshold,
+            failure_window=cfg.failure_window,
+            failure_cooldown=cfg.failure_cooldown,
+            max_shielded_share=cfg.max_shielded_share,
+            trial_timeout=cfg.rpc_timeout,
+            on_change=self._breaker_changed,
+        )
+        self._partitioner = Partitioner(failure_limit=cfg.partition_failure_limit, delay=cfg.partition_delay)
+        self._session = ProducerSession(
+            self._master,
+            self._routes,
+            client_id=self._client_id,
+            host_name=self._local_ip,
+            heartbeat_interval=cfg.heartbeat_interval,
+            register_backoff_base=cfg.register_backoff_base,
+            register_backoff_max=cfg.register_backoff_max,
+            broker_refresh_interval=cfg.broker_refresh_interval,
+            on_brokers=self._brokers_changed,
+            events=events,
+        )
+        self._send_context = SendContext(
+            pool=pool,
+            routes=self._routes,
+            breaker=self._breaker,
+            partitioner=self._partitioner,
+            client_id=self._client_id,
+            sent_addr=ipv4_to_sent_addr(self._local_ip),
+            rpc_timeout=cfg.rpc_timeout,
+            max_attempts=cfg.max_send_attempts,
+            events=events,
+        )
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("registered" if self.registered else "unregistered")
+        return (
+            f"<Producer {self._client_id} {state} master={self._master.current} "
+            f"topics={sorted(self._session.topics)} {self._routes!r}>"
+        )
+
+    # --- state ---------------------------------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self._client_id
+
+    @property
+    def registered(self) -> bool:
+        """Whether the master currently knows this producer (as far as the last answer tells)."""
+        return self._session.registered
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def master(self) -> NodeAddress:
+        """The master the next master call goes to."""
+        return self._master.current
+
+    @property
+    def published_topics(self) -> frozenset[str]:
+        return frozenset(self._session.topics)
+
+    def broker_health(self) -> list[BrokerHealth]:
+        """Shielding state and counters of every known broker."""
+        return self._breaker.snapshot()
+
+    def topic_route(self, topic: str) -> TopicRouteInfo | None:
+        """Partitions (with broker addresses) and max message size of a published topic, else None."""
+        route = self._routes.route(topic)
+        if route is None or topic not in self._session.topics:
+            return None
+        partitions = tuple(
+            PartitionRoute(
+                index=i,
+                partition_key=ref.key(topic),
+                broker_id=ref.broker_id,
+                partition_id=ref.partition_id,
+                broker_address=route.brokers[ref.broker_id],
+                available=self._breaker.is_available(ref.broker_id),
+            )
+            for i, ref in enumerate(route.partitions)
+        )
+        return TopicRouteInfo(topic, route.max_msg_size, partitions)
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register with the master (one pass over the master list) and start the session task.
+
+        Raises the registration error, leaving the producer unstarted (``start`` may be called again).
+        """
+        self._check_open()
+        await self._session.start()
+
+    async def publish(self, topic: str) -> TopicRouteInfo:
+        """Add ``topic`` to the published set and heartbeat at once to learn its partitions.
+
+        Raises ``NoPartition`` when the master lists no publishable partition for it, a ``TubeMQError``
+        when the master cannot be reached within ``publish_timeout``.
+        """
+        self._check_open()
+        name = topic.strip()
+        if not name:
+            raise ClientError("topic must not be blank")
+        if not self._session.started:
+            raise ClientError("the producer is not started: call start() first")
+        known = self.topic_route(name)
+        if known is not None:
+            return known
+        added = self._session.add_topic(name)
+        try:
+            await self._session.heartbeat_now(self.config.publish_timeout)
+        except BaseException:
+            if added:
+                self._session.remove_topic(name)
+            raise
+        route = self.topic_route(name)
+        if route is None:
+            if added:
+                self._session.remove_topic(name)
+            raise NoPartition(name)
+        return route
+
+    def unpublish(self, topic: str) -> None:
+        """Drop ``topic`` from the published set (sends to it then fail with ``TopicNotPublished``)."""
+        name = topic.strip()
+        self._session.remove_topic(name)
+        self._routes.forget_topic(name)
+        self._partitioner.forget(name)
+
+    async def close(self) -> None:
+        """Stop the session and tell the master (``CloseRequestP2M``); idempotent. The pool stays open."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._session.close()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    # --- sending -------------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        key: str | None = None,
+        partition: int | str | None = None,
+        attributes: Mapping[str, str] | None = None,
+        stream_id: str | None = None,
+        msg_time: str | datetime | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the deadline travels down to every attempt
+    ) -> SendResult:
+        """Send one message and return where the broker stored it.
+
+        ``key`` pins the message to ``Partitioner.by_key``'s partition, ``partition`` to an index into
+        the topic's sorted partitions or a ``brokerId:topic:partitionId`` key (``key`` and ``partition``
+        are exclusive). ``stream_id`` becomes ``$msgType$`` and the broker's filter key; ``msg_time`` the
+        ``$msgTime$`` (``yyyyMMddHHmm`` text or a datetime). ``timeout`` (seconds, default
+        ``send_timeout``) bounds all attempts.
+        """
+        self._check_open()
+        if topic not in self._session.topics:
+            raise TopicNotPublished(topic)
+        if key is not None and partition is not None:
+            raise ClientError("give either a key or an explicit partition, not both")
+        if not body:
+            raise ClientError("message body must not be empty")
+        route = self._routes.route(topic)
+        if route is None:
+            raise NoPartition(topic)
+        time_text = format_msg_time(msg_time) if isinstance(msg_time, datetime) else msg_time
+        msg_type = stream_id.strip() if stream_id is not None and stream_id.strip() else None
+        msg_time_text = time_text.strip() if time_text is not None and time_text.strip() else None
+        attr_text = build_attribute_text(attributes, msg_type, msg_time_text)
+        size = len(body) + len(attr_text)
+        if size > route.max_msg_size:
+            raise MessageTooLarge(size, route.max_msg_size, topic)
+        budget = self.config.send_timeout if timeout is None else timeout
+        return await send_message(
+            self._send_context,
+            topic,
+            body,
+            attributes=attributes,
+            msg_type=msg_type,
+            msg_time=msg_time_text,
+            key=key,
+            partition=partition,
+            deadline=asyncio.get_running_loop().time() + budget,
+        )
+
+    # --- internals -----------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosed("the producer has been closed; create a new one")
+
+    def _brokers_changed(self) -> None:
+        self._breaker.track(self._routes.brokers)
+        with contextlib.suppress(ClientClosed):
+            self._pool.preconnect(b.address for b in self._routes.brokers.values())
+
+    def _breaker_changed(self, change: BreakerTransition) -> None:
+        if self._events is None:
+            return
+        if change.new is BreakerState.OPEN:
+            reason = change.reason.value if change.reason else "unknown"
+            self._events.emit(BrokerShielded(change.broker_id, reason))
+        elif change.new is BreakerState.CLOSED:
+            self._events.emit(BrokerUnshielded(change.broker_id))

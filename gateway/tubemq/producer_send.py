@@ -1,0 +1,219 @@
+"""One ``send``: choose a partition, send ``SendMessageRequestP2B``, retry where that is safe (§7.4-§7.6).
+
+Success means exactly one thing: a broker answered ``errCode`` 200. Everything else either raises or tries
+again, never more than ``max_attempts`` times in all and never past the caller's deadline:
+
+* transport failure (connect, lost link, timeout) or a retriable RPC exception: the breaker and the
+  partition's back-off count it; the next attempt avoids every broker that failed this way.
+* 503: the broker is shielded (``unavailable_cooldown``) and avoided like above.
+* 419, 500 and other retriable codes: the next attempt avoids that partition.
+* any other code: raised at once (``errors.for_code``).
+
+A key or an explicit partition pins the message to one partition: retries stay there, and a shielded
+broker fails the send at once with ``ServiceUnavailable`` rather than moving the message elsewhere.
+A timed-out attempt may still have been stored by the broker, so a retry can duplicate a message
+(at-least-once), but it never loses an acknowledged one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gateway.tubemq.breaker import BrokerBreaker
+from gateway.tubemq.errors import (
+    NoPartition,
+    RemoteException,
+    RequestTimeout,
+    ServiceUnavailable,
+    TransportError,
+    TubeMQError,
+    for_code,
+)
+from gateway.tubemq.events import EventBus
+from gateway.tubemq.partitioner import Partitioner, PartitionRef
+from gateway.tubemq.payload import encode_payload
+from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.producer_events import SendCompleted
+from gateway.tubemq.producer_requests import build_send_request
+from gateway.tubemq.routes import RouteTable, TopicRoute
+from gateway.tubemq.rpc import Method, Service
+
+__all__ = ["SendContext", "SendResult", "send_message"]
+
+SUCCESS = 200
+SERVICE_UNAVAILABLE = 503
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """Where a broker stored a message: ``append_time_ms`` is the broker's ms timestamp,
+    ``append_offset`` the index offset of the message in its store (-1 when the broker sent none)."""
+
+    topic: str
+    partition_id: int
+    partition_key: str
+    broker_id: int
+    message_id: int
+    append_time_ms: int
+    append_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendContext:
+    """Everything a send needs from its producer."""
+
+    pool: ConnectionPool
+    routes: RouteTable
+    breaker: BrokerBreaker
+    partitioner: Partitioner
+    client_id: str
+    sent_addr: int
+    rpc_timeout: float
+    max_attempts: int
+    events: EventBus | None
+
+
+async def send_message(
+    ctx: SendContext,
+    topic: str,
+    body: bytes,
+    *,
+    attributes: Mapping[str, str] | None,
+    msg_type: str | None,
+    msg_time: str | None,
+    key: str | None,
+    partition: int | str | None,
+    deadline: float,
+) -> SendResult:
+    """Send one message (already checked by the producer) before the loop time ``deadline``."""
+    data, flag = encode_payload(body, attributes, msg_type, msg_time)
+    loop = asyncio.get_running_loop()
+    avoid: set[PartitionRef] = set()
+    last_error: TubeMQError | None = None
+    for _ in range(ctx.max_attempts):
+        route = ctx.routes.route(topic)
+        target = _choose(ctx, topic, route, key, partition, avoid)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        assert route is not None
+        request = build_send_request(
+            ctx.client_id,
+            topic,
+            target.partition_id,
+            data,
+            flag,
+            sent_addr=ctx.sent_addr,
+            visit_token=ctx.routes.visit_token,
+            auth_token=ctx.routes.auth_token,
+            msg_type=msg_type,
+            msg_time=msg_time,
+        )
+        ctx.breaker.begin_attempt(target.broker_id)
+        started = loop.time()
+        try:
+            answer = await ctx.pool.request(
+                route.brokers[target.broker_id],
+                Method.SEND_MESSAGE,
+                request,
+                min(remaining, ctx.rpc_timeout),
+                Service.BROKER_WRITE,
+            )
+        except (TransportError, RemoteException) as exc:
+            if isinstance(exc, RemoteException) and not exc.retriable:
+                ctx.breaker.record_rejected(target.broker_id)
+                _completed(ctx, topic, target, "transport", loop.time() - started)
+                raise
+            ctx.breaker.record_failure(target.broker_id)
+            ctx.partitioner.record_failure(topic, target)
+            _completed(ctx, topic, target, "transport", loop.time() - started)
+            avoid.update(p for p in route.partitions if p.broker_id == target.broker_id)
+            last_error = exc
+            continue
+        assert isinstance(answer, broker_pb.SendMessageResponseB2P)
+        if answer.success and answer.errCode == SUCCESS:
+            ctx.breaker.record_success(target.broker_id)
+            ctx.partitioner.record_success(topic, target)
+            _completed(ctx, topic, target, "ok", loop.time() - started)
+            return _result(topic, target, answer)
+        error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
+        ctx.partitioner.record_failure(topic, target)
+        if error.errno == SERVICE_UNAVAILABLE:
+            ctx.breaker.record_unavailable(target.broker_id)
+            _completed(ctx, topic, target, "unavailable", loop.time() - started, error.errno)
+            avoid.update(p for p in route.partitions if p.broker_id == target.broker_id)
+        else:
+            ctx.breaker.record_rejected(target.broker_id)
+            _completed(ctx, topic, target, "rejected", loop.time() - started, error.errno)
+            avoid.add(target)
+        if not error.retriable:
+            raise error
+        last_error = error
+    if last_error is not None:
+        raise last_error
+    raise RequestTimeout(f"no time left to send to topic {topic!r} within the deadline")
+
+
+def _choose(
+    ctx: SendContext,
+    topic: str,
+    route: TopicRoute | None,
+    key: str | None,
+    partition: int | str | None,
+    avoid: set[PartitionRef],
+) -> PartitionRef:
+    if route is None:
+        raise NoPartition(topic)
+    if key is None and partition is None:
+        usable = {bid for bid in route.brokers if ctx.breaker.is_available(bid)}  # once per broker
+        try:
+            return ctx.partitioner.round_robin(topic, route.partitions, usable.__contains__, avoid)
+        except NoPartition:
+            raise ServiceUnavailable(
+                f"every broker of topic {topic!r} is shielded after failures or 503 answers; retry later"
+            ) from None
+    if key is not None:
+        target = Partitioner.by_key(topic, key, route.partitions)
+    else:
+        assert partition is not None
+        target = Partitioner.explicit(topic, partition, route.partitions)
+    if not ctx.breaker.is_available(target.broker_id):
+        raise ServiceUnavailable(
+            f"broker {target.broker_id} holding partition {target.key(topic)} is shielded after failures; "
+            "the message is pinned to that partition (key or explicit partition), so it was not sent"
+        )
+    return target
+
+
+def _result(topic: str, target: PartitionRef, answer: broker_pb.SendMessageResponseB2P) -> SendResult:
+    if answer.HasField("messageId"):
+        message_id = answer.messageId
+    else:
+        try:
+            message_id = int(answer.errMsg)
+        except ValueError:
+            message_id = -1
+    return SendResult(
+        topic=topic,
+        partition_id=target.partition_id,
+        partition_key=target.key(topic),
+        broker_id=target.broker_id,
+        message_id=message_id,
+        append_time_ms=answer.appendTime if answer.HasField("appendTime") else -1,
+        append_offset=answer.appendOffset if answer.HasField("appendOffset") else -1,
+    )
+
+
+def _completed(
+    ctx: SendContext,
+    topic: str,
+    target: PartitionRef,
+    outcome: str,
+    seconds: float,
+    error_code: int | None = None,
+) -> None:
+    if ctx.events is not None:
+        ctx.events.emit(SendCompleted(topic, target.broker_id, outcome, seconds, error_code))
