@@ -87,7 +87,9 @@ class PartitionReleased(Event):
 @dataclass(frozen=True, slots=True)
 class FetchOutcome(Event):
     """One GetMessage: ``outcome`` is ``ok``, ``empty``, ``not_found``, ``speed_limit``, ``forbidden``,
-    ``moved``, ``unavailable``, ``dropped`` (411/412/415), ``error`` (other codes) or ``transport``."""
+    ``moved``, ``unavailable``, ``dropped`` (411/412/415), ``error`` (other codes) or ``transport``.
+    ``lag_messages``: messages of the partition still unread after this read (from the broker's
+    maxOffset), -1 when unknown."""
 
     client_id: str
     group: str
@@ -98,6 +100,7 @@ class FetchOutcome(Event):
     messages: int
     bytes: int
     duration: float
+    lag_messages: int = -1
 
 
 @dataclass(frozen=True, slots=True)

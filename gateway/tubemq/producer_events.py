@@ -67,6 +67,7 @@ class SendCompleted(Event):
 
     ``outcome`` is ``"ok"``, ``"rejected"`` (an errCode answer, see ``error_code``), ``"unavailable"``
     (503) or ``"transport"`` (no answer: connect failure, lost link, timeout, RPC exception).
+    ``bytes`` is the size of the stored payload (body and attributes) when ``ok``, else 0.
     """
 
     topic: str
@@ -74,3 +75,4 @@ class SendCompleted(Event):
     outcome: str
     seconds: float
     error_code: int | None = None
+    bytes: int = 0

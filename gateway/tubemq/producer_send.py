@@ -137,7 +137,7 @@ async def send_message(
         if answer.success and answer.errCode == SUCCESS:
             ctx.breaker.record_success(target.broker_id)
             ctx.partitioner.record_success(topic, target)
-            _completed(ctx, topic, target, "ok", loop.time() - started)
+            _completed(ctx, topic, target, "ok", loop.time() - started, size=len(data))
             return _result(topic, target, answer)
         error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
         ctx.partitioner.record_failure(topic, target)
@@ -214,6 +214,8 @@ def _completed(
     outcome: str,
     seconds: float,
     error_code: int | None = None,
+    *,
+    size: int = 0,
 ) -> None:
     if ctx.events is not None:
-        ctx.events.emit(SendCompleted(topic, target.broker_id, outcome, seconds, error_code))
+        ctx.events.emit(SendCompleted(topic, target.broker_id, outcome, seconds, error_code, size))

@@ -1,0 +1,64 @@
+"""``GET /metrics`` and the app's observability wiring (metrics, request ids, event logs).
+
+``create_app`` calls :func:`install_observability` once; the metrics live on ``app.state.metrics``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import Response
+
+from gateway.observability.logging import EventLogger, RequestIdMiddleware
+from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, HttpMetricsMiddleware
+from gateway.tubemq.events import EventBus
+from gateway.tubemq.pool import ConnectionPool
+
+__all__ = ["ObservedRuntime", "install_observability", "router"]
+
+router = APIRouter(tags=["observability"])
+
+
+@router.get(
+    "/metrics",
+    operation_id="metrics",
+    summary="Prometheus metrics (text exposition format)",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "every gateway metric"}},
+)
+async def metrics(request: Request) -> Response:
+    registry: GatewayMetrics = request.app.state.metrics
+    return Response(registry.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+class ObservedRuntime(Protocol):
+    """What observability reads from the runtime (``gateway.runtime.Runtime`` has it)."""
+
+    events: EventBus
+    pool: ConnectionPool | None
+    draining: bool
+
+    def readiness(self) -> tuple[bool, dict[str, object]]: ...
+
+
+def install_observability(
+    app: FastAPI,
+    runtime: ObservedRuntime,
+    *,
+    max_topics: int = 200,
+    max_groups: int = 200,
+) -> GatewayMetrics:
+    """Subscribe fresh metrics and the event logger to ``runtime.events``, add the request-id and HTTP
+    metrics middlewares, and serve ``/metrics``. Returns the metrics (also ``app.state.metrics``)."""
+    gauges = GatewayMetrics(max_topics=max_topics, max_groups=max_groups)
+    gauges.subscribe(runtime.events)
+    gauges.bind_readiness(lambda: runtime.readiness()[0], lambda: runtime.draining)
+    gauges.bind_in_flight(lambda: runtime.pool.stats().in_flight if runtime.pool is not None else 0)
+    EventLogger().subscribe(runtime.events)
+    app.state.metrics = gauges
+    # Added last = outermost: the request id is set before the metrics middleware and the app run.
+    app.add_middleware(HttpMetricsMiddleware, metrics=gauges)
+    app.add_middleware(RequestIdMiddleware)
+    app.include_router(router)
+    return gauges

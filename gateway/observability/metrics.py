@@ -1,0 +1,277 @@
+"""Prometheus metrics of the gateway, bound to one explicit :class:`CollectorRegistry`.
+
+Every TubeMQ metric is fed by the core's events (:meth:`GatewayMetrics.subscribe` to the runtime's
+``EventBus``; handlers live in :mod:`gateway.observability.metrics_events`); nothing in the pool, connection,
+producer or consumer calls a metric. HTTP metrics come from :class:`HttpMetricsMiddleware`. Three gauges are
+read when scraped instead: readiness, draining and the pool's in-flight requests (no event marks a request's
+start; the pool's ``stats()`` snapshot is exact).
+
+Names follow Prometheus conventions: prefix ``tubemq_gateway_``, base units (seconds, bytes), ``_total`` for
+counters. Labels are bounded: route templates, methods, outcomes, reasons, node addresses and broker ids
+(bounded by the cluster), topics and consumer groups (bounded by the deployment and capped: past
+``max_topics`` / ``max_groups`` distinct values, new ones are counted under ``__overflow__`` and
+``tubemq_gateway_label_overflow_total`` tells). Never message keys, client ids or instance ids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway import __version__
+from gateway.observability.logging import route_template
+from gateway.observability.metrics_events import EventMetrics
+from gateway.tubemq.events import EventBus, Subscription
+
+__all__ = [
+    "CONTENT_TYPE_LATEST",
+    "OVERFLOW",
+    "GatewayMetrics",
+    "HttpMetricsMiddleware",
+    "LabelCap",
+]
+
+PREFIX: Final = "tubemq_gateway_"
+OVERFLOW: Final = "__overflow__"
+#: HTTP requests include long polls, so the buckets reach 30 s.
+HTTP_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: One TubeMQ request or send attempt: loopback answers take well under a millisecond.
+RPC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_HTTP_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+
+
+class LabelCap:
+    """Passes the first ``limit`` distinct values of a label through; later ones become ``__overflow__``."""
+
+    def __init__(self, label: str, limit: int, overflow: Counter) -> None:
+        if limit < 1:
+            raise ValueError(f"the {label} label cap must be at least 1, not {limit}")
+        self.label = label
+        self.limit = limit
+        self._seen: set[str] = set()
+        self._overflow = overflow.labels(label=label)
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        if len(self._seen) >= self.limit:
+            self._overflow.inc()
+            return OVERFLOW
+        self._seen.add(value)
+        return value
+
+    def __repr__(self) -> str:
+        return f"<LabelCap {self.label} {len(self._seen)}/{self.limit}>"
+
+
+class GatewayMetrics:
+    """All gateway metrics on ``registry`` (a fresh one by default, so tests never share state)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        max_topics: int = 200,
+        max_groups: int = 200,
+        process_metrics: bool = True,
+    ) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        if process_metrics:
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
+            GCCollector(registry=r)
+
+        def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
+            return Counter(PREFIX + name, doc, labels, registry=r)
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(PREFIX + name, doc, labels, registry=r)
+
+        def histogram(name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(PREFIX + name, doc, labels, registry=r, buckets=buckets)
+
+        self.build_info = gauge("build_info", "Always 1; the gateway version.", ("version",))
+        self.build_info.labels(version=__version__).set(1)
+        self.ready = gauge("ready", "1 when the gateway reports ready on /readyz, else 0.")
+        self.draining = gauge("draining", "1 while the gateway shuts down gracefully.")
+        self.label_overflow = counter(
+            "label_overflow_total", "Label values mapped to __overflow__ past the cap.", ("label",)
+        )
+        self.topics = LabelCap("topic", max_topics, self.label_overflow)
+        self.groups = LabelCap("group", max_groups, self.label_overflow)
+
+        # HTTP
+        self.http_requests = counter(
+            "http_requests_total",
+            "HTTP requests by route template, method and status.",
+            ("route", "method", "status"),
+        )
+        self.http_duration = histogram(
+            "http_request_duration_seconds", "HTTP request time.", ("route", "method"), HTTP_BUCKETS
+        )
+        self.http_in_flight = gauge("http_requests_in_flight", "HTTP requests being served.")
+
+        # Publishing
+        self.published_messages = counter(
+            "published_messages_total", "Messages stored by a broker.", ("topic",)
+        )
+        self.published_bytes = counter(
+            "published_bytes_total", "Bytes (body and attributes) of the messages stored.", ("topic",)
+        )
+        self.publish_errors = counter(
+            "publish_errors_total",
+            "Failed send attempts: rejected (error code), unavailable (503), transport (no answer).",
+            ("topic", "reason"),
+        )
+        self.send_duration = histogram(
+            "publish_send_duration_seconds",
+            "Time of one send attempt to a broker.",
+            ("outcome",),
+            RPC_BUCKETS,
+        )
+
+        # Consuming
+        self.polled_messages = counter(
+            "polled_messages_total", "Messages handed to consumers.", ("group", "topic")
+        )
+        self.polled_bytes = counter("polled_bytes_total", "Bytes of the messages polled.", ("group", "topic"))
+        self.fetches = counter(
+            "fetches_total", "Broker reads (GetMessage) by outcome.", ("group", "topic", "outcome")
+        )
+        self.fetch_duration = histogram(
+            "fetch_duration_seconds", "Time of one broker read.", ("outcome",), RPC_BUCKETS
+        )
+        self.commits = counter(
+            "commits_total",
+            "Offset commits (consumed batches) by result: ok or error.",
+            ("group", "topic", "result"),
+        )
+        self.redeliveries = counter(
+            "redeliveries_total",
+            "Batches handed back for redelivery (rolled back, or released unconsumed).",
+            ("group", "topic"),
+        )
+        self.consumer_lag = gauge(
+            "consumer_lag_messages", "Messages stored but not yet read, summed over the partitions held.",
+            ("group", "topic"),
+        )  # fmt: skip
+        self.consumer_instances = gauge(
+            "consumer_instances", "Consumers registered with the master.", ("group",)
+        )
+        self.consumer_partitions = gauge(
+            "consumer_partitions", "Partitions held by the consumers.", ("group",)
+        )
+        self.rebalances = counter(
+            "rebalances_total", "Rebalance events carried out, by type.", ("group", "event")
+        )
+        self.partition_register_failures = counter(
+            "partition_register_failures_total", "Failed partition registrations at brokers.", ("group",)
+        )
+
+        # TubeMQ requests and links
+        self.rpc_requests = counter(
+            "rpc_requests_total", "TubeMQ requests by method and outcome.", ("method", "outcome")
+        )
+        self.rpc_duration = histogram(
+            "rpc_duration_seconds", "TubeMQ request time.", ("method",), RPC_BUCKETS
+        )
+        self.open_links = gauge("pool_open_links", "Open TCP links per TubeMQ node.", ("node",))
+        self.in_flight = gauge("pool_in_flight_requests", "TubeMQ requests awaiting an answer.")
+        self.idle_reclaims = counter("pool_idle_reclaims_total", "Links closed by the pool after idling.")
+        self.connect_failures = counter("pool_connect_failures_total", "Failed link opens.", ("node",))
+        self.link_closes = counter("pool_link_closes_total", "Links closed, by reason.", ("reason",))
+
+        # Brokers and master
+        self.shielded_brokers = gauge("shielded_brokers", "Brokers the producer does not send to now.")
+        self.broker_shielded = gauge("broker_shielded", "1 while the broker is shielded.", ("broker_id",))
+        self.shield_events = counter(
+            "broker_shield_events_total", "Brokers shielded, by reason.", ("reason",)
+        )
+        self.master_session_up = gauge(
+            "master_session_up", "1 while the role's master session is registered.", ("role",)
+        )
+        self.master_registrations = counter(
+            "master_registrations_total", "Registrations at the master by outcome.", ("role", "outcome")
+        )
+        self.master_heartbeat_failures = counter(
+            "master_heartbeat_failures_total", "Failed heartbeats, by role and target.", ("role", "target")
+        )
+        self.master_switches = counter("master_switches_total", "Fail-overs to another master address.")
+        self.master_session_up.labels(role="producer").set(0)
+
+        self.events = EventMetrics(self)
+
+    # --- wiring ----------------------------------------------------------------------------------------
+
+    def subscribe(self, bus: EventBus) -> Subscription:
+        """Feed the metrics from the core's events on ``bus``; cancel the returned subscription to stop."""
+        return self.events.subscribe(bus)
+
+    def bind_readiness(self, ready: Callable[[], bool], draining: Callable[[], bool]) -> None:
+        """Read readiness and the draining flag at scrape time."""
+        self.ready.set_function(lambda: 1.0 if ready() else 0.0)
+        self.draining.set_function(lambda: 1.0 if draining() else 0.0)
+
+    def bind_in_flight(self, in_flight: Callable[[], int]) -> None:
+        """Read the pool's in-flight request count at scrape time (``pool.stats().in_flight``)."""
+        self.in_flight.set_function(lambda: float(in_flight()))
+
+    def observe_http(self, route: str, method: str, status: int, seconds: float) -> None:
+        method = method if method in _HTTP_METHODS else "other"
+        self.http_requests.labels(route=route, method=method, status=str(status)).inc()
+        self.http_duration.labels(route=route, method=method).observe(seconds)
+
+    def render(self) -> bytes:
+        """The exposition text of every metric on the registry."""
+        return generate_latest(self.registry)
+
+    def __repr__(self) -> str:
+        return f"<GatewayMetrics {self.topics!r} {self.groups!r} {self.events!r}>"
+
+
+class HttpMetricsMiddleware:
+    """Count and time every HTTP request by route template (pure ASGI: streamed bodies are timed whole)."""
+
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        self.metrics.http_in_flight.inc()
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            self.metrics.http_in_flight.dec()
+            self.metrics.observe_http(
+                route_template(scope), scope.get("method", ""), status, time.perf_counter() - started
+            )
+
+    def __repr__(self) -> str:
+        return f"<HttpMetricsMiddleware {self.metrics!r}>"

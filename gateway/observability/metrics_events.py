@@ -1,0 +1,310 @@
+"""Turn the core's events into metrics: one handler per event type, dispatched by exact class.
+
+State kept here (which links are open, which brokers are shielded, which consumers and partitions are live,
+each partition's lag) is what a gauge needs to be set from events; it is keyed by client id and partition
+key internally, and only ever exposed summed per bounded label (group, topic, node, broker id).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from gateway.tubemq import rpc
+from gateway.tubemq.breaker import ShieldReason
+from gateway.tubemq.connection import (
+    CloseReason,
+    ConnectionOpened,
+    ConnectionTerminated,
+    Outcome,
+    RequestCompleted,
+)
+from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
+from gateway.tubemq.consumer_events import (
+    ConsumerClosed,
+    ConsumerRegistered,
+    FetchOutcome,
+    OffsetCommitted,
+    PartitionRegistered,
+    PartitionRegisterFailed,
+    PartitionReleased,
+    RebalanceEvent,
+)
+from gateway.tubemq.consumer_events import HeartbeatFailed as ConsumerHeartbeatFailed
+from gateway.tubemq.events import EventBus, Subscription
+from gateway.tubemq.master import MasterSwitched
+from gateway.tubemq.pool import PoolConnectFailed, PoolLinkOpened, PoolLinkReclaimed
+from gateway.tubemq.producer_events import (
+    BrokerShielded,
+    BrokerUnshielded,
+    ProducerRegistered,
+    RegisterFailed,
+    SendCompleted,
+)
+from gateway.tubemq.producer_events import HeartbeatFailed as ProducerHeartbeatFailed
+
+if TYPE_CHECKING:
+    from gateway.observability.metrics import GatewayMetrics
+
+__all__ = ["EventMetrics"]
+
+#: ``SendCompleted.outcome`` values other than ``ok``; zero-initialised per topic so ratios have data.
+PUBLISH_ERROR_REASONS = ("rejected", "unavailable", "transport")
+
+
+def method_name(method: int) -> str:
+    """The Java name of a TubeMQ method (bounded: the method table), ``unknown`` otherwise."""
+    spec = rpc.METHODS.get(method)
+    if spec is not None:
+        return spec.name
+    try:
+        return rpc.Method(method).name.lower()
+    except ValueError:
+        return "unknown"
+
+
+class EventMetrics:
+    """The event subscriber that feeds :class:`~gateway.observability.metrics.GatewayMetrics`."""
+
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.m = metrics
+        self._links: dict[str, int] = defaultdict(int)
+        self._shielded: set[int] = set()
+        # Consumer state, keyed internally by client id and partition key; exposed only as per-label sums.
+        self._consumers: dict[str, str] = {}  # client id -> group label
+        self._instances: Counter[str] = Counter()  # group label -> consumers
+        self._partitions: dict[tuple[str, str], tuple[str, str]] = {}  # (client id, key) -> (group, topic)
+        self._held: Counter[str] = Counter()  # group label -> partitions held
+        self._lag: dict[tuple[str, str], int] = {}  # (client id, key) -> messages behind
+        self._lag_sum: Counter[tuple[str, str]] = Counter()  # (group, topic) -> messages behind
+        self._topics_seen: set[str] = set()
+        self._pairs_seen: set[tuple[str, str]] = set()
+        self._methods_seen: set[str] = set()
+        self._subscription: Subscription | None = None
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            RequestCompleted: self._request,
+            ConnectionOpened: self._opened,
+            ConnectionTerminated: self._terminated,
+            PoolLinkOpened: self._link_opened,
+            PoolLinkReclaimed: self._reclaimed,
+            PoolConnectFailed: self._connect_failed,
+            SendCompleted: self._sent,
+            BrokerShielded: self._shield,
+            BrokerUnshielded: self._unshield,
+            ProducerRegistered: self._producer_registered,
+            RegisterFailed: self._producer_register_failed,
+            ProducerHeartbeatFailed: self._producer_heartbeat_failed,
+            MasterSwitched: self._master_switched,
+            ConsumerRegistered: self._consumer_registered,
+            ConsumerClosed: self._consumer_closed,
+            ConsumerHeartbeatFailed: self._consumer_heartbeat_failed,
+            PartitionRegistered: self._partition_registered,
+            PartitionRegisterFailed: self._partition_register_failed,
+            PartitionReleased: self._partition_released,
+            FetchOutcome: self._fetched,
+            OffsetCommitted: self._committed,
+            RebalanceEvent: self._rebalanced,
+        }
+        for reason in ShieldReason:
+            metrics.shield_events.labels(reason=reason.value)
+
+    def subscribe(self, bus: EventBus) -> Subscription:
+        self._subscription = bus.subscribe(self, *self._handlers)
+        return self._subscription
+
+    def __call__(self, event: object) -> None:
+        handler = self._handlers.get(type(event))
+        if handler is not None:
+            handler(event)
+
+    def __repr__(self) -> str:
+        return (
+            f"<EventMetrics links={sum(self._links.values())} shielded={sorted(self._shielded)} "
+            f"consumers={len(self._consumers)} partitions={len(self._partitions)}>"
+        )
+
+    # --- label helpers: first sight of a value zero-initialises the series that ratios divide --------
+
+    def _topic(self, topic: str) -> str:
+        label = self.m.topics(topic)
+        if label not in self._topics_seen:
+            self._topics_seen.add(label)
+            self.m.published_messages.labels(topic=label)
+            self.m.published_bytes.labels(topic=label)
+            for reason in PUBLISH_ERROR_REASONS:
+                self.m.publish_errors.labels(topic=label, reason=reason)
+        return label
+
+    def _pair(self, group: str, topic: str) -> tuple[str, str]:
+        pair = (self.m.groups(group), self.m.topics(topic))
+        if pair not in self._pairs_seen:
+            self._pairs_seen.add(pair)
+            g, t = pair
+            self.m.polled_messages.labels(group=g, topic=t)
+            self.m.polled_bytes.labels(group=g, topic=t)
+            self.m.redeliveries.labels(group=g, topic=t)
+            for result in ("ok", "error"):
+                self.m.commits.labels(group=g, topic=t, result=result)
+        return pair
+
+    # --- TubeMQ requests and links -------------------------------------------------------------------
+
+    def _request(self, e: RequestCompleted) -> None:
+        method = method_name(e.method)
+        if method not in self._methods_seen:
+            self._methods_seen.add(method)
+            for outcome in Outcome:
+                self.m.rpc_requests.labels(method=method, outcome=outcome.value)
+        self.m.rpc_requests.labels(method=method, outcome=e.outcome.value).inc()
+        self.m.rpc_duration.labels(method=method).observe(e.seconds)
+
+    def _opened(self, e: ConnectionOpened) -> None:
+        node = str(e.address)
+        self._links[node] += 1
+        self.m.open_links.labels(node=node).set(self._links[node])
+
+    def _terminated(self, e: ConnectionTerminated) -> None:
+        node = str(e.address)
+        self.m.link_closes.labels(reason=e.reason.name.lower()).inc()
+        # A link that never opened (connect failure) was never counted.
+        if e.reason is not CloseReason.CONNECT_FAILED and self._links.get(node, 0) > 0:
+            self._links[node] -= 1
+            self.m.open_links.labels(node=node).set(self._links[node])
+
+    def _link_opened(self, e: PoolLinkOpened) -> None:
+        self.m.connect_failures.labels(node=str(e.address))
+
+    def _reclaimed(self, e: PoolLinkReclaimed) -> None:
+        self.m.idle_reclaims.inc()
+
+    def _connect_failed(self, e: PoolConnectFailed) -> None:
+        self.m.connect_failures.labels(node=str(e.address)).inc()
+
+    # --- producer ------------------------------------------------------------------------------------
+
+    def _sent(self, e: SendCompleted) -> None:
+        topic = self._topic(e.topic)
+        self.m.send_duration.labels(outcome=e.outcome).observe(e.seconds)
+        if e.outcome == "ok":
+            self.m.published_messages.labels(topic=topic).inc()
+            self.m.published_bytes.labels(topic=topic).inc(e.bytes)
+        else:
+            reason = e.outcome if e.outcome in PUBLISH_ERROR_REASONS else "transport"
+            self.m.publish_errors.labels(topic=topic, reason=reason).inc()
+
+    def _shield(self, e: BrokerShielded) -> None:
+        self._shielded.add(e.broker_id)
+        self.m.shield_events.labels(reason=e.reason).inc()
+        self.m.broker_shielded.labels(broker_id=str(e.broker_id)).set(1)
+        self.m.shielded_brokers.set(len(self._shielded))
+
+    def _unshield(self, e: BrokerUnshielded) -> None:
+        self._shielded.discard(e.broker_id)
+        self.m.broker_shielded.labels(broker_id=str(e.broker_id)).set(0)
+        self.m.shielded_brokers.set(len(self._shielded))
+
+    def _producer_registered(self, e: ProducerRegistered) -> None:
+        self.m.master_registrations.labels(role="producer", outcome="ok").inc()
+        self.m.master_session_up.labels(role="producer").set(1)
+
+    def _producer_register_failed(self, e: RegisterFailed) -> None:
+        self.m.master_registrations.labels(role="producer", outcome="error").inc()
+        self.m.master_session_up.labels(role="producer").set(0)
+
+    def _producer_heartbeat_failed(self, e: ProducerHeartbeatFailed) -> None:
+        self.m.master_heartbeat_failures.labels(role="producer", target="master").inc()
+        if e.reregister:
+            self.m.master_session_up.labels(role="producer").set(0)
+
+    def _master_switched(self, e: MasterSwitched) -> None:
+        self.m.master_switches.inc()
+
+    # --- consumer ------------------------------------------------------------------------------------
+
+    def _count_instance(self, group: str, delta: int) -> None:
+        self._instances[group] += delta
+        self.m.consumer_instances.labels(group=group).set(self._instances[group])
+
+    def _hold(self, key: tuple[str, str], pair: tuple[str, str] | None) -> None:
+        """Make ``key`` held under ``pair`` (None: released), keeping the partition and lag sums right."""
+        old = self._partitions.pop(key, None)
+        if old is not None:
+            self._held[old[0]] -= 1
+            self.m.consumer_partitions.labels(group=old[0]).set(self._held[old[0]])
+            self._set_lag(key, old, None)
+        if pair is not None:
+            self._partitions[key] = pair
+            self._held[pair[0]] += 1
+            self.m.consumer_partitions.labels(group=pair[0]).set(self._held[pair[0]])
+
+    def _set_lag(self, key: tuple[str, str], pair: tuple[str, str], lag: int | None) -> None:
+        """Replace ``key``'s lag (None: forget it) and update its group/topic sum."""
+        old = self._lag.pop(key, 0)
+        if lag is not None:
+            self._lag[key] = lag
+        self._lag_sum[pair] += (lag or 0) - old
+        self.m.consumer_lag.labels(group=pair[0], topic=pair[1]).set(self._lag_sum[pair])
+
+    def _consumer_registered(self, e: ConsumerRegistered) -> None:
+        group = self.m.groups(e.group)
+        self.m.master_registrations.labels(role="consumer", outcome="ok").inc()
+        if e.client_id not in self._consumers:
+            self._consumers[e.client_id] = group
+            self._count_instance(group, 1)
+
+    def _consumer_closed(self, e: ConsumerClosed) -> None:
+        group = self._consumers.pop(e.client_id, None)
+        if group is None:
+            return
+        self._count_instance(group, -1)
+        for key in [k for k in self._partitions if k[0] == e.client_id]:
+            self._hold(key, None)
+
+    def _consumer_heartbeat_failed(self, e: ConsumerHeartbeatFailed) -> None:
+        target = "master" if e.target == "master" else "broker"
+        self.m.master_heartbeat_failures.labels(role="consumer", target=target).inc()
+
+    def _partition_registered(self, e: PartitionRegistered) -> None:
+        topic = e.partition_key.split(":")[1] if e.partition_key.count(":") == 2 else ""
+        pair = self._pair(e.group, topic)
+        key = (e.client_id, e.partition_key)
+        self._hold(key, pair)
+        if 0 <= e.curr_offset <= e.max_offset:
+            self._set_lag(key, pair, (e.max_offset - e.curr_offset) // INDEX_ENTRY_SIZE)
+
+    def _partition_register_failed(self, e: PartitionRegisterFailed) -> None:
+        self.m.partition_register_failures.labels(group=self.m.groups(e.group)).inc()
+
+    def _partition_released(self, e: PartitionReleased) -> None:
+        key = (e.client_id, e.partition_key)
+        pair = self._partitions.get(key)
+        if pair is None:
+            return
+        if e.consumed is False:
+            self.m.redeliveries.labels(group=pair[0], topic=pair[1]).inc()
+        self._hold(key, None)
+
+    def _fetched(self, e: FetchOutcome) -> None:
+        group, topic = self._pair(e.group, e.topic)
+        self.m.fetches.labels(group=group, topic=topic, outcome=e.outcome).inc()
+        self.m.fetch_duration.labels(outcome=e.outcome).observe(e.duration)
+        if e.messages:
+            self.m.polled_messages.labels(group=group, topic=topic).inc(e.messages)
+            self.m.polled_bytes.labels(group=group, topic=topic).inc(e.bytes)
+        key = (e.client_id, e.partition_key)
+        pair = self._partitions.get(key)
+        if e.lag_messages >= 0 and pair is not None:
+            self._set_lag(key, pair, e.lag_messages)
+
+    def _committed(self, e: OffsetCommitted) -> None:
+        group, topic = self._pair(e.group, e.topic)
+        if not e.consumed:
+            self.m.redeliveries.labels(group=group, topic=topic).inc()
+            return
+        result = "ok" if e.errcode == 200 else "error"
+        self.m.commits.labels(group=group, topic=topic, result=result).inc()
+
+    def _rebalanced(self, e: RebalanceEvent) -> None:
+        if e.done:
+            self.m.rebalances.labels(group=self.m.groups(e.group), event=e.event_type.lower()).inc()

@@ -1,0 +1,291 @@
+"""Metrics: fed by core events over real loopback links, HTTP by route template, naming and label rules."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from faultproxy import EchoHandler, heartbeat
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.api.routes_metrics import install_observability
+from gateway.embedded.server import RpcServer
+from gateway.observability.metrics import OVERFLOW, GatewayMetrics
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.consumer_events import (
+    ConsumerClosed,
+    ConsumerRegistered,
+    FetchOutcome,
+    OffsetCommitted,
+    PartitionRegistered,
+    PartitionReleased,
+    RebalanceEvent,
+)
+from gateway.tubemq.errors import ConnectError
+from gateway.tubemq.events import Event, EventBus
+from gateway.tubemq.master import MasterSwitched
+from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.producer_events import (
+    BrokerShielded,
+    BrokerUnshielded,
+    HeartbeatFailed,
+    ProducerRegistered,
+    RegisterFailed,
+    SendCompleted,
+)
+
+P = "tubemq_gateway_"
+
+
+@pytest.fixture
+def metrics() -> GatewayMetrics:
+    return GatewayMetrics(CollectorRegistry(), max_topics=3, max_groups=2, process_metrics=False)
+
+
+@pytest.fixture
+def bus(metrics: GatewayMetrics) -> EventBus:
+    events = EventBus()
+    metrics.subscribe(events)
+    return events
+
+
+def value(metrics: GatewayMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(P + name, labels)
+
+
+async def eventually(check: Callable[[], bool], within: float = 3.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not check():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[RpcServer]:
+    async with RpcServer(EchoHandler()) as srv:
+        yield srv
+
+
+async def test_pool_and_rpc_metrics_from_real_links(
+    metrics: GatewayMetrics, bus: EventBus, server: RpcServer
+) -> None:
+    hb = "producerHeartbeatP2M"
+    node = NodeAddress("127.0.0.1", server.port)
+    pool = ConnectionPool(idle_timeout=0.2, connect_timeout=1.0, events=bus)
+    metrics.bind_in_flight(lambda: pool.stats().in_flight)
+    try:
+        for i in range(3):
+            await pool.request(node, 2, heartbeat(f"c{i}"), 2.0)
+        with pytest.raises(Exception, match="NoSuchThing"):
+            await pool.request(node, 2, heartbeat("c", "fault:java.lang.NoSuchThing"), 2.0)
+        assert value(metrics, "rpc_requests_total", method=hb, outcome="ok") == 3
+        assert value(metrics, "rpc_requests_total", method=hb, outcome="remote_exception") == 1
+        assert value(metrics, "rpc_requests_total", method=hb, outcome="timeout") == 0
+        assert value(metrics, "rpc_duration_seconds_count", method=hb) == 4
+        assert value(metrics, "pool_open_links", node=str(node)) == 1
+        assert value(metrics, "pool_connect_failures_total", node=str(node)) == 0
+
+        slow = asyncio.create_task(pool.request(node, 2, heartbeat("slow", "delay:0.3"), 2.0))
+        await eventually(lambda: pool.stats().in_flight == 1)
+        assert value(metrics, "pool_in_flight_requests") == 1, "read from pool.stats() at scrape time"
+        await slow
+        assert value(metrics, "pool_in_flight_requests") == 0
+
+        # Idle reclaim closes the link: the gauge follows the events down.
+        await eventually(lambda: value(metrics, "pool_idle_reclaims_total") == 1)
+        assert value(metrics, "pool_open_links", node=str(node)) == 0
+        assert value(metrics, "pool_link_closes_total", reason="idle") == 1
+
+        await pool.request(node, 2, heartbeat("again"), 2.0)
+        assert value(metrics, "pool_open_links", node=str(node)) == 1
+        await server.stop()  # the peer goes away: the link closes, the gauge drops
+        await eventually(lambda: value(metrics, "pool_open_links", node=str(node)) == 0)
+
+        dead = NodeAddress("127.0.0.1", server.port)
+        with pytest.raises(ConnectError):
+            await pool.request(dead, 2, heartbeat("x"), 1.0)
+        assert value(metrics, "pool_connect_failures_total", node=str(dead)) == 1
+    finally:
+        await pool.close()
+    assert value(metrics, "pool_open_links", node=str(node)) == 0
+
+
+def test_publish_metrics_and_error_series_start_at_zero(metrics: GatewayMetrics, bus: EventBus) -> None:
+    bus.emit(SendCompleted("orders", 1, "ok", 0.002, None, 120))
+    for reason in ("rejected", "unavailable", "transport"):
+        assert value(metrics, "publish_errors_total", topic="orders", reason=reason) == 0
+    bus.emit(SendCompleted("orders", 1, "ok", 0.003, None, 80))
+    bus.emit(SendCompleted("orders", 2, "unavailable", 0.01))
+    bus.emit(SendCompleted("orders", 2, "rejected", 0.01, 500))
+    assert value(metrics, "published_messages_total", topic="orders") == 2
+    assert value(metrics, "published_bytes_total", topic="orders") == 200
+    assert value(metrics, "publish_errors_total", topic="orders", reason="unavailable") == 1
+    assert value(metrics, "publish_errors_total", topic="orders", reason="rejected") == 1
+    assert value(metrics, "publish_send_duration_seconds_count", outcome="ok") == 2
+
+
+def test_topic_and_group_labels_are_capped(metrics: GatewayMetrics, bus: EventBus) -> None:
+    for topic in ("t1", "t2", "t3", "t4", "t5"):
+        bus.emit(SendCompleted(topic, 1, "ok", 0.001, None, 1))
+    assert value(metrics, "published_messages_total", topic="t3") == 1
+    assert value(metrics, "published_messages_total", topic="t4") is None
+    assert value(metrics, "published_messages_total", topic=OVERFLOW) == 2
+    assert value(metrics, "label_overflow_total", label="topic") == 2
+    for group in ("g1", "g2", "g3"):
+        bus.emit(ConsumerRegistered(f"client-{group}", group, False, 0))
+    assert value(metrics, "consumer_instances", group=OVERFLOW) == 1
+    assert "topic 3/3" in repr(metrics.topics)
+
+
+def test_shielded_brokers_and_master_session(metrics: GatewayMetrics, bus: EventBus) -> None:
+    assert value(metrics, "master_session_up", role="producer") == 0
+    assert value(metrics, "broker_shield_events_total", reason="quality") == 0
+    bus.emit(ProducerRegistered("p1", NodeAddress("m", 8715), 2, False))
+    assert value(metrics, "master_session_up", role="producer") == 1
+    bus.emit(BrokerShielded(1, "unavailable"))
+    bus.emit(BrokerShielded(2, "failures"))
+    bus.emit(BrokerShielded(2, "failures"))  # twice: still two brokers
+    assert value(metrics, "shielded_brokers") == 2
+    assert value(metrics, "broker_shielded", broker_id="2") == 1
+    bus.emit(BrokerUnshielded(2))
+    assert value(metrics, "shielded_brokers") == 1 and value(metrics, "broker_shielded", broker_id="2") == 0
+    assert value(metrics, "broker_shield_events_total", reason="failures") == 2
+    bus.emit(HeartbeatFailed("p1", "timeout", False))
+    assert value(metrics, "master_session_up", role="producer") == 1
+    bus.emit(HeartbeatFailed("p1", "not registered", True))
+    assert value(metrics, "master_session_up", role="producer") == 0
+    bus.emit(RegisterFailed("p1", "down", 1, 1.0))
+    bus.emit(MasterSwitched(NodeAddress("m", 1), NodeAddress("m", 2), "standby"))
+    assert value(metrics, "master_heartbeat_failures_total", role="producer", target="master") == 2
+    assert value(metrics, "master_registrations_total", role="producer", outcome="error") == 1
+    assert value(metrics, "master_switches_total") == 1
+
+
+def test_consumer_instances_partitions_lag_commits(metrics: GatewayMetrics, bus: EventBus) -> None:
+    bus.emit(ConsumerRegistered("c1", "g", False, 0))
+    bus.emit(ConsumerRegistered("c1", "g", True, 0))  # re-registration: same instance
+    bus.emit(ConsumerRegistered("c2", "g", False, 0))
+    assert value(metrics, "consumer_instances", group="g") == 2
+    bus.emit(PartitionRegistered("c1", "g", "1:demo:0", 0, 28 * 10))
+    bus.emit(PartitionRegistered("c2", "g", "1:demo:1", 28 * 4, 28 * 9))
+    assert value(metrics, "consumer_partitions", group="g") == 2
+    assert value(metrics, "consumer_lag_messages", group="g", topic="demo") == 15
+    assert value(metrics, "redeliveries_total", group="g", topic="demo") == 0
+    assert value(metrics, "commits_total", group="g", topic="demo", result="error") == 0
+
+    bus.emit(FetchOutcome("c1", "g", "demo", "1:demo:0", "ok", 200, 6, 600, 0.004, 4))
+    bus.emit(FetchOutcome("c1", "g", "demo", "1:demo:0", "transport", -1, 0, 0, 0.5))  # lag unknown: kept
+    assert value(metrics, "polled_messages_total", group="g", topic="demo") == 6
+    assert value(metrics, "polled_bytes_total", group="g", topic="demo") == 600
+    assert value(metrics, "fetches_total", group="g", topic="demo", outcome="transport") == 1
+    assert value(metrics, "consumer_lag_messages", group="g", topic="demo") == 4 + 5
+
+    bus.emit(OffsetCommitted("c1", "g", "demo", "1:demo:0", True, 168, 200))
+    bus.emit(OffsetCommitted("c1", "g", "demo", "1:demo:0", False, -1, 200))
+    bus.emit(OffsetCommitted("c1", "g", "demo", "1:demo:0", True, -1, -1))
+    assert value(metrics, "commits_total", group="g", topic="demo", result="ok") == 1
+    assert value(metrics, "commits_total", group="g", topic="demo", result="error") == 1
+    assert value(metrics, "redeliveries_total", group="g", topic="demo") == 1
+
+    bus.emit(RebalanceEvent("c1", "g", 7, "DISCONNECT", ("1:demo:1",), True))
+    bus.emit(PartitionReleased("c2", "g", "1:demo:1", "rebalance", False))
+    assert value(metrics, "redeliveries_total", group="g", topic="demo") == 2
+    assert value(metrics, "rebalances_total", group="g", event="disconnect") == 1
+    assert value(metrics, "consumer_partitions", group="g") == 1
+    assert value(metrics, "consumer_lag_messages", group="g", topic="demo") == 4
+
+    bus.emit(ConsumerClosed("c1", "g", 1))
+    bus.emit(ConsumerClosed("c1", "g", 1))  # twice: counted once
+    assert value(metrics, "consumer_instances", group="g") == 1
+    assert value(metrics, "consumer_partitions", group="g") == 0
+    assert value(metrics, "consumer_lag_messages", group="g", topic="demo") == 0
+    assert "consumers=1 partitions=0" in repr(metrics.events)
+
+
+def test_unknown_events_are_ignored(metrics: GatewayMetrics, bus: EventBus) -> None:
+    class Other(Event):
+        pass
+
+    before = metrics.render()
+    bus.emit(Other())
+    bus.emit("not an event")
+    assert metrics.render() == before
+
+
+def test_names_units_and_labels_follow_the_rules(metrics: GatewayMetrics, bus: EventBus) -> None:
+    bus.emit(SendCompleted("orders", 1, "ok", 0.002, None, 10))
+    bus.emit(ConsumerRegistered("client-1", "g", False, 0))
+    families = [f for f in metrics.registry.collect() if f.name.startswith(P)]
+    assert len(families) >= 35
+    forbidden = {"key", "client_id", "clientid", "instance_id", "consumer_id", "message_id", "partition_key"}
+    for family in families:
+        assert family.documentation, family.name
+        assert not any(unit in family.name for unit in ("_ms", "milli", "_kb", "_mb", "minutes"))
+        if family.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in family.samples), family.name
+        if family.type == "histogram":
+            assert family.name.endswith("_seconds"), family.name
+        for sample in family.samples:
+            assert not forbidden & set(sample.labels), (family.name, sample.labels)
+            assert "client-1" not in sample.labels.values()
+
+
+async def test_http_metrics_by_route_and_the_metrics_endpoint() -> None:
+    class Runtime:
+        def __init__(self) -> None:
+            self.events = EventBus()
+            self.pool: ConnectionPool | None = None
+            self.draining = False
+
+        def readiness(self) -> tuple[bool, dict[str, object]]:
+            return not self.draining, {}
+
+    app = FastAPI()
+
+    @app.get("/v1/topics/{topic}")
+    async def topic(topic: str) -> dict[str, str]:
+        return {"topic": topic}
+
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("boom")
+
+    runtime = Runtime()
+    metrics = install_observability(app, runtime, max_topics=5, max_groups=5)
+    runtime.events.emit(SendCompleted("demo", 1, "ok", 0.001, None, 5))
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        for name in ("a", "b", "c"):
+            assert (await client.get(f"/v1/topics/{name}")).status_code == 200
+        assert (await client.get("/boom")).status_code == 500
+        assert (await client.get("/unknown/path")).status_code == 404
+        assert (await client.request("BREW", "/v1/topics/a")).status_code == 405
+        runtime.draining = True
+        scraped = await client.get("/metrics")
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    assert scraped.headers["x-request-id"]
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(scraped.text)
+        for s in family.samples
+    }
+
+    def get(name: str, **labels: str) -> float | None:
+        return samples.get((P + name, tuple(sorted(labels.items()))))
+
+    assert get("http_requests_total", route="/v1/topics/{topic}", method="GET", status="200") == 3
+    assert get("http_requests_total", route="/boom", method="GET", status="500") == 1
+    assert get("http_requests_total", route="<unmatched>", method="GET", status="404") == 1
+    assert get("http_requests_total", route="/v1/topics/{topic}", method="other", status="405") == 1
+    assert get("http_request_duration_seconds_count", route="/v1/topics/{topic}", method="GET") == 3
+    assert get("http_requests_in_flight") == 1  # the scrape itself
+    assert get("published_messages_total", topic="demo") == 1
+    assert get("ready") == 0 and get("draining") == 1
+    assert get("pool_in_flight_requests") == 0
+    assert get("build_info", version=__import__("gateway").__version__) == 1
+    assert metrics is app.state.metrics and "GatewayMetrics" in repr(metrics)
