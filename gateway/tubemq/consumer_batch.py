@@ -20,16 +20,17 @@ when the batch was dense after all (always the case on a topic with one partitio
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.payload import PayloadDecodeError, crc32_checksum, decode_payload
+from gateway.tubemq.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, crc32_checksum, decode_payload
 
 __all__ = ["INDEX_ENTRY_SIZE", "ConsumedBatch", "ConsumedMessage", "DecodeStats", "decode_messages"]
 
 #: bytes per index entry; offsets advance by this much per stored message (§10.3)
 INDEX_ENTRY_SIZE = 28
+_PREFIX = 4  # int32 attribute length before the attribute text (§4.1)
 
 
 class WireMessage(Protocol):
@@ -89,7 +90,7 @@ class ConsumedBatch:
     fetched_count: int
     confirm_context: str
     offsets_exact: bool = False
-    bytes: int = field(default=0)
+    body_bytes: int = 0
 
     def __repr__(self) -> str:
         return (
@@ -133,32 +134,55 @@ def decode_messages(
     """
     stats = DecodeStats()
     messages: list[ConsumedMessage] = []
+    # A batch usually repeats a few attribute prefixes (same stream id and minute): parse each one once.
+    prefixes: dict[bytes, tuple[int, dict[str, str], str | None, str | None]] = {}
     for index, item in enumerate(wire):
         data = item.payLoadData
+        flag = item.flag
         if crc32_checksum(data) != item.checkSum:
             stats.bad_checksum += 1
             continue
-        try:
-            decoded = decode_payload(data, item.flag)
-        except PayloadDecodeError:
-            stats.bad_payload += 1
-            continue
-        if filters and (not decoded.msg_type or decoded.msg_type not in filters):
+        if flag & FLAG_HAS_ATTRIBUTES:
+            key = (
+                data[: _PREFIX + int.from_bytes(data[:_PREFIX], "big", signed=True)]
+                if len(data) >= _PREFIX
+                else b""
+            )
+            known = prefixes.get(key)
+            if known is None:
+                try:
+                    decoded = decode_payload(data, flag)
+                except PayloadDecodeError:
+                    stats.bad_payload += 1
+                    continue
+                known = (
+                    len(data) - len(decoded.body),
+                    decoded.attributes,
+                    decoded.msg_type,
+                    decoded.msg_time,
+                )
+                prefixes[key] = known
+            start, attributes, msg_type, msg_time = known
+            body = data[start:]
+            attributes = dict(attributes)
+        else:
+            body, attributes, msg_type, msg_time = data, {}, None, None
+        if filters and (not msg_type or msg_type not in filters):
             stats.filtered += 1
             continue
         messages.append(
             ConsumedMessage(
-                message_id=item.messageId,
-                body=decoded.body,
-                attributes=decoded.attributes,
-                stream_id=decoded.msg_type,
-                msg_time=decoded.msg_time,
-                flag=item.flag,
-                index=index,
-                offset=curr_offset + INDEX_ENTRY_SIZE * index if exact else None,
+                item.messageId,
+                body,
+                attributes,
+                msg_type,
+                msg_time,
+                flag,
+                index,
+                curr_offset + INDEX_ENTRY_SIZE * index if exact else None,
             )
         )
-        stats.bytes += len(decoded.body)
+        stats.bytes += len(body)
     stats.kept = len(messages)
     return messages, stats
 

@@ -16,6 +16,7 @@ after the other in its own task, so a slow broker never delays a heartbeat; a fi
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
 
 __all__ = ["EventType", "RebalanceTask", "Rebalancer"]
+
+log = logging.getLogger(__name__)
 
 OP_REGISTER = 31
 OP_UNREGISTER = 32
@@ -140,7 +143,12 @@ class Rebalancer:
             self._wake.clear()
             task, self._pending = self._pending, None
             if task is not None and not self._ctx.closing:
-                await self.execute(task)
+                try:
+                    await self.execute(task)
+                except Exception:
+                    # Still acknowledged: the master would otherwise hold back every further event, and
+                    # the subscription report tells it what this consumer really holds.
+                    log.exception("rebalance event %s failed", task)
                 self.finished.append(task)
                 self._emit_event(task, done=True)
                 if self._on_finished is not None:
@@ -214,8 +222,9 @@ class Rebalancer:
         assert isinstance(answer, broker_pb.RegisterResponseB2C)
         if not answer.success or answer.errCode != 200:
             return answer.errCode or 500, answer.errMsg
-        if ctx.closing or key in ctx.cache:
+        if key in ctx.cache:
             return 200, "OK"
+        # Held even while closing, so that close() unregisters it instead of leaving it to expire.
         curr = answer.currOffset if answer.HasField("currOffset") else -1
         max_offset = answer.maxOffset if answer.HasField("maxOffset") else -1
         ctx.cache.add(partition, curr, max_offset)

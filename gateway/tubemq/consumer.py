@@ -1,0 +1,443 @@
+"""The server-balanced pull consumer (§6): the master assigns partitions, the application polls batches and
+confirms each one.
+
+Life cycle::
+
+    consumer = Consumer(masters, "group", {"demo": None, "orders": {"paid"}}, pool=pool)
+    await consumer.start()                      # register at the master; heartbeats start
+    await consumer.wait_for_assignment(30.0)    # optional: until the first partition is registered
+    batch = await consumer.poll(5.0)            # ConsumedBatch or None
+    if batch is not None:
+        ...
+        await consumer.confirm(batch.confirm_context, consumed=True)
+    await consumer.close()                      # unregister every partition, leave the group
+
+A partition is fetched by one poll at a time and stays taken from the poll that delivered a batch until
+the batch is confirmed (or ``confirm_timeout`` passes: it is then rolled back). ``confirm(consumed=True)``
+commits the batch (the broker's offset moves past it); ``consumed=False`` rolls it back, so the same
+messages come again from the next fetch of that partition, in this consumer or, after a rebalance, in
+another member of the group. Delivery is therefore at-least-once.
+
+Offsets: see :mod:`gateway.tubemq.consumer_batch`. ``confirm`` returns the committed offset, which for a
+batch confirmed as consumed is the offset right after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.tubemq import rpc
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.client_id import consumer_id, local_ipv4
+from gateway.tubemq.consumer_batch import ConsumedBatch, decode_messages, is_dense_to_end
+from gateway.tubemq.consumer_config import ConsumerConfig
+from gateway.tubemq.consumer_events import ConsumerClosed, FetchOutcome, OffsetCommitted
+from gateway.tubemq.consumer_heartbeat import BrokerHeartbeat, MasterSession
+from gateway.tubemq.consumer_rebalance import Rebalancer
+from gateway.tubemq.consumer_state import ConsumerContext, Selection
+from gateway.tubemq.errors import ClientClosed, ClientError, TubeMQError, for_code
+from gateway.tubemq.master import MasterClient
+from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+
+if TYPE_CHECKING:
+    from gateway.tubemq.events import EventBus
+    from gateway.tubemq.pool import ConnectionPool
+
+__all__ = ["AssignedPartition", "Consumer", "InvalidConfirmContext"]
+
+MAX_FILTER_ITEMS = 500
+MAX_FILTER_ITEM_LENGTH = 256
+
+
+class InvalidConfirmContext(ClientError):
+    """The confirm context is malformed, was already confirmed, expired, or its partition was released."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssignedPartition:
+    """A partition the consumer holds. Offsets are the last the broker reported (-1 unknown)."""
+
+    partition_key: str
+    topic: str
+    partition_id: int
+    broker_id: int
+    broker: NodeAddress
+    curr_offset: int
+    max_offset: int
+    in_use: bool
+
+
+class Consumer:
+    """A member of a consumer group that pulls batches from the partitions the master assigns to it.
+
+    ``topics`` maps each topic to its filter items (stream ids, ``$msgType$`` values) or None for every
+    message. ``masters`` are tried in the Java client's fail-over order (§7.7).
+    """
+
+    def __init__(
+        self,
+        masters: Sequence[NodeAddress],
+        group: str,
+        topics: Mapping[str, Collection[str] | None],
+        *,
+        pool: ConnectionPool,
+        config: ConsumerConfig | None = None,
+        events: EventBus | None = None,
+    ) -> None:
+        config = config or ConsumerConfig()
+        filters = _check_topics(topics)
+        self._ctx = ConsumerContext(
+            client_id=config.client_id or consumer_id(group),
+            group=group,
+            host_name=config.host_name or local_ipv4(),
+            filters=filters,
+            config=config,
+            pool=pool,
+            events=events,
+        )
+        master = MasterClient(masters, pool, timeout=config.rpc_timeout, events=events)
+        self._rebalancer = Rebalancer(self._ctx, on_finished=self._event_finished)
+        self._session = MasterSession(self._ctx, master, self._rebalancer, list(filters))
+        self._broker_heartbeat = BrokerHeartbeat(self._ctx, self._rebalancer)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._confirming: set[str] = set()
+        self._started = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running" if self._started else "new"
+        return f"<Consumer {self._ctx.client_id} group={self._ctx.group} {state} {self._ctx.cache!r}>"
+
+    @property
+    def client_id(self) -> str:
+        return self._ctx.client_id
+
+    @property
+    def group(self) -> str:
+        return self._ctx.group
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- life cycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register at the master (with retries and master fail-over) and start the heartbeats.
+
+        Raises the master's ServerError (e.g. TopicNotDeployed, an inconsistent group) or the last
+        transport error when every attempt failed.
+        """
+        if self._started or self._closed:
+            raise ClientError("start() may be called once, on a new consumer")
+        self._started = True
+        try:
+            await self._session.register_with_retries()
+        except BaseException:
+            self._closed = True
+            raise
+        self._tasks = [
+            asyncio.create_task(self._session.run(), name=f"consumer-master-hb-{self.client_id}"),
+            asyncio.create_task(self._rebalancer.run(), name=f"consumer-rebalance-{self.client_id}"),
+            asyncio.create_task(self._broker_heartbeat.run(), name=f"consumer-broker-hb-{self.client_id}"),
+        ]
+
+    async def close(self) -> None:
+        """Leave the group (§6.14): stop fetching, let a running rebalance event finish (at most
+        ``close_rebalance_wait``), unregister every held partition (a batch not confirmed yet is rolled
+        back) and tell the master. Safe to call twice; errors of the goodbye calls are swallowed."""
+        if self._closed:
+            return
+        self._closed = True
+        ctx = self._ctx
+        ctx.closing = True
+        ctx.cache.wake()
+        if not self._started:
+            return
+        await self._rebalancer.wait_idle(ctx.config.close_rebalance_wait)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        keys = [state.partition.partition_key for state in ctx.cache.held()]
+        await asyncio.gather(*(self._rebalancer.release(key, reason="close") for key in keys))
+        with contextlib.suppress(TubeMQError):
+            await self._session.close()
+        ctx.emit(ConsumerClosed(ctx.client_id, ctx.group, len(keys)))
+
+    async def __aenter__(self) -> Consumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    # --- assignment ---------------------------------------------------------------------------------
+
+    def assignment(self) -> list[AssignedPartition]:
+        """The partitions held right now."""
+        return [
+            AssignedPartition(
+                partition_key=s.partition.partition_key,
+                topic=s.partition.topic,
+                partition_id=s.partition.partition_id,
+                broker_id=s.partition.broker.broker_id,
+                broker=s.partition.broker.address,
+                curr_offset=s.curr_offset,
+                max_offset=s.max_offset,
+                in_use=s.in_use,
+            )
+            for s in self._ctx.cache.held()
+        ]
+
+    async def wait_for_assignment(self, timeout: float) -> bool:  # noqa: ASYNC109 - a bound, not I/O
+        """Wait up to ``timeout`` seconds until at least one partition is held; False if none is."""
+        cache = self._ctx.cache
+        deadline = self._ctx.clock() + timeout
+        while not len(cache) and not self._closed:
+            remaining = deadline - self._ctx.clock()
+            if remaining <= 0:
+                return False
+            await cache.wait_changed(remaining)
+        return bool(len(cache))
+
+    # --- consuming ----------------------------------------------------------------------------------
+
+    async def poll(self, timeout: float) -> ConsumedBatch | None:  # noqa: ASYNC109 - bounds the wait
+        """Fetch the next batch, trying held partitions round-robin for up to ``timeout`` seconds.
+
+        Returns None when no partition delivered a message in time (none assigned, all waiting after an
+        empty fetch, all taken by unconfirmed batches). Raises ClientClosed once the consumer is closed.
+        """
+        self._check_running()
+        ctx = self._ctx
+        deadline = ctx.clock() + timeout
+        while not self._closed:
+            now = ctx.clock()
+            ctx.cache.expire_unconfirmed(now, ctx.config.confirm_timeout)
+            selection = ctx.cache.select(now)
+            if selection is not None:
+                batch = await self._fetch(selection)
+                if batch is not None:
+                    return batch
+                continue
+            remaining = deadline - now
+            if remaining <= 0:
+                return None
+            soonest = ctx.cache.next_ready_in(now)
+            await ctx.cache.wait_changed(remaining if soonest is None else min(remaining, soonest))
+        return None
+
+    async def confirm(self, context: str, consumed: bool = True) -> int:
+        """Confirm a batch: ``consumed`` commits it, False rolls it back for redelivery.
+
+        Returns the committed offset the broker reports (-1 if it reports none). Raises
+        InvalidConfirmContext for an unknown, expired or already confirmed context, the broker's
+        ServerError, or a transport error; in the last case the outcome still reaches the broker with
+        the partition's next fetch.
+        """
+        self._check_running()
+        ctx = self._ctx
+        key, token = _parse_context(context)
+        state = ctx.cache.get(key)
+        if state is None or not ctx.cache.is_in_use(key, token) or context in self._confirming:
+            raise InvalidConfirmContext(
+                f"confirm context {context!r} is not pending: already confirmed, expired after "
+                f"{ctx.config.confirm_timeout:g}s, or its partition was released"
+            )
+        partition = state.partition
+        request = broker_pb.CommitOffsetRequestC2B(
+            clientId=ctx.client_id,
+            topicName=partition.topic,
+            partitionId=partition.partition_id,
+            groupName=ctx.group,
+            lastPackConsumed=consumed,
+        )
+        self._confirming.add(context)
+        try:
+            answer = await ctx.broker_call(partition, rpc.Method.CONSUMER_COMMIT, request)
+        except TubeMQError:
+            ctx.emit(OffsetCommitted(ctx.client_id, ctx.group, partition.topic, key, consumed, -1, -1))
+            raise
+        finally:
+            # Only now: a fetch sent before the commit arrived would let the commit hit the next batch.
+            self._confirming.discard(context)
+            ctx.cache.release(key, token, consumed=consumed, wait=0.0, now=ctx.clock())
+        assert isinstance(answer, broker_pb.CommitOffsetResponseB2C)
+        offset = answer.currOffset if answer.HasField("currOffset") and answer.currOffset >= 0 else -1
+        max_offset = answer.maxOffset if answer.HasField("maxOffset") else -1
+        ctx.emit(
+            OffsetCommitted(ctx.client_id, ctx.group, partition.topic, key, consumed, offset, answer.errCode)
+        )
+        if not answer.success or answer.errCode != 200:
+            raise for_code(answer.errCode, answer.errMsg)
+        ctx.cache.update_offsets(key, offset, max_offset)
+        return offset
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    async def _fetch(self, selection: Selection) -> ConsumedBatch | None:
+        """One GetMessage; returns a batch (the partition stays taken) or None (the partition is back,
+        possibly after a wait, or dropped)."""
+        ctx = self._ctx
+        partition = selection.partition
+        key = partition.partition_key
+        request = broker_pb.GetMessageRequestC2B(
+            clientId=ctx.client_id,
+            partitionId=partition.partition_id,
+            groupName=ctx.group,
+            topicName=partition.topic,
+            lastPackConsumed=selection.last_consumed,
+            manualCommitOffset=False,
+            escFlowCtrl=False,
+        )
+        started = ctx.clock()
+        try:
+            answer = await ctx.broker_call(partition, rpc.Method.GET_MESSAGES, request)
+        except TubeMQError:
+            # Not consumed: if the broker did read a batch, only a rollback keeps it from being skipped.
+            self._give_back(selection, ctx.config.transport_error_wait)
+            self._fetched(selection, "transport", -1, started)
+            return None
+        assert isinstance(answer, broker_pb.GetMessageResponseB2C)
+        code = answer.errCode
+        if code == 200:
+            return self._batch(selection, answer, started)
+        if code in (411, 412, 415):
+            self._rebalancer.drop(key, "broker")
+            self._fetched(selection, "dropped", code, started)
+            return None
+        outcome, wait = self._error_wait(answer)
+        self._give_back(selection, wait)
+        self._fetched(selection, outcome, code, started)
+        return None
+
+    def _batch(
+        self, selection: Selection, answer: broker_pb.GetMessageResponseB2C, started: float
+    ) -> ConsumedBatch | None:
+        ctx = self._ctx
+        partition = selection.partition
+        key = partition.partition_key
+        if not ctx.cache.is_in_use(key, selection.token):
+            # Released meanwhile (rebalance timeout, close, broker failure); its broker rolls the read back.
+            self._fetched(selection, "dropped", 200, started)
+            return None
+        curr = answer.currOffset if answer.HasField("currOffset") else -1
+        max_offset = answer.maxOffset if answer.HasField("maxOffset") else -1
+        fetched = len(answer.messages)
+        exact = is_dense_to_end(curr, max_offset, fetched)
+        messages, stats = decode_messages(
+            answer.messages, ctx.filters.get(partition.topic) or None, curr, exact
+        )
+        ctx.cache.update_offsets(key, curr, max_offset)
+        if not messages:
+            # Nothing to hand over: let the next fetch commit the read advance (over filtered entries).
+            ctx.cache.release(key, selection.token, consumed=True, wait=0.0, now=ctx.clock())
+            self._fetched(selection, "empty", 200, started)
+            return None
+        self._fetched(selection, "ok", 200, started, len(messages), stats.bytes)
+        return ConsumedBatch(
+            topic=partition.topic,
+            partition_key=key,
+            partition_id=partition.partition_id,
+            broker_id=partition.broker.broker_id,
+            broker=partition.broker.address,
+            messages=messages,
+            curr_offset=curr,
+            max_offset=max_offset,
+            lag_bytes=answer.currDataDlt if answer.HasField("currDataDlt") else -1,
+            fetched_count=fetched,
+            confirm_context=f"{key}:{selection.token}",
+            offsets_exact=exact,
+            body_bytes=stats.bytes,
+        )
+
+    def _error_wait(self, answer: broker_pb.GetMessageResponseB2C) -> tuple[str, float]:
+        """The outcome name and the wait before the partition is fetched again (§6.6)."""
+        config = self._ctx.config
+        code = answer.errCode
+        if code == 404:
+            return "not_found", config.not_found_wait
+        if code == 452:
+            has_limit = answer.HasField("minLimitTime") and answer.minLimitTime >= 0
+            return "speed_limit", answer.minLimitTime / 1000 if has_limit else config.not_found_wait
+        if code == 403:
+            return "forbidden", config.forbidden_wait
+        if code == 301:
+            return "moved", config.moved_wait
+        if code == 503:
+            return "unavailable", config.unavailable_wait
+        return "error", config.error_wait
+
+    def _give_back(self, selection: Selection, wait: float) -> None:
+        ctx = self._ctx
+        ctx.cache.release(
+            selection.partition.partition_key, selection.token, consumed=False, wait=wait, now=ctx.clock()
+        )
+
+    def _fetched(
+        self, selection: Selection, outcome: str, code: int, started: float, messages: int = 0, size: int = 0
+    ) -> None:
+        ctx = self._ctx
+        if ctx.events is None:
+            return
+        partition = selection.partition
+        duration = ctx.clock() - started
+        ctx.emit(
+            FetchOutcome(
+                ctx.client_id,
+                ctx.group,
+                partition.topic,
+                partition.partition_key,
+                outcome,
+                code,
+                messages,
+                size,
+                duration,
+            )
+        )
+
+    def _event_finished(self) -> None:
+        if self._ctx.config.report_events_immediately:
+            self._session.wake()
+
+    def _check_running(self) -> None:
+        if self._closed:
+            raise ClientClosed(f"consumer {self.client_id} is closed")
+        if not self._started:
+            raise ClientError("call start() before polling or confirming")
+
+
+def _parse_context(context: str) -> tuple[str, int]:
+    key, sep, token = context.rpartition(":")
+    if not sep or key.count(":") != 2 or not token.isdigit():
+        raise InvalidConfirmContext(
+            f"confirm context {context!r} is malformed: expected brokerId:topic:partitionId:token"
+        )
+    return key, int(token)
+
+
+def _check_topics(topics: Mapping[str, Collection[str] | None]) -> dict[str, frozenset[str]]:
+    """Validate the subscription (§6.10) and return each topic's filter items (empty = no filter)."""
+    if not topics:
+        raise ValueError("subscribe at least one topic")
+    filters: dict[str, frozenset[str]] = {}
+    for topic, items in topics.items():
+        if not topic.strip() or any(ch in topic for ch in ":#,@"):
+            raise ValueError(f"topic name {topic!r} is blank or contains ':', '#', ',' or '@'")
+        chosen = frozenset(items or ())
+        if len(chosen) > MAX_FILTER_ITEMS:
+            raise ValueError(f"topic {topic!r} has {len(chosen)} filter items; at most 500 are allowed")
+        for item in chosen:
+            if not item.strip() or len(item) > MAX_FILTER_ITEM_LENGTH or any(ch in item for ch in ",#"):
+                raise ValueError(
+                    f"filter item {item!r} of topic {topic!r} must be non-blank, at most 256 characters "
+                    "and free of ',' and '#'"
+                )
+        filters[topic] = chosen
+    return filters
