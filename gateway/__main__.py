@@ -1,0 +1,166 @@
+"""Command line: ``tubemq-gateway <command> ...`` (or ``python -m gateway <command> ...``).
+
+Commands:
+  embedded   run an embedded TubeMQ-compatible cluster (master + brokers) in the foreground
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from gateway import __version__
+from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+
+DEFAULT_MASTER_PORT = 8715
+DEFAULT_BROKER_PORT_BASE = 8123
+
+log = logging.getLogger("gateway")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tubemq-gateway", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (default: WARNING)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="<command>")
+    _add_embedded(commands)
+    return parser
+
+
+def _add_embedded(commands: Any) -> None:
+    embedded = commands.add_parser(
+        "embedded",
+        help="run an embedded TubeMQ-compatible cluster in the foreground",
+        description=(
+            "Run a TubeMQ-compatible master and brokers on this machine until Ctrl-C or SIGTERM. "
+            "Every broker hosts every topic. Prints 'master: host:port', then one line per broker."
+        ),
+    )
+    embedded.add_argument(
+        "--topics", default="", help="topics as name[:partitions[:stores]][,...], e.g. demo:4,orders:8"
+    )
+    embedded.add_argument(
+        "--topics-file", type=Path, help='JSON file {"topics": [{"name": ..., "partitions": ...}, ...]}'
+    )
+    embedded.add_argument("--brokers", type=int, default=1, help="number of brokers, ids 1..N (default: 1)")
+    embedded.add_argument("--data-dir", type=Path, help="keep messages and offsets under DIR/broker-<id>")
+    embedded.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    embedded.add_argument(
+        "--master-port",
+        type=int,
+        default=DEFAULT_MASTER_PORT,
+        help="master port, 0 = any free port (default: 8715)",
+    )
+    embedded.add_argument(
+        "--broker-port-base",
+        type=int,
+        default=DEFAULT_BROKER_PORT_BASE,
+        help="broker i listens on BASE+i-1; 0 = any free ports (default: 8123)",
+    )
+    embedded.set_defaults(handler=_embedded, fail=embedded.error)
+
+
+def _topics(args: argparse.Namespace) -> list[TopicSpec]:
+    fail: Callable[[str], NoReturn] = args.fail
+    specs: dict[str, TopicSpec] = {}
+    try:
+        if args.topics_file is not None:
+            specs.update((s.name, s) for s in load_topic_file(args.topics_file))
+        if args.topics.strip():
+            for spec in parse_topic_specs(args.topics):
+                if spec.name in specs:
+                    raise ValueError(f"topic {spec.name!r} is given in --topics and in --topics-file")
+                specs[spec.name] = spec
+    except (OSError, ValueError) as exc:
+        fail(str(exc))
+    if not specs:
+        fail("give the topics with --topics and/or --topics-file")
+    return list(specs.values())
+
+
+def _embedded(args: argparse.Namespace) -> int:
+    topics = _topics(args)
+    if args.brokers < 1:
+        args.fail("--brokers must be at least 1")
+    base = args.broker_port_base
+    ports = [base + i if base else 0 for i in range(args.brokers)]
+    if not 0 <= args.master_port < 65536 or not all(0 <= p < 65536 for p in ports):
+        args.fail("ports must be in 0..65535")
+    return _run(_serve_embedded(args, topics, ports))
+
+
+async def _serve_embedded(args: argparse.Namespace, topics: list[TopicSpec], ports: list[int]) -> int:
+    from gateway.embedded.cluster import EmbeddedCluster
+
+    cluster = EmbeddedCluster(
+        topics,
+        brokers=args.brokers,
+        data_dir=args.data_dir,
+        host=args.host,
+        master_port=args.master_port,
+        broker_ports=ports,
+    )
+    try:
+        await cluster.start()
+    except OSError as exc:
+        print(f"tubemq-gateway: cannot start the embedded cluster: {exc}", file=sys.stderr)
+        return 1
+    try:
+        print(f"master: {cluster.master_address}")
+        for broker in cluster.brokers:
+            print(f"broker {broker.broker_id}: {broker.address}")
+        print("topics: " + ", ".join(f"{t.name} ({t.partitions}x{t.stores})" for t in topics), flush=True)
+        await _until_signalled()
+    finally:
+        await cluster.stop()
+    return 0
+
+
+async def _until_signalled() -> None:
+    """Wait for SIGINT or SIGTERM (on platforms without signal handlers, for KeyboardInterrupt)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    try:
+        for sig in signals:
+            loop.add_signal_handler(sig, stop.set)
+    except NotImplementedError:  # pragma: no cover - Windows
+        await asyncio.Event().wait()
+    try:
+        await stop.wait()
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+
+
+def _run(main: Coroutine[Any, Any, int]) -> int:
+    """Run ``main`` on uvloop when it is installed, else on the default asyncio loop."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a platform-dependent dependency
+        return asyncio.run(main)
+    return uvloop.run(main)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        code: int = args.handler(args)
+    except KeyboardInterrupt:  # pragma: no cover - only where signal handlers are unavailable
+        code = 0
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
