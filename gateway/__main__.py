@@ -1,6 +1,7 @@
 """Command line: ``tubemq-gateway <command> ...`` (or ``python -m gateway <command> ...``).
 
 Commands:
+  serve      run the HTTP gateway (on the embedded cluster when no master is configured)
   embedded   run an embedded TubeMQ-compatible cluster (master + brokers) in the foreground
 """
 
@@ -17,6 +18,7 @@ from typing import Any, NoReturn
 
 from gateway import __version__
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+from gateway.serve import add_serve_parser
 
 DEFAULT_MASTER_PORT = 8715
 DEFAULT_BROKER_PORT_BASE = 8123
@@ -29,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (default: WARNING)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="<command>")
+    add_serve_parser(commands)
     _add_embedded(commands)
     return parser
 

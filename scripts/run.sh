@@ -9,4 +9,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e .
-exec .venv/bin/tubemq-gateway "${@:-embedded}"
+if [ "$#" -eq 0 ]; then set -- serve; fi
+exec .venv/bin/tubemq-gateway "$@"

@@ -100,4 +100,4 @@ def test_bad_arguments_exit_with_usage(
 def test_parser_has_only_real_commands() -> None:
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command")
-    assert list(commands.choices) == ["embedded"]  # type: ignore[union-attr]
+    assert sorted(commands.choices) == ["embedded", "serve"]  # type: ignore[union-attr]

@@ -493,30 +493,3 @@ async def test_overflow_is_retried_on_another_partition_but_pinned_sends_stay(
 def test_config_validation(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         ProducerConfig(**bad)
-
-
-async def test_broker_stopped_under_concurrent_load_loses_no_acknowledged_message(
-    master: EmbeddedMaster, brokers: list[EmbeddedBroker], pool: ConnectionPool
-) -> None:
-    rec = Recorder()
-    config = ProducerConfig(heartbeat_interval=60.0, failure_cooldown=30.0, send_timeout=3.0)
-    producer = Producer([master.address], pool=pool, config=config, events=rec.bus)
-    await producer.start()
-    try:
-        await producer.publish("demo")
-        sent: list[tuple[bytes, SendResult]] = []
-
-        async def worker(w: int) -> None:
-            for i in range(40):
-                body = f"w{w}-{i}".encode()
-                sent.append((body, await producer.send("demo", body)))
-                if w == 0 and i == 10:
-                    await brokers[1].stop()
-
-        await asyncio.gather(*(worker(w) for w in range(20)))
-        assert len(sent) == 800, "every send succeeded, on the surviving broker if need be"
-        assert [e.broker_id for e in rec.of(BrokerShielded)] == [2]
-        for body, result in sent:
-            assert decode_payload(stored(brokers, result).data, 0).body == body
-    finally:
-        await producer.close()

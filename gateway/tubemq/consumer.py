@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from gateway.tubemq import rpc
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.client_id import consumer_id, local_ipv4
-from gateway.tubemq.consumer_batch import ConsumedBatch, decode_messages, is_dense_to_end, lag_entries
+from gateway.tubemq.consumer_batch import ConsumedBatch, decode_messages, is_dense_to_end
 from gateway.tubemq.consumer_config import ConsumerConfig
 from gateway.tubemq.consumer_events import ConsumerClosed, FetchOutcome, OffsetCommitted
 from gateway.tubemq.consumer_heartbeat import BrokerHeartbeat, MasterSession
@@ -314,7 +314,7 @@ class Consumer:
             return None
         outcome, wait = self._error_wait(answer)
         self._give_back(selection, wait)
-        self._fetched(selection, outcome, code, started, lag=0 if code == 404 else -1)
+        self._fetched(selection, outcome, code, started)
         return None
 
     def _batch(
@@ -335,13 +335,12 @@ class Consumer:
             answer.messages, ctx.filters.get(partition.topic) or None, curr, exact
         )
         ctx.cache.update_offsets(key, curr, max_offset)
-        lag = lag_entries(curr, max_offset, fetched)
         if not messages:
             # Nothing to hand over: let the next fetch commit the read advance (over filtered entries).
             ctx.cache.release(key, selection.token, consumed=True, wait=0.0, now=ctx.clock())
-            self._fetched(selection, "empty", 200, started, lag=lag)
+            self._fetched(selection, "empty", 200, started)
             return None
-        self._fetched(selection, "ok", 200, started, len(messages), stats.bytes, lag=lag)
+        self._fetched(selection, "ok", 200, started, len(messages), stats.bytes)
         return ConsumedBatch(
             topic=partition.topic,
             partition_key=key,
@@ -382,15 +381,7 @@ class Consumer:
         )
 
     def _fetched(
-        self,
-        selection: Selection,
-        outcome: str,
-        code: int,
-        started: float,
-        messages: int = 0,
-        size: int = 0,
-        *,
-        lag: int = -1,
+        self, selection: Selection, outcome: str, code: int, started: float, messages: int = 0, size: int = 0
     ) -> None:
         ctx = self._ctx
         if ctx.events is None:
@@ -408,7 +399,6 @@ class Consumer:
                 messages,
                 size,
                 duration,
-                lag,
             )
         )
 

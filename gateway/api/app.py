@@ -1,0 +1,66 @@
+"""The FastAPI application: routers, error handlers and the runtime's lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from gateway import __version__
+from gateway.api import routes_health, routes_topics
+from gateway.api.errors import install_error_handlers
+from gateway.api.schemas import PublishRequest
+from gateway.config import Settings
+from gateway.runtime import Runtime
+
+DESCRIPTION = (
+    "Publish to and consume from Apache InLong TubeMQ over HTTP. A 200 on publish means a TubeMQ broker "
+    "stored every message of the request."
+)
+
+
+def create_app(
+    settings: Settings | None = None, runtime: Runtime | None = None, *, owns_runtime: bool | None = None
+) -> FastAPI:
+    """Build the app. The app starts and stops the runtime in its lifespan when it built it itself, or
+    when ``owns_runtime`` is true; otherwise the caller owns the runtime's lifecycle (tests)."""
+    owned = runtime is None if owns_runtime is None else owns_runtime
+    rt = runtime if runtime is not None else Runtime(settings or Settings())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if owned:
+            await rt.start()
+        try:
+            yield
+        finally:
+            if owned:
+                await rt.stop()
+
+    app = FastAPI(title="tubemq-gateway", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    app.state.runtime = rt
+    app.include_router(routes_topics.router)
+    app.include_router(routes_health.router)
+    install_error_handlers(app)
+    _document_extra_schemas(app)
+    return app
+
+
+def _document_extra_schemas(app: FastAPI) -> None:
+    """Add schemas referenced only from hand-written request bodies to the generated OpenAPI."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = base()
+        extra = PublishRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(extra.pop("$defs", {}))
+        components["PublishRequest"] = extra
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,33 @@
+"""FastAPI dependencies: the runtime's services, resolved from ``app.state``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from gateway.config import Settings
+from gateway.runtime import Runtime
+from gateway.service.errors import Unavailable
+from gateway.service.publish import PublishService
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def get_settings_dep(request: Request) -> Settings:
+    return get_runtime(request).settings
+
+
+def get_publish_service(request: Request) -> PublishService:
+    service = get_runtime(request).publish
+    if service is None:
+        raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
+    return service
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+PublishDep = Annotated[PublishService, Depends(get_publish_service)]

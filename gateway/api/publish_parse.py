@@ -1,0 +1,141 @@
+"""Turn REST publish requests (JSON batch or one raw body) into service messages, naming bad fields."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.service.errors import InvalidInput
+from gateway.service.publish import OutgoingMessage
+
+HEADER_KEY = "x-tubemq-key"
+HEADER_PARTITION = "x-tubemq-partition"
+HEADER_ATTRIBUTES = "x-tubemq-attributes"
+HEADER_STREAM_ID = "x-tubemq-stream-id"
+HEADER_MSG_TIME = "x-tubemq-msg-time"
+
+_KNOWN = frozenset({"value", "encoding", "key", "partition", "attributes", "streamId", "msgTime"})
+
+
+def _opt_str(item: Mapping[str, Any], name: str, prefix: str, index: int) -> str | None:
+    value = item.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string", field=f"{prefix}.{name}", index=index)
+    return value
+
+
+def _decode_value(item: Mapping[str, Any], prefix: str, index: int) -> bytes:
+    if "value" not in item:
+        raise InvalidInput("value is required", field=f"{prefix}.value", index=index)
+    value = item["value"]
+    encoding = item.get("encoding", "utf8")
+    if encoding == "utf8":
+        if not isinstance(value, str):
+            raise InvalidInput(
+                "value must be a string with encoding utf8 (use encoding json for JSON values)",
+                field=f"{prefix}.value",
+                index=index,
+            )
+        return value.encode("utf-8")
+    if encoding == "base64":
+        if not isinstance(value, str):
+            raise InvalidInput("value must be base64 text", field=f"{prefix}.value", index=index)
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidInput("value is not valid base64", field=f"{prefix}.value", index=index) from None
+    if encoding == "json":
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    raise InvalidInput(
+        f"encoding must be utf8, base64 or json, got {encoding!r}", field=f"{prefix}.encoding", index=index
+    )
+
+
+def _attributes(item: Mapping[str, Any], prefix: str, index: int) -> dict[str, str] | None:
+    attrs = item.get("attributes")
+    if attrs is None:
+        return None
+    if not isinstance(attrs, dict) or not all(isinstance(v, str) for v in attrs.values()):
+        raise InvalidInput(
+            "attributes must be an object of string values", field=f"{prefix}.attributes", index=index
+        )
+    return attrs
+
+
+def parse_message(item: object, index: int) -> OutgoingMessage:
+    prefix = f"messages[{index}]"
+    if not isinstance(item, dict):
+        raise InvalidInput("each message must be a JSON object", field=prefix, index=index)
+    unknown = item.keys() - _KNOWN
+    if unknown:
+        raise InvalidInput(
+            f"unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_KNOWN))}",
+            field=f"{prefix}.{sorted(unknown)[0]}",
+            index=index,
+        )
+    partition = item.get("partition")
+    if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
+        raise InvalidInput("partition must be an integer", field=f"{prefix}.partition", index=index)
+    return OutgoingMessage(
+        value=_decode_value(item, prefix, index),
+        key=_opt_str(item, "key", prefix, index),
+        partition=partition,
+        attributes=_attributes(item, prefix, index),
+        stream_id=_opt_str(item, "streamId", prefix, index),
+        msg_time=_opt_str(item, "msgTime", prefix, index),
+    )
+
+
+def parse_json_batch(body: bytes) -> list[OutgoingMessage]:
+    """Parse ``{"messages": [...]}``; raises InvalidInput naming the field and message index."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"request body is not valid JSON: {exc}", field="body") from None
+    if not isinstance(doc, dict) or "messages" not in doc:
+        raise InvalidInput('request body must be an object {"messages": [...]}', field="messages")
+    items = doc["messages"]
+    if not isinstance(items, list):
+        raise InvalidInput("messages must be an array", field="messages")
+    return [parse_message(item, i) for i, item in enumerate(items)]
+
+
+def parse_attribute_header(text: str) -> dict[str, str]:
+    """``k1=v1,k2=v2`` (the TubeMQ attribute syntax) from the X-TubeMQ-Attributes header."""
+    attrs: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput(
+                f"header X-TubeMQ-Attributes item {item!r} must be key=value", field="X-TubeMQ-Attributes"
+            )
+        attrs[key.strip()] = value.strip()
+    return attrs
+
+
+def parse_raw_message(body: bytes, headers: Mapping[str, str]) -> OutgoingMessage:
+    """One raw message: the body is the value, options come from X-TubeMQ-* headers."""
+    partition: int | None = None
+    if (text := headers.get(HEADER_PARTITION)) is not None:
+        try:
+            partition = int(text)
+        except ValueError:
+            raise InvalidInput(
+                "header X-TubeMQ-Partition must be an integer", field="X-TubeMQ-Partition"
+            ) from None
+    attrs = headers.get(HEADER_ATTRIBUTES)
+    return OutgoingMessage(
+        value=body,
+        key=headers.get(HEADER_KEY),
+        partition=partition,
+        attributes=parse_attribute_header(attrs) if attrs else None,
+        stream_id=headers.get(HEADER_STREAM_ID),
+        msg_time=headers.get(HEADER_MSG_TIME),
+    )

@@ -1,0 +1,143 @@
+"""REST routes for topics: publish messages and read the topic's routing metadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.api.deps import PublishDep, SettingsDep
+from gateway.api.errors import STATUS_BY_KIND
+from gateway.api.publish_parse import parse_json_batch, parse_raw_message
+from gateway.api.schemas import ErrorResponse, PublishRequest, PublishResponse, TopicResponse
+from gateway.service.errors import ErrorKind, InvalidInput, PayloadTooLarge
+from gateway.service.publish import PublishOutcome
+
+router = APIRouter(prefix="/v1/topics", tags=["topics"])
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "a field is invalid; `error.field` names it"},
+    404: {"model": ErrorResponse, "description": "the topic has no publishable partitions"},
+    413: {"model": ErrorResponse, "description": "a message or the body is too large; `error.limit`"},
+    415: {"model": ErrorResponse, "description": "unsupported Content-Type"},
+    503: {"model": ErrorResponse, "description": "no broker can take the topic now; see Retry-After"},
+}
+
+_PUBLISH_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/PublishRequest"}},
+            "application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"},
+                "description": "one raw message; options in X-TubeMQ-Key, X-TubeMQ-Partition, "
+                "X-TubeMQ-Attributes (k=v,k2=v2), X-TubeMQ-Stream-Id, X-TubeMQ-Msg-Time",
+            },
+        },
+    }
+}
+
+
+def status_of(kind: ErrorKind) -> int:
+    return STATUS_BY_KIND[kind]
+
+
+def _result(outcome: PublishOutcome) -> dict[str, Any]:
+    if outcome.result is not None:
+        r = outcome.result
+        return {
+            "index": outcome.index,
+            "status": 200,
+            "partitionKey": r.partition_key,
+            "brokerId": r.broker_id,
+            "partitionId": r.partition_id,
+            "offset": r.append_offset,
+            "messageId": str(r.message_id),
+            "appendTime": r.append_time_ms,
+        }
+    assert outcome.error is not None
+    return {
+        "index": outcome.index,
+        "status": status_of(outcome.error.kind),
+        "error": outcome.error.to_dict(),
+    }
+
+
+@router.post(
+    "/{topic}/messages",
+    operation_id="publishMessages",
+    summary="Publish a batch (JSON) or one raw message (octet-stream)",
+    response_model=PublishResponse,
+    responses={207: {"model": PublishResponse, "description": "some messages failed"}, **_ERRORS},
+    openapi_extra=_PUBLISH_BODY,
+)
+async def publish_messages(
+    topic: str, request: Request, service: PublishDep, settings: SettingsDep
+) -> Response:
+    """200: every message was stored by a broker. 207: `results[i].status` says which were not."""
+    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    limit = settings.limits.max_request_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body above {limit} bytes; split the batch", limit=limit, field="body")
+    body = await request.body()
+    if len(body) > limit:
+        raise PayloadTooLarge(f"request body above {limit} bytes; split the batch", limit=limit, field="body")
+    if content_type == "application/json":
+        outcomes = await service.publish(topic, parse_json_batch(body))
+    elif content_type == "application/octet-stream":
+        outcomes = await service.publish(topic, [parse_raw_message(body, request.headers)], raw=True)
+    else:
+        return JSONResponse(
+            {
+                "error": InvalidInput(
+                    f"unsupported Content-Type {content_type!r}: use application/json or "
+                    "application/octet-stream",
+                    field="Content-Type",
+                ).to_dict()
+            },
+            status_code=415,
+        )
+    results = [_result(o) for o in outcomes]
+    failed = [o for o in outcomes if not o.ok]
+    if failed and len(failed) == len(outcomes) and len({o.error.kind for o in failed if o.error}) == 1:
+        # Nothing was stored and every message failed alike: answer with that status, not a 207.
+        first = failed[0].error
+        assert first is not None
+        status = status_of(first.kind)
+        headers = (
+            {"Retry-After": str(max(1, round(getattr(first, "retry_after", 1))))} if status == 503 else {}
+        )
+        return JSONResponse({"topic": topic, "results": results, "error": first.to_dict()}, status, headers)
+    return JSONResponse({"topic": topic, "results": results}, status_code=207 if failed else 200)
+
+
+@router.get(
+    "/{topic}",
+    operation_id="getTopic",
+    summary="Partitions and brokers of a topic as the gateway sees them",
+    response_model=TopicResponse,
+    responses=_ERRORS,
+)
+async def get_topic(topic: str, service: PublishDep) -> dict[str, Any]:
+    view = await service.topic(topic)
+    return {
+        "topic": view.topic,
+        "maxMessageSize": view.max_message_size,
+        "partitions": [
+            {
+                "index": p.index,
+                "brokerId": p.broker_id,
+                "broker": p.broker,
+                "partitionId": p.partition_id,
+                "partitionKey": p.key,
+            }
+            for p in view.partitions
+        ],
+        "shieldedBrokers": view.shielded_brokers,
+    }
+
+
+__all__ = ["PublishRequest", "router", "status_of"]

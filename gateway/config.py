@@ -1,0 +1,97 @@
+"""Gateway settings: environment variables (prefix ``TUBEMQ_GATEWAY_``), an optional file, and CLI flags.
+
+Nested groups use ``__`` in variable names, e.g. ``TUBEMQ_GATEWAY_PRODUCER__SEND_TIMEOUT=5``. Every knob and
+its default is listed in README.md. Only the adapters and the app import this module; the client core takes
+plain constructor arguments.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class PoolSettings(BaseModel):
+    connections_per_node: int = Field(1, ge=1, le=16, description="TCP links per broker or master")
+    idle_timeout: float = Field(180.0, gt=0, description="seconds before an unused link is closed")
+    connect_timeout: float = Field(3.0, gt=0, description="seconds to open a link")
+
+
+class ProducerSettings(BaseModel):
+    heartbeat_interval: float = Field(13.0, gt=0, description="seconds between master heartbeats")
+    rpc_timeout: float = Field(10.0, gt=0, description="seconds for a master call")
+    send_timeout: float = Field(10.0, gt=0, description="seconds for one publish to be acknowledged")
+    max_send_attempts: int = Field(3, ge=1, le=10, description="tries per message across brokers")
+    failure_threshold: int = Field(
+        3, ge=1, description="transport failures in the window that shield a broker"
+    )
+    failure_window: float = Field(10.0, gt=0, description="seconds over which broker failures are counted")
+    failure_cooldown: float = Field(10.0, gt=0, description="seconds a failing broker is shielded")
+    unavailable_cooldown: float = Field(50.0, gt=0, description="seconds a broker answering 503 is shielded")
+    max_shielded_share: float = Field(
+        0.3, gt=0, le=1, description="largest share of brokers shielded at once"
+    )
+
+
+class LimitSettings(BaseModel):
+    max_batch_messages: int = Field(1000, ge=1, description="messages per publish request")
+    max_request_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="bytes per HTTP request body")
+    publish_concurrency: int = Field(256, ge=1, description="sends in flight per publish request")
+
+
+class EmbeddedSettings(BaseModel):
+    topics: str = Field(
+        "demo:4", description="topics of the embedded cluster, name[:partitions[:stores]],..."
+    )
+    topics_file: Path | None = Field(None, description="JSON file of topics for the embedded cluster")
+    brokers: int = Field(1, ge=1, le=16, description="brokers of the embedded cluster")
+    data_dir: Path | None = Field(None, description="where the embedded cluster keeps data (memory if unset)")
+
+
+class Settings(BaseSettings):
+    """All gateway settings. ``masters`` empty means: run on the embedded cluster."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TUBEMQ_GATEWAY_",
+        env_nested_delimiter="__",
+        env_file=None,
+        extra="ignore",
+    )
+
+    masters: str = Field("", description="TubeMQ master addresses host:port[,host:port...]; empty = embedded")
+    http_host: str = Field("0.0.0.0", description="HTTP listen address")
+    http_port: int = Field(8080, ge=0, le=65535, description="HTTP listen port")
+    log_level: str = Field("info", description="log level: debug, info, warning, error")
+    pool: PoolSettings = PoolSettings()
+    producer: ProducerSettings = ProducerSettings()
+    limits: LimitSettings = LimitSettings()
+    embedded: EmbeddedSettings = EmbeddedSettings()
+
+    @field_validator("masters")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Settings from the environment, then ``config_file`` (JSON) if given, then explicit overrides."""
+    base: dict[str, Any] = {}
+    if config_file is not None:
+        import json
+
+        data = json.loads(config_file.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"{config_file}: expected a JSON object of settings")
+        base.update(data)
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**base)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process settings; tests build their own ``Settings`` and pass them to ``create_app``."""
+    return Settings()

@@ -1,0 +1,116 @@
+"""The process runtime: one pool, one producer, the embedded cluster when no master is configured.
+
+Built once per process in the app's lifespan and shared by the REST and gRPC adapters.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from gateway.config import Settings
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+from gateway.service.publish import PublishService
+from gateway.tubemq.address import NodeAddress, parse_address_list
+from gateway.tubemq.breaker import BreakerState
+from gateway.tubemq.events import EventBus
+from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.producer import Producer, ProducerConfig
+
+log = logging.getLogger("gateway.runtime")
+
+DEFAULT_MASTER_PORT = 8715
+
+
+@dataclass
+class Runtime:
+    """Everything the adapters need; ``start`` and ``stop`` bracket the process lifetime."""
+
+    settings: Settings
+    events: EventBus = field(default_factory=EventBus)
+    pool: ConnectionPool | None = None
+    producer: Producer | None = None
+    cluster: EmbeddedCluster | None = None
+    publish: PublishService | None = None
+    masters: list[NodeAddress] = field(default_factory=list)
+    draining: bool = False
+
+    async def start(self) -> None:
+        s = self.settings
+        try:
+            if s.masters:
+                self.masters = parse_address_list(s.masters, DEFAULT_MASTER_PORT)
+            else:
+                self.cluster = EmbeddedCluster(
+                    self._embedded_topics(), brokers=s.embedded.brokers, data_dir=s.embedded.data_dir
+                )
+                await self.cluster.start()
+                self.masters = list(self.cluster.master_addresses)
+                log.info(
+                    "no TubeMQ master configured: started the embedded cluster",
+                    extra={"master": str(self.masters[0]), "brokers": s.embedded.brokers},
+                )
+            self.pool = ConnectionPool(
+                connections_per_node=s.pool.connections_per_node,
+                idle_timeout=s.pool.idle_timeout,
+                connect_timeout=s.pool.connect_timeout,
+                events=self.events,
+            )
+            self.producer = Producer(
+                self.masters,
+                pool=self.pool,
+                config=ProducerConfig(
+                    heartbeat_interval=s.producer.heartbeat_interval,
+                    rpc_timeout=s.producer.rpc_timeout,
+                    send_timeout=s.producer.send_timeout,
+                    max_send_attempts=s.producer.max_send_attempts,
+                    failure_threshold=s.producer.failure_threshold,
+                    failure_window=s.producer.failure_window,
+                    failure_cooldown=s.producer.failure_cooldown,
+                    unavailable_cooldown=s.producer.unavailable_cooldown,
+                    max_shielded_share=s.producer.max_shielded_share,
+                ),
+                events=self.events,
+            )
+            await self.producer.start()
+            self.publish = PublishService(
+                self.producer,
+                max_batch_messages=s.limits.max_batch_messages,
+                concurrency=s.limits.publish_concurrency,
+                send_timeout=s.producer.send_timeout,
+            )
+        except BaseException:
+            await self.stop()
+            raise
+
+    def readiness(self) -> tuple[bool, dict[str, object]]:
+        """Ready = registered with a master, at least one broker known and usable, not draining."""
+        producer = self.producer
+        checks: dict[str, object] = {
+            "draining": self.draining,
+            "masterSession": bool(producer is not None and producer.registered),
+            "usableBrokers": 0
+            if producer is None
+            else sum(1 for h in producer.broker_health() if h.state is not BreakerState.OPEN),
+        }
+        ready = not self.draining and bool(checks["masterSession"]) and bool(checks["usableBrokers"])
+        return ready, checks
+
+    def _embedded_topics(self) -> list[TopicSpec]:
+        e = self.settings.embedded
+        if e.topics_file is not None:
+            return load_topic_file(e.topics_file)
+        return parse_topic_specs(e.topics)
+
+    async def stop(self) -> None:
+        """Close in reverse order of start; safe to call on a partly started runtime."""
+        if self.producer is not None:
+            await self.producer.close()
+            self.producer = None
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+        if self.cluster is not None:
+            await self.cluster.stop()
+            self.cluster = None

@@ -1,0 +1,89 @@
+"""``tubemq-gateway serve``: run the HTTP gateway (on the embedded cluster when no master is given)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from gateway.config import Settings, load_settings
+
+
+def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="run the HTTP gateway",
+        description="Run the gateway. Every flag can also be set with an environment variable "
+        "(TUBEMQ_GATEWAY_MASTERS, TUBEMQ_GATEWAY_HTTP_PORT, ...); see README.md.",
+    )
+    p.add_argument(
+        "--masters", help="TubeMQ masters host:port[,host:port...]; omit to run on the embedded cluster"
+    )
+    p.add_argument("--http-host", help="HTTP listen address (default 0.0.0.0)")
+    p.add_argument("--http-port", type=int, help="HTTP listen port (default 8080)")
+    p.add_argument("--config", type=Path, help="JSON settings file")
+    p.add_argument(
+        "--embedded-topics", help="embedded cluster topics, name[:partitions[:stores]],... (default demo:4)"
+    )
+    p.add_argument("--embedded-brokers", type=int, help="embedded cluster brokers (default 1)")
+    p.add_argument("--embedded-data-dir", type=Path, help="embedded cluster data directory (default: memory)")
+    p.add_argument("--log-level", help="debug, info, warning or error (default info)")
+    p.set_defaults(handler=run_serve)
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    env = Settings()
+    embedded = env.embedded.model_copy(
+        update={
+            k: v
+            for k, v in {
+                "topics": args.embedded_topics,
+                "brokers": args.embedded_brokers,
+                "data_dir": args.embedded_data_dir,
+            }.items()
+            if v is not None
+        }
+    )
+    return load_settings(
+        args.config,
+        masters=args.masters,
+        http_host=args.http_host,
+        http_port=args.http_port,
+        log_level=args.log_level,
+        embedded=embedded if embedded != env.embedded else None,
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from gateway.api.app import create_app
+    from gateway.runtime import Runtime
+    from gateway.shutdown import GracefulServer, ShutdownPlan
+
+    settings = settings_from_args(args)
+    logging.getLogger().setLevel(settings.log_level.upper())
+    try:
+        import uvloop  # noqa: F401
+
+        loop = "uvloop"
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
+        loop = "asyncio"
+    runtime = Runtime(settings)
+    plan = ShutdownPlan()
+
+    def drain() -> None:
+        runtime.draining = True
+
+    config = uvicorn.Config(
+        create_app(runtime=runtime, owns_runtime=True),
+        host=settings.http_host,
+        port=settings.http_port,
+        loop=loop,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=max(1, round(plan.requests_timeout)),
+    )
+    server = GracefulServer(config, on_drain=drain, plan=plan)
+    server.run()
+    return 0 if server.started else 1

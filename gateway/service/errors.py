@@ -1,0 +1,97 @@
+"""Errors of the service layer, independent of HTTP and gRPC.
+
+Each error has a ``kind`` that the adapters translate, in one place each, to an HTTP status or a gRPC code::
+
+    ServiceError (kind, message, field, index)
+     ├── InvalidInput        -> 400 / INVALID_ARGUMENT   a request field is wrong; names the field
+     ├── PayloadTooLarge     -> 413 / RESOURCE_EXHAUSTED a message is above the topic's limit; carries it
+     ├── NotFound            -> 404 / NOT_FOUND          e.g. the topic has no publishable partitions
+     ├── Gone                -> 410 / FAILED_PRECONDITION a consumer instance expired or was deleted
+     ├── Unavailable         -> 503 / UNAVAILABLE        no broker can take it now; carries retry_after
+     └── UpstreamError       -> 502 / INTERNAL           TubeMQ answered with an error we cannot fix here
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ErrorKind(Enum):
+    INVALID = "invalid_argument"
+    TOO_LARGE = "payload_too_large"
+    NOT_FOUND = "not_found"
+    GONE = "gone"
+    UNAVAILABLE = "unavailable"
+    UPSTREAM = "upstream_error"
+
+
+class ServiceError(Exception):
+    """Base of every error the service layer raises towards the adapters."""
+
+    kind: ErrorKind = ErrorKind.UPSTREAM
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        index: int | None = None,
+        errno: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.index = index
+        self.errno = errno
+
+    def to_dict(self) -> dict[str, object]:
+        body: dict[str, object] = {"code": self.kind.value, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        if self.index is not None:
+            body["index"] = self.index
+        if self.errno is not None:
+            body["tubemqErrorCode"] = self.errno
+        return body
+
+
+class InvalidInput(ServiceError):
+    kind = ErrorKind.INVALID
+
+
+class PayloadTooLarge(ServiceError):
+    kind = ErrorKind.TOO_LARGE
+
+    def __init__(self, message: str, *, limit: int, field: str | None = None, index: int | None = None):
+        super().__init__(message, field=field, index=index)
+        self.limit = limit
+
+    def to_dict(self) -> dict[str, object]:
+        body = super().to_dict()
+        body["limit"] = self.limit
+        return body
+
+
+class NotFound(ServiceError):
+    kind = ErrorKind.NOT_FOUND
+
+
+class Gone(ServiceError):
+    kind = ErrorKind.GONE
+
+
+class Unavailable(ServiceError):
+    kind = ErrorKind.UNAVAILABLE
+
+    def __init__(self, message: str, *, retry_after: float = 1.0, errno: int | None = None) -> None:
+        super().__init__(message, errno=errno)
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, object]:
+        body = super().to_dict()
+        body["retryAfterSeconds"] = self.retry_after
+        return body
+
+
+class UpstreamError(ServiceError):
+    kind = ErrorKind.UPSTREAM

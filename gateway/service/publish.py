@@ -1,0 +1,284 @@
+"""Publishing: validate a batch, send it through the shared producer, and report a result per message.
+
+A message is reported as published only when a broker acknowledged it (the producer guarantees that); the
+whole batch is validated before anything is sent, so a 4xx never leaves half a batch behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from gateway.service.errors import (
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    ServiceError,
+    Unavailable,
+    UpstreamError,
+)
+from gateway.tubemq import errors as core
+from gateway.tubemq.breaker import BreakerState
+from gateway.tubemq.payload import build_attribute_text
+from gateway.tubemq.producer import Producer, TopicRouteInfo
+from gateway.tubemq.producer_send import SendResult
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z]\w{1,63}$")
+_RESERVED = (",", "=", "$msgType$", "$msgTime$")
+_MAX_KEY_LEN = 1024
+_MAX_STREAM_ID_LEN = 256
+
+
+@dataclass(slots=True)
+class OutgoingMessage:
+    """One message to publish, already decoded to bytes by the adapter."""
+
+    value: bytes
+    key: str | None = None
+    partition: int | None = None
+    attributes: Mapping[str, str] | None = None
+    stream_id: str | None = None
+    msg_time: str | None = None
+
+
+@dataclass(slots=True)
+class PublishOutcome:
+    """The fate of one message of a batch: ``result`` when a broker stored it, else ``error``."""
+
+    index: int
+    result: SendResult | None = None
+    error: ServiceError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None
+
+
+@dataclass(slots=True)
+class PartitionView:
+    index: int
+    broker_id: int
+    broker: str
+    partition_id: int
+    key: str
+
+
+@dataclass(slots=True)
+class TopicView:
+    topic: str
+    max_message_size: int
+    partitions: list[PartitionView] = field(default_factory=list)
+    shielded_brokers: list[int] = field(default_factory=list)
+
+
+def validate_topic(topic: str) -> None:
+    if not _TOPIC_RE.match(topic):
+        raise InvalidInput(
+            f"invalid topic name {topic!r}: use 2-64 letters, digits or '_', starting with a letter",
+            field="topic",
+        )
+
+
+def _check_token(value: str, what: str, field_name: str, index: int | None) -> None:
+    for token in _RESERVED:
+        if token in value:
+            raise InvalidInput(
+                f"{what} {value!r} contains {token!r}, which TubeMQ reserves as a separator",
+                field=field_name,
+                index=index,
+            )
+
+
+def validate_message(message: OutgoingMessage, index: int | None, prefix: str) -> None:
+    """Check one message's fields; raises InvalidInput naming ``prefix.<field>``."""
+    if not message.value:
+        raise InvalidInput("value must not be empty", field=f"{prefix}.value", index=index)
+    if message.key is not None and (not message.key or len(message.key) > _MAX_KEY_LEN):
+        raise InvalidInput(f"key must be 1-{_MAX_KEY_LEN} characters", field=f"{prefix}.key", index=index)
+    if message.partition is not None and message.partition < 0:
+        raise InvalidInput("partition must be >= 0", field=f"{prefix}.partition", index=index)
+    if message.attributes:
+        for k, v in message.attributes.items():
+            if not k:
+                raise InvalidInput(
+                    "attribute keys must not be empty", field=f"{prefix}.attributes", index=index
+                )
+            _check_token(k, "attribute key", f"{prefix}.attributes", index)
+            _check_token(v, f"attribute {k!r} value", f"{prefix}.attributes.{k}", index)
+    if message.stream_id is not None:
+        if not message.stream_id.strip() or len(message.stream_id) > _MAX_STREAM_ID_LEN:
+            raise InvalidInput(
+                f"streamId must be 1-{_MAX_STREAM_ID_LEN} non-blank characters",
+                field=f"{prefix}.streamId",
+                index=index,
+            )
+        _check_token(message.stream_id, "streamId", f"{prefix}.streamId", index)
+    if message.msg_time is not None:
+        try:
+            valid = len(message.msg_time) == 12 and bool(datetime.strptime(message.msg_time, "%Y%m%d%H%M"))
+        except ValueError:
+            valid = False
+        if not valid:
+            raise InvalidInput(
+                f"msgTime {message.msg_time!r} must be yyyyMMddHHmm, e.g. 202401311530",
+                field=f"{prefix}.msgTime",
+                index=index,
+            )
+
+
+def payload_size(message: OutgoingMessage) -> int:
+    """Size counted against the topic limit as the Java producer counts it: body plus attribute text."""
+    text = build_attribute_text(message.attributes, message.stream_id, message.msg_time)
+    return len(message.value) + len(text)
+
+
+def map_core_error(exc: BaseException, topic: str, index: int | None = None) -> ServiceError:
+    """The one translation of client-core errors into service errors."""
+    if isinstance(exc, ServiceError):
+        return exc
+    if isinstance(exc, core.MessageTooLarge):
+        return PayloadTooLarge(str(exc), limit=exc.limit, field="value", index=index)
+    if isinstance(exc, core.TopicNotPublished):
+        return NotFound(str(exc), field="topic")
+    if isinstance(exc, core.NoPartition):
+        return Unavailable(str(exc), retry_after=1.0)
+    if isinstance(exc, core.ClientError):
+        return InvalidInput(str(exc), index=index)
+    if isinstance(exc, core.ServerError):
+        if exc.retriable:
+            return Unavailable(
+                f"TubeMQ could not take the message now: {exc}", retry_after=1.0, errno=exc.errno
+            )
+        return UpstreamError(f"TubeMQ refused the message: {exc}", errno=exc.errno, index=index)
+    if isinstance(exc, core.TubeMQError):
+        return Unavailable(
+            f"no TubeMQ broker could take topic {topic!r} now ({exc}); retry later",
+            retry_after=1.0,
+        )
+    if isinstance(exc, TimeoutError):
+        return Unavailable(f"publishing to topic {topic!r} timed out; retry later", retry_after=1.0)
+    raise exc
+
+
+class PublishService:
+    """Publishes batches through one shared :class:`Producer`."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        *,
+        max_batch_messages: int = 1000,
+        concurrency: int = 256,
+        send_timeout: float = 10.0,
+    ) -> None:
+        self._producer = producer
+        self._max_batch = max_batch_messages
+        self._concurrency = concurrency
+        self._send_timeout = send_timeout
+
+    async def ensure_topic(self, topic: str) -> TopicRouteInfo:
+        """Make the topic known to the producer; returns its route (partitions, max message size)."""
+        validate_topic(topic)
+        try:
+            return await self._producer.publish(topic)
+        except core.NoPartition as exc:
+            # The master lists no publishable partition: the topic is not deployed, or none of its
+            # brokers is online. From the client side the two look the same.
+            raise NotFound(
+                f"topic {topic!r} has no publishable partition: check that it is deployed and accepts "
+                "publishing, and that its brokers are online",
+                field="topic",
+            ) from exc
+        except Exception as exc:
+            raise map_core_error(exc, topic) from exc
+
+    async def publish(
+        self, topic: str, messages: Sequence[OutgoingMessage], *, raw: bool = False
+    ) -> list[PublishOutcome]:
+        """Validate the whole batch, then send it; messages sharing a key or partition keep their order.
+
+        ``raw`` marks a single message that came without a batch envelope: errors then name ``message.*``
+        instead of ``messages[i].*``.
+        """
+        if not messages:
+            raise InvalidInput("messages must hold at least one message", field="messages")
+        if len(messages) > self._max_batch:
+            raise InvalidInput(
+                f"a batch holds at most {self._max_batch} messages, got {len(messages)}; split it",
+                field="messages",
+            )
+        limit = (await self.ensure_topic(topic)).max_msg_size
+        single = len(messages) == 1
+        for i, message in enumerate(messages):
+            prefix = "message" if raw else f"messages[{i}]"
+            validate_message(message, None if raw else i, prefix)
+            if payload_size(message) > limit:
+                raise PayloadTooLarge(
+                    f"message of {payload_size(message)} bytes is above the topic's limit of {limit} bytes",
+                    limit=limit,
+                    field=f"{prefix}.value",
+                    index=None if raw else i,
+                )
+        outcomes = [PublishOutcome(i) for i in range(len(messages))]
+        if single:
+            await self._send_one(topic, messages[0], outcomes[0])
+            return outcomes
+        # Messages pinned to one key or partition go out one after another so they stay in batch order;
+        # independent messages go out concurrently.
+        chains: dict[object, list[int]] = {}
+        for i, message in enumerate(messages):
+            if message.key is not None:
+                chains.setdefault(("k", message.key), []).append(i)
+            elif message.partition is not None:
+                chains.setdefault(("p", message.partition), []).append(i)
+            else:
+                chains[i] = [i]
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def run_chain(indexes: list[int]) -> None:
+            async with gate:
+                for i in indexes:
+                    await self._send_one(topic, messages[i], outcomes[i])
+
+        await asyncio.gather(*(run_chain(chain) for chain in chains.values()))
+        return outcomes
+
+    async def _send_one(self, topic: str, message: OutgoingMessage, outcome: PublishOutcome) -> None:
+        try:
+            outcome.result = await self._producer.send(
+                topic,
+                message.value,
+                key=message.key,
+                partition=message.partition,
+                attributes=message.attributes,
+                stream_id=message.stream_id,
+                msg_time=message.msg_time,
+                timeout=self._send_timeout,
+            )
+        except Exception as exc:
+            outcome.error = map_core_error(exc, topic, outcome.index)
+
+    async def topic(self, topic: str) -> TopicView:
+        """What the gateway knows about a topic: partitions, brokers and the max message size."""
+        route = await self.ensure_topic(topic)
+        view = TopicView(topic=topic, max_message_size=route.max_msg_size)
+        for p in route.partitions:
+            view.partitions.append(
+                PartitionView(
+                    index=p.index,
+                    broker_id=p.broker_id,
+                    broker=str(p.broker_address),
+                    partition_id=p.partition_id,
+                    key=p.partition_key,
+                )
+            )
+        brokers = {p.broker_id for p in route.partitions}
+        view.shielded_brokers = sorted(
+            h.broker_id
+            for h in self._producer.broker_health()
+            if h.broker_id in brokers and h.state is not BreakerState.CLOSED
+        )
+        return view

@@ -1,0 +1,12 @@
+"""Suite-wide test settings."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+
+# Property tests check correctness, not speed: on a loaded 2-core CI machine a single example can take
+# longer than hypothesis' default 200 ms deadline, which would make the suite flaky without finding a bug.
+settings.register_profile(
+    "gateway", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.load_profile("gateway")

@@ -1,0 +1,76 @@
+"""``tubemq-gateway serve`` as a user runs it: a real process, HTTP on a port, the embedded default."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_runs_on_the_embedded_cluster_and_publishes(tmp_path: Path) -> None:
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            "--http-host",
+            "127.0.0.1",
+            "--http-port",
+            str(port),
+            "--embedded-topics",
+            "orders:3",
+            "--embedded-data-dir",
+            str(tmp_path / "data"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            assert time.monotonic() < deadline, "gateway did not become ready in 30 s"
+            time.sleep(0.2)
+        r = httpx.post(
+            f"{base}/v1/topics/orders/messages", json={"messages": [{"value": "hi"}] * 3}, timeout=10
+        )
+        assert r.status_code == 200, r.text
+        assert len(r.json()["results"]) == 3
+        topic = httpx.get(f"{base}/v1/topics/orders", timeout=10).json()
+        assert len(topic["partitions"]) == 3
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            if proc.stdout:
+                proc.stdout.close()
+    assert code == 0
+    # the embedded cluster kept the messages on disk
+    assert any((tmp_path / "data").rglob("*.log"))
