@@ -1,0 +1,362 @@
+"""Read a fixed offset range ``[start, end)`` of one partition straight from its broker, exactly.
+
+Offsets are broker index offsets (§10.3): 28-byte positions in the index of a topic *store*, shared by all
+partitions of that store. A message of partition P "is in ``[start, end)``" when its index entry is; sibling
+partitions' entries in between belong to them.
+
+**How a range is read.** The reader registers P at the broker under a private consumer group (method 15,
+``opType`` 31, ``readStatus`` 0) with ``currOffset`` forced to ``start`` (§6.8: the broker clamps it to
+``[min, max]`` and rounds it down to 28; ``start`` below the store minimum means expired data: counted in
+:attr:`RangeStats.lost_bytes`). It then fetches (method 17) with ``manualCommitOffset = true``: the broker
+reads on from its committed offset plus the pending advances and commits nothing by itself; the final
+unregister with ``readStatus 1`` drops what is still pending. The group is private, so whatever its
+committed offset ends at means nothing to anyone: every read forces its own start.
+
+**Where a batch ends.** A fetch answer carries only the offset it read from (``currOffset``), not the
+offset of each message (§4.6). Batch *i* covers ``[c_i, c_{i+1})``: it holds exactly P's messages whose
+entries lie there (sibling entries were stepped over), and ``c_{i+1}`` is the next answer's ``currOffset``;
+when there is no next answer (the broker says 404, nothing more), a CommitOffset (method 18) answers the
+committed offset after all pending advances, which is the end of the last read. So every batch's end is
+known exactly, and:
+
+* ``c_{i+1} <= end``: the whole batch is in range;
+* ``c_i >= end``: nothing of it is (the read stops);
+* ``c_i < end < c_{i+1}``: the batch *straddles* ``end`` (possible whenever messages were appended after
+  ``end`` was planned). Its first ``k`` messages are in range, for an unknown ``k``. Two exact rules:
+
+  1. *dense batch*: when ``c_{i+1} - c_i == 28 * n`` for the ``n`` messages on the wire, every entry of the
+     span is one of them (each message takes one entry), so message ``j`` sits at ``c_i + 28 * j`` and
+     ``k = ceil((end - c_i) / 28)`` capped at ``n`` — this is always the case on a store with one partition;
+  2. *probe*: otherwise a second private group registers P with ``currOffset`` forced to ``end`` and fetches
+     until the first message arrives (or the read passes ``c_{i+1}``, or 404). That message is P's first
+     message with an entry ``>= end``. Message ids are unique, so if it is in the batch at wire position
+     ``k`` the batch's first ``k`` messages are ``< end`` and the rest are not; if it is not in the batch (or
+     nothing came) every message of the batch is ``< end``. Messages inside one partition keep their entry
+     order, so nothing else can be misplaced.
+
+A batch whose end is already known to pass ``end`` (``c_i + 28 * n > end``: its messages take ``n``
+entries from ``c_i`` on) is closed at once with a CommitOffset instead of another fetch, so a range read
+fetches nothing past its end except for the probe. Each :class:`ConsumedMessage` carries its exact
+``offset`` when its batch was dense, else None (the wire does not tell).
+
+**Failures.** Transport errors and a lost registration (411/412: it timed out) re-register at the start of
+the batch not yet delivered (a forced offset also drops the pending advance, so nothing is skipped), up to
+``max_retries`` times in a row; 452/500/503 wait ``retry_wait`` seconds and fetch again within the same
+budget; other error codes raise :class:`~gateway.tubemq.errors.ServerError` at once.
+
+**Private groups.** Group names are ``<prefix>_<random>_<n>``, unique per reader object and leased to one
+read at a time, then reused: a reader leaves at most as many groups behind on a broker (each with one
+offset record, as any consumer group does) as it ran reads at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from google.protobuf.message import Message
+
+from gateway.tubemq.client_id import consumer_id
+from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE, ConsumedMessage, decode_messages
+from gateway.tubemq.errors import TransportError, for_code
+from gateway.tubemq.meta import Partition
+from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.rpc import Method
+
+__all__ = ["OffsetBounds", "RangeReader", "RangeStats"]
+
+_OP_REGISTER = 31
+_OP_UNREGISTER = 32
+_READ_NORMAL = 0
+_ROLL_BACK = 1
+_SUCCESS = 200
+_NO_DATA = 404
+_RE_REGISTER = frozenset({411, 412})
+_WAIT_AND_RETRY = frozenset({452, 500, 503})
+_UNDEFINED = -2
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetBounds:
+    """A partition's store: ``min_offset`` (oldest entry kept) and ``max_offset`` (next write position)."""
+
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(slots=True)
+class RangeStats:
+    """What reads did: counts add up over every read of one :class:`RangeReader`.
+
+    ``dropped``: messages whose CRC or attribute prefix was bad (dropped as Java does); ``probes``: extra
+    reads that split a straddling batch; ``lost_bytes``: index bytes the broker skipped because a read
+    started below the store's minimum (expired data).
+    """
+
+    reads: int = 0
+    batches: int = 0
+    messages: int = 0
+    dropped: int = 0
+    probes: int = 0
+    retries: int = 0
+    lost_bytes: int = 0
+
+
+@dataclass(slots=True)
+class _Batch:
+    start: int
+    wire: Sequence[broker_pb.TransferedMessage]
+
+
+@dataclass(slots=True)
+class _Lease:
+    names: list[str] = field(default_factory=list)
+    next_number: int = 0
+
+
+class RangeReader:
+    """Exact range reads over ``pool`` (module docstring). Times are seconds.
+
+    ``visit_token`` is the master's ``visitAuthorizedToken`` (see
+    :func:`gateway.tubemq.topic_partitions.discover_partitions`); ``rpc_timeout`` bounds one call.
+    """
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        *,
+        group_prefix: str = "tubemq_range",
+        visit_token: int = _UNDEFINED,
+        rpc_timeout: float = 10.0,
+        retry_wait: float = 0.2,
+        max_retries: int = 5,
+    ) -> None:
+        if not group_prefix[:1].isalpha() or not group_prefix.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"group prefix {group_prefix!r} must be letters, digits, '_' or '-'")
+        self.pool = pool
+        self.visit_token = visit_token
+        self.rpc_timeout = rpc_timeout
+        self.retry_wait = retry_wait
+        self.max_retries = max_retries
+        self.stats = RangeStats()
+        self._prefix = f"{group_prefix}_{secrets.token_hex(4)}"
+        self.client_id = consumer_id(self._prefix)
+        self._lease = _Lease()
+
+    def __repr__(self) -> str:
+        return f"<RangeReader {self._prefix} free_groups={len(self._lease.names)} {self.stats}>"
+
+    # --- public API ----------------------------------------------------------------------------------
+
+    async def bounds(self, partition: Partition) -> OffsetBounds:
+        """The store's minimum and maximum offset: a register forcing offset 0 answers the minimum (the
+        clamp) and the maximum; the registration is dropped again at once."""
+        async with self._group() as group:
+            answer = await self._register(partition, group, 0)
+            await self._unregister(partition, group)
+        return OffsetBounds(answer.currOffset, answer.maxOffset)
+
+    async def read(self, partition: Partition, start: int, end: int) -> AsyncIterator[list[ConsumedMessage]]:
+        """Yield P's messages with entries in ``[start, end)``, one list per broker batch, in order."""
+        self.stats.reads += 1
+        if end <= start:
+            return
+        async with self._group() as group:
+            try:
+                async for messages in self._read(partition, group, start, end):
+                    yield messages
+            finally:
+                await self._unregister(partition, group)
+
+    # --- the read loop ---------------------------------------------------------------------------------
+
+    async def _read(
+        self, partition: Partition, group: str, start: int, end: int
+    ) -> AsyncIterator[list[ConsumedMessage]]:
+        position = await self._start_at(partition, group, start, first=True)
+        pending: _Batch | None = None
+        failures = 0
+        while position < end:
+            try:
+                answer = await self._fetch(partition, group)
+            except TransportError as exc:
+                failures = self._count_failure(failures, exc)
+                position = await self._start_at(partition, group, pending.start if pending else position)
+                pending = None
+                continue
+            code = answer.errCode
+            if code == _SUCCESS:
+                failures = 0
+                if pending is not None:
+                    yield await self._finish(partition, pending, answer.currOffset, end)
+                    pending = None
+                position = answer.currOffset
+                if position >= end:
+                    break
+                pending = _Batch(position, answer.messages)
+                if position + INDEX_ENTRY_SIZE * len(answer.messages) > end:
+                    yield await self._finish(partition, pending, await self._commit(partition, group), end)
+                    break
+            elif code == _NO_DATA:
+                if pending is not None:
+                    yield await self._finish(partition, pending, await self._commit(partition, group), end)
+                break
+            elif code in _RE_REGISTER:
+                failures = self._count_failure(failures, for_code(code, answer.errMsg))
+                position = await self._start_at(partition, group, pending.start if pending else position)
+                pending = None
+            elif code in _WAIT_AND_RETRY:
+                failures = self._count_failure(failures, for_code(code, answer.errMsg))
+                await asyncio.sleep(self.retry_wait)
+            else:
+                raise for_code(code, answer.errMsg)
+
+    def _count_failure(self, failures: int, error: Exception) -> int:
+        """One more failure in a row: raise ``error`` once ``max_retries`` retries are spent."""
+        if failures >= self.max_retries:
+            raise error
+        self.stats.retries += 1
+        return failures + 1
+
+    async def _start_at(self, partition: Partition, group: str, offset: int, *, first: bool = False) -> int:
+        answer = await self._register(partition, group, offset)
+        if first and answer.currOffset > offset:
+            self.stats.lost_bytes += answer.currOffset - offset
+        return int(answer.currOffset)
+
+    async def _finish(
+        self, partition: Partition, batch: _Batch, batch_end: int, end: int
+    ) -> list[ConsumedMessage]:
+        """Decode a batch whose end is known and keep the messages before ``end`` (module docstring)."""
+        count = len(batch.wire)
+        dense = batch_end - batch.start == INDEX_ENTRY_SIZE * count
+        keep = count
+        if batch_end > end:
+            if dense:
+                keep = min(count, -(-(end - batch.start) // INDEX_ENTRY_SIZE))
+            else:
+                first_after = await self._probe(partition, end, batch_end)
+                ids = [m.messageId for m in batch.wire]
+                if first_after is not None and first_after in ids:
+                    keep = ids.index(first_after)
+        messages, stats = decode_messages(batch.wire[:keep], None, batch.start, dense)
+        self.stats.batches += 1
+        self.stats.messages += len(messages)
+        self.stats.dropped += stats.bad_checksum + stats.bad_payload
+        return messages
+
+    async def _probe(self, partition: Partition, end: int, batch_end: int) -> int | None:
+        """The id of P's first message with an entry at or after ``end``, if one lies before
+        ``batch_end``; else None (or an id that is not in the batch)."""
+        self.stats.probes += 1
+        async with self._group() as group:
+            try:
+                await self._start_at(partition, group, end)
+                failures = 0
+                while True:
+                    try:
+                        answer = await self._fetch(partition, group)
+                    except TransportError as exc:
+                        failures = self._count_failure(failures, exc)
+                        await self._start_at(partition, group, end)
+                        continue
+                    code = answer.errCode
+                    if code == _SUCCESS:
+                        if answer.messages:
+                            return int(answer.messages[0].messageId)
+                        if answer.currOffset >= batch_end:
+                            return None
+                    elif code == _NO_DATA:
+                        return None
+                    elif code in _RE_REGISTER or code in _WAIT_AND_RETRY:
+                        failures = self._count_failure(failures, for_code(code, answer.errMsg))
+                        await asyncio.sleep(self.retry_wait if code in _WAIT_AND_RETRY else 0)
+                        await self._start_at(partition, group, end)
+                    else:
+                        raise for_code(code, answer.errMsg)
+            finally:
+                await self._unregister(partition, group)
+
+    # --- calls -----------------------------------------------------------------------------------------
+
+    async def _register(self, partition: Partition, group: str, offset: int) -> broker_pb.RegisterResponseB2C:
+        request = broker_pb.RegisterRequestC2B(
+            opType=_OP_REGISTER,
+            clientId=self.client_id,
+            groupName=group,
+            topicName=partition.topic,
+            partitionId=partition.partition_id,
+            readStatus=_READ_NORMAL,
+            currOffset=max(offset, 0),
+            qryPriorityId=_UNDEFINED,
+            authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=self.visit_token),
+        )
+        answer = await self._call(partition, Method.CONSUMER_BROKER_REGISTER, request)
+        assert isinstance(answer, broker_pb.RegisterResponseB2C)
+        if not answer.success or answer.errCode != _SUCCESS:
+            raise for_code(answer.errCode, answer.errMsg)
+        return answer
+
+    async def _unregister(self, partition: Partition, group: str) -> None:
+        request = broker_pb.RegisterRequestC2B(
+            opType=_OP_UNREGISTER,
+            clientId=self.client_id,
+            groupName=group,
+            topicName=partition.topic,
+            partitionId=partition.partition_id,
+            readStatus=_ROLL_BACK,
+            authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=self.visit_token),
+        )
+        # On a lost link the broker drops the registration, and its pending advance, after its timeout.
+        with contextlib.suppress(TransportError):
+            await self._call(partition, Method.CONSUMER_BROKER_REGISTER, request)
+
+    async def _fetch(self, partition: Partition, group: str) -> broker_pb.GetMessageResponseB2C:
+        request = broker_pb.GetMessageRequestC2B(
+            clientId=self.client_id,
+            partitionId=partition.partition_id,
+            groupName=group,
+            topicName=partition.topic,
+            lastPackConsumed=False,
+            manualCommitOffset=True,
+            escFlowCtrl=False,
+        )
+        answer = await self._call(partition, Method.GET_MESSAGES, request)
+        assert isinstance(answer, broker_pb.GetMessageResponseB2C)
+        return answer
+
+    async def _commit(self, partition: Partition, group: str) -> int:
+        """The end of the last fetch: committing every pending advance answers it (module docstring)."""
+        request = broker_pb.CommitOffsetRequestC2B(
+            clientId=self.client_id,
+            topicName=partition.topic,
+            partitionId=partition.partition_id,
+            groupName=group,
+            lastPackConsumed=True,
+        )
+        answer = await self._call(partition, Method.CONSUMER_COMMIT, request)
+        assert isinstance(answer, broker_pb.CommitOffsetResponseB2C)
+        if not answer.success or answer.errCode != _SUCCESS:
+            raise for_code(answer.errCode, answer.errMsg)
+        return int(answer.currOffset)
+
+    async def _call(self, partition: Partition, method: Method, request: Message) -> Message:
+        return await self.pool.request(partition.broker.address, method, request, self.rpc_timeout)
+
+    @asynccontextmanager
+    async def _group(self) -> AsyncIterator[str]:
+        lease = self._lease
+        if lease.names:
+            name = lease.names.pop()
+        else:
+            name = f"{self._prefix}_{lease.next_number}"
+            lease.next_number += 1
+        try:
+            yield name
+        finally:
+            lease.names.append(name)
