@@ -15,7 +15,7 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import Consumer, InvalidConfirmContext
 from gateway.tubemq.consumer_config import BoundConsumption, StartPosition
 from gateway.tubemq.consumer_events import ConsumerRegistered, FetchOutcome, PartitionReleased, RebalanceEvent
-from gateway.tubemq.errors import ClientClosed
+from gateway.tubemq.errors import ClientClosed, TopicNotDeployed, TransportError
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
@@ -425,3 +425,26 @@ async def test_events_tell_the_story(pool: ConnectionPool) -> None:
         assert isinstance(released, PartitionReleased) and released.reason == "close"
         with pytest.raises(ClientClosed):
             await consumer.poll(0.1)
+
+
+async def test_start_fails_fast_on_answers_retrying_cannot_fix(pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("demo", 1)]) as cluster:
+        consumer = Consumer([cluster.master_address], "g-bad", {"nosuch": None}, pool=pool, config=fast())
+        with pytest.raises(TopicNotDeployed):
+            await consumer.start()
+        assert consumer.closed
+        with pytest.raises(ClientClosed):
+            await consumer.poll(0.1)
+        await consumer.close()
+
+
+async def test_start_gives_up_after_its_attempts(pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("demo", 1)]) as cluster:
+        masters = [cluster.master_address]
+    consumer = Consumer(masters, "g-down", {"demo": None}, pool=pool, config=fast(register_attempts=2))
+    with pytest.raises(TransportError):
+        await consumer.start()
+    with pytest.raises(ValueError):
+        Consumer(masters, "g", {}, pool=pool)
+    with pytest.raises(ValueError):
+        Consumer(masters, "g", {"demo": [""]}, pool=pool)

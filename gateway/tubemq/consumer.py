@@ -124,6 +124,11 @@ class Consumer:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def topics(self) -> dict[str, frozenset[str]]:
+        """The subscription: each topic with its filter items (empty = every message)."""
+        return dict(self._ctx.filters)
+
     # --- life cycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:

@@ -26,7 +26,7 @@ import logging
 import time
 
 from gateway.tubemq import rpc
-from gateway.tubemq.backoff import ExponentialBackoff
+from gateway.tubemq.backoff import Backoff, ConstantBackoff, ExponentialBackoff
 from gateway.tubemq.consumer_events import ConsumerRegistered, HeartbeatFailed
 from gateway.tubemq.consumer_rebalance import Rebalancer, RebalanceTask
 from gateway.tubemq.consumer_state import ConsumerContext
@@ -120,7 +120,8 @@ class MasterSession:
         """start(): up to ``register_attempts`` attempts with growing waits; answers that another attempt
         cannot fix (bad request, inconsistent group, topic not deployed, forbidden) are raised at once."""
         config = self._ctx.config
-        backoff = ExponentialBackoff(config.register_retry_wait, max(config.register_retry_wait, 1.0) * 8)
+        wait = config.register_retry_wait
+        backoff: Backoff = ExponentialBackoff(wait, wait * 8) if wait > 0 else ConstantBackoff(0.0)
         for attempt in range(1, config.register_attempts + 1):
             try:
                 await self.register(again=False)
