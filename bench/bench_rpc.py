@@ -50,7 +50,34 @@ async def echo_target() -> AsyncIterator[Target]:
         yield Target(server.address, 2, lambda i: request)
 
 
-TARGETS: dict[str, Callable[[], AbstractAsyncContextManager[Target]]] = {"echo": echo_target}
+@asynccontextmanager
+async def broker_send_target() -> AsyncIterator[Target]:
+    """An embedded broker (in memory) storing a 1 KiB message per round trip (SendMessage, method 13)."""
+    from gateway.embedded.broker import EmbeddedBroker
+    from gateway.embedded.topics import TopicSpec
+    from gateway.tubemq.pb.BrokerService_pb2 import SendMessageRequestP2B
+
+    body = b"x" * 1024
+
+    def make(i: int) -> Message:
+        return SendMessageRequestP2B(
+            clientId="bench-producer",
+            topicName="bench",
+            partitionId=i % 4,
+            data=body,
+            flag=0,
+            checkSum=-1,
+            sentAddr=2130706433,
+        )
+
+    async with EmbeddedBroker(1, [TopicSpec("bench", 4)]) as broker:
+        yield Target(broker.address, 13, make)
+
+
+TARGETS: dict[str, Callable[[], AbstractAsyncContextManager[Target]]] = {
+    "echo": echo_target,
+    "broker-send": broker_send_target,
+}
 
 
 async def round_trips(link: Connection, target: Target, in_flight: int, seconds: float) -> tuple[float, int]:
