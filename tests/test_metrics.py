@@ -7,15 +7,20 @@ from collections.abc import AsyncIterator, Callable
 
 import httpx
 import pytest
+from consumer_helpers import drain, fast
 from fastapi import FastAPI
 from faultproxy import EchoHandler, heartbeat
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.routes_metrics import install_observability
+from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.server import RpcServer
+from gateway.embedded.topics import TopicSpec
 from gateway.observability.metrics import OVERFLOW, GatewayMetrics
 from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.consumer import Consumer
+from gateway.tubemq.consumer_config import StartPosition
 from gateway.tubemq.consumer_events import (
     ConsumerClosed,
     ConsumerRegistered,
@@ -29,6 +34,7 @@ from gateway.tubemq.errors import ConnectError
 from gateway.tubemq.events import Event, EventBus
 from gateway.tubemq.master import MasterSwitched
 from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.producer_events import (
     BrokerShielded,
     BrokerUnshielded,
@@ -172,8 +178,16 @@ def test_consumer_instances_partitions_lag_commits(metrics: GatewayMetrics, bus:
     bus.emit(ConsumerRegistered("c2", "g", False, 0))
     assert value(metrics, "consumer_instances", group="g") == 2
     bus.emit(PartitionRegistered("c1", "g", "1:demo:0", 0, 28 * 10))
-    bus.emit(PartitionRegistered("c2", "g", "1:demo:1", 28 * 4, 28 * 9))
+    bus.emit(PartitionRegistered("c2", "g", "2:demo:0", 28 * 4, 28 * 9))
     assert value(metrics, "consumer_partitions", group="g") == 2
+    assert value(metrics, "consumer_lag_messages", group="g", topic="demo") == 15  # two stores: summed
+    # A sibling in broker 1's store 0: the store counts once, by its slowest partition.
+    bus.emit(PartitionRegistered("c2", "g", "1:demo:1", 28 * 3, 28 * 10))
+    assert value(metrics, "consumer_lag_messages", group="g", topic="demo") == 15
+    bus.emit(PartitionRegistered("c2", "g", "1:demo:10001", 28 * 1, 28 * 3))  # broker 1, store 1
+    assert value(metrics, "consumer_lag_messages", group="g", topic="demo") == 17
+    bus.emit(PartitionReleased("c2", "g", "1:demo:1", "close", None))
+    bus.emit(PartitionReleased("c2", "g", "1:demo:10001", "close", None))
     assert value(metrics, "consumer_lag_messages", group="g", topic="demo") == 15
     assert value(metrics, "redeliveries_total", group="g", topic="demo") == 0
     assert value(metrics, "commits_total", group="g", topic="demo", result="error") == 0
@@ -192,8 +206,8 @@ def test_consumer_instances_partitions_lag_commits(metrics: GatewayMetrics, bus:
     assert value(metrics, "commits_total", group="g", topic="demo", result="error") == 1
     assert value(metrics, "redeliveries_total", group="g", topic="demo") == 1
 
-    bus.emit(RebalanceEvent("c1", "g", 7, "DISCONNECT", ("1:demo:1",), True))
-    bus.emit(PartitionReleased("c2", "g", "1:demo:1", "rebalance", False))
+    bus.emit(RebalanceEvent("c1", "g", 7, "DISCONNECT", ("2:demo:0",), True))
+    bus.emit(PartitionReleased("c2", "g", "2:demo:0", "rebalance", False))
     assert value(metrics, "redeliveries_total", group="g", topic="demo") == 2
     assert value(metrics, "rebalances_total", group="g", event="disconnect") == 1
     assert value(metrics, "consumer_partitions", group="g") == 1
@@ -289,3 +303,62 @@ async def test_http_metrics_by_route_and_the_metrics_endpoint() -> None:
     assert get("pool_in_flight_requests") == 0
     assert get("build_info", version=__import__("gateway").__version__) == 1
     assert metrics is app.state.metrics and "GatewayMetrics" in repr(metrics)
+
+
+async def test_end_to_end_on_the_embedded_cluster(metrics: GatewayMetrics, bus: EventBus) -> None:
+    """A real producer and consumer: published bytes, polled messages, commits and lag from their events."""
+    pool = ConnectionPool(connect_timeout=1.0, events=bus)
+    producer_config = ProducerConfig(heartbeat_interval=0.2, rpc_timeout=2.0, send_timeout=3.0)
+    async with EmbeddedCluster([TopicSpec("demo", 2)], balance_period=0.1) as cluster:
+        producer = Producer([cluster.master_address], pool=pool, config=producer_config, events=bus)
+        consumer = Consumer(
+            [cluster.master_address],
+            "readers",
+            {"demo": None},
+            pool=pool,
+            config=fast(start_position=StartPosition.EARLIEST),
+            events=bus,
+        )
+        try:
+            await producer.start()
+            await producer.publish("demo")
+            bodies = [f"message-{i:02d}".encode() for i in range(30)]
+            for body in bodies:
+                await producer.send("demo", body)
+            assert value(metrics, "published_messages_total", topic="demo") == 30
+            stored = value(metrics, "published_bytes_total", topic="demo")
+            assert stored is not None and stored >= sum(map(len, bodies))
+            assert value(metrics, "master_session_up", role="producer") == 1
+
+            await consumer.start()
+            assert await consumer.wait_for_assignment(5.0)
+            await eventually(lambda: value(metrics, "consumer_partitions", group="readers") == 2)
+            assert value(metrics, "consumer_instances", group="readers") == 1
+            assert value(metrics, "consumer_lag_messages", group="readers", topic="demo") == 30
+
+            first = await consumer.poll(3.0)
+            assert first is not None
+            # Both partitions share one store: the one not read yet still sees all 30 entries.
+            assert value(metrics, "consumer_lag_messages", group="readers", topic="demo") == 30
+            await consumer.confirm(first.confirm_context, consumed=True)
+            rest = await drain(consumer, 30 - len(first.messages))
+            assert sum(len(b.messages) for b in rest) == 30 - len(first.messages)
+            assert value(metrics, "polled_messages_total", group="readers", topic="demo") == 30
+            assert await consumer.poll(0.3) is None  # reads at the end answer 404: nothing left
+            await eventually(
+                lambda: (
+                    value(metrics, "fetches_total", group="readers", topic="demo", outcome="not_found")
+                    is not None
+                )
+            )
+            assert value(metrics, "consumer_lag_messages", group="readers", topic="demo") == 0
+            assert value(metrics, "commits_total", group="readers", topic="demo", result="ok") == 1 + len(
+                rest
+            )
+        finally:
+            await consumer.close()
+            await producer.close()
+            await pool.close()
+    assert value(metrics, "consumer_instances", group="readers") == 0
+    assert value(metrics, "consumer_partitions", group="readers") == 0
+    assert value(metrics, "pool_open_links", node=str(cluster.master_address)) == 0

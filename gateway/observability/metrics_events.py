@@ -51,6 +51,16 @@ __all__ = ["EventMetrics"]
 
 #: ``SendCompleted.outcome`` values other than ``ok``; zero-initialised per topic so ratios have data.
 PUBLISH_ERROR_REASONS = ("rejected", "unavailable", "transport")
+_STORE_PARTITION_BASE = 10000
+
+
+def _store_of(partition_key: str) -> tuple[str, int]:
+    """(broker id, store index) of ``brokerId:topic:partitionId``; TubeMQ numbers a store's partitions
+    ``store * 10000 + index``."""
+    parts = partition_key.split(":")
+    if len(parts) != 3 or not parts[2].isdigit():
+        return partition_key, -1
+    return parts[0], int(parts[2]) // _STORE_PARTITION_BASE
 
 
 def method_name(method: int) -> str:
@@ -76,8 +86,9 @@ class EventMetrics:
         self._instances: Counter[str] = Counter()  # group label -> consumers
         self._partitions: dict[tuple[str, str], tuple[str, str]] = {}  # (client id, key) -> (group, topic)
         self._held: Counter[str] = Counter()  # group label -> partitions held
-        self._lag: dict[tuple[str, str], int] = {}  # (client id, key) -> messages behind
-        self._lag_sum: Counter[tuple[str, str]] = Counter()  # (group, topic) -> messages behind
+        # Lag per store: (group, topic, broker id, store index) -> {(client id, key): entries behind}.
+        self._store_lags: dict[tuple[str, str, str, int], dict[tuple[str, str], int]] = {}
+        self._lag_sum: Counter[tuple[str, str]] = Counter()  # (group, topic) -> sum of the stores' maxima
         self._topics_seen: set[str] = set()
         self._pairs_seen: set[tuple[str, str]] = set()
         self._methods_seen: set[str] = set()
@@ -239,11 +250,23 @@ class EventMetrics:
             self.m.consumer_partitions.labels(group=pair[0]).set(self._held[pair[0]])
 
     def _set_lag(self, key: tuple[str, str], pair: tuple[str, str], lag: int | None) -> None:
-        """Replace ``key``'s lag (None: forget it) and update its group/topic sum."""
-        old = self._lag.pop(key, 0)
-        if lag is not None:
-            self._lag[key] = lag
-        self._lag_sum[pair] += (lag or 0) - old
+        """Replace ``key``'s lag (None: forget it) and update its group/topic sum.
+
+        Partitions of one store share its index, so each partition's figure counts the unread entries of
+        the whole store behind its own read position. A store counts once, with its slowest partition's
+        figure: an upper bound of the group's unread messages there, exact when its partitions keep pace.
+        """
+        store = (*pair, *_store_of(key[1]))
+        lags = self._store_lags.setdefault(store, {})
+        before = max(lags.values(), default=0)
+        if lag is None:
+            lags.pop(key, None)
+        else:
+            lags[key] = lag
+        after = max(lags.values(), default=0)
+        if not lags:
+            del self._store_lags[store]
+        self._lag_sum[pair] += after - before
         self.m.consumer_lag.labels(group=pair[0], topic=pair[1]).set(self._lag_sum[pair])
 
     def _consumer_registered(self, e: ConsumerRegistered) -> None:

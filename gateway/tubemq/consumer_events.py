@@ -88,8 +88,9 @@ class PartitionReleased(Event):
 class FetchOutcome(Event):
     """One GetMessage: ``outcome`` is ``ok``, ``empty``, ``not_found``, ``speed_limit``, ``forbidden``,
     ``moved``, ``unavailable``, ``dropped`` (411/412/415), ``error`` (other codes) or ``transport``.
-    ``lag_messages``: messages of the partition still unread after this read (from the broker's
-    maxOffset), -1 when unknown."""
+    ``lag_messages``: index entries of the partition's store still unread behind its read position after
+    this read, from the broker's offsets (an upper bound: entries of sibling partitions in the same store
+    count too); 0 for ``not_found`` (the read position is at the end), -1 when unknown."""
 
     client_id: str
     group: str
