@@ -305,3 +305,17 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
     }
     assert copied == {"pyproject.toml", "README.md", "gateway"}
     assert all(f"!{p}" in ignore or f"!{p}/" in ignore for p in copied)
+
+
+@pytest.mark.parametrize(
+    ("flag", "complaint"),
+    [
+        ("shutdown.gracePeriodSeconds=0", "gracePeriodSeconds"),
+        ("log.format=xml", "log.format"),
+        ("http.port=70000", "http.port"),
+        ("config.not-an-env-name=1", "config"),
+    ],
+)
+def test_values_schema_rejects_mistakes(flag: str, complaint: str) -> None:
+    done = run_helm("template", RELEASE, str(CHART), "--set", flag, check=False)
+    assert done.returncode != 0 and complaint in done.stderr
