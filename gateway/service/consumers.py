@@ -1,0 +1,458 @@
+"""Consumer instances for HTTP clients: create, poll, commit, delete, and expiry of idle instances.
+
+Framework-free; the REST adapter (``gateway/api/routes_consumers.py``) parses requests and calls one method
+here. Every instance is a member of its TubeMQ consumer group (a core :class:`Consumer`) living in this
+replica; its id names the replica (:mod:`gateway.service.instance_id`) so that another replica can forward
+requests to it. :meth:`ConsumerService.locate` tells the adapter which replica owns an id.
+
+Errors (``gateway.service.errors``): a malformed id or an id of another group -> NotFound; an id this
+replica issued but no longer knows (deleted, expired, or the replica restarted) -> Gone, telling the client
+to create a new instance; bad parameters -> InvalidInput naming the REST field; too many instances or no
+master -> Unavailable.
+
+An instance not used for ``lease`` seconds (no request in flight, none started) is closed: its partitions go
+back to the group and whatever it delivered without a commit is redelivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from gateway.service.errors import Gone, InvalidInput, NotFound, ServiceError, Unavailable, UpstreamError
+from gateway.service.instance import CommitResult, ConsumerInstance, DeliveredMessage, StreamCursor
+from gateway.service.instance_id import (
+    MalformedInstanceId,
+    decode_instance_id,
+    new_instance_id,
+    normalize_base_url,
+)
+from gateway.tubemq import errors as core
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.consumer import AssignedPartition, Consumer
+from gateway.tubemq.consumer_config import BoundConsumption, ConsumerConfig, StartPosition
+from gateway.tubemq.consumer_events import PartitionReleased
+from gateway.tubemq.events import EventBus, Subscription
+from gateway.tubemq.meta import MetaFormatError
+from gateway.tubemq.pool import ConnectionPool
+
+__all__ = ["ConsumerService", "InstanceInfo", "InstanceSpec", "InstanceState", "PollLimits"]
+
+log = logging.getLogger("gateway.service.consumers")
+
+StartName = Literal["latest", "earliest", "offsets"]
+_POSITIONS = {"latest": StartPosition.LATEST, "earliest": StartPosition.EARLIEST}
+#: how many closed ids are remembered to say why they are gone
+_REMEMBER_CLOSED = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceSpec:
+    """What a client asks for when creating an instance.
+
+    ``topics`` maps each topic to its stream id filter (None or empty: every message). ``start_position``:
+    ``latest`` (a group without a stored offset starts at the end), ``earliest`` (... at the oldest message)
+    or ``offsets`` (bound consumption: start the partitions in ``offsets``, partition key -> broker index
+    offset, exactly there; ``session_key`` and ``source_count`` coordinate several instances doing so).
+    ``max_bytes`` is the instance's default byte budget per poll.
+    """
+
+    topics: Mapping[str, Collection[str] | None]
+    start_position: str = "latest"
+    offsets: Mapping[str, int] | None = None
+    auto_commit: bool = False
+    max_bytes: int | None = None
+    session_key: str | None = None
+    source_count: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PollLimits:
+    """Defaults and bounds of a poll: messages, bytes (message values, before any encoding), seconds."""
+
+    max_messages: int = 500
+    max_bytes: int = 4 * 1024 * 1024
+    timeout: float = 1.0
+    max_messages_limit: int = 10_000
+    max_bytes_limit: int = 64 * 1024 * 1024
+    max_timeout: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceInfo:
+    instance_id: str
+    group: str
+    owner_url: str
+    client_id: str
+    auto_commit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceState:
+    """An instance's identity, held partitions, delivered-uncommitted and buffered message counts."""
+
+    info: InstanceInfo
+    partitions: list[AssignedPartition]
+    pending: int
+    buffered: int
+
+
+@dataclass(slots=True)
+class _Registry:
+    instances: dict[str, ConsumerInstance] = field(default_factory=dict)
+    by_client: dict[str, ConsumerInstance] = field(default_factory=dict)
+    closed: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    creating: int = 0
+
+
+class ConsumerService:
+    """Owns this replica's consumer instances. ``consumer_config`` is the template of every instance's core
+    consumer (heartbeat and wait intervals); its start position and bound settings are set per instance.
+
+    Times are seconds: ``lease`` (idle time before an instance is closed), ``commit_timeout`` (a delivered
+    batch not committed by then is rolled back), ``assignment_wait`` (how long a new instance's first poll
+    waits for partitions), ``reap_interval`` (how often leases and commit timeouts are checked; default
+    lease / 4, at most 5 s).
+    """
+
+    def __init__(
+        self,
+        masters: Sequence[NodeAddress],
+        pool: ConnectionPool,
+        *,
+        advertised_url: str,
+        events: EventBus | None = None,
+        consumer_config: ConsumerConfig | None = None,
+        lease: float = 300.0,
+        max_instances: int = 1000,
+        commit_timeout: float = 60.0,
+        assignment_wait: float = 10.0,
+        limits: PollLimits | None = None,
+        id_secret: bytes = b"",
+        reap_interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if lease <= 0 or commit_timeout <= 0 or assignment_wait < 0:
+            raise ValueError("lease and commit_timeout must be > 0 and assignment_wait >= 0 seconds")
+        self._masters = list(masters)
+        self._pool = pool
+        self.advertised_url = normalize_base_url(advertised_url)
+        self._events = events if events is not None else EventBus()
+        base = consumer_config or ConsumerConfig()
+        # The instance rolls uncommitted batches back itself (and learns of it); the core's own confirm
+        # timeout is only a backstop behind it.
+        self._consumer_config = replace(
+            base, confirm_timeout=max(base.confirm_timeout, 2 * commit_timeout + 5)
+        )
+        self.lease = lease
+        self.max_instances = max_instances
+        self.commit_timeout = commit_timeout
+        self.assignment_wait = assignment_wait
+        self.limits = limits or PollLimits()
+        self._secret = id_secret
+        self._reap_interval = reap_interval if reap_interval is not None else min(max(lease / 4, 0.05), 5.0)
+        self._clock = clock
+        self._registry = _Registry()
+        self._reaper: asyncio.Task[None] | None = None
+        self._subscription: Subscription | None = None
+        self._closing = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<ConsumerService {self.advertised_url} instances={len(self._registry.instances)}"
+            f"/{self.max_instances} lease={self.lease:g}s>"
+        )
+
+    @property
+    def instance_count(self) -> int:
+        return len(self._registry.instances)
+
+    # --- life cycle ---------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the lease reaper and listen for partitions the core consumers give up."""
+        self._subscription = self._events.subscribe(self._on_released, PartitionReleased)
+        self._reaper = asyncio.create_task(self._reap_loop(), name="consumer-instance-reaper")
+
+    async def close(self) -> None:
+        """Close every instance (auto-commit instances commit what they delivered); safe to call twice."""
+        self._closing = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+        instances = list(self._registry.instances.values())
+        await asyncio.gather(*(self._close(i, "closed because the gateway stopped") for i in instances))
+        if self._subscription is not None:
+            self._subscription.cancel()
+            self._subscription = None
+
+    # --- locating -----------------------------------------------------------------------------------
+
+    def locate(self, group: str, instance_id: str) -> str | None:
+        """The owner's base URL when another replica owns the instance, None when this one does.
+        Raises NotFound for an id that is malformed or belongs to another group."""
+        try:
+            ref = decode_instance_id(group, instance_id, self._secret)
+        except MalformedInstanceId as exc:
+            raise NotFound(
+                f"no consumer instance {instance_id!r} in group {group!r}: {exc}", field="instanceId"
+            ) from None
+        return None if ref.owner_url == self.advertised_url else ref.owner_url
+
+    def base_url(self, group: str, instance_id: str) -> str:
+        owner = self.locate(group, instance_id) or self.advertised_url
+        return f"{owner}/v1/consumers/{group}/instances/{instance_id}"
+
+    def instance(self, group: str, instance_id: str) -> ConsumerInstance:
+        """The local instance; NotFound for a malformed id, Gone for one this replica does not hold."""
+        owner = self.locate(group, instance_id)
+        if owner is not None:
+            raise Gone(
+                f"consumer instance {instance_id} is owned by the gateway at {owner}, which cannot be "
+                f"reached through this one; create a new instance with POST /v1/consumers/{group}"
+            )
+        found = self._registry.instances.get(instance_id)
+        if found is None or found.closed:
+            reason = self._registry.closed.get(instance_id, "deleted, expired, or its gateway restarted")
+            raise Gone(
+                f"consumer instance {instance_id} is gone ({reason}); create a new instance with "
+                f"POST /v1/consumers/{group}"
+            )
+        return found
+
+    # --- use cases ----------------------------------------------------------------------------------
+
+    async def create(self, group: str, spec: InstanceSpec) -> InstanceInfo:
+        """Join ``group`` with a new instance; returns once the master accepted it."""
+        if self._closing:
+            raise Unavailable(
+                "the gateway is stopping; create the instance on another replica", retry_after=1.0
+            )
+        registry = self._registry
+        if len(registry.instances) + registry.creating >= self.max_instances:
+            raise Unavailable(
+                f"this gateway holds its maximum of {self.max_instances} consumer instances; delete "
+                "unused ones or retry later",
+                retry_after=5.0,
+            )
+        config, max_bytes = self._instance_config(spec)
+        try:
+            consumer = Consumer(
+                self._masters, group, spec.topics, pool=self._pool, config=config, events=self._events
+            )
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field="group" if "group" in str(exc) else "topics") from None
+        instance_id = new_instance_id(group, self.advertised_url, self._secret)
+        instance = ConsumerInstance(
+            instance_id,
+            group,
+            consumer,
+            auto_commit=spec.auto_commit,
+            max_bytes=max_bytes,
+            commit_timeout=self.commit_timeout,
+            assignment_wait=self.assignment_wait,
+            clock=self._clock,
+        )
+        registry.creating += 1
+        registry.by_client[consumer.client_id] = instance
+        try:
+            await consumer.start()
+        except BaseException as exc:
+            registry.by_client.pop(consumer.client_id, None)
+            with contextlib.suppress(Exception):
+                await consumer.close()
+            if isinstance(exc, core.TubeMQError):
+                raise _start_error(exc, group) from exc
+            raise
+        finally:
+            registry.creating -= 1
+        instance.touch()
+        registry.instances[instance_id] = instance
+        log.info("consumer instance created", extra={"group": group, "instance": instance_id})
+        return InstanceInfo(instance_id, group, self.advertised_url, consumer.client_id, spec.auto_commit)
+
+    async def poll(
+        self,
+        group: str,
+        instance_id: str,
+        *,
+        max_messages: int | None = None,
+        max_bytes: int | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - a long-poll bound passed on
+    ) -> list[DeliveredMessage]:
+        """Long-poll for messages; see :meth:`ConsumerInstance.poll`. Missing limits take the defaults."""
+        instance = self.instance(group, instance_id)
+        lim = self.limits
+        count = _bounded(max_messages, lim.max_messages, 1, lim.max_messages_limit, "max_messages")
+        size = _bounded(max_bytes, instance.max_bytes or lim.max_bytes, 1, lim.max_bytes_limit, "max_bytes")
+        wait = lim.timeout if timeout is None else timeout
+        if not 0 <= wait <= lim.max_timeout:
+            raise InvalidInput(f"timeout must be 0 to {lim.max_timeout * 1000:.0f} ms", field="timeout_ms")
+        async with self.using(instance):
+            return await instance.poll(count, size, wait)
+
+    async def commit(
+        self, group: str, instance_id: str, tokens: Sequence[str] | None, *, consumed: bool = True
+    ) -> CommitResult:
+        """Commit tokens (None: everything delivered so far); ``consumed=False`` rolls them back."""
+        instance = self.instance(group, instance_id)
+        async with self.using(instance):
+            try:
+                return await instance.commit(tokens, consumed=consumed)
+            except core.TubeMQError as exc:
+                raise UpstreamError(f"committing failed: {exc}") from exc
+
+    async def delete(self, group: str, instance_id: str) -> None:
+        """Leave the group. An auto-commit instance commits what it delivered; anything uncommitted is
+        redelivered to the group."""
+        instance = self.instance(group, instance_id)
+        await self._close(instance, "deleted", commit=instance.auto_commit)
+
+    def open_stream(self, group: str, instance_id: str, last_event_id: str | None) -> StreamCursor:
+        """A push cursor that resumes after ``last_event_id`` (a token); without it the stream starts by
+        sending every message delivered and not committed yet. Wrap its use in :meth:`using`."""
+        instance = self.instance(group, instance_id)
+        after = 0
+        if last_event_id:
+            text = last_event_id.strip()
+            if not text.isdigit() or len(text) > 18:
+                raise InvalidInput(
+                    f"Last-Event-ID {last_event_id!r} is not an event id of this stream",
+                    field="Last-Event-ID",
+                )
+            after = int(text)
+        return StreamCursor(instance, after)
+
+    def describe(self, group: str, instance_id: str) -> InstanceState:
+        """What the instance holds right now."""
+        instance = self.instance(group, instance_id)
+        instance.touch()
+        return InstanceState(
+            info=InstanceInfo(
+                instance_id, group, self.advertised_url, instance.consumer.client_id, instance.auto_commit
+            ),
+            partitions=instance.consumer.assignment(),
+            pending=instance.pending_count,
+            buffered=instance.buffered_count,
+        )
+
+    @contextlib.asynccontextmanager
+    async def using(self, instance: ConsumerInstance) -> AsyncIterator[ConsumerInstance]:
+        """Mark a request in flight (no lease expiry meanwhile) and renew the lease when it ends."""
+        instance.active += 1
+        instance.touch()
+        try:
+            yield instance
+        finally:
+            instance.active -= 1
+            instance.touch()
+
+    # --- internals ----------------------------------------------------------------------------------
+
+    def _instance_config(self, spec: InstanceSpec) -> tuple[ConsumerConfig, int | None]:
+        if not spec.topics:
+            raise InvalidInput("subscribe at least one topic", field="topics")
+        lim = self.limits
+        max_bytes = None
+        if spec.max_bytes is not None:
+            max_bytes = _bounded(spec.max_bytes, lim.max_bytes, 1, lim.max_bytes_limit, "maxBytes")
+        position = spec.start_position
+        if position in _POSITIONS:
+            if spec.offsets:
+                raise InvalidInput("offsets are only used with startPosition 'offsets'", field="offsets")
+            return replace(self._consumer_config, start_position=_POSITIONS[position], bound=None), max_bytes
+        if position != "offsets":
+            raise InvalidInput(
+                f"startPosition {position!r} is not one of latest, earliest, offsets", field="startPosition"
+            )
+        if not spec.offsets:
+            raise InvalidInput(
+                "startPosition 'offsets' needs offsets {partitionKey: offset}", field="offsets"
+            )
+        if spec.source_count < 1:
+            raise InvalidInput("sourceCount must be >= 1", field="sourceCount")
+        if spec.source_count > 1 and not spec.session_key:
+            raise InvalidInput(
+                "several instances sharing bound offsets need one sessionKey", field="sessionKey"
+            )
+        try:
+            bound = BoundConsumption(
+                session_key=spec.session_key or secrets.token_hex(8),
+                source_count=spec.source_count,
+                offsets=dict(spec.offsets),
+            )
+        except (ValueError, MetaFormatError) as exc:
+            raise InvalidInput(f"offsets: {exc}", field="offsets") from None
+        unknown = sorted({key.split(":")[1] for key in bound.offsets} - set(spec.topics))
+        if unknown:
+            raise InvalidInput(f"offsets name topics that are not subscribed: {unknown}", field="offsets")
+        return replace(self._consumer_config, start_position=StartPosition.EARLIEST, bound=bound), max_bytes
+
+    async def _close(self, instance: ConsumerInstance, reason: str, *, commit: bool = False) -> None:
+        registry = self._registry
+        if registry.instances.pop(instance.instance_id, None) is None:
+            return
+        registry.closed[instance.instance_id] = reason
+        while len(registry.closed) > _REMEMBER_CLOSED:
+            registry.closed.popitem(last=False)
+        try:
+            await instance.close(reason, commit_delivered=commit)
+        except Exception:
+            log.exception("closing consumer instance %s failed", instance.instance_id)
+        finally:
+            registry.by_client.pop(instance.consumer.client_id, None)
+        log.info("consumer instance closed", extra={"instance": instance.instance_id, "reason": reason})
+
+    def _on_released(self, event: PartitionReleased) -> None:
+        instance = self._registry.by_client.get(event.client_id)
+        if instance is not None:
+            instance.partition_released(event.partition_key)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._reap_interval)
+            await self.reap()
+
+    async def reap(self) -> None:
+        """Close instances idle past their lease and roll back batches past the commit timeout."""
+        now = self._clock()
+        instances = list(self._registry.instances.values())
+        expired = [i for i in instances if i.active == 0 and now - i.last_used > self.lease]
+        outcomes = await asyncio.gather(
+            *(self._close(i, f"expired after {self.lease:g}s without requests") for i in expired),
+            *(i.expire_uncommitted(now) for i in instances if i not in expired),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                log.warning("consumer instance upkeep failed: %r", outcome)
+
+
+def _bounded(value: int | None, default: int, low: int, high: int, name: str) -> int:
+    chosen = default if value is None else value
+    if not low <= chosen <= high:
+        raise InvalidInput(f"{name} must be {low} to {high}, got {chosen}", field=name)
+    return chosen
+
+
+def _start_error(exc: core.TubeMQError, group: str) -> ServiceError:
+    """Why a consumer could not join its group, as a service error."""
+    if isinstance(exc, core.TopicNotDeployed):
+        return NotFound(f"a subscribed topic is not deployed: {exc}", field="topics", errno=exc.errno)
+    if isinstance(exc, core.ServerError) and not exc.retriable:
+        return InvalidInput(
+            f"the TubeMQ master refused group {group!r}: {exc} (members of one group must subscribe the same "
+            "topics, filters and start settings)",
+            field="topics",
+            errno=exc.errno,
+        )
+    return Unavailable(f"no TubeMQ master accepted the consumer now ({exc}); retry later", retry_after=2.0)

@@ -1,0 +1,406 @@
+"""One consumer instance: a core :class:`Consumer` plus what its HTTP client was given and has not committed.
+
+The core hands out one batch per partition fetch and keeps the partition until the batch is confirmed. An
+HTTP client reads with its own limits (messages and bytes per poll), so the instance sits in between:
+
+* a fetched batch's messages go to the instance's **buffer**; a poll delivers from the front of the buffer
+  within its budget and the remainder waits for the next poll;
+* each delivered message gets a **token** (a per-instance sequence number, also the SSE event id) and stays
+  **pending** until the client commits it (or rolls it back);
+* a batch is confirmed to the broker as consumed once all its messages were delivered and committed;
+  rolling back any of its tokens rolls the whole batch back (the broker redelivers all of it);
+* a batch not confirmed within ``commit_timeout`` seconds of its fetch is rolled back, so a client that
+  forgets a token cannot stall its partition forever;
+* when the core loses a partition (rebalance, broker drop), the instance forgets that partition's buffered
+  and pending messages: their tokens become stale and the messages go to the partition's next holder.
+
+With ``auto_commit`` every message delivered so far counts as committed when the next poll starts (or the
+instance is deleted), like Kafka's auto-commit: a client that processes a response before asking for the
+next one gets at-least-once delivery.
+
+State changes are synchronous (no ``await`` in between), so commits may run while a poll waits for data;
+polls of one instance run one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gateway.service.errors import Gone, InvalidInput
+from gateway.tubemq.consumer import Consumer, InvalidConfirmContext
+from gateway.tubemq.consumer_batch import ConsumedBatch, ConsumedMessage
+from gateway.tubemq.errors import ClientClosed, TubeMQError
+
+__all__ = ["CommitResult", "ConsumerInstance", "DeliveredMessage", "StreamCursor"]
+
+log = logging.getLogger("gateway.service.consumers")
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveredMessage:
+    """A message handed to the client. ``token`` commits it and is the SSE event id; ``offset`` is the
+    broker index offset when the core knows it exactly, else None."""
+
+    seq: int
+    topic: str
+    partition_key: str
+    broker_id: int
+    partition_id: int
+    message: ConsumedMessage
+
+    @property
+    def token(self) -> str:
+        return str(self.seq)
+
+    @property
+    def offset(self) -> int | None:
+        return self.message.offset
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """``committed`` tokens were accepted, ``rolled_back`` messages will be redelivered; ``stale`` tokens were
+    not pending (unknown, already committed, rolled back, or lost with their partition)."""
+
+    committed: int
+    rolled_back: int
+    stale: list[str]
+    pending: int
+
+
+@dataclass(eq=False, slots=True)
+class _Batch:
+    """A core batch being handed out; hashed by identity."""
+
+    context: str
+    topic: str
+    partition_key: str
+    broker_id: int
+    partition_id: int
+    fetched_at: float
+    undelivered: int
+    uncommitted: int = 0
+    live: bool = True
+
+
+@dataclass(slots=True)
+class _Entry:
+    batch: _Batch
+    message: ConsumedMessage
+
+
+@dataclass(slots=True)
+class _Pending:
+    batch: _Batch
+    delivered: DeliveredMessage
+
+
+@dataclass(slots=True)
+class _Budget:
+    max_messages: int
+    max_bytes: int
+    used: int = 0
+    out: list[DeliveredMessage] = field(default_factory=list)
+
+    @property
+    def full(self) -> bool:
+        return len(self.out) >= self.max_messages or self.used >= self.max_bytes
+
+
+class ConsumerInstance:
+    """See the module docstring. Built and started by the ConsumerService; times in seconds."""
+
+    def __init__(
+        self,
+        instance_id: str,
+        group: str,
+        consumer: Consumer,
+        *,
+        auto_commit: bool,
+        max_bytes: int | None,
+        commit_timeout: float,
+        assignment_wait: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.instance_id = instance_id
+        self.group = group
+        self.consumer = consumer
+        self.auto_commit = auto_commit
+        self.max_bytes = max_bytes
+        self._commit_timeout = commit_timeout
+        self._assignment_wait = assignment_wait
+        self._clock = clock
+        self._buffer: deque[_Entry] = deque()
+        self._pending: dict[int, _Pending] = {}
+        self._batches: dict[str, _Batch] = {}
+        self._seq = itertools.count(1)
+        self._poll_lock = asyncio.Lock()
+        self._fetches: set[asyncio.Task[bool]] = set()
+        self._waited_for_assignment = False
+        self.last_used = clock()
+        self.active = 0
+        self.stream_generation = 0
+        self.closed_reason: str | None = None
+
+    def __repr__(self) -> str:
+        state = f"closed ({self.closed_reason})" if self.closed_reason else f"active={self.active}"
+        return (
+            f"<ConsumerInstance {self.instance_id[-8:]} group={self.group} {state}"
+            f" buffered={len(self._buffer)} pending={len(self._pending)} batches={len(self._batches)}>"
+        )
+
+    @property
+    def closed(self) -> bool:
+        return self.closed_reason is not None
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    @property
+    def buffered_count(self) -> int:
+        return len(self._buffer)
+
+    def touch(self) -> None:
+        self.last_used = self._clock()
+
+    # --- polling ------------------------------------------------------------------------------------
+
+    async def poll(self, max_messages: int, max_bytes: int, timeout: float) -> list[DeliveredMessage]:  # noqa: ASYNC109
+        """Deliver up to ``max_messages`` messages whose values sum to at most ``max_bytes`` (one larger
+        message is delivered alone), waiting up to ``timeout`` seconds for the first one. The first poll
+        also waits up to ``assignment_wait`` seconds for a partition assignment."""
+        async with self._poll_lock:
+            self._check_open()
+            start = self._clock()
+            if self.auto_commit and self._pending:
+                await self._commit(None, consumed=True)
+            await self.expire_uncommitted(start)
+            if not self._waited_for_assignment:
+                self._waited_for_assignment = True
+                await self.consumer.wait_for_assignment(max(timeout, self._assignment_wait))
+            budget = _Budget(max_messages, max_bytes)
+            self._take(budget)
+            deadline = start + timeout
+            # Fill the budget: block only while nothing is in hand, then take what is ready at once.
+            while not budget.full and not self._buffer and not self.closed:
+                wait = 0.0 if budget.out else max(0.0, deadline - self._clock())
+                if not await self._fetch(wait):
+                    break
+                self._take(budget)
+            return budget.out
+
+    def pending_after(self, seq: int) -> list[DeliveredMessage]:
+        """Delivered, uncommitted messages with a token above ``seq``, in delivery order (SSE resume)."""
+        return [p.delivered for s, p in self._pending.items() if s > seq]
+
+    def _take(self, budget: _Budget) -> None:
+        buffer = self._buffer
+        while buffer and len(budget.out) < budget.max_messages:
+            entry = buffer[0]
+            size = len(entry.message.body)
+            if budget.out and budget.used + size > budget.max_bytes:
+                return
+            buffer.popleft()
+            budget.out.append(self._deliver(entry))
+            budget.used += size
+            if budget.used >= budget.max_bytes:
+                return
+
+    def _deliver(self, entry: _Entry) -> DeliveredMessage:
+        batch = entry.batch
+        seq = next(self._seq)
+        delivered = DeliveredMessage(
+            seq, batch.topic, batch.partition_key, batch.broker_id, batch.partition_id, entry.message
+        )
+        batch.undelivered -= 1
+        batch.uncommitted += 1
+        self._pending[seq] = _Pending(batch, delivered)
+        return delivered
+
+    async def _fetch(self, timeout: float) -> bool:  # noqa: ASYNC109 - bounds the core's wait
+        # Shielded: a poll cancelled by a client disconnect must not lose a batch the core already handed
+        # out; the task finishes and leaves the batch in the buffer for the next poll.
+        task = asyncio.create_task(self._fetch_into_buffer(timeout))
+        self._fetches.add(task)
+        task.add_done_callback(self._fetches.discard)
+        return await asyncio.shield(task)
+
+    async def _fetch_into_buffer(self, timeout: float) -> bool:  # noqa: ASYNC109
+        try:
+            batch = await self.consumer.poll(timeout)
+        except ClientClosed:
+            return False
+        if batch is None or self.closed:
+            return False
+        self._add_batch(batch)
+        return True
+
+    def _add_batch(self, batch: ConsumedBatch) -> None:
+        record = _Batch(
+            context=batch.confirm_context,
+            topic=batch.topic,
+            partition_key=batch.partition_key,
+            broker_id=batch.broker_id,
+            partition_id=batch.partition_id,
+            fetched_at=self._clock(),
+            undelivered=len(batch.messages),
+        )
+        self._batches[record.context] = record
+        self._buffer.extend(_Entry(record, message) for message in batch.messages)
+
+    # --- committing ---------------------------------------------------------------------------------
+
+    async def commit(self, tokens: Sequence[str] | None, *, consumed: bool = True) -> CommitResult:
+        """Commit (or, with ``consumed=False``, roll back) the given tokens, or every delivered message when
+        ``tokens`` is None. Raises InvalidInput for a token that is not a token of any instance."""
+        self._check_open()
+        return await self._commit(tokens, consumed=consumed)
+
+    async def _commit(self, tokens: Sequence[str] | None, *, consumed: bool) -> CommitResult:
+        if tokens is None:
+            chosen = [(p.delivered.token, s) for s, p in self._pending.items()]
+        else:
+            chosen = [(token, _parse_token(token, i)) for i, token in enumerate(tokens)]
+        stale: list[str] = []
+        touched: dict[_Batch, list[str]] = {}
+        for token, seq in chosen:
+            item = self._pending.pop(seq, None)
+            if item is None:
+                stale.append(token)
+                continue
+            item.batch.uncommitted -= 1
+            touched.setdefault(item.batch, []).append(token)
+        rolled_back = 0
+        if consumed:
+            done = [b for b in touched if b.uncommitted == 0 and b.undelivered == 0]
+        else:
+            done = list(touched)
+            rolled_back = sum(len(touched[b]) + self._discard(b) for b in done)
+        outcomes = await asyncio.gather(*(self._confirm(b, consumed) for b in done))
+        committed = sum(len(t) for t in touched.values()) if consumed else 0
+        for batch, ok in zip(done, outcomes, strict=True):
+            if not ok and consumed:
+                # The core had already given the partition up: these messages come again.
+                stale.extend(touched[batch])
+                committed -= len(touched[batch])
+        return CommitResult(committed, rolled_back, stale, len(self._pending))
+
+    async def _confirm(self, batch: _Batch, consumed: bool) -> bool:
+        """Confirm a batch to the broker; False when the core no longer knows it (partition lost)."""
+        self._batches.pop(batch.context, None)
+        batch.live = False
+        try:
+            await self.consumer.confirm(batch.context, consumed)
+        except (InvalidConfirmContext, ClientClosed):
+            return False
+        except TubeMQError as exc:
+            # The core released the partition with this outcome; the next fetch carries it to the broker.
+            log.warning(
+                "confirm of %s failed (%s); the outcome goes with the next fetch", batch.partition_key, exc
+            )
+        return True
+
+    def _discard(self, batch: _Batch) -> int:
+        """Forget a batch's pending and buffered messages; returns how many were dropped."""
+        self._batches.pop(batch.context, None)
+        batch.live = False
+        dropped = [s for s, p in self._pending.items() if p.batch is batch]
+        for seq in dropped:
+            del self._pending[seq]
+        before = len(self._buffer)
+        if any(e.batch is batch for e in self._buffer):
+            self._buffer = deque(e for e in self._buffer if e.batch is not batch)
+        return len(dropped) + before - len(self._buffer)
+
+    async def expire_uncommitted(self, now: float) -> int:
+        """Roll back batches fetched more than ``commit_timeout`` seconds before ``now``; returns how many."""
+        old = [b for b in self._batches.values() if now - b.fetched_at > self._commit_timeout]
+        for batch in old:
+            self._discard(batch)
+        await asyncio.gather(*(self._confirm(b, False) for b in old))
+        return len(old)
+
+    def partition_released(self, partition_key: str) -> None:
+        """The core stopped holding a partition: its batches can no longer be confirmed."""
+        for batch in [b for b in self._batches.values() if b.partition_key == partition_key]:
+            self._discard(batch)
+
+    # --- closing ------------------------------------------------------------------------------------
+
+    async def close(self, reason: str, *, commit_delivered: bool) -> None:
+        """Leave the group. With ``commit_delivered`` every delivered message is committed first; anything
+        else not confirmed is rolled back by the core and redelivered to the group."""
+        if self.closed:
+            return
+        if commit_delivered and self._pending:
+            try:
+                await self._commit(None, consumed=True)
+            except TubeMQError as exc:
+                log.warning("committing %s before close failed: %s", self.instance_id, exc)
+        self.closed_reason = reason
+        try:
+            await self.consumer.close()
+        finally:
+            if self._fetches:
+                await asyncio.gather(*self._fetches, return_exceptions=True)
+            self._buffer.clear()
+            self._pending.clear()
+            self._batches.clear()
+
+    def _check_open(self) -> None:
+        if self.closed_reason is not None:
+            raise Gone(
+                f"consumer instance {self.instance_id} was {self.closed_reason}; create a new instance with "
+                f"POST /v1/consumers/{self.group}"
+            )
+
+
+class StreamCursor:
+    """Push consumption over one connection (Server-Sent Events) of an instance.
+
+    The cursor is the last token sent on this connection. Each step first sends what is pending (delivered,
+    not committed) above the cursor, so a client resuming with ``Last-Event-ID`` gets again everything it may
+    have missed, then polls for new messages. Opening a cursor supersedes the instance's previous one: a
+    client that reconnects while the old connection still looks alive takes over, and messages the old
+    connection delivered meanwhile reach the new one as pending.
+    """
+
+    def __init__(self, instance: ConsumerInstance, after: int) -> None:
+        instance.stream_generation += 1
+        self.instance = instance
+        self.after = after
+        self._generation = instance.stream_generation
+
+    def __repr__(self) -> str:
+        state = "superseded" if self.superseded else "current"
+        return f"<StreamCursor {self.instance.instance_id[-8:]} after={self.after} {state}>"
+
+    @property
+    def superseded(self) -> bool:
+        return self.instance.stream_generation != self._generation
+
+    async def next(self, max_messages: int, max_bytes: int, timeout: float) -> list[DeliveredMessage]:  # noqa: ASYNC109
+        """The next messages to send (possibly none after ``timeout`` seconds); raises Gone once the instance
+        is closed."""
+        ready = self.instance.pending_after(self.after)
+        if not ready:
+            await self.instance.poll(max_messages, max_bytes, timeout)
+            ready = self.instance.pending_after(self.after)
+        if ready:
+            self.after = ready[-1].seq
+        return ready
+
+
+def _parse_token(token: str, index: int) -> int:
+    if not isinstance(token, str) or not token.isdigit() or len(token) > 18:
+        raise InvalidInput(
+            f"commit token {token!r} is not a token this gateway issued", field=f"tokens[{index}]"
+        )
+    return int(token)

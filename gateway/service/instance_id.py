@@ -1,0 +1,121 @@
+"""Consumer instance ids that name the gateway replica owning the instance.
+
+Several replicas serve one consumer group behind a plain load balancer. A request for an instance can land on
+any of them, so the id itself says where the instance lives: ``{owner}.{nonce}.{tag}``, all base64url without
+padding, where
+
+* ``owner`` is the owning replica's advertised base URL (``http://10.0.0.7:8080``),
+* ``nonce`` is 16 random bytes, and
+* ``tag`` is the first 12 bytes of ``HMAC-SHA256(secret, group "\\n" owner "." nonce)``.
+
+The tag binds the id to its group (an id used under another group's path is malformed) and, with a secret
+shared by the replicas, stops a forged id from making a replica send requests to an arbitrary address. Without
+a secret the tag still catches typos and truncation.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+__all__ = [
+    "InstanceRef",
+    "MalformedInstanceId",
+    "decode_instance_id",
+    "new_instance_id",
+    "normalize_base_url",
+]
+
+NONCE_BYTES = 16
+TAG_BYTES = 12
+#: owner URLs longer than this are refused when decoding (an id travels in a URL path)
+MAX_OWNER_URL = 512
+
+
+class MalformedInstanceId(ValueError):
+    """The text is not an instance id of this group (bad shape, bad owner URL, or a tag mismatch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRef:
+    """A decoded instance id: the owner replica's base URL and the id text itself."""
+
+    instance_id: str
+    owner_url: str
+
+
+def normalize_base_url(url: str) -> str:
+    """Check an advertised base URL (``http(s)://host[:port]``, no path, query or credentials) and return it
+    without a trailing slash. Raises ValueError naming the problem."""
+    text = url.strip().rstrip("/")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"advertised URL {url!r} is not a URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"advertised URL {url!r} must look like http://host:port")
+    if (
+        parts.path
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+        or parts.password is not None
+    ):
+        raise ValueError(f"advertised URL {url!r} must not carry a path, query, fragment or credentials")
+    if port == 0:
+        raise ValueError(f"advertised URL {url!r} has port 0")
+    return text
+
+
+def new_instance_id(group: str, owner_url: str, secret: bytes = b"") -> str:
+    """A fresh id for an instance of ``group`` owned by the replica at ``owner_url`` (normalized)."""
+    owner = _b64(owner_url.encode("utf-8"))
+    nonce = _b64(secrets.token_bytes(NONCE_BYTES))
+    return f"{owner}.{nonce}.{_tag(secret, group, owner, nonce)}"
+
+
+def decode_instance_id(group: str, instance_id: str, secret: bytes = b"") -> InstanceRef:
+    """Verify an id against ``group`` and the shared ``secret``; raises MalformedInstanceId."""
+    pieces = instance_id.split(".")
+    if len(pieces) != 3 or not all(pieces):
+        raise MalformedInstanceId("an instance id has three dot-separated parts")
+    owner, nonce, tag = pieces
+    if len(owner) > MAX_OWNER_URL * 4 // 3 + 4:
+        raise MalformedInstanceId("the instance id is too long")
+    if not hmac.compare_digest(tag, _tag(secret, group, owner, nonce)):
+        raise MalformedInstanceId(f"the instance id does not belong to group {group!r} (or was altered)")
+    try:
+        owner_url = _unb64(owner).decode("utf-8")
+        nonce_bytes = _unb64(nonce)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise MalformedInstanceId("the instance id is not base64url text") from None
+    if len(nonce_bytes) != NONCE_BYTES:
+        raise MalformedInstanceId("the instance id's nonce has the wrong length")
+    try:
+        checked = normalize_base_url(owner_url)
+    except ValueError as exc:
+        raise MalformedInstanceId(str(exc)) from None
+    if checked != owner_url:
+        raise MalformedInstanceId("the instance id's owner URL is not normalized")
+    return InstanceRef(instance_id, owner_url)
+
+
+def _tag(secret: bytes, group: str, owner: str, nonce: str) -> str:
+    signed = f"{group}\n{owner}.{nonce}".encode()
+    return _b64(hmac.new(secret, signed, hashlib.sha256).digest()[:TAG_BYTES])
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not text.isascii() or any(ch in text for ch in "+/="):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
