@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.embedded.broker import EmbeddedBroker
-from gateway.embedded.master import EmbeddedMaster
+from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.consumer import Consumer
 from gateway.tubemq.consumer_config import ConsumerConfig, StartPosition
@@ -88,16 +88,14 @@ async def consume(consumer: Consumer, count: int, pollers: int) -> tuple[float, 
 
 async def main(messages: int, size: int, partitions: int, pollers: int) -> None:
     config = ConsumerConfig(start_position=StartPosition.EARLIEST, heartbeat_interval=1.0)
-    broker = EmbeddedBroker(1, [TopicSpec(TOPIC, partitions)])
-    master = EmbeddedMaster([broker], balance_period=0.1)
-    async with broker, master:
+    async with EmbeddedCluster([TopicSpec(TOPIC, partitions)], balance_period=0.1) as cluster:
         pool = ConnectionPool()
         try:
-            fill_seconds = await fill(pool, broker, messages, size)
+            fill_seconds = await fill(pool, cluster.broker(1), messages, size)
             print(
                 f"filled {messages} x {size} B in {fill_seconds:.2f} s ({messages / fill_seconds:,.0f} msg/s)"
             )
-            consumer = Consumer([master.address], "bench", {TOPIC: None}, pool=pool, config=config)
+            consumer = Consumer([cluster.master_address], "bench", {TOPIC: None}, pool=pool, config=config)
             async with consumer:
                 if not await consumer.wait_for_assignment(10.0):
                     raise SystemExit("no partition assigned within 10 s")

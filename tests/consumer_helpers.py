@@ -8,10 +8,8 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from gateway.embedded.broker import EmbeddedBroker
-from gateway.embedded.master import EmbeddedMaster
+from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import Consumer
 from gateway.tubemq.consumer_batch import ConsumedBatch
 from gateway.tubemq.consumer_config import ConsumerConfig
@@ -43,62 +41,25 @@ def fast(**changes: Any) -> ConsumerConfig:
     return replace(FAST, **changes)
 
 
-class Cluster:
-    """Brokers 1..N hosting every topic and a master balancing every 0.1 s (plus an optional standby
-    master, listed first), on loopback."""
-
-    def __init__(
-        self, topics: Iterable[TopicSpec], *, brokers: int, consumer_timeout: float, standby: bool
-    ) -> None:
-        specs = list(topics)
-        self.brokers = [
-            EmbeddedBroker(i, specs, consumer_timeout=consumer_timeout) for i in range(1, brokers + 1)
-        ]
-        self.master = EmbeddedMaster(self.brokers, balance_period=0.1, consumer_timeout=consumer_timeout)
-        self.standby = EmbeddedMaster(self.brokers, standby=True) if standby else None
-
-    @property
-    def master_address(self) -> NodeAddress:
-        return self.master.address
-
-    @property
-    def master_addresses(self) -> list[NodeAddress]:
-        masters = [self.standby, self.master] if self.standby is not None else [self.master]
-        return [m.address for m in masters if m is not None]
-
-    def broker(self, broker_id: int) -> EmbeddedBroker:
-        return self.brokers[broker_id - 1]
-
-    async def stop_broker(self, broker_id: int) -> None:
-        await self.broker(broker_id).stop()
-
-    async def start_broker(self, broker_id: int) -> None:
-        await self.broker(broker_id).start()
-
-
 @asynccontextmanager
 async def running_cluster(
     topics: Iterable[TopicSpec], *, brokers: int = 1, consumer_timeout: float = 30.0, standby: bool = False
-) -> AsyncIterator[Cluster]:
-    cluster = Cluster(topics, brokers=brokers, consumer_timeout=consumer_timeout, standby=standby)
-    try:
-        for broker in cluster.brokers:
-            await broker.start()
-        if cluster.standby is not None:
-            await cluster.standby.start()
-        await cluster.master.start()
+) -> AsyncIterator[EmbeddedCluster]:
+    """An embedded cluster on loopback whose master balances every 0.1 s."""
+    cluster = EmbeddedCluster(
+        list(topics),
+        brokers=brokers,
+        balance_period=0.1,
+        consumer_timeout=consumer_timeout,
+        standby_master=standby,
+    )
+    async with cluster:
         yield cluster
-    finally:
-        for master in (cluster.master, cluster.standby):
-            if master is not None:
-                await master.stop()
-        for broker in cluster.brokers:
-            await broker.stop()
 
 
 async def publish(
     pool: ConnectionPool,
-    cluster: Cluster,
+    cluster: EmbeddedCluster,
     topic: str,
     bodies: Iterable[bytes],
     *,

@@ -420,7 +420,7 @@ async def test_events_tell_the_story(pool: ConnectionPool) -> None:
         outcomes = {e.outcome for e in seen if isinstance(e, FetchOutcome)}
         assert {"ok", "not_found"} <= outcomes
         ok = next(e for e in seen if isinstance(e, FetchOutcome) and e.outcome == "ok")
-        assert (ok.topic, ok.messages, ok.bytes) == ("one", 1, 1)
+        assert (ok.topic, ok.messages, ok.bytes, ok.lag_messages) == ("one", 1, 1, 0)
         released = next(e for e in seen if isinstance(e, PartitionReleased))
         assert isinstance(released, PartitionReleased) and released.reason == "close"
         with pytest.raises(ClientClosed):

@@ -16,6 +16,7 @@ from gateway.tubemq.consumer_batch import (
     ConsumedBatch,
     decode_messages,
     is_dense_to_end,
+    lag_entries,
 )
 from gateway.tubemq.consumer_config import BoundConsumption, ConsumerConfig, StartPosition
 from gateway.tubemq.payload import crc32_checksum, encode_payload
@@ -71,6 +72,13 @@ def test_the_real_batches_are_not_provably_dense() -> None:
     assert is_dense_to_end(84560, 84560 + 3 * INDEX_ENTRY_SIZE, 3)
     assert not is_dense_to_end(-1, 28, 1)
     assert not is_dense_to_end(0, 0, 0)
+
+
+def test_lag_in_index_entries() -> None:
+    assert lag_entries(0, 10 * INDEX_ENTRY_SIZE, 4) == 6
+    assert lag_entries(280, 280, 0) == 0
+    assert lag_entries(-1, 280, 1) == -1
+    assert lag_entries(0, -1, 1) == -1
 
 
 def test_drops_bad_checksums_and_truncated_prefixes() -> None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from gateway.tubemq import rpc
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.client_id import consumer_id, local_ipv4
-from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE, ConsumedBatch, decode_messages, is_dense_to_end
+from gateway.tubemq.consumer_batch import ConsumedBatch, decode_messages, is_dense_to_end, lag_entries
 from gateway.tubemq.consumer_config import ConsumerConfig
 from gateway.tubemq.consumer_events import ConsumerClosed, FetchOutcome, OffsetCommitted
 from gateway.tubemq.consumer_heartbeat import BrokerHeartbeat, MasterSession
@@ -319,8 +319,7 @@ class Consumer:
             return None
         outcome, wait = self._error_wait(answer)
         self._give_back(selection, wait)
-        # 404: the read position has reached the end of the store, so nothing is left to read.
-        self._fetched(selection, outcome, code, started, lag=0 if outcome == "not_found" else -1)
+        self._fetched(selection, outcome, code, started, lag=0 if code == 404 else -1)
         return None
 
     def _batch(
@@ -341,9 +340,7 @@ class Consumer:
             answer.messages, ctx.filters.get(partition.topic) or None, curr, exact
         )
         ctx.cache.update_offsets(key, curr, max_offset)
-        # Entries left behind this read, for the lag gauge: this read ends at least `fetched` entries past
-        # `curr` (further when it stepped over siblings), so this is an upper bound; -1 without offsets.
-        lag = max(0, (max_offset - curr) // INDEX_ENTRY_SIZE - fetched) if 0 <= curr <= max_offset else -1
+        lag = lag_entries(curr, max_offset, fetched)
         if not messages:
             # Nothing to hand over: let the next fetch commit the read advance (over filtered entries).
             ctx.cache.release(key, selection.token, consumed=True, wait=0.0, now=ctx.clock())

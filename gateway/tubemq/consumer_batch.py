@@ -26,7 +26,15 @@ from typing import Protocol
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, crc32_checksum, decode_payload
 
-__all__ = ["INDEX_ENTRY_SIZE", "ConsumedBatch", "ConsumedMessage", "DecodeStats", "decode_messages"]
+__all__ = [
+    "INDEX_ENTRY_SIZE",
+    "ConsumedBatch",
+    "ConsumedMessage",
+    "DecodeStats",
+    "decode_messages",
+    "is_dense_to_end",
+    "lag_entries",
+]
 
 #: bytes per index entry; offsets advance by this much per stored message (§10.3)
 INDEX_ENTRY_SIZE = 28
@@ -195,3 +203,12 @@ def is_dense_to_end(curr_offset: int, max_offset: int, fetched_count: int) -> bo
         and fetched_count > 0
         and curr_offset + INDEX_ENTRY_SIZE * fetched_count == max_offset
     )
+
+
+def lag_entries(curr_offset: int, max_offset: int, fetched_count: int) -> int:
+    """Index entries of the store still unread after a read of ``fetched_count`` messages from
+    ``curr_offset`` (-1 when an offset is unknown). It counts sibling partitions' entries too, so it is an
+    upper bound of the partition's unread messages, exact with one partition per store and no filter."""
+    if curr_offset < 0 or max_offset < 0:
+        return -1
+    return max(0, (max_offset - curr_offset) // INDEX_ENTRY_SIZE - fetched_count)
