@@ -362,7 +362,8 @@ async def test_master_restart_leads_to_reregistration(
             await eventually(lambda: producer.client_id in second.producers.producers)
             await eventually(lambda: second.producers.producers[producer.client_id].topics == {"demo"})
             assert rec.of(HeartbeatFailed)
-            assert [e.again for e in rec.of(ProducerRegistered)][-1] is True
+            # The master records the producer before its answer reaches the client: wait for the event.
+            await eventually(lambda: [e.again for e in rec.of(ProducerRegistered)][-1] is True)
             assert producer.registered
             assert (await producer.send("demo", b"after restart")).message_id > 0
     finally:
