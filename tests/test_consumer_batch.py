@@ -79,6 +79,7 @@ def test_lag_in_index_entries() -> None:
     assert lag_entries(280, 280, 0) == 0
     assert lag_entries(-1, 280, 1) == -1
     assert lag_entries(0, -1, 1) == -1
+    assert lag_entries(56, 28, 0) == -1
 
 
 def test_drops_bad_checksums_and_truncated_prefixes() -> None:

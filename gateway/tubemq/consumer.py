@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING
 from gateway.tubemq import rpc
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.client_id import consumer_id, local_ipv4
-from gateway.tubemq.consumer_batch import ConsumedBatch, decode_messages, is_dense_to_end, lag_entries
+from gateway.tubemq.consumer_batch import ConsumedBatch
 from gateway.tubemq.consumer_config import ConsumerConfig
-from gateway.tubemq.consumer_events import ConsumerClosed, FetchOutcome, OffsetCommitted
+from gateway.tubemq.consumer_events import ConsumerClosed, OffsetCommitted
+from gateway.tubemq.consumer_fetch import Fetcher
 from gateway.tubemq.consumer_heartbeat import BrokerHeartbeat, MasterSession
 from gateway.tubemq.consumer_rebalance import Rebalancer
-from gateway.tubemq.consumer_state import ConsumerContext, Selection
+from gateway.tubemq.consumer_state import ConsumerContext
 from gateway.tubemq.errors import ClientClosed, ClientError, TubeMQError, for_code
 from gateway.tubemq.master import MasterClient
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
@@ -103,6 +104,7 @@ class Consumer:
         self._rebalancer = Rebalancer(self._ctx, on_finished=self._event_finished)
         self._session = MasterSession(self._ctx, master, self._rebalancer, list(filters))
         self._broker_heartbeat = BrokerHeartbeat(self._ctx, self._rebalancer)
+        self._fetcher = Fetcher(self._ctx, self._rebalancer)
         self._tasks: list[asyncio.Task[None]] = []
         self._confirming: set[str] = set()
         self._started = False
@@ -227,7 +229,7 @@ class Consumer:
             ctx.cache.expire_unconfirmed(now, ctx.config.confirm_timeout)
             selection = ctx.cache.select(now)
             if selection is not None:
-                batch = await self._fetch(selection)
+                batch = await self._fetcher.fetch(selection)
                 if batch is not None:
                     return batch
                 continue
@@ -285,137 +287,6 @@ class Consumer:
         return offset
 
     # --- internals ----------------------------------------------------------------------------------
-
-    async def _fetch(self, selection: Selection) -> ConsumedBatch | None:
-        """One GetMessage; returns a batch (the partition stays taken) or None (the partition is back,
-        possibly after a wait, or dropped)."""
-        ctx = self._ctx
-        partition = selection.partition
-        key = partition.partition_key
-        request = broker_pb.GetMessageRequestC2B(
-            clientId=ctx.client_id,
-            partitionId=partition.partition_id,
-            groupName=ctx.group,
-            topicName=partition.topic,
-            lastPackConsumed=selection.last_consumed,
-            manualCommitOffset=False,
-            escFlowCtrl=False,
-        )
-        started = ctx.clock()
-        try:
-            answer = await ctx.broker_call(partition, rpc.Method.GET_MESSAGES, request)
-        except TubeMQError:
-            # Not consumed: if the broker did read a batch, only a rollback keeps it from being skipped.
-            self._give_back(selection, ctx.config.transport_error_wait)
-            self._fetched(selection, "transport", -1, started)
-            return None
-        assert isinstance(answer, broker_pb.GetMessageResponseB2C)
-        code = answer.errCode
-        if code == 200:
-            return self._batch(selection, answer, started)
-        if code in (411, 412, 415):
-            self._rebalancer.drop(key, "broker")
-            self._fetched(selection, "dropped", code, started)
-            return None
-        outcome, wait = self._error_wait(answer)
-        self._give_back(selection, wait)
-        self._fetched(selection, outcome, code, started, lag=0 if code == 404 else -1)
-        return None
-
-    def _batch(
-        self, selection: Selection, answer: broker_pb.GetMessageResponseB2C, started: float
-    ) -> ConsumedBatch | None:
-        ctx = self._ctx
-        partition = selection.partition
-        key = partition.partition_key
-        if not ctx.cache.is_in_use(key, selection.token):
-            # Released meanwhile (rebalance timeout, close, broker failure); its broker rolls the read back.
-            self._fetched(selection, "dropped", 200, started)
-            return None
-        curr = answer.currOffset if answer.HasField("currOffset") else -1
-        max_offset = answer.maxOffset if answer.HasField("maxOffset") else -1
-        fetched = len(answer.messages)
-        exact = is_dense_to_end(curr, max_offset, fetched)
-        messages, stats = decode_messages(
-            answer.messages, ctx.filters.get(partition.topic) or None, curr, exact
-        )
-        ctx.cache.update_offsets(key, curr, max_offset)
-        lag = lag_entries(curr, max_offset, fetched)
-        if not messages:
-            # Nothing to hand over: let the next fetch commit the read advance (over filtered entries).
-            ctx.cache.release(key, selection.token, consumed=True, wait=0.0, now=ctx.clock())
-            self._fetched(selection, "empty", 200, started, lag=lag)
-            return None
-        self._fetched(selection, "ok", 200, started, len(messages), stats.bytes, lag=lag)
-        return ConsumedBatch(
-            topic=partition.topic,
-            partition_key=key,
-            partition_id=partition.partition_id,
-            broker_id=partition.broker.broker_id,
-            broker=partition.broker.address,
-            messages=messages,
-            curr_offset=curr,
-            max_offset=max_offset,
-            lag_bytes=answer.currDataDlt if answer.HasField("currDataDlt") else -1,
-            fetched_count=fetched,
-            confirm_context=f"{key}:{selection.token}",
-            offsets_exact=exact,
-            body_bytes=stats.bytes,
-        )
-
-    def _error_wait(self, answer: broker_pb.GetMessageResponseB2C) -> tuple[str, float]:
-        """The outcome name and the wait before the partition is fetched again (§6.6)."""
-        config = self._ctx.config
-        code = answer.errCode
-        if code == 404:
-            return "not_found", config.not_found_wait
-        if code == 452:
-            has_limit = answer.HasField("minLimitTime") and answer.minLimitTime >= 0
-            return "speed_limit", answer.minLimitTime / 1000 if has_limit else config.not_found_wait
-        if code == 403:
-            return "forbidden", config.forbidden_wait
-        if code == 301:
-            return "moved", config.moved_wait
-        if code == 503:
-            return "unavailable", config.unavailable_wait
-        return "error", config.error_wait
-
-    def _give_back(self, selection: Selection, wait: float) -> None:
-        ctx = self._ctx
-        ctx.cache.release(
-            selection.partition.partition_key, selection.token, consumed=False, wait=wait, now=ctx.clock()
-        )
-
-    def _fetched(
-        self,
-        selection: Selection,
-        outcome: str,
-        code: int,
-        started: float,
-        messages: int = 0,
-        size: int = 0,
-        *,
-        lag: int = -1,
-    ) -> None:
-        ctx = self._ctx
-        if ctx.events is None:
-            return
-        partition = selection.partition
-        duration = ctx.clock() - started
-        ctx.emit(
-            FetchOutcome(
-                ctx.client_id,
-                ctx.group,
-                partition.topic,
-                partition.partition_key,
-                outcome,
-                code,
-                messages,
-                size,
-                duration,
-                lag,
-            )
-        )
 
     def _event_finished(self) -> None:
         if self._ctx.config.report_events_immediately:

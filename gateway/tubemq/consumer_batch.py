@@ -209,6 +209,6 @@ def lag_entries(curr_offset: int, max_offset: int, fetched_count: int) -> int:
     """Index entries of the store still unread after a read of ``fetched_count`` messages from
     ``curr_offset`` (-1 when an offset is unknown). It counts sibling partitions' entries too, so it is an
     upper bound of the partition's unread messages, exact with one partition per store and no filter."""
-    if curr_offset < 0 or max_offset < 0:
+    if not 0 <= curr_offset <= max_offset:
         return -1
     return max(0, (max_offset - curr_offset) // INDEX_ENTRY_SIZE - fetched_count)
