@@ -52,6 +52,16 @@ class EmbeddedSettings(BaseModel):
     data_dir: Path | None = Field(None, description="where the embedded cluster keeps data (memory if unset)")
 
 
+class GrpcSettings(BaseModel):
+    enabled: bool = Field(True, description="serve the gRPC API next to HTTP, in the same process")
+    host: str | None = Field(None, description="gRPC listen address (default: http_host)")
+    port: int = Field(9090, ge=0, le=65535, description="gRPC listen port")
+    stream_window: int = Field(
+        2000, ge=1, description="messages in flight per PublishStream before the gateway stops reading"
+    )
+    health_interval: float = Field(1.0, gt=0, description="seconds between readiness looks of a health Watch")
+
+
 class Settings(BaseSettings):
     """All gateway settings. ``masters`` empty means: run on the embedded cluster."""
 
@@ -70,6 +80,7 @@ class Settings(BaseSettings):
     producer: ProducerSettings = ProducerSettings()
     limits: LimitSettings = LimitSettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
+    grpc: GrpcSettings = GrpcSettings()
 
     @field_validator("masters")
     @classmethod

@@ -21,6 +21,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     )
     p.add_argument("--http-host", help="HTTP listen address (default 0.0.0.0)")
     p.add_argument("--http-port", type=int, help="HTTP listen port (default 8080)")
+    p.add_argument("--grpc-port", type=int, help="gRPC listen port (default 9090)")
     p.add_argument("--config", type=Path, help="JSON settings file")
     p.add_argument(
         "--embedded-topics", help="embedded cluster topics, name[:partitions[:stores]],... (default demo:4)"
@@ -51,6 +52,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         http_port=args.http_port,
         log_level=args.log_level,
         embedded=embedded if embedded != env.embedded else None,
+        # a dict, not a model copy, so that the port is validated
+        grpc=None if args.grpc_port is None else {**env.grpc.model_dump(), "port": args.grpc_port},
     )
 
 
@@ -58,8 +61,10 @@ def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.api.app import create_app
+    from gateway.grpc.hosting import GatewayServer
+    from gateway.grpc.server import create_grpc_server
     from gateway.runtime import Runtime
-    from gateway.shutdown import GracefulServer, ShutdownPlan
+    from gateway.shutdown import ShutdownPlan
 
     settings = settings_from_args(args)
     logging.getLogger().setLevel(settings.log_level.upper())
@@ -76,7 +81,7 @@ def run_serve(args: argparse.Namespace) -> int:
         runtime.draining = True
 
     config = uvicorn.Config(
-        create_app(runtime=runtime, owns_runtime=True),
+        create_app(runtime=runtime, owns_runtime=False),
         host=settings.http_host,
         port=settings.http_port,
         loop=loop,
@@ -84,6 +89,7 @@ def run_serve(args: argparse.Namespace) -> int:
         access_log=False,
         timeout_graceful_shutdown=max(1, round(plan.requests_timeout)),
     )
-    server = GracefulServer(config, on_drain=drain, plan=plan)
+    grpc_server = create_grpc_server(runtime) if settings.grpc.enabled else None
+    server = GatewayServer(config, runtime=runtime, grpc_server=grpc_server, on_drain=drain, plan=plan)
     server.run()
     return 0 if server.started else 1

@@ -34,6 +34,8 @@ def test_serve_runs_on_the_embedded_cluster_and_publishes(tmp_path: Path) -> Non
             "127.0.0.1",
             "--http-port",
             str(port),
+            "--grpc-port",
+            str(_free_port()),
             "--embedded-topics",
             "orders:3",
             "--embedded-data-dir",

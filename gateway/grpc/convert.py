@@ -1,0 +1,62 @@
+"""Conversions between the gRPC messages and the service layer's types (no I/O, no grpc)."""
+
+from __future__ import annotations
+
+from gateway.grpc.errors import error_detail
+from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.service.publish import OutgoingMessage, PublishOutcome, TopicView
+from gateway.tubemq.producer_send import SendResult
+
+
+def outgoing(message: pb.Message) -> OutgoingMessage:
+    """A service message from a protobuf one; unset optional fields stay None (empty strings do not)."""
+    return OutgoingMessage(
+        value=message.value,
+        key=message.key if message.HasField("key") else None,
+        partition=message.partition if message.HasField("partition") else None,
+        attributes=dict(message.attributes) if message.attributes else None,
+        stream_id=message.stream_id if message.HasField("stream_id") else None,
+        msg_time=message.msg_time if message.HasField("msg_time") else None,
+    )
+
+
+def receipt(result: SendResult) -> pb.Receipt:
+    return pb.Receipt(
+        partition_key=result.partition_key,
+        broker_id=result.broker_id,
+        partition_id=result.partition_id,
+        offset=result.append_offset,
+        message_id=result.message_id,
+        append_time_ms=result.append_time_ms,
+    )
+
+
+def publish_result(outcome: PublishOutcome) -> pb.PublishResult:
+    if outcome.result is not None:
+        return pb.PublishResult(index=outcome.index, stored=receipt(outcome.result))
+    assert outcome.error is not None
+    return pb.PublishResult(index=outcome.index, error=error_detail(outcome.error))
+
+
+def publish_response(topic: str, outcomes: list[PublishOutcome]) -> pb.PublishResponse:
+    results = [publish_result(o) for o in outcomes]
+    failed = sum(1 for o in outcomes if not o.ok)
+    return pb.PublishResponse(topic=topic, results=results, failed=failed)
+
+
+def topic(view: TopicView) -> pb.Topic:
+    return pb.Topic(
+        topic=view.topic,
+        max_message_size=view.max_message_size,
+        partitions=[
+            pb.Partition(
+                index=p.index,
+                broker_id=p.broker_id,
+                broker=p.broker,
+                partition_id=p.partition_id,
+                partition_key=p.key,
+            )
+            for p in view.partitions
+        ],
+        shielded_brokers=view.shielded_brokers,
+    )

@@ -1,0 +1,75 @@
+"""HTTP and gRPC in one process and one event loop, over one Runtime, with one graceful shutdown.
+
+:class:`GatewayServer` is the :class:`~gateway.shutdown.GracefulServer` that ``tubemq-gateway serve`` runs,
+extended with the runtime's lifecycle and the gRPC server:
+
+* start: the runtime, then the gRPC server, then uvicorn's startup (the HTTP listener); a failure stops
+  what was started and the process exits 1;
+* shutdown (after the drain of :mod:`gateway.shutdown`): the gRPC server's graceful stop runs alongside
+  uvicorn's, with the same grace (``plan.requests_timeout``); the runtime stops only after both, so calls
+  finishing in their grace still have the producer and the consumers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+
+import uvicorn
+
+from gateway.grpc.server import GrpcServer
+from gateway.runtime import Runtime
+from gateway.shutdown import GracefulServer, ShutdownPlan
+
+log = logging.getLogger("gateway.serve")
+
+
+class GatewayServer(GracefulServer):
+    """Owns ``runtime`` (build the app with ``owns_runtime=False``) and ``grpc_server`` (None: HTTP only)."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        runtime: Runtime,
+        grpc_server: GrpcServer | None,
+        on_drain: Callable[[], None],
+        plan: ShutdownPlan,
+    ) -> None:
+        super().__init__(config, on_drain=on_drain, plan=plan)
+        self.runtime = runtime
+        self.grpc_server = grpc_server
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]} grpc={self.grpc_server!r}>"
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().serve(sockets)
+        finally:
+            await self._release()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await self.runtime.start()
+            if self.grpc_server is not None:
+                await self.grpc_server.start()
+        except Exception:
+            log.exception("the gateway could not start")
+            await self._release()
+            self.should_exit = True  # uvicorn then skips its main loop; started stays False: exit 1
+            return
+        await super().startup(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.grpc_server is None:
+            await super().shutdown(sockets)
+            return
+        await asyncio.gather(self.grpc_server.stop(self.plan.requests_timeout), super().shutdown(sockets))
+
+    async def _release(self) -> None:
+        if self.grpc_server is not None:
+            await self.grpc_server.stop(0)
+        await self.runtime.stop()

@@ -1,0 +1,202 @@
+"""The gRPC server interceptor: request ids, the auth hook, error translation and a call event for metrics.
+
+One interceptor does all four because each layer of Python interceptor costs every call; the jobs stay
+separate functions. Per call, in order:
+
+1. **Request id**: the client's ``x-request-id`` when it is a sane token, else a fresh one; sent back in
+   the response trailers of every call (and also in the headers of streaming calls), and visible to logs
+   through :func:`current_request_id`.
+2. **Auth hook**: ``authorize(method, metadata)`` if configured; it raises
+   :class:`~gateway.grpc.errors.AuthError` to refuse the call.
+3. **Errors**: a :class:`~gateway.service.errors.ServiceError` (or ``AdapterError``) leaving the servicer
+   ends the call through :func:`gateway.grpc.errors.abort`; any other exception is logged with the
+   request id and ends the call with INTERNAL.
+4. **Metrics**: a :class:`GrpcCallFinished` event on the runtime's event bus (method, code, seconds).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from gateway.grpc import errors
+from gateway.service.errors import ServiceError
+from gateway.tubemq.events import Event, EventBus
+
+log = logging.getLogger("gateway.grpc")
+
+REQUEST_ID_HEADER = "x-request-id"
+#: Accepted incoming ids: uuids, hex, base64url and the like, length-bounded so a client cannot inject log
+#: noise or oversized fields (the same rule as the HTTP side).
+_VALID_ID = re.compile(r"^[A-Za-z0-9._:+/=-]{1,128}$")
+
+_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("grpc_request_id", default=None)
+
+#: ``authorize(method, metadata)``: return to let the call through, raise ``AuthError`` to refuse it.
+#: ``method`` is the full method name (``/tubemq.gateway.v1.Gateway/Publish``); ``metadata`` maps each
+#: request header (lower-case) to its last value.
+Authorizer = Callable[[str, Mapping[str, str | bytes]], Awaitable[None]]
+
+
+def current_request_id() -> str | None:
+    """The id of the gRPC call being served in this task, if any."""
+    return _request_id.get()
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcCallFinished(Event):
+    """One gRPC call ended. ``code`` is the status code name (``OK``, ``INVALID_ARGUMENT``...)."""
+
+    method: str
+    code: str
+    duration: float  # seconds
+    request_id: str
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str | bytes]:
+    return {key: value for key, value in context.invocation_metadata() or ()}
+
+
+class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
+    """Wraps every method handler of the server; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        events: EventBus | None = None,
+        authorize: Authorizer | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._events = events
+        self._authorize = authorize
+        self._clock = clock
+        # method -> (the handler we were given, our wrapper): handlers are long-lived objects, so each is
+        # wrapped once instead of once per call.
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
+
+    def __repr__(self) -> str:
+        auth = "on" if self._authorize is not None else "off"
+        return f"<GatewayInterceptor methods={len(self._wrapped)} auth={auth} events={self._events!r}>"
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method: str = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        codec = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(self._unary(method, handler.unary_unary), **codec)
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(self._unary(method, handler.stream_unary), **codec)
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(method, handler.unary_stream), **codec
+            )
+        return grpc.stream_stream_rpc_method_handler(self._streaming(method, handler.stream_stream), **codec)
+
+    def _unary(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = self._clock()
+            request_id, metadata = await self._begin(context, streaming=False)
+            code = grpc.StatusCode.OK
+            try:
+                if self._authorize is not None:
+                    await self._authorize(method, metadata)
+                return await behavior(request, context)
+            except BaseException as exc:
+                code = _code_of(exc, context)
+                await self._translate(exc, context, request_id, method)
+                raise
+            finally:
+                self._finished(method, code, started, request_id)
+
+        return call
+
+    def _streaming(self, method: str, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            started = self._clock()
+            request_id, metadata = await self._begin(context, streaming=True)
+            code = grpc.StatusCode.OK
+            try:
+                if self._authorize is not None:
+                    await self._authorize(method, metadata)
+                result = behavior(request, context)
+                if hasattr(result, "__aiter__"):
+                    async for item in result:
+                        yield item
+                else:  # a coroutine that answers through context.write()
+                    await result
+            except BaseException as exc:
+                code = _code_of(exc, context)
+                await self._translate(exc, context, request_id, method)
+                raise
+            finally:
+                self._finished(method, code, started, request_id)
+
+        return call
+
+    async def _begin(
+        self, context: grpc.aio.ServicerContext, streaming: bool
+    ) -> tuple[str, dict[str, str | bytes]]:
+        metadata = _metadata(context)
+        given = metadata.get(REQUEST_ID_HEADER)
+        request_id = given if isinstance(given, str) and _VALID_ID.match(given) else uuid.uuid4().hex
+        _request_id.set(request_id)  # each call runs in its own task, so this never leaks across calls
+        tag = ((REQUEST_ID_HEADER, request_id),)
+        # Trailers ride along with the status for free; sending headers early costs a unary call about a
+        # third of its throughput, so only streams (where it matters to see the id early) get them.
+        context.set_trailing_metadata(tag)
+        if streaming:
+            await context.send_initial_metadata(tag)
+        return request_id, metadata
+
+    async def _translate(
+        self, exc: BaseException, context: grpc.aio.ServicerContext, request_id: str, method: str
+    ) -> None:
+        """Turn our errors, and bugs, into an abort (which raises AbortError); let anything else pass."""
+        tag = ((REQUEST_ID_HEADER, request_id),)
+        if isinstance(exc, ServiceError | errors.AdapterError):
+            await errors.abort(context, exc, tag)
+        if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
+            log.error("gRPC call %s failed", method, exc_info=exc, extra={"request_id": request_id})
+            await errors.abort_internal(context, request_id, tag)
+
+    def _finished(self, method: str, code: grpc.StatusCode, started: float, request_id: str) -> None:
+        events = self._events
+        if events is not None and events.has_subscribers:
+            events.emit(GrpcCallFinished(method, code.name, self._clock() - started, request_id))
+
+
+def _code_of(exc: BaseException, context: grpc.aio.ServicerContext) -> grpc.StatusCode:
+    """The status code a call that raised ``exc`` ends with."""
+    if isinstance(exc, ServiceError | errors.AdapterError):
+        return errors.code_of(exc)
+    if isinstance(exc, grpc.aio.AbortError):
+        aborted: grpc.StatusCode | None = context.code()
+        return aborted if aborted is not None else grpc.StatusCode.UNKNOWN
+    if isinstance(exc, Exception):
+        return grpc.StatusCode.INTERNAL
+    return grpc.StatusCode.CANCELLED  # CancelledError, GeneratorExit: the client went away

@@ -1,0 +1,129 @@
+"""The gRPC adapter: a ``grpc.aio`` server on its own port, in the caller's event loop, over the one Runtime.
+
+It serves ``tubemq.gateway.v1.Gateway``, the standard health service (SERVING only while
+``runtime.readiness()`` says ready) and server reflection (so ``grpcurl`` needs no .proto files). Create
+and start it inside the running loop that also runs the HTTP app; ``stop`` reports NOT_SERVING, refuses
+new calls, and gives the calls in progress ``grace`` seconds before cancelling them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from gateway.grpc.health import HEALTH_SERVICE_NAME, ReadinessHealth
+from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
+from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer
+from gateway.runtime import Runtime
+
+log = logging.getLogger("gateway.grpc")
+
+DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
+
+
+class GrpcServer:
+    """One gRPC server bound to ``host:port`` (port 0 picks a free one; see :attr:`port` after start).
+
+    ``grace`` (seconds) is what :meth:`stop` gives calls in progress; ``stream_window`` bounds the
+    in-flight messages of each PublishStream; ``max_message_bytes`` bounds one request message (larger
+    ones fail with RESOURCE_EXHAUSTED); ``health_interval`` (seconds) is how often health Watch
+    streams look at readiness; ``authorize`` is the auth hook (see :mod:`gateway.grpc.interceptors`).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        grace: float = 10.0,
+        stream_window: int = 1000,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        health_interval: float = 1.0,
+        authorize: Authorizer | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.host = host
+        self.grace = grace
+        self._requested_port = port
+        self._max_message_bytes = max_message_bytes
+        self.servicer = GatewayServicer(runtime, stream_window=stream_window)
+        self.health = ReadinessHealth(
+            lambda: runtime.readiness()[0], [SERVICE_NAME], watch_interval=health_interval
+        )
+        self.interceptor = GatewayInterceptor(events=runtime.events, authorize=authorize)
+        self._server: Any = None
+        self._port: int | None = None
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._server is None else f"listening on {self.address}"
+        return f"<GrpcServer {state} grace={self.grace}s>"
+
+    @property
+    def port(self) -> int:
+        """The bound port; only valid after :meth:`start`."""
+        if self._port is None:
+            raise RuntimeError("the gRPC server is not started")
+        return self._port
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        """Bind and start serving; raises OSError when the port cannot be bound."""
+        if self._server is not None:
+            raise RuntimeError("the gRPC server is already started")
+        server = grpc.aio.server(
+            interceptors=[self.interceptor],
+            options=[
+                ("grpc.max_receive_message_length", self._max_message_bytes),
+                # grpc shares a port between processes by default; a second gateway on the same port must
+                # fail to start instead of silently receiving half of the calls.
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        gateway_pb2_grpc.add_GatewayServicer_to_server(self.servicer, server)  # type: ignore[no-untyped-call]
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        try:
+            port = server.add_insecure_port(f"{self.host}:{self._requested_port}")
+        except RuntimeError as exc:
+            await server.stop(0)
+            raise OSError(f"cannot bind the gRPC port {self.host}:{self._requested_port}: {exc}") from exc
+        await server.start()
+        self._server, self._port = server, port
+        log.info("gRPC server listening", extra={"address": self.address})
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Report NOT_SERVING, refuse new calls, give running calls ``grace`` seconds (default: the
+        constructor's), then cancel them. Safe to call twice or before start."""
+        server, self._server = self._server, None
+        self.health.shutdown()
+        if server is None:
+            return
+        await server.stop(self.grace if grace is None else grace)
+        log.info("gRPC server stopped")
+
+
+def create_grpc_server(runtime: Runtime, *, grace: float = 10.0) -> GrpcServer:
+    """The gRPC server as ``runtime.settings`` describes it (``grpc`` group; requests are bounded by
+    ``limits.max_request_bytes``, like HTTP bodies)."""
+    s = runtime.settings
+    return GrpcServer(
+        runtime,
+        host=s.grpc.host or s.http_host,
+        port=s.grpc.port,
+        grace=grace,
+        stream_window=s.grpc.stream_window,
+        max_message_bytes=s.limits.max_request_bytes,
+        health_interval=s.grpc.health_interval,
+    )

@@ -1,0 +1,67 @@
+"""The ``tubemq.gateway.v1.Gateway`` servicer: thin adapters from protobuf to the runtime's services.
+
+Each method converts its request, calls one service function and converts the answer; service errors
+propagate to :mod:`gateway.grpc.interceptors`, which turns them into statuses through
+:mod:`gateway.grpc.errors`. Services are looked up on the runtime at call time, so a call that arrives
+while the runtime starts or stops gets UNAVAILABLE instead of a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator
+
+import grpc
+
+from gateway.grpc import convert
+from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.publish_stream import publish_stream
+from gateway.runtime import Runtime
+from gateway.service.errors import Unavailable
+from gateway.service.publish import PublishService
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Gateway"].full_name
+
+
+class GatewayServicer:
+    """Implements every RPC of the Gateway service over one shared :class:`Runtime`.
+
+    ``stream_window`` bounds the messages in flight (read, not yet acknowledged) per PublishStream.
+    """
+
+    def __init__(self, runtime: Runtime, *, stream_window: int = 1000) -> None:
+        if stream_window < 1:
+            raise ValueError("stream_window must be >= 1")
+        self._runtime = runtime
+        self._window = stream_window
+
+    def __repr__(self) -> str:
+        return f"<GatewayServicer window={self._window}>"
+
+    def _publisher(self) -> PublishService:
+        service = self._runtime.publish
+        if service is None:
+            raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
+        return service
+
+    # --- publishing ---------------------------------------------------------------------------------
+
+    async def Publish(
+        self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PublishResponse:
+        messages = [convert.outgoing(m) for m in request.messages]
+        outcomes = await self._publisher().publish(request.topic, messages)
+        errors = [o.error for o in outcomes if o.error is not None]
+        if errors and len(errors) == len(outcomes) and len({e.kind for e in errors}) == 1:
+            # Nothing was stored and every message failed alike: fail the call with that error, as REST
+            # answers with that status instead of a 207.
+            raise errors[0]
+        return convert.publish_response(request.topic, outcomes)
+
+    async def PublishStream(
+        self, requests: AsyncIterable[pb.PublishStreamRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.PublishStreamResponse]:
+        async for response in publish_stream(self._publisher(), requests, self._window):
+            yield response
+
+    async def GetTopic(self, request: pb.GetTopicRequest, context: grpc.aio.ServicerContext) -> pb.Topic:
+        return convert.topic(await self._publisher().topic(request.topic))

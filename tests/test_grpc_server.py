@@ -1,0 +1,242 @@
+"""The gRPC server around the servicer: health, reflection, interceptors, auth hook, events, stopping."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from gateway.config import Settings
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.grpc.errors import AuthError
+from gateway.grpc.interceptors import GrpcCallFinished
+from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.server import GrpcServer
+from gateway.runtime import Runtime
+from gateway.service.publish import PublishService, TopicView
+from tests.grpc_support import TOPICS, Gateway, detail_of, message, running_gateway, trailer
+
+GATEWAY = "tubemq.gateway.v1.Gateway"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    async with EmbeddedCluster(TOPICS, brokers=1, data_dir=tmp_path / "data") as c:
+        yield c
+
+
+@pytest.fixture
+async def gw(cluster: EmbeddedCluster) -> AsyncIterator[Gateway]:
+    async with running_gateway(cluster, health_interval=0.05) as gateway:
+        yield gateway
+
+
+async def test_health_follows_readiness(gw: Gateway) -> None:
+    health = health_pb2_grpc.HealthStub(gw.channel)
+    for service in ("", GATEWAY):
+        answer = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await health.Check(health_pb2.HealthCheckRequest(service="no.such.Service"))
+    assert caught.value.code() is grpc.StatusCode.NOT_FOUND
+    listed = await health.List(health_pb2.HealthListRequest())
+    assert set(listed.statuses) == {"", GATEWAY}
+
+    watch = health.Watch(health_pb2.HealthCheckRequest(service=GATEWAY))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    gw.runtime.draining = True
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    answer = await health.Check(health_pb2.HealthCheckRequest(service=""))
+    assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    gw.runtime.draining = False
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+    unknown = health.Watch(health_pb2.HealthCheckRequest(service="no.such.Service"))
+    assert (await unknown.read()).status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+    unknown.cancel()
+    # stopping reports NOT_SERVING and ends the watch instead of holding the stop for its grace
+    started = time.monotonic()
+    stopping = asyncio.create_task(gw.server.stop(5.0))
+    assert (await watch.read()).status == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert (await watch.read()) is grpc.aio.EOF
+    await stopping
+    assert time.monotonic() - started < 4.0
+
+
+async def test_reflection_lists_and_describes_the_services(gw: Gateway) -> None:
+    stub = reflection_pb2_grpc.ServerReflectionStub(gw.channel)
+
+    async def ask(request: reflection_pb2.ServerReflectionRequest) -> reflection_pb2.ServerReflectionResponse:
+        async def one() -> AsyncIterator[reflection_pb2.ServerReflectionRequest]:
+            yield request
+
+        answers = [r async for r in stub.ServerReflectionInfo(one())]
+        assert len(answers) == 1
+        return answers[0]
+
+    listed = await ask(reflection_pb2.ServerReflectionRequest(list_services=""))
+    names = {s.name for s in listed.list_services_response.service}
+    assert {GATEWAY, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= names
+    found = await ask(reflection_pb2.ServerReflectionRequest(file_containing_symbol=GATEWAY))
+    files = [
+        descriptor_pb2.FileDescriptorProto.FromString(raw)
+        for raw in found.file_descriptor_response.file_descriptor_proto
+    ]
+    ours = next(f for f in files if f.package == "tubemq.gateway.v1")
+    methods = {m.name for m in ours.service[0].method}
+    assert methods == set(pb.DESCRIPTOR.services_by_name["Gateway"].methods_by_name)
+    assert {"Publish", "PublishStream", "GetTopic"} <= methods
+
+
+async def test_request_ids_are_kept_when_sane_and_replaced_otherwise(gw: Gateway) -> None:
+    call = gw.stub.GetTopic(pb.GetTopicRequest(topic="demo"), metadata=(("x-request-id", "abc-123"),))
+    await call
+    assert dict(await call.trailing_metadata())["x-request-id"] == "abc-123"
+    for bad in ("has spaces;and{braces}", "x" * 129):
+        call = gw.stub.GetTopic(pb.GetTopicRequest(topic="demo"), metadata=(("x-request-id", bad),))
+        await call
+        replaced = dict(await call.trailing_metadata())["x-request-id"]
+        assert replaced != bad and len(replaced) == 32
+
+
+async def test_every_call_emits_an_event(gw: Gateway) -> None:
+    seen: list[GrpcCallFinished] = []
+    with gw.runtime.events.subscribe(seen.append, GrpcCallFinished):
+        await gw.stub.GetTopic(pb.GetTopicRequest(topic="demo"), metadata=(("x-request-id", "ev-1"),))
+        with pytest.raises(grpc.aio.AioRpcError):
+            await gw.stub.GetTopic(pb.GetTopicRequest(topic="x"), metadata=(("x-request-id", "ev-2"),))
+        responses = gw.stub.PublishStream(_one("demo", "s"))
+        assert len([r async for r in responses]) == 1
+    assert [(e.method, e.code, e.request_id) for e in seen[:2]] == [
+        (f"/{GATEWAY}/GetTopic", "OK", "ev-1"),
+        (f"/{GATEWAY}/GetTopic", "INVALID_ARGUMENT", "ev-2"),
+    ]
+    assert (seen[2].method, seen[2].code) == (f"/{GATEWAY}/PublishStream", "OK")
+    assert all(e.duration >= 0 for e in seen)
+
+
+async def _one(topic: str, value: str) -> AsyncIterator[pb.PublishStreamRequest]:
+    yield pb.PublishStreamRequest(topic=topic, messages=[message(value)])
+
+
+async def test_auth_hook_refuses_and_admits(cluster: EmbeddedCluster) -> None:
+    async def authorize(method: str, metadata: Mapping[str, str | bytes]) -> None:
+        if method.startswith("/grpc.health."):
+            return
+        token = metadata.get("authorization")
+        if token is None:
+            raise AuthError("send an authorization header")
+        if token != "Bearer good":
+            raise AuthError("this token may not publish", denied=True)
+
+    async with running_gateway(cluster, authorize=authorize) as gw:
+        with pytest.raises(grpc.aio.AioRpcError) as missing:
+            await gw.stub.GetTopic(pb.GetTopicRequest(topic="demo"))
+        assert missing.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        assert detail_of(missing.value).code == "unauthenticated"
+        with pytest.raises(grpc.aio.AioRpcError) as denied:
+            await gw.stub.PublishStream(_one("demo", "x"), metadata=(("authorization", "Bearer bad"),)).read()
+        assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        topic = await gw.stub.GetTopic(
+            pb.GetTopicRequest(topic="demo"), metadata=(("authorization", "Bearer good"),)
+        )
+        assert topic.topic == "demo"
+        health = health_pb2_grpc.HealthStub(gw.channel)
+        assert (
+            await health.Check(health_pb2.HealthCheckRequest())
+        ).status == health_pb2.HealthCheckResponse.SERVING
+
+
+class _BrokenPublishService(PublishService):
+    async def topic(self, topic: str) -> TopicView:
+        raise RuntimeError("a bug")
+
+
+async def test_a_bug_is_internal_with_the_request_id(gw: Gateway, caplog: pytest.LogCaptureFixture) -> None:
+    real = gw.runtime.publish
+    assert real is not None and gw.runtime.producer is not None
+    gw.runtime.publish = _BrokenPublishService(gw.runtime.producer)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await gw.stub.GetTopic(pb.GetTopicRequest(topic="demo"), metadata=(("x-request-id", "bug-1"),))
+    finally:
+        gw.runtime.publish = real
+    error = caught.value
+    assert error.code() is grpc.StatusCode.INTERNAL
+    assert "bug-1" in error.details() and "a bug" not in error.details()
+    assert detail_of(error).code == "internal"
+    assert trailer(error, "x-request-id") == "bug-1"
+    assert any(r.exc_info and "a bug" in str(r.exc_info[1]) for r in caplog.records)
+
+
+async def test_unstarted_runtime_is_unavailable_and_not_serving(cluster: EmbeddedCluster) -> None:
+    runtime = Runtime(Settings(masters=str(cluster.master_address)))
+    server = GrpcServer(runtime)
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await stub.Publish(pb.PublishRequest(topic="demo", messages=[message("a")]))
+            assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
+            assert detail_of(caught.value).retry_after_seconds == 1
+            health = health_pb2_grpc.HealthStub(channel)
+            answer = await health.Check(health_pb2.HealthCheckRequest())
+            assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING
+    finally:
+        await server.stop(0)
+
+
+async def test_graceful_stop_finishes_calls_in_progress_and_refuses_new_ones(gw: Gateway) -> None:
+    release = asyncio.Event()
+
+    async def requests() -> AsyncIterator[pb.PublishStreamRequest]:
+        yield pb.PublishStreamRequest(topic="demo", messages=[message("before stop")])
+        await release.wait()
+        yield pb.PublishStreamRequest(messages=[message("during stop")])
+
+    call = gw.stub.PublishStream(requests())
+    assert (await call.read()).acks[0].WhichOneof("outcome") == "stored"
+    stopping = asyncio.create_task(gw.server.stop(5.0))
+    await asyncio.sleep(0.1)
+    async with grpc.aio.insecure_channel(gw.server.address) as fresh:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await gateway_pb2_grpc.GatewayStub(fresh).GetTopic(pb.GetTopicRequest(topic="demo"), timeout=2)
+        assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
+    started = time.monotonic()
+    release.set()
+    last = (await call.read()).acks[0]
+    assert last.sequence == 1 and last.WhichOneof("outcome") == "stored"
+    assert (await call.code()) is grpc.StatusCode.OK
+    await stopping
+    assert time.monotonic() - started < 4.0  # the stop ended with the call, not with the grace period
+
+
+async def test_stop_cancels_calls_past_the_grace_period(gw: Gateway) -> None:
+    never = asyncio.Event()
+
+    async def requests() -> AsyncIterator[pb.PublishStreamRequest]:
+        yield pb.PublishStreamRequest(topic="demo", messages=[message("only")])
+        await never.wait()
+        yield pb.PublishStreamRequest()  # pragma: no cover - never sent
+
+    call = gw.stub.PublishStream(requests())
+    await call.read()
+    started = time.monotonic()
+    await gw.server.stop(0.2)
+    assert time.monotonic() - started < 3.0
+    assert (await call.code()) in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+
+
+async def test_a_taken_port_fails_to_start(gw: Gateway) -> None:
+    other = GrpcServer(gw.runtime, host="127.0.0.1", port=gw.server.port)
+    with pytest.raises(OSError, match="cannot bind"):
+        await other.start()
+    assert "stopped" in repr(other) and "listening" in repr(gw.server)
