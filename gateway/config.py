@@ -62,6 +62,36 @@ class GrpcSettings(BaseModel):
     health_interval: float = Field(1.0, gt=0, description="seconds between readiness looks of a health Watch")
 
 
+class ConsumerSettings(BaseModel):
+    advertised_url: str | None = Field(
+        None,
+        description="base URL other replicas reach this one at (http://10.0.0.7:8080); default "
+        "http://<http_host>:<http_port>, with this host's IPv4 address when listening on 0.0.0.0",
+    )
+    id_secret: str = Field("", description="secret signing instance ids; the same on every replica")
+    lease: float = Field(300.0, gt=0, description="seconds an idle consumer instance lives")
+    max_instances: int = Field(1000, ge=1, description="consumer instances this replica holds at most")
+    commit_timeout: float = Field(
+        60.0, gt=0, description="seconds until delivered, uncommitted messages are rolled back (redelivered)"
+    )
+    assignment_wait: float = Field(
+        10.0, ge=0, description="seconds a new instance's first poll waits for its partitions"
+    )
+    forward_timeout: float = Field(2.0, gt=0, description="seconds to reach the replica owning an instance")
+    poll_max_messages: int = Field(500, ge=1, description="default messages per poll")
+    poll_max_bytes: int = Field(4 * 1024 * 1024, ge=1, description="default value bytes per poll")
+    poll_timeout: float = Field(1.0, ge=0, description="default seconds a poll waits for a first message")
+    poll_max_timeout: float = Field(30.0, gt=0, description="longest poll wait a client may ask for, seconds")
+    sse_keepalive: float = Field(15.0, gt=0, description="seconds between keep-alives on a quiet SSE stream")
+    heartbeat_interval: float = Field(13.0, gt=0, description="seconds between a consumer's heartbeats")
+    empty_fetch_wait: float = Field(
+        0.2, ge=0, description="seconds before a partition that had no message is fetched again"
+    )
+    rebalance_commit_wait: float = Field(
+        3.0, ge=0, description="seconds a partition leaving in a rebalance waits for its batch's commit"
+    )
+
+
 class Settings(BaseSettings):
     """All gateway settings. ``masters`` empty means: run on the embedded cluster."""
 
@@ -81,6 +111,21 @@ class Settings(BaseSettings):
     limits: LimitSettings = LimitSettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
     grpc: GrpcSettings = GrpcSettings()
+    consumers: ConsumerSettings = ConsumerSettings()
+
+    def advertised_url(self) -> str:
+        """The base URL other replicas use to reach this one: ``consumers.advertised_url``, else derived
+        from the listen address (this host's IPv4 address for a wildcard)."""
+        if self.consumers.advertised_url:
+            return self.consumers.advertised_url
+        host = self.http_host
+        if host in ("0.0.0.0", "::", ""):
+            from gateway.tubemq.client_id import local_ipv4
+
+            host = local_ipv4()
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.http_port}"
 
     @field_validator("masters")
     @classmethod

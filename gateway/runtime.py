@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.publish import PublishService
 from gateway.tubemq.address import NodeAddress, parse_address_list
 from gateway.tubemq.breaker import BreakerState
+from gateway.tubemq.consumer_config import ConsumerConfig
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
@@ -33,6 +35,7 @@ class Runtime:
     producer: Producer | None = None
     cluster: EmbeddedCluster | None = None
     publish: PublishService | None = None
+    consumers: ConsumerService | None = None
     masters: list[NodeAddress] = field(default_factory=list)
     draining: bool = False
 
@@ -80,9 +83,37 @@ class Runtime:
                 concurrency=s.limits.publish_concurrency,
                 send_timeout=s.producer.send_timeout,
             )
+            self.consumers = self._consumer_service(self.pool)
+            await self.consumers.start()
         except BaseException:
             await self.stop()
             raise
+
+    def _consumer_service(self, pool: ConnectionPool) -> ConsumerService:
+        c = self.settings.consumers
+        return ConsumerService(
+            self.masters,
+            pool,
+            advertised_url=self.settings.advertised_url(),
+            events=self.events,
+            consumer_config=ConsumerConfig(
+                heartbeat_interval=c.heartbeat_interval,
+                broker_heartbeat_interval=c.heartbeat_interval,
+                not_found_wait=c.empty_fetch_wait,
+                rebalance_confirm_wait=c.rebalance_commit_wait,
+            ),
+            lease=c.lease,
+            max_instances=c.max_instances,
+            commit_timeout=c.commit_timeout,
+            assignment_wait=c.assignment_wait,
+            limits=PollLimits(
+                max_messages=c.poll_max_messages,
+                max_bytes=c.poll_max_bytes,
+                timeout=c.poll_timeout,
+                max_timeout=c.poll_max_timeout,
+            ),
+            id_secret=c.id_secret.encode(),
+        )
 
     def readiness(self) -> tuple[bool, dict[str, object]]:
         """Ready = registered with a master, at least one broker known and usable, not draining."""
@@ -105,6 +136,9 @@ class Runtime:
 
     async def stop(self) -> None:
         """Close in reverse order of start; safe to call on a partly started runtime."""
+        if self.consumers is not None:
+            await self.consumers.close()
+            self.consumers = None
         if self.producer is not None:
             await self.producer.close()
             self.producer = None

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from gateway import __version__
-from gateway.api import routes_health, routes_topics
+from gateway.api import routes_consumers, routes_health, routes_topics
 from gateway.api.errors import install_error_handlers
 from gateway.api.schemas import PublishRequest
 from gateway.config import Settings
@@ -36,12 +36,14 @@ def create_app(
         try:
             yield
         finally:
+            await routes_consumers.close_forwarder(app)
             if owned:
                 await rt.stop()
 
     app = FastAPI(title="tubemq-gateway", version=__version__, description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = rt
     app.include_router(routes_topics.router)
+    app.include_router(routes_consumers.router)
     app.include_router(routes_health.router)
     install_error_handlers(app)
     _document_extra_schemas(app)

@@ -1,0 +1,111 @@
+"""Pydantic models of the consumer REST contract (request bodies are validated with them; responses are built
+from plain dicts on the hot path and documented by them)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ValueFormat = Literal["base64", "utf8", "json"]
+
+
+class CreateConsumerRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    topics: list[str] = Field(min_length=1, description="topics to consume")
+    filters: dict[str, list[str]] | None = Field(
+        None,
+        description="per topic, the stream ids ($msgType$) to deliver; a topic not listed gets every message",
+    )
+    startPosition: Literal["latest", "earliest", "offsets"] = Field(
+        "latest",
+        description="where a group without a stored offset starts: latest (end), earliest (oldest "
+        "message), or offsets (bound consumption: start the partitions in `offsets` exactly there)",
+    )
+    offsets: dict[str, int] | None = Field(
+        None,
+        description="partitionKey (brokerId:topic:partitionId) -> broker index offset; startPosition offsets",
+    )
+    sessionKey: str | None = Field(
+        None, description="offsets only: one key shared by every instance of the group taking part"
+    )
+    sourceCount: int = Field(1, ge=1, description="offsets only: how many instances take part")
+    autoCommit: bool = Field(
+        False,
+        description="count every delivered message as committed when the next poll starts (or the "
+        "instance is deleted); without it, commit tokens with POST .../commits",
+    )
+    maxBytes: int | None = Field(None, ge=1, description="default byte budget of this instance's polls")
+
+
+class CreateConsumerResponse(BaseModel):
+    instanceId: str
+    baseUrl: str = Field(description="URL of the instance; any replica also accepts the instance's paths")
+    group: str
+    autoCommit: bool
+
+
+class ConsumedMessageOut(BaseModel):
+    token: str = Field(description="commit token; also the SSE event id")
+    topic: str
+    partitionKey: str = Field(description="brokerId:topic:partitionId")
+    brokerId: int
+    partitionId: int
+    offset: int | None = Field(description="broker index offset of the message, null when not known exactly")
+    messageId: str = Field(description="broker-assigned 64-bit id, as a decimal string")
+    streamId: str | None = None
+    msgTime: str | None = Field(None, description="yyyyMMddHHmm, producer local time")
+    attributes: dict[str, str]
+    value: object = Field(description="the value in `encoding`")
+    encoding: ValueFormat = Field(
+        description="the requested format, or base64 for a value that is not valid UTF-8 (utf8) or JSON "
+        "(json)"
+    )
+
+
+class PollResponse(BaseModel):
+    messages: list[ConsumedMessageOut]
+
+
+class CommitRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: list[str] | None = Field(
+        None, description="tokens to commit; omitted: everything delivered so far"
+    )
+    consumed: bool = Field(
+        True,
+        description="false rolls back instead: each named token's whole batch is redelivered, to this or "
+        "another instance of the group",
+    )
+
+
+class CommitResponse(BaseModel):
+    committed: int = Field(description="tokens accepted")
+    rolledBack: int = Field(description="messages that will be delivered again")
+    stale: list[str] = Field(
+        description="tokens that were not pending: unknown, already committed, rolled back, past the commit "
+        "timeout, or lost with their partition in a rebalance (their messages are redelivered)"
+    )
+    pending: int = Field(description="messages still delivered and not committed")
+
+
+class PartitionHeld(BaseModel):
+    partitionKey: str
+    topic: str
+    brokerId: int
+    partitionId: int
+    currOffset: int
+    maxOffset: int
+    inUse: bool = Field(description="a fetched batch is not confirmed yet")
+
+
+class InstanceResponse(BaseModel):
+    instanceId: str
+    baseUrl: str
+    group: str
+    autoCommit: bool
+    partitions: list[PartitionHeld]
+    pendingMessages: int
+    bufferedMessages: int

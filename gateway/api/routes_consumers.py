@@ -1,0 +1,402 @@
+"""REST routes for consumer instances: create, poll, commit, stream (SSE), describe, delete.
+
+Every route of an existing instance first asks the service who owns the id; an instance of another replica is
+forwarded there (``gateway/api/forwarding.py``) and its answer passed back as is.
+
+Values are base64 by default; ``format=utf8`` gives text and ``format=json`` the parsed JSON value. A value
+that cannot be shown in the asked format (not UTF-8, not JSON) falls back to base64 for that message alone;
+each message's ``encoding`` says which was used.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, FastAPI, Header, Path, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from gateway.api.consumer_schemas import (
+    CommitRequest,
+    CommitResponse,
+    CreateConsumerRequest,
+    CreateConsumerResponse,
+    InstanceResponse,
+    PollResponse,
+    ValueFormat,
+)
+from gateway.api.forwarding import Forwarder
+from gateway.api.schemas import ErrorResponse
+from gateway.runtime import Runtime
+from gateway.service.consumers import ConsumerService, InstanceSpec
+from gateway.service.errors import Gone, InvalidInput, Unavailable
+from gateway.service.instance import DeliveredMessage
+
+__all__ = ["close_forwarder", "render_message", "router"]
+
+router = APIRouter(prefix="/v1/consumers", tags=["consumers"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "a parameter is invalid; `error.field` names it"},
+    404: {"model": ErrorResponse, "description": "the instance id is malformed or belongs to another group"},
+    410: {
+        "model": ErrorResponse,
+        "description": "the instance was deleted, expired, or its gateway is gone: create a new instance",
+    },
+    503: {
+        "model": ErrorResponse,
+        "description": "no master or owner replica answered in time; see Retry-After",
+    },
+}
+_SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-Sent Events: `id` is the commit token, `data` a message as in pollMessages; "
+        "an event `gone` carries the error body when the instance closes; `: keep-alive` comments keep "
+        "proxies open",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+# The stream's errors are JSON although its success is an event stream.
+_STREAM_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": doc["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+    }
+    for status, doc in _ERRORS.items()
+}
+#: SSE ``retry:`` hint, milliseconds a browser waits before reconnecting
+SSE_RETRY_MS = 1000
+
+
+def get_consumers(request: Request) -> ConsumerService:
+    runtime: Runtime = request.app.state.runtime
+    service = runtime.consumers
+    if service is None:
+        raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
+    return service
+
+
+def get_forwarder(request: Request) -> Forwarder:
+    forwarder: Forwarder | None = getattr(request.app.state, "forwarder", None)
+    if forwarder is None:
+        runtime: Runtime = request.app.state.runtime
+        service = get_consumers(request)
+        forwarder = Forwarder(service.advertised_url, runtime.settings.consumers.forward_timeout)
+        request.app.state.forwarder = forwarder
+    return forwarder
+
+
+async def close_forwarder(app: FastAPI) -> None:
+    """Close the forwarding client (the app's lifespan calls this on shutdown)."""
+    forwarder: Forwarder | None = getattr(app.state, "forwarder", None)
+    app.state.forwarder = None
+    if forwarder is not None:
+        await forwarder.close()
+
+
+ConsumersDep = Annotated[ConsumerService, Depends(get_consumers)]
+ForwarderDep = Annotated[Forwarder, Depends(get_forwarder)]
+InstanceId = Annotated[str, Path(description="the instanceId that createConsumer returned")]
+
+
+class EventStreamResponse(StreamingResponse):
+    """A streamed ``text/event-stream`` answer (documents the stream route's media type)."""
+
+    media_type = "text/event-stream"
+
+
+def _owner(
+    service: ConsumerService, forwarder: Forwarder, request: Request, group: str, instance_id: str
+) -> str | None:
+    """The owner's URL to forward to, or None to serve here (a request forwarded once is served here, and
+    answers 410 if this replica is not the owner)."""
+    owner = service.locate(group, instance_id)
+    if owner is not None and forwarder.was_forwarded(request):
+        service.instance(group, instance_id)  # raises Gone
+    return owner
+
+
+# --- routes -----------------------------------------------------------------------------------------
+
+
+@router.post(
+    "/{group}",
+    status_code=201,
+    operation_id="createConsumer",
+    summary="Join a consumer group with a new instance",
+    response_model=CreateConsumerResponse,
+    responses=_ERRORS,
+)
+async def create_consumer(group: str, body: CreateConsumerRequest, service: ConsumersDep) -> JSONResponse:
+    """The instance lives in this gateway; its id works on every replica. It is closed after the lease
+    (idle time) and its partitions go back to the group."""
+    topics: dict[str, list[str] | None] = dict.fromkeys(body.topics)
+    for topic, stream_ids in (body.filters or {}).items():
+        if topic not in topics:
+            raise InvalidInput(
+                f"filters name topic {topic!r}, which is not in topics", field=f"filters.{topic}"
+            )
+        topics[topic] = stream_ids
+    spec = InstanceSpec(
+        topics=topics,
+        start_position=body.startPosition,
+        offsets=body.offsets,
+        auto_commit=body.autoCommit,
+        max_bytes=body.maxBytes,
+        session_key=body.sessionKey,
+        source_count=body.sourceCount,
+    )
+    info = await service.create(group, spec)
+    base_url = service.base_url(group, info.instance_id)
+    return JSONResponse(
+        {"instanceId": info.instance_id, "baseUrl": base_url, "group": group, "autoCommit": info.auto_commit},
+        status_code=201,
+        headers={"Location": base_url},
+    )
+
+
+@router.get(
+    "/{group}/instances/{instance_id}/messages",
+    operation_id="pollMessages",
+    summary="Long-poll for messages",
+    response_model=PollResponse,
+    responses=_ERRORS,
+)
+async def poll_messages(
+    group: str,
+    instance_id: InstanceId,
+    request: Request,
+    service: ConsumersDep,
+    forwarder: ForwarderDep,
+    max_messages: Annotated[int | None, Query(ge=1, description="at most this many messages")] = None,
+    max_bytes: Annotated[
+        int | None, Query(ge=1, description="value bytes (before encoding); one larger message comes alone")
+    ] = None,
+    timeout_ms: Annotated[int | None, Query(ge=0, description="wait this long for a first message")] = None,
+    format: Annotated[ValueFormat, Query(description="how values are shown")] = "base64",
+) -> Response:
+    """Answers as soon as messages are there, else after `timeout_ms` with none. The first poll of a new
+    instance waits for its partition assignment."""
+    timeout = None if timeout_ms is None else timeout_ms / 1000
+    owner = _owner(service, forwarder, request, group, instance_id)
+    if owner is not None:
+        wait = service.limits.timeout if timeout is None else timeout
+        return await forwarder.forward(request, owner, extra_wait=max(wait, service.assignment_wait))
+    messages = await service.poll(
+        group, instance_id, max_messages=max_messages, max_bytes=max_bytes, timeout=timeout
+    )
+    return _json({"messages": [render_message(m, format) for m in messages]})
+
+
+@router.post(
+    "/{group}/instances/{instance_id}/commits",
+    operation_id="commitMessages",
+    summary="Commit (or roll back) delivered messages",
+    response_model=CommitResponse,
+    responses=_ERRORS,
+)
+async def commit_messages(
+    group: str,
+    instance_id: InstanceId,
+    request: Request,
+    service: ConsumersDep,
+    forwarder: ForwarderDep,
+    body: Annotated[CommitRequest | None, Body()] = None,
+) -> Response:
+    """`{"tokens": [...]}` commits those messages, `{}` everything delivered so far. A batch goes to the
+    broker as consumed once all its messages are committed. `"consumed": false` rolls back instead."""
+    owner = _owner(service, forwarder, request, group, instance_id)
+    if owner is not None:
+        return await forwarder.forward(request, owner)
+    chosen = body or CommitRequest.model_validate({})
+    result = await service.commit(group, instance_id, chosen.tokens, consumed=chosen.consumed)
+    return _json(
+        {
+            "committed": result.committed,
+            "rolledBack": result.rolled_back,
+            "stale": result.stale,
+            "pending": result.pending,
+        }
+    )
+
+
+@router.get(
+    "/{group}/instances/{instance_id}/stream",
+    operation_id="streamMessages",
+    summary="Push consumption as Server-Sent Events",
+    response_class=EventStreamResponse,
+    responses={**_SSE_DOC, **_STREAM_ERRORS},
+)
+async def stream_messages(
+    group: str,
+    instance_id: InstanceId,
+    request: Request,
+    service: ConsumersDep,
+    forwarder: ForwarderDep,
+    max_messages: Annotated[int | None, Query(ge=1, description="messages fetched per step")] = None,
+    max_bytes: Annotated[int | None, Query(ge=1, description="value bytes fetched per step")] = None,
+    format: Annotated[ValueFormat, Query(description="how values are shown")] = "base64",
+    last_event_id: Annotated[
+        str | None, Query(description="resume after this event id (the Last-Event-ID header wins)")
+    ] = None,
+    last_event_header: Annotated[str | None, Header(alias="Last-Event-ID", include_in_schema=False)] = None,
+) -> Response:
+    """Each event is one message; its id is its commit token. Reconnecting with `Last-Event-ID` first sends
+    again every message delivered after that id and not committed; without it, every delivered message not
+    committed yet. With autoCommit, a message counts as committed once the stream moves past it; otherwise
+    commit tokens with commitMessages (uncommitted messages hold their partition)."""
+    owner = _owner(service, forwarder, request, group, instance_id)
+    if owner is not None:
+        return await forwarder.stream(request, owner)
+    cursor = service.open_stream(group, instance_id, last_event_header or last_event_id)
+    lim = service.limits
+    count = max_messages or lim.max_messages
+    size = max_bytes or cursor.instance.max_bytes or lim.max_bytes
+    keepalive = get_runtime_settings(request).consumers.sse_keepalive
+    step = min(keepalive, 1.0)
+
+    async def events() -> AsyncIterator[bytes]:
+        async with service.using(cursor.instance):
+            yield f"retry: {SSE_RETRY_MS}\n\n".encode()
+            quiet_since = time.monotonic()
+            while not cursor.superseded:
+                try:
+                    messages = await cursor.next(count, size, step)
+                except Gone as exc:
+                    yield _sse_event(json.dumps({"error": exc.to_dict()}), event="gone")
+                    return
+                if messages:
+                    yield b"".join(
+                        _sse_event(_dumps(render_message(m, format)), event_id=m.token) for m in messages
+                    )
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since >= keepalive:
+                    yield b": keep-alive\n\n"
+                    quiet_since = time.monotonic()
+
+    return EventStreamResponse(events(), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+@router.get(
+    "/{group}/instances/{instance_id}",
+    operation_id="describeConsumer",
+    summary="Partitions held and messages pending",
+    response_model=InstanceResponse,
+    responses=_ERRORS,
+)
+async def describe_consumer(
+    group: str, instance_id: InstanceId, request: Request, service: ConsumersDep, forwarder: ForwarderDep
+) -> Response:
+    owner = _owner(service, forwarder, request, group, instance_id)
+    if owner is not None:
+        return await forwarder.forward(request, owner)
+    state = service.describe(group, instance_id)
+    return _json(
+        {
+            "instanceId": instance_id,
+            "baseUrl": service.base_url(group, instance_id),
+            "group": group,
+            "autoCommit": state.info.auto_commit,
+            "partitions": [
+                {
+                    "partitionKey": p.partition_key,
+                    "topic": p.topic,
+                    "brokerId": p.broker_id,
+                    "partitionId": p.partition_id,
+                    "currOffset": p.curr_offset,
+                    "maxOffset": p.max_offset,
+                    "inUse": p.in_use,
+                }
+                for p in state.partitions
+            ],
+            "pendingMessages": state.pending,
+            "bufferedMessages": state.buffered,
+        }
+    )
+
+
+@router.delete(
+    "/{group}/instances/{instance_id}",
+    status_code=204,
+    operation_id="deleteConsumer",
+    summary="Leave the group",
+    responses=_ERRORS,
+)
+async def delete_consumer(
+    group: str, instance_id: InstanceId, request: Request, service: ConsumersDep, forwarder: ForwarderDep
+) -> Response:
+    """Releases the instance's partitions; messages delivered and not committed are redelivered to the group
+    (with autoCommit, what was delivered is committed first)."""
+    owner = _owner(service, forwarder, request, group, instance_id)
+    if owner is not None:
+        return await forwarder.forward(request, owner)
+    await service.delete(group, instance_id)
+    return Response(status_code=204)
+
+
+# --- rendering ----------------------------------------------------------------------------------------
+
+
+def get_runtime_settings(request: Request) -> Any:
+    runtime: Runtime = request.app.state.runtime
+    return runtime.settings
+
+
+def render_message(m: DeliveredMessage, fmt: str) -> dict[str, Any]:
+    """The JSON shape of one delivered message (ConsumedMessageOut)."""
+    message = m.message
+    value, encoding = encode_value(message.body, fmt)
+    return {
+        "token": m.token,
+        "topic": m.topic,
+        "partitionKey": m.partition_key,
+        "brokerId": m.broker_id,
+        "partitionId": m.partition_id,
+        "offset": message.offset,
+        "messageId": str(message.message_id),
+        "streamId": message.stream_id,
+        "msgTime": message.msg_time,
+        "attributes": message.attributes,
+        "value": value,
+        "encoding": encoding,
+    }
+
+
+def encode_value(body: bytes, fmt: str) -> tuple[Any, str]:
+    """``body`` in ``fmt`` when it can be shown so, else base64."""
+    if fmt == "utf8":
+        try:
+            return body.decode("utf-8"), "utf8"
+        except UnicodeDecodeError:
+            pass
+    elif fmt == "json":
+        try:
+            return json.loads(body, parse_constant=_reject_constant), "json"
+        except (ValueError, UnicodeDecodeError):
+            pass
+    return base64.b64encode(body).decode("ascii"), "base64"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _dumps(payload: Any) -> str:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json(payload: Any, status_code: int = 200) -> Response:
+    return Response(_dumps(payload).encode("utf-8"), status_code, media_type="application/json")
+
+
+def _sse_event(data: str, *, event_id: str | None = None, event: str | None = None) -> bytes:
+    # ``data`` is compact JSON: it holds no raw line breaks, so one data line carries it.
+    head = ""
+    if event_id is not None:
+        head += f"id: {event_id}\n"
+    if event is not None:
+        head += f"event: {event}\n"
+    return f"{head}data: {data}\n\n".encode()

@@ -1,0 +1,122 @@
+"""Gateway replicas for the REST and forwarding tests: uvicorn servers on loopback ports over the test
+cluster of ``consumer_support``, and a small SSE reader."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+from consumer_support import Env, eventually
+
+from gateway.api.app import create_app
+from gateway.config import ConsumerSettings, ProducerSettings, Settings
+from gateway.runtime import Runtime
+from gateway.service.consumers import ConsumerService
+
+
+@dataclass
+class Gateway:
+    """One gateway replica served by uvicorn on a loopback port."""
+
+    url: str
+    runtime: Runtime
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+
+    @property
+    def consumers(self) -> ConsumerService:
+        assert self.runtime.consumers is not None
+        return self.runtime.consumers
+
+    async def stop(self) -> None:
+        """Stop serving and close the runtime (idempotent): the port stops answering, as if killed."""
+        if not self.task.done():
+            self.server.should_exit = True
+            await self.task
+            await self.runtime.stop()
+
+
+@asynccontextmanager
+async def gateway(env: Env, **consumer_settings: Any) -> AsyncIterator[Gateway]:
+    """Start a gateway on the test cluster. The socket is bound first so that the advertised URL is known."""
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only then (else 40 ms ACK delays).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    options: dict[str, Any] = {
+        "heartbeat_interval": 0.1,
+        "empty_fetch_wait": 0.05,
+        "rebalance_commit_wait": 0.3,
+        "assignment_wait": 5.0,
+        "sse_keepalive": 0.3,
+        "forward_timeout": 1.0,
+    }
+    options.update(consumer_settings)
+    settings = Settings(
+        masters=",".join(str(a) for a in env.cluster.master_addresses),
+        http_host="127.0.0.1",
+        http_port=port,
+        producer=ProducerSettings(heartbeat_interval=0.5),
+        consumers=ConsumerSettings(**options),
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    app = create_app(runtime=runtime)
+    # No log_config or log_level: uvicorn would reconfigure process-wide loggers other tests rely on.
+    config = uvicorn.Config(app, log_config=None, log_level=None, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        await eventually(_started(server), timeout=5.0, what="uvicorn start")
+        served = Gateway(f"http://127.0.0.1:{port}", runtime, server, task)
+        try:
+            yield served
+        finally:
+            await served.stop()
+    finally:
+        sock.close()
+
+
+def _started(server: uvicorn.Server) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return server.started
+
+    return check
+
+
+@dataclass
+class SseEvent:
+    id: str | None
+    event: str
+    data: str
+
+
+class SseReader:
+    """Reads events (comments and retry hints skipped) from an open SSE response."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._lines = response.aiter_lines()
+
+    async def read(self, count: int, timeout: float = 10.0) -> list[SseEvent]:  # noqa: ASYNC109
+        events: list[SseEvent] = []
+        fields: dict[str, str] = {}
+        async with asyncio.timeout(timeout):
+            while len(events) < count:
+                line = await anext(self._lines)
+                if line == "":
+                    if "data" in fields:
+                        events.append(
+                            SseEvent(fields.get("id"), fields.get("event", "message"), fields["data"])
+                        )
+                    fields = {}
+                elif not line.startswith(":"):
+                    name, _, value = line.partition(":")
+                    fields[name] = value.removeprefix(" ")
+        return events
