@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -92,6 +92,26 @@ class ConsumerSettings(BaseModel):
     )
 
 
+class ShutdownSettings(BaseModel):
+    grace_period: float = Field(
+        25.0, gt=0, description="seconds from SIGTERM to exit: drain, finish requests, release, close"
+    )
+    drain_delay: float = Field(
+        0.0, ge=0, description="seconds served unready after SIGTERM before the listener closes"
+    )
+
+    @model_validator(mode="after")
+    def _delay_within_grace(self) -> ShutdownSettings:
+        if self.drain_delay >= self.grace_period:
+            raise ValueError("shutdown.drain_delay must be shorter than shutdown.grace_period")
+        return self
+
+
+class MetricsSettings(BaseModel):
+    max_topics: int = Field(200, ge=1, description="distinct topic label values before __overflow__")
+    max_groups: int = Field(200, ge=1, description="distinct consumer group label values before __overflow__")
+
+
 class Settings(BaseSettings):
     """All gateway settings. ``masters`` empty means: run on the embedded cluster."""
 
@@ -106,12 +126,15 @@ class Settings(BaseSettings):
     http_host: str = Field("0.0.0.0", description="HTTP listen address")
     http_port: int = Field(8080, ge=0, le=65535, description="HTTP listen port")
     log_level: str = Field("info", description="log level: debug, info, warning, error")
+    log_format: Literal["json", "text"] = Field("json", description="json: one object per line; text")
     pool: PoolSettings = PoolSettings()
     producer: ProducerSettings = ProducerSettings()
     limits: LimitSettings = LimitSettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
     grpc: GrpcSettings = GrpcSettings()
     consumers: ConsumerSettings = ConsumerSettings()
+    shutdown: ShutdownSettings = ShutdownSettings()
+    metrics: MetricsSettings = MetricsSettings()
 
     def advertised_url(self) -> str:
         """The base URL other replicas use to reach this one: ``consumers.advertised_url``, else derived

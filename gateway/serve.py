@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from gateway.config import Settings, load_settings
@@ -63,11 +62,12 @@ def run_serve(args: argparse.Namespace) -> int:
     from gateway.api.app import create_app
     from gateway.grpc.hosting import GatewayServer
     from gateway.grpc.server import create_grpc_server
+    from gateway.observability.logging import configure_logging
     from gateway.runtime import Runtime
     from gateway.shutdown import ShutdownPlan
 
     settings = settings_from_args(args)
-    logging.getLogger().setLevel(settings.log_level.upper())
+    configure_logging(settings.log_level, settings.log_format)
     try:
         import uvloop  # noqa: F401
 
@@ -75,7 +75,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
         loop = "asyncio"
     runtime = Runtime(settings)
-    plan = ShutdownPlan()
+    plan = ShutdownPlan(settings.shutdown.grace_period, settings.shutdown.drain_delay)
 
     def drain() -> None:
         runtime.draining = True
@@ -87,6 +87,7 @@ def run_serve(args: argparse.Namespace) -> int:
         loop=loop,
         log_level=settings.log_level.lower(),
         access_log=False,
+        log_config=None,  # configure_logging routes uvicorn's records through our formatter
         timeout_graceful_shutdown=max(1, round(plan.requests_timeout)),
     )
     grpc_server = create_grpc_server(runtime) if settings.grpc.enabled else None

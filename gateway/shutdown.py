@@ -105,13 +105,20 @@ class GracefulServer(uvicorn.Server):
         try:
             await super().serve(sockets)
         finally:
-            if self._watchdog is not None:
-                self._watchdog.cancel()
-            if self._draining_since is not None:
-                log.info(
-                    "graceful shutdown complete",
-                    extra={"seconds": round(time.monotonic() - self._draining_since, 3)},
-                )
+            try:
+                await self.release()
+            finally:
+                if self._watchdog is not None:
+                    self._watchdog.cancel()
+                if self._draining_since is not None:
+                    log.info(
+                        "graceful shutdown complete",
+                        extra={"seconds": round(time.monotonic() - self._draining_since, 3)},
+                    )
+
+    async def release(self) -> None:
+        """Stop what this server owns, after uvicorn has shut down (override it); the watchdog still
+        watches, so a hang here also ends the process at the grace period."""
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Runs as a signal handler on the main thread: record, flag, and hand the rest to the loop.

@@ -79,10 +79,11 @@ def test_configure_logging_replaces_handlers_and_routes_uvicorn() -> None:
         configure_logging("warning", "json", stream=stream)
         configure_logging("info", "json", stream=stream)  # twice: still one handler
         assert len(root.handlers) == 1
-        logging.getLogger("uvicorn.error").info("started")
+        logging.getLogger("uvicorn.error").info("started", extra={"color_message": "\x1b[36mstarted"})
         logging.getLogger("gateway.x").debug("hidden")
         lines = stream.getvalue().splitlines()
         assert [json.loads(line)["msg"] for line in lines] == ["started"]
+        assert "color_message" not in json.loads(lines[0])
         configure_logging("info", "text", stream=stream)
         logging.getLogger("gateway.x").info("plain")
         assert stream.getvalue().splitlines()[-1].endswith("INFO gateway.x plain")

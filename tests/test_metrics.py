@@ -241,7 +241,7 @@ def test_names_units_and_labels_follow_the_rules(metrics: GatewayMetrics, bus: E
         assert family.documentation, family.name
         assert not any(unit in family.name for unit in ("_ms", "milli", "_kb", "_mb", "minutes"))
         if family.type == "counter":
-            assert all(s.name.endswith(("_total", "_created")) for s in family.samples), family.name
+            assert all(s.name.endswith("_total") for s in family.samples), family.name
         if family.type == "histogram":
             assert family.name.endswith("_seconds"), family.name
         for sample in family.samples:

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
 import signal
+import socket
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,7 +21,11 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.topics import TopicSpec
 from gateway.shutdown import GracefulServer, ShutdownPlan
+from gateway.tubemq.pool import ConnectionPool
+from tests.tubemq_readback import read_topic
 
 
 class Recorder:
@@ -23,6 +34,7 @@ class Recorder:
         self.log: list[str] = []
         self.exit_codes: list[int] = []
         self.stop_hangs = False
+        self.release_hangs = False
 
 
 def make_app(rec: Recorder) -> FastAPI:
@@ -65,7 +77,13 @@ async def running(
         rec.draining = True
         rec.log.append("draining")
 
-    server = GracefulServer(config, on_drain=drain, plan=plan, exit_now=rec.exit_codes.append)
+    class Server(GracefulServer):
+        async def release(self) -> None:
+            rec.log.append("release")
+            if rec.release_hangs:
+                await asyncio.sleep(30)
+
+    server = Server(config, on_drain=drain, plan=plan, exit_now=rec.exit_codes.append)
     task = asyncio.create_task(server.serve())
     while not server.started:
         assert not task.done(), "server failed to start"
@@ -113,7 +131,7 @@ async def test_signal_drains_then_finishes_in_flight_then_stops() -> None:
         async with httpx.AsyncClient(base_url=url) as late:
             with pytest.raises(httpx.ConnectError):
                 await late.get("/readyz")
-    assert rec.log == ["draining", "slow answered", "runtime stop"]
+    assert rec.log == ["draining", "slow answered", "runtime stop", "release"]
     assert rec.exit_codes == [] and server._captured_signals == [], "a clean drain exits 0, no re-raise"
 
 
@@ -136,9 +154,11 @@ async def test_second_signal_skips_the_waits() -> None:
     assert "slow answered" not in rec.log and "runtime stop" not in rec.log
 
 
-async def test_overrun_of_the_grace_period_exits_nonzero() -> None:
+@pytest.mark.parametrize("where", ["lifespan", "release"])
+async def test_overrun_of_the_grace_period_exits_nonzero(where: str) -> None:
     rec = Recorder()
-    rec.stop_hangs = True
+    rec.stop_hangs = where == "lifespan"
+    rec.release_hangs = where == "release"
     plan = ShutdownPlan(grace_period=0.6)
     async with running(rec, plan) as (server, task, _url):
         server.begin_drain("test")
@@ -147,7 +167,128 @@ async def test_overrun_of_the_grace_period_exits_nonzero() -> None:
             assert time.monotonic() - started < 3, "the watchdog did not fire"
             await asyncio.sleep(0.02)
         assert rec.exit_codes == [1] and time.monotonic() - started >= plan.grace_period - 0.05
-        assert rec.log[-1] == "runtime stop"
+        assert rec.log[-1] == ("runtime stop" if where == "lifespan" else "release")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+# --- a real gateway process on the embedded cluster ------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+GRACE = 10.0
+DRAIN_DELAY = 0.5
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Load:
+    """Publish load: every value answered 200, and when the answers came."""
+
+    stored: dict[str, float] = field(default_factory=dict)
+    failed: int = 0
+    stop: bool = False
+
+
+async def _publisher(base: str, worker: int, load: Load) -> None:
+    seq = 0
+    async with httpx.AsyncClient(base_url=base, timeout=GRACE) as client:
+        while not load.stop:
+            values = [f"w{worker}-{seq}-{i}" for i in range(4)]
+            seq += 1
+            try:
+                body = {"messages": [{"value": v} for v in values]}
+                answer = await client.post("/v1/topics/orders/messages", json=body)
+            except httpx.HTTPError:
+                return  # the listener closed: the drain has begun
+            now = time.monotonic()
+            if answer.status_code in (200, 207):
+                for value, result in zip(values, answer.json()["results"], strict=True):
+                    if result["status"] == 200:
+                        load.stored[value] = now
+                    else:
+                        load.failed += 1
+            else:
+                load.failed += len(values)
+
+
+async def _first_unready(base: str, since: float) -> float | None:
+    """Seconds after ``since`` at which a fresh connection saw /readyz answer 503 (None: never)."""
+    limits = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=base, timeout=2, limits=limits) as client:
+        while time.monotonic() - since < GRACE:
+            try:
+                if (await client.get("/readyz")).status_code == 503:
+                    return time.monotonic() - since
+            except httpx.HTTPError:
+                return None
+            await asyncio.sleep(0.02)
+    return None
+
+
+async def test_sigterm_under_publish_load_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    port, data = _free_port(), tmp_path / "data"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TUBEMQ_GATEWAY_MASTERS": "",
+        "TUBEMQ_GATEWAY_SHUTDOWN__GRACE_PERIOD": str(GRACE),
+        "TUBEMQ_GATEWAY_SHUTDOWN__DRAIN_DELAY": str(DRAIN_DELAY),
+        "TUBEMQ_GATEWAY_LOG_FORMAT": "json",
+    }
+    command = [sys.executable, "-m", "gateway", "serve", "--http-host", "127.0.0.1", "--http-port", str(port),
+               "--embedded-topics", "orders:3", "--embedded-data-dir", str(data)]  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    log_path = tmp_path / "gateway.log"
+    with log_path.open("wb") as log_file:
+        proc = await asyncio.create_subprocess_exec(
+            *command, env=env, stdout=log_file, stderr=asyncio.subprocess.STDOUT
+        )
+        try:
+            async with httpx.AsyncClient(base_url=base, timeout=1) as probe:
+                deadline = time.monotonic() + 30
+                while True:
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await probe.get("/readyz")).status_code == 200:
+                            break
+                    assert proc.returncode is None, log_path.read_text()
+                    assert time.monotonic() < deadline, "the gateway did not become ready"
+                    await asyncio.sleep(0.1)
+            load = Load()
+            workers = [asyncio.create_task(_publisher(base, w, load)) for w in range(6)]
+            while len(load.stored) < 200:
+                assert not any(w.done() for w in workers), log_path.read_text()
+                await asyncio.sleep(0.02)
+            sigterm_at = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            unready_after = await _first_unready(base, sigterm_at)
+            await asyncio.wait_for(asyncio.gather(*workers), GRACE)
+            code = await asyncio.wait_for(proc.wait(), GRACE + 5)
+            exited_after = time.monotonic() - sigterm_at
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    output = log_path.read_text(encoding="utf-8")
+    assert code == 0, output
+    assert exited_after < GRACE, "exits within the grace period"
+    assert unready_after is not None and unready_after < DRAIN_DELAY, "readiness turns false at once"
+    acknowledged_late = [v for v, at in load.stored.items() if at > sigterm_at]
+    assert acknowledged_late, "publishes in flight (or within the drain delay) still get their 200"
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    assert len(lines) == len(output.splitlines()), "every log line is one JSON object"
+    messages = [line["msg"] for line in lines]
+    assert any(m.startswith("draining") for m in messages) and "graceful shutdown complete" in messages
+
+    # The process is gone; bring the brokers back on its data directory and read every stored message.
+    async with EmbeddedCluster([TopicSpec("orders", 3)], data_dir=data) as cluster, ConnectionPool() as pool:
+        brokers = {b.broker_id: b.address for b in cluster.brokers}
+        rows = await read_topic(pool, brokers, "orders", TopicSpec("orders", 3).partition_ids(), "verify")
+    stored = {row.body.decode() for row in rows}
+    missing = set(load.stored) - stored
+    assert not missing, f"{len(missing)} messages answered 200 are not stored, e.g. {sorted(missing)[:5]}"

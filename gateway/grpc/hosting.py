@@ -45,12 +45,6 @@ class GatewayServer(GracefulServer):
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]} grpc={self.grpc_server!r}>"
 
-    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        try:
-            await super().serve(sockets)
-        finally:
-            await self._release()
-
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         try:
             await self.runtime.start()
@@ -58,7 +52,7 @@ class GatewayServer(GracefulServer):
                 await self.grpc_server.start()
         except Exception:
             log.exception("the gateway could not start")
-            await self._release()
+            await self.release()
             self.should_exit = True  # uvicorn then skips its main loop; started stays False: exit 1
             return
         await super().startup(sockets)
@@ -69,7 +63,7 @@ class GatewayServer(GracefulServer):
             return
         await asyncio.gather(self.grpc_server.stop(self.plan.requests_timeout), super().shutdown(sockets))
 
-    async def _release(self) -> None:
+    async def release(self) -> None:
         if self.grpc_server is not None:
             await self.grpc_server.stop(0)
         await self.runtime.stop()

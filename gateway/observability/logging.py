@@ -52,6 +52,8 @@ _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("reques
 _STANDARD_ATTRS = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime", "taskName"}
 )
+#: Extras that only make sense on a terminal (uvicorn's ANSI-coloured copy of the message).
+_DROPPED_EXTRAS = frozenset({"color_message"})
 
 
 def current_request_id() -> str | None:
@@ -88,7 +90,7 @@ class JsonFormatter(logging.Formatter):
         if request_id is not None:
             entry["request_id"] = request_id
         for key, value in vars(record).items():
-            if key not in _STANDARD_ATTRS and key not in entry:
+            if key not in _STANDARD_ATTRS and key not in entry and key not in _DROPPED_EXTRAS:
                 entry[key] = _jsonable(value)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)

@@ -25,6 +25,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
 )
 from prometheus_client.gc_collector import GCCollector
@@ -89,6 +90,8 @@ class GatewayMetrics:
         max_groups: int = 200,
         process_metrics: bool = True,
     ) -> None:
+        # One series per counter and histogram, not two: the *_created timestamps only add cardinality.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
         if process_metrics:
