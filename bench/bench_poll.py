@@ -69,7 +69,7 @@ async def core(cluster: EmbeddedCluster, count: int) -> tuple[float, int]:
                 if batch is None:
                     raise RuntimeError(f"core consumer stalled after {received} messages")
                 received += len(batch.messages)
-                size += batch.bytes
+                size += batch.body_bytes
                 await consumer.confirm(batch.confirm_context, True)
             return time.perf_counter() - start, size
         finally:

@@ -3,15 +3,11 @@
 Every route of an existing instance first asks the service who owns the id; an instance of another replica is
 forwarded there (``gateway/api/forwarding.py``) and its answer passed back as is.
 
-Values are base64 by default; ``format=utf8`` gives text and ``format=json`` the parsed JSON value. A value
-that cannot be shown in the asked format (not UTF-8, not JSON) falls back to base64 for that message alone;
-each message's ``encoding`` says which was used.
+Message rendering (and the ``format`` query parameter) is in ``gateway/api/consumer_render.py``.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
@@ -19,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from gateway.api.consumer_render import render_event, render_poll, to_json
 from gateway.api.consumer_schemas import (
     CommitRequest,
     CommitResponse,
@@ -33,9 +30,8 @@ from gateway.api.schemas import ErrorResponse
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.errors import Gone, InvalidInput, Unavailable
-from gateway.service.instance import DeliveredMessage
 
-__all__ = ["close_forwarder", "render_message", "router"]
+__all__ = ["close_forwarder", "router"]
 
 router = APIRouter(prefix="/v1/consumers", tags=["consumers"])
 
@@ -188,7 +184,7 @@ async def poll_messages(
     messages = await service.poll(
         group, instance_id, max_messages=max_messages, max_bytes=max_bytes, timeout=timeout
     )
-    return _json({"messages": [render_message(m, format) for m in messages]})
+    return Response(render_poll(messages, format), media_type="application/json")
 
 
 @router.post(
@@ -266,12 +262,10 @@ async def stream_messages(
                 try:
                     messages = await cursor.next(count, size, step)
                 except Gone as exc:
-                    yield _sse_event(json.dumps({"error": exc.to_dict()}), event="gone")
+                    yield _gone_event(exc)
                     return
                 if messages:
-                    yield b"".join(
-                        _sse_event(_dumps(render_message(m, format)), event_id=m.token) for m in messages
-                    )
+                    yield b"".join(render_event(m, format) for m in messages)
                     quiet_since = time.monotonic()
                 elif time.monotonic() - quiet_since >= keepalive:
                     yield b": keep-alive\n\n"
@@ -345,58 +339,9 @@ def get_runtime_settings(request: Request) -> Any:
     return runtime.settings
 
 
-def render_message(m: DeliveredMessage, fmt: str) -> dict[str, Any]:
-    """The JSON shape of one delivered message (ConsumedMessageOut)."""
-    message = m.message
-    value, encoding = encode_value(message.body, fmt)
-    return {
-        "token": m.token,
-        "topic": m.topic,
-        "partitionKey": m.partition_key,
-        "brokerId": m.broker_id,
-        "partitionId": m.partition_id,
-        "offset": message.offset,
-        "messageId": str(message.message_id),
-        "streamId": message.stream_id,
-        "msgTime": message.msg_time,
-        "attributes": message.attributes,
-        "value": value,
-        "encoding": encoding,
-    }
-
-
-def encode_value(body: bytes, fmt: str) -> tuple[Any, str]:
-    """``body`` in ``fmt`` when it can be shown so, else base64."""
-    if fmt == "utf8":
-        try:
-            return body.decode("utf-8"), "utf8"
-        except UnicodeDecodeError:
-            pass
-    elif fmt == "json":
-        try:
-            return json.loads(body, parse_constant=_reject_constant), "json"
-        except (ValueError, UnicodeDecodeError):
-            pass
-    return base64.b64encode(body).decode("ascii"), "base64"
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _dumps(payload: Any) -> str:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-
-
 def _json(payload: Any, status_code: int = 200) -> Response:
-    return Response(_dumps(payload).encode("utf-8"), status_code, media_type="application/json")
+    return Response(to_json(payload), status_code, media_type="application/json")
 
 
-def _sse_event(data: str, *, event_id: str | None = None, event: str | None = None) -> bytes:
-    # ``data`` is compact JSON: it holds no raw line breaks, so one data line carries it.
-    head = ""
-    if event_id is not None:
-        head += f"id: {event_id}\n"
-    if event is not None:
-        head += f"event: {event}\n"
-    return f"{head}data: {data}\n\n".encode()
+def _gone_event(exc: Gone) -> bytes:
+    return b"event: gone\ndata: " + to_json({"error": exc.to_dict()}) + b"\n\n"

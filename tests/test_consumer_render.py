@@ -1,0 +1,99 @@
+"""The hand-built JSON of delivered messages is valid single-line JSON with the documented shape."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.api.consumer_render import render_event, render_message, render_poll
+from gateway.service.instance import DeliveredMessage
+from gateway.tubemq.consumer_batch import ConsumedMessage
+
+text = st.text(max_size=30)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=8,
+)
+bodies = st.binary(max_size=64) | text.map(str.encode) | json_values.map(lambda v: json.dumps(v).encode())
+
+messages = st.builds(
+    DeliveredMessage,
+    seq=st.integers(1, 2**40),
+    topic=text,
+    partition_key=text,
+    broker_id=st.integers(0, 2**31),
+    partition_id=st.integers(0, 2**16),
+    message=st.builds(
+        ConsumedMessage,
+        message_id=st.integers(-(2**63), 2**63 - 1),
+        body=bodies,
+        attributes=st.dictionaries(text, text, max_size=3),
+        stream_id=st.none() | text,
+        msg_time=st.none() | text,
+        flag=st.just(0),
+        index=st.integers(0, 100),
+        offset=st.none() | st.integers(0, 2**50),
+    ),
+)
+
+
+def expected(m: DeliveredMessage, fmt: str) -> dict[str, Any]:
+    body = m.message.body
+    value: Any = base64.b64encode(body).decode()
+    encoding = "base64"
+    if fmt == "utf8":
+        with contextlib.suppress(UnicodeDecodeError):
+            value, encoding = body.decode("utf-8"), "utf8"
+    elif fmt == "json":
+        with contextlib.suppress(ValueError):
+            value, encoding = json.loads(body), "json"
+    return {
+        "token": str(m.seq),
+        "topic": m.topic,
+        "partitionKey": m.partition_key,
+        "brokerId": m.broker_id,
+        "partitionId": m.partition_id,
+        "offset": m.message.offset,
+        "messageId": str(m.message.message_id),
+        "streamId": m.message.stream_id,
+        "msgTime": m.message.msg_time,
+        "attributes": m.message.attributes,
+        "value": value,
+        "encoding": encoding,
+    }
+
+
+@settings(max_examples=60)
+@given(st.lists(messages, max_size=4), st.sampled_from(["base64", "utf8", "json"]))
+def test_poll_body_is_the_documented_json(batch: list[DeliveredMessage], fmt: str) -> None:
+    body = render_poll(batch, fmt)
+    assert json.loads(body) == {"messages": [expected(m, fmt) for m in batch]}
+
+
+@settings(max_examples=60)
+@given(messages, st.sampled_from(["base64", "utf8", "json"]))
+def test_one_message_is_one_line_and_one_event(message: DeliveredMessage, fmt: str) -> None:
+    line = render_message(message, fmt)
+    assert b"\n" not in line and b"\r" not in line
+    assert json.loads(line) == expected(message, fmt)
+    event = render_event(message, fmt)
+    assert event == b"id: " + str(message.seq).encode() + b"\ndata: " + line + b"\n\n"
+
+
+def test_values_that_do_not_fit_the_format_fall_back_to_base64() -> None:
+    def one(body: bytes, fmt: str) -> tuple[Any, str]:
+        m = DeliveredMessage(1, "t", "1:t:0", 1, 0, ConsumedMessage(1, body, {}, None, None, 0, 0))
+        out = json.loads(render_message(m, fmt))
+        return out["value"], out["encoding"]
+
+    assert one(b"\xff", "utf8") == ("/w==", "base64")
+    assert one(b"NaN", "json") == ("TmFO", "base64")
+    assert one(b"[" * 100_000, "json")[1] == "base64"
+    assert one(b' {"a": [1, 2]} ', "json") == ({"a": [1, 2]}, "json")
+    assert one("żółw".encode(), "utf8") == ("żółw", "utf8")
