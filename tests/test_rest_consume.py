@@ -284,3 +284,16 @@ async def test_sse_auto_commit_and_gone_event(http: httpx.AsyncClient, gw: Gatew
         gone = await reader.read(1)
         await closing
     assert gone[0].event == "gone" and json.loads(gone[0].data)["error"]["code"] == "gone"
+
+
+async def test_draining_refuses_new_instances_and_ends_streams(http: httpx.AsyncClient, gw: Gateway) -> None:
+    instance = await create(http, "r-drain", topics=["solo"])
+    url = f"/v1/consumers/r-drain/instances/{instance}/stream"
+    async with http.stream("GET", url) as response:
+        gw.runtime.draining = True
+        body = await asyncio.wait_for(response.aread(), 5.0)
+    assert body.startswith(b"retry: ")
+    refused = await http.post("/v1/consumers/r-drain", json={"topics": ["solo"]})
+    assert refused.status_code == 503 and "another replica" in refused.json()["error"]["message"]
+    assert refused.headers["retry-after"] == "1"
+    assert (await http.get(f"/v1/consumers/r-drain/instances/{instance}")).status_code == 200

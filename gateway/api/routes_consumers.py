@@ -68,8 +68,7 @@ SSE_RETRY_MS = 1000
 
 
 def get_consumers(request: Request) -> ConsumerService:
-    runtime: Runtime = request.app.state.runtime
-    service = runtime.consumers
+    service = _runtime(request).consumers
     if service is None:
         raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
     return service
@@ -78,9 +77,8 @@ def get_consumers(request: Request) -> ConsumerService:
 def get_forwarder(request: Request) -> Forwarder:
     forwarder: Forwarder | None = getattr(request.app.state, "forwarder", None)
     if forwarder is None:
-        runtime: Runtime = request.app.state.runtime
         service = get_consumers(request)
-        forwarder = Forwarder(service.advertised_url, runtime.settings.consumers.forward_timeout)
+        forwarder = Forwarder(service.advertised_url, _runtime(request).settings.consumers.forward_timeout)
         request.app.state.forwarder = forwarder
     return forwarder
 
@@ -126,9 +124,16 @@ def _owner(
     response_model=CreateConsumerResponse,
     responses=_ERRORS,
 )
-async def create_consumer(group: str, body: CreateConsumerRequest, service: ConsumersDep) -> JSONResponse:
+async def create_consumer(
+    group: str, body: CreateConsumerRequest, request: Request, service: ConsumersDep
+) -> JSONResponse:
     """The instance lives in this gateway; its id works on every replica. It is closed after the lease
     (idle time) and its partitions go back to the group."""
+    if _runtime(request).draining:
+        raise Unavailable(
+            "this gateway is shutting down; create the consumer instance through another replica",
+            retry_after=1.0,
+        )
     topics: dict[str, list[str] | None] = dict.fromkeys(body.topics)
     for topic, stream_ids in (body.filters or {}).items():
         if topic not in topics:
@@ -251,14 +256,17 @@ async def stream_messages(
     lim = service.limits
     count = max_messages or lim.max_messages
     size = max_bytes or cursor.instance.max_bytes or lim.max_bytes
-    keepalive = get_runtime_settings(request).consumers.sse_keepalive
+    runtime = _runtime(request)
+    keepalive = runtime.settings.consumers.sse_keepalive
     step = min(keepalive, 1.0)
 
     async def events() -> AsyncIterator[bytes]:
         async with service.using(cursor.instance):
             yield f"retry: {SSE_RETRY_MS}\n\n".encode()
             quiet_since = time.monotonic()
-            while not cursor.superseded:
+            # A draining gateway ends its streams (clients reconnect, after ``retry``) so that shutdown
+            # does not wait for them.
+            while not cursor.superseded and not runtime.draining:
                 try:
                     messages = await cursor.next(count, size, step)
                 except Gone as exc:
@@ -334,9 +342,9 @@ async def delete_consumer(
 # --- rendering ----------------------------------------------------------------------------------------
 
 
-def get_runtime_settings(request: Request) -> Any:
+def _runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
-    return runtime.settings
+    return runtime
 
 
 def _json(payload: Any, status_code: int = 200) -> Response:
