@@ -14,5 +14,7 @@ echo "== ruff"
 .venv/bin/ruff format --check gateway tests bench scripts
 echo "== mypy"
 .venv/bin/mypy
+# Real peers for the observability tests (Prometheus, promtool): installed when missing and possible.
+./scripts/ensure_prometheus.sh
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"
