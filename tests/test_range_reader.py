@@ -107,9 +107,12 @@ class Log:
 
 async def read_all(reader: RangeReader, part: Partition, start: int, end: int) -> list[ConsumedMessage]:
     out: list[ConsumedMessage] = []
+    position = start
     async with aclosing(reader.read(part, start, end)) as batches:
         async for batch in batches:
-            out.extend(batch)
+            assert batch.start >= position and batch.end <= end
+            position = batch.end
+            out.extend(batch.messages)
     return out
 
 
@@ -268,7 +271,7 @@ async def test_a_lost_registration_is_taken_up_again_without_gaps(
     got: list[ConsumedMessage] = []
     async with aclosing(reader.read(part, 0, end)) as batches:
         async for batch in batches:
-            got.extend(batch)
+            got.extend(batch.messages)
             clock.now += 60.0  # every registration times out before the next fetch
     assert [m.message_id for m in got] == log.expected(0, 0, end)
     assert reader.stats.retries >= 2
@@ -286,7 +289,7 @@ async def test_a_cut_link_is_survived_without_gaps(
         got: list[ConsumedMessage] = []
         async with aclosing(reader.read(part, 0, end)) as batches:
             async for batch in batches:
-                got.extend(batch)
+                got.extend(batch.messages)
                 proxy.cut()
     assert [m.message_id for m in got] == log.expected(1, 0, end)
     assert reader.stats.retries >= 1

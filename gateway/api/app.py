@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from gateway import __version__
-from gateway.api import routes_consumers, routes_health, routes_topics
+from gateway.api import routes_consumers, routes_health, routes_ranges, routes_topics
 from gateway.api.errors import install_error_handlers
 from gateway.api.routes_metrics import install_observability
 from gateway.api.schemas import PublishRequest
@@ -46,6 +46,7 @@ def create_app(
     app.include_router(routes_topics.router)
     app.include_router(routes_consumers.router)
     app.include_router(routes_health.router)
+    app.include_router(routes_ranges.router)
     install_error_handlers(app)
     metrics = rt.settings.metrics
     install_observability(app, rt, max_topics=metrics.max_topics, max_groups=metrics.max_groups)

@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -68,7 +68,7 @@ from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.rpc import Method
 
-__all__ = ["OffsetBounds", "RangeReader", "RangeStats"]
+__all__ = ["OffsetBounds", "RangeBatch", "RangeReader", "RangeStats"]
 
 _OP_REGISTER = 31
 _OP_UNREGISTER = 32
@@ -87,6 +87,17 @@ class OffsetBounds:
 
     min_offset: int
     max_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RangeBatch:
+    """Messages of one broker batch that lie in the range, in order: every message of the partition with an
+    entry in ``[start, end)`` (``end`` never passes the range's end), so a read that stops after this
+    batch resumes exactly at ``end``."""
+
+    start: int
+    end: int
+    messages: list[ConsumedMessage]
 
 
 @dataclass(slots=True)
@@ -161,8 +172,9 @@ class RangeReader:
             await self._unregister(partition, group)
         return OffsetBounds(answer.currOffset, answer.maxOffset)
 
-    async def read(self, partition: Partition, start: int, end: int) -> AsyncIterator[list[ConsumedMessage]]:
-        """Yield P's messages with entries in ``[start, end)``, one list per broker batch, in order."""
+    async def read(self, partition: Partition, start: int, end: int) -> AsyncGenerator[RangeBatch, None]:
+        """Yield P's messages with entries in ``[start, end)``, one :class:`RangeBatch` per broker batch, in
+        order. Close the iterator (``contextlib.aclosing``) when stopping early: that unregisters."""
         self.stats.reads += 1
         if end <= start:
             return
@@ -177,7 +189,7 @@ class RangeReader:
 
     async def _read(
         self, partition: Partition, group: str, start: int, end: int
-    ) -> AsyncIterator[list[ConsumedMessage]]:
+    ) -> AsyncIterator[RangeBatch]:
         position = await self._start_at(partition, group, start, first=True)
         pending: _Batch | None = None
         failures = 0
@@ -229,9 +241,7 @@ class RangeReader:
             self.stats.lost_bytes += answer.currOffset - offset
         return int(answer.currOffset)
 
-    async def _finish(
-        self, partition: Partition, batch: _Batch, batch_end: int, end: int
-    ) -> list[ConsumedMessage]:
+    async def _finish(self, partition: Partition, batch: _Batch, batch_end: int, end: int) -> RangeBatch:
         """Decode a batch whose end is known and keep the messages before ``end`` (module docstring)."""
         count = len(batch.wire)
         dense = batch_end - batch.start == INDEX_ENTRY_SIZE * count
@@ -248,7 +258,7 @@ class RangeReader:
         self.stats.batches += 1
         self.stats.messages += len(messages)
         self.stats.dropped += stats.bad_checksum + stats.bad_payload
-        return messages
+        return RangeBatch(batch.start, min(batch_end, end), messages)
 
     async def _probe(self, partition: Partition, end: int, batch_end: int) -> int | None:
         """The id of P's first message with an entry at or after ``end``, if one lies before

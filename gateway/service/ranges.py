@@ -1,0 +1,124 @@
+"""Offset ranges over the gateway: a topic's partitions with their offset bounds, and exact range reads.
+
+For clients that cannot reach the brokers themselves (e.g. Spark executors, ``option("gateway", ...)``). It
+wraps :func:`gateway.tubemq.topic_partitions.discover_partitions` and
+:class:`gateway.tubemq.range_reader.RangeReader`: a page of a range read ends at a broker batch boundary,
+``next``, so that the client continues exactly there (``next == to`` when the range is done).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.service.errors import InvalidInput, NotFound, Unavailable, UpstreamError
+from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.client_id import consumer_id, local_ipv4
+from gateway.tubemq.consumer_batch import ConsumedMessage
+from gateway.tubemq.errors import ServerError, TopicNotDeployed, TransportError, TubeMQError
+from gateway.tubemq.master import MasterClient
+from gateway.tubemq.meta import Partition
+from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.range_reader import OffsetBounds, RangeReader
+from gateway.tubemq.topic_partitions import TopicLayout, discover_partitions
+
+__all__ = ["PartitionOffsets", "RangePage", "RangeService"]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    partition: Partition
+    bounds: OffsetBounds
+
+
+@dataclass(frozen=True, slots=True)
+class RangePage:
+    """Messages of ``[start, next)``; ``next`` is where to continue (``== end`` when the range is done)."""
+
+    start: int
+    end: int
+    next: int
+    messages: list[ConsumedMessage]
+
+
+class RangeService:
+    """Partition offsets and range reads for one gateway process. Times are seconds."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        masters: Sequence[NodeAddress],
+        *,
+        group_prefix: str = "tubemq_gateway_range",
+        rpc_timeout: float = 10.0,
+    ) -> None:
+        self._master = MasterClient(masters, pool, timeout=rpc_timeout)
+        self._reader = RangeReader(pool, group_prefix=group_prefix, rpc_timeout=rpc_timeout)
+        self._group = f"{group_prefix}_meta_{secrets.token_hex(4)}"
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"<RangeService {self._master!r} {self._reader!r}>"
+
+    async def _layout(self, topic: str) -> TopicLayout:
+        async with self._lock, _mapped():
+            layout = await discover_partitions(
+                self._master,
+                topic,
+                client_id=consumer_id(self._group),
+                group=self._group,
+                host_name=local_ipv4(),
+            )
+        self._reader.visit_token = layout.visit_token
+        return layout
+
+    async def partitions(self, topic: str) -> list[PartitionOffsets]:
+        """Every subscribable partition of ``topic`` with its store's bounds."""
+        layout = await self._layout(topic)
+        if not layout.partitions:
+            raise NotFound(f"topic {topic!r} has no subscribable partition now", field="topic")
+        async with _mapped():
+            found = await asyncio.gather(*(self._reader.bounds(p) for p in layout.partitions))
+        return [PartitionOffsets(p, b) for p, b in zip(layout.partitions, found, strict=True)]
+
+    async def read(self, topic: str, key: str, start: int, end: int, max_messages: int) -> RangePage:
+        """Read ``[start, end)`` of partition ``key``, stopping after the batch that reaches
+        ``max_messages``."""
+        if start < 0 or end < start:
+            raise InvalidInput("need 0 <= from <= to", field="from")
+        if max_messages < 1:
+            raise InvalidInput("limit must be >= 1", field="limit")
+        partition = (await self._layout(topic)).by_key().get(key)
+        if partition is None:
+            raise NotFound(f"topic {topic!r} has no partition {key!r} now", field="partitionKey")
+        messages: list[ConsumedMessage] = []
+        position = start
+        async with _mapped(), contextlib.aclosing(self._reader.read(partition, start, end)) as batches:
+            async for batch in batches:
+                messages.extend(batch.messages)
+                position = batch.end
+                if len(messages) >= max_messages:
+                    break
+            else:
+                position = end
+        return RangePage(start, end, position, messages)
+
+
+@contextlib.asynccontextmanager
+async def _mapped():  # type: ignore[no-untyped-def]
+    """Turn client-core errors into service errors."""
+    try:
+        yield
+    except TopicNotDeployed as exc:
+        raise NotFound(str(exc), field="topic", errno=exc.errno) from exc
+    except TransportError as exc:
+        raise Unavailable(f"TubeMQ cannot be reached: {exc}") from exc
+    except ServerError as exc:
+        if exc.retriable:
+            raise Unavailable(str(exc), errno=exc.errno) from exc
+        raise UpstreamError(str(exc), errno=exc.errno) from exc
+    except TubeMQError as exc:
+        raise UpstreamError(str(exc)) from exc

@@ -1,0 +1,151 @@
+"""What the data source asks of TubeMQ - plan, read a range, write rows - over the native client core or,
+with the ``gateway`` option, over a tubemq-gateway's REST API (:mod:`gateway.spark.rest`).
+
+Rows read are tuples in the order of ``source.SCHEMA``. Rows written are Spark ``Row`` tuples whose column
+names come from the DataFrame: ``value`` (binary or string) is required; ``key``, ``attributes``,
+``stream_id`` and ``msg_time`` (timestamp or ``yyyyMMddHHmm`` text) are used when present, every other
+column is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from gateway.spark.core import PartitionRange, PlannedPartition, get_core, plan_topic
+from gateway.spark.options import SourceOptions
+from gateway.tubemq.consumer_batch import ConsumedMessage
+from gateway.tubemq.errors import InvalidAttribute
+from gateway.tubemq.payload import parse_msg_time
+from gateway.tubemq.producer import Producer
+
+__all__ = ["WRITE_CHUNK", "OutgoingRow", "check_columns", "plan", "read_rows", "to_outgoing", "write_rows"]
+
+WRITE_CHUNK = 1000
+"""Rows sent concurrently by one write task before it waits for their answers."""
+
+OutgoingRow = tuple[bytes, str | None, dict[str, str] | None, str | None, datetime | str | None]
+"""(value, key, attributes, stream_id, msg_time) of one message to send."""
+
+_OPTIONAL = ("key", "attributes", "stream_id", "msg_time")
+
+
+def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
+    """The topic's partitions by key, with their stores' bounds (asked now)."""
+    if options.gateway is not None:
+        from gateway.spark import rest
+
+        return rest.plan(options)
+    assert options.masters is not None
+    masters = options.masters
+    core = get_core(options.timeout)
+    return core.run(plan_topic(core, masters, options.topic, options.group_prefix))
+
+
+def msg_time_of(text: str | None) -> datetime | None:
+    """``$msgTime$`` as a naive local datetime, None when absent or not ``yyyyMMddHHmm``."""
+    if not text:
+        return None
+    try:
+        return parse_msg_time(text)
+    except InvalidAttribute:
+        return None
+
+
+def row_of(topic: str, key: str, message: ConsumedMessage) -> tuple[Any, ...]:
+    return (
+        topic,
+        key,
+        message.offset,
+        message.message_id,
+        message.body,
+        message.attributes,
+        message.stream_id,
+        msg_time_of(message.msg_time),
+        None,
+    )
+
+
+def read_rows(options: SourceOptions, task: PartitionRange) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``task``'s partition in ``[start, end)``, in offset order."""
+    if task.end <= task.start:
+        return
+    if options.gateway is not None:
+        from gateway.spark import rest
+
+        yield from rest.read_rows(options, task)
+        return
+    core = get_core(options.timeout)
+    reader = core.reader(options.group_prefix)
+    reader.visit_token = task.visit_token
+    for batch in core.iterate(reader.read(task.partition, task.start, task.end)):
+        for message in batch.messages:
+            yield row_of(task.topic, task.key, message)
+
+
+def check_columns(columns: Sequence[str]) -> None:
+    if "value" not in columns:
+        raise ValueError(f"writing to tubemq needs a 'value' column; the DataFrame has {list(columns)}")
+
+
+def to_outgoing(index: Mapping[str, int], row: Sequence[Any]) -> OutgoingRow:
+    """Pick the message fields out of one Row, ``index`` giving each column's position."""
+    value = row[index["value"]]
+    if value is None:
+        raise ValueError("a row has a null 'value': every message needs a body")
+    body = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    fields = [row[index[name]] if name in index else None for name in _OPTIONAL]
+    key, attributes, stream_id, msg_time = fields
+    return (
+        body,
+        str(key) if key is not None else None,
+        {str(k): str(v) for k, v in attributes.items()} if attributes else None,
+        str(stream_id) if stream_id is not None else None,
+        msg_time,
+    )
+
+
+def _chunks(rows: Iterable[Any], columns: Sequence[str]) -> Iterator[list[OutgoingRow]]:
+    index = {name: i for i, name in enumerate(columns)}
+    chunk: list[OutgoingRow] = []
+    for row in rows:
+        chunk.append(to_outgoing(index, row))
+        if len(chunk) >= WRITE_CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class WriteFailed(RuntimeError):
+    """Some messages of a write task were not stored; the task fails so that Spark retries it."""
+
+
+async def _send_chunk(producer: Producer, topic: str, chunk: list[OutgoingRow]) -> int:
+    results = await asyncio.gather(
+        *(
+            producer.send(topic, body, key=key, attributes=attrs, stream_id=stream, msg_time=when)
+            for body, key, attrs, stream, when in chunk
+        ),
+        return_exceptions=True,
+    )
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        raise WriteFailed(
+            f"{len(failures)} of {len(chunk)} messages to {topic!r} failed; first: {failures[0]!r}"
+        ) from failures[0]
+    return len(chunk)
+
+
+def write_rows(options: SourceOptions, columns: Sequence[str], rows: Iterable[Any]) -> int:
+    """Send every row; returns how many; raises :class:`WriteFailed` when any message failed."""
+    if options.gateway is not None:
+        from gateway.spark import rest
+
+        return sum(rest.send_chunk(options, chunk) for chunk in _chunks(rows, columns))
+    assert options.masters is not None
+    core = get_core(options.timeout)
+    producer = core.run(core.producer(options.masters, options.topic))
+    return sum(core.run(_send_chunk(producer, options.topic, chunk)) for chunk in _chunks(rows, columns))

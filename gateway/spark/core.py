@@ -1,0 +1,248 @@
+"""The TubeMQ client core inside Spark's Python processes: one per process, on a private event loop.
+
+Spark calls data sources synchronously, from the driver's planning worker and from executor workers that
+run one task after another. Each such process gets one :class:`SparkCore`: an asyncio loop on a daemon
+thread with one :class:`ConnectionPool`, one :class:`RangeReader` per group prefix and one started
+:class:`Producer` per master list, reused by every task the process runs. Synchronous code hands coroutines
+to the loop (:meth:`SparkCore.run`) and walks async iterators step by step (:meth:`SparkCore.iterate`).
+A forked worker gets a fresh core (the parent's loop thread does not survive a fork); at interpreter exit
+the producers close (the master forgets them at once) and the pool closes.
+
+Planning helpers (:func:`plan_topic`) run on the driver: discover the topic's partitions through the master
+and read each store's bounds from its broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import secrets
+import threading
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from gateway.tubemq.address import parse_address_list
+from gateway.tubemq.client_id import consumer_id, local_ipv4
+from gateway.tubemq.master import MasterClient
+from gateway.tubemq.meta import BrokerInfo, Partition
+from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.tubemq.range_reader import OffsetBounds, RangeReader
+from gateway.tubemq.topic_partitions import TopicLayout, discover_partitions
+
+__all__ = ["PartitionRange", "PlannedPartition", "SparkCore", "get_core", "plan_topic"]
+
+T = TypeVar("T")
+DEFAULT_MASTER_PORT = 8715
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRange:
+    """One partition's ``[start, end)`` as a picklable task description."""
+
+    key: str
+    topic: str
+    broker_id: int
+    host: str
+    port: int
+    partition_id: int
+    start: int
+    end: int
+    visit_token: int = -2
+
+    @property
+    def partition(self) -> Partition:
+        return Partition(BrokerInfo(self.broker_id, self.host, self.port), self.topic, self.partition_id)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedPartition:
+    """A discovered partition with its store's bounds."""
+
+    partition: Partition
+    bounds: OffsetBounds
+    visit_token: int
+
+    def range(self, start: int, end: int) -> PartitionRange:
+        p = self.partition
+        return PartitionRange(
+            p.partition_key,
+            p.topic,
+            p.broker.broker_id,
+            p.broker.host,
+            p.broker.port,
+            p.partition_id,
+            start,
+            end,
+            self.visit_token,
+        )
+
+
+class SparkCore:
+    """See the module docstring. ``rpc_timeout`` (seconds) bounds every TubeMQ call."""
+
+    def __init__(self, rpc_timeout: float = 10.0) -> None:
+        self.rpc_timeout = rpc_timeout
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="tubemq-spark-core", daemon=True)
+        self._thread.start()
+        self._readers: dict[str, RangeReader] = {}
+        self._producers: dict[str, Producer] = {}
+        self._masters: dict[str, MasterClient] = {}
+        self._producer_lock: asyncio.Lock | None = None
+        self._discovery_lock: asyncio.Lock | None = None
+        self.pool: ConnectionPool = self.run(self._new_pool())
+        self._token = secrets.token_hex(4)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<SparkCore pid={self.pid} producers={sorted(self._producers)} "
+            f"readers={sorted(self._readers)} {self.pool!r}>"
+        )
+
+    async def _new_pool(self) -> ConnectionPool:
+        self._producer_lock = asyncio.Lock()
+        self._discovery_lock = asyncio.Lock()
+        return ConnectionPool(connect_timeout=min(3.0, self.rpc_timeout))
+
+    # --- bridging sync and async -------------------------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the core's loop and wait for its result (its exception is raised here)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def iterate(self, source: AsyncIterator[T]) -> Iterator[T]:
+        """Walk an async iterator from synchronous code; closing this generator closes ``source``."""
+
+        async def step(agen: AsyncIterator[T]) -> tuple[bool, T | None]:
+            try:
+                return True, await agen.__anext__()
+            except StopAsyncIteration:
+                return False, None
+
+        async def close(agen: AsyncIterator[T]) -> None:
+            async with aclosing(agen):  # type: ignore[type-var]
+                pass
+
+        try:
+            while True:
+                more, item = self.run(step(source))
+                if not more:
+                    return
+                yield item  # type: ignore[misc]
+        finally:
+            self.run(close(source))
+
+    # --- shared clients ----------------------------------------------------------------------------
+
+    def reader(self, group_prefix: str) -> RangeReader:
+        reader = self._readers.get(group_prefix)
+        if reader is None:
+            reader = RangeReader(self.pool, group_prefix=group_prefix, rpc_timeout=self.rpc_timeout)
+            self._readers[group_prefix] = reader
+        return reader
+
+    def master(self, masters: str) -> MasterClient:
+        client = self._masters.get(masters)
+        if client is None:
+            addresses = parse_address_list(masters, DEFAULT_MASTER_PORT)
+            client = MasterClient(addresses, self.pool, timeout=self.rpc_timeout)
+            self._masters[masters] = client
+        return client
+
+    async def producer(self, masters: str, topic: str) -> Producer:
+        """The process's producer for ``masters``, started, with ``topic`` published."""
+        assert self._producer_lock is not None
+        async with self._producer_lock:
+            producer = self._producers.get(masters)
+            if producer is None:
+                addresses = parse_address_list(masters, DEFAULT_MASTER_PORT)
+                config = ProducerConfig(rpc_timeout=self.rpc_timeout, send_timeout=3 * self.rpc_timeout)
+                producer = Producer(addresses, pool=self.pool, config=config)
+                await producer.start()
+                self._producers[masters] = producer
+            if topic not in producer.published_topics:
+                await producer.publish(topic)
+            return producer
+
+    async def discover(self, masters: str, topic: str, group_prefix: str) -> TopicLayout:
+        """The topic's partitions (one discovery at a time per process: they share one private group)."""
+        assert self._discovery_lock is not None
+        group = f"{group_prefix}_meta_{self._token}"
+        async with self._discovery_lock:
+            return await discover_partitions(
+                self.master(masters),
+                topic,
+                client_id=consumer_id(group),
+                group=group,
+                host_name=local_ipv4(),
+            )
+
+    def close(self) -> None:
+        """Close producers and the pool, then stop the loop; idempotent."""
+        if self._closed or os.getpid() != self.pid:
+            return
+        self._closed = True
+
+        async def shutdown() -> None:
+            for producer in self._producers.values():
+                await producer.close()
+            await self.pool.close()
+
+        try:
+            asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(timeout=5.0)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5.0)
+
+
+_lock = threading.Lock()
+_core: SparkCore | None = None
+
+
+def get_core(rpc_timeout: float = 10.0) -> SparkCore:
+    """This process's core, made on first use (again after a fork)."""
+    global _core
+    with _lock:
+        if _core is None or _core.pid != os.getpid():
+            _core = SparkCore(rpc_timeout)
+        return _core
+
+
+def _close_at_exit() -> None:
+    core = _core
+    if core is not None:
+        core.close()
+
+
+atexit.register(_close_at_exit)
+
+
+async def plan_topic(
+    core: SparkCore, masters: str, topic: str, group_prefix: str
+) -> dict[str, PlannedPartition]:
+    """Every subscribable partition of ``topic`` by partition key, with its store's bounds (asked once per
+    store: the partitions of a store share its index)."""
+    layout = await core.discover(masters, topic, group_prefix)
+    reader = core.reader(group_prefix)
+    reader.visit_token = layout.visit_token
+    stores: dict[tuple[int, int], Partition] = {}
+    for p in layout.partitions:
+        stores.setdefault((p.broker.broker_id, p.store_index), p)
+    found = await asyncio.gather(*(reader.bounds(p) for p in stores.values()))
+    bounds = dict(zip(stores, found, strict=True))
+    return {
+        p.partition_key: PlannedPartition(p, bounds[(p.broker.broker_id, p.store_index)], layout.visit_token)
+        for p in layout.partitions
+    }
+
+
+def run_sync(func: Callable[[SparkCore], Coroutine[Any, Any, T]], rpc_timeout: float = 10.0) -> T:
+    """Run ``func(core)`` on this process's core."""
+    core = get_core(rpc_timeout)
+    return core.run(func(core))

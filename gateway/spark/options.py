@@ -1,0 +1,124 @@
+"""Options of the ``tubemq`` Spark data source, parsed and checked once on the driver.
+
+* ``masters``: master addresses ``host:port[,host:port...]`` (port 8715 when left out); required unless
+  ``gateway`` is given.
+* ``gateway``: base URL of a tubemq-gateway (``http://host:8080``); executors then read and write through
+  its REST API instead of talking to brokers.
+* ``topic``: the topic (required).
+* ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"brokerId:topic:partitionId": offset}`` where -2
+  means earliest and -1 latest; a partition left out of the JSON starts at earliest. Default: ``earliest``
+  for batch reads, ``latest`` for streams.
+* ``endingOffsets``: batch reads only; ``latest`` (default) or JSON as above (a partition left out ends at
+  latest). Ends past the store's current end are cut to it.
+* ``maxMessagesPerTrigger``: streams; at most this many index entries (so at most this many messages) per
+  micro-batch.
+* ``timeout``: seconds for one TubeMQ or gateway call (default 10).
+* ``groupPrefix``: prefix of the private consumer groups range reads use (default ``tubemq_spark``).
+
+Offsets are broker index offsets (see :mod:`gateway.tubemq.range_reader`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["EARLIEST", "LATEST", "OffsetSpec", "SourceOptions", "parse_offset_spec"]
+
+EARLIEST = -2
+LATEST = -1
+DEFAULT_MASTER_PORT = 8715
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Where ranges start or end: ``default`` (EARLIEST or LATEST) for partitions ``per_partition`` does not
+    name; values there are offsets >= 0, or EARLIEST / LATEST."""
+
+    default: int
+    per_partition: Mapping[str, int]
+
+    def resolve(self, key: str, earliest: int, latest: int) -> int:
+        """The offset for partition ``key`` given its store's bounds; a fixed offset is kept as given."""
+        value = self.per_partition.get(key, self.default)
+        if value == EARLIEST:
+            return earliest
+        if value == LATEST:
+            return latest
+        return value
+
+
+def parse_offset_spec(text: str | None, default: int, option: str) -> OffsetSpec:
+    """Parse ``earliest`` / ``latest`` / JSON; raises ValueError naming ``option``."""
+    if text is None or not text.strip():
+        return OffsetSpec(default, {})
+    word = text.strip().lower()
+    if word == "earliest":
+        return OffsetSpec(EARLIEST, {})
+    if word == "latest":
+        return OffsetSpec(LATEST, {})
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(f"{option} must be 'earliest', 'latest' or a JSON object, got {text!r}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{option} JSON must be an object of partition key -> offset")
+    offsets: dict[str, int] = {}
+    for key, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < EARLIEST:
+            raise ValueError(f"{option}: offset of {key!r} must be an integer >= -2, got {value!r}")
+        if key.count(":") != 2:
+            raise ValueError(f"{option}: {key!r} is not a partition key brokerId:topic:partitionId")
+        offsets[key] = value
+    return OffsetSpec(default, offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """The checked options (module docstring); picklable, so tasks carry them to executors."""
+
+    topic: str
+    masters: str | None
+    gateway: str | None
+    starting: OffsetSpec
+    ending: OffsetSpec
+    max_messages_per_trigger: int | None
+    timeout: float
+    group_prefix: str
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
+        """Read Spark's options (keys are case-insensitive); raises ValueError for a bad or missing one."""
+        lower = {k.lower(): v for k, v in options.items()}
+        topic = (lower.get("topic") or "").strip()
+        if not topic:
+            raise ValueError("option 'topic' is required")
+        masters = (lower.get("masters") or "").strip() or None
+        gateway = (lower.get("gateway") or "").strip().rstrip("/") or None
+        if masters is None and gateway is None:
+            raise ValueError("give option 'masters' (host:port,...) or option 'gateway' (http://host:port)")
+        if gateway is not None and not gateway.startswith(("http://", "https://")):
+            raise ValueError(f"option 'gateway' must be an http:// or https:// URL, got {gateway!r}")
+        cap_text = lower.get("maxmessagespertrigger")
+        cap = None
+        if cap_text is not None and cap_text.strip():
+            cap = int(cap_text)
+            if cap < 1:
+                raise ValueError(f"maxMessagesPerTrigger must be >= 1, got {cap}")
+        timeout = float(lower.get("timeout") or 10.0)
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        prefix = (lower.get("groupprefix") or "tubemq_spark").strip()
+        return cls(
+            topic=topic,
+            masters=masters,
+            gateway=gateway,
+            starting=parse_offset_spec(
+                lower.get("startingoffsets"), LATEST if streaming else EARLIEST, "startingOffsets"
+            ),
+            ending=parse_offset_spec(lower.get("endingoffsets"), LATEST, "endingOffsets"),
+            max_messages_per_trigger=cap,
+            timeout=timeout,
+            group_prefix=prefix,
+        )
