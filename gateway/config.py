@@ -59,6 +59,9 @@ class GrpcSettings(BaseModel):
     stream_window: int = Field(
         2000, ge=1, description="messages in flight per PublishStream before the gateway stops reading"
     )
+    subscribe_step: float = Field(
+        1.0, gt=0, description="seconds a Subscribe waits for messages before it checks whether to end"
+    )
     health_interval: float = Field(1.0, gt=0, description="seconds between readiness looks of a health Watch")
 
 

@@ -187,6 +187,9 @@ async def test_unstarted_runtime_is_unavailable_and_not_serving(cluster: Embedde
                 await stub.Publish(pb.PublishRequest(topic="demo", messages=[message("a")]))
             assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
             assert detail_of(caught.value).retry_after_seconds == 1
+            with pytest.raises(grpc.aio.AioRpcError) as consumer:
+                await stub.Poll(pb.PollRequest(group="g", instance_id="i"))
+            assert consumer.value.code() is grpc.StatusCode.UNAVAILABLE
             health = health_pb2_grpc.HealthStub(channel)
             answer = await health.Check(health_pb2.HealthCheckRequest())
             assert answer.status == health_pb2.HealthCheckResponse.NOT_SERVING

@@ -30,8 +30,9 @@ class GrpcServer:
     """One gRPC server bound to ``host:port`` (port 0 picks a free one; see :attr:`port` after start).
 
     ``grace`` (seconds) is what :meth:`stop` gives calls in progress; ``stream_window`` bounds the
-    in-flight messages of each PublishStream; ``max_message_bytes`` bounds one request message (larger
-    ones fail with RESOURCE_EXHAUSTED); ``health_interval`` (seconds) is how often health Watch
+    in-flight messages of each PublishStream; ``subscribe_step`` (seconds) is how long a Subscribe waits
+    for messages before it checks whether it must end; ``max_message_bytes`` bounds one request message
+    (larger ones fail with RESOURCE_EXHAUSTED); ``health_interval`` (seconds) is how often health Watch
     streams look at readiness; ``authorize`` is the auth hook (see :mod:`gateway.grpc.interceptors`).
     """
 
@@ -43,6 +44,7 @@ class GrpcServer:
         port: int = 0,
         grace: float = 10.0,
         stream_window: int = 1000,
+        subscribe_step: float = 1.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         health_interval: float = 1.0,
         authorize: Authorizer | None = None,
@@ -52,7 +54,7 @@ class GrpcServer:
         self.grace = grace
         self._requested_port = port
         self._max_message_bytes = max_message_bytes
-        self.servicer = GatewayServicer(runtime, stream_window=stream_window)
+        self.servicer = GatewayServicer(runtime, stream_window=stream_window, subscribe_step=subscribe_step)
         self.health = ReadinessHealth(
             lambda: runtime.readiness()[0], [SERVICE_NAME], watch_interval=health_interval
         )
@@ -108,6 +110,7 @@ class GrpcServer:
         constructor's), then cancel them. Safe to call twice or before start."""
         server, self._server = self._server, None
         self.health.shutdown()
+        self.servicer.stop()
         if server is None:
             return
         await server.stop(self.grace if grace is None else grace)
@@ -124,6 +127,7 @@ def create_grpc_server(runtime: Runtime, *, grace: float = 10.0) -> GrpcServer:
         port=s.grpc.port,
         grace=grace,
         stream_window=s.grpc.stream_window,
+        subscribe_step=s.grpc.subscribe_step,
         max_message_bytes=s.limits.max_request_bytes,
         health_interval=s.grpc.health_interval,
     )

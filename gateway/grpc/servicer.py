@@ -13,6 +13,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 import grpc
 
 from gateway.grpc import convert
+from gateway.grpc.consuming import ConsumerRpcs
 from gateway.grpc.pb.v1 import gateway_pb2 as pb
 from gateway.grpc.publish_stream import publish_stream
 from gateway.runtime import Runtime
@@ -22,20 +23,32 @@ from gateway.service.publish import PublishService
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Gateway"].full_name
 
 
-class GatewayServicer:
-    """Implements every RPC of the Gateway service over one shared :class:`Runtime`.
+class GatewayServicer(ConsumerRpcs):
+    """Implements every RPC of the Gateway service over one shared :class:`Runtime` (the consumer RPCs
+    live in :mod:`gateway.grpc.consuming`).
 
-    ``stream_window`` bounds the messages in flight (read, not yet acknowledged) per PublishStream.
+    ``stream_window`` bounds the messages in flight (read, not yet acknowledged) per PublishStream;
+    ``subscribe_step`` (seconds) is the longest a Subscribe waits for messages before it looks again at
+    whether it was superseded or the server is stopping.
     """
 
-    def __init__(self, runtime: Runtime, *, stream_window: int = 1000) -> None:
+    def __init__(self, runtime: Runtime, *, stream_window: int = 1000, subscribe_step: float = 1.0) -> None:
         if stream_window < 1:
             raise ValueError("stream_window must be >= 1")
+        if subscribe_step <= 0:
+            raise ValueError("subscribe_step must be > 0 seconds")
         self._runtime = runtime
         self._window = stream_window
+        self._step = subscribe_step
+        self._stopping = False
 
     def __repr__(self) -> str:
-        return f"<GatewayServicer window={self._window}>"
+        state = " stopping" if self._stopping else ""
+        return f"<GatewayServicer window={self._window} step={self._step}s{state}>"
+
+    def stop(self) -> None:
+        """The server is stopping: Subscribe streams end (UNAVAILABLE) at their next step."""
+        self._stopping = True
 
     def _publisher(self) -> PublishService:
         service = self._runtime.publish

@@ -1,11 +1,23 @@
 from google.protobuf import any_pb2 as _any_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class StartPosition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    START_POSITION_UNSPECIFIED: _ClassVar[StartPosition]
+    START_POSITION_LATEST: _ClassVar[StartPosition]
+    START_POSITION_EARLIEST: _ClassVar[StartPosition]
+    START_POSITION_OFFSETS: _ClassVar[StartPosition]
+START_POSITION_UNSPECIFIED: StartPosition
+START_POSITION_LATEST: StartPosition
+START_POSITION_EARLIEST: StartPosition
+START_POSITION_OFFSETS: StartPosition
 
 class Message(_message.Message):
     __slots__ = ("value", "key", "partition", "attributes", "stream_id", "msg_time")
@@ -129,6 +141,171 @@ class Topic(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[Partition]
     shielded_brokers: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, topic: _Optional[str] = ..., max_message_size: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ..., shielded_brokers: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CreateConsumerRequest(_message.Message):
+    __slots__ = ("group", "topics", "filters", "start_position", "offsets", "session_key", "source_count", "auto_commit", "max_bytes")
+    class FiltersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: StreamIds
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[StreamIds, _Mapping]] = ...) -> None: ...
+    class OffsetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    START_POSITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_KEY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    AUTO_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    filters: _containers.MessageMap[str, StreamIds]
+    start_position: StartPosition
+    offsets: _containers.ScalarMap[str, int]
+    session_key: str
+    source_count: int
+    auto_commit: bool
+    max_bytes: int
+    def __init__(self, group: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., filters: _Optional[_Mapping[str, StreamIds]] = ..., start_position: _Optional[_Union[StartPosition, str]] = ..., offsets: _Optional[_Mapping[str, int]] = ..., session_key: _Optional[str] = ..., source_count: _Optional[int] = ..., auto_commit: _Optional[bool] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class StreamIds(_message.Message):
+    __slots__ = ("stream_ids",)
+    STREAM_IDS_FIELD_NUMBER: _ClassVar[int]
+    stream_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stream_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConsumerInstance(_message.Message):
+    __slots__ = ("instance_id", "group", "auto_commit", "client_id")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    AUTO_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    group: str
+    auto_commit: bool
+    client_id: str
+    def __init__(self, instance_id: _Optional[str] = ..., group: _Optional[str] = ..., auto_commit: _Optional[bool] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class PollRequest(_message.Message):
+    __slots__ = ("group", "instance_id", "max_messages", "max_bytes", "timeout_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    instance_id: str
+    max_messages: int
+    max_bytes: int
+    timeout_ms: int
+    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ConsumedMessage(_message.Message):
+    __slots__ = ("token", "topic", "partition_key", "broker_id", "partition_id", "offset", "message_id", "stream_id", "msg_time", "attributes", "value")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    MSG_TIME_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    topic: str
+    partition_key: str
+    broker_id: int
+    partition_id: int
+    offset: int
+    message_id: int
+    stream_id: str
+    msg_time: str
+    attributes: _containers.ScalarMap[str, str]
+    value: bytes
+    def __init__(self, token: _Optional[str] = ..., topic: _Optional[str] = ..., partition_key: _Optional[str] = ..., broker_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., offset: _Optional[int] = ..., message_id: _Optional[int] = ..., stream_id: _Optional[str] = ..., msg_time: _Optional[str] = ..., attributes: _Optional[_Mapping[str, str]] = ..., value: _Optional[bytes] = ...) -> None: ...
+
+class PollResponse(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[ConsumedMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[ConsumedMessage, _Mapping]]] = ...) -> None: ...
+
+class CommitRequest(_message.Message):
+    __slots__ = ("group", "instance_id", "tokens", "all_delivered", "rollback")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ALL_DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    ROLLBACK_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    instance_id: str
+    tokens: _containers.RepeatedScalarFieldContainer[str]
+    all_delivered: bool
+    rollback: bool
+    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., all_delivered: _Optional[bool] = ..., rollback: _Optional[bool] = ...) -> None: ...
+
+class CommitResponse(_message.Message):
+    __slots__ = ("committed", "rolled_back", "stale", "pending")
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    committed: int
+    rolled_back: int
+    stale: _containers.RepeatedScalarFieldContainer[str]
+    pending: int
+    def __init__(self, committed: _Optional[int] = ..., rolled_back: _Optional[int] = ..., stale: _Optional[_Iterable[str]] = ..., pending: _Optional[int] = ...) -> None: ...
+
+class DeleteConsumerRequest(_message.Message):
+    __slots__ = ("group", "instance_id")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    instance_id: str
+    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
+
+class DeleteConsumerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("group", "instance_id", "resume_token", "max_messages", "max_bytes")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    instance_id: str
+    resume_token: str
+    max_messages: int
+    max_bytes: int
+    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., resume_token: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class SubscribeResponse(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[ConsumedMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[ConsumedMessage, _Mapping]]] = ...) -> None: ...
 
 class ErrorDetail(_message.Message):
     __slots__ = ("code", "message", "field", "index", "limit", "retry_after_seconds", "tubemq_error_code", "grpc_code")

@@ -26,8 +26,8 @@ if _version_not_supported:
 
 
 class GatewayStub:
-    """The gateway: publish (unary batches or a stream with per-message acks) and read topic metadata, with
-    the semantics of the REST API.
+    """The gateway: publish (unary batches or a stream with per-message acks), read topic metadata, and
+    consume through consumer instances (long-poll or server push), with the semantics of the REST API.
     """
 
     def __init__(self, channel):
@@ -51,11 +51,36 @@ class GatewayStub:
                 request_serializer=v1_dot_gateway__pb2.GetTopicRequest.SerializeToString,
                 response_deserializer=v1_dot_gateway__pb2.Topic.FromString,
                 _registered_method=True)
+        self.CreateConsumer = channel.unary_unary(
+                '/tubemq.gateway.v1.Gateway/CreateConsumer',
+                request_serializer=v1_dot_gateway__pb2.CreateConsumerRequest.SerializeToString,
+                response_deserializer=v1_dot_gateway__pb2.ConsumerInstance.FromString,
+                _registered_method=True)
+        self.Poll = channel.unary_unary(
+                '/tubemq.gateway.v1.Gateway/Poll',
+                request_serializer=v1_dot_gateway__pb2.PollRequest.SerializeToString,
+                response_deserializer=v1_dot_gateway__pb2.PollResponse.FromString,
+                _registered_method=True)
+        self.Commit = channel.unary_unary(
+                '/tubemq.gateway.v1.Gateway/Commit',
+                request_serializer=v1_dot_gateway__pb2.CommitRequest.SerializeToString,
+                response_deserializer=v1_dot_gateway__pb2.CommitResponse.FromString,
+                _registered_method=True)
+        self.DeleteConsumer = channel.unary_unary(
+                '/tubemq.gateway.v1.Gateway/DeleteConsumer',
+                request_serializer=v1_dot_gateway__pb2.DeleteConsumerRequest.SerializeToString,
+                response_deserializer=v1_dot_gateway__pb2.DeleteConsumerResponse.FromString,
+                _registered_method=True)
+        self.Subscribe = channel.unary_stream(
+                '/tubemq.gateway.v1.Gateway/Subscribe',
+                request_serializer=v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=v1_dot_gateway__pb2.SubscribeResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
-    """The gateway: publish (unary batches or a stream with per-message acks) and read topic metadata, with
-    the semantics of the REST API.
+    """The gateway: publish (unary batches or a stream with per-message acks), read topic metadata, and
+    consume through consumer instances (long-poll or server push), with the semantics of the REST API.
     """
 
     def Publish(self, request, context):
@@ -89,6 +114,50 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateConsumer(self, request, context):
+        """Join a consumer group with a new consumer instance living in this gateway. It is closed after the
+        lease (idle time without calls) and its partitions go back to the group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Poll(self, request, context):
+        """Long-poll: answers as soon as messages are there, else after timeout_ms with none. The first poll of a
+        new instance waits for its partition assignment.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Commit(self, request, context):
+        """Commit (or roll back) delivered messages by token. A batch goes to the broker as consumed once all its
+        messages are committed; a rollback redelivers each named token's whole batch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteConsumer(self, request, context):
+        """Leave the group: messages delivered and not committed are redelivered to the group (with auto_commit,
+        what was delivered is committed first).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Subscribe(self, request, context):
+        """Server push for a consumer instance: each response carries the next messages, in delivery order.
+        Resuming with resume_token (the last token received) first sends again every message delivered after
+        it and not committed; without it, every delivered message not committed yet. Commit through Commit
+        (with auto_commit, a message counts as committed once the stream moves past it). A newer Subscribe on
+        the same instance takes over: the older stream ends with ABORTED. The stream ends with
+        FAILED_PRECONDITION when the instance expires or is deleted, UNAVAILABLE when the gateway stops.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -107,6 +176,31 @@ def add_GatewayServicer_to_server(servicer, server):
                     request_deserializer=v1_dot_gateway__pb2.GetTopicRequest.FromString,
                     response_serializer=v1_dot_gateway__pb2.Topic.SerializeToString,
             ),
+            'CreateConsumer': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateConsumer,
+                    request_deserializer=v1_dot_gateway__pb2.CreateConsumerRequest.FromString,
+                    response_serializer=v1_dot_gateway__pb2.ConsumerInstance.SerializeToString,
+            ),
+            'Poll': grpc.unary_unary_rpc_method_handler(
+                    servicer.Poll,
+                    request_deserializer=v1_dot_gateway__pb2.PollRequest.FromString,
+                    response_serializer=v1_dot_gateway__pb2.PollResponse.SerializeToString,
+            ),
+            'Commit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Commit,
+                    request_deserializer=v1_dot_gateway__pb2.CommitRequest.FromString,
+                    response_serializer=v1_dot_gateway__pb2.CommitResponse.SerializeToString,
+            ),
+            'DeleteConsumer': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteConsumer,
+                    request_deserializer=v1_dot_gateway__pb2.DeleteConsumerRequest.FromString,
+                    response_serializer=v1_dot_gateway__pb2.DeleteConsumerResponse.SerializeToString,
+            ),
+            'Subscribe': grpc.unary_stream_rpc_method_handler(
+                    servicer.Subscribe,
+                    request_deserializer=v1_dot_gateway__pb2.SubscribeRequest.FromString,
+                    response_serializer=v1_dot_gateway__pb2.SubscribeResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'tubemq.gateway.v1.Gateway', rpc_method_handlers)
@@ -116,8 +210,8 @@ def add_GatewayServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Gateway:
-    """The gateway: publish (unary batches or a stream with per-message acks) and read topic metadata, with
-    the semantics of the REST API.
+    """The gateway: publish (unary batches or a stream with per-message acks), read topic metadata, and
+    consume through consumer instances (long-poll or server push), with the semantics of the REST API.
     """
 
     @staticmethod
@@ -191,6 +285,141 @@ class Gateway:
             '/tubemq.gateway.v1.Gateway/GetTopic',
             v1_dot_gateway__pb2.GetTopicRequest.SerializeToString,
             v1_dot_gateway__pb2.Topic.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateConsumer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.Gateway/CreateConsumer',
+            v1_dot_gateway__pb2.CreateConsumerRequest.SerializeToString,
+            v1_dot_gateway__pb2.ConsumerInstance.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Poll(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.Gateway/Poll',
+            v1_dot_gateway__pb2.PollRequest.SerializeToString,
+            v1_dot_gateway__pb2.PollResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Commit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.Gateway/Commit',
+            v1_dot_gateway__pb2.CommitRequest.SerializeToString,
+            v1_dot_gateway__pb2.CommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteConsumer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.Gateway/DeleteConsumer',
+            v1_dot_gateway__pb2.DeleteConsumerRequest.SerializeToString,
+            v1_dot_gateway__pb2.DeleteConsumerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Subscribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tubemq.gateway.v1.Gateway/Subscribe',
+            v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
+            v1_dot_gateway__pb2.SubscribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

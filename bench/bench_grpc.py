@@ -1,0 +1,263 @@
+"""gRPC publish and consume throughput, with the REST numbers beside them, against one gateway.
+
+Run from the repository root: ``python bench/bench_grpc.py [--seconds S] [--concurrency C] [--size B]
+[--messages N] [--streams K] [--no-uvloop]``.
+
+Three processes, as in production: an embedded cluster (``tubemq-gateway embedded``), one gateway serving
+HTTP and gRPC (``tubemq-gateway serve --masters ...``) and this load generator. Publish cases run for
+``--seconds`` each with ``--size``-byte values:
+
+* REST and gRPC ``Publish``, one message per call and 100-message batches, C calls in flight;
+* gRPC ``PublishStream``, 100-message requests, on one stream and on K streams.
+
+Consume cases then read ``--messages`` of what was published, each in its own consumer group from the
+earliest offset with auto-commit: REST long polls, gRPC ``Poll`` (both up to 1000 messages per call) and a
+gRPC ``Subscribe`` stream; timed from the first message, so joining the group is not counted. (The gateway
+runs with a 1 s consumer heartbeat for this, see ``start_gateway``.)
+
+The load generator is Python too (httpx, grpc.aio), so on a small machine it competes with the gateway
+for CPU; compare the rows with each other and across versions on one machine, not as absolute capacity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import grpc
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench_publish import TOPIC, free_port, rest_load, start_cluster  # noqa: E402
+
+from gateway.grpc.pb.v1 import gateway_pb2 as pb  # noqa: E402
+from gateway.grpc.pb.v1 import gateway_pb2_grpc  # noqa: E402
+from gateway.tubemq.address import NodeAddress  # noqa: E402
+
+BATCH = 100
+
+
+def start_gateway(master: NodeAddress, http_port: int, grpc_port: int) -> subprocess.Popen[bytes]:
+    # A 1 s consumer heartbeat: a new instance gets its partitions with a heartbeat answer, and the 13 s
+    # default would put up to that long of waiting into every consume case.
+    env = {
+        **os.environ,
+        "TUBEMQ_GATEWAY_LOG_LEVEL": "warning",
+        "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "1",
+    }
+    cmd = [sys.executable, "-m", "gateway", "serve", "--masters", str(master), "--http-host", "127.0.0.1"]
+    cmd += ["--http-port", str(http_port), "--grpc-port", str(grpc_port)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{http_port}/readyz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("gateway did not become ready")
+
+
+async def timed(seconds: float, workers: int, work: Callable[[], Awaitable[int]]) -> float:
+    """Run ``workers`` loops of ``work`` (returning messages done) for ``seconds``; messages per second."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while loop.time() < deadline:
+            n = await work()  # not `done += await work()`: that reads `done` before the await
+            done += n
+
+    start = loop.time()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    return done / (loop.time() - start)
+
+
+async def grpc_publish(stub: gateway_pb2_grpc.GatewayStub, batch: int, size: int, c: int, s: float) -> float:
+    request = pb.PublishRequest(topic=TOPIC, messages=[_message(size)] * batch)
+    await stub.Publish(request)
+
+    async def one() -> int:
+        response = await stub.Publish(request)
+        if response.failed:
+            raise SystemExit(f"gRPC publish failed: {response.results[0].error}")
+        return batch
+
+    return await timed(s, c, one)
+
+
+async def grpc_stream(stub: gateway_pb2_grpc.GatewayStub, size: int, streams: int, seconds: float) -> float:
+    request = pb.PublishStreamRequest(topic=TOPIC, messages=[_message(size)] * BATCH)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    acked = 0
+
+    async def requests() -> AsyncIterator[pb.PublishStreamRequest]:
+        while loop.time() < deadline:
+            yield request
+
+    async def stream() -> None:
+        nonlocal acked
+        async for response in stub.PublishStream(requests()):
+            for ack in response.acks:
+                if ack.HasField("error"):
+                    raise SystemExit(f"gRPC stream publish failed: {ack.error}")
+            acked += len(response.acks)
+
+    start = loop.time()
+    await asyncio.gather(*(stream() for _ in range(streams)))
+    return acked / (loop.time() - start)
+
+
+def _message(size: int) -> pb.Message:
+    return pb.Message(value=b"x" * size, attributes={"bench": "1"})
+
+
+async def _instance(stub: gateway_pb2_grpc.GatewayStub, group: str) -> str:
+    created = await stub.CreateConsumer(
+        pb.CreateConsumerRequest(
+            group=group, topics=[TOPIC], start_position=pb.START_POSITION_EARLIEST, auto_commit=True
+        )
+    )
+    return created.instance_id
+
+
+async def consume(count: int, fetch: Callable[[], Awaitable[int]]) -> float:
+    """Messages per second from the first message (joining the group is not timed) to ``count``."""
+    received = await fetch()
+    empty = 0
+    while not received:  # the instance is still waiting for its partitions
+        empty += 1
+        if empty > 10:
+            raise SystemExit("no message arrived: the consumer got no partitions")
+        received = await fetch()
+    start = time.perf_counter()
+    first = received
+    while received < count:
+        got = await fetch()
+        if not got:
+            raise SystemExit(f"consuming stalled after {received} messages")
+        received += got
+    return (received - first) / (time.perf_counter() - start)
+
+
+async def rest_poll(http: httpx.AsyncClient, count: int) -> float:
+    created = await http.post(
+        "/v1/consumers/bench-rest", json={"topics": [TOPIC], "startPosition": "earliest", "autoCommit": True}
+    )
+    path = f"/v1/consumers/bench-rest/instances/{created.json()['instanceId']}/messages"
+    params = {"max_messages": 1000, "max_bytes": 64 * 2**20, "timeout_ms": 5000}
+
+    async def fetch() -> int:
+        return len((await http.get(path, params=params)).json()["messages"])
+
+    return await consume(count, fetch)
+
+
+async def grpc_poll(stub: gateway_pb2_grpc.GatewayStub, count: int) -> float:
+    instance = await _instance(stub, "bench-grpc-poll")
+    request = pb.PollRequest(
+        group="bench-grpc-poll",
+        instance_id=instance,
+        max_messages=1000,
+        max_bytes=64 * 2**20,
+        timeout_ms=5000,
+    )
+
+    async def fetch() -> int:
+        return len((await stub.Poll(request)).messages)
+
+    return await consume(count, fetch)
+
+
+async def grpc_subscribe(stub: gateway_pb2_grpc.GatewayStub, count: int) -> float:
+    instance = await _instance(stub, "bench-grpc-sub")
+    request = pb.SubscribeRequest(group="bench-grpc-sub", instance_id=instance, max_messages=1000)
+    call = stub.Subscribe(request)
+
+    async def fetch() -> int:
+        response = await call.read()
+        if response is grpc.aio.EOF:
+            raise SystemExit("the Subscribe stream ended")
+        return len(response.messages)
+
+    try:
+        return await consume(count, fetch)
+    finally:
+        call.cancel()
+
+
+async def run(args: argparse.Namespace, http_port: int, grpc_port: int) -> list[tuple[str, float]]:
+    c, s, size = args.concurrency, args.seconds, args.size
+    rows: list[tuple[str, float]] = []
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+        rows.append(("REST, 1 message per request", await rest_load(http_port, 1, size, c, s)))
+        rows.append(("gRPC Publish, 1 message per call", await grpc_publish(stub, 1, size, c, s)))
+        rows.append(("REST, 100-message batches", await rest_load(http_port, BATCH, size, c, s)))
+        rows.append(("gRPC Publish, 100-message batches", await grpc_publish(stub, BATCH, size, c, s)))
+        rows.append(("gRPC PublishStream, 1 stream", await grpc_stream(stub, size, 1, s)))
+        rows.append(
+            (f"gRPC PublishStream, {args.streams} streams", await grpc_stream(stub, size, args.streams, s))
+        )
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}", timeout=30.0) as http:
+            rows.append(("REST poll (max 1000)", await rest_poll(http, args.messages)))
+        rows.append(("gRPC Poll (max 1000)", await grpc_poll(stub, args.messages)))
+        rows.append(("gRPC Subscribe", await grpc_subscribe(stub, args.messages)))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per publish case (default 5)")
+    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight (default 16)")
+    parser.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
+    parser.add_argument(
+        "--messages", type=int, default=50_000, help="messages per consume case (default 50000)"
+    )
+    parser.add_argument("--streams", type=int, default=4, help="streams of the multi-stream case (default 4)")
+    parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
+    args = parser.parse_args()
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    if not args.no_uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            loop_factory = uvloop.new_event_loop
+    cluster, master = start_cluster()
+    http_port, grpc_port = free_port(), free_port()
+    gateway = start_gateway(master, http_port, grpc_port)
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            rows = runner.run(run(args, http_port, grpc_port))
+    finally:
+        for proc in (gateway, cluster):
+            proc.terminate()
+            proc.wait(timeout=30)
+    loop_name = "asyncio" if loop_factory is None else "uvloop"
+    print(
+        f"value size {args.size} B, {args.concurrency} calls in flight, {args.seconds:g} s per publish case, "
+        f"{args.messages:,} messages per consume case, client loop {loop_name}"
+    )
+    print(f"{'case':<36}{'messages/s':>12}{'MB/s':>9}")
+    for name, rate in rows:
+        print(f"{name:<36}{rate:>12,.0f}{rate * args.size / 1e6:>9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

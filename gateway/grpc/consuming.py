@@ -1,0 +1,191 @@
+"""The consumer RPCs of the Gateway service (CreateConsumer, Poll, Commit, DeleteConsumer, Subscribe).
+
+A mixin of :class:`~gateway.grpc.servicer.GatewayServicer`, over the runtime's
+:class:`~gateway.service.consumers.ConsumerService` with the REST semantics. Differences that come from
+gRPC itself: a consumer instance is served only by the gateway that holds it (REST forwards between
+replicas; gRPC answers FAILED_PRECONDITION naming the owner), Commit names ``all_delivered`` explicitly
+instead of an absent token list, and Subscribe is a server stream resumed with ``resume_token`` where
+REST has Server-Sent Events resumed with ``Last-Event-ID``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from gateway.grpc.errors import StreamSuperseded, renamed
+from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.runtime import Runtime
+from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
+from gateway.service.errors import InvalidInput, Unavailable
+from gateway.service.instance import CommitResult, DeliveredMessage
+
+#: Service-layer field names (REST query parameters and headers) -> the proto3 JSON names of gRPC requests.
+_FIELDS = {
+    "max_messages": "maxMessages",
+    "max_bytes": "maxBytes",
+    "timeout_ms": "timeoutMs",
+    "Last-Event-ID": "resumeToken",
+}
+
+
+class ConsumerRpcs:
+    """Consumer instance RPCs; the servicer provides the runtime, the Subscribe step and the stop flag."""
+
+    _runtime: Runtime
+    _step: float
+    _stopping: bool
+
+    def _consumers(self) -> ConsumerService:
+        service = self._runtime.consumers
+        if service is None:
+            raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
+        return service
+
+    async def CreateConsumer(
+        self, request: pb.CreateConsumerRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ConsumerInstance:
+        service = self._consumers()
+        if self._runtime.draining:
+            raise Unavailable(
+                "this gateway is shutting down; create the consumer instance through another replica",
+                retry_after=1.0,
+            )
+        info = await service.create(request.group, instance_spec(request))
+        return consumer_instance(info)
+
+    async def Poll(self, request: pb.PollRequest, context: grpc.aio.ServicerContext) -> pb.PollResponse:
+        with renamed(_FIELDS):
+            messages = await self._consumers().poll(
+                request.group,
+                request.instance_id,
+                max_messages=request.max_messages if request.HasField("max_messages") else None,
+                max_bytes=request.max_bytes if request.HasField("max_bytes") else None,
+                timeout=request.timeout_ms / 1000 if request.HasField("timeout_ms") else None,
+            )
+        return pb.PollResponse(messages=[consumed(m) for m in messages])
+
+    async def Commit(self, request: pb.CommitRequest, context: grpc.aio.ServicerContext) -> pb.CommitResponse:
+        if request.all_delivered == bool(request.tokens):
+            raise InvalidInput("give either tokens or allDelivered", field="tokens")
+        tokens = None if request.all_delivered else list(request.tokens)
+        result = await self._consumers().commit(
+            request.group, request.instance_id, tokens, consumed=not request.rollback
+        )
+        return commit_response(result)
+
+    async def DeleteConsumer(
+        self, request: pb.DeleteConsumerRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteConsumerResponse:
+        await self._consumers().delete(request.group, request.instance_id)
+        return pb.DeleteConsumerResponse()
+
+    async def Subscribe(
+        self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.SubscribeResponse]:
+        service = self._consumers()
+        with renamed(_FIELDS):
+            cursor = service.open_stream(request.group, request.instance_id, request.resume_token or None)
+        limits = service.limits
+        count = _bounded(
+            request.max_messages if request.HasField("max_messages") else None,
+            "maxMessages",
+            limits.max_messages,
+            limits.max_messages_limit,
+        )
+        size = _bounded(
+            request.max_bytes if request.HasField("max_bytes") else None,
+            "maxBytes",
+            cursor.instance.max_bytes or limits.max_bytes,
+            limits.max_bytes_limit,
+        )
+        async with service.using(cursor.instance):
+            while True:
+                if cursor.superseded:
+                    raise StreamSuperseded("a newer Subscribe took this consumer instance over")
+                # A draining or stopping gateway ends its streams so that shutdown does not wait for them.
+                if self._stopping or self._runtime.draining:
+                    raise Unavailable(
+                        "this gateway is shutting down; its consumer instances close with it: create a new "
+                        "one through another replica",
+                        retry_after=1.0,
+                    )
+                messages = await cursor.next(count, size, self._step)
+                if messages:
+                    yield pb.SubscribeResponse(messages=[consumed(m) for m in messages])
+
+
+def _bounded(value: int | None, field: str, default: int, high: int) -> int:
+    if value is None:
+        return default
+    if not 1 <= value <= high:
+        raise InvalidInput(f"{field} must be 1 to {high}, got {value}", field=field)
+    return value
+
+
+_START_POSITIONS = {
+    pb.START_POSITION_UNSPECIFIED: "latest",
+    pb.START_POSITION_LATEST: "latest",
+    pb.START_POSITION_EARLIEST: "earliest",
+    pb.START_POSITION_OFFSETS: "offsets",
+}
+
+
+def instance_spec(request: pb.CreateConsumerRequest) -> InstanceSpec:
+    """The service's instance spec; raises InvalidInput naming the field as REST does."""
+    topics: dict[str, list[str] | None] = dict.fromkeys(request.topics)
+    for name, stream_ids in request.filters.items():
+        if name not in topics:
+            raise InvalidInput(
+                f"filters name topic {name!r}, which is not in topics", field=f"filters.{name}"
+            )
+        topics[name] = list(stream_ids.stream_ids)
+    position = _START_POSITIONS.get(request.start_position)
+    if position is None:
+        raise InvalidInput(
+            f"startPosition {request.start_position} is not a StartPosition (LATEST, EARLIEST, OFFSETS)",
+            field="startPosition",
+        )
+    return InstanceSpec(
+        topics=topics,
+        start_position=position,
+        offsets=dict(request.offsets) or None,
+        auto_commit=request.auto_commit,
+        max_bytes=request.max_bytes if request.HasField("max_bytes") else None,
+        session_key=request.session_key if request.HasField("session_key") else None,
+        source_count=request.source_count if request.HasField("source_count") else 1,
+    )
+
+
+def consumer_instance(info: InstanceInfo) -> pb.ConsumerInstance:
+    return pb.ConsumerInstance(
+        instance_id=info.instance_id, group=info.group, auto_commit=info.auto_commit, client_id=info.client_id
+    )
+
+
+def consumed(delivered: DeliveredMessage) -> pb.ConsumedMessage:
+    m = delivered.message
+    out = pb.ConsumedMessage(
+        token=delivered.token,
+        topic=delivered.topic,
+        partition_key=delivered.partition_key,
+        broker_id=delivered.broker_id,
+        partition_id=delivered.partition_id,
+        message_id=m.message_id,
+        attributes=m.attributes,
+        value=m.body,
+    )
+    if m.offset is not None:
+        out.offset = m.offset
+    if m.stream_id is not None:
+        out.stream_id = m.stream_id
+    if m.msg_time is not None:
+        out.msg_time = m.msg_time
+    return out
+
+
+def commit_response(result: CommitResult) -> pb.CommitResponse:
+    return pb.CommitResponse(
+        committed=result.committed, rolled_back=result.rolled_back, stale=result.stale, pending=result.pending
+    )
