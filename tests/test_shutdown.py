@@ -217,6 +217,27 @@ async def _publisher(base: str, worker: int, load: Load) -> None:
                 load.failed += len(values)
 
 
+GROUP = "shutdown_readers"
+NEW_INSTANCE = {"topics": ["orders"], "startPosition": "earliest"}
+
+
+async def _consume_some(client: httpx.AsyncClient) -> set[str]:
+    """Create a consumer instance, poll and commit a batch; returns the partitions it holds."""
+    created = await client.post(f"/v1/consumers/{GROUP}", json=NEW_INSTANCE)
+    assert created.status_code == 201, created.text
+    instance = created.json()["baseUrl"]
+    polled = await client.get(f"{instance}/messages", params={"timeout_ms": 5000, "max_messages": 50})
+    assert polled.status_code == 200 and polled.json()["messages"], polled.text
+    tokens = [m["token"] for m in polled.json()["messages"]]
+    committed = await client.post(f"{instance}/commits", json={"tokens": tokens})
+    assert committed.status_code == 200, committed.text
+    described = await client.get(instance)
+    assert described.status_code == 200, described.text
+    held = {p["partitionKey"] for p in described.json()["partitions"]}
+    assert held
+    return held
+
+
 async def _first_unready(base: str, since: float) -> float | None:
     """Seconds after ``since`` at which a fresh connection saw /readyz answer 503 (None: never)."""
     limits = httpx.Limits(max_keepalive_connections=0)
@@ -240,6 +261,8 @@ async def test_sigterm_under_publish_load_loses_no_acknowledged_message(tmp_path
         "TUBEMQ_GATEWAY_SHUTDOWN__GRACE_PERIOD": str(GRACE),
         "TUBEMQ_GATEWAY_SHUTDOWN__DRAIN_DELAY": str(DRAIN_DELAY),
         "TUBEMQ_GATEWAY_LOG_FORMAT": "json",
+        # The master hands out partitions in heartbeat answers: a short interval assigns them quickly.
+        "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "0.2",
     }
     command = [sys.executable, "-m", "gateway", "serve", "--http-host", "127.0.0.1", "--http-port", str(port),
                "--embedded-topics", "orders:3", "--embedded-data-dir", str(data)]  # fmt: skip
@@ -264,9 +287,13 @@ async def test_sigterm_under_publish_load_loses_no_acknowledged_message(tmp_path
             while len(load.stored) < 200:
                 assert not any(w.done() for w in workers), log_path.read_text()
                 await asyncio.sleep(0.02)
-            sigterm_at = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            unready_after = await _first_unready(base, sigterm_at)
+            async with httpx.AsyncClient(base_url=base, timeout=GRACE) as client:
+                held = await _consume_some(client)
+                sigterm_at = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                unready_after, refused = await asyncio.gather(
+                    _first_unready(base, sigterm_at), client.post(f"/v1/consumers/{GROUP}", json=NEW_INSTANCE)
+                )
             await asyncio.wait_for(asyncio.gather(*workers), GRACE)
             code = await asyncio.wait_for(proc.wait(), GRACE + 5)
             exited_after = time.monotonic() - sigterm_at
@@ -278,12 +305,19 @@ async def test_sigterm_under_publish_load_loses_no_acknowledged_message(tmp_path
     assert code == 0, output
     assert exited_after < GRACE, "exits within the grace period"
     assert unready_after is not None and unready_after < DRAIN_DELAY, "readiness turns false at once"
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "unavailable", refused.text
     acknowledged_late = [v for v, at in load.stored.items() if at > sigterm_at]
     assert acknowledged_late, "publishes in flight (or within the drain delay) still get their 200"
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
     assert len(lines) == len(output.splitlines()), "every log line is one JSON object"
     messages = [line["msg"] for line in lines]
     assert any(m.startswith("draining") for m in messages) and "graceful shutdown complete" in messages
+    # The consumer instance left its group: its partitions were unregistered at the broker, then it closed.
+    released = [line for line in lines if line["msg"] == "PartitionReleased" and line["group"] == GROUP]
+    assert {line["partition_key"] for line in released} >= held
+    assert all(line["reason"] == "close" for line in released)
+    closed = [i for i, line in enumerate(lines) if line["msg"] == "ConsumerClosed" and line["group"] == GROUP]
+    assert closed and closed[-1] < messages.index("graceful shutdown complete")
 
     # The process is gone; bring the brokers back on its data directory and read every stored message.
     async with EmbeddedCluster([TopicSpec("orders", 3)], data_dir=data) as cluster, ConnectionPool() as pool:
