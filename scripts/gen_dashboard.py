@@ -25,6 +25,8 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 SEL = 'job=~"$job"'
 RI = "$__rate_interval"
 PREFIX = "tubemq_gateway_"
+PUBLISH_ROUTE = "/v1/topics/{topic}/messages"
+POLL_ROUTE = "/v1/consumers/{group}/instances/{instance_id}/messages"
 
 
 def rate(metric: str, by: str = "", match: str = "") -> str:
@@ -160,13 +162,13 @@ def rows() -> list[Row]:
                 ),
                 Panel(
                     "Publish request latency",
-                    "HTTP publish requests, end to end (p99 by route).",
+                    "HTTP publish requests, end to end (p99).",
                     [
                         (
-                            "histogram_quantile(0.99, sum by (le, route) (rate("
-                            f'tubemq_gateway_http_request_duration_seconds_bucket{{{SEL},route=~".*/messages"}}'
+                            "histogram_quantile(0.99, sum by (le) (rate("
+                            f'tubemq_gateway_http_request_duration_seconds_bucket{{{SEL},route="{PUBLISH_ROUTE}"}}'
                             f"[{RI}])))",
-                            "{{route}}",
+                            "p99",
                         )
                     ],
                     unit="s",
@@ -229,6 +231,21 @@ def rows() -> list[Row]:
                             "{{group}} partitions",
                         ),
                     ],
+                ),
+                Panel(
+                    "Poll request latency",
+                    "HTTP polls, end to end; a long poll without messages lasts its timeout_ms.",
+                    [
+                        (
+                            f"histogram_quantile({q}, sum by (le) (rate("
+                            f'tubemq_gateway_http_request_duration_seconds_bucket{{{SEL},route="{POLL_ROUTE}"}}'
+                            f"[{RI}])))",
+                            name,
+                        )
+                        for q, name in ((0.5, "p50"), (0.99, "p99"))
+                    ],
+                    unit="s",
+                    width=24,
                 ),
             ],
         ),

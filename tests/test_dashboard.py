@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import json
 import re
+import socket
 import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import httpx
 import pytest
-from deploy_tools import ROOT
+import uvicorn
+import yaml
+from deploy_tools import NAMESPACE, RELEASE, ROOT, alert_rules_file, prometheus_tool, render
+
+from gateway.api.app import create_app
+from gateway.config import Settings
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "tubemq-gateway.json"
 
@@ -85,5 +98,207 @@ def queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
     return [(p["title"], t["expr"]) for p in panels(dashboard) for t in p["targets"]]
 
 
-def metric_names(expr: str) -> set[str]:
-    return set(re.findall(r"\b(tubemq_gateway_[a-z_]+?)(?:_bucket)?\{", expr))
+# --- a real Prometheus scraping a real gateway under a little publish/poll load ---------------------------
+
+JOB = (
+    f"{RELEASE}-tubemq-gateway"  # the job name the chart's alert rules select (ServiceMonitor: Service name)
+)
+RATE_WINDOW = "10s"
+SCRAPE = "1s"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def _gateway() -> AsyncIterator[str]:
+    """The gateway app on the embedded cluster, served by uvicorn on a loopback port."""
+    port = _free_port()
+    settings = Settings(
+        masters="",
+        http_host="127.0.0.1",
+        http_port=port,
+        embedded={"topics": "demo:2,orders:3"},
+        consumers={"heartbeat_interval": 0.2, "empty_fetch_wait": 0.05},
+    )
+    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_config=None, lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        assert not task.done(), "the gateway did not start"
+        await asyncio.sleep(0.02)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 20)
+
+
+async def _publish_and_poll(base: str, stop: asyncio.Event) -> int:
+    """Publish to two topics and consume one with commits until ``stop``; returns messages polled."""
+    polled = 0
+    async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+        created = await client.post(
+            "/v1/consumers/dash", json={"topics": ["demo"], "startPosition": "earliest"}
+        )
+        assert created.status_code == 201, created.text
+        instance = created.json()["baseUrl"]
+        n = 0
+        while not stop.is_set():
+            for topic in ("demo", "orders"):
+                batch = {"messages": [{"value": f"{topic}-{n}-{i}", "key": f"k{i}"} for i in range(5)]}
+                answer = await client.post(f"/v1/topics/{topic}/messages", json=batch)
+                assert answer.status_code == 200, answer.text
+            got = await client.get(f"{instance}/messages", params={"timeout_ms": 200, "max_messages": 20})
+            assert got.status_code == 200, got.text
+            tokens = [m["token"] for m in got.json()["messages"]]
+            if tokens:
+                polled += len(tokens)
+                committed = await client.post(f"{instance}/commits", json={"tokens": tokens})
+                assert committed.status_code == 200, committed.text
+            n += 1
+            await asyncio.sleep(0.05)
+        await client.delete(instance)
+    return polled
+
+
+def _prometheus_config(directory: Path, target: str, rules: Path) -> Path:
+    config = {
+        "global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE, "scrape_timeout": SCRAPE},
+        "rule_files": [str(rules)],
+        "scrape_configs": [
+            {
+                "job_name": JOB,
+                "static_configs": [{"targets": [target], "labels": {"namespace": NAMESPACE}}],
+            }
+        ],
+    }
+    path = directory / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+async def _query(prom: httpx.AsyncClient, expr: str) -> list[dict[str, Any]]:
+    answer = await prom.get("/api/v1/query", params={"query": expr})
+    body = answer.json()
+    assert answer.status_code == 200 and body["status"] == "success", f"{expr}: {body}"
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+@asynccontextmanager
+async def _prometheus(directory: Path, target: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A real Prometheus scraping ``target`` every second with the chart's alert rules, until it has
+    scraped the gateway once; yields an HTTP client on its API."""
+    prometheus, promtool = prometheus_tool("prometheus"), prometheus_tool("promtool")
+    rules = alert_rules_file(render({"metrics": {"prometheusRule": {"enabled": True}}}), directory)
+    config = _prometheus_config(directory, target, rules)
+    pipe, merged = asyncio.subprocess.PIPE, asyncio.subprocess.STDOUT
+    checked = await asyncio.create_subprocess_exec(
+        promtool, "check", "config", str(config), stdout=pipe, stderr=merged
+    )
+    output, _ = await checked.communicate()
+    assert checked.returncode == 0, output.decode()
+    port = _free_port()
+    with (directory / "prometheus.log").open("wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            prometheus,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={directory / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as prom:
+                await _until_scraped(prom, proc)
+                yield prom
+        finally:
+            proc.terminate()
+            await proc.wait()
+
+
+async def test_every_panel_returns_data_from_a_real_prometheus(
+    dashboard: dict[str, Any], tmp_path: Path
+) -> None:
+    prometheus_tool("prometheus")  # skip before starting anything when it is missing
+    stop = asyncio.Event()
+    async with _gateway() as target:
+        load = asyncio.create_task(_publish_and_poll(f"http://{target}", stop))
+        try:
+            async with _prometheus(tmp_path, target) as prom:
+                await asyncio.sleep(6)  # several scrapes of a gateway under load: every rate has samples
+                assert not load.done(), load.exception() if load.done() else None
+                empty = []
+                for title, expr in queries(dashboard):
+                    concrete = expr.replace("$job", JOB).replace("$__rate_interval", RATE_WINDOW)
+                    if not await _query(prom, concrete):
+                        empty.append(f"{title}: {concrete}")
+                assert not empty, "panels without data:\n" + "\n".join(empty)
+                match = {"match[]": "tubemq_gateway_build_info"}
+                jobs = (await prom.get("/api/v1/label/job/values", params=match)).json()["data"]
+                assert JOB in jobs, "the dashboard's job variable finds the gateway"
+                await _alerts_evaluate_quietly(prom)
+        finally:
+            stop.set()
+            polled = await load
+    assert polled > 0
+
+
+async def _until_scraped(prom: httpx.AsyncClient, proc: asyncio.subprocess.Process) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert proc.returncode is None, "prometheus exited"
+        with contextlib.suppress(httpx.HTTPError):
+            if (await prom.get("/-/ready")).status_code == 200 and await _query(
+                prom, f'up{{job="{JOB}"}} == 1'
+            ):
+                return
+        await asyncio.sleep(0.2)
+    raise AssertionError("prometheus did not scrape the gateway in 20 s")
+
+
+async def _alerts_evaluate_quietly(prom: httpx.AsyncClient) -> None:
+    """The chart's alert rules load, evaluate without error on real data, and none fires on a healthy
+    gateway (the rule file is the one promtool checks in test_helm)."""
+    deadline = time.monotonic() + 10
+    while True:
+        groups = (await prom.get("/api/v1/rules", params={"type": "alert"})).json()["data"]["groups"]
+        alerts = {r["name"]: r for g in groups for r in g["rules"]}
+        if alerts and all(
+            r.get("lastEvaluation", "").startswith("2") and r["health"] != "unknown" for r in alerts.values()
+        ):
+            break
+        assert time.monotonic() < deadline, f"rules not evaluated: {alerts}"
+        await asyncio.sleep(0.3)
+    assert set(alerts) == {
+        "TubeMQGatewayNoReadyReplicas",
+        "TubeMQGatewayPublishErrors",
+        "TubeMQGatewayBrokersShielded",
+        "TubeMQGatewayConsumerLag",
+    }
+    for name, rule in alerts.items():
+        assert rule["health"] == "ok", (name, rule.get("lastError"))
+        assert rule["state"] == "inactive", (name, rule["alerts"])
+    # The expressions select this gateway: with its labels, the ready replicas sum is 1, not empty.
+    ready = await _query(prom, f'sum(tubemq_gateway_ready{{namespace="{NAMESPACE}",job="{JOB}"}})')
+    assert ready and float(ready[0]["value"][1]) == 1
+
+
+def test_every_queried_metric_exists(dashboard: dict[str, Any]) -> None:
+    """Without Prometheus: each metric a panel reads is one the gateway exports (names, not data)."""
+    from prometheus_client import CollectorRegistry
+
+    from gateway.observability.metrics import GatewayMetrics
+
+    metrics = GatewayMetrics(CollectorRegistry(), process_metrics=False)
+    exported = {f.name for f in metrics.registry.collect()}
+    exported |= {f"{name}_total" for name in exported} | {f"{name}_bucket" for name in exported}
+    for title, expr in queries(dashboard):
+        names = set(re.findall(r"\b(tubemq_gateway_\w+)\{", expr))
+        assert names, f"{title}: no gateway metric in {expr}"
+        assert names <= exported, f"{title}: unknown {sorted(names - exported)}"
