@@ -58,7 +58,7 @@ def start_cluster() -> tuple[subprocess.Popen[str], NodeAddress]:
 
 
 def start_gateway(master: NodeAddress, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TUBEMQ_GATEWAY_LOG_LEVEL": "warning"}
+    env = {**os.environ, "TUBEMQ_GATEWAY_LOG_LEVEL": "warning", "TUBEMQ_GATEWAY_GRPC__ENABLED": "false"}
     cmd = [sys.executable, "-m", "gateway", "serve", "--masters", str(master)]
     cmd += ["--http-host", "127.0.0.1", "--http-port", str(port)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

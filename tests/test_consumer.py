@@ -448,3 +448,30 @@ async def test_start_gives_up_after_its_attempts(pool: ConnectionPool) -> None:
         Consumer(masters, "g", {}, pool=pool)
     with pytest.raises(ValueError):
         Consumer(masters, "g", {"demo": [""]}, pool=pool)
+
+
+async def test_unassigned_member_heartbeats_often_to_learn_its_partitions(pool: ConnectionPool) -> None:
+    # With the periodic beat far away, the first assignment still arrives promptly: while no partition is
+    # held the consumer beats every unassigned_heartbeat_interval.
+    async with running_cluster([TopicSpec("demo", 4)]) as cluster:
+        config = fast(heartbeat_interval=60.0, unassigned_heartbeat_interval=0.1)
+        consumer = Consumer([cluster.master_address], "g-fast", {"demo": None}, pool=pool, config=config)
+        await consumer.start()
+        try:
+            assert await consumer.wait_for_assignment(5.0)
+            assert keys(consumer) == ALL_DEMO
+        finally:
+            await consumer.close()
+        slow = Consumer(
+            [cluster.master_address],
+            "g-slow",
+            {"demo": None},
+            pool=pool,
+            config=fast(heartbeat_interval=60.0, unassigned_heartbeat_interval=60.0),
+        )
+        await slow.start()
+        try:
+            # the first beat goes out at once, before the balancer ran: nothing more for a minute
+            assert not await slow.wait_for_assignment(1.0)
+        finally:
+            await slow.close()

@@ -82,6 +82,9 @@ class ConsumerConfig:
     bound: BoundConsumption | None = None
     #: period of the master heartbeat (which also carries the rebalance events)
     heartbeat_interval: float = 13.0
+    #: period of the master heartbeat while no partition is held: the master hands out assignments only in
+    #: heartbeat answers, so a new or emptied member asks more often to learn its partitions promptly
+    unassigned_heartbeat_interval: float = 1.0
     #: period of the per-broker heartbeat that keeps the partition registrations alive
     broker_heartbeat_interval: float = 13.0
     #: deadline of every request
@@ -121,6 +124,7 @@ class ConsumerConfig:
     def __post_init__(self) -> None:
         positive = {
             "heartbeat_interval": self.heartbeat_interval,
+            "unassigned_heartbeat_interval": self.unassigned_heartbeat_interval,
             "broker_heartbeat_interval": self.broker_heartbeat_interval,
             "rpc_timeout": self.rpc_timeout,
             "confirm_timeout": self.confirm_timeout,

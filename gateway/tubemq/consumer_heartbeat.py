@@ -1,7 +1,8 @@
 """The consumer's conversation with the master (register, heartbeat, close; §6.2, §6.3, §6.14) and the
 per-broker heartbeats that keep its partition registrations alive (§6.11).
 
-Master heartbeat, every ``heartbeat_interval``:
+Master heartbeat, every ``heartbeat_interval`` (every ``unassigned_heartbeat_interval`` while no partition is
+held, so a new member learns its first assignment promptly):
 
 * a finished rebalance event is acknowledged (status DONE, the event's subscribeInfo as received) together
   with the full list of held partitions; a beat that fails keeps the acknowledgement for the next beat,
@@ -150,7 +151,12 @@ class MasterSession:
                 log.exception("consumer %s: master heartbeat failed unexpectedly", self._ctx.client_id)
                 self._failed(f"unexpected: {exc!r}", None)
             slow = self.failures > config.heartbeat_failures_before_slowdown
-            interval = config.heartbeat_interval_after_fail if slow else config.heartbeat_interval
+            if slow:
+                interval = config.heartbeat_interval_after_fail
+            elif not len(self._ctx.cache):
+                interval = min(config.heartbeat_interval, config.unassigned_heartbeat_interval)
+            else:
+                interval = config.heartbeat_interval
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), interval)
             self._wake.clear()
