@@ -1,10 +1,10 @@
 """What the data source asks of TubeMQ - plan, read a range, write rows - over the native client core or,
 with the ``gateway`` option, over a tubemq-gateway's REST API (:mod:`gateway.spark.rest`).
 
-Rows read are tuples in the order of ``source.SCHEMA``. Rows written are Spark ``Row`` tuples whose column
-names come from the DataFrame: ``value`` (binary or string) is required; ``key``, ``attributes``,
-``stream_id`` and ``msg_time`` (timestamp or ``yyyyMMddHHmm`` text) are used when present, every other
-column is ignored.
+Rows read come as Arrow record batches (:mod:`gateway.spark.arrow`). Rows written are Spark ``Row``
+tuples whose column names come from the DataFrame: ``value`` (binary or string) is required; ``key``,
+``attributes``, ``stream_id`` and ``msg_time`` (timestamp or ``yyyyMMddHHmm`` text) are used when present,
+every other column is ignored.
 """
 
 from __future__ import annotations
@@ -14,14 +14,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from gateway.spark.arrow import from_messages
 from gateway.spark.core import PartitionRange, PlannedPartition, get_core, plan_topic
 from gateway.spark.options import SourceOptions
-from gateway.tubemq.consumer_batch import ConsumedMessage
-from gateway.tubemq.errors import InvalidAttribute
-from gateway.tubemq.payload import parse_msg_time
 from gateway.tubemq.producer import Producer
 
-__all__ = ["WRITE_CHUNK", "OutgoingRow", "check_columns", "plan", "read_rows", "to_outgoing", "write_rows"]
+__all__ = ["WRITE_CHUNK", "OutgoingRow", "check_columns", "plan", "read_batches", "to_outgoing", "write_rows"]
 
 WRITE_CHUNK = 1000
 """Rows sent concurrently by one write task before it waits for their answers."""
@@ -44,45 +42,21 @@ def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
     return core.run(plan_topic(core, masters, options.topic, options.group_prefix))
 
 
-def msg_time_of(text: str | None) -> datetime | None:
-    """``$msgTime$`` as a naive local datetime, None when absent or not ``yyyyMMddHHmm``."""
-    if not text:
-        return None
-    try:
-        return parse_msg_time(text)
-    except InvalidAttribute:
-        return None
-
-
-def row_of(topic: str, key: str, message: ConsumedMessage) -> tuple[Any, ...]:
-    return (
-        topic,
-        key,
-        message.offset,
-        message.message_id,
-        message.body,
-        message.attributes,
-        message.stream_id,
-        msg_time_of(message.msg_time),
-        None,
-    )
-
-
-def read_rows(options: SourceOptions, task: PartitionRange) -> Iterator[tuple[Any, ...]]:
-    """Rows of ``task``'s partition in ``[start, end)``, in offset order."""
+def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
+    """Arrow record batches of ``task``'s partition in ``[start, end)``, in offset order."""
     if task.end <= task.start:
         return
     if options.gateway is not None:
         from gateway.spark import rest
 
-        yield from rest.read_rows(options, task)
+        yield from rest.read_batches(options, task)
         return
     core = get_core(options.timeout)
     reader = core.reader(options.group_prefix)
     reader.visit_token = task.visit_token
     for batch in core.iterate(reader.read(task.partition, task.start, task.end)):
-        for message in batch.messages:
-            yield row_of(task.topic, task.key, message)
+        if batch.messages:
+            yield from_messages(task.topic, task.key, batch.messages)
 
 
 def check_columns(columns: Sequence[str]) -> None:

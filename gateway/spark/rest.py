@@ -9,19 +9,21 @@ a task fails unless the gateway answers 200 (every message stored).
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from gateway.spark.arrow import record_batch
 from gateway.spark.core import PartitionRange, PlannedPartition
 from gateway.spark.options import SourceOptions
 from gateway.tubemq.meta import BrokerInfo, Partition
 from gateway.tubemq.payload import format_msg_time
 from gateway.tubemq.range_reader import OffsetBounds
 
-__all__ = ["PAGE_MESSAGES", "plan", "read_rows", "send_chunk"]
+__all__ = ["PAGE_MESSAGES", "plan", "read_batches", "send_chunk"]
 
 PAGE_MESSAGES = 5000
 
@@ -59,25 +61,23 @@ def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
     return planned
 
 
-def read_rows(options: SourceOptions, task: PartitionRange) -> Any:
-    from gateway.spark.backend import msg_time_of
-
+def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
     client = _client(options)
     path = f"/v1/topics/{quote(task.topic)}/partitions/{quote(task.key)}/messages"
     position = task.start
     while position < task.end:
         page = _check(client.get(path, params={"from": position, "to": task.end, "limit": PAGE_MESSAGES}))
-        for m in page["messages"]:
-            yield (
+        messages = page["messages"]
+        if messages:
+            yield record_batch(
                 task.topic,
                 task.key,
-                m["offset"],
-                m["messageId"],
-                base64.b64decode(m["value"]),
-                m["attributes"],
-                m["streamId"],
-                msg_time_of(m["msgTime"]),
-                None,
+                [m["offset"] for m in messages],
+                [m["messageId"] for m in messages],
+                [base64.b64decode(m["value"]) for m in messages],
+                [m["attributes"] for m in messages],
+                [m["streamId"] for m in messages],
+                [m["msgTime"] for m in messages],
             )
         if page["next"] <= position:
             raise RuntimeError(f"gateway range read of {task.key} made no progress at offset {position}")

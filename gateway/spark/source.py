@@ -101,9 +101,9 @@ class TubeMQDataSource(DataSource):
 # --- reading ------------------------------------------------------------------------------------------
 
 
-def _read(options: SourceOptions, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
     assert isinstance(partition, TubeMQInputPartition)
-    return backend.read_rows(options, partition.range)
+    return backend.read_batches(options, partition.range)
 
 
 class TubeMQBatchReader(DataSourceReader):
@@ -126,7 +126,7 @@ class TubeMQBatchReader(DataSourceReader):
             ranges.append(TubeMQInputPartition(p.range(start, max(start, end))))
         return ranges
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition)
 
 
@@ -180,7 +180,7 @@ class TubeMQStreamReader(DataSourceStreamReader):
             raise RuntimeError(f"partitions {missing} of this micro-batch have no reachable broker now")
         return [TubeMQInputPartition(planned[key].range(*wanted[key])) for key in sorted(wanted)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition)
 
     def commit(self, end: dict[str, int]) -> None:
