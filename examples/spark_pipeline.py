@@ -2,11 +2,12 @@
 
     python examples/spark_pipeline.py --masters 127.0.0.1:8715 --topic demo --out /tmp/pipeline
 
-Each message value is JSON such as ``{"amount": 12.5}``; the job counts messages and sums ``amount`` per
-minute of the message's ``msg_time`` (or of the processing time when the producer sent none) and per
-``stream_id``, with a one-minute watermark, and appends finished windows as Parquet. The checkpoint
-(``<out>/_checkpoint``) holds the TubeMQ offsets: stop the job and start it again and it continues where it
-left off. ``--once`` processes what is there now and stops (``availableNow``-like, handy for a demo).
+Each message value is JSON such as ``{"amount": 12.5}``; every micro-batch counts its messages and sums
+``amount`` per minute of the message's ``msg_time`` (the processing time when the producer sent none) and
+per ``stream_id``, and writes that as Parquet under ``<out>/batch=<id>``. The checkpoint
+(``<out>_checkpoint``) holds the TubeMQ offsets: stop the job and start it again and it continues where it
+left off, and a micro-batch Spark has to run again overwrites its own directory, so the files count every
+message exactly once. ``--once`` processes what is there now, prints the totals and stops.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -57,20 +59,30 @@ def main() -> None:
         F.coalesce("stream_id", F.lit("")).alias("stream_id"),
         F.get_json_object(F.col("value").cast("string"), "$.amount").cast("double").alias("amount"),
     )
-    per_minute = (
-        parsed.withWatermark("event_time", "1 minute")
-        .groupBy(F.window("event_time", "1 minute"), "stream_id")
-        .agg(F.count("*").alias("messages"), F.sum("amount").alias("amount"))
-        .select(F.col("window.start").alias("minute"), "stream_id", "messages", "amount")
-    )
-    writer = (
-        per_minute.writeStream.outputMode("append")
-        .format("parquet")
-        .option("path", args.out)
-        .option("checkpointLocation", str(Path(args.out) / "_checkpoint"))
+    out = Path(args.out)
+
+    def write_batch(batch: Any, batch_id: int) -> None:
+        # Counts of this micro-batch only; a batch that Spark runs again overwrites its own directory, so
+        # the files hold every message exactly once. Sum over batch=* for the totals.
+        (
+            batch.groupBy(F.date_trunc("minute", "event_time").alias("minute"), "stream_id")
+            .agg(F.count("*").alias("messages"), F.sum("amount").alias("amount"))
+            .write.mode("overwrite")
+            .parquet(str(out / f"batch={batch_id}"))
+        )
+
+    writer = parsed.writeStream.foreachBatch(write_batch).option(
+        "checkpointLocation", str(out.parent / f"{out.name}_checkpoint")
     )
     query = writer.trigger(availableNow=True).start() if args.once else writer.start()
     query.awaitTermination()
+    totals = (
+        spark.read.parquet(str(out))
+        .groupBy("minute", "stream_id")
+        .agg(F.sum("messages").alias("messages"), F.sum("amount").alias("amount"))
+        .orderBy("minute", "stream_id")
+    )
+    totals.show(truncate=False)
 
 
 if __name__ == "__main__":
