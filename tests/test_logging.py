@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import io
 import json
@@ -204,3 +205,16 @@ def test_event_logger_skips_work_when_level_disabled(capture: Capture) -> None:
     events(SendCompleted("demo", "ok"))  # DEBUG: dropped
     events(ConnectFailed(NodeAddress("b", 1), ()))
     assert [e["msg"] for e in capture.entries] == ["ConnectFailed"]
+
+
+def test_grpc_call_ids_reach_the_log_lines(capture: Capture) -> None:
+    from gateway.grpc import interceptors
+
+    def in_a_call() -> None:
+        interceptors._request_id.set("grpc-call-7")  # what the interceptor does for each call
+        logging.getLogger("gateway.grpc.test").info("inside a call")
+
+    contextvars.copy_context().run(in_a_call)
+    logging.getLogger("gateway.grpc.test").info("outside")
+    inside, outside = (e for e in capture.entries if e["logger"] == "gateway.grpc.test")
+    assert inside["request_id"] == "grpc-call-7" and "request_id" not in outside

@@ -17,6 +17,7 @@ from gateway.api.routes_metrics import install_observability
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.server import RpcServer
 from gateway.embedded.topics import TopicSpec
+from gateway.grpc.interceptors import GrpcCallFinished
 from gateway.observability.metrics import OVERFLOW, GatewayMetrics
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import Consumer
@@ -362,3 +363,14 @@ async def test_end_to_end_on_the_embedded_cluster(metrics: GatewayMetrics, bus: 
     assert value(metrics, "consumer_instances", group="readers") == 0
     assert value(metrics, "consumer_partitions", group="readers") == 0
     assert value(metrics, "pool_open_links", node=str(cluster.master_address)) == 0
+
+
+def test_grpc_calls_by_method_and_code(metrics: GatewayMetrics, bus: EventBus) -> None:
+    publish = "/tubemq.gateway.v1.Gateway/Publish"
+    bus.emit(GrpcCallFinished(publish, "OK", 0.004, "req-1"))
+    bus.emit(GrpcCallFinished(publish, "INVALID_ARGUMENT", 0.001, "req-2"))
+    bus.emit(GrpcCallFinished(publish, "OK", 0.002, "req-3"))
+    assert value(metrics, "grpc_requests_total", method=publish, code="OK") == 2
+    assert value(metrics, "grpc_requests_total", method=publish, code="INVALID_ARGUMENT") == 1
+    assert value(metrics, "grpc_request_duration_seconds_count", method=publish) == 3
+    assert b"req-1" not in metrics.render(), "request ids are never labels"

@@ -1,7 +1,7 @@
 """Structured logs: one JSON object per line, a request id per HTTP request, core events as log lines.
 
 * :class:`JsonFormatter` renders a record as one line: ``ts`` (UTC, ISO 8601 with milliseconds), ``level``,
-  ``logger``, ``msg``, the request id of the current request (``request_id``) when there is one, every
+  ``logger``, ``msg``, the id of the HTTP request or gRPC call being served (``request_id``), every
   ``extra={...}`` field, and ``exc`` (the formatted traceback) when the record carries an exception.
 * :func:`configure_logging` installs it (or a plain text format) on the root logger and routes uvicorn's
   loggers through it.
@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.grpc.interceptors import current_request_id as grpc_request_id
 from gateway.tubemq.events import EventBus, Subscription
 
 __all__ = [
@@ -57,8 +58,8 @@ _DROPPED_EXTRAS = frozenset({"color_message"})
 
 
 def current_request_id() -> str | None:
-    """The id of the HTTP request being served in this task, if any."""
-    return _request_id.get()
+    """The id of the HTTP request or gRPC call being served in this task, if any."""
+    return _request_id.get() or grpc_request_id()
 
 
 def _jsonable(value: Any) -> Any:
@@ -86,7 +87,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        request_id = _request_id.get()
+        request_id = current_request_id()
         if request_id is not None:
             entry["request_id"] = request_id
         for key, value in vars(record).items():

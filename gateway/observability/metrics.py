@@ -128,6 +128,13 @@ class GatewayMetrics:
             "http_request_duration_seconds", "HTTP request time.", ("route", "method"), HTTP_BUCKETS
         )
         self.http_in_flight = gauge("http_requests_in_flight", "HTTP requests being served.")
+        self.grpc_requests = counter(
+            "grpc_requests_total", "gRPC calls by method and status code.", ("method", "code")
+        )
+        self.grpc_duration = histogram(
+            "grpc_request_duration_seconds", "gRPC call time (streams: their whole life).", ("method",),
+            HTTP_BUCKETS,
+        )  # fmt: skip
 
         # Publishing
         self.published_messages = counter(
@@ -170,9 +177,11 @@ class GatewayMetrics:
             ("group", "topic"),
         )
         self.consumer_lag = gauge(
-            "consumer_lag_messages", "Messages stored but not yet read, summed over the partitions held.",
+            "consumer_lag_messages",
+            "Messages not yet read by the group: per store, its slowest held partition's backlog "
+            "(an upper bound), summed over the stores.",
             ("group", "topic"),
-        )  # fmt: skip
+        )
         self.consumer_instances = gauge(
             "consumer_instances", "Consumers registered with the master.", ("group",)
         )

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gateway.grpc.interceptors import GrpcCallFinished
 from gateway.tubemq import rpc
 from gateway.tubemq.breaker import ShieldReason
 from gateway.tubemq.connection import (
@@ -116,6 +117,7 @@ class EventMetrics:
             FetchOutcome: self._fetched,
             OffsetCommitted: self._committed,
             RebalanceEvent: self._rebalanced,
+            GrpcCallFinished: self._grpc_call,
         }
         for reason in ShieldReason:
             metrics.shield_events.labels(reason=reason.value)
@@ -331,3 +333,10 @@ class EventMetrics:
     def _rebalanced(self, e: RebalanceEvent) -> None:
         if e.done:
             self.m.rebalances.labels(group=self.m.groups(e.group), event=e.event_type.lower()).inc()
+
+    # --- gRPC adapter --------------------------------------------------------------------------------
+
+    def _grpc_call(self, e: GrpcCallFinished) -> None:
+        # Full method names come from our service definition (bounded); the request id is never a label.
+        self.m.grpc_requests.labels(method=e.method, code=e.code).inc()
+        self.m.grpc_duration.labels(method=e.method).observe(e.duration)
