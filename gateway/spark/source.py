@@ -43,7 +43,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from gateway.spark import backend
-from gateway.spark.core import PartitionRange
+from gateway.spark.core import PartitionRange, PlannedPartition
 from gateway.spark.options import SourceOptions
 from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
 
@@ -136,6 +136,7 @@ class TubeMQStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._last: dict[str, int] | None = None
+        self._planned: dict[str, PlannedPartition] = {}
 
     def initialOffset(self) -> dict[str, int]:
         planned = backend.plan(self.options)
@@ -154,7 +155,7 @@ class TubeMQStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
         begin = dict(start if start is not None else self._last or {})
-        planned = backend.plan(self.options)
+        planned = self._planned = backend.plan(self.options)
         cap: int | None = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             cap = limit.max_rows
@@ -174,7 +175,9 @@ class TubeMQStreamReader(DataSourceStreamReader):
         wanted = {k: (start.get(k, 0), offset) for k, offset in end.items() if offset > start.get(k, 0)}
         if not wanted:
             return []
-        planned = backend.plan(self.options)
+        planned = self._planned
+        if not set(wanted) <= set(planned):  # e.g. a restarted query plans its last batch again
+            planned = self._planned = backend.plan(self.options)
         missing = sorted(set(wanted) - set(planned))
         if missing:
             raise RuntimeError(f"partitions {missing} of this micro-batch have no reachable broker now")
