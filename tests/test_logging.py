@@ -109,6 +109,11 @@ def _app() -> FastAPI:
             raise HTTPException(404, "no such item")
         return {"item": item, "request_id": current_request_id()}
 
+    @app.get("/boom")
+    async def boom() -> None:
+        log.info("about to fail")
+        raise RuntimeError("boom")
+
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
@@ -125,6 +130,7 @@ async def test_request_id_generated_kept_and_logged(capture: Capture) -> None:
         replaced = await client.get("/v1/items/c", headers={REQUEST_ID_HEADER: "bad id\twith spaces"})
         missing = await client.get("/v1/items/missing", headers={REQUEST_ID_HEADER: "r-404"})
         unmatched = await client.get("/nowhere")
+        failed = await client.get("/boom", headers={REQUEST_ID_HEADER: "r-500"})
         await client.get("/healthz")
     generated = made.headers[REQUEST_ID_HEADER]
     assert len(generated) == 32 and made.json()["request_id"] == generated
@@ -132,6 +138,8 @@ async def test_request_id_generated_kept_and_logged(capture: Capture) -> None:
     assert replaced.headers[REQUEST_ID_HEADER] not in ("bad id\twith spaces", generated)
     assert missing.status_code == 404 and missing.headers[REQUEST_ID_HEADER] == "r-404"
     assert unmatched.status_code == 404 and unmatched.headers[REQUEST_ID_HEADER]
+    assert failed.status_code == 500 and failed.headers[REQUEST_ID_HEADER] == "r-500"
+    assert failed.json()["error"]["code"] == "internal" and "r-500" in failed.json()["error"]["message"]
     assert current_request_id() is None  # reset after each request
 
     entries = capture.entries
@@ -144,9 +152,12 @@ async def test_request_id_generated_kept_and_logged(capture: Capture) -> None:
         ("/v1/items/{item}", 200, "info"),
         ("/v1/items/{item}", 404, "info"),
         ("<unmatched>", 404, "info"),
+        ("/boom", 500, "info"),
         ("/healthz", 200, "debug"),
     ]
     assert access[1]["request_id"] == "trace-123.abc" and access[1]["path"] == "/v1/items/b"
+    crash = next(e for e in entries if e["msg"] == "unhandled error while serving the request")
+    assert crash["request_id"] == "r-500" and "RuntimeError: boom" in str(crash["exc"])
     assert all(isinstance(e["duration_seconds"], float) and e["method"] == "GET" for e in access)
     assert "RequestIdMiddleware" in repr(RequestIdMiddleware(_app()))
 

@@ -7,7 +7,8 @@
   loggers through it.
 * :class:`RequestIdMiddleware` (pure ASGI) takes ``X-Request-ID`` from the request when it is a sane token,
   otherwise makes one, exposes it to every log line of the request through a context variable, returns it
-  in the ``X-Request-ID`` response header, and writes one access line per request.
+  in the ``X-Request-ID`` response header (also on a 500 from an unhandled error, which it logs), and
+  writes one access line per request.
 * :class:`EventLogger` subscribes to the core's :class:`~gateway.tubemq.events.EventBus` and logs each event
   as one line named after its class, with the event's fields; chatty per-request events go to DEBUG.
 """
@@ -48,6 +49,7 @@ _HEADER_LOWER = REQUEST_ID_HEADER.lower().encode("latin-1")
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:+/=-]{1,128}$")
 
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+_http_log = logging.getLogger("gateway.http")
 
 #: Attributes every LogRecord has; anything else on a record came from ``extra=`` and is logged as a field.
 _STANDARD_ATTRS = frozenset(
@@ -163,8 +165,22 @@ class RequestIdMiddleware:
                 message = {**message, "headers": headers}
             await send(message)
 
+        started_response = False
+
+        async def send_tracked(message: Message) -> None:
+            nonlocal started_response
+            started_response = started_response or message["type"] == "http.response.start"
+            await send_with_id(message)
+
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive, send_tracked)
+        except Exception:
+            if started_response:
+                raise
+            # Answer here rather than in Starlette's outer error middleware, so that the client gets the
+            # request id to quote and the traceback is logged as one JSON line carrying that id.
+            _http_log.exception("unhandled error while serving the request")
+            await _internal_error(send_with_id, request_id)
         finally:
             path = scope.get("path", "")
             self._log.log(
@@ -182,6 +198,15 @@ class RequestIdMiddleware:
 
     def __repr__(self) -> str:
         return f"<RequestIdMiddleware header={REQUEST_ID_HEADER} quiet={sorted(self._quiet)}>"
+
+
+async def _internal_error(send: Send, request_id: str) -> None:
+    body = json.dumps(
+        {"error": {"code": "internal", "message": f"internal error; quote request id {request_id}"}}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 500, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _incoming_id(scope: Scope) -> str | None:
