@@ -19,8 +19,7 @@ import atexit
 import os
 import secrets
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -116,27 +115,20 @@ class SparkCore:
         """Run ``coro`` on the core's loop and wait for its result (its exception is raised here)."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
-    def iterate(self, source: AsyncIterator[T]) -> Iterator[T]:
-        """Walk an async iterator from synchronous code; closing this generator closes ``source``."""
+    def iterate(self, source: AsyncGenerator[T, None]) -> Iterator[T]:
+        """Walk an async generator from synchronous code; closing this generator closes ``source``."""
 
-        async def step(agen: AsyncIterator[T]) -> tuple[bool, T | None]:
+        async def step() -> list[T]:
             try:
-                return True, await agen.__anext__()
+                return [await source.__anext__()]
             except StopAsyncIteration:
-                return False, None
-
-        async def close(agen: AsyncIterator[T]) -> None:
-            async with aclosing(agen):  # type: ignore[type-var]
-                pass
+                return []
 
         try:
-            while True:
-                more, item = self.run(step(source))
-                if not more:
-                    return
-                yield item  # type: ignore[misc]
+            while got := self.run(step()):
+                yield got[0]
         finally:
-            self.run(close(source))
+            self.run(source.aclose())
 
     # --- shared clients ----------------------------------------------------------------------------
 
@@ -240,9 +232,3 @@ async def plan_topic(
         p.partition_key: PlannedPartition(p, bounds[(p.broker.broker_id, p.store_index)], layout.visit_token)
         for p in layout.partitions
     }
-
-
-def run_sync(func: Callable[[SparkCore], Coroutine[Any, Any, T]], rpc_timeout: float = 10.0) -> T:
-    """Run ``func(core)`` on this process's core."""
-    core = get_core(rpc_timeout)
-    return core.run(func(core))

@@ -1,0 +1,38 @@
+"""Options of the tubemq Spark source (no Spark needed): offsets specs, required options, bad values."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.spark.options import EARLIEST, LATEST, SourceOptions, parse_offset_spec
+
+
+def test_offset_specs_resolve_words_json_and_defaults() -> None:
+    assert parse_offset_spec(None, EARLIEST, "x").resolve("1:t:0", 28, 280) == 28
+    assert parse_offset_spec("LATEST", EARLIEST, "x").resolve("1:t:0", 28, 280) == 280
+    spec = parse_offset_spec('{"1:t:0": 56, "1:t:1": -2, "1:t:2": -1}', LATEST, "x")
+    assert [spec.resolve(k, 28, 280) for k in ("1:t:0", "1:t:1", "1:t:2", "1:t:3")] == [56, 28, 280, 280]
+    for bad in ("soon", "[1]", '{"1:t:0": "5"}', '{"1:t:0": -3}', '{"t0": 5}', '{"1:t:0": true}'):
+        with pytest.raises(ValueError):
+            parse_offset_spec(bad, EARLIEST, "startingOffsets")
+
+
+def test_source_options_defaults_and_checks() -> None:
+    batch = SourceOptions.parse({"masters": "h:8715", "topic": "t"})
+    assert batch.starting.default == EARLIEST and batch.ending.default == LATEST
+    assert batch.timeout == 10.0 and batch.group_prefix == "tubemq_spark" and batch.gateway is None
+    stream = SourceOptions.parse(
+        {"MASTERS": "h", "Topic": "t", "maxMessagesPerTrigger": "50"}, streaming=True
+    )
+    assert stream.starting.default == LATEST and stream.max_messages_per_trigger == 50
+    via = SourceOptions.parse({"gateway": "http://gw:8080/", "topic": "t"})
+    assert via.gateway == "http://gw:8080" and via.masters is None
+    for bad in (
+        {"masters": "h"},
+        {"topic": "t"},
+        {"gateway": "gw:8080", "topic": "t"},
+        {"masters": "h", "topic": "t", "maxMessagesPerTrigger": "0"},
+        {"masters": "h", "topic": "t", "timeout": "-1"},
+    ):
+        with pytest.raises(ValueError):
+            SourceOptions.parse(bad)
