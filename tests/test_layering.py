@@ -1,0 +1,235 @@
+"""The one-way import flow of docs/architecture.md, checked on the source text.
+
+Every module under ``gateway/`` is parsed with :mod:`ast` (nothing is imported), so a violation is caught
+even inside a function body or an ``if TYPE_CHECKING:`` block. Generated protobuf modules are skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GATEWAY = ROOT / "gateway"
+
+# Third-party code the client core and the embedded cluster may use: protobuf, nothing else.
+CORE_THIRD_PARTY = frozenset({"google.protobuf"})
+WEB_AND_METRICS = (
+    "fastapi",
+    "starlette",
+    "grpc",
+    "grpc_health",
+    "grpc_reflection",
+    "uvicorn",
+    "prometheus_client",
+)
+ABOVE_CORE = (
+    "gateway.embedded",
+    "gateway.service",
+    "gateway.api",
+    "gateway.grpc",
+    "gateway.observability",
+    "gateway.spark",
+    "gateway.config",
+    "gateway.runtime",
+    "gateway.serve",
+    "gateway.shutdown",
+    "gateway.__main__",
+)
+# Inside the core, each module may import its own layer and the ones listed before it (§ "Layers").
+CORE_LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"errors", "events", "backoff", "address", "meta", "payload", "client_id", "pb"}),
+    frozenset({"frame"}),
+    frozenset({"rpc"}),
+    frozenset({"connection"}),
+    frozenset({"pool"}),
+    frozenset({"master"}),
+)
+SANS_IO = ("frame", "rpc")
+IO_MODULES = ("asyncio", "socket", "ssl", "selectors")
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    path: Path
+    line: int
+    target: str  # absolute dotted name; a submodule when `from pkg import submodule` names one
+
+    def __str__(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line} imports {self.target}"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_local_module(dotted: str) -> bool:
+    base = ROOT.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _resolve_from(node: ast.ImportFrom, path: Path) -> str:
+    if not node.level:
+        return node.module or ""
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def imports_of(path: Path, source: str | None = None) -> list[Import]:
+    """Every import in ``path`` (or in ``source``, read as if it lived at ``path``)."""
+    text = path.read_text(encoding="utf-8") if source is None else source
+    found: list[Import] = []
+    for node in ast.walk(ast.parse(text, filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [Import(path, node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = _resolve_from(node, path)
+            for alias in node.names:
+                candidate = f"{module}.{alias.name}"
+                target = candidate if _is_local_module(candidate) else module
+                found.append(Import(path, node.lineno, target))
+    return found
+
+
+@cache
+def modules(package: str) -> tuple[Path, ...]:
+    return tuple(
+        path
+        for path in sorted((GATEWAY / package).rglob("*.py"))
+        if "pb" not in path.relative_to(GATEWAY).parts[:-1]
+    )
+
+
+def _within(target: str, prefixes: tuple[str, ...] | frozenset[str]) -> bool:
+    return any(target == prefix or target.startswith(prefix + ".") for prefix in prefixes)
+
+
+def _third_party(target: str) -> bool:
+    return target.split(".")[0] not in sys.stdlib_module_names and target.split(".")[0] != "gateway"
+
+
+def _core_module(target: str) -> str | None:
+    """``errors`` for ``gateway.tubemq.errors.X``; None outside the core."""
+    parts = target.split(".")
+    return parts[2] if parts[:2] == ["gateway", "tubemq"] and len(parts) > 2 else None
+
+
+def _layer(name: str) -> int:
+    for rank, layer in enumerate(CORE_LAYERS):
+        if name in layer:
+            return rank
+    return len(CORE_LAYERS)
+
+
+def _violations(paths: tuple[Path, ...], broken: Callable[[Import], bool]) -> list[str]:
+    return [str(imp) for path in paths for imp in imports_of(path) if broken(imp)]
+
+
+def core_breaks_rules(imp: Import) -> bool:
+    return _within(imp.target, ABOVE_CORE) or (
+        _third_party(imp.target) and not _within(imp.target, CORE_THIRD_PARTY)
+    )
+
+
+def test_the_walker_sees_the_packages_it_checks() -> None:
+    # An empty glob would make every rule below pass vacuously.
+    assert len(modules("tubemq")) > 20
+    assert len(modules("embedded")) > 10
+    assert len(modules("service")) > 3
+    assert not [p for p in modules("tubemq") if p.name.endswith("_pb2.py")]
+
+
+def test_the_walker_resolves_relative_and_submodule_imports() -> None:
+    inner = GATEWAY / "tubemq" / "pool.py"
+    assert "gateway.tubemq.connection" in {imp.target for imp in imports_of(inner)}
+    node = ast.parse("from ..service import errors\nfrom . import rpc\n").body
+    assert isinstance(node[0], ast.ImportFrom) and isinstance(node[1], ast.ImportFrom)
+    assert _resolve_from(node[0], inner) == "gateway.service"
+    assert _resolve_from(node[1], inner) == "gateway.tubemq"
+
+
+def test_the_package_root_is_a_leaf() -> None:
+    # The core reads gateway.__version__, so the root must stay free of imports from anywhere above it.
+    assert [str(imp) for imp in imports_of(GATEWAY / "__init__.py")] == []
+
+
+def test_the_core_imports_nothing_above_it_and_no_framework() -> None:
+    bad = _violations(modules("tubemq"), core_breaks_rules)
+    assert bad == [], "gateway/tubemq is the bottom layer (stdlib and protobuf only):\n" + "\n".join(bad)
+
+
+def test_the_embedded_cluster_builds_only_on_the_core() -> None:
+    def above(imp: Import) -> bool:
+        foreign = _third_party(imp.target) and not _within(imp.target, CORE_THIRD_PARTY)
+        ours = imp.target.split(".")[0] == "gateway"
+        return foreign or (ours and not _within(imp.target, ("gateway.tubemq", "gateway.embedded")))
+
+    bad = _violations(modules("embedded"), above)
+    assert bad == [], "gateway/embedded may import only gateway.tubemq, stdlib and protobuf:\n" + "\n".join(
+        bad
+    )
+
+
+def test_the_service_layer_is_framework_free() -> None:
+    def framework(imp: Import) -> bool:
+        return _within(imp.target, WEB_AND_METRICS) or _within(
+            imp.target,
+            ("gateway.api", "gateway.grpc", "gateway.runtime", "gateway.serve", "gateway.__main__"),
+        )
+
+    bad = _violations(modules("service"), framework)
+    assert bad == [], "gateway/service sits below the adapters:\n" + "\n".join(bad)
+
+
+def test_core_modules_import_only_their_own_layer_or_lower() -> None:
+    def upward(imp: Import) -> bool:
+        own, target = imp.path.stem, _core_module(imp.target)
+        return target is not None and _layer(target) > _layer(own)
+
+    bad = _violations(modules("tubemq"), upward)
+    assert bad == [], "frame <- rpc <- connection <- pool <- master <- the rest:\n" + "\n".join(bad)
+
+
+def test_producer_and_consumer_do_not_import_each_other() -> None:
+    def crossing(imp: Import) -> bool:
+        own, target = imp.path.stem, _core_module(imp.target) or ""
+        sides = {name.split("_")[0] for name in (own, target)}
+        return sides == {"producer", "consumer"}
+
+    bad = _violations(modules("tubemq"), crossing)
+    assert bad == [], "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", SANS_IO)
+def test_the_codecs_are_sans_io(name: str) -> None:
+    path = GATEWAY / "tubemq" / f"{name}.py"
+    bad = [str(imp) for imp in imports_of(path) if _within(imp.target, IO_MODULES)]
+    assert bad == [], f"{name}.py works on bytes only:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import fastapi\n", True),
+        ("from gateway.service.errors import ServiceError\n", True),
+        ("from ..observability import metrics\n", True),
+        ("def f() -> None:\n    from gateway.api import app\n", True),
+        ("from gateway.tubemq import rpc\n", False),
+        ("from . import rpc\n", False),
+        ("import google.protobuf.message\n", False),
+    ],
+)
+def test_a_planted_import_is_caught(source: str, expected: bool) -> None:
+    # The rules must be able to fail: read a made-up core module that breaks (or keeps) them.
+    planted = GATEWAY / "tubemq" / "planted.py"
+    assert any(core_breaks_rules(imp) for imp in imports_of(planted, source)) is expected
