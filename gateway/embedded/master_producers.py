@@ -55,6 +55,15 @@ def check_producer_topics(topics: Iterable[str]) -> frozenset[str]:
     return frozenset(result)
 
 
+def _check_producer(request: pb.RegisterRequestP2M | pb.HeartRequestP2M) -> tuple[str, str, frozenset[str]]:
+    """The producer id, host name and topics of a register or heartbeat; raises ``FieldError``."""
+    return (
+        check_field("clientId", request.clientId, MAX_CLIENT_ID_LENGTH),
+        check_field("hostName", request.hostName, MAX_HOST_NAME_LENGTH),
+        check_producer_topics(request.topicList),
+    )
+
+
 class ProducerRegistry:
     """Registered producers and their heartbeat deadlines (``timeout`` seconds, ``clock()`` time)."""
 
@@ -101,9 +110,7 @@ class ProducerCalls:
     def register(self, request: pb.RegisterRequestP2M, tls: bool) -> pb.RegisterResponseM2P:
         answer = pb.RegisterResponseM2P(success=False, brokerCheckSum=-1)
         try:
-            producer_id = check_field("clientId", request.clientId, MAX_CLIENT_ID_LENGTH)
-            host_name = check_field("hostName", request.hostName, MAX_HOST_NAME_LENGTH)
-            topics = check_producer_topics(request.topicList)
+            producer_id, host_name, topics = _check_producer(request)
         except FieldError as exc:
             answer.errCode, answer.errMsg = exc.code, exc.message
             return answer
@@ -120,9 +127,7 @@ class ProducerCalls:
     def heartbeat(self, request: pb.HeartRequestP2M, tls: bool) -> pb.HeartResponseM2P:
         answer = pb.HeartResponseM2P(success=False, brokerCheckSum=-1)
         try:
-            producer_id = check_field("clientId", request.clientId, MAX_CLIENT_ID_LENGTH)
-            host_name = check_field("hostName", request.hostName, MAX_HOST_NAME_LENGTH)
-            topics = check_producer_topics(request.topicList)
+            producer_id, host_name, topics = _check_producer(request)
         except FieldError as exc:
             answer.errCode, answer.errMsg = exc.code, exc.message
             return answer
