@@ -111,11 +111,7 @@ class ConsumerCalls:
         except (FieldError, GroupError) as exc:
             answer.errCode, answer.errMsg = exc.code, exc.message
             return answer
-        if request.HasField("defFlowCheckId") or request.HasField("groupFlowCheckId"):
-            flow_control_defaults(answer)
-        answer.authorizedInfo.CopyFrom(self._state.authorized_info())
-        answer.notAllocated = group_state.not_allocated
-        answer.success, answer.errCode, answer.errMsg = True, SUCCESS, OK
+        self._accept(answer, request, group_state.not_allocated)
         return answer
 
     def heartbeat(self, request: pb.HeartRequestC2M) -> pb.HeartResponseM2C:
@@ -135,12 +131,21 @@ class ConsumerCalls:
         event = registry.next_event(cid)
         if event is not None:
             answer.event.CopyFrom(_event_proto(cid, group_name, event))
+        self._accept(answer, request, group.not_allocated)
+        return answer
+
+    def _accept(
+        self,
+        answer: pb.RegisterResponseM2C | pb.HeartResponseM2C,
+        request: pb.RegisterRequestC2M | pb.HeartRequestC2M,
+        not_allocated: bool,
+    ) -> None:
+        """Fill the success part that register and heartbeat answers (methods 4-5) share."""
         if request.HasField("defFlowCheckId") or request.HasField("groupFlowCheckId"):
             flow_control_defaults(answer)
         answer.authorizedInfo.CopyFrom(self._state.authorized_info())
-        answer.notAllocated = group.not_allocated
+        answer.notAllocated = not_allocated
         answer.success, answer.errCode, answer.errMsg = True, SUCCESS, OK
-        return answer
 
     def close(self, request: pb.CloseRequestC2M) -> pb.CloseResponseM2C:
         answer = pb.CloseResponseM2C(success=False)
