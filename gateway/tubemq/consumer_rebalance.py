@@ -29,6 +29,10 @@ from gateway.tubemq.consumer_events import (
     PartitionReleased,
     RebalanceEvent,
 )
+from gateway.tubemq.consumer_requests import (
+    build_partition_register_request,
+    build_partition_unregister_request,
+)
 from gateway.tubemq.consumer_state import ConsumerContext
 from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.meta import MetaFormatError, Partition, parse_subscribe_info
@@ -39,8 +43,6 @@ __all__ = ["EventType", "RebalanceTask", "Rebalancer"]
 
 log = logging.getLogger(__name__)
 
-OP_REGISTER = 31
-OP_UNREGISTER = 32
 STATUS_DONE = 2
 #: errCodes after which a partition registration is not retried
 _GIVE_UP = frozenset({410, 415})
@@ -201,20 +203,18 @@ class Rebalancer:
         # Booked on success only: a lost first answer must not turn LATEST into "from the stored offset or
         # the oldest message" on the retry, which is what Java's book-on-attempt does.
         first = not ctx.cache.registered_before(key)
-        request = broker_pb.RegisterRequestC2B(
-            opType=OP_REGISTER,
-            clientId=ctx.client_id,
-            groupName=ctx.group,
-            topicName=partition.topic,
-            partitionId=partition.partition_id,
-            readStatus=ctx.config.start_position.read_status(first),
-            filterCondStr=sorted(ctx.filters.get(partition.topic, ())),
-            qryPriorityId=-2,
-            authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=ctx.visit_token),
-        )
         bound = ctx.config.bound
-        if bound is not None and first and ctx.not_allocated and key in bound.offsets:
-            request.currOffset = bound.offsets[key]
+        # Bound consumption forces the requested offset at the first registration only (§6.9).
+        forced = bound.offsets.get(key) if bound is not None and first and ctx.not_allocated else None
+        request = build_partition_register_request(
+            ctx.client_id,
+            ctx.group,
+            partition,
+            read_status=ctx.config.start_position.read_status(first),
+            visit_token=ctx.visit_token,
+            offset=forced,
+            filters=ctx.filters.get(partition.topic, ()),
+        )
         try:
             answer = await ctx.broker_call(partition, rpc.Method.CONSUMER_BROKER_REGISTER, request)
         except TubeMQError as exc:
@@ -263,14 +263,8 @@ class Rebalancer:
 
     async def unregister(self, partition: Partition, consumed: bool) -> None:
         ctx = self._ctx
-        request = broker_pb.RegisterRequestC2B(
-            opType=OP_UNREGISTER,
-            clientId=ctx.client_id,
-            groupName=ctx.group,
-            topicName=partition.topic,
-            partitionId=partition.partition_id,
-            readStatus=0 if consumed else 1,
-            authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=ctx.visit_token),
+        request = build_partition_unregister_request(
+            ctx.client_id, ctx.group, partition, consumed=consumed, visit_token=ctx.visit_token
         )
         try:
             await ctx.broker_call(partition, rpc.Method.CONSUMER_BROKER_REGISTER, request)

@@ -62,6 +62,10 @@ from google.protobuf.message import Message
 
 from gateway.tubemq.client_id import consumer_id
 from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE, ConsumedMessage, decode_messages
+from gateway.tubemq.consumer_requests import (
+    build_partition_register_request,
+    build_partition_unregister_request,
+)
 from gateway.tubemq.errors import TransportError, for_code
 from gateway.tubemq.meta import Partition
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
@@ -70,10 +74,7 @@ from gateway.tubemq.rpc import Method
 
 __all__ = ["OffsetBounds", "RangeBatch", "RangeReader", "RangeStats"]
 
-_OP_REGISTER = 31
-_OP_UNREGISTER = 32
 _READ_NORMAL = 0
-_ROLL_BACK = 1
 _SUCCESS = 200
 _NO_DATA = 404
 _RE_REGISTER = frozenset({411, 412})
@@ -295,16 +296,13 @@ class RangeReader:
     # --- calls -----------------------------------------------------------------------------------------
 
     async def _register(self, partition: Partition, group: str, offset: int) -> broker_pb.RegisterResponseB2C:
-        request = broker_pb.RegisterRequestC2B(
-            opType=_OP_REGISTER,
-            clientId=self.client_id,
-            groupName=group,
-            topicName=partition.topic,
-            partitionId=partition.partition_id,
-            readStatus=_READ_NORMAL,
-            currOffset=max(offset, 0),
-            qryPriorityId=_UNDEFINED,
-            authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=self.visit_token),
+        request = build_partition_register_request(
+            self.client_id,
+            group,
+            partition,
+            read_status=_READ_NORMAL,
+            visit_token=self.visit_token,
+            offset=max(offset, 0),
         )
         answer = await self._call(partition, Method.CONSUMER_BROKER_REGISTER, request)
         assert isinstance(answer, broker_pb.RegisterResponseB2C)
@@ -313,14 +311,8 @@ class RangeReader:
         return answer
 
     async def _unregister(self, partition: Partition, group: str) -> None:
-        request = broker_pb.RegisterRequestC2B(
-            opType=_OP_UNREGISTER,
-            clientId=self.client_id,
-            groupName=group,
-            topicName=partition.topic,
-            partitionId=partition.partition_id,
-            readStatus=_ROLL_BACK,
-            authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=self.visit_token),
+        request = build_partition_unregister_request(
+            self.client_id, group, partition, consumed=False, visit_token=self.visit_token
         )
         # On a lost link the broker drops the registration, and its pending advance, after its timeout.
         with contextlib.suppress(TransportError):

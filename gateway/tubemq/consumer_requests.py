@@ -1,0 +1,65 @@
+"""Partition registration requests a consumer sends to a broker (method 15, §6.5, §6.8).
+
+Pure functions shared by the server-balanced consumer (``consumer_rebalance``) and the range reader: the
+same ``RegisterRequestC2B`` registers a partition (``opType`` 31) or unregisters it (``opType`` 32).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gateway.tubemq.meta import Partition
+from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.rpc import OP_REGISTER, OP_UNREGISTER
+
+__all__ = ["build_partition_register_request", "build_partition_unregister_request"]
+
+# TubeMQ's META_VALUE_UNDEFINED: query priority is not used by this client.
+_UNDEFINED = -2
+
+
+def build_partition_register_request(
+    client_id: str,
+    group: str,
+    partition: Partition,
+    *,
+    read_status: int,
+    visit_token: int,
+    offset: int | None = None,
+    filters: Iterable[str] = (),
+) -> broker_pb.RegisterRequestC2B:
+    """Register ``partition`` for ``group``; ``offset`` (a broker index offset) forces where reading starts.
+
+    ``read_status`` is one of the codes of §6.8 (0 = from the stored offset); ``filters`` are the topic's
+    stream-id filter items, sent sorted.
+    """
+    request = broker_pb.RegisterRequestC2B(
+        opType=OP_REGISTER,
+        clientId=client_id,
+        groupName=group,
+        topicName=partition.topic,
+        partitionId=partition.partition_id,
+        readStatus=read_status,
+        filterCondStr=sorted(filters),
+        qryPriorityId=_UNDEFINED,
+        authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=visit_token),
+    )
+    if offset is not None:
+        request.currOffset = offset
+    return request
+
+
+def build_partition_unregister_request(
+    client_id: str, group: str, partition: Partition, *, consumed: bool, visit_token: int
+) -> broker_pb.RegisterRequestC2B:
+    """Unregister ``partition``: ``consumed`` commits the last batch handed out (readStatus 0), else it is
+    rolled back (readStatus 1)."""
+    return broker_pb.RegisterRequestC2B(
+        opType=OP_UNREGISTER,
+        clientId=client_id,
+        groupName=group,
+        topicName=partition.topic,
+        partitionId=partition.partition_id,
+        readStatus=0 if consumed else 1,
+        authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=visit_token),
+    )
