@@ -119,10 +119,6 @@ class EmbeddedMaster:
     def brokers(self) -> list[BrokerView]:
         return self._state.directory.brokers
 
-    def set_brokers(self, brokers: Sequence[BrokerView]) -> None:
-        """Replace the broker set (the checksum moves on the next call if anything changed)."""
-        self._state.directory.replace(brokers)
-
     @property
     def broker_checksum(self) -> int:
         return self._state.directory.checksum()

@@ -121,9 +121,6 @@ class BrokerDirectory:
     def brokers(self) -> list[BrokerView]:
         return list(self._brokers)
 
-    def replace(self, brokers: Sequence[BrokerView]) -> None:
-        self._brokers = sorted(brokers, key=lambda b: b.broker_id)
-
     def _known(self) -> list[BrokerInfo]:
         """Every broker that has an address (serving now, or served before), by id."""
         known = []
