@@ -47,7 +47,6 @@ __all__ = ["OP_REGISTER", "OP_UNREGISTER", "ConsumerService", "Registration", "i
 
 OP_REGISTER = 31
 OP_UNREGISTER = 32
-_UNDEFINED_PRIORITY = -2
 
 
 def index_read_entries(partitions: int) -> int:
@@ -61,7 +60,6 @@ class Registration:
 
     client_id: str
     filter_hashes: frozenset[int]
-    qry_priority_id: int
     deadline: float
 
 
@@ -160,11 +158,9 @@ class ConsumerService:
                 )
             return _fail(answer, PARTITION_OCCUPIED, message)
         filters = {java_trim(item) for item in request.filterCondStr if not is_blank(item)}
-        priority = request.qryPriorityId if request.HasField("qryPriorityId") else _UNDEFINED_PRIORITY
         self._registrations[key] = Registration(
             client_id,
             frozenset(java_string_hash(item) for item in filters),
-            priority,
             self._clock() + self.consumer_timeout,
         )
         try:
@@ -213,7 +209,6 @@ class ConsumerService:
             group = check_group_name(request.groupName)
         except BadField as bad:
             return _fail(answer, bad.code, bad.message)
-        priority = request.qryPriorityId if request.HasField("qryPriorityId") else _UNDEFINED_PRIORITY
         failures: list[str] = []
         for text in request.partitionInfo:
             partition = parse_partition(text)
@@ -224,7 +219,6 @@ class ConsumerService:
                 failures.append(str(FailureInfo(DUPLICATE_PARTITION, partition)))
             else:
                 self._refresh(holder)
-                holder.qry_priority_id = priority
         answer.requireAuth = False
         answer.success, answer.errCode, answer.errMsg = True, SUCCESS, "OK!"
         answer.hasPartFailure = bool(failures)
