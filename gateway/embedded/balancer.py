@@ -116,7 +116,6 @@ class Balancer:
             if group is None or not group.is_unready_bound():
                 continue
             if not group.is_full:
-                group.check_cycles += 1
                 continue
             parts = self._subscribable(group.topics)
             for key, consumer_id in group.part_owner.items():

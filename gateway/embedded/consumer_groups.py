@@ -87,7 +87,6 @@ class ConsumeGroup:
         self.select_big = True
         self.not_allocated = True
         self.allocated_times = 0
-        self.check_cycles = 0
         # bound mode: partition key -> consumer that asked for it, and the offset it asked for
         self.part_owner: dict[str, str] = {}
         self.part_offset: dict[str, int] = {}
@@ -112,7 +111,6 @@ class ConsumeGroup:
                 self.session_key = info.session_key
                 self.source_count = info.source_count
                 self.select_big = info.select_big
-                self.check_cycles = 0
             elif self.consume_type is ConsumeType.CLIENT_BALANCE:
                 self.source_count = info.source_count
         else:
