@@ -159,7 +159,7 @@ def test_file_store_survives_reopen(tmp_path: Path) -> None:
     reopened.close()
 
 
-def test_torn_tail_is_cut_and_appending_continues(tmp_path: Path) -> None:
+def test_torn_tail_is_cut_and_appending_continues(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     path = store_path(tmp_path, "demo", 0)
     store = TopicStore("demo", 0, path=path)
     for i in range(3):
@@ -168,7 +168,13 @@ def test_torn_tail_is_cut_and_appending_continues(tmp_path: Path) -> None:
     whole = path.stat().st_size
     with path.open("r+b") as f:
         f.truncate(whole - 3)  # the last record lost its tail in a crash
-    reopened = TopicStore("demo", 0, path=path)
+    with caplog.at_level("WARNING", logger="gateway.embedded.store"):
+        reopened = TopicStore("demo", 0, path=path)
+    (record,) = caplog.records
+    # The cut is reported as fields, so a JSON log line carries them as values.
+    fields = record.__dict__
+    assert (fields["path"], fields["offset"]) == (str(path), path.stat().st_size)
+    assert fields["offset"] + fields["torn_bytes"] == whole - 3
     assert [m.data for m in reopened.read(0, 0).messages] == [b"payload-0", b"payload-1"]
     assert reopened.append(0, b"again", 0).append_offset == 56
     reopened.close()

@@ -145,7 +145,7 @@ class EmbeddedBroker:
         self._sweeper = asyncio.get_running_loop().create_task(
             self._sweep(), name=f"broker-{self.broker_id} sweeper"
         )
-        log.info("%r started", self)
+        log.info("%r started", self, extra={"broker_id": self.broker_id, "address": str(self.address)})
 
     async def stop(self) -> None:
         """Stop listening, drop every client link and close the store files; a no-op when not started."""
@@ -166,7 +166,7 @@ class EmbeddedBroker:
             if self._stores is not None and self.data_dir is not None:
                 self._stores.close()
                 self._stores = None
-        log.info("%r stopped", self)
+        log.info("%r stopped", self, extra={"broker_id": self.broker_id})
 
     async def __aenter__(self) -> EmbeddedBroker:
         await self.start()
@@ -273,7 +273,11 @@ class EmbeddedBroker:
                 request.partitionId, data, request.flag, type_hash, request.sentAddr, checksum=checksum
             )
         except (WrongPartition, OSError) as exc:
-            log.error("%r: put message failed: %s", self, exc)
+            log.error(
+                "embedded broker could not store a message: %s",
+                exc,
+                extra={"broker_id": self.broker_id, "topic": spec.name, "partition_id": request.partitionId},
+            )
             return _fail(answer, INTERNAL_SERVER_ERROR, f"Put message failed from {self.host} {exc}")
         answer.success, answer.errCode = True, SUCCESS
         answer.requireAuth = False

@@ -149,7 +149,10 @@ class EmbeddedMaster:
     def balance_now(self) -> int:
         """Run one balance round at once (expiring silent consumers first); returns its rebalanceId."""
         for node in self.consumers.expire():
-            log.info("master %s: consumer %s timed out", self.address, node)
+            log.info(
+                "embedded master dropped a silent consumer",
+                extra={"master": str(self.address), "consumer_id": node},
+            )
         rebalance_id = self.balancer.run_round()
         self._consumer_calls.refresh_client_balance_groups()
         return rebalance_id

@@ -270,9 +270,10 @@ class RpcServer:
                 for frame in link.decoder.feed(data):
                     self._on_frame(link, frame)
         except ProtocolError as exc:
-            log.info("%s: closing link from %s: %s", self.name, peer, exc)
+            fields = {"server": self.name, "peer": str(peer)}
+            log.info("closing a link that sent bad frames: %s", exc, extra=fields)
         except OSError as exc:
-            log.debug("%s: link from %s failed: %s", self.name, peer, exc)
+            log.debug("link failed: %s", exc, extra={"server": self.name, "peer": str(peer)})
         except asyncio.CancelledError:
             pass
         finally:
@@ -320,7 +321,10 @@ class RpcServer:
             name = java_class_name(fault.exception_name, version)
             data = encode_exception(serial, fault.status, name, fault.message)
         except Exception:
-            log.exception("%s: handler failed on method %d from %s", self.name, request.method, link.peer)
+            log.exception(
+                "handler failed",
+                extra={"server": self.name, "method": request.method, "peer": str(link.peer)},
+            )
             data = encode_exception(serial, STATUS_ERROR, _INVOCATION_EXCEPTION, "")
         self._answer(link, ctx, data)
         if link.writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER and not link.closed:
@@ -342,6 +346,9 @@ class RpcServer:
     def _answer(self, link: _Link, ctx: CallContext, data: bytes) -> None:
         # Java drops an answer once the request's own timeout has passed (>=), so timeout 0 never answers.
         if self._clock() - ctx.received_at >= ctx.timeout:
-            log.debug("%s: dropping answer to serial %d from %s: timed out", self.name, ctx.serial, ctx.peer)
+            log.debug(
+                "dropping an answer: the request timed out",
+                extra={"server": self.name, "serial": ctx.serial, "peer": str(ctx.peer)},
+            )
             return
         link.send(data)

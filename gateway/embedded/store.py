@@ -357,7 +357,10 @@ class TopicStore:
             while pos < size:
                 entry = self._read_record(file, pos)
                 if entry is None:
-                    log.warning("%s: cutting a torn tail of %d bytes at offset %d", path, size - pos, pos)
+                    log.warning(
+                        "cutting a torn tail off a store file",
+                        extra={"path": str(path), "torn_bytes": size - pos, "offset": pos},
+                    )
                     os.ftruncate(fd, pos)
                     break
                 self._ids.observe(entry.message_id)

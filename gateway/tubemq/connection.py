@@ -363,7 +363,7 @@ class Connection:
             return
         except Exception as exc:
             # A bug must not leave requests hanging: fail them and say why.
-            log.exception("reader of %r failed", self)
+            log.exception("connection reader failed: %r", self, extra={"address": str(self.address)})
             reason, error = CloseReason.INTERNAL_ERROR, exc
         self._terminate(reason, error)
 

@@ -148,7 +148,10 @@ class MasterSession:
             try:
                 await self.heartbeat()
             except Exception as exc:
-                log.exception("consumer %s: master heartbeat failed unexpectedly", self._ctx.client_id)
+                log.exception(
+                    "consumer master heartbeat failed unexpectedly",
+                    extra={"client_id": self._ctx.client_id, "group": self._ctx.group},
+                )
                 self._failed(f"unexpected: {exc!r}", None)
             slow = self.failures > config.heartbeat_failures_before_slowdown
             if slow:
@@ -243,7 +246,10 @@ class BrokerHeartbeat:
             try:
                 await self.beat_all()
             except Exception:
-                log.exception("consumer %s: broker heartbeat failed unexpectedly", self._ctx.client_id)
+                log.exception(
+                    "consumer broker heartbeat failed unexpectedly",
+                    extra={"client_id": self._ctx.client_id, "group": self._ctx.group},
+                )
 
     async def beat_all(self) -> None:
         groups = self._ctx.cache.by_broker()

@@ -150,7 +150,11 @@ class Rebalancer:
                 except Exception:
                     # Still acknowledged: the master would otherwise hold back every further event, and
                     # the subscription report tells it what this consumer really holds.
-                    log.exception("rebalance event %s failed", task)
+                    log.exception(
+                        "rebalance event failed: %s",
+                        task,
+                        extra={"client_id": self._ctx.client_id, "rebalance_id": task.rebalance_id},
+                    )
                 self.finished.append(task)
                 self._emit_event(task, done=True)
                 if self._on_finished is not None:

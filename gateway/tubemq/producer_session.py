@@ -144,7 +144,11 @@ class ProducerSession:
                     await self._register(again=True)
                 except Exception as exc:
                     if not isinstance(exc, TubeMQError):
-                        log.exception("%r: registration failed unexpectedly", self)
+                        log.exception(
+                            "producer registration failed unexpectedly: %r",
+                            self,
+                            extra={"client_id": self._client_id},
+                        )
                     failures += 1
                     delay = self._backoff.compute(failures)
                     self._emit(RegisterFailed(self._client_id, str(exc), failures, delay))
@@ -159,7 +163,11 @@ class ProducerSession:
                     await self._heartbeat()
                 except Exception as exc:
                     # A bug must not end the session of a long-running gateway: log, register again.
-                    log.exception("%r: heartbeat failed unexpectedly", self)
+                    log.exception(
+                        "producer heartbeat failed unexpectedly: %r",
+                        self,
+                        extra={"client_id": self._client_id},
+                    )
                     self.registered = False
                     self._settle(self._take_waiters(), exc)
                     self._emit(HeartbeatFailed(self._client_id, repr(exc), reregister=True))
