@@ -69,14 +69,14 @@ def expected(m: DeliveredMessage, fmt: str) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=60)
+@settings(max_examples=30)
 @given(st.lists(messages, max_size=4), st.sampled_from(["base64", "utf8", "json"]))
 def test_poll_body_is_the_documented_json(batch: list[DeliveredMessage], fmt: str) -> None:
     body = render_poll(batch, fmt)
     assert json.loads(body) == {"messages": [expected(m, fmt) for m in batch]}
 
 
-@settings(max_examples=60)
+@settings(max_examples=30)
 @given(messages, st.sampled_from(["base64", "utf8", "json"]))
 def test_one_message_is_one_line_and_one_event(message: DeliveredMessage, fmt: str) -> None:
     line = render_message(message, fmt)

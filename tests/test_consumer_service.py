@@ -84,6 +84,8 @@ async def test_other_instance_takes_over_and_gets_uncommitted_messages_again(env
     await eventually(b_got_some, what="a delivery to b")
     if leave == "delete":
         await service.delete(group, b)
+    else:
+        service.lease = 0.5  # a keeps polling below; b stays idle from now on
 
     received_a: list[bytes] = []
 
@@ -209,7 +211,7 @@ async def test_auto_commit_counts_delivered_messages_at_the_next_poll(env: Env) 
     assert await service.poll("g-auto", first, timeout=0.1) == []
     await service.delete("g-auto", first)
     second = (await service.create("g-auto", spec)).instance_id
-    assert await service.poll("g-auto", second, timeout=0.5) == []
+    assert await service.poll("g-auto", second, timeout=0.3) == []
 
 
 async def test_first_poll_waits_for_the_assignment(env: Env) -> None:
@@ -271,6 +273,7 @@ async def test_ids_and_limits(env: Env) -> None:
         (InstanceSpec({"solo": None}, start_position="offsets", offsets={"nonsense": 1}), "offsets"),
         (InstanceSpec({"solo": None}, start_position="offsets", offsets={"1:demo:0": 1}), "offsets"),
         (InstanceSpec({"bad,topic": None}), "topics"),
+        (InstanceSpec({"solo": ["a,b"]}), "filters"),
         (InstanceSpec({"solo": None}, max_bytes=0), "maxBytes"),
     ],
 )

@@ -112,7 +112,9 @@ async def test_two_consumers_split_partitions_and_get_every_message_once(http: h
 
 
 @pytest.mark.parametrize("leave", ["delete", "expire"])
-async def test_takeover_redelivers_uncommitted_messages(http: httpx.AsyncClient, leave: str) -> None:
+async def test_takeover_redelivers_uncommitted_messages(
+    http: httpx.AsyncClient, gw: Gateway, leave: str
+) -> None:
     group = f"r-take-{leave}"
     a, b = await create(http, group), await create(http, group)
     await split(http, group, [a, b])
@@ -128,6 +130,8 @@ async def test_takeover_redelivers_uncommitted_messages(http: httpx.AsyncClient,
     if leave == "delete":
         deleted = await http.delete(f"/v1/consumers/{group}/instances/{b}")
         assert deleted.status_code == 204
+    else:
+        gw.consumers.lease = 0.5  # a keeps polling below; b stays idle from now on
     got_a: list[str] = []
 
     async def a_has_all() -> bool:

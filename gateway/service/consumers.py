@@ -250,7 +250,9 @@ class ConsumerService:
                 self._masters, group, spec.topics, pool=self._pool, config=config, events=self._events
             )
         except ValueError as exc:
-            raise InvalidInput(str(exc), field="group" if "group" in str(exc) else "topics") from None
+            text = str(exc)
+            field = "group" if "group" in text else "filters" if "filter item" in text else "topics"
+            raise InvalidInput(text, field=field) from None
         instance_id = new_instance_id(group, self.advertised_url, self._secret)
         instance = ConsumerInstance(
             instance_id,
