@@ -65,6 +65,8 @@ def rows() -> list[Row]:
     server_errors = rate("http_requests_total", match='status=~"5.."')
     http_5xx = f"({server_errors} or vector(0))"
     rpc_failed = rate("rpc_requests_total", "method", 'outcome!="ok"')
+    grpc_not_ok = rate("grpc_requests_total", match='code!="OK"')
+    grpc_failed = f"({grpc_not_ok} or vector(0))"
     return [
         Row(
             "Overview",
@@ -250,7 +252,7 @@ def rows() -> list[Row]:
             ],
         ),
         Row(
-            "HTTP",
+            "HTTP and gRPC",
             [
                 Panel(
                     "Requests by route",
@@ -268,6 +270,24 @@ def rows() -> list[Row]:
                     "HTTP 5xx ratio",
                     "Server errors over all requests.",
                     [(f"{http_5xx} / {rate('http_requests_total')}", "5xx")],
+                    unit="percentunit",
+                ),
+                Panel(
+                    "gRPC calls by method and code",
+                    "gRPC calls per second by method and status code.",
+                    [(rate("grpc_requests_total", "method, code"), "{{method}} {{code}}")],
+                    unit="reqps",
+                ),
+                Panel(
+                    "gRPC latency p99 by method",
+                    "99th percentile of gRPC call time (a stream counts its whole life).",
+                    [(quantile(0.99, "grpc_request_duration_seconds", "method"), "{{method}}")],
+                    unit="s",
+                ),
+                Panel(
+                    "gRPC error ratio",
+                    "Calls not ending OK over all calls.",
+                    [(f"{grpc_failed} / {rate('grpc_requests_total')}", "errors")],
                     unit="percentunit",
                 ),
             ],

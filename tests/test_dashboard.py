@@ -12,10 +12,12 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 import uvicorn
@@ -24,6 +26,10 @@ from deploy_tools import NAMESPACE, RELEASE, ROOT, alert_rules_file, prometheus_
 
 from gateway.api.app import create_app
 from gateway.config import Settings
+from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.server import GrpcServer
+from gateway.runtime import Runtime
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "tubemq-gateway.json"
 
@@ -90,7 +96,7 @@ def test_covers_what_operators_asked_for(dashboard: dict[str, Any]) -> None:
     ):
         assert f"tubemq_gateway_{metric}" in exprs, metric
     rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
-    assert rows == ["Overview", "Publish", "Consume", "HTTP", "TubeMQ links"]
+    assert rows == ["Overview", "Publish", "Consume", "HTTP and gRPC", "TubeMQ links"]
 
 
 def queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
@@ -113,9 +119,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass
+class Target:
+    http: str  # host:port
+    grpc: str  # host:port
+
+
 @asynccontextmanager
-async def _gateway() -> AsyncIterator[str]:
-    """The gateway app on the embedded cluster, served by uvicorn on a loopback port."""
+async def _gateway() -> AsyncIterator[Target]:
+    """The gateway on the embedded cluster: its runtime, the app under uvicorn and the gRPC server, on
+    loopback ports (as ``tubemq-gateway serve`` hosts them)."""
     port = _free_port()
     settings = Settings(
         masters="",
@@ -124,34 +137,48 @@ async def _gateway() -> AsyncIterator[str]:
         embedded={"topics": "demo:2,orders:3"},
         consumers={"heartbeat_interval": 0.2, "empty_fetch_wait": 0.05},
     )
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_config=None, lifespan="on")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "the gateway did not start"
-        await asyncio.sleep(0.02)
+    runtime = Runtime(settings)
+    await runtime.start()
+    grpc_server = GrpcServer(runtime, grace=0.5)
+    app = create_app(runtime=runtime, owns_runtime=False)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
+    task: asyncio.Task[None] | None = None
     try:
-        yield f"127.0.0.1:{port}"
+        await grpc_server.start()
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            assert not task.done(), "the gateway did not start"
+            await asyncio.sleep(0.02)
+        yield Target(f"127.0.0.1:{port}", grpc_server.address)
     finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 20)
+        if task is not None:
+            server.should_exit = True
+            await asyncio.wait_for(task, 20)
+        await grpc_server.stop(0)
+        await runtime.stop()
 
 
-async def _publish_and_poll(base: str, stop: asyncio.Event) -> int:
-    """Publish to two topics and consume one with commits until ``stop``; returns messages polled."""
+async def _publish_and_poll(target: Target, stop: asyncio.Event) -> int:
+    """Publish to two topics over HTTP and gRPC, and consume one with commits, until ``stop``; returns
+    how many messages were polled."""
     polled = 0
-    async with httpx.AsyncClient(base_url=base, timeout=10) as client:
-        created = await client.post(
-            "/v1/consumers/dash", json={"topics": ["demo"], "startPosition": "earliest"}
-        )
+    async with (
+        httpx.AsyncClient(base_url=f"http://{target.http}", timeout=10) as client,
+        grpc.aio.insecure_channel(target.grpc) as channel,
+    ):
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+        spec = {"topics": ["demo"], "startPosition": "earliest"}
+        created = await client.post("/v1/consumers/dash", json=spec)
         assert created.status_code == 201, created.text
-        instance = created.json()["baseUrl"]
+        instance = f"/v1/consumers/dash/instances/{created.json()['instanceId']}"
         n = 0
         while not stop.is_set():
             for topic in ("demo", "orders"):
                 batch = {"messages": [{"value": f"{topic}-{n}-{i}", "key": f"k{i}"} for i in range(5)]}
                 answer = await client.post(f"/v1/topics/{topic}/messages", json=batch)
                 assert answer.status_code == 200, answer.text
+            sent = await stub.Publish(pb.PublishRequest(topic="orders", messages=[pb.Message(value=b"rpc")]))
+            assert sent.failed == 0
             got = await client.get(f"{instance}/messages", params={"timeout_ms": 200, "max_messages": 20})
             assert got.status_code == 200, got.text
             tokens = [m["token"] for m in got.json()["messages"]]
@@ -222,15 +249,16 @@ async def _prometheus(directory: Path, target: str) -> AsyncIterator[httpx.Async
             await proc.wait()
 
 
+@pytest.mark.slow  # about 15 s: a real Prometheus needs a few scrapes of a gateway under load
 async def test_every_panel_returns_data_from_a_real_prometheus(
     dashboard: dict[str, Any], tmp_path: Path
 ) -> None:
     prometheus_tool("prometheus")  # skip before starting anything when it is missing
     stop = asyncio.Event()
     async with _gateway() as target:
-        load = asyncio.create_task(_publish_and_poll(f"http://{target}", stop))
+        load = asyncio.create_task(_publish_and_poll(target, stop))
         try:
-            async with _prometheus(tmp_path, target) as prom:
+            async with _prometheus(tmp_path, target.http) as prom:
                 await asyncio.sleep(6)  # several scrapes of a gateway under load: every rate has samples
                 assert not load.done(), load.exception() if load.done() else None
                 empty = []
