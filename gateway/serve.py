@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib.util
 from pathlib import Path
 
 from gateway.config import Settings, load_settings
@@ -56,6 +58,27 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     )
 
 
+GC_YOUNG_THRESHOLD = 5000
+"""Allocations between young collections (CPython's default is 700). A publish keeps many short-lived
+objects in flight (tasks, futures, frames); at 700 they survive into the old generations and full
+collections run often, each walking the whole heap."""
+
+
+def http_implementation() -> str:
+    """uvicorn's HTTP parser: httptools (C, a dependency) when importable, else the pure-Python h11."""
+    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+
+
+def tune_gc() -> None:
+    """Move everything alive now (modules, the app, settings) out of the collector's sight and collect the
+    young generation less often: with the default settings the collector took a third or more of a busy
+    gateway's CPU, mostly re-walking the startup heap. Called once, just before serving."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -85,6 +108,7 @@ def run_serve(args: argparse.Namespace) -> int:
         host=settings.http_host,
         port=settings.http_port,
         loop=loop,
+        http=http_implementation(),
         log_level=settings.log_level.lower(),
         access_log=False,
         log_config=None,  # configure_logging routes uvicorn's records through our formatter
@@ -92,5 +116,6 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     grpc_server = create_grpc_server(runtime) if settings.grpc.enabled else None
     server = GatewayServer(config, runtime=runtime, grpc_server=grpc_server, on_drain=drain, plan=plan)
+    tune_gc()
     server.run()
     return 0 if server.started else 1
