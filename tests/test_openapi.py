@@ -23,3 +23,13 @@ def test_publish_contract_documents_both_content_types_and_errors() -> None:
     assert set(op["requestBody"]["content"]) == {"application/json", "application/octet-stream"}
     assert {"200", "207", "400", "413", "503"} <= set(op["responses"])
     assert "PublishRequest" in spec["components"]["schemas"]
+
+
+def test_contract_lists_only_statuses_the_app_answers() -> None:
+    # Validation errors are answered 400 with ErrorResponse, never FastAPI's default 422.
+    spec = create_app().openapi()
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            assert "422" not in operation["responses"], f"{method.upper()} {path} documents a 422"
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
+    assert "ErrorResponse" in spec["components"]["schemas"]
