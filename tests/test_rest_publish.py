@@ -300,7 +300,9 @@ async def test_stopped_broker_is_shielded_and_nothing_acknowledged_is_lost(clust
                     # once shielded, every message goes through the remaining broker
                     assert r.status_code == 200, r.text
             topic = (await client.get("/v1/topics/demo")).json()
-            assert 2 in topic["shieldedBrokers"]
+            # Broker 2 gets no traffic: shielded by the producer, or already dropped from the topic's
+            # route because the master stopped listing it (whichever the heartbeat timing made first).
+            assert 2 in topic["shieldedBrokers"] or all(p["brokerId"] != 2 for p in topic["partitions"])
         await cluster.start_broker(2)
         await asyncio.sleep(0.2)
         rows = await stored(cluster, runtime, "demo", "readback-4")
