@@ -177,7 +177,7 @@ async def test_overrun_of_the_grace_period_exits_nonzero(where: str) -> None:
 
 ROOT = Path(__file__).resolve().parent.parent
 GRACE = 10.0
-DRAIN_DELAY = 0.5
+DRAIN_DELAY = 2.0  # room for a loaded CI machine to deliver the signal and answer a probe
 
 
 def _free_port() -> int:
