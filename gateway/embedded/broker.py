@@ -192,7 +192,7 @@ class EmbeddedBroker:
     def address(self) -> NodeAddress:
         """Where the broker listens; only known once started."""
         if self._server is None:
-            raise RuntimeError(f"{self!r} is not started")
+            raise RuntimeError(f"{self!r} is not started: call start() first")
         return self._server.address
 
     @property
@@ -202,19 +202,19 @@ class EmbeddedBroker:
     @property
     def offsets(self) -> OffsetManager:
         if self._offsets is None:
-            raise RuntimeError(f"{self!r} has not been started")
+            raise RuntimeError(f"{self!r} has not been started: call start() first")
         return self._offsets
 
     @property
     def consumers(self) -> ConsumerService:
         if self._consumers is None:
-            raise RuntimeError(f"{self!r} has not been started")
+            raise RuntimeError(f"{self!r} has not been started: call start() first")
         return self._consumers
 
     def store(self, topic: str, store_index: int = 0) -> TopicStore:
         """The store of one topic store index (for tests and admin views)."""
         if self._stores is None:
-            raise RuntimeError(f"{self!r} has not been started")
+            raise RuntimeError(f"{self!r} has not been started: call start() first")
         return self._stores.get(topic, store_index)
 
     def expire_registrations(self) -> int:

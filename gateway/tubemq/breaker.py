@@ -103,7 +103,7 @@ class BrokerBreaker:
         on_change: Callable[[BreakerTransition], None] | None = None,
     ) -> None:
         if failure_threshold < 1:
-            raise ValueError("failure_threshold must be at least 1")
+            raise ValueError(f"failure_threshold must be at least 1, got {failure_threshold}")
         self._unavailable_cooldown = unavailable_cooldown
         self._check_interval = check_interval
         self._quality_cooldown = quality_cooldown

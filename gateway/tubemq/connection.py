@@ -207,7 +207,10 @@ class Connection:
     async def connect(self, timeout: float) -> None:  # noqa: ASYNC109
         """Open the TCP (and TLS) link within ``timeout`` seconds; raises ``ConnectError``."""
         if self._state is not ConnectionState.NEW:
-            raise RuntimeError(f"connect() called on a {self._state.value} connection")
+            raise RuntimeError(
+                f"connect() called on a {self._state.value} connection: "
+                "a Connection opens once, create a new one"
+            )
         self._state = ConnectionState.CONNECTING
         started = self._clock()
         try:

@@ -133,4 +133,7 @@ class ConsumerConfig:
             if value <= 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {value}")
         if self.register_attempts < 1 or self.broker_register_rounds < 1 or self.report_every < 1:
-            raise ValueError("register_attempts, broker_register_rounds and report_every must be >= 1")
+            raise ValueError(
+                f"register_attempts={self.register_attempts}, broker_register_rounds="
+                f"{self.broker_register_rounds} and report_every={self.report_every}: each must be >= 1"
+            )

@@ -183,7 +183,9 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Consume ``data`` and return the frames it completes, in stream order."""
         if self._state is _State.FAILED:
-            raise FrameError(f"frame decoder already failed: {self._error}")
+            raise FrameError(
+                f"frame decoder already failed: {self._error}; close the link, the stream cannot resync"
+            )
         frames: list[Frame] = []
         with memoryview(data) as raw, raw.cast("B") as view:
             try:

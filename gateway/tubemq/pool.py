@@ -131,7 +131,10 @@ class ConnectionPool:
         if connections_per_node < 1:
             raise ValueError(f"connections_per_node must be >= 1, got {connections_per_node}")
         if idle_timeout <= 0 or connect_timeout <= 0:
-            raise ValueError("idle_timeout and connect_timeout must be > 0 seconds")
+            raise ValueError(
+                "idle_timeout and connect_timeout must be > 0 seconds, "
+                f"got {idle_timeout} and {connect_timeout}"
+            )
         self.connections_per_node = connections_per_node
         self.idle_timeout = idle_timeout
         self.connect_timeout = connect_timeout
