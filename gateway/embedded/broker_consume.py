@@ -42,11 +42,9 @@ from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.meta import FailureInfo, parse_partition
 from gateway.tubemq.payload import java_string_hash
 from gateway.tubemq.pb import BrokerService_pb2 as pb
+from gateway.tubemq.rpc import OP_REGISTER, OP_UNREGISTER
 
-__all__ = ["OP_REGISTER", "OP_UNREGISTER", "ConsumerService", "Registration", "index_read_entries"]
-
-OP_REGISTER = 31
-OP_UNREGISTER = 32
+__all__ = ["ConsumerService", "Registration", "index_read_entries"]
 
 
 def index_read_entries(partitions: int) -> int:
