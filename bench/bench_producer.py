@@ -12,10 +12,11 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchloop import pick_loop
 
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.master import EmbeddedMaster
@@ -74,15 +75,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024, help="message body bytes (default 1024)")
     parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     args = parser.parse_args()
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    if not args.no_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            loop_factory = uvloop.new_event_loop
-    loop_name = "asyncio" if loop_factory is None else "uvloop"
+    loop_factory, loop_name = pick_loop(args.no_uvloop)
     print(f"brokers={args.brokers} size={args.size} loop={loop_name} python={sys.version.split()[0]}")
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(run(args.seconds, args.brokers, args.size))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchloop import pick_loop
 from google.protobuf.message import Message
 
 from gateway.embedded.server import CallContext, RpcServer
@@ -120,15 +121,7 @@ def main() -> None:
     parser.add_argument("--target", choices=sorted(TARGETS), default="echo")
     parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     args = parser.parse_args()
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    if not args.no_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            loop_factory = uvloop.new_event_loop
-    loop_name = "asyncio" if loop_factory is None else "uvloop"
+    loop_factory, loop_name = pick_loop(args.no_uvloop)
     print(f"target={args.target} loop={loop_name} python={sys.version.split()[0]}")
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(run(args.target, args.seconds))
