@@ -36,9 +36,6 @@ class TopicSpec:
         """Every partition id of this topic on one broker, in store order."""
         return [s * 10000 + i for s in range(self.stores) for i in range(self.partitions)]
 
-    def has_partition(self, partition_id: int) -> bool:
-        return 0 <= partition_id // 10000 < self.stores and 0 <= partition_id % 10000 < self.partitions
-
 
 def validate_topic_name(name: str) -> None:
     """Topic names follow TubeMQ's rule ``^[a-zA-Z]\\w+$``, at most 64 characters."""
