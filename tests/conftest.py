@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
 from hypothesis import HealthCheck, settings
+
+from gateway.tubemq.pool import ConnectionPool
 
 # Property tests check correctness, not speed: on a loaded 2-core CI machine a single example can take
 # longer than hypothesis' default 200 ms deadline, which would make the suite flaky without finding a bug.
@@ -10,3 +15,11 @@ settings.register_profile(
     "gateway", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 settings.load_profile("gateway")
+
+
+@pytest.fixture
+async def pool() -> AsyncIterator[ConnectionPool]:
+    """A default connection pool, closed after the test; a test module may define its own ``pool``."""
+    pool = ConnectionPool()
+    yield pool
+    await pool.close()

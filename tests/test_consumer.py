@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,13 +21,6 @@ from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.pool import ConnectionPool
 from tests.consumer_helpers import bodies_of, drain, fast, publish, running_cluster
-
-
-@pytest.fixture
-async def pool() -> AsyncIterator[ConnectionPool]:
-    pool = ConnectionPool()
-    yield pool
-    await pool.close()
 
 
 async def test_one_consumer_receives_everything(pool: ConnectionPool) -> None:

@@ -25,13 +25,6 @@ async def cluster() -> AsyncIterator[EmbeddedCluster]:
         yield cluster
 
 
-@pytest.fixture
-async def pool() -> AsyncIterator[ConnectionPool]:
-    pool = ConnectionPool()
-    yield pool
-    await pool.close()
-
-
 def setup(pool: ConnectionPool, seen: list[object]) -> tuple[ConsumerContext, Rebalancer, Fetcher]:
     bus = EventBus()
     bus.subscribe(seen.append)

@@ -27,13 +27,6 @@ async def cluster() -> AsyncIterator[EmbeddedCluster]:
         yield cluster
 
 
-@pytest.fixture
-async def pool() -> AsyncIterator[ConnectionPool]:
-    pool = ConnectionPool()
-    yield pool
-    await pool.close()
-
-
 def context(pool: ConnectionPool, seen: list[object], **config: float) -> ConsumerContext:
     bus = EventBus()
     bus.subscribe(seen.append)
