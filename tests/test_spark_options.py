@@ -21,10 +21,12 @@ def test_source_options_defaults_and_checks() -> None:
     batch = SourceOptions.parse({"masters": "h:8715", "topic": "t"})
     assert batch.starting.default == EARLIEST and batch.ending.default == LATEST
     assert batch.timeout == 10.0 and batch.group_prefix == "tubemq_spark" and batch.gateway is None
-    stream = SourceOptions.parse(
-        {"MASTERS": "h", "Topic": "t", "maxMessagesPerTrigger": "50"}, streaming=True
-    )
+    given = {"MASTERS": "h", "Topic": "t", "maxMessagesPerTrigger": "50"}
+    stream = SourceOptions.parse(given, streaming=True)
     assert stream.starting.default == LATEST and stream.max_messages_per_trigger == 50
+    pinned = SourceOptions.parse({**given, "startingOffsets": '{"1:t:0": 56}'}, streaming=True)
+    assert pinned.starting.resolve("1:t:0", 0, 280) == 56
+    assert pinned.starting.resolve("1:t:1", 0, 280) == 0  # left out of the JSON: earliest
     via = SourceOptions.parse({"gateway": "http://gw:8080/", "topic": "t"})
     assert via.gateway == "http://gw:8080" and via.masters is None
     for bad in (

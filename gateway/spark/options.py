@@ -49,8 +49,11 @@ class OffsetSpec:
         return value
 
 
-def parse_offset_spec(text: str | None, default: int, option: str) -> OffsetSpec:
-    """Parse ``earliest`` / ``latest`` / JSON; raises ValueError naming ``option``."""
+def parse_offset_spec(
+    text: str | None, default: int, option: str, json_default: int | None = None
+) -> OffsetSpec:
+    """Parse ``earliest`` / ``latest`` / JSON; ``default`` applies when ``text`` is empty, ``json_default``
+    (else ``default``) to partitions a JSON object leaves out. Raises ValueError naming ``option``."""
     if text is None or not text.strip():
         return OffsetSpec(default, {})
     word = text.strip().lower()
@@ -71,7 +74,7 @@ def parse_offset_spec(text: str | None, default: int, option: str) -> OffsetSpec
         if key.count(":") != 2:
             raise ValueError(f"{option}: {key!r} is not a partition key brokerId:topic:partitionId")
         offsets[key] = value
-    return OffsetSpec(default, offsets)
+    return OffsetSpec(default if json_default is None else json_default, offsets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,7 @@ class SourceOptions:
             masters=masters,
             gateway=gateway,
             starting=parse_offset_spec(
-                lower.get("startingoffsets"), LATEST if streaming else EARLIEST, "startingOffsets"
+                lower.get("startingoffsets"), LATEST if streaming else EARLIEST, "startingOffsets", EARLIEST
             ),
             ending=parse_offset_spec(lower.get("endingoffsets"), LATEST, "endingOffsets"),
             max_messages_per_trigger=cap,
