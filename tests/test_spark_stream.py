@@ -123,10 +123,11 @@ def test_a_stream_written_to_tubemq_arrives_once(spark: Any, cluster: ClusterThr
     sent = sum(p["numInputRows"] for p in query.recentProgress)
     back = spark.read.format("tubemq").option("masters", cluster.masters).option("topic", "sink_topic").load()
     values = sorted(int(r.value) for r in back.select("value").collect())
-    # Stopping can cut a micro-batch whose messages were already stored (writes are at-least-once, and that
-    # batch is not in the progress reports): so every reported row arrived, once, plus maybe that batch.
-    assert len(values) == len(set(values)) >= sent
-    assert values == list(range(len(values)))
+    # Stopping can cut a micro-batch some of whose messages were already stored (writes are at-least-once,
+    # and that batch is not in the progress reports): every reported row arrived, once, plus maybe part of
+    # that batch.
+    assert len(values) == len(set(values))
+    assert set(range(sent)) <= set(values)
 
 
 def test_the_trigger_cap_is_shared_by_backlog_and_never_exceeded() -> None:
