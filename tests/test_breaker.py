@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.tubemq.breaker import BreakerState, BreakerTransition, BrokerBreaker, ShieldReason
 
@@ -198,3 +200,44 @@ def test_track_drops_removed_brokers_and_snapshot_reports(clock: FakeClock) -> N
 def test_threshold_must_be_positive() -> None:
     with pytest.raises(ValueError):
         BrokerBreaker(failure_threshold=0)
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["track", "failure", "unavailable", "success", "rejected", "attempt", "wait"]),
+        st.integers(1, 3),
+        st.sampled_from([0.5, 11.0, 60.0]),  # within, past the failure cooldown, past every cooldown
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300)
+@given(_OPS)
+def test_all_closed_and_the_shield_cap_agree_with_the_snapshot(ops: list[tuple[str, int, float]]) -> None:
+    clock = FakeClock()
+    breaker = BrokerBreaker(clock=clock, failure_threshold=2, max_shielded_share=0.5)
+    breaker.track([1, 2, 3])
+    for op, broker_id, seconds in ops:
+        if op == "track":
+            breaker.track(range(1, broker_id + 1))
+        elif op == "failure":
+            breaker.record_failure(broker_id)
+        elif op == "unavailable":
+            breaker.record_unavailable(broker_id)
+        elif op == "success":
+            breaker.record_success(broker_id)
+        elif op == "rejected":
+            breaker.record_rejected(broker_id)
+        elif op == "attempt":
+            breaker.begin_attempt(broker_id)
+        else:
+            clock.now += seconds
+        closed = breaker.all_closed()
+        states = [h.state for h in breaker.snapshot()]
+        assert closed == all(s is BreakerState.CLOSED for s in states)
+        if closed:
+            assert all(breaker.is_available(b) for b in range(1, 6))
+        for h in breaker.snapshot():
+            if h.state is BreakerState.OPEN:
+                assert h.open_for > 0, "a cooldown that is over must have turned the broker HALF_OPEN"

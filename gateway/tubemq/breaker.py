@@ -24,11 +24,14 @@ claims it); an answer closes the breaker, a transport failure re-opens it for ``
 for ``unavailable_cooldown``. A trial that reports nothing within ``trial_timeout`` seconds frees the slot.
 
 The breaker does no I/O and never sleeps; time comes from the injected ``clock`` (seconds) and transitions
-are evaluated lazily on every call. ``on_change`` is called synchronously with a ``BreakerTransition``.
+are evaluated lazily on every call (cheaply: it keeps the earliest cooldown end and the number of brokers
+that are not CLOSED, because every send asks). ``on_change`` is called synchronously with a
+``BreakerTransition``.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -117,6 +120,8 @@ class BrokerBreaker:
         self._on_change = on_change
         self._brokers: dict[int, _Broker] = {}
         self._next_check = clock() + check_interval
+        self._next_expiry = math.inf  # no OPEN broker's cooldown ends before this
+        self._not_closed = 0  # tracked brokers that are OPEN or HALF_OPEN
 
     def __repr__(self) -> str:
         self._tick()
@@ -128,6 +133,11 @@ class BrokerBreaker:
         return f"<BrokerBreaker brokers={len(self._brokers)} shielded=[{', '.join(shielded)}]>"
 
     # -- queries ---------------------------------------------------------------------------------------
+
+    def all_closed(self) -> bool:
+        """Whether every tracked broker is CLOSED, i.e. ``is_available`` is true for any broker id."""
+        self._tick()
+        return self._not_closed == 0
 
     def is_available(self, broker_id: int) -> bool:
         """Whether a send may go to ``broker_id`` now (unknown brokers are available). Claims nothing."""
@@ -162,7 +172,8 @@ class BrokerBreaker:
         """Make the tracked set exactly ``broker_ids`` (the brokers currently in the metadata)."""
         wanted = set(broker_ids)
         for bid in [bid for bid in self._brokers if bid not in wanted]:
-            del self._brokers[bid]
+            if self._brokers.pop(bid).state is not BreakerState.CLOSED:
+                self._not_closed -= 1
         for bid in wanted:
             self._brokers.setdefault(bid, _Broker())
 
@@ -222,10 +233,11 @@ class BrokerBreaker:
         return max(1, round(len(self._brokers) * self._max_shielded_share))
 
     def _shielded_count(self) -> int:
-        return sum(1 for b in self._brokers.values() if b.state is not BreakerState.CLOSED)
+        return self._not_closed
 
     def _open(self, broker_id: int, broker: _Broker, reason: ShieldReason, cooldown: float) -> None:
         broker.open_until = self._clock() + cooldown
+        self._next_expiry = min(self._next_expiry, broker.open_until)
         broker.trial_started = None
         broker.failures = 0
         self._set(broker_id, broker, BreakerState.OPEN, reason)
@@ -233,6 +245,8 @@ class BrokerBreaker:
     def _set(self, broker_id: int, broker: _Broker, state: BreakerState, reason: ShieldReason | None) -> None:
         old = broker.state
         broker.state, broker.reason = state, reason
+        if (old is BreakerState.CLOSED) != (state is BreakerState.CLOSED):
+            self._not_closed += 1 if old is BreakerState.CLOSED else -1
         if state is not BreakerState.HALF_OPEN:
             broker.trial_started = None
         if old is not state and self._on_change is not None:
@@ -240,16 +254,25 @@ class BrokerBreaker:
 
     def _tick(self) -> None:
         now = self._clock()
-        expired = [
-            (bid, b)
-            for bid, b in self._brokers.items()
-            if b.state is BreakerState.OPEN and now >= b.open_until
-        ]
-        for bid, broker in expired:
-            self._set(bid, broker, BreakerState.HALF_OPEN, broker.reason)
+        if now >= self._next_expiry:
+            self._expire(now)
         if now >= self._next_check:
             self._next_check = now + self._check_interval
             self._check_quality()
+
+    def _expire(self, now: float) -> None:
+        """Move OPEN brokers whose cooldown is over to HALF_OPEN; note when the next one ends."""
+        expired: list[tuple[int, _Broker]] = []
+        next_expiry = math.inf
+        for bid, b in self._brokers.items():
+            if b.state is BreakerState.OPEN:
+                if now >= b.open_until:
+                    expired.append((bid, b))
+                else:
+                    next_expiry = min(next_expiry, b.open_until)
+        self._next_expiry = next_expiry
+        for bid, broker in expired:
+            self._set(bid, broker, BreakerState.HALF_OPEN, broker.reason)
 
     def _check_quality(self) -> None:
         deltas: list[tuple[int, int, int]] = []  # (successes, sends, broker id) since the last check

@@ -76,21 +76,26 @@ class Partitioner:
         self,
         topic: str,
         partitions: Sequence[PartitionRef],
-        available: Callable[[int], bool],
+        available: Callable[[int], bool] | None,
         avoid: Collection[PartitionRef] = (),
     ) -> PartitionRef:
         """The next partition of ``topic`` on an available broker; raises ``NoPartition`` if none.
 
-        ``partitions`` is the topic's sorted list, ``available(broker_id)`` the shielding verdict.
+        ``partitions`` is the topic's sorted list, ``available(broker_id)`` the shielding verdict
+        (None: every broker is available).
         """
-        candidates = [p for p in partitions if available(p.broker_id)]
+        candidates = partitions if available is None else [p for p in partitions if available(p.broker_id)]
         if not candidates:
             raise NoPartition(topic)
-        fresh = [p for p in candidates if p not in avoid]
-        pool = fresh or candidates
+        pool = ([p for p in candidates if p not in avoid] or candidates) if avoid else candidates
         counter = self._counters.get(topic)
         if counter is None:
             counter = self._rng.getrandbits(32)
+        if not self._backoff:
+            # Nothing failed lately (the usual case): no partition can be delayed.
+            counter = (counter + 1) & 0xFFFFFFFF
+            self._counters[topic] = counter
+            return pool[(counter & 0x7FFFFFFF) % len(pool)]
         now = self._clock()
         chosen: PartitionRef | None = None
         for _ in range(len(pool)):
@@ -149,9 +154,16 @@ class Partitioner:
 
     def record_success(self, topic: str, partition: PartitionRef) -> None:
         """A send to ``partition`` succeeded: clear its failure count."""
-        state = self._backoff.get((topic, partition))
+        if not self._backoff:
+            return
+        key = (topic, partition)
+        state = self._backoff.get(key)
         if state is not None:
-            state.failures = 0
+            if state.delayed_until <= self._clock():
+                # Forgotten rather than zeroed, so that the back-off table is empty while all is well.
+                del self._backoff[key]
+            else:
+                state.failures = 0
 
     def forget(self, topic: str) -> None:
         """Drop the counter and back-off state of ``topic``."""

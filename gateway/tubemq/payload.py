@@ -25,6 +25,7 @@ __all__ = [
     "crc32_checksum",
     "decode_payload",
     "encode_payload",
+    "encode_payload_text",
     "format_msg_time",
     "ipv4_to_sent_addr",
     "java_string_hash",
@@ -149,7 +150,11 @@ def encode_payload(
     the body itself is returned. ``msg_type`` and ``msg_time`` are trimmed (send the same trimmed values
     in the request's ``msgType``/``msgTime`` fields). Raises InvalidAttribute for bad keys or values.
     """
-    text = build_attribute_text(attributes, msg_type, msg_time)
+    return encode_payload_text(body, build_attribute_text(attributes, msg_type, msg_time))
+
+
+def encode_payload_text(body: bytes, text: str) -> tuple[bytes, int]:
+    """``encode_payload`` for attribute text already built (and so checked) by ``build_attribute_text``."""
     if not text:
         return bytes(body), 0
     raw = text.encode("utf-8")

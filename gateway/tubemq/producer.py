@@ -29,7 +29,12 @@ from gateway.tubemq.errors import ClientClosed, ClientError, MessageTooLarge, No
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.master import MasterClient
 from gateway.tubemq.partitioner import Partitioner
-from gateway.tubemq.payload import build_attribute_text, format_msg_time, ipv4_to_sent_addr
+from gateway.tubemq.payload import (
+    build_attribute_text,
+    encode_payload_text,
+    format_msg_time,
+    ipv4_to_sent_addr,
+)
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
 from gateway.tubemq.producer_send import SendContext, SendResult, send_message
@@ -309,11 +314,12 @@ class Producer:
         if size > route.max_msg_size:
             raise MessageTooLarge(size, route.max_msg_size, topic)
         budget = self.config.send_timeout if timeout is None else timeout
+        data, flag = encode_payload_text(body, attr_text)
         return await send_message(
             self._send_context,
             topic,
-            body,
-            attributes=attributes,
+            data,
+            flag,
             msg_type=msg_type,
             msg_time=msg_time_text,
             key=key,

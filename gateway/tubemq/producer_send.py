@@ -18,7 +18,7 @@ A timed-out attempt may still have been stored by the broker, so a retry can dup
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gateway.tubemq.breaker import BrokerBreaker
@@ -33,7 +33,6 @@ from gateway.tubemq.errors import (
 )
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.partitioner import Partitioner, PartitionRef
-from gateway.tubemq.payload import encode_payload
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer_events import SendCompleted
@@ -79,17 +78,17 @@ class SendContext:
 async def send_message(
     ctx: SendContext,
     topic: str,
-    body: bytes,
+    data: bytes,
+    flag: int,
     *,
-    attributes: Mapping[str, str] | None,
     msg_type: str | None,
     msg_time: str | None,
     key: str | None,
     partition: int | str | None,
     deadline: float,
 ) -> SendResult:
-    """Send one message (already checked by the producer) before the loop time ``deadline``."""
-    data, flag = encode_payload(body, attributes, msg_type, msg_time)
+    """Send one message before the loop time ``deadline``; ``data``/``flag`` come from
+    ``payload.encode_payload`` (the producer has already checked the message)."""
     loop = asyncio.get_running_loop()
     avoid: set[PartitionRef] = set()
     last_error: TubeMQError | None = None
@@ -168,9 +167,11 @@ def _choose(
     if route is None:
         raise NoPartition(topic)
     if key is None and partition is None:
-        usable = {bid for bid in route.brokers if ctx.breaker.is_available(bid)}  # once per broker
+        available: Callable[[int], bool] | None = None
+        if not ctx.breaker.all_closed():
+            available = {bid for bid in route.brokers if ctx.breaker.is_available(bid)}.__contains__
         try:
-            return ctx.partitioner.round_robin(topic, route.partitions, usable.__contains__, avoid)
+            return ctx.partitioner.round_robin(topic, route.partitions, available, avoid)
         except NoPartition:
             raise ServiceUnavailable(
                 f"every broker of topic {topic!r} is shielded after failures or 503 answers; retry later"
