@@ -207,10 +207,7 @@ class Connection:
     async def connect(self, timeout: float) -> None:  # noqa: ASYNC109
         """Open the TCP (and TLS) link within ``timeout`` seconds; raises ``ConnectError``."""
         if self._state is not ConnectionState.NEW:
-            raise RuntimeError(
-                f"connect() called on a {self._state.value} connection: "
-                "a Connection opens once, create a new one"
-            )
+            raise RuntimeError(f"connect() called on a {self._state.value} connection")
         self._state = ConnectionState.CONNECTING
         started = self._clock()
         try:
@@ -272,23 +269,28 @@ class Connection:
             raise self._closed_error()
         serial = self._next_serial()
         data = encode_request(serial, method, request, max(1, round(timeout * 1000)), service)
-        future: asyncio.Future[RpcResponse] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[RpcResponse] = loop.create_future()
         pending = self.pending
         pending[serial] = future
         self.idle_since = None
         started = self._clock()
         outcome = Outcome.OK
+        # A timer that fails the future, not asyncio.timeout(): the answer is the only thing awaited
+        # (almost always), and the timeout context manager costs more than the rest of this method.
+        deadline = loop.time() + timeout
+        timer = loop.call_at(deadline, _expire, future)
         try:
             outbox = self._outbox
             outbox.append(data)
             if len(outbox) == 1:
-                asyncio.get_running_loop().call_soon(self._flush)
+                loop.call_soon(self._flush)
             self.requests_sent += 1
             self.last_activity = started
-            async with asyncio.timeout(timeout):
-                if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                async with asyncio.timeout_at(deadline):
                     await self._drain(writer)
-                answer = await future
+            answer = await future
             if answer.method != method:
                 raise ProtocolError(
                     f"{self.address} answered a method {method} call as method {answer.method}"
@@ -313,6 +315,7 @@ class Connection:
             outcome = Outcome.CANCELLED
             raise
         finally:
+            timer.cancel()
             pending.pop(serial, None)
             now = self._clock()
             if not pending:
@@ -443,6 +446,11 @@ class Connection:
         """Close the link (pending requests fail with ConnectionClosed) and release the socket."""
         self._terminate(reason, None)
         await asyncio.shield(self.wait_closed())
+
+
+def _expire(future: asyncio.Future[RpcResponse]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
 
 
 def _describe(exc: BaseException | None) -> str:
