@@ -264,8 +264,10 @@ async def test_sigterm_under_publish_load_loses_no_acknowledged_message(tmp_path
         # The master hands out partitions in heartbeat answers: a short interval assigns them quickly.
         "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "0.2",
     }
+    # gRPC on an ephemeral port: the default 9090 is shared by every gateway started on this machine.
     command = [sys.executable, "-m", "gateway", "serve", "--http-host", "127.0.0.1", "--http-port", str(port),
-               "--embedded-topics", "orders:3", "--embedded-data-dir", str(data)]  # fmt: skip
+               "--grpc-port", "0", "--embedded-topics", "orders:3",
+               "--embedded-data-dir", str(data)]  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     log_path = tmp_path / "gateway.log"
     with log_path.open("wb") as log_file:
