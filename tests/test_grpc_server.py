@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import textwrap
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -243,3 +247,45 @@ async def test_a_taken_port_fails_to_start(gw: Gateway) -> None:
     with pytest.raises(OSError, match="cannot bind"):
         await other.start()
     assert "stopped" in repr(other) and "listening" in repr(gw.server)
+
+
+# In a fresh process: there no other gRPC object keeps the core (and its threads) running.
+_FAILED_START = textwrap.dedent(
+    """
+    import asyncio, os, socket, time
+    from gateway.config import Settings
+    from gateway.grpc.server import GrpcServer
+    from gateway.runtime import Runtime
+
+    async def main():
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            server = GrpcServer(Runtime(Settings(masters="127.0.0.1:1")), port=taken.getsockname()[1])
+            try:
+                await server.start()
+            except OSError:
+                return
+            raise SystemExit("started on a taken port")
+
+    asyncio.run(main())
+    deadline = time.monotonic() + 20
+    while len(os.listdir("/proc/self/task")) > 1:
+        if time.monotonic() > deadline:
+            names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+            raise SystemExit(f"threads left running: {names}")
+        time.sleep(0.05)
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through /proc")
+def test_a_failed_start_leaves_no_grpc_threads_behind() -> None:
+    # Left running, gRPC's threads make a later fork() of the process abort the child (a forked Spark
+    # gateway JVM launch died this way in the test suite).
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-c", _FAILED_START], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -99,6 +99,10 @@ class GrpcServer:
         try:
             port = server.add_insecure_port(f"{self.host}:{self._requested_port}")
         except RuntimeError as exc:
+            # grpc.aio's stop() does nothing on a server that never started, so the core server (and the
+            # event engine threads it keeps alive) would leak; those threads make any later fork() of
+            # this process abort the child. Starting it bound to no port, then stopping, frees it all.
+            await server.start()
             await server.stop(0)
             raise OSError(f"cannot bind the gRPC port {self.host}:{self._requested_port}: {exc}") from exc
         await server.start()
