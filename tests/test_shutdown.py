@@ -246,6 +246,8 @@ async def _first_unready(base: str, since: float) -> float | None:
             try:
                 if (await client.get("/readyz")).status_code == 503:
                     return time.monotonic() - since
+            except httpx.TimeoutException:
+                continue  # a slow answer says nothing about readiness: ask again
             except httpx.HTTPError:
                 return None
             await asyncio.sleep(0.02)
