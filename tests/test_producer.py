@@ -312,6 +312,8 @@ async def test_stopped_broker_is_shielded_and_sending_continues(
         later = [await producer.send("demo", f"n{i}".encode()) for i in range(20)]
         assert {r.broker_id for r in later} == {1, 2}
         assert [e.broker_id for e in rec.of(BrokerUnshielded)] == [2]
+        recovered = producer.topic_route("demo")
+        assert recovered is not None and all(p.available for p in recovered.partitions)
         for i, result in enumerate(results + later):
             assert (
                 decode_payload(stored(brokers, result).data, 0).body

@@ -39,7 +39,7 @@ from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
 from gateway.tubemq.producer_send import SendContext, SendResult, send_message
 from gateway.tubemq.producer_session import ProducerSession
-from gateway.tubemq.routes import RouteTable
+from gateway.tubemq.routes import RouteTable, TopicRoute
 
 __all__ = ["PartitionRoute", "Producer", "ProducerConfig", "SendResult", "TopicRouteInfo"]
 
@@ -160,6 +160,8 @@ class Producer:
             events=events,
         )
         self._closed = False
+        # topic -> (the route it was built from, the info): publish() asks on every gateway request.
+        self._route_infos: dict[str, tuple[TopicRoute, TopicRouteInfo]] = {}
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("registered" if self.registered else "unregistered")
@@ -201,6 +203,11 @@ class Producer:
         route = self._routes.route(topic)
         if route is None or topic not in self._session.topics:
             return None
+        # While no broker is shielded every partition is available, so the info only changes with the
+        # route (a new object after every heartbeat that carries topics).
+        cacheable = self._breaker.all_closed()
+        if cacheable and (cached := self._route_infos.get(topic)) is not None and cached[0] is route:
+            return cached[1]
         partitions = tuple(
             PartitionRoute(
                 index=i,
@@ -212,7 +219,10 @@ class Producer:
             )
             for i, ref in enumerate(route.partitions)
         )
-        return TopicRouteInfo(topic, route.max_msg_size, partitions)
+        info = TopicRouteInfo(topic, route.max_msg_size, partitions)
+        if cacheable:
+            self._route_infos[topic] = (route, info)
+        return info
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -258,6 +268,7 @@ class Producer:
         name = topic.strip()
         self._session.remove_topic(name)
         self._routes.forget_topic(name)
+        self._route_infos.pop(name, None)
         self._partitioner.forget(name)
 
     async def close(self) -> None:
