@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from gateway.service.errors import (
     InvalidInput,
@@ -28,6 +29,7 @@ from gateway.tubemq.producer_send import SendResult
 
 _TOPIC_RE = re.compile(r"^[a-zA-Z]\w{1,63}$")
 _RESERVED = (",", "=", "$msgType$", "$msgTime$")
+_RESERVED_RE = re.compile("|".join(re.escape(token) for token in _RESERVED))
 _MAX_KEY_LEN = 1024
 _MAX_STREAM_ID_LEN = 256
 
@@ -83,6 +85,8 @@ def validate_topic(topic: str) -> None:
 
 
 def _check_token(value: str, what: str, field_name: str, index: int | None) -> None:
+    if _RESERVED_RE.search(value) is None:  # one scan for the usual, clean value
+        return
     for token in _RESERVED:
         if token in value:
             raise InvalidInput(
@@ -227,23 +231,42 @@ class PublishService:
             await self._send_one(topic, messages[0], outcomes[0])
             return outcomes
         # Messages pinned to one key or partition go out one after another so they stay in batch order;
-        # independent messages go out concurrently.
-        chains: dict[object, list[int]] = {}
+        # independent messages go out concurrently. A unit is a free message's index or a chain.
+        units: list[int | list[int]] = []
+        chains: dict[tuple[str, object], list[int]] = {}
         for i, message in enumerate(messages):
             if message.key is not None:
-                chains.setdefault(("k", message.key), []).append(i)
+                pin: tuple[str, object] = ("k", message.key)
             elif message.partition is not None:
-                chains.setdefault(("p", message.partition), []).append(i)
+                pin = ("p", message.partition)
             else:
-                chains[i] = [i]
-        gate = asyncio.Semaphore(self._concurrency)
+                units.append(i)
+                continue
+            chain = chains.get(pin)
+            if chain is None:
+                chain = chains[pin] = []
+                units.append(chain)
+            chain.append(i)
 
         async def run_chain(indexes: list[int]) -> None:
-            async with gate:
-                for i in indexes:
-                    await self._send_one(topic, messages[i], outcomes[i])
+            for i in indexes:
+                await self._send_one(topic, messages[i], outcomes[i])
 
-        await asyncio.gather(*(run_chain(chain) for chain in chains.values()))
+        def start(unit: int | list[int]) -> Coroutine[Any, Any, None]:
+            if isinstance(unit, int):
+                return self._send_one(topic, messages[unit], outcomes[unit])
+            return run_chain(unit)
+
+        if len(units) <= self._concurrency:
+            await asyncio.gather(*(start(unit) for unit in units))
+            return outcomes
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def gated(unit: int | list[int]) -> None:
+            async with gate:
+                await start(unit)
+
+        await asyncio.gather(*(gated(unit) for unit in units))
         return outcomes
 
     async def _send_one(self, topic: str, message: OutgoingMessage, outcome: PublishOutcome) -> None:
