@@ -108,6 +108,30 @@ async def test_one_key_one_partition_in_order(
     assert [row.body for row in rows] == [str(i).encode() for i in range(60)]
 
 
+async def test_batch_wider_than_the_publish_concurrency(cluster: EmbeddedCluster) -> None:
+    # More independent units (free messages and key chains) than sends allowed in flight: they queue for
+    # the limit, and each key still goes out in batch order.
+    runtime = Runtime(gateway_settings(cluster, limits={"publish_concurrency": 2}))
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        messages: list[dict[str, str]] = []
+        for i in range(5):
+            messages += [{"value": f"a{i}", "key": "k-a"}, {"value": f"f{i}"}]
+            messages.append({"value": f"b{i}", "key": "k-b"})
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            r = await client.post("/v1/topics/demo/messages", json={"messages": messages})
+        assert r.status_code == 200, r.text
+        assert [res["index"] for res in r.json()["results"]] == list(range(15))
+        rows = [row.body for row in await stored(cluster, runtime, "demo", "readback-wide")]
+        assert sorted(rows) == sorted(m["value"].encode() for m in messages)
+        for prefix in (b"a", b"b"):
+            in_order = [prefix + str(i).encode() for i in range(5)]
+            assert [body for body in rows if body.startswith(prefix)] == in_order
+    finally:
+        await runtime.stop()
+
+
 async def test_explicit_partition_and_topic_view(gateway: tuple[httpx.AsyncClient, Runtime]) -> None:
     client, _ = gateway
     topic = (await client.get("/v1/topics/demo")).json()
