@@ -1,6 +1,7 @@
 """REST publish throughput next to the client core's, so the gateway's overhead shows as a ratio.
 
-Run from the repository root: ``python bench/bench_publish.py [--seconds S] [--concurrency C] [--size B]``.
+Run from the repository root:
+``python bench/bench_publish.py [--seconds S] [--concurrency C] [--size B] [--driver auto|hey|wrk|httpx]``.
 
 Three processes, as in production: an embedded cluster (``tubemq-gateway embedded``), a gateway
 (``tubemq-gateway serve --masters ...``) and this load generator. It measures, for ``--size``-byte values:
@@ -10,19 +11,25 @@ Three processes, as in production: an embedded cluster (``tubemq-gateway embedde
 * the core directly: a Producer in this process sending to the same cluster, C*100 sends in flight
   (as many messages in flight as the batched REST case).
 
-The load generator is Python too (httpx), so on a small machine it competes with the gateway for CPU;
-the numbers are for comparing versions on one machine, not absolute capacity.
+The REST load comes from ``hey`` or ``wrk`` when one is installed (Debian packages of those names), else
+from httpx in this process. httpx's async client is slow enough to be the bottleneck (about a hundred
+one-message requests per second on two cores, whatever the gateway does), so prefer a native driver;
+the one used is printed. On a small machine every driver competes with the gateway for CPU: the numbers
+are for comparing versions on one machine, not absolute capacity.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +43,7 @@ from gateway.tubemq.pool import ConnectionPool  # noqa: E402
 from gateway.tubemq.producer import Producer  # noqa: E402
 
 TOPIC = "bench"
+DRIVERS = ("hey", "wrk", "httpx")
 
 
 def free_port() -> int:
@@ -74,8 +82,56 @@ def start_gateway(master: NodeAddress, port: int) -> subprocess.Popen[bytes]:
     raise SystemExit("gateway did not become ready")
 
 
+def publish_body(batch: int, size: int) -> dict[str, list[dict[str, object]]]:
+    return {"messages": [{"value": "x" * size, "attributes": {"bench": "1"}} for _ in range(batch)]}
+
+
+def pick_driver(wanted: str) -> str:
+    """The load generator: ``wanted``, or with ``auto`` the first of hey, wrk, httpx that is installed."""
+    if wanted == "httpx":
+        return wanted
+    if wanted != "auto":
+        if shutil.which(wanted) is None:
+            raise SystemExit(f"{wanted} is not installed (apt-get install {wanted}), or use --driver httpx")
+        return wanted
+    return next(d for d in DRIVERS if d == "httpx" or shutil.which(d) is not None)
+
+
+def native_load(driver: str, port: int, batch: int, size: int, concurrency: int, seconds: float) -> float:
+    """Messages per second with ``hey`` or ``wrk`` posting one fixed body, ``concurrency`` connections."""
+    url = f"http://127.0.0.1:{port}/v1/topics/{TOPIC}/messages"
+    body = json.dumps(publish_body(batch, size))
+    httpx.post(url, content=body, headers={"content-type": "application/json"}, timeout=30).raise_for_status()
+    with tempfile.TemporaryDirectory() as tmp:
+        body_file = Path(tmp) / "body.json"
+        body_file.write_text(body)
+        if driver == "hey":
+            cmd = ["hey", "-z", f"{seconds:g}s", "-c", str(concurrency), "-m", "POST"]
+            cmd += ["-T", "application/json", "-D", str(body_file), url]
+        else:
+            script = Path(tmp) / "post.lua"
+            script.write_text(
+                'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                f'local f = io.open({json.dumps(str(body_file))})\nwrk.body = f:read("*a")\nf:close()\n'
+            )
+            duration = f"{max(1, round(seconds))}s"  # wrk takes whole seconds only
+            cmd = ["wrk", "-t1", f"-c{concurrency}", f"-d{duration}", "-s", str(script), url]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if rate is None:
+        raise SystemExit(f"cannot read the rate from {driver}'s output:\n{out}")
+    if driver == "hey":
+        failed = [c for c in re.findall(r"\[(\d{3})\]\s+\d+ responses", out) if c != "200"]
+        failed += ["errors"] if "Error distribution" in out else []
+    else:
+        failed = ["non-2xx"] if "Non-2xx" in out or "Socket errors" in out else []
+    if failed:
+        raise SystemExit(f"publish failed under {driver}:\n{out}")
+    return float(rate.group(1)) * batch
+
+
 async def rest_load(port: int, batch: int, size: int, concurrency: int, seconds: float) -> float:
-    body = {"messages": [{"value": "x" * size, "attributes": {"bench": "1"}} for _ in range(batch)]}
+    body = publish_body(batch, size)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     done = 0
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", limits=limits, timeout=30) as client:
@@ -125,7 +181,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per case (default 5)")
     parser.add_argument("--concurrency", type=int, default=16, help="HTTP requests in flight (default 16)")
     parser.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
+    parser.add_argument(
+        "--driver",
+        choices=("auto", *DRIVERS),
+        default="auto",
+        help="REST load generator (default auto: hey, else wrk, else httpx)",
+    )
     args = parser.parse_args()
+    driver = pick_driver(args.driver)
     try:
         import uvloop
 
@@ -136,15 +199,20 @@ def main() -> int:
     port = free_port()
     gateway = start_gateway(master, port)
     try:
-        single = asyncio.run(rest_load(port, 1, args.size, args.concurrency, args.seconds))
-        batched = asyncio.run(rest_load(port, 100, args.size, args.concurrency, args.seconds))
+        if driver == "httpx":
+            single = asyncio.run(rest_load(port, 1, args.size, args.concurrency, args.seconds))
+            batched = asyncio.run(rest_load(port, 100, args.size, args.concurrency, args.seconds))
+        else:
+            single = native_load(driver, port, 1, args.size, args.concurrency, args.seconds)
+            batched = native_load(driver, port, 100, args.size, args.concurrency, args.seconds)
         core = asyncio.run(core_load(master, args.size, args.concurrency * 100, args.seconds))
     finally:
         for proc in (gateway, cluster):
             proc.terminate()
             proc.wait(timeout=30)
     print(
-        f"value size {args.size} B, {args.concurrency} HTTP requests in flight, {args.seconds:g} s per case"
+        f"value size {args.size} B, {args.concurrency} HTTP requests in flight, {args.seconds:g} s per case, "
+        f"REST load from {driver}"
     )
     print(f"{'path':<34}{'messages/s':>12}{'MB/s':>9}{'vs core':>9}")
     for name, rate in (
