@@ -106,11 +106,15 @@ def check_topic(value: str, topics: Mapping[str, TopicSpec]) -> TopicSpec:
     return spec
 
 
+def _has_partition_index(spec: TopicSpec, partition_id: int) -> bool:
+    """Whether the partition index (``id % 10000``) exists in ``spec``; a negative id never does."""
+    return partition_id >= 0 and partition_id % STORE_PARTITION_BASE < spec.partitions
+
+
 def check_topic_partition(value: str, partition_id: int, topics: Mapping[str, TopicSpec]) -> TopicSpec:
     """As :func:`check_topic`, and the partition index (``id % 10000``) must exist (403 otherwise)."""
     spec = check_topic(value, topics)
-    index = partition_id % STORE_PARTITION_BASE if partition_id >= 0 else partition_id
-    if not 0 <= index < spec.partitions:
+    if not _has_partition_index(spec, partition_id):
         raise BadField(
             FORBIDDEN, f"partitionId {spec.name}-{partition_id} not existed, please check your configure"
         )
@@ -148,8 +152,7 @@ class StoreTable:
     def for_partition(self, topic: str, partition_id: int) -> TopicStore:
         """The store holding ``partition_id``; raises :class:`WrongPartition` like the Java store manager."""
         spec = self._topics[topic]
-        index = partition_id % STORE_PARTITION_BASE if partition_id >= 0 else partition_id
-        if not 0 <= index < spec.partitions:
+        if not _has_partition_index(spec, partition_id):
             raise WrongPartition(
                 f"Wrong partition value {partition_id},valid partitions in (0,{spec.partitions - 1})"
             )
