@@ -68,16 +68,32 @@ def _attributes(item: Mapping[str, Any], prefix: str, index: int) -> dict[str, s
 
 
 def parse_message(item: object, index: int) -> OutgoingMessage:
-    prefix = f"messages[{index}]"
     if not isinstance(item, dict):
-        raise InvalidInput("each message must be a JSON object", field=prefix, index=index)
-    unknown = item.keys() - _KNOWN
-    if unknown:
+        raise InvalidInput("each message must be a JSON object", field=f"messages[{index}]", index=index)
+    if not _KNOWN.issuperset(item):
+        unknown = sorted(item.keys() - _KNOWN)[0]
         raise InvalidInput(
-            f"unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_KNOWN))}",
-            field=f"{prefix}.{sorted(unknown)[0]}",
+            f"unknown field {unknown!r}; allowed: {', '.join(sorted(_KNOWN))}",
+            field=f"messages[{index}].{unknown}",
             index=index,
         )
+    value = item.get("value")
+    if (
+        type(value) is str
+        and item.get("encoding", "utf8") == "utf8"
+        and (len(item) == 1 or (len(item) == 2 and ("attributes" in item or "encoding" in item)))
+    ):
+        # The usual message: a text value with attributes or an encoding at most. Checked here by the
+        # same rules as below, because this runs for every message of every batch.
+        attrs = item.get("attributes")
+        if attrs is None or (type(attrs) is dict and all(type(v) is str for v in attrs.values())):
+            return OutgoingMessage(value.encode("utf-8"), attributes=attrs)
+    return _parse_any(item, index)
+
+
+def _parse_any(item: dict[str, Any], index: int) -> OutgoingMessage:
+    """Every field, with its checks (``parse_message`` has already refused unknown fields)."""
+    prefix = f"messages[{index}]"
     partition = item.get("partition")
     if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
         raise InvalidInput("partition must be an integer", field=f"{prefix}.partition", index=index)
