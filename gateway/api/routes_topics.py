@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -42,6 +44,43 @@ _PUBLISH_BODY: dict[str, Any] = {
 
 def status_of(kind: ErrorKind) -> int:
     return STATUS_BY_KIND[kind]
+
+
+_OK_RESULT = (
+    '{{"index":{},"status":200,"partitionKey":{},"brokerId":{},"partitionId":{},"offset":{},'
+    '"messageId":"{}","appendTime":{}}}'
+)
+
+
+def _json_str(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def render_all_stored(topic: str, outcomes: Sequence[PublishOutcome]) -> bytes | None:
+    """The 200 body when every message was stored, else None: the bytes JSONResponse would send for
+    ``{"topic": ..., "results": [_result(o), ...]}``, from a template instead of dicts and json.dumps
+    (which cost a few microseconds per message)."""
+    keys: dict[str, str] = {}  # a batch spreads over a few partitions: quote each key once
+    parts: list[str] = []
+    for outcome in outcomes:
+        r = outcome.result
+        if r is None:
+            return None
+        key = keys.get(r.partition_key)
+        if key is None:
+            key = keys[r.partition_key] = _json_str(r.partition_key)
+        parts.append(
+            _OK_RESULT.format(
+                outcome.index,
+                key,
+                r.broker_id,
+                r.partition_id,
+                r.append_offset,
+                r.message_id,
+                r.append_time_ms,
+            )
+        )
+    return f'{{"topic":{_json_str(topic)},"results":[{",".join(parts)}]}}'.encode()
 
 
 def _result(outcome: PublishOutcome) -> dict[str, Any]:
@@ -100,6 +139,9 @@ async def publish_messages(
             },
             status_code=415,
         )
+    stored = render_all_stored(topic, outcomes)
+    if stored is not None:
+        return Response(stored, media_type="application/json")
     results = [_result(o) for o in outcomes]
     failed = [o for o in outcomes if not o.ok]
     if failed and len(failed) == len(outcomes) and len({o.error.kind for o in failed if o.error}) == 1:
