@@ -101,7 +101,7 @@ class _Node:
     last_error: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs more, and this is per request
 class _Plan:
     """The outcome of one decision: use a link, wait for a connect, or fail fast."""
 
@@ -258,11 +258,15 @@ class ConnectionPool:
 
     def _prune(self, node: _Node) -> None:
         """Forget links that closed on their own (peer gone, garbage, IOException answer)."""
-        if any(c.is_closed for c in node.links):
-            for link in node.links:
-                if link.is_closed:
-                    self._retired_unknown_answers += link.unknown_answers
-            node.links = [c for c in node.links if not c.is_closed]
+        for link in node.links:  # a plain loop: this runs on every request
+            if link.is_closed:
+                break
+        else:
+            return
+        for link in node.links:
+            if link.is_closed:
+                self._retired_unknown_answers += link.unknown_answers
+        node.links = [c for c in node.links if not c.is_closed]
 
     def _assign(self, address: NodeAddress, now: float) -> _Plan:
         self._check_open()
@@ -270,7 +274,7 @@ class ConnectionPool:
         node = self._node(address)
         self._prune(node)
         if node.links:
-            best = min(node.links, key=_load)
+            best = node.links[0] if len(node.links) == 1 else min(node.links, key=_load)
             if (
                 best.in_flight
                 and node.connecting is None
