@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -36,36 +34,12 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_publish import TOPIC, free_port, rest_load, start_cluster  # noqa: E402
+from bench_publish import TOPIC, free_port, rest_load, start_cluster, start_gateway  # noqa: E402
 
 from gateway.grpc.pb.v1 import gateway_pb2 as pb  # noqa: E402
 from gateway.grpc.pb.v1 import gateway_pb2_grpc  # noqa: E402
-from gateway.tubemq.address import NodeAddress  # noqa: E402
 
 BATCH = 100
-
-
-def start_gateway(master: NodeAddress, http_port: int, grpc_port: int) -> subprocess.Popen[bytes]:
-    # A 1 s consumer heartbeat: a new instance gets its partitions with a heartbeat answer, and the 13 s
-    # default would put up to that long of waiting into every consume case.
-    env = {
-        **os.environ,
-        "TUBEMQ_GATEWAY_LOG_LEVEL": "warning",
-        "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "1",
-    }
-    cmd = [sys.executable, "-m", "gateway", "serve", "--masters", str(master), "--http-host", "127.0.0.1"]
-    cmd += ["--http-port", str(http_port), "--grpc-port", str(grpc_port)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{http_port}/readyz", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("gateway did not become ready")
 
 
 async def timed(seconds: float, workers: int, work: Callable[[], Awaitable[int]]) -> float:
@@ -240,7 +214,10 @@ def main() -> int:
             loop_factory = uvloop.new_event_loop
     cluster, master = start_cluster()
     http_port, grpc_port = free_port(), free_port()
-    gateway = start_gateway(master, http_port, grpc_port)
+    # A 1 s consumer heartbeat keeps the wait for a new instance's partitions out of the consume cases.
+    gateway = start_gateway(
+        master, http_port, grpc_port=grpc_port, env={"TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "1"}
+    )
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
             rows = runner.run(run(args, http_port, grpc_port))

@@ -65,11 +65,22 @@ def start_cluster() -> tuple[subprocess.Popen[str], NodeAddress]:
     return proc, NodeAddress.parse(match.group(1))
 
 
-def start_gateway(master: NodeAddress, port: int) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "TUBEMQ_GATEWAY_LOG_LEVEL": "warning", "TUBEMQ_GATEWAY_GRPC__ENABLED": "false"}
+def start_gateway(
+    master: NodeAddress,
+    port: int,
+    *,
+    grpc_port: int | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``tubemq-gateway serve`` against ``master`` and wait until it is ready; gRPC only with a port."""
+    environ = {**os.environ, "TUBEMQ_GATEWAY_LOG_LEVEL": "warning", **(env or {})}
     cmd = [sys.executable, "-m", "gateway", "serve", "--masters", str(master)]
     cmd += ["--http-host", "127.0.0.1", "--http-port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if grpc_port is None:
+        environ["TUBEMQ_GATEWAY_GRPC__ENABLED"] = "false"
+    else:
+        cmd += ["--grpc-port", str(grpc_port)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
