@@ -1,0 +1,69 @@
+"""Who is calling: the identity an adapter established for a request, as the service layer sees it.
+
+The REST and gRPC adapters authenticate a caller (API key, JWT, client certificate, or nobody in open mode)
+and hand the resulting :class:`Principal` to the services, either as an argument or through
+:func:`principal_scope` for the duration of one request. The service layer uses it for what is its own
+business and not the transport's: which principal owns a consumer instance, and whose quota a publish
+spends. It never sees credentials, only the name and the attributes rules may test.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = [
+    "ANONYMOUS",
+    "AuthMethod",
+    "Principal",
+    "current_principal",
+    "principal_scope",
+]
+
+AuthMethod = Literal["anonymous", "api_key", "jwt", "mtls"]
+
+_EMPTY: Mapping[str, object] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller.
+
+    ``name`` is the stable identity rules and ownership compare (an API key's principal, a JWT's ``sub``,
+    a certificate subject); ``method`` says how it was established; ``roles`` are the role or scope names
+    rules may grant on; ``claims`` keeps the verified token claims rules may match (empty otherwise).
+    """
+
+    name: str
+    method: AuthMethod
+    roles: frozenset[str] = frozenset()
+    claims: Mapping[str, object] = field(default_factory=lambda: _EMPTY, compare=False, hash=False)
+
+    @property
+    def anonymous(self) -> bool:
+        return self.method == "anonymous"
+
+
+#: The caller when authentication is off (open mode): every request runs as this principal.
+ANONYMOUS = Principal("anonymous", "anonymous")
+
+_current: contextvars.ContextVar[Principal] = contextvars.ContextVar("gateway_principal", default=ANONYMOUS)
+
+
+def current_principal() -> Principal:
+    """The principal of the request being served in this task (``ANONYMOUS`` outside any request)."""
+    return _current.get()
+
+
+@contextmanager
+def principal_scope(principal: Principal) -> Iterator[Principal]:
+    """Run the body as ``principal``: :func:`current_principal` returns it until the block ends."""
+    token = _current.set(principal)
+    try:
+        yield principal
+    finally:
+        _current.reset(token)
