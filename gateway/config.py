@@ -14,6 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+#: shortest consumers.id_secret accepted
+MIN_ID_SECRET = 16
+
 
 class PoolSettings(BaseModel):
     connections_per_node: int = Field(1, ge=1, le=16, description="TCP links per broker or master")
@@ -71,7 +74,23 @@ class ConsumerSettings(BaseModel):
         description="base URL other replicas reach this one at (http://10.0.0.7:8080); default "
         "http://<http_host>:<http_port>, with this host's IPv4 address when listening on 0.0.0.0",
     )
-    id_secret: str = Field("", description="secret signing instance ids; the same on every replica")
+    id_secret: str = Field(
+        "",
+        description="secret signing instance ids, at least 16 characters, the same on every replica; "
+        "empty: a random per-process secret (one replica only)",
+    )
+    replicas: int = Field(
+        1, ge=1, description="replicas serving the same consumer groups; more than 1 requires id_secret"
+    )
+    forward_allow: list[str] = Field(
+        default_factory=list,
+        description="hosts other replicas may be reached at, to forward a consumer's requests: IP "
+        "addresses, CIDR networks, host names or *.suffix patterns; empty: forwarding off",
+    )
+    forward_ports: list[int] = Field(
+        default_factory=list,
+        description="ports besides the advertised URL's port that forwarding may connect to",
+    )
     lease: float = Field(300.0, gt=0, description="seconds an idle consumer instance lives")
     max_instances: int = Field(1000, ge=1, description="consumer instances this replica holds at most")
     commit_timeout: float = Field(
@@ -93,6 +112,39 @@ class ConsumerSettings(BaseModel):
     rebalance_commit_wait: float = Field(
         3.0, ge=0, description="seconds a partition leaving in a rebalance waits for its batch's commit"
     )
+
+    @field_validator("id_secret")
+    @classmethod
+    def _long_enough(cls, value: str) -> str:
+        if value and len(value) < MIN_ID_SECRET:
+            raise ValueError(
+                f"consumers.id_secret must have at least {MIN_ID_SECRET} characters; "
+                "generate one with: openssl rand -hex 32"
+            )
+        return value
+
+    @field_validator("forward_allow", "forward_ports", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("forward_allow")
+    @classmethod
+    def _valid_entries(cls, value: list[str]) -> list[str]:
+        from gateway.service.peers import parse_allow_entry
+
+        for entry in value:
+            parse_allow_entry(entry)
+        return value
+
+    @field_validator("forward_ports")
+    @classmethod
+    def _valid_ports(cls, value: list[int]) -> list[int]:
+        if any(not 0 < port < 65536 for port in value):
+            raise ValueError("consumers.forward_ports must be ports in 1..65535")
+        return value
 
 
 class ShutdownSettings(BaseModel):

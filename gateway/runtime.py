@@ -6,12 +6,15 @@ Built once per process in the app's lifespan and shared by the REST and gRPC ada
 from __future__ import annotations
 
 import logging
+import secrets
 from dataclasses import dataclass, field
 
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
 from gateway.service.consumers import ConsumerService, PollLimits
+from gateway.service.instance_id import normalize_base_url
+from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
 from gateway.tubemq.address import NodeAddress, parse_address_list
 from gateway.tubemq.breaker import BreakerState
@@ -23,6 +26,40 @@ from gateway.tubemq.producer import Producer, ProducerConfig
 log = logging.getLogger("gateway.runtime")
 
 DEFAULT_MASTER_PORT = 8715
+
+
+class ConfigurationError(ValueError):
+    """The settings cannot work together; the message says what to set."""
+
+
+def consumer_id_secret(settings: Settings) -> bytes:
+    """The key signing consumer instance ids: ``consumers.id_secret``; without one, a random key of this
+    process, which only a single replica in open mode may use (its ids then name no other replica, so a
+    forged id never verifies). Raises ConfigurationError when a shared secret is needed but missing."""
+    c = settings.consumers
+    if c.id_secret:
+        return c.id_secret.encode("utf-8")
+    needs: list[str] = []
+    # Read defensively: the auth settings group may be absent from this Settings.
+    if getattr(getattr(settings, "auth", None), "mode", "open") == "required":
+        needs.append("auth.mode is required")
+    if c.replicas > 1:
+        needs.append(f"consumers.replicas is {c.replicas}")
+    if c.forward_allow:
+        needs.append("consumers.forward_allow names other replicas")
+    if needs:
+        raise ConfigurationError(
+            f"consumers.id_secret is not set, but {' and '.join(needs)}: set the same secret on every "
+            "replica, e.g. TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET=$(openssl rand -hex 32) (the Helm chart "
+            "generates one)"
+        )
+    return secrets.token_bytes(32)
+
+
+def peer_policy(settings: Settings) -> PeerPolicy:
+    """The replicas this one may forward consumer requests to (``consumers.forward_*``)."""
+    c = settings.consumers
+    return PeerPolicy.build(normalize_base_url(settings.advertised_url()), c.forward_allow, c.forward_ports)
 
 
 @dataclass
@@ -41,6 +78,15 @@ class Runtime:
 
     async def start(self) -> None:
         s = self.settings
+        id_secret = consumer_id_secret(s)
+        peers = peer_policy(s)
+        if peers.enabled:
+            log.info("forwarding consumer requests to replicas at", extra={"peers": peers.describe()})
+        elif s.consumers.id_secret:
+            log.warning(
+                "consumers.forward_allow is empty: requests for another replica's consumer instance are "
+                "answered 410; list the replicas' addresses there to forward them"
+            )
         try:
             if s.masters:
                 self.masters = parse_address_list(s.masters, DEFAULT_MASTER_PORT)
@@ -83,13 +129,13 @@ class Runtime:
                 concurrency=s.limits.publish_concurrency,
                 send_timeout=s.producer.send_timeout,
             )
-            self.consumers = self._consumer_service(self.pool)
+            self.consumers = self._consumer_service(self.pool, id_secret, peers)
             await self.consumers.start()
         except BaseException:
             await self.stop()
             raise
 
-    def _consumer_service(self, pool: ConnectionPool) -> ConsumerService:
+    def _consumer_service(self, pool: ConnectionPool, id_secret: bytes, peers: PeerPolicy) -> ConsumerService:
         c = self.settings.consumers
         return ConsumerService(
             self.masters,
@@ -112,7 +158,8 @@ class Runtime:
                 timeout=c.poll_timeout,
                 max_timeout=c.poll_max_timeout,
             ),
-            id_secret=c.id_secret.encode(),
+            id_secret=id_secret,
+            peers=peers,
         )
 
     def readiness(self) -> tuple[bool, dict[str, object]]:

@@ -42,13 +42,31 @@ class Gateway:
             await self.runtime.stop()
 
 
-@asynccontextmanager
-async def gateway(env: Env, **consumer_settings: Any) -> AsyncIterator[Gateway]:
-    """Start a gateway on the test cluster. The socket is bound first so that the advertised URL is known."""
+def bound_socket() -> socket.socket:
+    """A TCP socket bound to a free loopback port, for a gateway to serve on (its port is known before)."""
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only then (else 40 ms ACK delays).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def peer_settings(*socks: socket.socket, secret: str = "replica-shared-secret-0123456789") -> dict[str, Any]:
+    """Consumer settings letting replicas on the loopback ports of ``socks`` forward to each other."""
+    return {
+        "id_secret": secret,
+        "forward_allow": ["127.0.0.1"],
+        "forward_ports": [s.getsockname()[1] for s in socks],
+    }
+
+
+@asynccontextmanager
+async def gateway(
+    env: Env, sock: socket.socket | None = None, **consumer_settings: Any
+) -> AsyncIterator[Gateway]:
+    """Start a gateway on the test cluster, on ``sock`` or a fresh loopback socket. The socket is bound
+    first so that the advertised URL is known."""
+    sock = sock if sock is not None else bound_socket()
     port = sock.getsockname()[1]
     options: dict[str, Any] = {
         "heartbeat_interval": 0.1,

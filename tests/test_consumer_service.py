@@ -13,6 +13,7 @@ from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
 from gateway.service.instance import DeliveredMessage
 from gateway.service.instance_id import new_instance_id
+from gateway.service.peers import PeerPolicy
 
 
 @pytest.fixture
@@ -244,7 +245,8 @@ async def test_stream_cursor_resends_pending_after_the_resume_token(env: Env) ->
 
 
 async def test_ids_and_limits(env: Env) -> None:
-    service = await env.service(max_instances=1)
+    peers = PeerPolicy.build("http://127.0.0.1:9", ["10.0.0.0/8"], [8080])
+    service = await env.service(max_instances=1, peers=peers)
     instance = (await service.create("g-ids", InstanceSpec({"solo": None}))).instance_id
     assert service.locate("g-ids", instance) is None
     with pytest.raises(NotFound):
@@ -253,6 +255,9 @@ async def test_ids_and_limits(env: Env) -> None:
         service.locate("g-ids", instance[:-2])
     remote = new_instance_id("g-ids", "http://10.9.9.9:8080")
     assert service.locate("g-ids", remote) == "http://10.9.9.9:8080"
+    for refused in ("http://10.9.9.9:8081", "https://10.9.9.9:8080", "http://192.168.9.9:8080"):
+        with pytest.raises(Gone, match=r"consumers\.forward_allow"):
+            service.locate("g-ids", new_instance_id("g-ids", refused))
     with pytest.raises(Unavailable, match="maximum of 1"):
         await service.create("g-ids", InstanceSpec({"solo": None}))
     with pytest.raises(InvalidInput) as bad:

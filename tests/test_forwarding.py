@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from consumer_support import Env, environment
-from gateway_support import Gateway, SseReader, gateway
+from gateway_support import Gateway, SseReader, bound_socket, gateway, peer_settings
 
 from gateway.api.forwarding import FORWARDED_HEADER
 
@@ -23,7 +23,9 @@ async def env() -> AsyncIterator[Env]:
 
 @pytest.fixture
 async def pair(env: Env) -> AsyncIterator[tuple[Gateway, Gateway]]:
-    async with gateway(env) as owner, gateway(env) as other:
+    first, second = bound_socket(), bound_socket()
+    peers = peer_settings(first, second)
+    async with gateway(env, first, **peers) as owner, gateway(env, second, **peers) as other:
         yield owner, other
 
 

@@ -78,7 +78,9 @@ def get_forwarder(request: Request) -> Forwarder:
     forwarder: Forwarder | None = getattr(request.app.state, "forwarder", None)
     if forwarder is None:
         service = get_consumers(request)
-        forwarder = Forwarder(service.advertised_url, _runtime(request).settings.consumers.forward_timeout)
+        forwarder = Forwarder(
+            service.advertised_url, service.peers, _runtime(request).settings.consumers.forward_timeout
+        )
         request.app.state.forwarder = forwarder
     return forwarder
 

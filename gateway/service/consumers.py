@@ -33,7 +33,9 @@ from gateway.service.instance_id import (
     decode_instance_id,
     new_instance_id,
     normalize_base_url,
+    redact,
 )
+from gateway.service.peers import PeerPolicy
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import AssignedPartition, Consumer
@@ -136,6 +138,7 @@ class ConsumerService:
         assignment_wait: float = 10.0,
         limits: PollLimits | None = None,
         id_secret: bytes = b"",
+        peers: PeerPolicy | None = None,
         reap_interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -157,6 +160,7 @@ class ConsumerService:
         self.assignment_wait = assignment_wait
         self.limits = limits or PollLimits()
         self._secret = id_secret
+        self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)
         self._reap_interval = reap_interval if reap_interval is not None else min(max(lease / 4, 0.05), 5.0)
         self._clock = clock
         self._registry = _Registry()
@@ -206,7 +210,19 @@ class ConsumerService:
             raise NotFound(
                 f"no consumer instance {instance_id!r} in group {group!r}: {exc}", field="instanceId"
             ) from None
-        return None if ref.owner_url == self.advertised_url else ref.owner_url
+        if ref.owner_url == self.advertised_url:
+            return None
+        if not self.peers.allows(ref.owner_url):
+            log.warning(
+                "a consumer instance id names a replica forwarding may not reach",
+                extra={"group": group, "instance": redact(instance_id), "owner": ref.owner_url},
+            )
+            raise Gone(
+                f"consumer instance {instance_id} is owned by the gateway at {ref.owner_url}, which "
+                "this gateway may not forward to (consumers.forward_allow, consumers.forward_ports); create "
+                f"a new instance with POST /v1/consumers/{group}"
+            )
+        return ref.owner_url
 
     def base_url(self, group: str, instance_id: str) -> str:
         owner = self.locate(group, instance_id) or self.advertised_url

@@ -29,12 +29,16 @@ __all__ = [
     "decode_instance_id",
     "new_instance_id",
     "normalize_base_url",
+    "redact",
 ]
 
 NONCE_BYTES = 16
 TAG_BYTES = 12
 #: owner URLs longer than this are refused when decoding (an id travels in a URL path)
 MAX_OWNER_URL = 512
+#: characters of an id that logs keep (its end: the start encodes the owner URL, the same for every id of
+#: a replica); the rest is the bearer-like part and never reaches a log line
+REDACTED_KEEP = 8
 
 
 class MalformedInstanceId(ValueError):
@@ -104,6 +108,12 @@ def decode_instance_id(group: str, instance_id: str, secret: bytes = b"") -> Ins
     if checked != owner_url:
         raise MalformedInstanceId("the instance id's owner URL is not normalized")
     return InstanceRef(instance_id, owner_url)
+
+
+def redact(instance_id: str) -> str:
+    """What logs show of an instance id: ``...`` and its last few characters (none of a short text), enough
+    to tell instances apart in a log, not enough to use one."""
+    return "..." + (instance_id[-REDACTED_KEEP:] if len(instance_id) > 2 * REDACTED_KEEP else "")
 
 
 def _tag(secret: bytes, group: str, owner: str, nonce: str) -> str:
