@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: shortest consumers.id_secret accepted
@@ -167,6 +167,60 @@ class MetricsSettings(BaseModel):
     max_groups: int = Field(200, ge=1, description="distinct consumer group label values before __overflow__")
 
 
+class TubeMQTLSSettings(BaseModel):
+    enabled: bool = Field(
+        False,
+        description="TLS to every TubeMQ master and broker; masters then take their TLS port (default 8716) "
+        "and list brokers' TLS ports (default 8124)",
+    )
+    ca_file: Path | None = Field(
+        None, description="PEM file of the CAs that sign the TubeMQ certificates (default: the system's)"
+    )
+    cert_file: Path | None = Field(
+        None, description="PEM client certificate for servers that ask for one (two-way TLS)"
+    )
+    key_file: Path | None = Field(None, description="PEM private key of cert_file (if not inside it)")
+    server_hostname: str | None = Field(
+        None,
+        description="name the TubeMQ certificates must carry (default: each node's address as the master "
+        "lists it)",
+    )
+    verify: bool = Field(
+        True,
+        description="check the certificate chain and host name; false encrypts without knowing who answers "
+        "(tests only)",
+    )
+
+    @model_validator(mode="after")
+    def _key_needs_cert(self) -> TubeMQTLSSettings:
+        if self.key_file is not None and self.cert_file is None:
+            raise ValueError("tubemq.tls.key_file is set without tubemq.tls.cert_file; set both or neither")
+        return self
+
+
+class TubeMQAuthSettings(BaseModel):
+    username: str = Field(
+        "", description="TubeMQ user name sent, signed, to masters and brokers (empty: no authentication)"
+    )
+    password: SecretStr = Field(
+        SecretStr(""), description="password keying the signature (HMAC-SHA1); never logged or sent in clear"
+    )
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> TubeMQAuthSettings:
+        if bool(self.username.strip()) != bool(self.password.get_secret_value()):
+            raise ValueError(
+                "tubemq.auth needs both username and password (or neither): set "
+                "TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME and TUBEMQ_GATEWAY_TUBEMQ__AUTH__PASSWORD"
+            )
+        return self
+
+
+class TubeMQSettings(BaseModel):
+    tls: TubeMQTLSSettings = TubeMQTLSSettings()
+    auth: TubeMQAuthSettings = TubeMQAuthSettings()
+
+
 class Settings(BaseSettings):
     """All gateway settings. ``masters`` empty means: run on the embedded cluster."""
 
@@ -190,6 +244,7 @@ class Settings(BaseSettings):
     consumers: ConsumerSettings = ConsumerSettings()
     shutdown: ShutdownSettings = ShutdownSettings()
     metrics: MetricsSettings = MetricsSettings()
+    tubemq: TubeMQSettings = TubeMQSettings()
 
     def advertised_url(self) -> str:
         """The base URL other replicas use to reach this one: ``consumers.advertised_url``, else derived

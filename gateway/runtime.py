@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gateway.config import Settings
+from gateway.embedded.auth import ServerAuth
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
 from gateway.service.consumers import ConsumerService, PollLimits
@@ -22,10 +23,9 @@ from gateway.tubemq.consumer_config import ConsumerConfig
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.upstream import upstream_options
 
 log = logging.getLogger("gateway.runtime")
-
-DEFAULT_MASTER_PORT = 8715
 
 
 class ConfigurationError(ValueError):
@@ -88,11 +88,23 @@ class Runtime:
                 "answered 410; list the replicas' addresses there to forward them"
             )
         try:
+            upstream = upstream_options(s.tubemq)
             if s.masters:
-                self.masters = parse_address_list(s.masters, DEFAULT_MASTER_PORT)
+                self.masters = parse_address_list(s.masters, upstream.master_port)
             else:
+                if upstream.ssl is not None:
+                    log.warning(
+                        "tubemq.tls is on but no master is configured: the embedded cluster listens on "
+                        "loopback without TLS, so TLS is not used; set masters to reach a TLS cluster"
+                    )
+                    upstream = replace(upstream, ssl=None, server_hostname=None)
+                # With tubemq.auth set, the embedded cluster demands those credentials, as a real one would.
+                auth = ServerAuth(upstream.credentials) if upstream.credentials is not None else None
                 self.cluster = EmbeddedCluster(
-                    self._embedded_topics(), brokers=s.embedded.brokers, data_dir=s.embedded.data_dir
+                    self._embedded_topics(),
+                    brokers=s.embedded.brokers,
+                    data_dir=s.embedded.data_dir,
+                    auth=auth,
                 )
                 await self.cluster.start()
                 self.masters = list(self.cluster.master_addresses)
@@ -104,6 +116,9 @@ class Runtime:
                 connections_per_node=s.pool.connections_per_node,
                 idle_timeout=s.pool.idle_timeout,
                 connect_timeout=s.pool.connect_timeout,
+                ssl=upstream.ssl,
+                server_hostname=upstream.server_hostname,
+                credentials=upstream.credentials,
                 events=self.events,
             )
             self.producer = Producer(

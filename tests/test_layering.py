@@ -38,13 +38,14 @@ ABOVE_CORE = (
     "gateway.spark",
     "gateway.config",
     "gateway.runtime",
+    "gateway.upstream",
     "gateway.serve",
     "gateway.shutdown",
     "gateway.__main__",
 )
 # Inside the core, each module may import its own layer and the ones listed before it (§ "Layers").
 CORE_LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "events", "backoff", "address", "meta", "payload", "client_id", "pb"}),
+    frozenset({"errors", "events", "backoff", "address", "meta", "payload", "client_id", "pb", "auth"}),
     frozenset({"frame"}),
     frozenset({"rpc"}),
     frozenset({"connection"}),

@@ -20,6 +20,7 @@ from types import MappingProxyType
 
 from google.protobuf.message import Message
 
+from gateway.embedded.auth import ServerAuth, refusal
 from gateway.embedded.broker_common import (
     BAD_REQUEST,
     FORBIDDEN,
@@ -44,7 +45,7 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR
 from gateway.tubemq.payload import crc32_checksum, java_string_hash
 from gateway.tubemq.pb import BrokerService_pb2 as pb
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.rpc import METHODS, Method
 
 __all__ = ["MAX_MSG_SIZE_SLACK", "EmbeddedBroker"]
 
@@ -61,6 +62,7 @@ class EmbeddedBroker:
     ``consumer_timeout`` (seconds) is how long a consumer's partition registration lives without a
     heartbeat or fetch; ``max_msg_size`` (bytes) is the cluster's max message size; ``clock`` (monotonic
     seconds) drives registration expiry; ``fsync`` forces every append and offsets rewrite to disk.
+    ``auth`` refuses sends and consumer registrations/heartbeats without a valid broker token (415).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class EmbeddedBroker:
         max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
         consumer_timeout: float = 30.0,
         ssl: _ssl.SSLContext | None = None,
+        auth: ServerAuth | None = None,
         fsync: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -90,6 +93,7 @@ class EmbeddedBroker:
         self.consumer_timeout = consumer_timeout
         self._port = port
         self._ssl = ssl
+        self._auth = auth
         self._fsync = fsync
         self._clock = clock
         self._server: RpcServer | None = None
@@ -225,6 +229,10 @@ class EmbeddedBroker:
 
     async def handle(self, method: int, request: Message, ctx: CallContext) -> Message:
         """The :class:`RpcServer` handler: answer one broker call."""
+        if self._auth is not None:
+            refused = self._auth.check_broker_call(method, request)
+            if refused is not None:
+                return refusal(METHODS[method].response_type(), refused)
         consumers = self.consumers
         if method == Method.SEND_MESSAGE and isinstance(request, pb.SendMessageRequestP2B):
             return self.send_message(request)

@@ -16,6 +16,7 @@ import ssl as _ssl
 from collections.abc import Sequence
 from pathlib import Path
 
+from gateway.embedded.auth import ServerAuth
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.master import EmbeddedMaster
 from gateway.embedded.topics import DEFAULT_MAX_MSG_SIZE, TopicSpec
@@ -30,7 +31,8 @@ class EmbeddedCluster:
     Ports: ``master_port`` and ``broker_ports`` (one per broker); 0 picks free ports. Timing (seconds) and
     size knobs are passed on: ``producer_timeout`` and ``balance_delay`` / ``balance_period`` to the master,
     ``consumer_timeout`` to the master (heartbeat expiry) and to the brokers (registration expiry),
-    ``max_msg_size`` (bytes) to both. ``ssl`` makes every node listen with TLS.
+    ``max_msg_size`` (bytes) to both. ``ssl`` makes every node listen with TLS;
+    ``auth`` makes the master and brokers authenticate clients (``embedded.auth``).
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class EmbeddedCluster:
         balance_period: float = 1.0,
         max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
         ssl: _ssl.SSLContext | None = None,
+        auth: ServerAuth | None = None,
         rng: random.Random | None = None,
     ) -> None:
         if not topics:
@@ -70,6 +73,7 @@ class EmbeddedCluster:
                 max_msg_size=max_msg_size,
                 consumer_timeout=consumer_timeout,
                 ssl=ssl,
+                auth=auth,
             )
             for broker_id, port in enumerate(ports, start=1)
         ]
@@ -83,10 +87,13 @@ class EmbeddedCluster:
             balance_period=balance_period,
             max_msg_size=max_msg_size,
             ssl=ssl,
+            auth=auth,
             rng=rng,
         )
         self.standby: EmbeddedMaster | None = (
-            EmbeddedMaster(self.brokers, host=host, standby=True, max_msg_size=max_msg_size, ssl=ssl)
+            EmbeddedMaster(
+                self.brokers, host=host, standby=True, max_msg_size=max_msg_size, ssl=ssl, auth=auth
+            )
             if standby_master
             else None
         )

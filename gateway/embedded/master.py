@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 from google.protobuf.message import Message
 
+from gateway.embedded.auth import ServerAuth, refusal
 from gateway.embedded.balancer import Balancer
 from gateway.embedded.consumer_groups import ConsumerRegistry
 from gateway.embedded.master_common import (
@@ -42,6 +43,7 @@ from gateway.embedded.server import CallContext, RemoteFault, RpcServer
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR
 from gateway.tubemq.pb import MasterService_pb2 as pb
+from gateway.tubemq.rpc import METHODS
 
 __all__ = ["BrokerView", "EmbeddedMaster"]
 
@@ -57,6 +59,7 @@ class EmbeddedMaster:
     ``balance_delay`` before the first balance round and ``balance_period`` between rounds;
     ``meta_refresh_period`` before a client-balanced consumer's partition metadata is pushed again.
     ``max_msg_size`` (bytes) is handed to producers. ``rng`` drives the balancer's random placement.
+    ``auth`` turns on client authentication (``embedded.auth``: 415 answers as the real master gives).
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class EmbeddedMaster:
         meta_refresh_period: float = 180.0,
         max_msg_size: int = DEFAULT_MAX_MSG_SIZE,
         ssl: _ssl.SSLContext | None = None,
+        auth: ServerAuth | None = None,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         clock_ms: Callable[[], int] = wall_ms,
@@ -83,6 +87,7 @@ class EmbeddedMaster:
             BrokerDirectory(brokers, clock_ms), standby=standby, max_msg_size=max_msg_size, clock_ms=clock_ms
         )
         self._state.address = NodeAddress(host, port)
+        self._auth = auth
         self._server = RpcServer(self.handle, host, port, ssl=ssl, name="master")
         self.producers = ProducerRegistry(producer_timeout, clock)
         self.consumers = ConsumerRegistry(consumer_timeout, clock)
@@ -168,6 +173,10 @@ class EmbeddedMaster:
 
     async def handle(self, method: int, request: Message, ctx: CallContext) -> Message:
         """The RPC handler: one master call in, its response out (or ``RemoteFault``)."""
+        if self._auth is not None:
+            refused = self._auth.check_master_call(method, request)
+            if refused is not None:
+                return refusal(METHODS[method].response_type(), refused)
         try:
             return self._dispatch(method, request, ctx.tls)
         except NotMaster as exc:

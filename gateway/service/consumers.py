@@ -466,6 +466,12 @@ def _start_error(exc: core.TubeMQError, group: str) -> ServiceError:
     """Why a consumer could not join its group, as a service error."""
     if isinstance(exc, core.TopicNotDeployed):
         return NotFound(f"a subscribed topic is not deployed: {exc}", field="topics", errno=exc.errno)
+    if isinstance(exc, core.CertificateFailure):
+        return UpstreamError(
+            f"the TubeMQ master refused the gateway's credentials: {exc}; the operator must fix the "
+            "gateway's tubemq.auth settings",
+            errno=exc.errno,
+        )
     if isinstance(exc, core.ServerError) and not exc.retriable:
         return InvalidInput(
             f"the TubeMQ master refused group {group!r}: {exc} (members of one group must subscribe the same "

@@ -289,5 +289,9 @@ class ConsumerContext:
             self.events.emit(event)
 
     async def broker_call(self, partition: Partition, method: int, request: Message) -> Message:
-        """Send one request to the broker of ``partition`` with the configured deadline."""
+        """Send one request to the broker of ``partition`` with the configured deadline (and the broker
+        token in its ``authInfo`` when the pool carries credentials, §9)."""
+        credentials = self.pool.credentials
+        if credentials is not None:
+            credentials.stamp_broker_request(request)
         return await self.pool.request(partition.broker.address, method, request, self.config.rpc_timeout)

@@ -257,7 +257,7 @@ class DuplicatePartition(ServerError):
 class CertificateFailure(ServerError):
     errno = 415
     code_name = "CERTIFICATE_FAILURE"
-    hint = "authentication failed or is missing; check the user name and password"
+    hint = "the cluster refused this client's credentials; set the TubeMQ user name and password it presents"
 
 
 class ServerReceiveOverflow(ServerError):

@@ -7,6 +7,9 @@ rotating index picks the current master. A call goes to the current master; when
 the same request, up to one attempt per address. Any other remote exception is raised at once. When every
 attempt failed, the last error is raised again (same class) with a message naming every master tried.
 
+When the pool carries credentials (``pool.credentials``), every attempt carries a freshly signed
+``authInfo`` (§9; see ``auth``): a master with authentication on checks it, and its timestamp, on every call.
+
 The pool owns the links; moving on is just using another address. The client knows nothing about producers
 or consumers: it carries any master method and returns the parsed response message.
 """
@@ -78,6 +81,11 @@ class MasterClient:
     def timeout(self) -> float:
         return self._timeout
 
+    @property
+    def tls(self) -> bool:
+        """Whether the masters are reached over TLS (their broker lists then name TLS ports)."""
+        return self._pool.tls
+
     async def call(self, method: int, request: Message, *, timeout: float | None = None) -> Message:  # noqa: ASYNC109
         """Send ``request`` to the current master, failing over as described in the module docstring.
 
@@ -85,8 +93,11 @@ class MasterClient:
         """
         per_attempt = self._timeout if timeout is None else timeout
         failures: list[tuple[NodeAddress, TubeMQError]] = []
+        credentials = self._pool.credentials
         for _ in range(len(self._addresses)):
             address = self.current
+            if credentials is not None:
+                credentials.stamp_master_request(request)
             try:
                 return await self._pool.request(address, method, request, per_attempt)
             except RemoteException as exc:

@@ -24,6 +24,7 @@ __all__ = [
     "SubscribeInfo",
     "TopicBroker",
     "TopicInfo",
+    "default_broker_port",
     "format_broker_info",
     "format_failure_info",
     "format_partition",
@@ -108,6 +109,12 @@ def parse_broker_info(text: str, default_port: int | None = DEFAULT_BROKER_PORT)
     if not 0 < port < 65536:
         raise MetaFormatError(kind, text, f"port {port} is out of range")
     return BrokerInfo(broker_id, host, port)
+
+
+def default_broker_port(tls: bool) -> int:
+    """The port a blank brokerInfo port stands for: 8124 on the TLS broker list a master sends to a client
+    that reached it over TLS, else 8123 (Java: ``DataConverterUtil.convertBrokerInfo``)."""
+    return DEFAULT_BROKER_TLS_PORT if tls else DEFAULT_BROKER_PORT
 
 
 def format_broker_info(broker: BrokerInfo, default_port: int = DEFAULT_BROKER_PORT) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.auth import Credentials
 from gateway.tubemq.backoff import Backoff, ExponentialBackoff
 from gateway.tubemq.connection import CloseReason, Connection
 from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout
@@ -113,6 +114,12 @@ class _Plan:
 class ConnectionPool:
     """Links to TubeMQ nodes keyed by ``NodeAddress``. Times are seconds.
 
+    ``ssl`` makes every link TLS (masters and brokers alike: a TubeMQ cluster serves TLS on separate
+    ports, and a master reached over TLS lists its brokers' TLS ports); ``server_hostname`` is the name
+    their certificates must carry when the context checks host names (default: each node's host).
+    ``credentials`` is the identity the clients on this pool present to masters and brokers (the pool
+    only carries it: ``MasterClient`` and the broker request builders use it). Java's session factory
+    holds its TLS and authentication settings the same way, for every producer and consumer it makes.
     ``backoff.compute(failures)`` gives the fail-fast period after ``failures`` consecutive connect
     failures; ``clock`` returns monotonic seconds (injectable for tests).
     """
@@ -124,6 +131,8 @@ class ConnectionPool:
         idle_timeout: float = 180.0,
         connect_timeout: float = 3.0,
         ssl: _ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        credentials: Credentials | None = None,
         events: EventBus | None = None,
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -140,6 +149,8 @@ class ConnectionPool:
         self.connect_timeout = connect_timeout
         self.sweep_interval = min(idle_timeout / 4, 20.0)
         self._ssl = ssl
+        self._server_hostname = server_hostname
+        self.credentials = credentials
         self._events = events
         self._backoff: Backoff = backoff or ExponentialBackoff(base=0.1, cap=10.0)
         self._clock = clock
@@ -150,6 +161,11 @@ class ConnectionPool:
         self._idle_reclaims = 0
         self._connect_failures = 0
         self._retired_unknown_answers = 0
+
+    @property
+    def tls(self) -> bool:
+        """Whether links use TLS (so master answers list brokers' TLS ports, blank meaning 8124)."""
+        return self._ssl is not None
 
     def __repr__(self) -> str:
         links = sum(len(n.links) for n in self._nodes.values())
@@ -356,7 +372,13 @@ class ConnectionPool:
         return task
 
     async def _open(self, node: _Node) -> Connection:
-        link = Connection(node.address, ssl=self._ssl, events=self._events, clock=self._clock)
+        link = Connection(
+            node.address,
+            ssl=self._ssl,
+            server_hostname=self._server_hostname,
+            events=self._events,
+            clock=self._clock,
+        )
         try:
             await link.connect(self.connect_timeout)
         except ConnectError as exc:

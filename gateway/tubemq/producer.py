@@ -28,6 +28,7 @@ from gateway.tubemq.client_id import local_ipv4, producer_id
 from gateway.tubemq.errors import ClientClosed, ClientError, MessageTooLarge, NoPartition, TopicNotPublished
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.master import MasterClient
+from gateway.tubemq.meta import default_broker_port
 from gateway.tubemq.partitioner import Partitioner
 from gateway.tubemq.payload import (
     build_attribute_text,
@@ -52,6 +53,8 @@ class ProducerConfig:
     deadline of a whole ``send`` (all attempts); ``publish_timeout`` bounds ``publish``. Registration
     retries back off exponentially from ``register_backoff_base`` to ``register_backoff_max``.
     ``broker_refresh_interval``: how often a heartbeat asks for the full broker list (Java: 2 h).
+    ``default_broker_port``: the port of a broker listed with a blank one; None = 8124 when the pool
+    uses TLS, else 8123.
     The shielding and partition back-off parameters are those of ``BrokerBreaker`` and ``Partitioner``.
     """
 
@@ -71,7 +74,7 @@ class ProducerConfig:
     max_shielded_share: float = 0.3
     partition_failure_limit: int = 3
     partition_delay: float = 3.0
-    default_broker_port: int = 8123
+    default_broker_port: int | None = None
     client_id: str | None = None
     local_ip: str | None = None
 
@@ -122,7 +125,8 @@ class Producer:
         self._events = events
         self._local_ip = cfg.local_ip or local_ipv4()
         self._client_id = cfg.client_id or producer_id(self._local_ip)
-        self._routes = RouteTable(default_port=cfg.default_broker_port)
+        broker_port = cfg.default_broker_port
+        self._routes = RouteTable(default_port=broker_port or default_broker_port(pool.tls))
         self._master = MasterClient(masters, pool, timeout=cfg.rpc_timeout, events=events)
         self._breaker = BrokerBreaker(
             unavailable_cooldown=cfg.unavailable_cooldown,

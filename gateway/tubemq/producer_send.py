@@ -111,6 +111,8 @@ async def send_message(
             msg_type=msg_type,
             msg_time=msg_time,
         )
+        if ctx.pool.credentials is not None:
+            ctx.pool.credentials.stamp_broker_request(request)  # unless the master gave a token (§9)
         ctx.breaker.begin_attempt(target.broker_id)
         started = loop.time()
         try:

@@ -348,6 +348,9 @@ class RangeReader:
         return int(answer.currOffset)
 
     async def _call(self, partition: Partition, method: Method, request: Message) -> Message:
+        credentials = self.pool.credentials
+        if credentials is not None:
+            credentials.stamp_broker_request(request)  # §9: the broker token, when the pool has credentials
         return await self.pool.request(partition.broker.address, method, request, self.rpc_timeout)
 
     @asynccontextmanager

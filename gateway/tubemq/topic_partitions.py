@@ -25,6 +25,7 @@ from gateway.tubemq.meta import (
     BrokerInfo,
     MetaFormatError,
     Partition,
+    default_broker_port,
     parse_broker_info,
 )
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
@@ -107,11 +108,14 @@ async def discover_partitions(
     client_id: str,
     group: str,
     host_name: str,
-    default_port: int = 8123,
+    default_port: int | None = None,
 ) -> TopicLayout:
     """Ask the master for ``topic``'s subscribable partitions as the private consumer ``client_id`` of
     ``group`` (module docstring). Raises the master's :class:`ServerError` (e.g. ``TopicNotDeployed``)
-    or a transport error."""
+    or a transport error. ``default_port``: the port of a broker listed with a blank one (None: 8124 when
+    the master is reached over TLS, else 8123)."""
+    if default_port is None:
+        default_port = default_broker_port(master.tls)
     register = master_pb.RegisterRequestC2MV2(
         clientId=client_id,
         groupName=group,
