@@ -314,8 +314,57 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
         ("log.format=xml", "log.format"),
         ("http.port=70000", "http.port"),
         ("config.not-an-env-name=1", "config"),
+        ("tubemq.tls.verify=maybe", "verify"),
     ],
 )
 def test_values_schema_rejects_mistakes(flag: str, complaint: str) -> None:
     done = run_helm("template", RELEASE, str(CHART), "--set", flag, check=False)
     assert done.returncode != 0 and complaint in done.stderr
+
+
+def test_tubemq_tls_and_credentials_values() -> None:
+    values = {
+        "masters": "master-0.tubemq:8716",
+        "tubemq": {
+            "tls": {
+                "enabled": True,
+                "secretName": "tubemq-ca",
+                "clientCertificate": True,
+                "serverHostname": "tubemq",
+            },
+            "auth": {"username": "gateway"},
+        },
+        "auth": {"env": {"TUBEMQ_GATEWAY_TUBEMQ__AUTH__PASSWORD": "pa55"}},
+    }
+    manifests = render(values)
+    data = next(m for m in by_kind(manifests, "ConfigMap") if m["metadata"]["name"] == FULLNAME)["data"]
+    folder = "/etc/tubemq-gateway/tubemq-tls"
+    assert {k: v for k, v in data.items() if k.startswith("TUBEMQ_GATEWAY_TUBEMQ__")} == {
+        "TUBEMQ_GATEWAY_TUBEMQ__TLS__ENABLED": "true",
+        "TUBEMQ_GATEWAY_TUBEMQ__TLS__VERIFY": "true",
+        "TUBEMQ_GATEWAY_TUBEMQ__TLS__CA_FILE": f"{folder}/ca.crt",
+        "TUBEMQ_GATEWAY_TUBEMQ__TLS__CERT_FILE": f"{folder}/tls.crt",
+        "TUBEMQ_GATEWAY_TUBEMQ__TLS__KEY_FILE": f"{folder}/tls.key",
+        "TUBEMQ_GATEWAY_TUBEMQ__TLS__SERVER_HOSTNAME": "tubemq",
+        "TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME": "gateway",
+    }
+    assert "pa55" not in json.dumps(data), "the password stays in the Secret"
+    secret = one(manifests, "Secret")
+    assert base64.b64decode(secret["data"]["TUBEMQ_GATEWAY_TUBEMQ__AUTH__PASSWORD"]) == b"pa55"
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "tubemq-tls")
+    assert volume["secret"]["secretName"] == "tubemq-ca"
+    mount = next(m for m in container(manifests)["volumeMounts"] if m["name"] == "tubemq-tls")
+    assert mount == {"name": "tubemq-tls", "mountPath": folder, "readOnly": True}
+    defaults = render()
+    assert not [k for k in one(defaults, "ConfigMap")["data"] if k.startswith("TUBEMQ_GATEWAY_TUBEMQ__")]
+    assert all(
+        v["name"] != "tubemq-tls" for v in one(defaults, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    )
+
+
+def test_a_tubemq_user_without_a_password_is_refused() -> None:
+    done = run_helm("template", RELEASE, str(CHART), "--set", "tubemq.auth.username=gateway", check=False)
+    assert done.returncode != 0 and "TUBEMQ_GATEWAY_TUBEMQ__AUTH__PASSWORD" in done.stderr
+    kept = render({"tubemq": {"auth": {"username": "gateway"}}, "auth": {"existingSecret": "mine"}})
+    assert one(kept, "ConfigMap")["data"]["TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME"] == "gateway"
