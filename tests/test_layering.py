@@ -45,7 +45,9 @@ ABOVE_CORE = (
 )
 # Inside the core, each module may import its own layer and the ones listed before it (§ "Layers").
 CORE_LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors", "events", "backoff", "address", "meta", "payload", "client_id", "pb", "auth"}),
+    frozenset(
+        {"errors", "events", "backoff", "address", "meta", "payload", "client_id", "pb", "auth", "teardown"}
+    ),
     frozenset({"frame"}),
     frozenset({"rpc"}),
     frozenset({"connection"}),

@@ -44,6 +44,7 @@ from gateway.tubemq.consumer_events import PartitionReleased
 from gateway.tubemq.events import EventBus, Subscription
 from gateway.tubemq.meta import MetaFormatError
 from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.teardown import CloseOnce, cancel_and_wait
 
 __all__ = ["ConsumerService", "InstanceInfo", "InstanceSpec", "InstanceState", "PollLimits"]
 
@@ -110,6 +111,8 @@ class InstanceState:
 class _Registry:
     instances: dict[str, ConsumerInstance] = field(default_factory=dict)
     by_client: dict[str, ConsumerInstance] = field(default_factory=dict)
+    #: instances taken out of ``instances`` whose close has not run to its end yet
+    closing: dict[str, ConsumerInstance] = field(default_factory=dict)
     closed: OrderedDict[str, str] = field(default_factory=OrderedDict)
     creating: int = 0
 
@@ -167,6 +170,7 @@ class ConsumerService:
         self._reaper: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
         self._closing = False
+        self._closer = CloseOnce(self._close_steps, name="consumer-service-close")
 
     def __repr__(self) -> str:
         return (
@@ -186,15 +190,19 @@ class ConsumerService:
         self._reaper = asyncio.create_task(self._reap_loop(), name="consumer-instance-reaper")
 
     async def close(self) -> None:
-        """Close every instance (auto-commit instances commit what they delivered); safe to call twice."""
+        """Close every instance (auto-commit instances commit what they delivered). Safe to call twice and
+        safe to cancel: the steps run to their end in a task of their own (:mod:`gateway.tubemq.teardown`)."""
         self._closing = True
-        if self._reaper is not None:
-            self._reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reaper
-            self._reaper = None
-        instances = list(self._registry.instances.values())
-        await asyncio.gather(*(self._close(i, "closed because the gateway stopped") for i in instances))
+        await self._closer()
+
+    async def _close_steps(self) -> None:
+        await cancel_and_wait([self._reaper])
+        registry = self._registry
+        # Instances whose close was cancelled half-way (a reaper round, a client's deadline) are finished too.
+        instances = [*registry.instances.values(), *registry.closing.values()]
+        await asyncio.gather(
+            *(self._close(i, "closed because the gateway stopped", commit=i.auto_commit) for i in instances)
+        )
         if self._subscription is not None:
             self._subscription.cancel()
             self._subscription = None
@@ -295,6 +303,12 @@ class ConsumerService:
             registry.creating -= 1
         instance.touch()
         registry.instances[instance_id] = instance
+        if self._closing:
+            # close() took its snapshot of the instances while this one was joining its group.
+            await self._close(instance, "closed because the gateway stopped")
+            raise Unavailable(
+                "the gateway is stopping; create the instance on another replica", retry_after=1.0
+            )
         log.info("consumer instance created", extra={"group": group, "instance": instance_id})
         return InstanceInfo(instance_id, group, self.advertised_url, consumer.client_id, spec.auto_commit)
 
@@ -417,18 +431,24 @@ class ConsumerService:
 
     async def _close(self, instance: ConsumerInstance, reason: str, *, commit: bool = False) -> None:
         registry = self._registry
-        if registry.instances.pop(instance.instance_id, None) is None:
+        key = instance.instance_id
+        if registry.instances.pop(key, None) is not None:
+            registry.closed[key] = reason
+            while len(registry.closed) > _REMEMBER_CLOSED:
+                registry.closed.popitem(last=False)
+            registry.closing[key] = instance
+        elif key not in registry.closing:
             return
-        registry.closed[instance.instance_id] = reason
-        while len(registry.closed) > _REMEMBER_CLOSED:
-            registry.closed.popitem(last=False)
         try:
             await instance.close(reason, commit_delivered=commit)
         except Exception:
-            log.exception("closing consumer instance %s failed", instance.instance_id)
+            log.exception("closing consumer instance %s failed", key)
         finally:
-            registry.by_client.pop(instance.consumer.client_id, None)
-        log.info("consumer instance closed", extra={"instance": instance.instance_id, "reason": reason})
+            # A cancelled caller leaves the close running (shielded): it stays listed until it is done.
+            if instance.close_done:
+                registry.closing.pop(key, None)
+                registry.by_client.pop(instance.consumer.client_id, None)
+        log.info("consumer instance closed", extra={"instance": key, "reason": reason})
 
     def _on_released(self, event: PartitionReleased) -> None:
         instance = self._registry.by_client.get(event.client_id)
@@ -443,7 +463,12 @@ class ConsumerService:
     async def reap(self) -> None:
         """Close instances idle past their lease and roll back batches past the commit timeout."""
         now = self._clock()
-        instances = list(self._registry.instances.values())
+        registry = self._registry
+        for key, closing in list(registry.closing.items()):
+            if closing.close_done:  # a close whose caller was cancelled has finished since
+                del registry.closing[key]
+                registry.by_client.pop(closing.consumer.client_id, None)
+        instances = list(registry.instances.values())
         expired = [i for i in instances if i.active == 0 and now - i.last_used > self.lease]
         outcomes = await asyncio.gather(
             *(self._close(i, f"expired after {self.lease:g}s without requests") for i in expired),

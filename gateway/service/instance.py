@@ -36,6 +36,7 @@ from gateway.service.errors import Gone, InvalidInput
 from gateway.tubemq.consumer import Consumer, InvalidConfirmContext
 from gateway.tubemq.consumer_batch import ConsumedBatch, ConsumedMessage
 from gateway.tubemq.errors import ClientClosed, TubeMQError
+from gateway.tubemq.teardown import CloseOnce
 
 __all__ = ["CommitResult", "ConsumerInstance", "DeliveredMessage", "StreamCursor"]
 
@@ -147,6 +148,7 @@ class ConsumerInstance:
         self.active = 0
         self.stream_generation = 0
         self.closed_reason: str | None = None
+        self._closer: CloseOnce | None = None
 
     def __repr__(self) -> str:
         state = f"closed ({self.closed_reason})" if self.closed_reason else f"active={self.active}"
@@ -336,15 +338,27 @@ class ConsumerInstance:
 
     async def close(self, reason: str, *, commit_delivered: bool) -> None:
         """Leave the group. With ``commit_delivered`` every delivered message is committed first; anything
-        else not confirmed is rolled back by the core and redelivered to the group."""
-        if self.closed:
-            return
+        else not confirmed is rolled back by the core and redelivered to the group.
+
+        Safe to call twice and safe to cancel: the first call's steps run to their end in a task of their
+        own (:mod:`gateway.tubemq.teardown`); later calls wait for them."""
+        if self._closer is None:
+            self.closed_reason = reason
+            name = f"consumer-instance-close-{self.instance_id}"
+            self._closer = CloseOnce(lambda: self._close_steps(commit_delivered), name=name)
+        await self._closer()
+
+    @property
+    def close_done(self) -> bool:
+        """Whether a close ran to its end."""
+        return self._closer is not None and self._closer.done
+
+    async def _close_steps(self, commit_delivered: bool) -> None:
         if commit_delivered and self._pending:
             try:
                 await self._commit(None, consumed=True)
             except TubeMQError as exc:
                 log.warning("committing %s before close failed: %s", self.instance_id, exc)
-        self.closed_reason = reason
         try:
             await self.consumer.close()
         finally:

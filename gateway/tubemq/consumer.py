@@ -43,6 +43,7 @@ from gateway.tubemq.consumer_state import ConsumerContext
 from gateway.tubemq.errors import ClientClosed, ClientError, TubeMQError, for_code
 from gateway.tubemq.master import MasterClient
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.teardown import CloseOnce, cancel_and_wait
 
 if TYPE_CHECKING:
     from gateway.tubemq.events import EventBus
@@ -105,7 +106,12 @@ class Consumer:
         self._session = MasterSession(self._ctx, master, self._rebalancer, list(filters))
         self._broker_heartbeat = BrokerHeartbeat(self._ctx, self._rebalancer)
         self._fetcher = Fetcher(self._ctx, self._rebalancer)
-        self._tasks: list[asyncio.Task[None]] = []
+        self._master_task: asyncio.Task[None] | None = None
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._broker_task: asyncio.Task[None] | None = None
+        self._closer = CloseOnce(self._close_steps, name=f"consumer-close-{self._ctx.client_id}")
+        self._released = 0
+        self._left = False
         self._confirming: set[str] = set()
         self._started = False
         self._closed = False
@@ -137,7 +143,7 @@ class Consumer:
         """Register at the master (with retries and master fail-over) and start the heartbeats.
 
         Raises the master's ServerError (e.g. TopicNotDeployed, an inconsistent group) or the last
-        transport error when every attempt failed.
+        transport error when every attempt failed; ClientClosed when ``close()`` ran meanwhile.
         """
         if self._started or self._closed:
             raise ClientError("start() may be called once, on a new consumer")
@@ -147,35 +153,50 @@ class Consumer:
         except BaseException:
             self._closed = True
             raise
-        self._tasks = [
-            asyncio.create_task(self._session.run(), name=f"consumer-master-hb-{self.client_id}"),
-            asyncio.create_task(self._rebalancer.run(), name=f"consumer-rebalance-{self.client_id}"),
-            asyncio.create_task(self._broker_heartbeat.run(), name=f"consumer-broker-hb-{self.client_id}"),
-        ]
+        if self._closed:
+            # close() ran while the registration was on its way: leave the group it just joined.
+            await self._closer()
+            raise ClientClosed(f"consumer {self.client_id} was closed while it started")
+        self._master_task = asyncio.create_task(
+            self._session.run(), name=f"consumer-master-hb-{self.client_id}"
+        )
+        self._rebalance_task = asyncio.create_task(
+            self._rebalancer.run(), name=f"consumer-rebalance-{self.client_id}"
+        )
+        self._broker_task = asyncio.create_task(
+            self._broker_heartbeat.run(), name=f"consumer-broker-hb-{self.client_id}"
+        )
 
     async def close(self) -> None:
-        """Leave the group (§6.14): stop fetching, let a running rebalance event finish (at most
-        ``close_rebalance_wait``), unregister every held partition (a batch not confirmed yet is rolled
-        back) and tell the master. Safe to call twice; errors of the goodbye calls are swallowed."""
-        if self._closed:
-            return
-        self._closed = True
+        """Leave the group (§6.14): stop fetching and the master heartbeat, let a running rebalance event
+        finish (at most ``close_rebalance_wait``), unregister every held partition (a batch not confirmed
+        yet is rolled back) and tell the master. Errors of the goodbye calls are swallowed.
+
+        Safe to call twice and safe to cancel: the steps run in a task of their own that a cancelled
+        caller does not stop (:mod:`gateway.tubemq.teardown`); a later ``close()`` waits for it.
+        """
+        if not self._closed:
+            self._closed = True
+            self._ctx.closing = True
+            self._ctx.cache.wake()
+        if self._started:
+            await self._closer()
+
+    async def _close_steps(self) -> None:
         ctx = self._ctx
-        ctx.closing = True
-        ctx.cache.wake()
-        if not self._started:
-            return
-        await self._rebalancer.wait_idle(ctx.config.close_rebalance_wait)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # The master heartbeat first: a beat answered 411 would register the leaving consumer again.
+        await cancel_and_wait([self._master_task, self._broker_task])
+        if self._rebalance_task is not None and not self._rebalance_task.done():
+            await self._rebalancer.wait_idle(ctx.config.close_rebalance_wait)
+        await cancel_and_wait([self._rebalance_task])
         keys = [state.partition.partition_key for state in ctx.cache.held()]
         await asyncio.gather(*(self._rebalancer.release(key, reason="close") for key in keys))
-        with contextlib.suppress(TubeMQError):
-            await self._session.close()
-        ctx.emit(ConsumerClosed(ctx.client_id, ctx.group, len(keys)))
+        self._released += len(keys)
+        if not self._left:
+            with contextlib.suppress(TubeMQError):
+                await self._session.close()
+            self._left = True
+            ctx.emit(ConsumerClosed(ctx.client_id, ctx.group, self._released))
 
     async def __aenter__(self) -> Consumer:
         await self.start()

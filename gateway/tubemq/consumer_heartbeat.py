@@ -161,7 +161,8 @@ class MasterSession:
             else:
                 interval = config.heartbeat_interval
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
             self._wake.clear()
 
     async def heartbeat(self) -> None:

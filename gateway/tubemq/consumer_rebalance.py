@@ -132,8 +132,10 @@ class Rebalancer:
 
     async def wait_idle(self, seconds: float) -> bool:
         """Wait up to ``seconds`` until no event is queued or running; False if one still is."""
+        # asyncio.timeout, not wait_for: in Python 3.11 wait_for could swallow a cancellation of its caller.
         try:
-            await asyncio.wait_for(self._idle.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._idle.wait()
         except TimeoutError:
             return False
         return True

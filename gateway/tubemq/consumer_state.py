@@ -233,7 +233,8 @@ class PartitionCache:
         """Return when a partition was added, released or removed, or after ``seconds``."""
         event = self._changed
         try:
-            await asyncio.wait_for(event.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await event.wait()
         except TimeoutError:
             return
 

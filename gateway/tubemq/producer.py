@@ -41,6 +41,7 @@ from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
 from gateway.tubemq.producer_send import SendContext, SendResult, send_message
 from gateway.tubemq.producer_session import ProducerSession
 from gateway.tubemq.routes import RouteTable, TopicRoute
+from gateway.tubemq.teardown import CloseOnce
 
 __all__ = ["PartitionRoute", "Producer", "ProducerConfig", "SendResult", "TopicRouteInfo"]
 
@@ -164,6 +165,7 @@ class Producer:
             events=events,
         )
         self._closed = False
+        self._closer = CloseOnce(self._session.close, name=f"producer-close-{self._client_id}")
         # topic -> (the route it was built from, the info): publish() asks on every gateway request.
         self._route_infos: dict[str, tuple[TopicRoute, TopicRouteInfo]] = {}
 
@@ -276,11 +278,12 @@ class Producer:
         self._partitioner.forget(name)
 
     async def close(self) -> None:
-        """Stop the session and tell the master (``CloseRequestP2M``); idempotent. The pool stays open."""
-        if self._closed:
-            return
+        """Stop the session and tell the master (``CloseRequestP2M``); idempotent. The pool stays open.
+
+        Safe to cancel: the steps run in a task of their own that a cancelled caller does not stop
+        (:mod:`gateway.tubemq.teardown`); a later ``close()`` waits for it."""
         self._closed = True
-        await self._session.close()
+        await self._closer()
 
     async def __aenter__(self) -> Producer:
         await self.start()

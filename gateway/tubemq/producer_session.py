@@ -29,6 +29,7 @@ from gateway.tubemq.producer_requests import (
 )
 from gateway.tubemq.routes import RouteTable
 from gateway.tubemq.rpc import Method
+from gateway.tubemq.teardown import cancel_and_wait
 
 __all__ = ["ProducerSession"]
 
@@ -69,6 +70,7 @@ class ProducerSession:
         self._events = events
         self.topics: dict[str, None] = {}
         self.registered = False
+        self._register_sent = False
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self._wake = asyncio.Event()
@@ -101,6 +103,10 @@ class ProducerSession:
         if self._task is not None:
             return
         await self._register(again=False)
+        if self._closed:
+            # close() ran while the registration was on its way: leave again.
+            await self.close()
+            raise ClientClosed("the producer was closed while it started")
         self._task = asyncio.create_task(self._run(), name=f"tubemq-producer-session:{self._client_id}")
 
     async def heartbeat_now(self, timeout: float) -> None:  # noqa: ASYNC109 - bounds the wait, not I/O
@@ -121,16 +127,16 @@ class ProducerSession:
     async def close(self) -> None:
         """Stop the task, fail pending waiters and send ``CloseRequestP2M`` if registered."""
         self._closed = True
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait([task])
+        # The task first: a heartbeat answered 411 would register the leaving producer again. Every step
+        # may run again when a previous close was cancelled in the middle (see Producer.close).
+        await cancel_and_wait([self._task])
         self._settle(self._take_waiters(), ClientClosed("the producer has been closed"))
-        if self.registered:
-            self.registered = False
-            # if this fails, the master expires the silent producer on its own (30 s)
+        if self.registered or self._register_sent:
+            # Also after a registration cancelled on its way: the master may have accepted it. If this
+            # fails, the master expires the silent producer on its own (30 s).
             with contextlib.suppress(TubeMQError):
                 await self._master.call(Method.PRODUCER_CLOSE, build_close_request(self._client_id))
+            self.registered = self._register_sent = False
 
     # --- the task ------------------------------------------------------------------------------------
 
@@ -190,6 +196,7 @@ class ProducerSession:
             topics=list(self.topics),
             jdk_version=RUNTIME_VERSION,
         )
+        self._register_sent = True
         answer = await self._master.call(Method.PRODUCER_REGISTER, request)
         assert isinstance(answer, master_pb.RegisterResponseM2P)
         if not (answer.success and answer.errCode == SUCCESS):
