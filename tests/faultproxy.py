@@ -1,8 +1,9 @@
 """A TCP proxy for resilience tests: forwards bytes to a target and misbehaves on demand.
 
 ``cut()`` resets every current link (both sides), ``stall()`` holds all bytes in both directions until
-``resume()``, ``corrupt_next()`` scrambles the next chunk sent towards the client, and ``refuse`` makes
-new links close right after they are accepted. Runs on the test's own event loop.
+``resume()``, ``swallow()`` silently drops every byte of the current links from now on (a black-holed
+path: the links stay open, new links flow), ``corrupt_next()`` scrambles the next chunk sent towards the
+client, and ``refuse`` makes new links close right after they are accepted. Runs on the test's own event loop.
 
 Also home of ``EchoHandler``, the small RpcServer handler the connection, pool and server tests share.
 """
@@ -27,6 +28,7 @@ class _Pair:
         self.client = client
         self.upstream = upstream
         self.pumps: list[asyncio.Task[None]] = []
+        self.swallow = False
 
     def abort(self) -> None:
         self.client.transport.abort()
@@ -93,6 +95,11 @@ class FaultProxy:
         """Hold all bytes in both directions (the links stay open)."""
         self._flowing.clear()
 
+    def swallow(self) -> None:
+        """Drop every byte of the current links from now on, in both directions; new links flow."""
+        for pair in self._pairs:
+            pair.swallow = True
+
     def resume(self) -> None:
         self._flowing.set()
 
@@ -136,6 +143,8 @@ class FaultProxy:
                 if not data:
                     break
                 await self._flowing.wait()
+                if pair.swallow:
+                    continue
                 if downstream and self._corrupt_down > 0:
                     self._corrupt_down -= 1
                     data = bytes(b ^ 0x5A for b in data)

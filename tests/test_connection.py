@@ -95,12 +95,25 @@ async def test_serial_numbers_wrap_around_int32(conn: Connection) -> None:
     assert conn._serial == -(2**31) + 2
 
 
-async def test_request_timeout_leaves_the_link_usable(conn: Connection) -> None:
+async def test_request_timeout_with_traffic_on_the_link_leaves_it_usable(conn: Connection) -> None:
     # The server drops its answer too: it is past the request's timeout as sent on the wire.
+    slow = asyncio.create_task(call(conn, "slow", "delay:0.2", wait=0.05))
+    await eventually(lambda: conn.in_flight == 1)
+    assert await call(conn, "quick") == "quick"  # read after the slow request went out: the link lives
     with pytest.raises(RequestTimeout, match=r"within 0\.05s"):
-        await call(conn, "slow", "delay:0.2", wait=0.05)
+        await slow
     assert conn.in_flight == 0 and conn.is_open
     assert await call(conn, "after") == "after"
+
+
+async def test_request_timeout_with_nothing_read_retires_the_link(conn: Connection) -> None:
+    other = asyncio.create_task(call(conn, "other", "delay:1.0", wait=2.0))
+    await eventually(lambda: conn.in_flight == 1)
+    with pytest.raises(RequestTimeout):
+        await call(conn, "slow", "delay:0.2", wait=0.05)
+    assert conn.is_closed and conn.close_reason is CloseReason.NO_ANSWER
+    with pytest.raises(ConnectionClosed, match="nothing read"):
+        await other  # the rest of the link's requests fail at once, retriable elsewhere
 
 
 async def test_cancelling_a_request_leaves_the_link_usable(conn: Connection) -> None:
@@ -282,16 +295,17 @@ async def test_cut_links_fail_pending_requests(server: RpcServer, handler: EchoH
         await link.close()
 
 
-async def test_stalled_link_times_out_and_recovers(server: RpcServer) -> None:
+async def test_stalled_link_times_out_and_is_retired(server: RpcServer) -> None:
     async with FaultProxy(server.address) as proxy:
         link = Connection(proxy.address)
         await link.connect(1.0)
         proxy.stall()
         with pytest.raises(RequestTimeout):
             await call(link, "stalled", wait=0.1)
+        assert link.close_reason is CloseReason.NO_ANSWER
         proxy.resume()
-        assert await call(link, "resumed") == "resumed"
-        await eventually(lambda: link.unknown_answers == 1)
+        with pytest.raises(ConnectionClosed):
+            await call(link, "resumed")
         await link.close()
 
 
@@ -314,16 +328,16 @@ async def test_events_and_repr(server: RpcServer) -> None:
     assert "new" in repr(link) and link.state is ConnectionState.NEW
     await link.connect(1.0)
     await call(link, "a")
+    assert "open in_flight=0 sent=1" in repr(link)
     with pytest.raises(RequestTimeout):
         await call(link, "b", "delay:0.2", wait=0.01)
-    assert "open in_flight=0 sent=2" in repr(link)
+    assert "closed (request timed out with nothing read since it was sent) in_flight=0 sent=2" in repr(link)
     await link.close()
-    assert "closed (closed locally)" in repr(link)
-    opened, ok, timed_out, closed = seen
+    opened, ok, closed, timed_out = seen
     assert isinstance(opened, ConnectionOpened) and opened.address == server.address and not opened.tls
     assert isinstance(ok, RequestCompleted) and ok.outcome is Outcome.OK and ok.method == HEARTBEAT
+    assert isinstance(closed, ConnectionTerminated) and closed.reason is CloseReason.NO_ANSWER
     assert isinstance(timed_out, RequestCompleted) and timed_out.outcome is Outcome.TIMEOUT
-    assert isinstance(closed, ConnectionTerminated) and closed.reason is CloseReason.LOCAL
 
 
 async def test_idle_questions(conn: Connection) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 
@@ -12,6 +13,13 @@ from faultproxy import EchoHandler, FaultProxy, heartbeat
 from gateway.embedded.server import RpcServer
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.backoff import ConstantBackoff
+from gateway.tubemq.connection import (
+    KEEPALIVE_COUNT,
+    KEEPALIVE_IDLE,
+    KEEPALIVE_INTERVAL,
+    CloseReason,
+    ConnectionTerminated,
+)
 from gateway.tubemq.errors import ClientClosed, ConnectError, ConnectionClosed, RequestTimeout
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.pb.MasterService_pb2 import HeartResponseM2P
@@ -193,6 +201,47 @@ async def test_broken_link_is_replaced_on_next_use(server: RpcServer) -> None:
             await call(pool, proxy.address, "garbled")
         assert await call(pool, proxy.address, "two") == "two"
         assert proxy.links_accepted == 2 and pool.stats().open_links == 1
+
+
+async def test_black_holed_link_is_replaced_within_two_request_timeouts(server: RpcServer) -> None:
+    bus = EventBus()
+    closed: list[ConnectionTerminated] = []
+    bus.subscribe(closed.append, ConnectionTerminated)
+    async with FaultProxy(server.address) as proxy, ConnectionPool(events=bus) as pool:
+        assert await call(pool, proxy.address, "one") == "one"
+        proxy.swallow()  # the link stays open but nothing comes back any more
+        with pytest.raises(RequestTimeout):
+            await call(pool, proxy.address, "lost", wait=0.3)
+        # Nothing was read since that request went out: the link was retired, the next request opens a
+        # new one and is answered within its own timeout.
+        assert [e.reason for e in closed] == [CloseReason.NO_ANSWER]
+        assert await call(pool, proxy.address, "two", wait=0.3) == "two"
+        assert proxy.links_accepted == 2 and pool.stats().open_links == 1
+
+
+async def test_a_slow_answer_on_a_live_link_keeps_the_link(server: RpcServer) -> None:
+    async with ConnectionPool() as pool:
+        slow = asyncio.create_task(call(pool, server.address, "slow", "delay:1.0", wait=0.3))
+        await eventually(lambda: pool.stats().in_flight == 1)
+        # Another answer arrives on the link after the slow request was sent: the link is alive.
+        assert await call(pool, server.address, "quick") == "quick"
+        with pytest.raises(RequestTimeout):
+            await slow
+        assert await call(pool, server.address, "after") == "after"
+        assert server.links_accepted == 1
+
+
+async def test_links_use_tcp_keepalive(server: RpcServer) -> None:
+    async with ConnectionPool() as pool:
+        assert await call(pool, server.address, "one") == "one"
+        (link,) = pool.links(server.address)
+        sock = link.socket
+        assert sock is not None
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == KEEPALIVE_IDLE
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == KEEPALIVE_INTERVAL
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == KEEPALIVE_COUNT
 
 
 async def test_stats_count_unknown_answers(server: RpcServer) -> None:

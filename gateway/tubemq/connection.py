@@ -8,6 +8,10 @@ Failure rules:
 
 * each request has its own timeout (seconds); on expiry it fails with ``RequestTimeout`` and a late
   answer is counted in ``unknown_answers`` and dropped;
+* a timeout with nothing read on the link since the request was sent means the path is dead (a
+  black-holed node, a vanished NAT entry): the link is closed (``NO_ANSWER``) so that the next request
+  opens a new one instead of waiting in the dead socket until the kernel gives up (about 15 minutes);
+  TCP keepalive (``KEEPALIVE_*``) finds a dead idle link the same way;
 * an RPC exception answer fails that request with the matching ``RemoteException``; for the Java
   IOException types (standby master, server not ready, unknown protocol) the link is closed right
   after delivering it, as the Java client does;
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl as _ssl
 import time
 from collections.abc import Callable
@@ -60,6 +65,10 @@ _INT32_MAX = (1 << 31) - 1
 _READ_CHUNK = 256 * 1024
 _STREAM_LIMIT = 4 * 1024 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+#: TCP keepalive: first probe after this many idle seconds, then every INTERVAL, dead after COUNT unanswered
+KEEPALIVE_IDLE = 30
+KEEPALIVE_INTERVAL = 10
+KEEPALIVE_COUNT = 3
 
 
 class ConnectionState(Enum):
@@ -78,6 +87,7 @@ class CloseReason(Enum):
     RESET = "socket error"
     PROTOCOL_ERROR = "peer sent unparsable bytes"
     REMOTE_IO_EXCEPTION = "peer answered with an IOException"
+    NO_ANSWER = "request timed out with nothing read since it was sent"
     CONNECT_FAILED = "connect failed"
     INTERNAL_ERROR = "internal error"
 
@@ -161,6 +171,8 @@ class Connection:
         now = clock()
         self.last_activity = now
         """Monotonic time of the last byte read or frame written."""
+        self.last_read = now
+        """Monotonic time of the last byte read (the connect time before the first)."""
         self.idle_since: float | None = now
         """Monotonic time the link last turned idle (nothing in flight); None while busy."""
 
@@ -181,6 +193,15 @@ class Connection:
     @property
     def is_open(self) -> bool:
         return self._state is ConnectionState.OPEN
+
+    @property
+    def socket(self) -> socket.socket | None:
+        """The underlying socket while open (for inspection; never read or write it)."""
+        writer = self._writer
+        if writer is None or self._state is not ConnectionState.OPEN:
+            return None
+        sock: socket.socket | None = writer.get_extra_info("socket")
+        return sock
 
     @property
     def in_flight(self) -> int:
@@ -229,8 +250,10 @@ class Connection:
             raise ConnectError(f"cannot connect to {self.address}: {why}") from exc
         self._writer = writer
         self._transport = writer.transport
+        _enable_keepalive(writer.get_extra_info("socket"))
         self._state = ConnectionState.OPEN
         now = self._clock()
+        self.last_read = now
         self.last_activity = now
         self.idle_since = now
         self._read_task = asyncio.get_running_loop().create_task(
@@ -308,6 +331,8 @@ class Connection:
             raise
         except TimeoutError:
             outcome = Outcome.TIMEOUT
+            if self.last_read < started:
+                self._terminate(CloseReason.NO_ANSWER, None)
             raise RequestTimeout(
                 f"no answer from {self.address} to method {method} (serial {serial}) within {timeout:g}s"
             ) from None
@@ -354,7 +379,7 @@ class Connection:
                         reason = CloseReason.PROTOCOL_ERROR
                         error = ProtocolError(f"{self.address} closed the link inside a frame")
                     break
-                self.last_activity = self._clock()
+                self.last_activity = self.last_read = self._clock()
                 for frame in feed(data):
                     self._dispatch(frame)
                     if self._state is ConnectionState.CLOSED:
@@ -446,6 +471,24 @@ class Connection:
         """Close the link (pending requests fail with ConnectionClosed) and release the socket."""
         self._terminate(reason, None)
         await asyncio.shield(self.wait_closed())
+
+
+def _enable_keepalive(sock: socket.socket | None) -> None:
+    """SO_KEEPALIVE with the KEEPALIVE_* timings where the platform has the options."""
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for name, value in (
+            ("TCP_KEEPIDLE", KEEPALIVE_IDLE),
+            ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL),
+            ("TCP_KEEPCNT", KEEPALIVE_COUNT),
+        ):
+            option = getattr(socket, name, None)
+            if option is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, option, value)
+    except OSError as exc:  # not a TCP socket (a test double) or an exotic platform: keep the link
+        log.debug("TCP keepalive not enabled: %s", exc)
 
 
 def _expire(future: asyncio.Future[RpcResponse]) -> None:
