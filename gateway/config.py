@@ -38,6 +38,12 @@ class ProducerSettings(BaseModel):
     max_shielded_share: float = Field(
         0.3, gt=0, le=1, description="largest share of brokers shielded at once"
     )
+    master_failures_before_unready: int = Field(
+        3,
+        ge=1,
+        description="master calls in a row without an answer before /readyz may turn unready (it stays "
+        "ready while a published topic's cached route has a usable broker)",
+    )
 
 
 class LimitSettings(BaseModel):

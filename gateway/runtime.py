@@ -134,6 +134,7 @@ class Runtime:
                     failure_cooldown=s.producer.failure_cooldown,
                     unavailable_cooldown=s.producer.unavailable_cooldown,
                     max_shielded_share=s.producer.max_shielded_share,
+                    master_failures_before_unready=s.producer.master_failures_before_unready,
                 ),
                 events=self.events,
             )
@@ -178,16 +179,23 @@ class Runtime:
         )
 
     def readiness(self) -> tuple[bool, dict[str, object]]:
-        """Ready = registered with a master, at least one broker known and usable, not draining."""
+        """Ready = not draining, at least one broker usable, and a master reachable - or, while no master
+        answers (``master_failures_before_unready`` calls in a row), at least one published topic whose
+        cached route still has a usable broker (sends work without a master; a fail-over must not turn
+        every replica unready at once)."""
         producer = self.producer
+        reachable = producer is not None and producer.master_reachable
+        routes = producer.usable_routes() if producer is not None else 0
         checks: dict[str, object] = {
             "draining": self.draining,
-            "masterSession": bool(producer is not None and producer.registered),
+            "masterSession": reachable,
+            "masterFailures": producer.master_failures if producer is not None else 0,
+            "usableRoutes": routes,
             "usableBrokers": 0
             if producer is None
             else sum(1 for h in producer.broker_health() if h.state is not BreakerState.OPEN),
         }
-        ready = not self.draining and bool(checks["masterSession"]) and bool(checks["usableBrokers"])
+        ready = not self.draining and bool(checks["usableBrokers"]) and (reachable or routes > 0)
         return ready, checks
 
     def _embedded_topics(self) -> list[TopicSpec]:

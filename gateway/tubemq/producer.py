@@ -56,6 +56,8 @@ class ProducerConfig:
     ``broker_refresh_interval``: how often a heartbeat asks for the full broker list (Java: 2 h).
     ``default_broker_port``: the port of a broker listed with a blank one; None = 8124 when the pool
     uses TLS, else 8123.
+    ``master_failures_before_unready``: master calls in a row that no master answered before
+    ``master_reachable`` turns False (one lost heartbeat in a master fail-over says little).
     The shielding and partition back-off parameters are those of ``BrokerBreaker`` and ``Partitioner``.
     """
 
@@ -75,6 +77,7 @@ class ProducerConfig:
     max_shielded_share: float = 0.3
     partition_failure_limit: int = 3
     partition_delay: float = 3.0
+    master_failures_before_unready: int = 3
     default_broker_port: int | None = None
     client_id: str | None = None
     local_ip: str | None = None
@@ -83,6 +86,9 @@ class ProducerConfig:
         for name in ("heartbeat_interval", "rpc_timeout", "send_timeout", "publish_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        if self.master_failures_before_unready < 1:
+            count = self.master_failures_before_unready
+            raise ValueError(f"master_failures_before_unready must be at least 1, got {count}")
         if self.max_send_attempts < 1:
             raise ValueError(f"max_send_attempts must be at least 1, got {self.max_send_attempts}")
         if self.client_id is not None and not 0 < len(self.client_id.strip()) <= 1024:
@@ -190,6 +196,30 @@ class Producer:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def master_failures(self) -> int:
+        """Master calls in a row that no master answered (0 after any answer)."""
+        return self._session.master_failures
+
+    @property
+    def master_reachable(self) -> bool:
+        """Started, open, and fewer than ``master_failures_before_unready`` master calls in a row failed."""
+        return (
+            self._session.started
+            and not self._closed
+            and self._session.master_failures < self.config.master_failures_before_unready
+        )
+
+    def usable_routes(self) -> int:
+        """Published topics with a partition on a broker that is not shielded: sends to them work without
+        a master, on the route learnt last."""
+        usable = 0
+        for topic in self._session.topics:
+            route = self._routes.route(topic)
+            if route is not None and any(self._breaker.is_available(r.broker_id) for r in route.partitions):
+                usable += 1
+        return usable
 
     @property
     def master(self) -> NodeAddress:

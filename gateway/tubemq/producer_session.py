@@ -17,7 +17,7 @@ import platform
 from collections.abc import Callable
 
 from gateway.tubemq.backoff import ExponentialBackoff
-from gateway.tubemq.errors import ClientClosed, RequestTimeout, TubeMQError, for_code
+from gateway.tubemq.errors import ClientClosed, RequestTimeout, ServerError, TubeMQError, for_code
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.master import MasterClient
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
@@ -70,6 +70,8 @@ class ProducerSession:
         self._events = events
         self.topics: dict[str, None] = {}
         self.registered = False
+        self.master_failures = 0
+        """Master calls in a row (heartbeats, registrations) that no master answered; 0 after an answer."""
         self._register_sent = False
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -156,6 +158,8 @@ class ProducerSession:
                             extra={"client_id": self._client_id},
                         )
                     failures += 1
+                    if not isinstance(exc, ServerError):  # an errCode answer: the master is there
+                        self.master_failures += 1
                     delay = self._backoff.compute(failures)
                     self._emit(RegisterFailed(self._client_id, str(exc), failures, delay))
                     self._settle(self._take_waiters(), exc)
@@ -198,6 +202,7 @@ class ProducerSession:
         )
         self._register_sent = True
         answer = await self._master.call(Method.PRODUCER_REGISTER, request)
+        self.master_failures = 0
         assert isinstance(answer, master_pb.RegisterResponseM2P)
         if not (answer.success and answer.errCode == SUCCESS):
             raise for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
@@ -231,9 +236,11 @@ class ProducerSession:
             answer = await self._master.call(Method.PRODUCER_HEARTBEAT, request)
         except TubeMQError as exc:
             self.registered = False
+            self.master_failures += 1
             self._emit(HeartbeatFailed(self._client_id, str(exc), reregister=True))
             self._settle(waiters, exc)
             return
+        self.master_failures = 0
         assert isinstance(answer, master_pb.HeartResponseM2P)
         if answer.success and answer.errCode == SUCCESS:
             if self._routes.apply_heartbeat(answer):
