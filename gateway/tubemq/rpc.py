@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, TypeVar, cast
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, EncodeError, Message
 
 from gateway.tubemq.errors import STATUS_ERROR as STATUS_ERROR  # re-exported: answer statuses live here too
@@ -241,7 +242,66 @@ def _parse(message_type: type[_MessageT], data: bytes) -> _MessageT:
         # Same wording as Java's UninitializedMessageException, which peers report back.
         missing = ", ".join(cast(Any, message).FindInitializationErrors())
         raise ValueError(f"Message missing required fields: {missing}")
+    plan = _text_plans.get(message_type)
+    if plan is None:
+        plan = _text_plan(message_type)
+    if plan is not _NO_TEXT:
+        _check_text(message, plan, message_type.__name__)
     return message
+
+
+# (string fields, message fields) of a message type, each as (name, repeated); built once per type
+_TextPlan = tuple[tuple[tuple[str, bool], ...], tuple[tuple[str, bool], ...]]
+_text_plans: dict[type[Message], _TextPlan] = {}
+_NO_TEXT: _TextPlan = ((), ())
+
+
+def _text_plan(message_type: type[Message]) -> _TextPlan:
+    fields = message_type.DESCRIPTOR.fields
+    strings = tuple((f.name, _repeated(f)) for f in fields if f.type == FieldDescriptor.TYPE_STRING)
+    nested = tuple(
+        (f.name, _repeated(f))
+        for f in fields
+        if f.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP)
+    )
+    plan = _text_plans[message_type] = (strings, nested) if strings or nested else _NO_TEXT
+    return plan
+
+
+def _repeated(field: object) -> bool:
+    # ``label`` is gone from protobuf 7's descriptors, ``is_repeated`` missing from older ones.
+    flag = getattr(field, "is_repeated", None)
+    if flag is not None:
+        return bool(flag)
+    return bool(getattr(field, "label", None) == FieldDescriptor.LABEL_REPEATED)
+
+
+def _check_text(message: Message, plan: _TextPlan, path: str) -> None:
+    """Raise ValueError when a string field holds bytes that are not UTF-8.
+
+    Protobuf's Python parser accepts such bytes in proto2 ``string`` fields and hands them out as
+    ``bytes`` (Java would decode them with replacement characters); every reader here expects ``str``."""
+    strings, nested = plan
+    for name, repeated in strings:
+        value = getattr(message, name)
+        if repeated:
+            for item in value:
+                if type(item) is not str:
+                    raise ValueError(f"{path}.{name} holds bytes that are not UTF-8")
+        elif type(value) is not str:
+            raise ValueError(f"{path}.{name} holds bytes that are not UTF-8")
+    for name, repeated in nested:
+        if repeated:
+            for item in getattr(message, name):
+                _check_text(item, _plan_of(item), f"{path}.{name}")
+        elif message.HasField(name):
+            item = getattr(message, name)
+            _check_text(item, _plan_of(item), f"{path}.{name}")
+
+
+def _plan_of(message: Message) -> _TextPlan:
+    plan = _text_plans.get(type(message))
+    return plan if plan is not None else _text_plan(type(message))
 
 
 _CONN_REQUEST = encode_delimited(rpc_pb.RpcConnHeader(flag=FLAG_REQUEST).SerializeToString())
