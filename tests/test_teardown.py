@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,6 +106,18 @@ def request_points() -> Iterator[Point]:
 
 def running_tasks(marker: str) -> list[asyncio.Task[Any]]:
     return [t for t in asyncio.all_tasks() if marker in t.get_name() and not t.done()]
+
+
+def gone_check(members: Callable[[], Collection[str]], client_id: str) -> Callable[[], Awaitable[None]]:
+    """Waits until ``client_id`` is not among ``members()`` and none of its tasks runs any more."""
+
+    async def left() -> bool:
+        return client_id not in members() and not running_tasks(client_id)
+
+    async def gone() -> None:
+        await eventually(left, what=f"{client_id} leaving")
+
+    return gone
 
 
 @contextlib.asynccontextmanager
@@ -213,14 +225,7 @@ async def test_consumer_close_cancelled_at_every_point_leaves_the_group() -> Non
             assert await consumer.wait_for_assignment(10.0)
             assert consumer.client_id in master.consumers.members("g-close")
 
-            async def gone() -> None:
-                async def left() -> bool:
-                    members = master.consumers.members("g-close")
-                    return consumer.client_id not in members and not running_tasks(consumer.client_id)
-
-                await eventually(left, what=f"{consumer.client_id} leaving the group")
-
-            return consumer.close, gone
+            return consumer.close, gone_check(lambda: master.consumers.members("g-close"), consumer.client_id)
 
         assert await run_every_point(subject, pool) > 3
 
@@ -236,13 +241,7 @@ async def test_producer_close_cancelled_at_every_point_leaves_the_master() -> No
             await producer.publish("demo")
             assert producer.client_id in producers
 
-            async def gone() -> None:
-                async def left() -> bool:
-                    return producer.client_id not in producers and not running_tasks(producer.client_id)
-
-                await eventually(left, what=f"{producer.client_id} leaving the master")
-
-            return producer.close, gone
+            return producer.close, gone_check(lambda: producers, producer.client_id)
 
         assert await run_every_point(subject, pool) > 1
 
