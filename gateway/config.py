@@ -7,12 +7,28 @@ plain constructor arguments.
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+#: What a cross-origin page may send and read by default (``cors.allow_headers`` / ``cors.expose_headers``).
+CORS_REQUEST_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    "X-API-Key",
+    "X-Request-ID",
+    "Last-Event-ID",
+    "X-TubeMQ-Key",
+    "X-TubeMQ-Partition",
+    "X-TubeMQ-Attributes",
+    "X-TubeMQ-Stream-Id",
+    "X-TubeMQ-Msg-Time",
+)
+CORS_EXPOSED_HEADERS = ("X-Request-ID", "Retry-After", "RateLimit", "RateLimit-Policy", "Location")
 
 #: shortest consumers.id_secret accepted
 MIN_ID_SECRET = 16
@@ -227,6 +243,74 @@ class TubeMQSettings(BaseModel):
     auth: TubeMQAuthSettings = TubeMQAuthSettings()
 
 
+class RateLimitOverride(BaseModel):
+    """One principal's limits; a field left out takes the ``rate_limits`` default."""
+
+    model_config = {"extra": "forbid"}
+
+    publish_messages_per_second: float | None = Field(None, ge=0, description="messages/s; 0 = unlimited")
+    publish_bytes_per_second: float | None = Field(None, ge=0, description="payload bytes/s; 0 = unlimited")
+    burst_seconds: float | None = Field(None, gt=0, description="seconds of rate a burst may use at once")
+    max_instances_per_principal: int | None = Field(None, ge=0, description="consumer instances; 0 = no cap")
+
+
+class RateLimitSettings(BaseModel):
+    publish_messages_per_second: float | None = Field(
+        100_000,
+        ge=0,
+        description="messages each principal (each address when anonymous) may publish per "
+        "second on this replica; 0 or null = unlimited",
+    )
+    publish_bytes_per_second: float | None = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="payload bytes each principal may publish per second on this "
+        "replica; 0 or null = unlimited",
+    )
+    burst_seconds: float = Field(
+        2.0, gt=0, description="bucket size in seconds of rate: how far above the rate a burst may go"
+    )
+    max_instances_per_principal: int | None = Field(
+        100, ge=0, description="consumer instances one principal may hold on this replica; 0 or null = no cap"
+    )
+    overrides: dict[str, RateLimitOverride] = Field(
+        default_factory=dict,
+        description='per-principal limits by principal name, JSON: {"alice": {"publish_messages_per_second": '
+        '1000}}; "anonymous" sets each anonymous address\'s limits',
+    )
+    max_tracked_callers: int = Field(
+        10_000, ge=1, description="publish buckets kept in memory (least recently used dropped first)"
+    )
+
+
+class CorsSettings(BaseModel):
+    allow_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description='origins browsers may call the API from, JSON list or comma-separated ("*" = any); '
+        "empty = no CORS headers at all",
+    )
+    allow_headers: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(CORS_REQUEST_HEADERS),
+        description="request headers a cross-origin request may send",
+    )
+    expose_headers: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(CORS_EXPOSED_HEADERS),
+        description="response headers a cross-origin page may read",
+    )
+    max_age: int = Field(600, ge=0, description="seconds a browser may cache a preflight answer")
+
+    @field_validator("allow_origins", "allow_headers", "expose_headers", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        """An environment variable may hold a JSON list or comma-separated items."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [item.strip() for item in text.split(",") if item.strip()]
+        return value
+
+
 class Settings(BaseSettings):
     """All gateway settings. ``masters`` empty means: run on the embedded cluster."""
 
@@ -252,6 +336,9 @@ class Settings(BaseSettings):
     metrics: MetricsSettings = MetricsSettings()
     tubemq: TubeMQSettings = TubeMQSettings()
 
+    rate_limits: RateLimitSettings = RateLimitSettings()
+    cors: CorsSettings = CorsSettings()
+
     def advertised_url(self) -> str:
         """The base URL other replicas use to reach this one: ``consumers.advertised_url``, else derived
         from the listen address (this host's IPv4 address for a wildcard)."""
@@ -276,8 +363,6 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     """Settings from the environment, then ``config_file`` (JSON) if given, then explicit overrides."""
     base: dict[str, Any] = {}
     if config_file is not None:
-        import json
-
         data = json.loads(config_file.read_text(encoding="utf-8"))
         if not isinstance(data, dict):
             raise ValueError(f"{config_file}: expected a JSON object of settings")

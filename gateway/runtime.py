@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 from gateway.config import Settings
 from gateway.embedded.auth import ServerAuth
@@ -17,6 +18,7 @@ from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.instance_id import normalize_base_url
 from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
+from gateway.service.quotas import Quotas, RateLimits
 from gateway.tubemq.address import NodeAddress, parse_address_list
 from gateway.tubemq.breaker import BreakerState
 from gateway.tubemq.consumer_config import ConsumerConfig
@@ -26,6 +28,7 @@ from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.upstream import upstream_options
 
 log = logging.getLogger("gateway.runtime")
+_N = TypeVar("_N", int, float)
 
 
 class ConfigurationError(ValueError):
@@ -74,6 +77,7 @@ class Runtime:
     publish: PublishService | None = None
     consumers: ConsumerService | None = None
     masters: list[NodeAddress] = field(default_factory=list)
+    quotas: Quotas | None = None
     draining: bool = False
 
     async def start(self) -> None:
@@ -139,11 +143,13 @@ class Runtime:
                 events=self.events,
             )
             await self.producer.start()
+            self.quotas = build_quotas(s)
             self.publish = PublishService(
                 self.producer,
                 max_batch_messages=s.limits.max_batch_messages,
                 concurrency=s.limits.publish_concurrency,
                 send_timeout=s.producer.send_timeout,
+                quotas=self.quotas,
             )
             self.consumers = self._consumer_service(self.pool, id_secret, peers)
             await self.consumers.start()
@@ -176,6 +182,7 @@ class Runtime:
             ),
             id_secret=id_secret,
             peers=peers,
+            quotas=self.quotas,
         )
 
     def readiness(self) -> tuple[bool, dict[str, object]]:
@@ -218,3 +225,28 @@ class Runtime:
         if self.cluster is not None:
             await self.cluster.stop()
             self.cluster = None
+
+
+def build_quotas(settings: Settings) -> Quotas:
+    """The callers' limits from ``settings.rate_limits`` (an override's missing fields take the default)."""
+    r = settings.rate_limits
+    default = RateLimits(
+        publish_messages_per_second=r.publish_messages_per_second,
+        publish_bytes_per_second=r.publish_bytes_per_second,
+        burst_seconds=r.burst_seconds,
+        max_instances=r.max_instances_per_principal,
+    )
+    overrides = {
+        name: RateLimits(
+            publish_messages_per_second=_pick(o.publish_messages_per_second, r.publish_messages_per_second),
+            publish_bytes_per_second=_pick(o.publish_bytes_per_second, r.publish_bytes_per_second),
+            burst_seconds=o.burst_seconds if o.burst_seconds is not None else r.burst_seconds,
+            max_instances=_pick(o.max_instances_per_principal, r.max_instances_per_principal),
+        )
+        for name, o in r.overrides.items()
+    }
+    return Quotas(default, overrides, max_callers=r.max_tracked_callers)
+
+
+def _pick(override: _N | None, default: _N | None) -> _N | None:
+    return default if override is None else override

@@ -13,6 +13,8 @@ from gateway.service.errors import (
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    Quota,
+    RateLimited,
     ServiceError,
     Unavailable,
     UpstreamError,
@@ -27,6 +29,10 @@ def test_every_error_kind_has_its_own_code() -> None:
     assert errors.CODE_BY_KIND[ErrorKind.GONE] is grpc.StatusCode.FAILED_PRECONDITION
     assert errors.CODE_BY_KIND[ErrorKind.UNAVAILABLE] is grpc.StatusCode.UNAVAILABLE
     assert errors.CODE_BY_KIND[ErrorKind.UPSTREAM] is grpc.StatusCode.INTERNAL
+    assert errors.CODE_BY_KIND[ErrorKind.RATE_LIMITED] is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+QUOTA = Quota("messages", 200, 2.0, 0, "messages")
 
 
 @pytest.mark.parametrize(
@@ -37,6 +43,7 @@ def test_every_error_kind_has_its_own_code() -> None:
         (NotFound("no"), grpc.StatusCode.NOT_FOUND),
         (Gone("gone"), grpc.StatusCode.FAILED_PRECONDITION),
         (Unavailable("later"), grpc.StatusCode.UNAVAILABLE),
+        (RateLimited("slow down", retry_after=1, quota=QUOTA), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (UpstreamError("refused", errno=500), grpc.StatusCode.INTERNAL),
         (errors.AuthError("who are you"), grpc.StatusCode.UNAUTHENTICATED),
         (errors.AuthError("not you", denied=True), grpc.StatusCode.PERMISSION_DENIED),
@@ -114,3 +121,30 @@ def test_error_status_is_wire_compatible_with_google_rpc_status() -> None:
     descriptor = pb.ErrorStatus.DESCRIPTOR.fields_by_name
     assert fields["code"][0] == 1 and fields["message"][0] == 2 and fields["details"][0] == 3
     assert descriptor["details"].message_type.full_name == "google.protobuf.Any"
+
+
+def test_rate_limited_carries_retry_info_google_clients_understand() -> None:
+    exc = RateLimited("principal 'alice' is above its publish limit", retry_after=0.25, quota=QUOTA)
+    detail = errors.error_detail(exc)
+    assert detail.code == "rate_limited" and detail.retry_after_seconds == 0.25
+    assert detail.grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    trailers = errors.trailers_for(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.message, detail)
+    assert dict(trailers)[errors.RETRY_AFTER_TRAILER] == "1"  # whole seconds, rounded up
+    unpacked = errors.unpack_status(trailers)
+    assert unpacked is not None and unpacked[1] == detail  # details[0] stays the ErrorDetail
+    status = unpacked[0]
+    assert [d.type_url for d in status.details] == [
+        "type.googleapis.com/tubemq.gateway.v1.ErrorDetail",
+        "type.googleapis.com/google.rpc.RetryInfo",
+    ]
+    assert errors.retry_delay(status) == 0.25
+    # google.rpc.RetryInfo is {google.protobuf.Duration retry_delay = 1}: read it as such, by hand.
+    info = status.details[1].value
+    assert info[0] == 0x0A and info[1] == len(info) - 2
+    assert errors.retry_delay(pb.ErrorStatus(code=8)) is None
+
+
+def test_unavailable_also_says_when_to_retry_in_retry_info() -> None:
+    detail = errors.error_detail(Unavailable("later", retry_after=2.0))
+    unpacked = errors.unpack_status(errors.trailers_for(grpc.StatusCode.UNAVAILABLE, "later", detail))
+    assert unpacked is not None and errors.retry_delay(unpacked[0]) == 2.0

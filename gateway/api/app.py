@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from gateway import __version__
 from gateway.api import routes_consumers, routes_health, routes_ranges, routes_topics
+from gateway.api.cors import install_cors
 from gateway.api.errors import install_error_handlers
 from gateway.api.routes_metrics import install_observability
 from gateway.api.schemas import PublishRequest
@@ -51,6 +52,7 @@ def create_app(
     metrics = rt.settings.metrics
     install_observability(app, rt, max_topics=metrics.max_topics, max_groups=metrics.max_groups)
     _document_extra_schemas(app)
+    install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)
     return app
 
 

@@ -14,6 +14,7 @@ from gateway.config import Settings
 from gateway.runtime import Runtime
 from gateway.service.errors import Unavailable
 from gateway.service.publish import PublishService
+from gateway.service.quotas import set_caller_address
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -27,6 +28,13 @@ async def runtime_dep(request: Request) -> Runtime:
 
 async def get_settings_dep(request: Request) -> Settings:
     return get_runtime(request).settings
+
+
+def bind_caller_address(request: Request) -> None:
+    """Hand the client's address down to the service layer, which keys anonymous callers' quotas by it.
+    (Behind a proxy it is the proxy's, unless the server trusts its forwarded-for headers.)"""
+    client = request.scope.get("client")
+    set_caller_address(client[0] if client else None)
 
 
 async def get_publish_service(request: Request) -> PublishService:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import math
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from gateway.service.errors import ErrorKind, ServiceError, Unavailable
+from gateway.api.schemas import ErrorResponse
+from gateway.service.errors import ErrorKind, Quota, RateLimited, ServiceError, Unavailable
 
 log = logging.getLogger("gateway.api")
 
@@ -18,14 +21,59 @@ STATUS_BY_KIND = {
     ErrorKind.NOT_FOUND: 404,
     ErrorKind.GONE: 410,
     ErrorKind.UNAVAILABLE: 503,
+    ErrorKind.RATE_LIMITED: 429,
     ErrorKind.UPSTREAM: 502,
 }
+
+
+_HEADER_DOC = {"schema": {"type": "string"}}
+#: The OpenAPI answer of a route that can refuse a caller above its quota.
+RATE_LIMITED_DOC: dict[str, Any] = {
+    "model": ErrorResponse,
+    "description": "the caller (principal, or address when anonymous) is above its quota: retry after "
+    "`Retry-After` seconds (also `error.retryAfterSeconds`)",
+    "headers": {
+        "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}},
+        "RateLimit-Policy": {
+            "description": "the quota run out of (draft-ietf-httpapi-ratelimit-headers), "
+            'e.g. "messages";q=200;w=2',
+            **_HEADER_DOC,
+        },
+        "RateLimit": {
+            "description": 'what is left of it and when it is back, e.g. "messages";r=0;t=1',
+            **_HEADER_DOC,
+        },
+    },
+}
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def rate_limit_headers(quota: Quota, retry_after: float) -> dict[str, str]:
+    """``Retry-After`` (whole seconds, rounded up) and the ``RateLimit-Policy`` and ``RateLimit`` fields of
+    draft-ietf-httpapi-ratelimit-headers (structured lists: ``"name";q=..;w=..`` and ``"name";r=..;t=..``)
+    for the quota a caller ran out of."""
+    wait = max(1, math.ceil(retry_after))
+    policy = f'"{quota.name}";q={quota.quota}'
+    if quota.window is not None:
+        policy += f";w={_number(quota.window)}"
+    if quota.unit == "content-bytes":
+        policy += ';qu="content-bytes"'
+    return {
+        "Retry-After": str(wait),
+        "RateLimit-Policy": policy,
+        "RateLimit": f'"{quota.name}";r={max(0, quota.remaining)};t={wait}',
+    }
 
 
 def error_response(exc: ServiceError) -> JSONResponse:
     status = STATUS_BY_KIND[exc.kind]
     headers = {}
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, RateLimited):
+        headers = rate_limit_headers(exc.quota, exc.retry_after)
+    elif isinstance(exc, Unavailable):
         headers["Retry-After"] = str(max(1, round(exc.retry_after)))
     return JSONResponse({"error": exc.to_dict()}, status_code=status, headers=headers)
 

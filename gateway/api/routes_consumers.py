@@ -25,6 +25,8 @@ from gateway.api.consumer_schemas import (
     PollResponse,
     ValueFormat,
 )
+from gateway.api.deps import bind_caller_address
+from gateway.api.errors import RATE_LIMITED_DOC
 from gateway.api.forwarding import Forwarder
 from gateway.api.schemas import ErrorResponse
 from gateway.runtime import Runtime
@@ -124,7 +126,7 @@ def _owner(
     operation_id="createConsumer",
     summary="Join a consumer group with a new instance",
     response_model=CreateConsumerResponse,
-    responses=_ERRORS,
+    responses={**_ERRORS, 429: RATE_LIMITED_DOC},
 )
 async def create_consumer(
     group: str, body: CreateConsumerRequest, request: Request, service: ConsumersDep
@@ -152,6 +154,7 @@ async def create_consumer(
         session_key=body.sessionKey,
         source_count=body.sourceCount,
     )
+    bind_caller_address(request)
     info = await service.create(group, spec)
     base_url = service.base_url(group, info.instance_id)
     return JSONResponse(

@@ -9,11 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.api.deps import PublishDep, get_publish_service, get_runtime
-from gateway.api.errors import STATUS_BY_KIND
+from gateway.api.deps import PublishDep, bind_caller_address, get_publish_service, get_runtime
+from gateway.api.errors import RATE_LIMITED_DOC, STATUS_BY_KIND
 from gateway.api.publish_parse import parse_json_batch, parse_raw_message
 from gateway.api.schemas import ErrorResponse, PublishRequest, PublishResponse, TopicResponse
-from gateway.service.errors import ErrorKind, InvalidInput, PayloadTooLarge
+from gateway.service.errors import ErrorKind, PayloadTooLarge
 from gateway.service.publish import PublishOutcome
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
@@ -23,7 +23,6 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "a field is invalid; `error.field` names it"},
     404: {"model": ErrorResponse, "description": "the topic has no publishable partitions"},
     413: {"model": ErrorResponse, "description": "a message or the body is too large; `error.limit`"},
-    415: {"model": ErrorResponse, "description": "unsupported Content-Type"},
     503: {"model": ErrorResponse, "description": "no broker can take the topic now; see Retry-After"},
 }
 
@@ -40,6 +39,55 @@ _PUBLISH_BODY: dict[str, Any] = {
         },
     }
 }
+
+
+_JSON = "application/json"
+_OCTETS = "application/octet-stream"
+_SUPPORTED_TYPES = f"{_JSON} (a batch) or {_OCTETS} (one raw message)"
+
+
+def _is_raw(header: str | None) -> bool | None:
+    """False for a JSON batch, True for one raw message, None for a Content-Type publish refuses.
+
+    A publish must say what it sends: no type is not taken for JSON. That also closes the browser's
+    ``no-cors`` door: a page can send a body without a type, or as text/plain, without asking the gateway
+    (no CORS preflight), but not as application/json. JSON is UTF-8 (RFC 8259): another charset is refused.
+    """
+    if header is None:
+        return None
+    if header == _JSON:  # the usual spelling, without parsing
+        return False
+    media, _, params = header.partition(";")
+    media = media.strip().lower()
+    if media == _OCTETS:
+        return True
+    if media == _JSON and _charset(params) in (None, "utf-8", "utf8"):
+        return False
+    return None
+
+
+def _unsupported_media_type(header: str | None) -> JSONResponse:
+    """The 415 answer for a Content-Type :func:`_is_raw` refused, saying what to send instead."""
+    if header is not None:
+        media, _, params = header.partition(";")
+        charset = _charset(params)
+        if media.strip().lower() == _JSON and charset is not None:
+            return _media_error(f"JSON must be UTF-8, not charset {charset[:40]!r}: send {_JSON}")
+    named = "no Content-Type" if header is None else f"Content-Type {header[:100]!r}"
+    return _media_error(f"{named} is not supported here: send {_SUPPORTED_TYPES}")
+
+
+def _charset(params: str) -> str | None:
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"').lower()
+    return None
+
+
+def _media_error(message: str) -> JSONResponse:
+    error = {"code": "unsupported_media_type", "message": message, "field": "Content-Type"}
+    return JSONResponse({"error": error}, status_code=415)
 
 
 def status_of(kind: ErrorKind) -> int:
@@ -109,7 +157,15 @@ def _result(outcome: PublishOutcome) -> dict[str, Any]:
     operation_id="publishMessages",
     summary="Publish a batch (JSON) or one raw message (octet-stream)",
     response_model=PublishResponse,
-    responses={207: {"model": PublishResponse, "description": "some messages failed"}, **_ERRORS},
+    responses={
+        207: {"model": PublishResponse, "description": "some messages failed"},
+        **_ERRORS,
+        415: {
+            "model": ErrorResponse,
+            "description": "Content-Type missing or not application/json (UTF-8) or application/octet-stream",
+        },
+        429: RATE_LIMITED_DOC,
+    },
     openapi_extra=_PUBLISH_BODY,
 )
 async def publish_messages(topic: str, request: Request) -> Response:
@@ -118,7 +174,10 @@ async def publish_messages(topic: str, request: Request) -> Response:
     # resolution was ~5% of the gateway's CPU on a one-message publish.
     service = await get_publish_service(request)
     settings = get_runtime(request).settings
-    content_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    bind_caller_address(request)
+    raw = _is_raw(request.headers.get("content-type"))
+    if raw is None:
+        return _unsupported_media_type(request.headers.get("content-type"))
     limit = settings.limits.max_request_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -126,21 +185,10 @@ async def publish_messages(topic: str, request: Request) -> Response:
     body = await request.body()
     if len(body) > limit:
         raise PayloadTooLarge(f"request body above {limit} bytes; split the batch", limit=limit, field="body")
-    if content_type == "application/json":
-        outcomes = await service.publish(topic, parse_json_batch(body))
-    elif content_type == "application/octet-stream":
+    if raw:
         outcomes = await service.publish(topic, [parse_raw_message(body, request.headers)], raw=True)
     else:
-        return JSONResponse(
-            {
-                "error": InvalidInput(
-                    f"unsupported Content-Type {content_type!r}: use application/json or "
-                    "application/octet-stream",
-                    field="Content-Type",
-                ).to_dict()
-            },
-            status_code=415,
-        )
+        outcomes = await service.publish(topic, parse_json_batch(body))
     stored = render_all_stored(topic, outcomes)
     if stored is not None:
         return Response(stored, media_type="application/json")

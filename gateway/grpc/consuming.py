@@ -14,12 +14,14 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from gateway.grpc.convert import peer_host
 from gateway.grpc.errors import StreamSuperseded, renamed
 from gateway.grpc.pb.v1 import gateway_pb2 as pb
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
 from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.instance import CommitResult, DeliveredMessage
+from gateway.service.quotas import set_caller_address
 
 #: Service-layer field names (REST query parameters and headers) -> the proto3 JSON names of gRPC requests.
 _FIELDS = {
@@ -52,6 +54,7 @@ class ConsumerRpcs:
                 "this gateway is shutting down; create the consumer instance through another replica",
                 retry_after=1.0,
             )
+        set_caller_address(peer_host(context.peer()))
         info = await service.create(request.group, instance_spec(request))
         return consumer_instance(info)
 

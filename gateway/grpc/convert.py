@@ -60,3 +60,17 @@ def topic(view: TopicView) -> pb.Topic:
         ],
         shielded_brokers=view.shielded_brokers,
     )
+
+
+def peer_host(peer: str | None) -> str | None:
+    """The client's host from a gRPC peer string (``ipv4:10.0.0.7:5123``, ``ipv6:[::1]:5123``,
+    ``unix:/path``): the address anonymous callers' quotas are keyed by."""
+    if not peer:
+        return None
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or rest
+    if kind == "ipv6":
+        host = rest.rpartition(":")[0] if rest.startswith("[") else rest
+        return host.strip("[]") or None
+    return peer

@@ -8,6 +8,8 @@
     NotFound                 NOT_FOUND             404
     Gone                     FAILED_PRECONDITION   410   an expired or deleted consumer instance
     Unavailable              UNAVAILABLE           503   detail.retry_after_seconds, trailer retry-after
+    RateLimited              RESOURCE_EXHAUSTED    429   detail.retry_after_seconds, trailer retry-after,
+                                                         and a google.rpc.RetryInfo in the status details
     UpstreamError            INTERNAL              502   detail.tubemq_error_code
     AdapterError             refusals of the gRPC adapter itself:
      ├── AuthError           UNAUTHENTICATED / PERMISSION_DENIED (raised by an auth hook)
@@ -23,14 +25,17 @@ in the standard ``grpc-status-details-bin`` trailer; per-message failures of a p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import grpc
+from google.protobuf.any_pb2 import Any as AnyPb
+from google.protobuf.duration_pb2 import Duration
 
 from gateway.grpc.pb.v1 import gateway_pb2 as pb
-from gateway.service.errors import ErrorKind, PayloadTooLarge, ServiceError, Unavailable
+from gateway.service.errors import ErrorKind, PayloadTooLarge, RateLimited, ServiceError, Unavailable
 
 CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -38,6 +43,7 @@ CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorKind.GONE: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    ErrorKind.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorKind.UPSTREAM: grpc.StatusCode.INTERNAL,
 }
 
@@ -46,6 +52,8 @@ Metadata = tuple[tuple[str, Any], ...]
 
 DETAILS_TRAILER = "grpc-status-details-bin"
 RETRY_AFTER_TRAILER = "retry-after"
+#: The type URL standard gRPC clients look for: our RetryInfo is wire-compatible with google.rpc.RetryInfo.
+RETRY_INFO_TYPE_URL = "type.googleapis.com/google.rpc.RetryInfo"
 
 
 class AdapterError(Exception):
@@ -98,7 +106,7 @@ def error_detail(exc: ServiceError) -> pb.ErrorDetail:
         detail.tubemq_error_code = exc.errno
     if isinstance(exc, PayloadTooLarge):
         detail.limit = exc.limit
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, Unavailable | RateLimited):
         detail.retry_after_seconds = exc.retry_after
     return detail
 
@@ -111,9 +119,15 @@ def status_message(exc: ServiceError) -> str:
 def trailers_for(code: grpc.StatusCode, message: str, detail: pb.ErrorDetail) -> Metadata:
     status = pb.ErrorStatus(code=_number(code), message=message)
     status.details.add().Pack(detail)
+    retry = detail.HasField("retry_after_seconds")
+    if retry:
+        delay = Duration()
+        delay.FromNanoseconds(max(0, round(detail.retry_after_seconds * 1e9)))
+        info = pb.RetryInfo(retry_delay=delay).SerializeToString()
+        status.details.append(AnyPb(type_url=RETRY_INFO_TYPE_URL, value=info))
     trailers: Metadata = ((DETAILS_TRAILER, status.SerializeToString()),)
-    if detail.HasField("retry_after_seconds"):
-        trailers += ((RETRY_AFTER_TRAILER, str(max(1, round(detail.retry_after_seconds)))),)
+    if retry:
+        trailers += ((RETRY_AFTER_TRAILER, str(max(1, math.ceil(detail.retry_after_seconds)))),)
     return trailers
 
 
@@ -139,6 +153,15 @@ async def abort_internal(
     trailers = trailers_for(grpc.StatusCode.INTERNAL, message, detail) + extra
     await context.abort(grpc.StatusCode.INTERNAL, message, trailers)
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
+
+
+def retry_delay(status: pb.ErrorStatus) -> float | None:
+    """Client side helper: the seconds of the status's google.rpc.RetryInfo detail, if it has one."""
+    for detail in status.details:
+        if detail.type_url == RETRY_INFO_TYPE_URL:
+            info = pb.RetryInfo.FromString(detail.value)
+            return float(info.retry_delay.ToNanoseconds()) / 1e9
+    return None
 
 
 def unpack_status(trailers: Any) -> tuple[pb.ErrorStatus, pb.ErrorDetail] | None:

@@ -36,6 +36,7 @@ from gateway.service.instance_id import (
     redact,
 )
 from gateway.service.peers import PeerPolicy
+from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import AssignedPartition, Consumer
@@ -115,6 +116,8 @@ class _Registry:
     closing: dict[str, ConsumerInstance] = field(default_factory=dict)
     closed: OrderedDict[str, str] = field(default_factory=OrderedDict)
     creating: int = 0
+    #: instance id -> the quota key it is counted under (see Quotas.claim_instance)
+    quota_keys: dict[str, str] = field(default_factory=dict)
 
 
 class ConsumerService:
@@ -144,6 +147,7 @@ class ConsumerService:
         peers: PeerPolicy | None = None,
         reap_interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        quotas: Quotas | None = None,
     ) -> None:
         if lease <= 0 or commit_timeout <= 0 or assignment_wait < 0:
             raise ValueError("lease and commit_timeout must be > 0 and assignment_wait >= 0 seconds")
@@ -166,6 +170,7 @@ class ConsumerService:
         self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)
         self._reap_interval = reap_interval if reap_interval is not None else min(max(lease / 4, 0.05), 5.0)
         self._clock = clock
+        self._quotas = quotas
         self._registry = _Registry()
         self._reaper: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
@@ -269,6 +274,25 @@ class ConsumerService:
                 retry_after=5.0,
             )
         config, max_bytes = self._instance_config(spec)
+        # The caller's own cap (RateLimited), after the request was found valid; an idle instance frees its
+        # place at the latest when its lease ends.
+        quota_key = self._quotas.claim_instance(min(self.lease, 60.0)) if self._quotas else None
+        try:
+            instance_id, consumer = await self._join(group, spec, config, max_bytes)
+        except BaseException:
+            if self._quotas is not None:
+                self._quotas.release_instance(quota_key)
+            raise
+        if quota_key is not None:
+            registry.quota_keys[instance_id] = quota_key
+        log.info("consumer instance created", extra={"group": group, "instance": instance_id})
+        return InstanceInfo(instance_id, group, self.advertised_url, consumer.client_id, spec.auto_commit)
+
+    async def _join(
+        self, group: str, spec: InstanceSpec, config: ConsumerConfig, max_bytes: int | None
+    ) -> tuple[str, Consumer]:
+        """Start a core consumer for a new instance and register it once the master accepted it."""
+        registry = self._registry
         try:
             consumer = Consumer(
                 self._masters, group, spec.topics, pool=self._pool, config=config, events=self._events
@@ -309,8 +333,7 @@ class ConsumerService:
             raise Unavailable(
                 "the gateway is stopping; create the instance on another replica", retry_after=1.0
             )
-        log.info("consumer instance created", extra={"group": group, "instance": instance_id})
-        return InstanceInfo(instance_id, group, self.advertised_url, consumer.client_id, spec.auto_commit)
+        return instance_id, consumer
 
     async def poll(
         self,
@@ -437,6 +460,8 @@ class ConsumerService:
             while len(registry.closed) > _REMEMBER_CLOSED:
                 registry.closed.popitem(last=False)
             registry.closing[key] = instance
+            if self._quotas is not None:
+                self._quotas.release_instance(registry.quota_keys.pop(key, None))
         elif key not in registry.closing:
             return
         try:

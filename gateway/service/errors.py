@@ -8,11 +8,13 @@ Each error has a ``kind`` that the adapters translate, in one place each, to an 
      ├── NotFound            -> 404 / NOT_FOUND          e.g. the topic has no publishable partitions
      ├── Gone                -> 410 / FAILED_PRECONDITION a consumer instance expired or was deleted
      ├── Unavailable         -> 503 / UNAVAILABLE        no broker can take it now; carries retry_after
+     ├── RateLimited         -> 429 / RESOURCE_EXHAUSTED the caller is above its quota; carries retry_after
      └── UpstreamError       -> 502 / INTERNAL           TubeMQ answered with an error we cannot fix here
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -22,6 +24,7 @@ class ErrorKind(Enum):
     NOT_FOUND = "not_found"
     GONE = "gone"
     UNAVAILABLE = "unavailable"
+    RATE_LIMITED = "rate_limited"
     UPSTREAM = "upstream_error"
 
 
@@ -86,6 +89,38 @@ class Unavailable(ServiceError):
     def __init__(self, message: str, *, retry_after: float = 1.0, errno: int | None = None) -> None:
         super().__init__(message, errno=errno)
         self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, object]:
+        body = super().to_dict()
+        body["retryAfterSeconds"] = self.retry_after
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """The quota a :class:`RateLimited` caller ran out of, as the adapters advertise it.
+
+    ``name`` identifies the policy (``messages``, ``bytes``, ``instances``); ``quota`` units are allowed
+    per ``window`` seconds (None: a count held at once, not a rate); ``remaining`` is what is left now;
+    ``unit`` says what is counted (``requests``-like messages, ``content-bytes``, or instances).
+    """
+
+    name: str
+    quota: int
+    window: float | None
+    remaining: int
+    unit: str
+
+
+class RateLimited(ServiceError):
+    """The caller (its principal, or its address when anonymous) is above one of its quotas."""
+
+    kind = ErrorKind.RATE_LIMITED
+
+    def __init__(self, message: str, *, retry_after: float, quota: Quota) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.quota = quota
 
     def to_dict(self) -> dict[str, object]:
         body = super().to_dict()

@@ -21,6 +21,7 @@ from gateway.service.errors import (
     Unavailable,
     UpstreamError,
 )
+from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.breaker import BreakerState
 from gateway.tubemq.payload import build_attribute_text
@@ -168,7 +169,8 @@ def map_core_error(exc: BaseException, topic: str, index: int | None = None) -> 
 
 
 class PublishService:
-    """Publishes batches through one shared :class:`Producer`."""
+    """Publishes batches through one shared :class:`Producer`; ``quotas``, when given, limits each caller's
+    messages and bytes per second (a refused batch raises RateLimited and sends nothing)."""
 
     def __init__(
         self,
@@ -177,8 +179,10 @@ class PublishService:
         max_batch_messages: int = 1000,
         concurrency: int = 256,
         send_timeout: float = 10.0,
+        quotas: Quotas | None = None,
     ) -> None:
         self._producer = producer
+        self._quotas = quotas
         self._max_batch = max_batch_messages
         self._concurrency = concurrency
         self._send_timeout = send_timeout
@@ -216,16 +220,22 @@ class PublishService:
             )
         limit = (await self.ensure_topic(topic)).max_msg_size
         single = len(messages) == 1
+        total = 0
         for i, message in enumerate(messages):
             prefix = "message" if raw else f"messages[{i}]"
             validate_message(message, None if raw else i, prefix)
-            if payload_size(message) > limit:
+            size = payload_size(message)
+            if size > limit:
                 raise PayloadTooLarge(
-                    f"message of {payload_size(message)} bytes is above the topic's limit of {limit} bytes",
+                    f"message of {size} bytes is above the topic's limit of {limit} bytes",
                     limit=limit,
                     field=f"{prefix}.value",
                     index=None if raw else i,
                 )
+            total += size
+        if self._quotas is not None:
+            # One check for the whole, valid batch, before anything is sent (raises RateLimited).
+            self._quotas.charge_publish(len(messages), total)
         outcomes = [PublishOutcome(i) for i in range(len(messages))]
         if single:
             await self._send_one(topic, messages[0], outcomes[0])

@@ -1,4 +1,7 @@
+import datetime
+
 from google.protobuf import any_pb2 as _any_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -336,3 +339,9 @@ class ErrorStatus(_message.Message):
     message: str
     details: _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
+
+class RetryInfo(_message.Message):
+    __slots__ = ("retry_delay",)
+    RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
+    retry_delay: _duration_pb2.Duration
+    def __init__(self, retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
