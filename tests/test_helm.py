@@ -29,6 +29,8 @@ from deploy_tools import (
     run_helm,
 )
 
+from gateway.config import RateLimitSettings, Settings
+
 FULLNAME = f"{RELEASE}-tubemq-gateway"
 EVERYTHING: dict[str, Any] = {
     "masters": "master-0.tubemq:8715,master-1.tubemq:8715",
@@ -211,6 +213,48 @@ def test_config_and_secret(full_manifests: list[dict[str, Any]]) -> None:
     assert {"secretRef": {"name": "tubemq-credentials"}} in container(existing)["envFrom"]
 
 
+def config_data(manifests: list[dict[str, Any]]) -> dict[str, str]:
+    config = next(m for m in by_kind(manifests, "ConfigMap") if m["metadata"]["name"] == FULLNAME)
+    data: dict[str, str] = config["data"]
+    return data
+
+
+def test_rate_limits_and_cors_reach_the_settings(
+    default_manifests: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    defaults = config_data(default_manifests)
+    assert defaults["TUBEMQ_GATEWAY_RATE_LIMITS__PUBLISH_BYTES_PER_SECOND"] == "268435456"  # no 2.6e+08
+    assert not [k for k in defaults if k.startswith("TUBEMQ_GATEWAY_CORS__")], "no CORS unless asked"
+    assert "TUBEMQ_GATEWAY_RATE_LIMITS__OVERRIDES" not in defaults
+    custom = config_data(
+        render(
+            {
+                "rateLimits": {
+                    "publishMessagesPerSecond": 0.5,
+                    "maxInstancesPerPrincipal": 0,
+                    "overrides": {"ingest": {"publish_messages_per_second": 500000}},
+                },
+                "cors": {"allowOrigins": ["https://console.example", "http://localhost:3000"]},
+            }
+        )
+    )
+    for name, value in custom.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.rate_limits.publish_messages_per_second == 0.5
+    assert settings.rate_limits.publish_bytes_per_second == 268435456
+    assert settings.rate_limits.max_instances_per_principal == 0
+    assert settings.rate_limits.overrides["ingest"].publish_messages_per_second == 500000
+    assert settings.cors.allow_origins == ["https://console.example", "http://localhost:3000"]
+    assert settings.cors.max_age == 600
+    for name in custom:
+        monkeypatch.delenv(name)
+    for name, value in defaults.items():
+        if name.startswith("TUBEMQ_GATEWAY_RATE_LIMITS__"):
+            monkeypatch.setenv(name, value)
+    assert Settings().rate_limits == RateLimitSettings(), "the chart's defaults are the gateway's"
+
+
 def test_ingress_hpa_and_pdb(full_manifests: list[dict[str, Any]]) -> None:
     ingress = one(full_manifests, "Ingress")["spec"]
     assert ingress["ingressClassName"] == "nginx" and ingress["tls"][0]["hosts"] == ["gw.example"]
@@ -315,6 +359,8 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
         ("http.port=70000", "http.port"),
         ("config.not-an-env-name=1", "config"),
         ("tubemq.tls.verify=maybe", "verify"),
+        ("rateLimits.burstSeconds=0", "burstSeconds"),
+        ("cors.allowOrigins[0]=console.example/app", "allowOrigins"),
     ],
 )
 def test_values_schema_rejects_mistakes(flag: str, complaint: str) -> None:
