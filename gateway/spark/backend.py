@@ -38,7 +38,7 @@ def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
         return rest.plan(options)
     assert options.masters is not None
     masters = options.masters
-    core = get_core(options.timeout)
+    core = get_core(options.timeout, options.tubemq)
     return core.run(plan_topic(core, masters, options.topic, options.group_prefix))
 
 
@@ -51,7 +51,7 @@ def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
 
         yield from rest.read_batches(options, task)
         return
-    core = get_core(options.timeout)
+    core = get_core(options.timeout, options.tubemq)
     reader = core.reader(options.group_prefix)
     reader.visit_token = task.visit_token
     for batch in core.iterate(reader.read(task.partition, task.start, task.end)):
@@ -120,6 +120,6 @@ def write_rows(options: SourceOptions, columns: Sequence[str], rows: Iterable[An
 
         return sum(rest.send_chunk(options, chunk) for chunk in _chunks(rows, columns))
     assert options.masters is not None
-    core = get_core(options.timeout)
+    core = get_core(options.timeout, options.tubemq)
     producer = core.run(core.producer(options.masters, options.topic))
     return sum(core.run(_send_chunk(producer, options.topic, chunk)) for chunk in _chunks(rows, columns))

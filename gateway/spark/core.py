@@ -6,7 +6,8 @@ thread with one :class:`ConnectionPool`, one :class:`RangeReader` per group pref
 :class:`Producer` per master list, reused by every task the process runs. Synchronous code hands coroutines
 to the loop (:meth:`SparkCore.run`) and walks async iterators step by step (:meth:`SparkCore.iterate`).
 A forked worker gets a fresh core (the parent's loop thread does not survive a fork); at interpreter exit
-the producers close (the master forgets them at once) and the pool closes.
+the producers close (the master forgets them at once) and the pool closes. Jobs with other TLS or
+authentication settings towards TubeMQ (``tls*``/``auth.*`` options) get a core of their own.
 
 Planning helpers (:func:`plan_topic`) run on the driver: discover the topic's partitions through the master
 and read each store's bounds from its broker.
@@ -23,6 +24,7 @@ from collections.abc import AsyncGenerator, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from gateway.config import TubeMQSettings
 from gateway.tubemq.address import parse_address_list
 from gateway.tubemq.client_id import consumer_id, local_ipv4
 from gateway.tubemq.master import MasterClient
@@ -31,11 +33,11 @@ from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.range_reader import OffsetBounds, RangeReader
 from gateway.tubemq.topic_partitions import TopicLayout, discover_partitions
+from gateway.upstream import UpstreamOptions, upstream_options
 
 __all__ = ["PartitionRange", "PlannedPartition", "SparkCore", "get_core", "plan_topic"]
 
 T = TypeVar("T")
-DEFAULT_MASTER_PORT = 8715
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +83,12 @@ class PlannedPartition:
 
 
 class SparkCore:
-    """See the module docstring. ``rpc_timeout`` (seconds) bounds every TubeMQ call."""
+    """See the module docstring. ``rpc_timeout`` (seconds) bounds every TubeMQ call; ``upstream`` is the TLS
+    context and credentials of the pool (none: plain TCP, no authentication)."""
 
-    def __init__(self, rpc_timeout: float = 10.0) -> None:
+    def __init__(self, rpc_timeout: float = 10.0, upstream: UpstreamOptions | None = None) -> None:
         self.rpc_timeout = rpc_timeout
+        self.upstream = upstream or upstream_options(TubeMQSettings())
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="tubemq-spark-core", daemon=True)
@@ -107,7 +111,13 @@ class SparkCore:
     async def _new_pool(self) -> ConnectionPool:
         self._producer_lock = asyncio.Lock()
         self._discovery_lock = asyncio.Lock()
-        return ConnectionPool(connect_timeout=min(3.0, self.rpc_timeout))
+        upstream = self.upstream
+        return ConnectionPool(
+            connect_timeout=min(3.0, self.rpc_timeout),
+            ssl=upstream.ssl,
+            server_hostname=upstream.server_hostname,
+            credentials=upstream.credentials,
+        )
 
     # --- bridging sync and async -------------------------------------------------------------------
 
@@ -142,7 +152,7 @@ class SparkCore:
     def master(self, masters: str) -> MasterClient:
         client = self._masters.get(masters)
         if client is None:
-            addresses = parse_address_list(masters, DEFAULT_MASTER_PORT)
+            addresses = parse_address_list(masters, self.upstream.master_port)
             client = MasterClient(addresses, self.pool, timeout=self.rpc_timeout)
             self._masters[masters] = client
         return client
@@ -153,7 +163,7 @@ class SparkCore:
         async with self._producer_lock:
             producer = self._producers.get(masters)
             if producer is None:
-                addresses = parse_address_list(masters, DEFAULT_MASTER_PORT)
+                addresses = parse_address_list(masters, self.upstream.master_port)
                 config = ProducerConfig(rpc_timeout=self.rpc_timeout, send_timeout=3 * self.rpc_timeout)
                 producer = Producer(addresses, pool=self.pool, config=config)
                 await producer.start()
@@ -194,21 +204,23 @@ class SparkCore:
 
 
 _lock = threading.Lock()
-_core: SparkCore | None = None
+_cores: dict[tuple[str, str], SparkCore] = {}
 
 
-def get_core(rpc_timeout: float = 10.0) -> SparkCore:
-    """This process's core, made on first use (again after a fork)."""
-    global _core
+def get_core(rpc_timeout: float = 10.0, tubemq: TubeMQSettings | None = None) -> SparkCore:
+    """This process's core for ``tubemq``'s TLS and authentication settings, made on first use (again after a
+    fork). Raises ValueError when a TLS file named there cannot be used."""
+    settings = tubemq or TubeMQSettings()
+    key = (settings.model_dump_json(), settings.auth.password.get_secret_value())
     with _lock:
-        if _core is None or _core.pid != os.getpid():
-            _core = SparkCore(rpc_timeout)
-        return _core
+        core = _cores.get(key)
+        if core is None or core.pid != os.getpid():
+            core = _cores[key] = SparkCore(rpc_timeout, upstream_options(settings))
+        return core
 
 
 def _close_at_exit() -> None:
-    core = _core
-    if core is not None:
+    for core in list(_cores.values()):
         core.close()
 
 

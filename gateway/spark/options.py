@@ -14,6 +14,10 @@
   micro-batch.
 * ``timeout``: seconds for one TubeMQ or gateway call (default 10).
 * ``groupPrefix``: prefix of the private consumer groups range reads use (default ``tubemq_spark``).
+* ``tls`` (``true``/``false``), ``tls.caFile``, ``tls.certFile``, ``tls.keyFile``, ``tls.serverHostname``,
+  ``tls.verify``, ``auth.username``, ``auth.password``: TLS and authentication towards TubeMQ, as the
+  gateway's ``tubemq`` settings (README, "TLS and authentication towards TubeMQ"); files are read where the
+  task runs. Spark redacts options named like ``password`` in its UI and logs.
 
 Offsets are broker index offsets (see :mod:`gateway.tubemq.range_reader`).
 """
@@ -22,7 +26,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from gateway.config import TubeMQSettings
 
 __all__ = ["EARLIEST", "LATEST", "OffsetSpec", "SourceOptions", "parse_offset_spec"]
 
@@ -89,6 +95,7 @@ class SourceOptions:
     max_messages_per_trigger: int | None
     timeout: float
     group_prefix: str
+    tubemq: TubeMQSettings = field(default_factory=TubeMQSettings)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
@@ -124,4 +131,23 @@ class SourceOptions:
             max_messages_per_trigger=cap,
             timeout=timeout,
             group_prefix=prefix,
+            tubemq=_tubemq_settings(lower),
         )
+
+
+_TLS_OPTIONS = {
+    "tls.cafile": "ca_file",
+    "tls.certfile": "cert_file",
+    "tls.keyfile": "key_file",
+    "tls.serverhostname": "server_hostname",
+    "tls.verify": "verify",
+}
+
+
+def _tubemq_settings(lower: Mapping[str, str]) -> TubeMQSettings:
+    """The ``tls*`` and ``auth.*`` options as the gateway's ``tubemq`` settings (ValueError when wrong)."""
+    tls: dict[str, str] = {name: lower[key] for key, name in _TLS_OPTIONS.items() if lower.get(key)}
+    if lower.get("tls"):
+        tls["enabled"] = lower["tls"]
+    auth = {name: lower[f"auth.{name}"] for name in ("username", "password") if lower.get(f"auth.{name}")}
+    return TubeMQSettings.model_validate({"tls": tls, "auth": auth})
