@@ -96,6 +96,7 @@ def test_the_password_never_shows() -> None:
     settings = TubeMQSettings.model_validate({"auth": {"username": USER, "password": PASSWORD}})
     assert PASSWORD not in repr(settings) and PASSWORD not in settings.model_dump_json()
     assert pickle.loads(pickle.dumps(credentials)) == credentials
+    assert Credentials("u", "pässwort") == Credentials("u", "pässwort") != Credentials("u", "passwort")
 
 
 def test_auth_settings_need_both_fields() -> None:

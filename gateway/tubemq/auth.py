@@ -96,7 +96,8 @@ class Credentials:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Credentials):
             return NotImplemented
-        return self.username == other.username and hmac.compare_digest(self._password, other._password)
+        same = hmac.compare_digest(self._password.encode(), other._password.encode())
+        return self.username == other.username and same
 
     def __hash__(self) -> int:
         return hash(self.username)

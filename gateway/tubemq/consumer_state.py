@@ -30,12 +30,16 @@ from google.protobuf.message import Message
 
 from gateway.tubemq.consumer_config import ConsumerConfig
 from gateway.tubemq.meta import BrokerInfo, Partition
+from gateway.tubemq.rpc import Method
 
 if TYPE_CHECKING:
     from gateway.tubemq.events import EventBus
     from gateway.tubemq.pool import ConnectionPool
 
 __all__ = ["ConsumerContext", "PartitionCache", "PartitionState", "Selection"]
+
+# Broker calls without an authInfo field (§9.2): no credentials to stamp, so no look at the request.
+_UNAUTHENTICATED = frozenset({Method.GET_MESSAGES, Method.CONSUMER_COMMIT})
 
 
 @dataclass(slots=True)
@@ -293,6 +297,6 @@ class ConsumerContext:
         """Send one request to the broker of ``partition`` with the configured deadline (and the broker
         token in its ``authInfo`` when the pool carries credentials, §9)."""
         credentials = self.pool.credentials
-        if credentials is not None:
+        if credentials is not None and method not in _UNAUTHENTICATED:
             credentials.stamp_broker_request(request)
         return await self.pool.request(partition.broker.address, method, request, self.config.rpc_timeout)

@@ -107,12 +107,10 @@ async def send_message(
             flag,
             sent_addr=ctx.sent_addr,
             visit_token=ctx.routes.visit_token,
-            auth_token=ctx.routes.auth_token,
+            auth_token=ctx.routes.auth_token or _broker_token(ctx),
             msg_type=msg_type,
             msg_time=msg_time,
         )
-        if ctx.pool.credentials is not None:
-            ctx.pool.credentials.stamp_broker_request(request)  # unless the master gave a token (§9)
         ctx.breaker.begin_attempt(target.broker_id)
         started = loop.time()
         try:
@@ -222,3 +220,9 @@ def _completed(
 ) -> None:
     if ctx.events is not None:
         ctx.events.emit(SendCompleted(topic, target.broker_id, outcome, seconds, error_code, size))
+
+
+def _broker_token(ctx: SendContext) -> str | None:
+    """The signed broker token when the pool carries credentials and the master gave no token (§9)."""
+    credentials = ctx.pool.credentials
+    return credentials.broker_token() if credentials is not None else None
