@@ -131,6 +131,13 @@ class ConsumerSettings(BaseModel):
     empty_fetch_wait: float = Field(
         0.2, ge=0, description="seconds before a partition that had no message is fetched again"
     )
+    empty_fetch_max_wait: float | None = Field(
+        None,
+        ge=0,
+        description="empty fetches in a row double empty_fetch_wait up to this many seconds (default 10 x "
+        "empty_fetch_wait); data resets it. Bounds what idle polls cost the brokers and how late new data "
+        "on an idle partition is seen",
+    )
     rebalance_commit_wait: float = Field(
         3.0, ge=0, description="seconds a partition leaving in a rebalance waits for its batch's commit"
     )

@@ -168,6 +168,7 @@ class Runtime:
                 heartbeat_interval=c.heartbeat_interval,
                 broker_heartbeat_interval=c.heartbeat_interval,
                 not_found_wait=c.empty_fetch_wait,
+                not_found_max_wait=c.empty_fetch_max_wait,
                 rebalance_confirm_wait=c.rebalance_commit_wait,
             ),
             lease=c.lease,

@@ -91,6 +91,8 @@ class EmbeddedBroker:
         self.data_dir = data_dir
         self.max_msg_size = max_msg_size
         self.consumer_timeout = consumer_timeout
+        self.get_requests = 0
+        """GetMessage requests handled since creation (idle-cost tests and benchmarks count them)."""
         self._port = port
         self._ssl = ssl
         self._auth = auth
@@ -241,6 +243,7 @@ class EmbeddedBroker:
         if method == Method.CONSUMER_BROKER_HEARTBEAT and isinstance(request, pb.HeartBeatRequestC2B):
             return consumers.heartbeat(request)
         if method == Method.GET_MESSAGES and isinstance(request, pb.GetMessageRequestC2B):
+            self.get_requests += 1
             return consumers.get_message(request)
         if method == Method.CONSUMER_COMMIT and isinstance(request, pb.CommitOffsetRequestC2B):
             return consumers.commit(request)

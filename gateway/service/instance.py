@@ -143,6 +143,7 @@ class ConsumerInstance:
         self._seq = itertools.count(1)
         self._poll_lock = asyncio.Lock()
         self._fetches: set[asyncio.Task[bool]] = set()
+        self._fetch_task: asyncio.Task[bool] | None = None
         self._waited_for_assignment = False
         self.last_used = clock()
         self.active = 0
@@ -191,12 +192,19 @@ class ConsumerInstance:
             self._take(budget)
             deadline = start + timeout
             # Fill the budget: block only while nothing is in hand, then take what is ready at once.
-            while not budget.full and not self._buffer and not self.closed:
+            while not budget.full and not self._buffer and not self.closed and not self.consumer.closed:
                 wait = 0.0 if budget.out else max(0.0, deadline - self._clock())
-                if not await self._fetch(wait):
-                    break
+                fetched = await self._fetch(wait)
                 self._take(budget)
+                # A joined fetch may end (empty) before this poll's deadline: then wait on with a new one.
+                if not fetched and (budget.out or self._clock() >= deadline):
+                    break
             return budget.out
+
+    @property
+    def fetching(self) -> int:
+        """Core fetch loops running for this instance (0 or 1)."""
+        return sum(1 for task in self._fetches if not task.done())
 
     def pending_after(self, seq: int) -> list[DeliveredMessage]:
         """Delivered, uncommitted messages with a token above ``seq``, in delivery order (SSE resume)."""
@@ -227,12 +235,21 @@ class ConsumerInstance:
         return delivered
 
     async def _fetch(self, timeout: float) -> bool:  # noqa: ASYNC109 - bounds the core's wait
-        # Shielded: a poll cancelled by a client disconnect must not lose a batch the core already handed
-        # out; the task finishes and leaves the batch in the buffer for the next poll.
-        task = asyncio.create_task(self._fetch_into_buffer(timeout))
-        self._fetches.add(task)
-        task.add_done_callback(self._fetches.discard)
-        return await asyncio.shield(task)
+        """Run one core poll into the buffer, or join the one still running; True if it added a batch.
+
+        The core poll runs in a task of its own: a poll cancelled by a client disconnect must not lose a
+        batch the core already handed out; the task finishes and leaves the batch in the buffer. The next
+        poll joins that task instead of starting a second fetch loop over the same partitions."""
+        task = self._fetch_task
+        if task is None or task.done():
+            task = self._fetch_task = asyncio.create_task(self._fetch_into_buffer(timeout))
+            self._fetches.add(task)
+            task.add_done_callback(self._fetches.discard)
+            return await asyncio.shield(task)  # bounded by its own timeout
+        if timeout <= 0:
+            return False
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return task.result() if done else False
 
     async def _fetch_into_buffer(self, timeout: float) -> bool:  # noqa: ASYNC109
         try:

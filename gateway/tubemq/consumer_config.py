@@ -110,6 +110,9 @@ class ConsumerConfig:
     confirm_timeout: float = 60.0
     #: waits before a partition is fetched again after these GetMessage outcomes (§6.6)
     not_found_wait: float = 0.4
+    #: 404s in a row double the wait from not_found_wait up to this (None: 10 x not_found_wait); data resets
+    #: it. Bounds what an idle partition costs its broker, and the delay before new data on it is seen.
+    not_found_max_wait: float | None = None
     forbidden_wait: float = 2.0
     moved_wait: float = 0.2
     unavailable_wait: float = 0.3
@@ -121,7 +124,15 @@ class ConsumerConfig:
     #: consumer id; None = generated like the Java client's (§6.1)
     client_id: str | None = None
 
+    @property
+    def empty_fetch_cap(self) -> float:
+        """The longest wait after empty fetches (``not_found_max_wait`` resolved)."""
+        cap = self.not_found_max_wait
+        return 10 * self.not_found_wait if cap is None else max(cap, self.not_found_wait)
+
     def __post_init__(self) -> None:
+        if self.not_found_max_wait is not None and self.not_found_max_wait < 0:
+            raise ValueError(f"not_found_max_wait must be >= 0 seconds, got {self.not_found_max_wait}")
         positive = {
             "heartbeat_interval": self.heartbeat_interval,
             "unassigned_heartbeat_interval": self.unassigned_heartbeat_interval,

@@ -4,10 +4,11 @@ outcome asks for, and report the outcome as a :class:`FetchOutcome` event.
 Outcomes: 200 with messages gives a batch (the partition stays taken until the batch is confirmed); 200
 without messages left after decoding releases the partition as consumed (the next fetch commits the read
 advance over filtered entries); 411/412/415 drop the partition (the master re-balances it); 404, 452, 403,
-301, 503 and other codes park it for ``not_found_wait``, ``minLimitTime`` (452), ``forbidden_wait``,
-``moved_wait``, ``unavailable_wait`` and ``error_wait``; a transport failure parks it for
-``transport_error_wait``. Every release except a batch's is "not consumed": the broker then reads the
-same data again.
+301, 503 and other codes park it for ``not_found_wait`` (doubled by each 404 in a row up to
+``not_found_max_wait`` and back to the base after data, so idle partitions cost their broker little),
+``minLimitTime`` (452), ``forbidden_wait``, ``moved_wait``, ``unavailable_wait`` and ``error_wait``; a
+transport failure parks it for ``transport_error_wait``. Every release except a batch's is "not consumed":
+the broker then reads the same data again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from gateway.tubemq import rpc
 from gateway.tubemq.consumer_batch import ConsumedBatch, decode_messages, is_dense_to_end, lag_entries
 from gateway.tubemq.consumer_events import FetchOutcome
 from gateway.tubemq.consumer_rebalance import Rebalancer
-from gateway.tubemq.consumer_state import ConsumerContext, Selection
+from gateway.tubemq.consumer_state import ConsumerContext, Selection, empty_fetch_wait
 from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 
@@ -65,6 +66,11 @@ class Fetcher:
             self._fetched(selection, "dropped", code, started)
             return None
         outcome, wait = self.error_wait(answer)
+        if code == 404:
+            state = selection.state
+            config = ctx.config
+            wait = empty_fetch_wait(state.empty_fetches, config.not_found_wait, config.empty_fetch_cap)
+            state.empty_fetches += 1
         self._give_back(selection, wait)
         # 404: the read position has reached the end of the store, so nothing is left to read.
         self._fetched(selection, outcome, code, started, lag=0 if outcome == "not_found" else -1)
@@ -88,6 +94,7 @@ class Fetcher:
             answer.messages, ctx.filters.get(partition.topic) or None, curr, exact
         )
         ctx.cache.update_offsets(key, curr, max_offset)
+        selection.state.empty_fetches = 0  # data: fetch at the base rate again
         lag = lag_entries(curr, max_offset, fetched)
         if not messages:
             # Nothing to hand over: let the next fetch commit the read advance (over filtered entries).

@@ -36,7 +36,17 @@ if TYPE_CHECKING:
     from gateway.tubemq.events import EventBus
     from gateway.tubemq.pool import ConnectionPool
 
-__all__ = ["ConsumerContext", "PartitionCache", "PartitionState", "Selection"]
+__all__ = ["ConsumerContext", "PartitionCache", "PartitionState", "Selection", "empty_fetch_wait"]
+
+
+def empty_fetch_wait(empty_fetches: int, base: float, cap: float) -> float:
+    """The wait after the ``empty_fetches``-th empty fetch in a row (counted from 0): ``base`` doubled each
+    time, at most ``cap`` (never below ``base``). An idle partition then costs its broker one request per
+    ``cap`` seconds instead of one per ``base``; data resets the count."""
+    if empty_fetches <= 0 or cap <= base:
+        return base
+    return min(base * (1 << min(empty_fetches, 32)), cap)
+
 
 # Broker calls without an authInfo field (§9.2): no credentials to stamp, so no look at the request.
 _UNAUTHENTICATED = frozenset({Method.GET_MESSAGES, Method.CONSUMER_COMMIT})
@@ -53,6 +63,8 @@ class PartitionState:
     token: int | None = None
     taken_at: float = 0.0
     leaving: bool = False
+    #: GetMessage answers in a row that found nothing (404); the wait before the next fetch grows with it
+    empty_fetches: int = 0
 
     @property
     def in_use(self) -> bool:
