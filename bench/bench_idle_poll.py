@@ -14,25 +14,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
-import uvicorn
+from bench_poll import gateway
+from benchloop import pick_loop
 from google.protobuf.message import Message
 
-from gateway.api.app import create_app
-from gateway.config import ConsumerSettings, Settings
+from gateway.config import ConsumerSettings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.server import CallContext
 from gateway.embedded.topics import TopicSpec
-from gateway.runtime import Runtime
 from gateway.tubemq.rpc import Method
 
 TOPIC = "idle"
@@ -55,40 +52,13 @@ class GetCounter:
         return counted
 
 
-@asynccontextmanager
-async def gateway(cluster: EmbeddedCluster, instances: int, max_wait: float | None) -> AsyncIterator[str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    settings = Settings(
-        masters=",".join(str(a) for a in cluster.master_addresses),
-        http_host="127.0.0.1",
-        http_port=port,
-        consumers=ConsumerSettings(max_instances=max(instances, 1000), empty_fetch_max_wait=max_wait),
-    )
-    runtime = Runtime(settings)
-    await runtime.start()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(runtime=runtime), log_level="warning", access_log=False)
-    )
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        await runtime.stop()
-        sock.close()
-
-
 async def run(polls: int, groups: int, partitions: int, poll_seconds: float, max_wait: float | None) -> None:
     cluster = EmbeddedCluster([TopicSpec(TOPIC, partitions)], balance_period=0.2)
     counter = GetCounter()
     for broker in cluster.brokers:
         broker.handle = counter.wrap(broker.handle)  # type: ignore[method-assign,assignment]
-    async with cluster, gateway(cluster, polls, max_wait) as url:
+    consumers = ConsumerSettings(max_instances=max(polls, 1000), empty_fetch_max_wait=max_wait)
+    async with cluster, gateway(cluster, consumers) as url:
         limits = httpx.Limits(max_connections=polls + 10, max_keepalive_connections=polls + 10)
         async with httpx.AsyncClient(base_url=url, timeout=poll_seconds + 30, limits=limits) as http:
             paths = []
@@ -133,18 +103,11 @@ def main() -> None:
     )
     parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     args = parser.parse_args()
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    if not args.no_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            loop_factory = uvloop.new_event_loop
+    loop_factory, loop_name = pick_loop(args.no_uvloop)
     groups = args.groups or args.polls
     print(
         f"polls={args.polls} groups={groups} partitions={args.partitions} poll={args.poll_seconds:g}s "
-        f"loop={'asyncio' if loop_factory is None else 'uvloop'} python={sys.version.split()[0]}"
+        f"loop={loop_name} python={sys.version.split()[0]}"
     )
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(run(args.polls, groups, args.partitions, args.poll_seconds, args.max_wait))
