@@ -263,3 +263,24 @@ async def test_publish_accepts_the_supported_types(limited: Gateway, content_typ
         )
     assert answer.status_code == 200, answer.text
     assert len(answer.json()["results"]) == 1
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain;charset=UTF-8", "application/x-www-form-urlencoded"]
+)
+async def test_consumer_routes_take_only_json_bodies(limited: Gateway, content_type: str | None) -> None:
+    """A page's no-cors POST cannot join a consumer group (and steal its partitions) either."""
+    headers = {"x-test-principal": "bob"} | ({} if content_type is None else {"content-type": content_type})
+    async with limited.client() as http:
+        joined = await http.post("/v1/consumers/g-type", content=b'{"topics": ["demo"]}', headers=headers)
+        assert joined.status_code == 415, joined.text
+        assert joined.json()["error"]["code"] == "unsupported_media_type"
+        assert limited.runtime.consumers is not None and limited.runtime.consumers.instance_count == 0
+        bob = {"x-test-principal": "bob"}
+        created = await http.post("/v1/consumers/g-type", json={"topics": ["demo"]}, headers=bob)
+        assert created.status_code == 201, created.text
+        commits = urlsplit(created.headers["location"]).path + "/commits"
+        refused = await http.post(commits, content=b"{}", headers=headers)
+        assert refused.status_code == 415, refused.text
+        assert (await http.post(commits, json={}, headers=bob)).status_code == 200
+        assert (await http.post(commits, headers=bob)).status_code == 200  # no body: commit everything

@@ -10,6 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from gateway.api.media_types import UnsupportedMediaType
 from gateway.api.schemas import ErrorResponse
 from gateway.service.errors import ErrorKind, Quota, RateLimited, ServiceError, Unavailable
 
@@ -93,6 +94,12 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(body, status_code=400)
 
 
+async def _media_type_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, UnsupportedMediaType)
+    return exc.response()
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(UnsupportedMediaType, _media_type_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -28,6 +28,7 @@ from gateway.api.consumer_schemas import (
 from gateway.api.deps import bind_caller_address
 from gateway.api.errors import RATE_LIMITED_DOC
 from gateway.api.forwarding import Forwarder
+from gateway.api.media_types import require_json_body
 from gateway.api.schemas import ErrorResponse
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceSpec
@@ -49,6 +50,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         "description": "no master or owner replica answered in time; see Retry-After",
     },
 }
+_MEDIA_DOC: dict[str, Any] = {"model": ErrorResponse, "description": "a body that is not application/json"}
 _SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events: `id` is the commit token, `data` a message as in pollMessages; "
@@ -126,7 +128,8 @@ def _owner(
     operation_id="createConsumer",
     summary="Join a consumer group with a new instance",
     response_model=CreateConsumerResponse,
-    responses={**_ERRORS, 429: RATE_LIMITED_DOC},
+    responses={**_ERRORS, 415: _MEDIA_DOC, 429: RATE_LIMITED_DOC},
+    dependencies=[Depends(require_json_body)],
 )
 async def create_consumer(
     group: str, body: CreateConsumerRequest, request: Request, service: ConsumersDep
@@ -202,7 +205,8 @@ async def poll_messages(
     operation_id="commitMessages",
     summary="Commit (or roll back) delivered messages",
     response_model=CommitResponse,
-    responses=_ERRORS,
+    responses={**_ERRORS, 415: _MEDIA_DOC},
+    dependencies=[Depends(require_json_body)],
 )
 async def commit_messages(
     group: str,

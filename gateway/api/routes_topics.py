@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.api.deps import PublishDep, bind_caller_address, get_publish_service, get_runtime
 from gateway.api.errors import RATE_LIMITED_DOC, STATUS_BY_KIND
+from gateway.api.media_types import JSON, OCTETS, body_kind, refusal
 from gateway.api.publish_parse import parse_json_batch, parse_raw_message
 from gateway.api.schemas import ErrorResponse, PublishRequest, PublishResponse, TopicResponse
 from gateway.service.errors import ErrorKind, PayloadTooLarge
@@ -41,53 +42,8 @@ _PUBLISH_BODY: dict[str, Any] = {
 }
 
 
-_JSON = "application/json"
-_OCTETS = "application/octet-stream"
-_SUPPORTED_TYPES = f"{_JSON} (a batch) or {_OCTETS} (one raw message)"
-
-
-def _is_raw(header: str | None) -> bool | None:
-    """False for a JSON batch, True for one raw message, None for a Content-Type publish refuses.
-
-    A publish must say what it sends: no type is not taken for JSON. That also closes the browser's
-    ``no-cors`` door: a page can send a body without a type, or as text/plain, without asking the gateway
-    (no CORS preflight), but not as application/json. JSON is UTF-8 (RFC 8259): another charset is refused.
-    """
-    if header is None:
-        return None
-    if header == _JSON:  # the usual spelling, without parsing
-        return False
-    media, _, params = header.partition(";")
-    media = media.strip().lower()
-    if media == _OCTETS:
-        return True
-    if media == _JSON and _charset(params) in (None, "utf-8", "utf8"):
-        return False
-    return None
-
-
-def _unsupported_media_type(header: str | None) -> JSONResponse:
-    """The 415 answer for a Content-Type :func:`_is_raw` refused, saying what to send instead."""
-    if header is not None:
-        media, _, params = header.partition(";")
-        charset = _charset(params)
-        if media.strip().lower() == _JSON and charset is not None:
-            return _media_error(f"JSON must be UTF-8, not charset {charset[:40]!r}: send {_JSON}")
-    named = "no Content-Type" if header is None else f"Content-Type {header[:100]!r}"
-    return _media_error(f"{named} is not supported here: send {_SUPPORTED_TYPES}")
-
-
-def _charset(params: str) -> str | None:
-    for param in params.split(";"):
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset":
-            return value.strip().strip('"').lower()
-    return None
-
-
-def _media_error(message: str) -> JSONResponse:
-    error = {"code": "unsupported_media_type", "message": message, "field": "Content-Type"}
-    return JSONResponse({"error": error}, status_code=415)
+_SUPPORTED_TYPES = f"{JSON} (a batch) or {OCTETS} (one raw message)"
+_MEDIA_DOC = f"Content-Type missing or not {JSON} (UTF-8) or {OCTETS}"
 
 
 def status_of(kind: ErrorKind) -> int:
@@ -160,10 +116,7 @@ def _result(outcome: PublishOutcome) -> dict[str, Any]:
     responses={
         207: {"model": PublishResponse, "description": "some messages failed"},
         **_ERRORS,
-        415: {
-            "model": ErrorResponse,
-            "description": "Content-Type missing or not application/json (UTF-8) or application/octet-stream",
-        },
+        415: {"model": ErrorResponse, "description": _MEDIA_DOC},
         429: RATE_LIMITED_DOC,
     },
     openapi_extra=_PUBLISH_BODY,
@@ -175,9 +128,10 @@ async def publish_messages(topic: str, request: Request) -> Response:
     service = await get_publish_service(request)
     settings = get_runtime(request).settings
     bind_caller_address(request)
-    raw = _is_raw(request.headers.get("content-type"))
-    if raw is None:
-        return _unsupported_media_type(request.headers.get("content-type"))
+    content_type = request.headers.get("content-type")
+    kind = body_kind(content_type)  # never JSON by default: see gateway/api/media_types.py
+    if kind is None:
+        raise refusal(content_type, _SUPPORTED_TYPES)
     limit = settings.limits.max_request_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -185,7 +139,7 @@ async def publish_messages(topic: str, request: Request) -> Response:
     body = await request.body()
     if len(body) > limit:
         raise PayloadTooLarge(f"request body above {limit} bytes; split the batch", limit=limit, field="body")
-    if raw:
+    if kind == "octets":
         outcomes = await service.publish(topic, [parse_raw_message(body, request.headers)], raw=True)
     else:
         outcomes = await service.publish(topic, parse_json_batch(body))
