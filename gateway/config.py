@@ -94,7 +94,8 @@ class ConsumerSettings(BaseModel):
     advertised_url: str | None = Field(
         None,
         description="base URL other replicas reach this one at (http://10.0.0.7:8080); default "
-        "http://<http_host>:<http_port>, with this host's IPv4 address when listening on 0.0.0.0",
+        "http(s)://<http_host>:<http_port> (https with tls.cert_file), with this host's IPv4 address when "
+        "listening on 0.0.0.0",
     )
     id_secret: str = Field(
         "",
@@ -112,6 +113,11 @@ class ConsumerSettings(BaseModel):
     forward_ports: list[int] = Field(
         default_factory=list,
         description="ports besides the advertised URL's port that forwarding may connect to",
+    )
+    forward_ca_file: Path | None = Field(
+        None,
+        description="PEM CAs verifying other replicas' certificates when forwarding over https "
+        "(default: the system's CAs)",
     )
     lease: float = Field(300.0, gt=0, description="seconds an idle consumer instance lives")
     max_instances: int = Field(1000, ge=1, description="consumer instances this replica holds at most")
@@ -189,6 +195,50 @@ class ShutdownSettings(BaseModel):
         if self.drain_delay >= self.grace_period:
             raise ValueError("shutdown.drain_delay must be shorter than shutdown.grace_period")
         return self
+
+
+class TlsSettings(BaseModel):
+    """TLS of the gateway's own listeners (HTTP, gRPC and the admin listener)."""
+
+    cert_file: Path | None = Field(
+        None, description="PEM certificate (chain) of the HTTP and gRPC listeners; set with key_file for TLS"
+    )
+    key_file: Path | None = Field(None, description="PEM private key of cert_file")
+    client_ca_file: Path | None = Field(
+        None, description="PEM CA certificates that client certificates are verified against"
+    )
+    client_auth: Literal["none", "optional", "required"] = Field(
+        "none",
+        description="client certificates: none (not asked for), optional (verified when sent), required",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert_file is not None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TlsSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("tls.cert_file and tls.key_file go together: set both for TLS, or neither")
+        if self.client_auth != "none" and (self.client_ca_file is None or self.cert_file is None):
+            raise ValueError(
+                f"tls.client_auth={self.client_auth} needs tls.client_ca_file (the CA client certificates "
+                "are verified against) and TLS itself (tls.cert_file, tls.key_file)"
+            )
+        return self
+
+
+class AdminSettings(BaseModel):
+    """Where /metrics, /docs, /redoc and /openapi.json are served."""
+
+    host: str | None = Field(None, description="admin listen address (default: http_host)")
+    port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="admin listen port for /metrics, /docs, /redoc, /openapi.json; unset: they are on the "
+        "main HTTP listener",
+    )
 
 
 class MetricsSettings(BaseModel):
@@ -342,6 +392,8 @@ class Settings(BaseSettings):
     shutdown: ShutdownSettings = ShutdownSettings()
     metrics: MetricsSettings = MetricsSettings()
     tubemq: TubeMQSettings = TubeMQSettings()
+    tls: TlsSettings = TlsSettings()
+    admin: AdminSettings = AdminSettings()
 
     rate_limits: RateLimitSettings = RateLimitSettings()
     cors: CorsSettings = CorsSettings()
@@ -351,6 +403,7 @@ class Settings(BaseSettings):
         from the listen address (this host's IPv4 address for a wildcard)."""
         if self.consumers.advertised_url:
             return self.consumers.advertised_url
+        scheme = "https" if self.tls.enabled else "http"
         host = self.http_host
         if host in ("0.0.0.0", "::", ""):
             from gateway.tubemq.client_id import local_ipv4
@@ -358,7 +411,7 @@ class Settings(BaseSettings):
             host = local_ipv4()
         elif ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.http_port}"
+        return f"{scheme}://{host}:{self.http_port}"
 
     @field_validator("masters")
     @classmethod

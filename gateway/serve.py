@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gateway.config import Settings, load_settings
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +35,21 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p.add_argument("--embedded-brokers", type=int, help="embedded cluster brokers (default 1)")
     p.add_argument("--embedded-data-dir", type=Path, help="embedded cluster data directory (default: memory)")
     p.add_argument("--log-level", help="debug, info, warning or error (default info)")
+    p.add_argument("--tls-cert-file", type=Path, help="PEM certificate: serve HTTP and gRPC over TLS")
+    p.add_argument("--tls-key-file", type=Path, help="PEM private key of --tls-cert-file")
+    p.add_argument(
+        "--tls-client-ca-file", type=Path, help="PEM CA certificates verifying client certificates"
+    )
+    p.add_argument(
+        "--tls-client-auth",
+        choices=("none", "optional", "required"),
+        help="client certificates: none (default), optional (verified when sent) or required",
+    )
+    p.add_argument(
+        "--admin-port",
+        type=int,
+        help="serve /metrics, /docs, /openapi.json on this port instead (admin listener)",
+    )
     p.set_defaults(handler=run_serve)
 
 
@@ -55,7 +75,18 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         embedded=embedded if embedded != env.embedded else None,
         # a dict, not a model copy, so that the port is validated
         grpc=None if args.grpc_port is None else {**env.grpc.model_dump(), "port": args.grpc_port},
+        tls=_group(
+            env.tls.model_dump(), args, "tls_", ("cert_file", "key_file", "client_ca_file", "client_auth")
+        ),
+        admin=_group(env.admin.model_dump(), args, "admin_", ("port",)),
     )
+
+
+def _group(base: dict[str, Any], args: argparse.Namespace, prefix: str, names: tuple[str, ...]) -> Any:
+    """A settings group from the environment's values and the flags given (None when no flag is given);
+    a dict, not a model copy, so that the group's validation runs on the result."""
+    given = {name: getattr(args, prefix + name) for name in names if getattr(args, prefix + name) is not None}
+    return {**base, **given} if given else None
 
 
 GC_YOUNG_THRESHOLD = 5000
@@ -79,8 +110,22 @@ def tune_gc() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
-def run_serve(args: argparse.Namespace) -> int:
+def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
+    """uvicorn's configuration of an HTTP listener serving ``app``: TLS as the ``tls`` settings say (with
+    the protocol class that puts the client certificate in the scope), no access log of uvicorn's own
+    (the app logs one line per request), no logging setup (``configure_logging`` routes uvicorn's records
+    through the gateway's formatter). ``options`` are further ``uvicorn.Config`` arguments."""
     import uvicorn
+
+    from gateway.api.tls_scope import tls_protocol
+    from gateway.tls import uvicorn_tls_options
+
+    tls = uvicorn_tls_options(settings.tls)
+    http: Any = tls_protocol(http_implementation()) if tls else http_implementation()
+    return uvicorn.Config(app, http=http, access_log=False, log_config=None, **tls, **options)
+
+
+def run_serve(args: argparse.Namespace) -> int:
 
     from gateway.api.app import create_app
     from gateway.grpc.hosting import GatewayServer
@@ -88,8 +133,14 @@ def run_serve(args: argparse.Namespace) -> int:
     from gateway.observability.logging import configure_logging
     from gateway.runtime import Runtime
     from gateway.shutdown import ShutdownPlan
+    from gateway.tls import TlsConfigError, check_tls
 
     settings = settings_from_args(args)
+    try:
+        check_tls(settings.tls)
+    except TlsConfigError as exc:
+        print(f"tubemq-gateway: {exc}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, settings.log_format)
     try:
         import uvloop  # noqa: F401
@@ -103,15 +154,13 @@ def run_serve(args: argparse.Namespace) -> int:
     def drain() -> None:
         runtime.draining = True
 
-    config = uvicorn.Config(
+    config = http_config(
+        settings,
         create_app(runtime=runtime, owns_runtime=False),
         host=settings.http_host,
         port=settings.http_port,
         loop=loop,
-        http=http_implementation(),
         log_level=settings.log_level.lower(),
-        access_log=False,
-        log_config=None,  # configure_logging routes uvicorn's records through our formatter
         timeout_graceful_shutdown=max(1, round(plan.requests_timeout)),
     )
     grpc_server = create_grpc_server(runtime) if settings.grpc.enabled else None

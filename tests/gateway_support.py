@@ -15,8 +15,9 @@ import uvicorn
 from consumer_support import Env, eventually
 
 from gateway.api.app import create_app
-from gateway.config import ConsumerSettings, ProducerSettings, Settings
+from gateway.config import ConsumerSettings, ProducerSettings, Settings, TlsSettings
 from gateway.runtime import Runtime
+from gateway.serve import http_config
 from gateway.service.consumers import ConsumerService
 
 
@@ -62,10 +63,10 @@ def peer_settings(*socks: socket.socket, secret: str = "replica-shared-secret-01
 
 @asynccontextmanager
 async def gateway(
-    env: Env, sock: socket.socket | None = None, **consumer_settings: Any
+    env: Env, sock: socket.socket | None = None, *, tls: TlsSettings | None = None, **consumer_settings: Any
 ) -> AsyncIterator[Gateway]:
-    """Start a gateway on the test cluster, on ``sock`` or a fresh loopback socket. The socket is bound
-    first so that the advertised URL is known."""
+    """Start a gateway on the test cluster, on ``sock`` or a fresh loopback socket, over TLS with ``tls``.
+    The socket is bound first so that the advertised URL is known."""
     sock = sock if sock is not None else bound_socket()
     port = sock.getsockname()[1]
     options: dict[str, Any] = {
@@ -83,17 +84,18 @@ async def gateway(
         http_port=port,
         producer=ProducerSettings(heartbeat_interval=0.5),
         consumers=ConsumerSettings(**options),
+        tls=tls or TlsSettings(),
     )
     runtime = Runtime(settings)
     await runtime.start()
     app = create_app(runtime=runtime)
     # No log_config or log_level: uvicorn would reconfigure process-wide loggers other tests rely on.
-    config = uvicorn.Config(app, log_config=None, log_level=None, access_log=False, lifespan="on")
+    config = http_config(settings, app, log_level=None, lifespan="on")
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await eventually(_started(server), timeout=5.0, what="uvicorn start")
-        served = Gateway(f"http://127.0.0.1:{port}", runtime, server, task)
+        served = Gateway(settings.advertised_url(), runtime, server, task)
         try:
             yield served
         finally:

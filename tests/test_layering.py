@@ -41,6 +41,7 @@ ABOVE_CORE = (
     "gateway.upstream",
     "gateway.serve",
     "gateway.shutdown",
+    "gateway.tls",
     "gateway.__main__",
 )
 # Inside the core, each module may import its own layer and the ones listed before it (§ "Layers").

@@ -30,6 +30,7 @@ replicas that disagree about an owner cannot bounce a request between them.
 from __future__ import annotations
 
 import http.cookiejar
+import ssl
 from collections.abc import AsyncIterator
 
 import anyio
@@ -73,10 +74,12 @@ class Forwarder:
     """Sends requests on to owner replicas over one shared httpx client.
 
     ``timeout`` (seconds) bounds connecting to the owner and, added to ``extra_wait`` of a call (a long
-    poll's own timeout), waiting for its answer.
+    poll's own timeout), waiting for its answer; ``verify`` checks owners' certificates over https.
     """
 
-    def __init__(self, self_url: str, peers: PeerPolicy, timeout: float = 2.0) -> None:
+    def __init__(
+        self, self_url: str, peers: PeerPolicy, timeout: float = 2.0, verify: ssl.SSLContext | bool = True
+    ) -> None:
         self.self_url = self_url
         self.peers = peers
         self.timeout = timeout
@@ -85,6 +88,7 @@ class Forwarder:
             trust_env=False,  # no proxy or netrc from the environment
             follow_redirects=False,
             cookies=_no_cookies(),
+            verify=verify,
         )
 
     def __repr__(self) -> str:

@@ -33,6 +33,7 @@ from gateway.api.schemas import ErrorResponse
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.errors import Gone, InvalidInput, Unavailable
+from gateway.tls import forwarding_ssl_context
 
 __all__ = ["close_forwarder", "router"]
 
@@ -82,8 +83,12 @@ def get_forwarder(request: Request) -> Forwarder:
     forwarder: Forwarder | None = getattr(request.app.state, "forwarder", None)
     if forwarder is None:
         service = get_consumers(request)
+        settings = _runtime(request).settings
         forwarder = Forwarder(
-            service.advertised_url, service.peers, _runtime(request).settings.consumers.forward_timeout
+            service.advertised_url,
+            service.peers,
+            settings.consumers.forward_timeout,
+            verify=forwarding_ssl_context(settings.tls, settings.consumers.forward_ca_file),
         )
         request.app.state.forwarder = forwarder
     return forwarder

@@ -20,6 +20,7 @@ from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
 from gateway.grpc.pb.v1 import gateway_pb2_grpc
 from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer
 from gateway.runtime import Runtime
+from gateway.tls import grpc_server_credentials
 
 log = logging.getLogger("gateway.grpc")
 
@@ -33,7 +34,8 @@ class GrpcServer:
     in-flight messages of each PublishStream; ``subscribe_step`` (seconds) is how long a Subscribe waits
     for messages before it checks whether it must end; ``max_message_bytes`` bounds one request message
     (larger ones fail with RESOURCE_EXHAUSTED); ``health_interval`` (seconds) is how often health Watch
-    streams look at readiness; ``authorize`` is the auth hook (see :mod:`gateway.grpc.interceptors`).
+    streams look at readiness; ``authorize`` is the auth hook (see :mod:`gateway.grpc.interceptors`);
+    ``credentials`` make the port a TLS one (None: plaintext).
     """
 
     def __init__(
@@ -48,8 +50,10 @@ class GrpcServer:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         health_interval: float = 1.0,
         authorize: Authorizer | None = None,
+        credentials: grpc.ServerCredentials | None = None,
     ) -> None:
         self.runtime = runtime
+        self.credentials = credentials
         self.host = host
         self.grace = grace
         self._requested_port = port
@@ -97,7 +101,11 @@ class GrpcServer:
             (SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server
         )
         try:
-            port = server.add_insecure_port(f"{self.host}:{self._requested_port}")
+            address = f"{self.host}:{self._requested_port}"
+            if self.credentials is None:
+                port = server.add_insecure_port(address)
+            else:
+                port = server.add_secure_port(address, self.credentials)
         except RuntimeError as exc:
             # grpc.aio's stop() does nothing on a server that never started, so the core server (and the
             # event engine threads it keeps alive) would leak; those threads make any later fork() of
@@ -107,7 +115,9 @@ class GrpcServer:
             raise OSError(f"cannot bind the gRPC port {self.host}:{self._requested_port}: {exc}") from exc
         await server.start()
         self._server, self._port = server, port
-        log.info("gRPC server listening", extra={"address": self.address})
+        log.info(
+            "gRPC server listening", extra={"address": self.address, "tls": self.credentials is not None}
+        )
 
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, refuse new calls, give running calls ``grace`` seconds (default: the
@@ -123,7 +133,7 @@ class GrpcServer:
 
 def create_grpc_server(runtime: Runtime, *, grace: float = 10.0) -> GrpcServer:
     """The gRPC server as ``runtime.settings`` describes it (``grpc`` group; requests are bounded by
-    ``limits.max_request_bytes``, like HTTP bodies)."""
+    ``limits.max_request_bytes``, like HTTP bodies; TLS from the ``tls`` group)."""
     s = runtime.settings
     return GrpcServer(
         runtime,
@@ -134,4 +144,5 @@ def create_grpc_server(runtime: Runtime, *, grace: float = 10.0) -> GrpcServer:
         subscribe_step=s.grpc.subscribe_step,
         max_message_bytes=s.limits.max_request_bytes,
         health_interval=s.grpc.health_interval,
+        credentials=grpc_server_credentials(s.tls),
     )
