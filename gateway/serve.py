@@ -125,6 +125,22 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
     return uvicorn.Config(app, http=http, access_log=False, log_config=None, **tls, **options)
 
 
+def admin_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config | None:
+    """The admin listener's configuration (``admin`` settings; same TLS as the main listener), serving
+    the admin app that ``create_app`` made for ``app``; None when ``admin.port`` is unset."""
+    admin = settings.admin
+    if admin.port is None:
+        return None
+    return http_config(
+        settings,
+        app.state.admin_app,
+        host=admin.host or settings.http_host,
+        port=admin.port,
+        lifespan="off",
+        **options,
+    )
+
+
 def run_serve(args: argparse.Namespace) -> int:
 
     from gateway.api.app import create_app
@@ -154,9 +170,10 @@ def run_serve(args: argparse.Namespace) -> int:
     def drain() -> None:
         runtime.draining = True
 
+    app = create_app(runtime=runtime, owns_runtime=False)
     config = http_config(
         settings,
-        create_app(runtime=runtime, owns_runtime=False),
+        app,
         host=settings.http_host,
         port=settings.http_port,
         loop=loop,
@@ -164,7 +181,14 @@ def run_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=max(1, round(plan.requests_timeout)),
     )
     grpc_server = create_grpc_server(runtime) if settings.grpc.enabled else None
-    server = GatewayServer(config, runtime=runtime, grpc_server=grpc_server, on_drain=drain, plan=plan)
+    server = GatewayServer(
+        config,
+        runtime=runtime,
+        grpc_server=grpc_server,
+        on_drain=drain,
+        plan=plan,
+        admin_config=admin_config(settings, app, loop=loop, log_level=settings.log_level.lower()),
+    )
     tune_gc()
     server.run()
     return 0 if server.started else 1

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 
 from gateway import __version__
 from gateway.api import routes_consumers, routes_health, routes_ranges, routes_topics
+from gateway.api.admin import create_admin_app
 from gateway.api.cors import install_cors
 from gateway.api.errors import install_error_handlers
 from gateway.api.routes_metrics import install_observability
@@ -27,7 +28,10 @@ def create_app(
     settings: Settings | None = None, runtime: Runtime | None = None, *, owns_runtime: bool | None = None
 ) -> FastAPI:
     """Build the app. The app starts and stops the runtime in its lifespan when it built it itself, or
-    when ``owns_runtime`` is true; otherwise the caller owns the runtime's lifecycle (tests)."""
+    when ``owns_runtime`` is true; otherwise the caller owns the runtime's lifecycle (tests).
+
+    With ``admin.port`` set, ``/metrics``, ``/docs``, ``/redoc`` and ``/openapi.json`` are not served by
+    this app but by ``app.state.admin_app`` (:mod:`gateway.api.admin`), for the admin listener."""
     owned = runtime is None if owns_runtime is None else owns_runtime
     rt = runtime if runtime is not None else Runtime(settings or Settings())
 
@@ -42,7 +46,14 @@ def create_app(
             if owned:
                 await rt.stop()
 
-    app = FastAPI(title="tubemq-gateway", version=__version__, description=DESCRIPTION, lifespan=lifespan)
+    admin_listener = rt.settings.admin.port is not None
+    # With an admin listener, the docs and the OpenAPI document are served there, not here.
+    hidden: dict[str, Any] = (
+        {"docs_url": None, "redoc_url": None, "openapi_url": None} if admin_listener else {}
+    )
+    app = FastAPI(
+        title="tubemq-gateway", version=__version__, description=DESCRIPTION, lifespan=lifespan, **hidden
+    )
     app.state.runtime = rt
     app.include_router(routes_topics.router)
     app.include_router(routes_consumers.router)
@@ -50,8 +61,15 @@ def create_app(
     app.include_router(routes_ranges.router)
     install_error_handlers(app)
     metrics = rt.settings.metrics
-    install_observability(app, rt, max_topics=metrics.max_topics, max_groups=metrics.max_groups)
+    install_observability(
+        app,
+        rt,
+        max_topics=metrics.max_topics,
+        max_groups=metrics.max_groups,
+        serve_metrics=not admin_listener,
+    )
     _document_extra_schemas(app)
+    app.state.admin_app = create_admin_app(app) if admin_listener else None
     install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)
     return app
 

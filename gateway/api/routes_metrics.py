@@ -48,9 +48,11 @@ def install_observability(
     *,
     max_topics: int = 200,
     max_groups: int = 200,
+    serve_metrics: bool = True,
 ) -> GatewayMetrics:
     """Subscribe fresh metrics and the event logger to ``runtime.events``, add the request-id and HTTP
-    metrics middlewares, and serve ``/metrics``. Returns the metrics (also ``app.state.metrics``)."""
+    metrics middlewares, and serve ``/metrics`` (unless ``serve_metrics`` is false: the admin listener
+    serves it). Returns the metrics (also ``app.state.metrics``)."""
     gauges = GatewayMetrics(max_topics=max_topics, max_groups=max_groups)
     gauges.subscribe(runtime.events)
     gauges.bind_readiness(lambda: runtime.readiness()[0], lambda: runtime.draining)
@@ -60,5 +62,6 @@ def install_observability(
     # Added last = outermost: the request id is set before the metrics middleware and the app run.
     app.add_middleware(HttpMetricsMiddleware, metrics=gauges)
     app.add_middleware(RequestIdMiddleware)
-    app.include_router(router)
+    if serve_metrics:
+        app.include_router(router)
     return gauges

@@ -3,11 +3,12 @@
 :class:`GatewayServer` is the :class:`~gateway.shutdown.GracefulServer` that ``tubemq-gateway serve`` runs,
 extended with the runtime's lifecycle and the gRPC server:
 
-* start: the runtime, then the gRPC server, then uvicorn's startup (the HTTP listener); a failure stops
-  what was started and the process exits 1;
+* start: the runtime, then the gRPC server, then the admin listener (when configured), then uvicorn's
+  startup (the HTTP listener); a failure stops what was started and the process exits 1;
 * shutdown (after the drain of :mod:`gateway.shutdown`): the gRPC server's graceful stop runs alongside
   uvicorn's, with the same grace (``plan.requests_timeout``); the runtime stops only after both, so calls
-  finishing in their grace still have the producer and the consumers.
+  finishing in their grace still have the producer and the consumers; the admin listener (metrics) closes
+  last, so the drain can be watched.
 """
 
 from __future__ import annotations
@@ -37,10 +38,13 @@ class GatewayServer(GracefulServer):
         grpc_server: GrpcServer | None,
         on_drain: Callable[[], None],
         plan: ShutdownPlan,
+        admin_config: uvicorn.Config | None = None,
     ) -> None:
         super().__init__(config, on_drain=on_drain, plan=plan)
         self.runtime = runtime
         self.grpc_server = grpc_server
+        self.admin_config = admin_config
+        self.admin: uvicorn.Server | None = None
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]} grpc={self.grpc_server!r}>"
@@ -50,6 +54,8 @@ class GatewayServer(GracefulServer):
             await self.runtime.start()
             if self.grpc_server is not None:
                 await self.grpc_server.start()
+            if self.admin_config is not None:
+                self.admin = await _start_admin(self.admin_config)
         except Exception:
             log.exception("the gateway could not start")
             await self.release()
@@ -63,7 +69,36 @@ class GatewayServer(GracefulServer):
             return
         await asyncio.gather(self.grpc_server.stop(self.plan.requests_timeout), super().shutdown(sockets))
 
+    @property
+    def admin_port(self) -> int | None:
+        """The admin listener's bound port (None without one, or before startup)."""
+        if self.admin is None or not self.admin.servers:
+            return None
+        port: int = self.admin.servers[0].sockets[0].getsockname()[1]
+        return port
+
     async def release(self) -> None:
         if self.grpc_server is not None:
             await self.grpc_server.stop(0)
         await self.runtime.stop()
+        admin, self.admin = self.admin, None
+        if admin is not None:
+            await admin.shutdown()
+
+
+async def _start_admin(config: uvicorn.Config) -> uvicorn.Server:
+    """Serve the admin app on its own listener, in this loop, without uvicorn's signal handling or main
+    loop (the main server owns those). Raises OSError when the address cannot be bound."""
+    host = config.host
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.create_server((host.strip("[]"), config.port), family=family)
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    try:
+        await server.startup(sockets=[sock])  # the server owns the socket from here on
+    except BaseException:
+        sock.close()
+        raise
+    log.info("admin listener serving", extra={"host": host, "port": sock.getsockname()[1]})
+    return server

@@ -1,0 +1,49 @@
+"""The admin listener's app: ``/metrics``, ``/docs``, ``/redoc`` and ``/openapi.json`` of the main app.
+
+With ``admin.port`` set, :func:`gateway.api.app.create_app` leaves these four off the main listener (where
+clients reach the API) and builds this small app for a second listener that operators keep private
+(a cluster-internal port that Prometheus scrapes). It serves the main app's own OpenAPI document and
+metrics, so both listeners always describe the same gateway. It has no authentication of its own: bind it
+to an address only operators and scrapers can reach.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from gateway.api import routes_metrics
+from gateway.observability.logging import RequestIdMiddleware
+
+__all__ = ["ADMIN_PATHS", "create_admin_app"]
+
+#: what moves to the admin listener
+ADMIN_PATHS = ("/metrics", "/docs", "/redoc", "/openapi.json")
+
+
+def create_admin_app(app: FastAPI) -> FastAPI:
+    """The admin app of ``app`` (whose ``state.metrics`` holds the gateway's metrics)."""
+    admin = FastAPI(
+        title=f"{app.title} admin", version=app.version, openapi_url=None, docs_url=None, redoc_url=None
+    )
+
+    @admin.get("/openapi.json")
+    async def openapi() -> JSONResponse:
+        document: dict[str, Any] = app.openapi()
+        return JSONResponse(document)
+
+    @admin.get("/docs")
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - Swagger UI")
+
+    @admin.get("/redoc")
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} - ReDoc")
+
+    admin.state.metrics = app.state.metrics
+    admin.include_router(routes_metrics.router)
+    admin.add_middleware(RequestIdMiddleware)
+    return admin
