@@ -10,7 +10,7 @@ from typing import Protocol
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 
-from gateway.observability.logging import EventLogger, RequestIdMiddleware
+from gateway.observability.logging import EventLogger, RequestIdMiddleware, redact_library_logs
 from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, HttpMetricsMiddleware
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.pool import ConnectionPool
@@ -58,6 +58,7 @@ def install_observability(
     gauges.bind_readiness(lambda: runtime.readiness()[0], lambda: runtime.draining)
     gauges.bind_in_flight(lambda: runtime.pool.stats().in_flight if runtime.pool is not None else 0)
     EventLogger().subscribe(runtime.events)
+    redact_library_logs()  # the forwarder's HTTP client logs URLs that name consumer instances
     app.state.metrics = gauges
     # Added last = outermost: the request id is set before the metrics middleware and the app run.
     app.add_middleware(HttpMetricsMiddleware, metrics=gauges)

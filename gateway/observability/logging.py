@@ -3,6 +3,8 @@
 * :class:`JsonFormatter` renders a record as one line: ``ts`` (UTC, ISO 8601 with milliseconds), ``level``,
   ``logger``, ``msg``, the id of the HTTP request or gRPC call being served (``request_id``), every
   ``extra={...}`` field, and ``exc`` (the formatted traceback) when the record carries an exception.
+  Consumer instance ids are bearer-like: the code logs only their redacted form, and both formatters
+  redact any that still reaches a line (a path, an error message, a traceback) as a last line of defence.
 * :func:`configure_logging` installs it (or a plain text format) on the root logger and routes uvicorn's
   loggers through it.
 * :class:`RequestIdMiddleware` (pure ASGI) takes ``X-Request-ID`` from the request when it is a sane token,
@@ -31,15 +33,19 @@ from typing import IO, Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.grpc.interceptors import current_request_id as grpc_request_id
+from gateway.service.instance_id import redact_text
 from gateway.tubemq.events import EventBus, Subscription
 
 __all__ = [
     "REQUEST_ID_HEADER",
     "EventLogger",
     "JsonFormatter",
+    "RedactingFilter",
     "RequestIdMiddleware",
+    "TextFormatter",
     "configure_logging",
     "current_request_id",
+    "redact_library_logs",
 ]
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -101,7 +107,41 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = record.exc_text
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+        return redact_text(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts instance ids in the records of a library logger (httpx logs every request's URL, and the
+    forwarder's URLs name instances). :func:`redact_library_logs` installs it."""
+
+    # Only records carrying an id are rewritten; the others keep their message and arguments.
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        return True
+
+
+#: the loggers of the HTTP client the forwarder uses: request URLs, and response headers (Location) at debug
+HTTP_CLIENT_LOGGERS = ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2", "httpcore.proxy")
+
+
+def redact_library_logs(names: Iterable[str] = HTTP_CLIENT_LOGGERS) -> None:
+    """Install :class:`RedactingFilter` on these library loggers (once each; a logger's filters see only
+    the records logged on it, not its children's)."""
+    for name in names:
+        library = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in library.filters):
+            library.addFilter(RedactingFilter())
+
+
+class TextFormatter(logging.Formatter):
+    """Plain lines for a terminal, with instance ids redacted like the JSON lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
 
 
 def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | None = None) -> None:
@@ -115,7 +155,7 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | 
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -188,7 +228,7 @@ class RequestIdMiddleware:
                 "request",
                 extra={
                     "method": scope.get("method", ""),
-                    "path": path,
+                    "path": redact_text(path),
                     "route": route_template(scope),
                     "status": status,
                     "duration_seconds": round(time.perf_counter() - started, 6),

@@ -285,7 +285,7 @@ class ConsumerService:
             raise
         if quota_key is not None:
             registry.quota_keys[instance_id] = quota_key
-        log.info("consumer instance created", extra={"group": group, "instance": instance_id})
+        log.info("consumer instance created", extra={"group": group, "instance": redact(instance_id)})
         return InstanceInfo(instance_id, group, self.advertised_url, consumer.client_id, spec.auto_commit)
 
     async def _join(
@@ -467,13 +467,13 @@ class ConsumerService:
         try:
             await instance.close(reason, commit_delivered=commit)
         except Exception:
-            log.exception("closing consumer instance %s failed", key)
+            log.exception("closing consumer instance %s failed", redact(key))
         finally:
             # A cancelled caller leaves the close running (shielded): it stays listed until it is done.
             if instance.close_done:
                 registry.closing.pop(key, None)
                 registry.by_client.pop(instance.consumer.client_id, None)
-        log.info("consumer instance closed", extra={"instance": key, "reason": reason})
+        log.info("consumer instance closed", extra={"instance": redact(key), "reason": reason})
 
     def _on_released(self, event: PartitionReleased) -> None:
         instance = self._registry.by_client.get(event.client_id)

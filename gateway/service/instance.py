@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.service.errors import Gone, InvalidInput
+from gateway.service.instance_id import redact
 from gateway.tubemq.consumer import Consumer, InvalidConfirmContext
 from gateway.tubemq.consumer_batch import ConsumedBatch, ConsumedMessage
 from gateway.tubemq.errors import ClientClosed, TubeMQError
@@ -154,7 +155,7 @@ class ConsumerInstance:
     def __repr__(self) -> str:
         state = f"closed ({self.closed_reason})" if self.closed_reason else f"active={self.active}"
         return (
-            f"<ConsumerInstance {self.instance_id[-8:]} group={self.group} {state}"
+            f"<ConsumerInstance {redact(self.instance_id)} group={self.group} {state}"
             f" buffered={len(self._buffer)} pending={len(self._pending)} batches={len(self._batches)}>"
         )
 
@@ -375,7 +376,7 @@ class ConsumerInstance:
             try:
                 await self._commit(None, consumed=True)
             except TubeMQError as exc:
-                log.warning("committing %s before close failed: %s", self.instance_id, exc)
+                log.warning("committing %s before close failed: %s", redact(self.instance_id), exc)
         try:
             await self.consumer.close()
         finally:
@@ -411,7 +412,7 @@ class StreamCursor:
 
     def __repr__(self) -> str:
         state = "superseded" if self.superseded else "current"
-        return f"<StreamCursor {self.instance.instance_id[-8:]} after={self.after} {state}>"
+        return f"<StreamCursor {redact(self.instance.instance_id)} after={self.after} {state}>"
 
     @property
     def superseded(self) -> bool:

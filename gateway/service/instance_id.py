@@ -19,6 +19,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -30,6 +31,7 @@ __all__ = [
     "new_instance_id",
     "normalize_base_url",
     "redact",
+    "redact_text",
 ]
 
 NONCE_BYTES = 16
@@ -114,6 +116,19 @@ def redact(instance_id: str) -> str:
     """What logs show of an instance id: ``...`` and its last few characters (none of a short text), enough
     to tell instances apart in a log, not enough to use one."""
     return "..." + (instance_id[-REDACTED_KEEP:] if len(instance_id) > 2 * REDACTED_KEEP else "")
+
+
+#: an instance id inside any text: owner, 22-character nonce, 16-character tag (see the module docstring)
+_ID_IN_TEXT = re.compile(
+    r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{16}(?![A-Za-z0-9_-])"
+)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every instance id in it redacted (log lines, URL paths, tracebacks)."""
+    if "." not in text:
+        return text
+    return _ID_IN_TEXT.sub(lambda match: redact(match.group()), text)
 
 
 def _tag(secret: bytes, group: str, owner: str, nonce: str) -> str:
