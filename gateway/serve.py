@@ -126,13 +126,15 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
 
 
 def admin_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config | None:
-    """The admin listener's configuration (``admin`` settings; same TLS as the main listener), serving
-    the admin app that ``create_app`` made for ``app``; None when ``admin.port`` is unset."""
+    """The admin listener's configuration (``admin`` settings; the main listener's certificate, but no
+    client certificates asked for), serving the admin app that ``create_app`` made for ``app``; None when
+    ``admin.port`` is unset."""
     admin = settings.admin
     if admin.port is None:
         return None
+    no_client_certs = settings.tls.model_copy(update={"client_auth": "none", "client_ca_file": None})
     return http_config(
-        settings,
+        settings.model_copy(update={"tls": no_client_certs}),
         app.state.admin_app,
         host=admin.host or settings.http_host,
         port=admin.port,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -89,6 +90,9 @@ async def test_an_admin_port_moves_them_to_their_own_listener(cluster: EmbeddedC
                 answer = await admin.get(page)
                 assert answer.status_code == 200 and "/openapi.json" in answer.text
             assert (await admin.get("/v1/topics/demo")).status_code == 404  # the API is not here
+            assert (await admin.get("/healthz")).status_code == 200  # probes work on both
+            ready = await admin.get("/readyz")
+            assert ready.status_code == 200 and ready.json()["ready"] is True
             assert "x-request-id" in metrics.headers
     finally:
         server.should_exit = True
@@ -105,3 +109,14 @@ async def test_a_taken_admin_port_stops_the_gateway(cluster: EmbeddedCluster) ->
         server, runtime = _serving(cluster, taken.getsockname()[1])
         await server.serve()
     assert not server.started and runtime.producer is None
+
+
+def test_the_admin_listener_asks_for_no_client_certificate(tmp_path: Path) -> None:
+    from tls_support import make_pki
+
+    pki = make_pki(tmp_path)
+    tls = {"cert_file": pki.server.cert, "key_file": pki.server.key}
+    settings = Settings(admin={"port": 0}, tls={**tls, "client_ca_file": pki.ca, "client_auth": "required"})
+    config = admin_config(settings, create_app(settings))
+    assert config is not None and config.ssl_certfile == str(pki.server.cert)
+    assert config.ssl_cert_reqs == ssl.CERT_NONE and config.ssl_ca_certs is None

@@ -1,10 +1,12 @@
-"""The admin listener's app: ``/metrics``, ``/docs``, ``/redoc`` and ``/openapi.json`` of the main app.
+"""The admin listener's app: ``/metrics``, ``/docs``, ``/redoc`` and ``/openapi.json`` of the main app,
+and the probes ``/healthz`` and ``/readyz`` (also on the main listener).
 
 With ``admin.port`` set, :func:`gateway.api.app.create_app` leaves these four off the main listener (where
 clients reach the API) and builds this small app for a second listener that operators keep private
 (a cluster-internal port that Prometheus scrapes). It serves the main app's own OpenAPI document and
-metrics, so both listeners always describe the same gateway. It has no authentication of its own: bind it
-to an address only operators and scrapers can reach.
+metrics, so both listeners always describe the same gateway. It has no authentication of its own, and
+over TLS it never asks for a client certificate (so that scrapers and the kubelet's probes get through):
+bind it to an address only operators, scrapers and probes can reach.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from gateway.api import routes_metrics
+from gateway.api import routes_health, routes_metrics
 from gateway.observability.logging import RequestIdMiddleware
 
 __all__ = ["ADMIN_PATHS", "create_admin_app"]
@@ -44,6 +46,8 @@ def create_admin_app(app: FastAPI) -> FastAPI:
         return get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} - ReDoc")
 
     admin.state.metrics = app.state.metrics
+    admin.state.runtime = app.state.runtime
     admin.include_router(routes_metrics.router)
+    admin.include_router(routes_health.router)
     admin.add_middleware(RequestIdMiddleware)
     return admin
