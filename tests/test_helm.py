@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import os
 import re
@@ -27,9 +28,11 @@ from deploy_tools import (
     prometheus_tool,
     render,
     run_helm,
+    set_args,
 )
 
 from gateway.config import RateLimitSettings, Settings
+from gateway.runtime import consumer_id_secret
 
 FULLNAME = f"{RELEASE}-tubemq-gateway"
 EVERYTHING: dict[str, Any] = {
@@ -45,6 +48,13 @@ EVERYTHING: dict[str, Any] = {
     "dashboard": {"enabled": True},
     "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
 }
+#: TLS on, client certificates required, the user's own API keys file
+SECURE: dict[str, Any] = {
+    "tls": {"enabled": True, "secretName": "gw-tls", "clientAuth": "required"},
+    "auth": {"apiKeys": {"existingSecret": "gw-keys"}},
+}
+GENERATED = f"{FULLNAME}-generated"
+RULES = f"{FULLNAME}-auth-rules"
 #: Kinds the Kubernetes schemas do not cover (Prometheus Operator CRDs); checked by hand below.
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
@@ -89,7 +99,7 @@ def test_lint_passes_strict() -> None:
     run_helm("lint", "--strict", str(CHART), *values)
 
 
-@pytest.mark.parametrize("values", [None, EVERYTHING], ids=["defaults", "everything"])
+@pytest.mark.parametrize("values", [None, EVERYTHING, SECURE], ids=["defaults", "everything", "tls"])
 def test_manifests_match_kubernetes_schemas(values: dict[str, Any] | None) -> None:
     kv = _kubernetes_validate()
     manifests = render(values)
@@ -124,26 +134,28 @@ def test_schema_check_rejects_a_broken_manifest(default_manifests: list[dict[str
 def test_defaults_render_the_core_objects(default_manifests: list[dict[str, Any]]) -> None:
     kinds = sorted(m["kind"] for m in default_manifests)
     assert kinds == [
-        "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
-        "PodDisruptionBudget", "Service", "ServiceAccount",
+        "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+        "PodDisruptionBudget", "Secret", "Service", "ServiceAccount",
     ]  # fmt: skip
     for manifest in default_manifests:
-        assert manifest["metadata"]["name"] == FULLNAME
+        assert manifest["metadata"]["name"] in (FULLNAME, GENERATED, RULES)
         assert manifest["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
 
 
 def test_everything_renders_the_optional_objects(full_manifests: list[dict[str, Any]]) -> None:
     kinds = sorted(m["kind"] for m in full_manifests)
     assert kinds == [
-        "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Ingress", "PodDisruptionBudget",
-        "PrometheusRule", "Secret", "Service", "ServiceAccount", "ServiceMonitor",
+        "ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Ingress",
+        "PodDisruptionBudget", "PrometheusRule", "Secret", "Secret", "Service", "ServiceAccount",
+        "ServiceMonitor",
     ]  # fmt: skip
 
 
 def test_probes_security_and_resources(default_manifests: list[dict[str, Any]]) -> None:
     c = container(default_manifests)
-    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    # the probes go to the admin listener, which needs no credentials
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin", "scheme": "HTTP"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin", "scheme": "HTTP"}
     assert c["startupProbe"]["httpGet"]["path"] == "/healthz"
     assert c["args"] == ["serve"]
     assert c["resources"]["requests"] and c["resources"]["limits"]
@@ -154,7 +166,7 @@ def test_probes_security_and_resources(default_manifests: list[dict[str, Any]]) 
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"], "a read-only root needs a writable /tmp"
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"http": 8080, "grpc": 9090}
+    assert ports == {"http": 8080, "grpc": 9090, "admin": 9100}
     assert one(default_manifests, "Deployment")["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
 
 
@@ -187,13 +199,18 @@ def test_pod_ip_is_the_advertised_url(default_manifests: list[dict[str, Any]]) -
 def test_service_ports(default_manifests: list[dict[str, Any]]) -> None:
     service = one(default_manifests, "Service")
     ports = {p["name"]: (p["port"], p["targetPort"], p.get("appProtocol")) for p in service["spec"]["ports"]}
-    assert ports == {"http": (8080, "http", "http"), "grpc": (9090, "grpc", "grpc")}
+    assert ports == {
+        "http": (8080, "http", "http"),
+        "grpc": (9090, "grpc", "grpc"),
+        "admin": (9100, "admin", "http"),
+    }
     assert (
         service["spec"]["selector"] == one(default_manifests, "Deployment")["spec"]["selector"]["matchLabels"]
     )
-    without_grpc = render({"grpc": {"enabled": False}})
+    without_grpc = render({"grpc": {"enabled": False}, "admin": {"enabled": False}})
     assert [p["name"] for p in one(without_grpc, "Service")["spec"]["ports"]] == ["http"]
     assert [p["name"] for p in container(without_grpc)["ports"]] == ["http"]
+    assert container(without_grpc)["livenessProbe"]["httpGet"]["port"] == "http"
 
 
 def test_config_and_secret(full_manifests: list[dict[str, Any]]) -> None:
@@ -201,7 +218,7 @@ def test_config_and_secret(full_manifests: list[dict[str, Any]]) -> None:
     assert config["data"]["TUBEMQ_GATEWAY_MASTERS"] == "master-0.tubemq:8715,master-1.tubemq:8715"
     assert config["data"]["TUBEMQ_GATEWAY_POOL__IDLE_TIMEOUT"] == "120"
     assert config["data"]["TUBEMQ_GATEWAY_LOG_FORMAT"] == "json"
-    secret = one(full_manifests, "Secret")
+    secret = next(m for m in by_kind(full_manifests, "Secret") if m["metadata"]["name"] == FULLNAME)
     assert base64.b64decode(secret["data"]["TUBEMQ_GATEWAY_AUTH__TOKENS"]) == b"s3cret"
     sources = container(full_manifests)["envFrom"]
     assert {"configMapRef": {"name": FULLNAME}} in sources and {"secretRef": {"name": FULLNAME}} in sources
@@ -209,7 +226,7 @@ def test_config_and_secret(full_manifests: list[dict[str, Any]]) -> None:
     assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/secret"]), "pods roll when the secret changes"
 
     existing = render({"auth": {"existingSecret": "tubemq-credentials", "env": {"X": "ignored"}}})
-    assert not by_kind(existing, "Secret")
+    assert [m["metadata"]["name"] for m in by_kind(existing, "Secret")] == [GENERATED]
     assert {"secretRef": {"name": "tubemq-credentials"}} in container(existing)["envFrom"]
 
 
@@ -283,7 +300,7 @@ def test_service_monitor_and_dashboard(full_manifests: list[dict[str, Any]]) -> 
     monitor = one(full_manifests, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert (
-        monitor["spec"]["endpoints"][0]["port"] == "http"
+        monitor["spec"]["endpoints"][0]["port"] == "admin"
         and monitor["spec"]["endpoints"][0]["path"] == "/metrics"
     )
     service_labels = one(full_manifests, "Service")["metadata"]["labels"]
@@ -339,7 +356,9 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
     healthcheck = re.search(r"^HEALTHCHECK .*?/healthz", dockerfile, re.MULTILINE | re.DOTALL)
     assert healthcheck, "the image checks liveness"
     exposed = {int(p) for p in re.findall(r"^EXPOSE (.+)$", dockerfile, re.MULTILINE)[0].split()}
-    assert exposed == {p["containerPort"] for p in container(default_manifests)["ports"]}
+    # the admin listener is the chart's choice (admin.enabled); the image keeps everything on the http port
+    ports = container(default_manifests)["ports"]
+    assert exposed == {p["containerPort"] for p in ports if p["name"] != "admin"}
     assert 'ENTRYPOINT ["tubemq-gateway"]' in dockerfile and 'CMD ["serve"]' in dockerfile
     assert 'tubemq-gateway = "gateway.__main__:main"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     # Every path the build copies must get through .dockerignore.
@@ -361,6 +380,9 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
         ("tubemq.tls.verify=maybe", "verify"),
         ("rateLimits.burstSeconds=0", "burstSeconds"),
         ("cors.allowOrigins[0]=console.example/app", "allowOrigins"),
+        ("auth.mode=maybe", "auth.mode"),
+        ("tls.clientAuth=sometimes", "tls.clientAuth"),
+        ("forwarding.allow={a b}", "forwarding.allow"),
     ],
 )
 def test_values_schema_rejects_mistakes(flag: str, complaint: str) -> None:
@@ -395,7 +417,7 @@ def test_tubemq_tls_and_credentials_values() -> None:
         "TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME": "gateway",
     }
     assert "pa55" not in json.dumps(data), "the password stays in the Secret"
-    secret = one(manifests, "Secret")
+    secret = _named(manifests, "Secret", FULLNAME)
     assert base64.b64decode(secret["data"]["TUBEMQ_GATEWAY_TUBEMQ__AUTH__PASSWORD"]) == b"pa55"
     pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == "tubemq-tls")
@@ -403,7 +425,9 @@ def test_tubemq_tls_and_credentials_values() -> None:
     mount = next(m for m in container(manifests)["volumeMounts"] if m["name"] == "tubemq-tls")
     assert mount == {"name": "tubemq-tls", "mountPath": folder, "readOnly": True}
     defaults = render()
-    assert not [k for k in one(defaults, "ConfigMap")["data"] if k.startswith("TUBEMQ_GATEWAY_TUBEMQ__")]
+    assert not [
+        k for k in _named(defaults, "ConfigMap", FULLNAME)["data"] if k.startswith("TUBEMQ_GATEWAY_TUBEMQ__")
+    ]
     assert all(
         v["name"] != "tubemq-tls" for v in one(defaults, "Deployment")["spec"]["template"]["spec"]["volumes"]
     )
@@ -413,4 +437,135 @@ def test_a_tubemq_user_without_a_password_is_refused() -> None:
     done = run_helm("template", RELEASE, str(CHART), "--set", "tubemq.auth.username=gateway", check=False)
     assert done.returncode != 0 and "TUBEMQ_GATEWAY_TUBEMQ__AUTH__PASSWORD" in done.stderr
     kept = render({"tubemq": {"auth": {"username": "gateway"}}, "auth": {"existingSecret": "mine"}})
-    assert one(kept, "ConfigMap")["data"]["TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME"] == "gateway"
+    assert _named(kept, "ConfigMap", FULLNAME)["data"]["TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME"] == "gateway"
+
+
+def _named(manifests: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    return next(m for m in by_kind(manifests, kind) if m["metadata"]["name"] == name)
+
+
+def _volumes(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    return {v["name"]: v for v in pod["volumes"]}
+
+
+def _mounts(manifests: list[dict[str, Any]]) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container(manifests)["volumeMounts"]}
+
+
+def test_secure_by_default(default_manifests: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """auth.mode required, a generated admin key (clear text only in the Secret, its hash in the keys file
+    the pods mount), the admin-all rule, one generated consumer id secret for every pod, forwarding
+    limited to private ranges; and the gateway's own settings accept what the chart renders."""
+    data = {
+        k: base64.b64decode(v).decode()
+        for k, v in _named(default_manifests, "Secret", GENERATED)["data"].items()
+    }
+    assert set(data) == {"consumer-id-secret", "admin-api-key", "api-keys.json"}
+    admin_key, id_secret = data["admin-api-key"], data["consumer-id-secret"]
+    assert re.fullmatch(r"[A-Za-z0-9]{48}", admin_key) and re.fullmatch(r"[A-Za-z0-9]{64}", id_secret)
+    keys = json.loads(data["api-keys.json"])
+    assert keys == {
+        "keys": [
+            {
+                "principal": "admin",
+                "hash": "sha256:" + hashlib.sha256(admin_key.encode()).hexdigest(),
+                "roles": ["admin"],
+            }
+        ]
+    }
+    rules = json.loads(_named(default_manifests, "ConfigMap", RULES)["data"]["rules.json"])
+    assert rules == {"rules": [{"roles": ["admin"], "actions": ["*"], "topics": ["*"], "groups": ["*"]}]}
+
+    env = env_of(default_manifests)
+    assert env["TUBEMQ_GATEWAY_AUTH__MODE"]["value"] == "required"
+    assert env["TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET"]["valueFrom"]["secretKeyRef"] == {
+        "name": GENERATED,
+        "key": "consumer-id-secret",
+    }
+    assert env["TUBEMQ_GATEWAY_CONSUMERS__REPLICAS"]["value"] == "10"  # autoscaling.maxReplicas
+    assert env["TUBEMQ_GATEWAY_AUTH__API_KEYS_FILE"]["value"] == "/etc/tubemq-gateway/api-keys/api-keys.json"
+    assert env["TUBEMQ_GATEWAY_AUTH__RULES_FILE"]["value"] == "/etc/tubemq-gateway/rules/rules.json"
+    assert env["TUBEMQ_GATEWAY_ADMIN__PORT"]["value"] == "9100"
+    volumes, mounts = _volumes(default_manifests), _mounts(default_manifests)
+    # only the keys file reaches the pods, not the admin key's clear text
+    assert volumes["api-keys"]["secret"]["secretName"] == GENERATED
+    assert volumes["api-keys"]["secret"]["items"] == [{"key": "api-keys.json", "path": "api-keys.json"}]
+    assert volumes["auth-rules"]["configMap"]["name"] == RULES
+    assert (
+        mounts["api-keys"] == "/etc/tubemq-gateway/api-keys"
+        and mounts["auth-rules"] == "/etc/tubemq-gateway/rules"
+    )
+
+    # The gateway starts from these variables: literal values, plus the id secret from the Secret.
+    for name, entry in env.items():
+        if name.startswith("TUBEMQ_GATEWAY_") and "value" in entry and "$(" not in entry["value"]:
+            monkeypatch.setenv(name, entry["value"])
+    monkeypatch.setenv("TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET", id_secret)
+    settings = Settings()
+    assert settings.consumers.replicas == 10 and settings.admin.port == 9100
+    assert "10.0.0.0/8" in settings.consumers.forward_allow
+    assert consumer_id_secret(settings) == id_secret.encode()
+
+
+def test_generated_secrets_are_kept_with_lookup() -> None:
+    """helm template cannot reach a cluster, so lookup finds nothing there and every render generates
+    fresh values; on a real install/upgrade the template reads the existing Secret back. What can be
+    checked here: fresh renders differ (nothing fixed is baked in), and the template reuses what lookup
+    returns for both values."""
+    first, second = (_named(render(), "Secret", GENERATED)["data"] for _ in range(2))
+    assert first["admin-api-key"] != second["admin-api-key"]
+    assert first["consumer-id-secret"] != second["consumer-id-secret"]
+    template = (CHART / "templates" / "generated-secret.yaml").read_text(encoding="utf-8")
+    assert 'lookup "v1" "Secret" .Release.Namespace $name' in template
+    assert 'get $kept "consumer-id-secret" }}{{ $idSecret = b64dec . }}' in template
+    assert 'get $kept "admin-api-key" }}{{ $adminKey = b64dec . }}' in template
+
+
+def test_open_mode_and_own_keys() -> None:
+    opened = render({"auth": {"mode": "open"}})
+    env = env_of(opened)
+    assert env["TUBEMQ_GATEWAY_AUTH__MODE"]["value"] == "open"
+    assert "TUBEMQ_GATEWAY_AUTH__API_KEYS_FILE" not in env and "TUBEMQ_GATEWAY_AUTH__RULES_FILE" not in env
+    assert RULES not in {m["metadata"]["name"] for m in by_kind(opened, "ConfigMap")}
+    assert "consumer-id-secret" in _named(opened, "Secret", GENERATED)["data"]  # forwarding still needs it
+    own = render(SECURE)
+    assert _volumes(own)["api-keys"]["secret"]["secretName"] == "gw-keys"
+    no_admin_key = render({"auth": {"adminKey": {"enabled": False}}})
+    assert set(_named(no_admin_key, "Secret", GENERATED)["data"]) == {"consumer-id-secret"}
+    assert "TUBEMQ_GATEWAY_AUTH__API_KEYS_FILE" not in env_of(no_admin_key)
+
+
+def test_tls_values() -> None:
+    manifests = render({**SECURE, "metrics": {"serviceMonitor": {"enabled": True}}})
+    env = env_of(manifests)
+    assert env["TUBEMQ_GATEWAY_TLS__CERT_FILE"]["value"] == "/etc/tubemq-gateway/tls/tls.crt"
+    assert env["TUBEMQ_GATEWAY_TLS__KEY_FILE"]["value"] == "/etc/tubemq-gateway/tls/tls.key"
+    assert env["TUBEMQ_GATEWAY_TLS__CLIENT_AUTH"]["value"] == "required"
+    assert env["TUBEMQ_GATEWAY_TLS__CLIENT_CA_FILE"]["value"] == "/etc/tubemq-gateway/tls/ca.crt"
+    assert env["TUBEMQ_GATEWAY_CONSUMERS__FORWARD_CA_FILE"]["value"] == "/etc/tubemq-gateway/tls/ca.crt"
+    assert env["TUBEMQ_GATEWAY_CONSUMERS__ADVERTISED_URL"]["value"] == "https://$(POD_IP):8080"
+    assert _volumes(manifests)["tls"]["secret"]["secretName"] == "gw-tls"
+    assert _mounts(manifests)["tls"] == "/etc/tubemq-gateway/tls"
+    probe = container(manifests)["readinessProbe"]["httpGet"]
+    assert probe == {"path": "/readyz", "port": "admin", "scheme": "HTTPS"}
+    assert {p["name"]: p["appProtocol"] for p in one(manifests, "Service")["spec"]["ports"]}[
+        "http"
+    ] == "https"
+    endpoint = one(manifests, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "https" and endpoint["port"] == "admin"
+    plain_tls = env_of(render({"tls": {"enabled": True, "secretName": "gw-tls"}}))
+    assert plain_tls["TUBEMQ_GATEWAY_TLS__CLIENT_AUTH"]["value"] == "none"
+    assert "TUBEMQ_GATEWAY_TLS__CLIENT_CA_FILE" not in plain_tls
+    for values, complaint in (
+        ({"tls": {"enabled": True}}, "tls.secretName"),
+        ({"tls": {"clientAuth": "optional"}}, "needs tls.enabled"),
+        ({**SECURE, "admin": {"enabled": False}}, "needs admin.enabled"),
+    ):
+        done = run_helm("template", RELEASE, str(CHART), *set_args(values), check=False)
+        assert done.returncode != 0 and complaint in done.stderr, done.stderr
+
+
+def test_values_promise_only_what_exists() -> None:
+    values = (CHART / "values.yaml").read_text(encoding="utf-8")
+    assert "API tokens" not in values and "TLS passwords" not in values

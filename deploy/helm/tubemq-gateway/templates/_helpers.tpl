@@ -59,3 +59,27 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "tubemq-gateway.promSelector" -}}
 namespace="{{ .Release.Namespace }}",job="{{ include "tubemq-gateway.fullname" . }}"
 {{- end }}
+
+{{/* The Secret with what the chart generates (consumer id secret, admin API key, API keys file). */}}
+{{- define "tubemq-gateway.generatedSecretName" -}}
+{{- printf "%s-generated" (include "tubemq-gateway.fullname" . | trunc 53 | trimSuffix "-") }}
+{{- end }}
+
+{{/* The Secret holding the API keys file (key api-keys.json), or nothing when there is none. */}}
+{{- define "tubemq-gateway.apiKeysSecret" -}}
+{{- if .Values.auth.apiKeys.existingSecret }}
+{{- .Values.auth.apiKeys.existingSecret }}
+{{- else if .Values.auth.adminKey.enabled }}
+{{- include "tubemq-gateway.generatedSecretName" . }}
+{{- end }}
+{{- end }}
+
+{{/* http or https: the scheme of the gateway's listeners. */}}
+{{- define "tubemq-gateway.scheme" -}}
+{{- if .Values.tls.enabled }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* The largest number of pods serving the release. */}}
+{{- define "tubemq-gateway.maxReplicas" -}}
+{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.maxReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- end }}
