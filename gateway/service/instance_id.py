@@ -124,9 +124,13 @@ _ID_IN_TEXT = re.compile(
 )
 
 
+#: a cheap first look (a nonce between dots), so that lines without an id cost under a microsecond
+_NONCE_IN_TEXT = re.compile(r"\.[A-Za-z0-9_-]{22}\.")
+
+
 def redact_text(text: str) -> str:
     """``text`` with every instance id in it redacted (log lines, URL paths, tracebacks)."""
-    if "." not in text:
+    if _NONCE_IN_TEXT.search(text) is None:
         return text
     return _ID_IN_TEXT.sub(lambda match: redact(match.group()), text)
 
