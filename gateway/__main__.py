@@ -10,18 +10,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from gateway import __version__
+from gateway.embedded.auth import ServerAuth
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
 from gateway.serve import add_serve_parser
+from gateway.tubemq.auth import Credentials
 
 DEFAULT_MASTER_PORT = 8715
 DEFAULT_BROKER_PORT_BASE = 8123
+AUTH_PASSWORD_ENV = "TUBEMQ_EMBEDDED_AUTH_PASSWORD"
 
 log = logging.getLogger("gateway")
 
@@ -66,6 +71,15 @@ def _add_embedded(commands: Any) -> None:
         default=DEFAULT_BROKER_PORT_BASE,
         help="broker i listens on BASE+i-1; 0 = any free ports (default: 8123)",
     )
+    embedded.add_argument("--tls-cert", type=Path, help="PEM certificate: master and brokers listen with TLS")
+    embedded.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert (if not inside it)")
+    embedded.add_argument(
+        "--tls-client-ca", type=Path, help="PEM CAs: clients must present a certificate they signed (two-way)"
+    )
+    embedded.add_argument(
+        "--auth-user",
+        help=f"require TubeMQ authentication as this user; the password comes from ${AUTH_PASSWORD_ENV}",
+    )
     embedded.set_defaults(handler=_embedded, fail=embedded.error)
 
 
@@ -95,10 +109,46 @@ def _embedded(args: argparse.Namespace) -> int:
     ports = [base + i if base else 0 for i in range(args.brokers)]
     if not 0 <= args.master_port < 65536 or not all(0 <= p < 65536 for p in ports):
         args.fail("ports must be in 0..65535")
-    return _run(_serve_embedded(args, topics, ports))
+    return _run(_serve_embedded(args, topics, ports, _server_tls(args), _server_auth(args)))
 
 
-async def _serve_embedded(args: argparse.Namespace, topics: list[TopicSpec], ports: list[int]) -> int:
+def _server_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    fail: Callable[[str], NoReturn] = args.fail
+    if args.tls_cert is None:
+        if args.tls_key is not None or args.tls_client_ca is not None:
+            fail("--tls-key and --tls-client-ca need --tls-cert")
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca is not None:
+            context.load_verify_locations(args.tls_client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as exc:
+        fail(f"cannot load the TLS files: {exc}")
+    return context
+
+
+def _server_auth(args: argparse.Namespace) -> ServerAuth | None:
+    fail: Callable[[str], NoReturn] = args.fail
+    if args.auth_user is None:
+        return None
+    password = os.environ.get(AUTH_PASSWORD_ENV, "")
+    if not password:
+        fail(f"--auth-user needs the password in the environment variable {AUTH_PASSWORD_ENV}")
+    try:
+        return ServerAuth(Credentials(args.auth_user, password))
+    except ValueError as exc:
+        fail(str(exc))
+
+
+async def _serve_embedded(
+    args: argparse.Namespace,
+    topics: list[TopicSpec],
+    ports: list[int],
+    tls: ssl.SSLContext | None = None,
+    auth: ServerAuth | None = None,
+) -> int:
     from gateway.embedded.cluster import EmbeddedCluster
 
     cluster = EmbeddedCluster(
@@ -108,6 +158,8 @@ async def _serve_embedded(args: argparse.Namespace, topics: list[TopicSpec], por
         host=args.host,
         master_port=args.master_port,
         broker_ports=ports,
+        ssl=tls,
+        auth=auth,
     )
     try:
         await cluster.start()
@@ -115,7 +167,7 @@ async def _serve_embedded(args: argparse.Namespace, topics: list[TopicSpec], por
         print(f"tubemq-gateway: cannot start the embedded cluster: {exc}", file=sys.stderr)
         return 1
     try:
-        print(f"master: {cluster.master_address}")
+        print(f"master: {cluster.master_address}{' (TLS)' if tls is not None else ''}")
         for broker in cluster.brokers:
             print(f"broker {broker.broker_id}: {broker.address}")
         print("topics: " + ", ".join(f"{t.name} ({t.partitions}x{t.stores})" for t in topics), flush=True)

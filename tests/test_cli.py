@@ -10,11 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from gateway.__main__ import build_parser, main
+from gateway.__main__ import AUTH_PASSWORD_ENV, build_parser, main
+from gateway.config import TubeMQSettings
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.connection import Connection
+from gateway.tubemq.errors import CertificateFailure
 from gateway.tubemq.pb import MasterService_pb2 as pb
+from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.producer import Producer
 from gateway.tubemq.rpc import Method
+from gateway.upstream import upstream_options
+from tests.tls_certs import make_pki
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,3 +107,62 @@ def test_parser_has_only_real_commands() -> None:
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command")
     assert sorted(commands.choices) == ["embedded", "serve"]  # type: ignore[union-attr]
+
+
+async def test_embedded_command_serves_tls_and_demands_credentials(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki", "cli")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), AUTH_PASSWORD_ENV: "cli-pw"}
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "gateway", "embedded", "--topics", "demo:2", "--master-port", "0"),
+        *("--broker-port-base", "0", "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)),
+        *("--tls-client-ca", str(pki.ca), "--auth-user", "cli"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        first = await _read_line(proc.stdout)
+        assert first.endswith(" (TLS)"), first + (await proc.stderr.read()).decode()
+        master = NodeAddress.parse(first.removeprefix("master: ").removesuffix(" (TLS)"))
+        tls = {"enabled": True, "ca_file": str(pki.ca), "cert_file": str(pki.client_cert)}
+        tls["key_file"] = str(pki.client_key)
+        for password, works in (("cli-pw", True), ("wrong", False)):
+            settings = TubeMQSettings.model_validate(
+                {"tls": tls, "auth": {"username": "cli", "password": password}}
+            )
+            async with ConnectionPool(**upstream_options(settings).pool_kwargs()) as pool:  # type: ignore[arg-type]
+                producer = Producer([master], pool=pool)
+                try:
+                    if works:
+                        await producer.start()
+                        await producer.publish("demo")
+                        await producer.send("demo", b"secured")
+                    else:
+                        with pytest.raises(CertificateFailure):
+                            await producer.start()
+                finally:
+                    await producer.close()
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(20.0):
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+def test_embedded_tls_and_auth_arguments_are_checked(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(AUTH_PASSWORD_ENV, raising=False)
+    cases = [
+        (["--tls-key", "k.pem"], "--tls-key and --tls-client-ca need --tls-cert"),
+        (["--tls-cert", str(tmp_path / "none.pem")], "cannot load the TLS files"),
+        (["--auth-user", "cli"], AUTH_PASSWORD_ENV),
+    ]
+    for extra, message in cases:
+        with pytest.raises(SystemExit) as caught:
+            main(["embedded", "--topics", "demo", *extra])
+        assert caught.value.code == 2
+        assert message in capsys.readouterr().err
