@@ -74,6 +74,15 @@ def broker_stopped() -> Iterator[None]:
         start_broker()
 
 
+@contextlib.contextmanager
+def _explained(observed: dict[str, Any], events: list[object]) -> Iterator[None]:
+    """A failure inside carries what the gateway answered and the core events (for diagnosis)."""
+    try:
+        yield
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nobserved: {observed}\ncore events: {events[-30:]}") from exc
+
+
 async def test_publish_and_consume_across_a_broker_restart() -> None:
     topic = require_topic(DEMO)
     tag = run_tag("outage")
@@ -95,7 +104,9 @@ async def test_publish_and_consume_across_a_broker_restart() -> None:
         assert before.status_code == 200, before.text
 
         observed: dict[str, Any] = {}
-        with broker_stopped():
+        events: list[object] = []
+        gw.runtime.events.subscribe(events.append)
+        with broker_stopped(), _explained(observed, events):
             # REST publish: a mapped, retriable failure within the send timeout, never another 5xx
             statuses = []
             for i in range(4):
