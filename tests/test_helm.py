@@ -569,3 +569,30 @@ def test_tls_values() -> None:
 def test_values_promise_only_what_exists() -> None:
     values = (CHART / "values.yaml").read_text(encoding="utf-8")
     assert "API tokens" not in values and "TLS passwords" not in values
+
+
+def test_jwt_and_mtls_principal_values() -> None:
+    jwt = {
+        "issuer": "https://id.example",
+        "audience": ["gw"],
+        "jwksUrl": "https://id.example/jwks",
+        "rolesClaim": "realm.roles",
+    }
+    manifests = render({"auth": {"jwt": jwt, "mtlsPrincipal": True}, "tls": SECURE["tls"]})
+    data = _named(manifests, "ConfigMap", FULLNAME)["data"]
+    assert data["TUBEMQ_GATEWAY_AUTH__JWT__ISSUER"] == "https://id.example"
+    assert json.loads(data["TUBEMQ_GATEWAY_AUTH__JWT__AUDIENCE"]) == ["gw"]
+    assert data["TUBEMQ_GATEWAY_AUTH__JWT__JWKS_URL"] == "https://id.example/jwks"
+    assert data["TUBEMQ_GATEWAY_AUTH__JWT__PRINCIPAL_CLAIM"] == "sub"
+    assert data["TUBEMQ_GATEWAY_AUTH__JWT__ROLES_CLAIM"] == "realm.roles"
+    assert data["TUBEMQ_GATEWAY_AUTH__MTLS_PRINCIPAL"] == "true"
+    assert not [
+        k for k in _named(render(), "ConfigMap", FULLNAME)["data"] if k.startswith("TUBEMQ_GATEWAY_AUTH__")
+    ]
+    for values, complaint in (
+        ({"auth": {"mtlsPrincipal": True}}, "tls.clientAuth"),
+        ({"auth": {"jwt": {"issuer": "https://id.example"}}}, "audience"),
+        ({"auth": {"jwt": {"jwksUrl": "http://plain.example/jwks"}}}, "jwksUrl"),
+    ):
+        done = run_helm("template", RELEASE, str(CHART), *set_args(values), check=False)
+        assert done.returncode != 0 and complaint in done.stderr, done.stderr
