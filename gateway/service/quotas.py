@@ -24,7 +24,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.service.errors import Quota, RateLimited
 from gateway.service.principal import Principal, current_principal
@@ -57,6 +57,8 @@ class RateLimits:
     publish_bytes_per_second: float | None = None
     burst_seconds: float = 1.0
     max_instances: int | None = None
+    #: whether publishing is limited at all (derived)
+    limits_publish: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.burst_seconds <= 0:
@@ -65,10 +67,8 @@ class RateLimits:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must be >= 0 (0 = unlimited)")
-
-    @property
-    def limits_publish(self) -> bool:
-        return bool(self.publish_messages_per_second) or bool(self.publish_bytes_per_second)
+        limited = bool(self.publish_messages_per_second) or bool(self.publish_bytes_per_second)
+        object.__setattr__(self, "limits_publish", limited)
 
 
 class _Buckets:
@@ -173,7 +173,7 @@ class Quotas:
         limits = self.overrides.get(principal.name, self.default)
         if not limits.limits_publish:
             return
-        key = caller_key(principal)
+        key = caller_key(principal) if principal.anonymous else principal.name
         now = self._clock()
         buckets = self._buckets.get(key)
         if buckets is None or buckets.limits is not limits:
@@ -181,6 +181,11 @@ class Quotas:
         else:
             self._buckets.move_to_end(key)
             buckets.refill(now)
+        if buckets.messages >= messages and buckets.bytes >= payload_bytes:  # the usual case
+            buckets.messages -= messages
+            buckets.bytes -= payload_bytes
+            return
+        # Short of tokens, unless the request is larger than a full bucket and the bucket is full.
         wait_messages = _shortfall(buckets.messages, messages, limits.publish_messages_per_second, limits)
         wait_bytes = _shortfall(buckets.bytes, payload_bytes, limits.publish_bytes_per_second, limits)
         if wait_messages or wait_bytes:
