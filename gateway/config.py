@@ -28,7 +28,14 @@ CORS_REQUEST_HEADERS = (
     "X-TubeMQ-Stream-Id",
     "X-TubeMQ-Msg-Time",
 )
-CORS_EXPOSED_HEADERS = ("X-Request-ID", "Retry-After", "RateLimit", "RateLimit-Policy", "Location")
+CORS_EXPOSED_HEADERS = (
+    "X-Request-ID",
+    "Retry-After",
+    "RateLimit",
+    "RateLimit-Policy",
+    "Location",
+    "WWW-Authenticate",
+)
 
 #: shortest consumers.id_secret accepted
 MIN_ID_SECRET = 16
