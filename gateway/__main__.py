@@ -3,6 +3,7 @@
 Commands:
   serve      run the HTTP gateway (on the embedded cluster when no master is configured)
   embedded   run an embedded TubeMQ-compatible cluster (master + brokers) in the foreground
+  keys       make API keys (keys new --principal NAME [--role R ...])
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, NoReturn
 from gateway import __version__
 from gateway.embedded.auth import ServerAuth
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+from gateway.security.cli import add_keys_parser
 from gateway.serve import add_serve_parser
 from gateway.tubemq.auth import Credentials
 
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="<command>")
     add_serve_parser(commands)
     _add_embedded(commands)
+    add_keys_parser(commands)
     return parser
 
 

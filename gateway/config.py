@@ -375,6 +375,60 @@ class CorsSettings(BaseModel):
         return value
 
 
+class JwtSettings(BaseModel):
+    issuer: str | None = Field(
+        None,
+        description="expected `iss` of bearer JWTs; JWTs are accepted once it, audience and jwks_url are set",
+    )
+    audience: list[str] = Field(
+        default_factory=list, description="accepted `aud` values (one must match); required with issuer"
+    )
+    jwks_url: str | None = Field(None, description="URL of the issuer's JSON Web Key Set (its `jwks_uri`)")
+    algorithms: list[str] = Field(
+        default_factory=lambda: ["RS256"],
+        description="accepted signature algorithms (asymmetric only: RS*, PS*, ES*, EdDSA)",
+    )
+    leeway: float = Field(30.0, ge=0, le=300, description="seconds of clock skew allowed on exp/nbf/iat")
+    principal_claim: str = Field("sub", description="claim naming the principal")
+    roles_claim: str | None = Field(
+        None, description="claim holding role names (a list or a space-separated string; dots descend)"
+    )
+    jwks_refresh_interval: float = Field(
+        30.0, gt=0, description="fewest seconds between two JWKS fetches caused by unknown key ids"
+    )
+    jwks_max_age: float = Field(3600.0, gt=0, description="seconds a fetched JWKS is used before a refetch")
+    jwks_timeout: float = Field(5.0, gt=0, description="seconds to fetch the JWKS")
+    cache_size: int = Field(10_000, ge=1, description="verified tokens remembered until they expire")
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric_only(cls, value: list[str]) -> list[str]:
+        allowed = {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+        bad = [a for a in value if a not in allowed]
+        if bad or not value:
+            raise ValueError(
+                f"auth.jwt.algorithms {bad or value} not allowed: give one or more of {sorted(allowed)} "
+                "(JWKS keys are public keys, so `none` and HS* are refused)"
+            )
+        return value
+
+
+class AuthSettings(BaseModel):
+    mode: Literal["open", "required"] = Field(
+        "open",
+        description="open: no authentication, every caller is `anonymous` (local use only); required: "
+        "every request but the health probes needs credentials and a rule allowing it",
+    )
+    api_keys_file: Path | None = Field(
+        None, description='JSON file of hashed API keys {"keys": [{"principal", "hash", "roles"}]}'
+    )
+    rules_file: Path | None = Field(None, description='JSON file of authorization rules {"rules": [...]}')
+    jwt: JwtSettings = JwtSettings()
+    mtls_principal: bool = Field(
+        False, description="a verified TLS client certificate's subject (RFC 4514) is the principal"
+    )
+
+
 class Settings(BaseSettings):
     """All gateway settings. ``masters`` empty means: run on the embedded cluster."""
 
@@ -404,6 +458,7 @@ class Settings(BaseSettings):
 
     rate_limits: RateLimitSettings = RateLimitSettings()
     cors: CorsSettings = CorsSettings()
+    auth: AuthSettings = AuthSettings()
 
     def advertised_url(self) -> str:
         """The base URL other replicas use to reach this one: ``consumers.advertised_url``, else derived

@@ -14,6 +14,7 @@ from gateway.config import Settings
 from gateway.embedded.auth import ServerAuth
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+from gateway.security.setup import Security, build_security
 from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.instance_id import normalize_base_url
 from gateway.service.peers import PeerPolicy
@@ -79,6 +80,12 @@ class Runtime:
     masters: list[NodeAddress] = field(default_factory=list)
     quotas: Quotas | None = None
     draining: bool = False
+    #: authentication and access rules from ``settings.auth``; built with the runtime, so that settings
+    #: that cannot work (``SecurityConfigError``) stop the process before it listens
+    security: Security = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.security = build_security(self.settings.auth)
 
     async def start(self) -> None:
         s = self.settings
@@ -150,6 +157,7 @@ class Runtime:
                 concurrency=s.limits.publish_concurrency,
                 send_timeout=s.producer.send_timeout,
                 quotas=self.quotas,
+                access=self.security.policy,
             )
             self.consumers = self._consumer_service(self.pool, id_secret, peers)
             await self.consumers.start()
@@ -184,6 +192,7 @@ class Runtime:
             id_secret=id_secret,
             peers=peers,
             quotas=self.quotas,
+            access=self.security.policy,
         )
 
     def readiness(self) -> tuple[bool, dict[str, object]]:
@@ -196,6 +205,7 @@ class Runtime:
         routes = producer.usable_routes() if producer is not None else 0
         checks: dict[str, object] = {
             "draining": self.draining,
+            "auth": self.security.mode,
             "masterSession": reachable,
             "masterFailures": producer.master_failures if producer is not None else 0,
             "usableRoutes": routes,
@@ -226,6 +236,7 @@ class Runtime:
         if self.cluster is not None:
             await self.cluster.stop()
             self.cluster = None
+        await self.security.close()
 
 
 def build_quotas(settings: Settings) -> Quotas:

@@ -150,6 +150,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from gateway.grpc.server import create_grpc_server
     from gateway.observability.logging import configure_logging
     from gateway.runtime import Runtime
+    from gateway.security.setup import SecurityConfigError
     from gateway.shutdown import ShutdownPlan
     from gateway.tls import TlsConfigError, check_tls
 
@@ -166,7 +167,11 @@ def run_serve(args: argparse.Namespace) -> int:
         loop = "uvloop"
     except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
         loop = "asyncio"
-    runtime = Runtime(settings)
+    try:
+        runtime = Runtime(settings)
+    except SecurityConfigError as exc:
+        print(f"tubemq-gateway: cannot start: {exc}", file=sys.stderr)
+        return 2
     plan = ShutdownPlan(settings.shutdown.grace_period, settings.shutdown.drain_delay)
 
     def drain() -> None:

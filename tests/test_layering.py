@@ -32,6 +32,7 @@ WEB_AND_METRICS = (
 ABOVE_CORE = (
     "gateway.embedded",
     "gateway.service",
+    "gateway.security",
     "gateway.api",
     "gateway.grpc",
     "gateway.observability",
@@ -150,6 +151,7 @@ def test_the_walker_sees_the_packages_it_checks() -> None:
     assert len(modules("tubemq")) > 20
     assert len(modules("embedded")) > 10
     assert len(modules("service")) > 3
+    assert len(modules("security")) > 5
     assert not [p for p in modules("tubemq") if p.name.endswith("_pb2.py")]
 
 
@@ -188,11 +190,60 @@ def test_the_service_layer_is_framework_free() -> None:
     def framework(imp: Import) -> bool:
         return _within(imp.target, WEB_AND_METRICS) or _within(
             imp.target,
-            ("gateway.api", "gateway.grpc", "gateway.runtime", "gateway.serve", "gateway.__main__"),
+            (
+                "gateway.api",
+                "gateway.grpc",
+                "gateway.runtime",
+                "gateway.serve",
+                "gateway.__main__",
+                "gateway.security",
+            ),
         )
 
     bad = _violations(modules("service"), framework)
-    assert bad == [], "gateway/service sits below the adapters:\n" + "\n".join(bad)
+    assert bad == [], "gateway/service sits below the adapters (and below gateway/security):\n" + "\n".join(
+        bad
+    )
+
+
+def security_breaks_rules(imp: Import) -> bool:
+    """gateway/security sits beside the service layer, below the adapters: no web framework, no adapter,
+    no process wiring, no client core; of the service layer only the principal, the errors and the access
+    interface."""
+    if _within(imp.target, WEB_AND_METRICS):
+        return True
+    if _within(imp.target, ("gateway.service",)):
+        return not _within(
+            imp.target, ("gateway.service.principal", "gateway.service.errors", "gateway.service.access")
+        )
+    return imp.target.split(".")[0] == "gateway" and not _within(
+        imp.target, ("gateway.security", "gateway.config")
+    )
+
+
+def test_security_is_framework_free_and_below_the_adapters() -> None:
+    bad = _violations(modules("security"), security_breaks_rules)
+    assert bad == [], (
+        "gateway/security may import stdlib, jwt, httpx, gateway.config, its own modules and the "
+        + ("service layer's principal/errors/access:\n" + "\n".join(bad))
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import starlette.types\n", True),
+        ("from gateway.api import errors\n", True),
+        ("from gateway.service.consumers import ConsumerService\n", True),
+        ("from gateway.tubemq import pool\n", True),
+        ("from gateway.service.principal import Principal\n", False),
+        ("import jwt\n", False),
+        ("from . import rules\n", False),
+    ],
+)
+def test_a_planted_security_import_is_caught(source: str, expected: bool) -> None:
+    planted = GATEWAY / "security" / "planted.py"
+    assert any(security_breaks_rules(imp) for imp in imports_of(planted, source)) is expected
 
 
 def test_core_modules_import_only_their_own_layer_or_lower() -> None:

@@ -7,10 +7,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.middleware import Middleware
 
 from gateway import __version__
 from gateway.api import routes_consumers, routes_health, routes_ranges, routes_topics
 from gateway.api.admin import create_admin_app
+from gateway.api.auth import AuthMiddleware, document_security
 from gateway.api.cors import install_cors
 from gateway.api.errors import install_error_handlers
 from gateway.api.routes_metrics import install_observability
@@ -70,6 +72,8 @@ def create_app(
     )
     _document_extra_schemas(app)
     app.state.admin_app = create_admin_app(app) if admin_listener else None
+    # Innermost middleware (after request ids and metrics): refusals are logged and counted like any answer.
+    app.user_middleware.append(Middleware(AuthMiddleware, security=lambda: rt.security, fastapi=lambda: app))
     install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)
     return app
 
@@ -99,6 +103,7 @@ def _document_extra_schemas(app: FastAPI) -> None:
                     }
         for name in ("HTTPValidationError", "ValidationError"):
             components.pop(name, None)
+        document_security(schema)
         app.openapi_schema = schema
         return schema
 

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 
 from gateway.api.media_types import UnsupportedMediaType
 from gateway.api.schemas import ErrorResponse
-from gateway.service.errors import ErrorKind, Quota, RateLimited, ServiceError, Unavailable
+from gateway.service.errors import ErrorKind, Quota, RateLimited, ServiceError, Unauthenticated, Unavailable
 
 log = logging.getLogger("gateway.api")
 
@@ -24,7 +24,24 @@ STATUS_BY_KIND = {
     ErrorKind.UNAVAILABLE: 503,
     ErrorKind.RATE_LIMITED: 429,
     ErrorKind.UPSTREAM: 502,
+    ErrorKind.UNAUTHENTICATED: 401,
+    ErrorKind.PERMISSION_DENIED: 403,
 }
+
+#: The challenge of every 401 (RFC 6750): a bearer token (an API key or a JWT) is what the gateway takes.
+WWW_AUTHENTICATE = 'Bearer realm="tubemq-gateway"'
+
+
+def error_headers(exc: ServiceError) -> dict[str, str]:
+    """The headers an answer for ``exc`` carries besides its body (Retry-After and RateLimit fields,
+    WWW-Authenticate)."""
+    if isinstance(exc, RateLimited):
+        return rate_limit_headers(exc.quota, exc.retry_after)
+    if isinstance(exc, Unavailable):
+        return {"Retry-After": str(max(1, round(exc.retry_after)))}
+    if isinstance(exc, Unauthenticated):
+        return {"WWW-Authenticate": WWW_AUTHENTICATE}
+    return {}
 
 
 _HEADER_DOC = {"schema": {"type": "string"}}
@@ -71,12 +88,7 @@ def rate_limit_headers(quota: Quota, retry_after: float) -> dict[str, str]:
 
 def error_response(exc: ServiceError) -> JSONResponse:
     status = STATUS_BY_KIND[exc.kind]
-    headers = {}
-    if isinstance(exc, RateLimited):
-        headers = rate_limit_headers(exc.quota, exc.retry_after)
-    elif isinstance(exc, Unavailable):
-        headers["Retry-After"] = str(max(1, round(exc.retry_after)))
-    return JSONResponse({"error": exc.to_dict()}, status_code=status, headers=headers)
+    return JSONResponse({"error": exc.to_dict()}, status_code=status, headers=error_headers(exc))
 
 
 async def _service_error(request: Request, exc: Exception) -> JSONResponse:

@@ -26,7 +26,7 @@ def _service(request: Request) -> RangeService:
         runtime = get_runtime(request)
         if runtime.pool is None or not runtime.masters:
             raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
-        service = RangeService(runtime.pool, runtime.masters)
+        service = RangeService(runtime.pool, runtime.masters, access=runtime.security.policy)
         request.app.state.ranges = service
     return service
 

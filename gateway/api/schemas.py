@@ -19,6 +19,8 @@ class ErrorBody(BaseModel):
     limit: int | None = Field(None, description="the size limit in bytes (payload_too_large)")
     retryAfterSeconds: float | None = Field(None, description="when to retry (unavailable, rate_limited)")
     tubemqErrorCode: int | None = Field(None, description="TubeMQ errCode when the broker refused")
+    action: str | None = Field(None, description="the action no rule allows the caller (permission_denied)")
+    resource: str | None = Field(None, description="what the action was on (permission_denied)")
 
 
 class ErrorResponse(BaseModel):
@@ -63,7 +65,9 @@ class PublishResponse(BaseModel):
 class PartitionOut(BaseModel):
     index: int
     brokerId: int
-    broker: str = Field(description="host:port of the broker")
+    broker: str | None = Field(
+        description="host:port of the broker; null unless the caller may describe_cluster (auth on)"
+    )
     partitionId: int
     partitionKey: str
 

@@ -52,7 +52,7 @@ def topic(view: TopicView) -> pb.Topic:
             pb.Partition(
                 index=p.index,
                 broker_id=p.broker_id,
-                broker=p.broker,
+                broker=p.broker or "",
                 partition_id=p.partition_id,
                 partition_key=p.key,
             )

@@ -11,6 +11,8 @@
     RateLimited              RESOURCE_EXHAUSTED    429   detail.retry_after_seconds, trailer retry-after,
                                                          and a google.rpc.RetryInfo in the status details
     UpstreamError            INTERNAL              502   detail.tubemq_error_code
+    Unauthenticated          UNAUTHENTICATED       401   no, bad or expired credentials
+    PermissionDenied         PERMISSION_DENIED     403   the message names principal, action and resource
     AdapterError             refusals of the gRPC adapter itself:
      ├── AuthError           UNAUTHENTICATED / PERMISSION_DENIED (raised by an auth hook)
      └── StreamSuperseded    ABORTED (a newer Subscribe took the consumer instance over)
@@ -45,6 +47,8 @@ CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     ErrorKind.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorKind.UPSTREAM: grpc.StatusCode.INTERNAL,
+    ErrorKind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    ErrorKind.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 #: Response metadata: (key, value) pairs, values str (or bytes for keys ending in -bin).

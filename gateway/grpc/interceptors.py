@@ -6,8 +6,14 @@ separate functions. Per call, in order:
 1. **Request id**: the client's ``x-request-id`` when it is a sane token, else a fresh one; sent back in
    the response trailers of every call (and also in the headers of streaming calls), and visible to logs
    through :func:`current_request_id`.
-2. **Auth hook**: ``authorize(method, metadata)`` if configured; it raises
-   :class:`~gateway.grpc.errors.AuthError` to refuse the call.
+2. **Authentication and admission**: with a :class:`~gateway.security.setup.Security`, the method is
+   looked up in :data:`gateway.security.operations.GRPC_METHODS` (health checks are open; a method
+   missing from the table is refused), the caller is authenticated from the ``authorization`` /
+   ``x-api-key`` metadata or (``auth.mtls_principal``) the verified client certificate's
+   ``x509_subject_name``, and some rule must allow the method's action; the principal is then the
+   :func:`~gateway.service.principal.current_principal` of the call. Refusals are UNAUTHENTICATED or
+   PERMISSION_DENIED. An extra ``authorize(method, metadata)`` hook may raise
+   :class:`~gateway.grpc.errors.AuthError` to refuse a call.
 3. **Errors**: a :class:`~gateway.service.errors.ServiceError` (or ``AdapterError``) leaving the servicer
    ends the call through :func:`gateway.grpc.errors.abort`; any other exception is logged with the
    request id and ends the call with INTERNAL.
@@ -28,7 +34,11 @@ from typing import Any
 import grpc
 
 from gateway.grpc import errors
+from gateway.security.credentials import from_headers
+from gateway.security.operations import grpc_operation
+from gateway.security.setup import Security
 from gateway.service.errors import ServiceError
+from gateway.service.principal import bind_principal
 from gateway.tubemq.events import Event, EventBus
 
 log = logging.getLogger("gateway.grpc")
@@ -73,17 +83,21 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         *,
         events: EventBus | None = None,
         authorize: Authorizer | None = None,
+        security: Security | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._events = events
         self._authorize = authorize
+        self._security = security
         self._clock = clock
         # method -> (the handler we were given, our wrapper): handlers are long-lived objects, so each is
         # wrapped once instead of once per call.
         self._wrapped: dict[str, tuple[Any, Any]] = {}
 
     def __repr__(self) -> str:
-        auth = "on" if self._authorize is not None else "off"
+        auth = self._security.mode if self._security is not None else "off"
+        if self._authorize is not None:
+            auth += "+hook"
         return f"<GatewayInterceptor methods={len(self._wrapped)} auth={auth} events={self._events!r}>"
 
     async def intercept_service(
@@ -123,8 +137,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
             request_id, metadata = await self._begin(context, streaming=False)
             code = grpc.StatusCode.OK
             try:
-                if self._authorize is not None:
-                    await self._authorize(method, metadata)
+                await self._admit(method, metadata, context)
                 return await behavior(request, context)
             except BaseException as exc:
                 code = _code_of(exc, context)
@@ -141,8 +154,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
             request_id, metadata = await self._begin(context, streaming=True)
             code = grpc.StatusCode.OK
             try:
-                if self._authorize is not None:
-                    await self._authorize(method, metadata)
+                await self._admit(method, metadata, context)
                 result = behavior(request, context)
                 if hasattr(result, "__aiter__"):
                     async for item in result:
@@ -157,6 +169,26 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
                 self._finished(method, code, started, request_id)
 
         return call
+
+    async def _admit(
+        self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
+    ) -> None:
+        """Authenticate the caller and bind it to this call's task; raises ServiceError / AuthError."""
+        security = self._security
+        if security is not None and security.mode != "open":
+            operation = grpc_operation(method)
+            if not operation.open:
+                authenticator = security.authenticator
+                credentials = from_headers(
+                    _text(metadata.get("authorization")),
+                    _text(metadata.get("x-api-key")),
+                    _client_subject(context) if authenticator.mtls else None,
+                )
+                principal = await authenticator.authenticate(credentials)
+                security.admit(operation, principal)
+                bind_principal(principal)
+        if self._authorize is not None:
+            await self._authorize(method, metadata)
 
     async def _begin(
         self, context: grpc.aio.ServicerContext, streaming: bool
@@ -188,6 +220,20 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         events = self._events
         if events is not None and events.has_subscribers:
             events.emit(GrpcCallFinished(method, code.name, self._clock() - started, request_id))
+
+
+def _text(value: str | bytes | None) -> str | None:
+    return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+def _client_subject(context: grpc.aio.ServicerContext) -> str | None:
+    """The verified client certificate's subject, when the TLS listener verified one."""
+    names = (context.auth_context() or {}).get("x509_subject_name") or ()
+    for name in names:
+        text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+        if text:
+            return text
+    return None
 
 
 def _code_of(exc: BaseException, context: grpc.aio.ServicerContext) -> grpc.StatusCode:

@@ -34,8 +34,9 @@ class GrpcServer:
     in-flight messages of each PublishStream; ``subscribe_step`` (seconds) is how long a Subscribe waits
     for messages before it checks whether it must end; ``max_message_bytes`` bounds one request message
     (larger ones fail with RESOURCE_EXHAUSTED); ``health_interval`` (seconds) is how often health Watch
-    streams look at readiness; ``authorize`` is the auth hook (see :mod:`gateway.grpc.interceptors`);
-    ``credentials`` make the port a TLS one (None: plaintext).
+    streams look at readiness. Every call is authenticated and admitted by ``runtime.security`` (see
+    :mod:`gateway.grpc.interceptors`); ``authorize`` is an extra hook; ``credentials`` make the port a TLS
+    one (None: plaintext).
     """
 
     def __init__(
@@ -62,7 +63,9 @@ class GrpcServer:
         self.health = ReadinessHealth(
             lambda: runtime.readiness()[0], [SERVICE_NAME], watch_interval=health_interval
         )
-        self.interceptor = GatewayInterceptor(events=runtime.events, authorize=authorize)
+        self.interceptor = GatewayInterceptor(
+            events=runtime.events, authorize=authorize, security=runtime.security
+        )
         self._server: Any = None
         self._port: int | None = None
 

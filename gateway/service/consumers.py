@@ -8,7 +8,11 @@ requests to it. :meth:`ConsumerService.locate` tells the adapter which replica o
 Errors (``gateway.service.errors``): a malformed id or an id of another group -> NotFound; an id this
 replica issued but no longer knows (deleted, expired, or the replica restarted) -> Gone, telling the client
 to create a new instance; bad parameters -> InvalidInput naming the REST field; too many instances or no
-master -> Unavailable.
+master -> Unavailable; a topic the caller may not consume in the group -> PermissionDenied.
+
+Ownership: an instance belongs to the principal that created it (``current_principal()`` at create). For
+any other principal it does not exist: NotFound, the same answer as for an id that was never issued (also
+after the instance closed), so ids cannot be probed across principals.
 
 An instance not used for ``lease`` seconds (no request in flight, none started) is closed: its partitions go
 back to the group and whatever it delivered without a commit is redelivered.
@@ -26,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from gateway.service.access import ALLOW_ALL, CONSUME, AccessPolicy
 from gateway.service.errors import Gone, InvalidInput, NotFound, ServiceError, Unavailable, UpstreamError
 from gateway.service.instance import CommitResult, ConsumerInstance, DeliveredMessage, StreamCursor
 from gateway.service.instance_id import (
@@ -36,6 +41,7 @@ from gateway.service.instance_id import (
     redact,
 )
 from gateway.service.peers import PeerPolicy
+from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
@@ -114,7 +120,7 @@ class _Registry:
     by_client: dict[str, ConsumerInstance] = field(default_factory=dict)
     #: instances taken out of ``instances`` whose close has not run to its end yet
     closing: dict[str, ConsumerInstance] = field(default_factory=dict)
-    closed: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    closed: OrderedDict[str, tuple[str, str]] = field(default_factory=OrderedDict)  # id -> (reason, owner)
     creating: int = 0
     #: instance id -> the quota key it is counted under (see Quotas.claim_instance)
     quota_keys: dict[str, str] = field(default_factory=dict)
@@ -146,6 +152,7 @@ class ConsumerService:
         id_secret: bytes = b"",
         peers: PeerPolicy | None = None,
         reap_interval: float | None = None,
+        access: AccessPolicy = ALLOW_ALL,
         clock: Callable[[], float] = time.monotonic,
         quotas: Quotas | None = None,
     ) -> None:
@@ -168,6 +175,7 @@ class ConsumerService:
         self.limits = limits or PollLimits()
         self._secret = id_secret
         self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)
+        self._access = access
         self._reap_interval = reap_interval if reap_interval is not None else min(max(lease / 4, 0.05), 5.0)
         self._clock = clock
         self._quotas = quotas
@@ -220,9 +228,7 @@ class ConsumerService:
         try:
             ref = decode_instance_id(group, instance_id, self._secret)
         except MalformedInstanceId as exc:
-            raise NotFound(
-                f"no consumer instance {instance_id!r} in group {group!r}: {exc}", field="instanceId"
-            ) from None
+            raise _not_found(group, instance_id, str(exc)) from None
         if ref.owner_url == self.advertised_url:
             return None
         if not self.peers.allows(ref.owner_url):
@@ -249,9 +255,16 @@ class ConsumerService:
                 f"consumer instance {instance_id} is owned by the gateway at {owner}, which cannot be "
                 f"reached through this one; create a new instance with POST /v1/consumers/{group}"
             )
+        caller = current_principal().name
         found = self._registry.instances.get(instance_id)
+        if found is not None and found.owner != caller:
+            raise _not_found(group, instance_id, _FOREIGN)
         if found is None or found.closed:
-            reason = self._registry.closed.get(instance_id, "deleted, expired, or its gateway restarted")
+            reason, owner = self._registry.closed.get(
+                instance_id, ("deleted, expired, or its gateway restarted", caller)
+            )
+            if owner != caller:
+                raise _not_found(group, instance_id, _FOREIGN)
             raise Gone(
                 f"consumer instance {instance_id} is gone ({reason}); create a new instance with "
                 f"POST /v1/consumers/{group}"
@@ -274,6 +287,10 @@ class ConsumerService:
                 retry_after=5.0,
             )
         config, max_bytes = self._instance_config(spec)
+        if self._access.enforcing:
+            principal = current_principal()
+            for topic in spec.topics:
+                self._access.check(principal, CONSUME, topic=topic, group=group)
         # The caller's own cap (RateLimited), after the request was found valid; an idle instance frees its
         # place at the latest when its lease ends.
         quota_key = self._quotas.claim_instance(min(self.lease, 60.0)) if self._quotas else None
@@ -310,6 +327,7 @@ class ConsumerService:
             max_bytes=max_bytes,
             commit_timeout=self.commit_timeout,
             assignment_wait=self.assignment_wait,
+            owner=current_principal().name,
             clock=self._clock,
         )
         registry.creating += 1
@@ -456,7 +474,7 @@ class ConsumerService:
         registry = self._registry
         key = instance.instance_id
         if registry.instances.pop(key, None) is not None:
-            registry.closed[key] = reason
+            registry.closed[key] = (reason, instance.owner)
             while len(registry.closed) > _REMEMBER_CLOSED:
                 registry.closed.popitem(last=False)
             registry.closing[key] = instance
@@ -503,6 +521,14 @@ class ConsumerService:
         for outcome in outcomes:
             if isinstance(outcome, Exception):
                 log.warning("consumer instance upkeep failed: %r", outcome)
+
+
+#: the reason given for another principal's instance: the same kind of text as for a forged id
+_FOREIGN = "the instance id is not known here"
+
+
+def _not_found(group: str, instance_id: str, reason: str) -> NotFound:
+    return NotFound(f"no consumer instance {instance_id!r} in group {group!r}: {reason}", field="instanceId")
 
 
 def _bounded(value: int | None, default: int, low: int, high: int, name: str) -> int:

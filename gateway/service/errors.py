@@ -9,7 +9,10 @@ Each error has a ``kind`` that the adapters translate, in one place each, to an 
      ├── Gone                -> 410 / FAILED_PRECONDITION a consumer instance expired or was deleted
      ├── Unavailable         -> 503 / UNAVAILABLE        no broker can take it now; carries retry_after
      ├── RateLimited         -> 429 / RESOURCE_EXHAUSTED the caller is above its quota; carries retry_after
-     └── UpstreamError       -> 502 / INTERNAL           TubeMQ answered with an error we cannot fix here
+     ├── UpstreamError       -> 502 / INTERNAL           TubeMQ answered with an error we cannot fix here
+     ├── Unauthenticated     -> 401 / UNAUTHENTICATED    no, malformed, unknown or expired credentials
+     └── PermissionDenied    -> 403 / PERMISSION_DENIED  a known principal lacks the right; names the
+                                                         principal, the action and the resource
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ class ErrorKind(Enum):
     UNAVAILABLE = "unavailable"
     RATE_LIMITED = "rate_limited"
     UPSTREAM = "upstream_error"
+    UNAUTHENTICATED = "unauthenticated"
+    PERMISSION_DENIED = "permission_denied"
 
 
 class ServiceError(Exception):
@@ -130,3 +135,27 @@ class RateLimited(ServiceError):
 
 class UpstreamError(ServiceError):
     kind = ErrorKind.UPSTREAM
+
+
+class Unauthenticated(ServiceError):
+    """The request carries no usable credentials. The message says what was wrong and what to send; it
+    never repeats the credential itself."""
+
+    kind = ErrorKind.UNAUTHENTICATED
+
+
+class PermissionDenied(ServiceError):
+    """An authenticated principal is not allowed ``action`` on ``resource`` (both named in the message)."""
+
+    kind = ErrorKind.PERMISSION_DENIED
+
+    def __init__(self, message: str, *, action: str, resource: str) -> None:
+        super().__init__(message)
+        self.action = action
+        self.resource = resource
+
+    def to_dict(self) -> dict[str, object]:
+        body = super().to_dict()
+        body["action"] = self.action
+        body["resource"] = self.resource
+        return body

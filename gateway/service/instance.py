@@ -128,9 +128,12 @@ class ConsumerInstance:
         max_bytes: int | None,
         commit_timeout: float,
         assignment_wait: float,
+        owner: str = "anonymous",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.instance_id = instance_id
+        #: the name of the principal that created the instance; nobody else may use it
+        self.owner = owner
         self.group = group
         self.consumer = consumer
         self.auto_commit = auto_commit

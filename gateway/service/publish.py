@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gateway.service.access import ALLOW_ALL, DESCRIBE, DESCRIBE_CLUSTER, PUBLISH, AccessPolicy
 from gateway.service.errors import (
     InvalidInput,
     NotFound,
@@ -21,6 +22,7 @@ from gateway.service.errors import (
     Unavailable,
     UpstreamError,
 )
+from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.breaker import BreakerState
@@ -64,7 +66,7 @@ class PublishOutcome:
 class PartitionView:
     index: int
     broker_id: int
-    broker: str
+    broker: str | None  # host:port; None for a caller not allowed describe_cluster
     partition_id: int
     key: str
 
@@ -180,9 +182,11 @@ class PublishService:
         concurrency: int = 256,
         send_timeout: float = 10.0,
         quotas: Quotas | None = None,
+        access: AccessPolicy = ALLOW_ALL,
     ) -> None:
         self._producer = producer
         self._quotas = quotas
+        self._access = access
         self._max_batch = max_batch_messages
         self._concurrency = concurrency
         self._send_timeout = send_timeout
@@ -211,6 +215,8 @@ class PublishService:
         ``raw`` marks a single message that came without a batch envelope: errors then name ``message.*``
         instead of ``messages[i].*``.
         """
+        if self._access.enforcing:
+            self._access.check(current_principal(), PUBLISH, topic=topic)
         if not messages:
             raise InvalidInput("messages must hold at least one message", field="messages")
         if len(messages) > self._max_batch:
@@ -295,7 +301,11 @@ class PublishService:
             outcome.error = map_core_error(exc, topic, outcome.index)
 
     async def topic(self, topic: str) -> TopicView:
-        """What the gateway knows about a topic: partitions, brokers and the max message size."""
+        """What the gateway knows about a topic: partitions, brokers and the max message size. Broker
+        addresses only for a caller allowed ``describe_cluster``."""
+        principal = current_principal()
+        self._access.check(principal, DESCRIBE, topic=topic)
+        addresses = self._access.allows(principal, DESCRIBE_CLUSTER)
         route = await self.ensure_topic(topic)
         view = TopicView(topic=topic, max_message_size=route.max_msg_size)
         for p in route.partitions:
@@ -303,7 +313,7 @@ class PublishService:
                 PartitionView(
                     index=p.index,
                     broker_id=p.broker_id,
-                    broker=str(p.broker_address),
+                    broker=str(p.broker_address) if addresses else None,
                     partition_id=p.partition_id,
                     key=p.partition_key,
                 )

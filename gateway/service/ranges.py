@@ -14,7 +14,9 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gateway.service.access import ALLOW_ALL, READ_RANGES, AccessPolicy
 from gateway.service.errors import InvalidInput, NotFound, Unavailable, UpstreamError
+from gateway.service.principal import current_principal
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.client_id import consumer_id, local_ipv4
 from gateway.tubemq.consumer_batch import ConsumedMessage
@@ -54,7 +56,9 @@ class RangeService:
         *,
         group_prefix: str = "tubemq_gateway_range",
         rpc_timeout: float = 10.0,
+        access: AccessPolicy = ALLOW_ALL,
     ) -> None:
+        self._access = access
         self._master = MasterClient(masters, pool, timeout=rpc_timeout)
         self._reader = RangeReader(pool, group_prefix=group_prefix, rpc_timeout=rpc_timeout)
         self._group = f"{group_prefix}_meta_{secrets.token_hex(4)}"
@@ -77,6 +81,7 @@ class RangeService:
 
     async def partitions(self, topic: str) -> list[PartitionOffsets]:
         """Every subscribable partition of ``topic`` with its store's bounds."""
+        self._access.check(current_principal(), READ_RANGES, topic=topic)
         layout = await self._layout(topic)
         if not layout.partitions:
             raise NotFound(f"topic {topic!r} has no subscribable partition now", field="topic")
@@ -87,6 +92,7 @@ class RangeService:
     async def read(self, topic: str, key: str, start: int, end: int, max_messages: int) -> RangePage:
         """Read ``[start, end)`` of partition ``key``, stopping after the batch that reaches
         ``max_messages``."""
+        self._access.check(current_principal(), READ_RANGES, topic=topic)
         if start < 0 or end < start:
             raise InvalidInput("need 0 <= from <= to", field="from")
         if max_messages < 1:

@@ -1,0 +1,192 @@
+"""Authentication and per-operation admission of the REST adapter: one pure ASGI middleware.
+
+For every HTTP request, :class:`AuthMiddleware` finds the operation (method + path) in
+:data:`gateway.security.operations.REST_OPERATIONS`:
+
+* an open operation (the health probes) runs without looking at credentials;
+* any other request must authenticate (401 with ``WWW-Authenticate`` and the API's error body otherwise);
+  then a path that is no operation of the app is answered 404 here, and an operation that no rule allows
+  the caller (its action on some resource) 403; the rest of the app runs in a
+  :func:`~gateway.service.principal.principal_scope` of the caller, and the services check the exact
+  resource (topic, group, consumer instance owner).
+
+An operation missing from the table is refused (its action is one no rule grants). The operations are
+read from the app's OpenAPI document (plus FastAPI's own docs routes) the first time a request needs them;
+:func:`rest_operations` gives the same list to tests, which check that every one is in the table. In open
+mode the middleware only passes requests on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.routing import compile_path
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.api.errors import STATUS_BY_KIND, error_headers
+from gateway.security.credentials import from_headers
+from gateway.security.operations import Operation, rest_operation
+from gateway.security.setup import Security
+from gateway.service.errors import NotFound, ServiceError
+from gateway.service.principal import principal_scope
+
+__all__ = ["AuthMiddleware", "RestOperation", "document_security", "rest_operations", "send_error"]
+
+
+async def send_error(send: Send, exc: ServiceError) -> None:
+    """Answer with ``exc`` as the API's error body (the same as ``gateway/api/errors.py`` renders)."""
+    body = json.dumps({"error": exc.to_dict()}, ensure_ascii=False).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error_headers(exc).items()]
+    await send({"type": "http.response.start", "status": STATUS_BY_KIND[exc.kind], "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+@dataclass(frozen=True, slots=True)
+class RestOperation:
+    """One operation of the app: HTTP method, path template, and its key in REST_OPERATIONS."""
+
+    method: str
+    path: str
+    key: str
+
+
+def rest_operations(app: FastAPI) -> list[RestOperation]:
+    """Every operation the app serves: those of its OpenAPI document, and FastAPI's docs routes."""
+    found = [
+        RestOperation(method.upper(), path, str(spec.get("operationId", f"{method.upper()} {path}")))
+        for path, methods in app.openapi().get("paths", {}).items()
+        for method, spec in methods.items()
+    ]
+    docs = [app.openapi_url, app.docs_url, app.redoc_url]
+    if app.docs_url and app.swagger_ui_oauth2_redirect_url:
+        docs.append(app.swagger_ui_oauth2_redirect_url)
+    found += [RestOperation("GET", path, path) for path in docs if path]
+    return found
+
+
+#: (path regex, {method: operation}) of every path of the app
+_Routes = list[tuple[re.Pattern[str], dict[str, Operation]]]
+
+
+def _compile(app: FastAPI) -> tuple[dict[str, dict[str, Operation]], _Routes]:
+    static: dict[str, dict[str, Operation]] = {}
+    templated: dict[str, dict[str, Operation]] = {}
+    for op in rest_operations(app):
+        table = static if "{" not in op.path else templated
+        methods = table.setdefault(op.path, {})
+        methods[op.method] = rest_operation(op.key)
+        if op.method == "GET":
+            methods.setdefault("HEAD", methods["GET"])
+    return static, [(compile_path(path)[0], methods) for path, methods in templated.items()]
+
+
+def _client_cert(scope: Scope) -> str | None:
+    tls = (scope.get("extensions") or {}).get("tls")
+    name = tls.get("client_cert_name") if isinstance(tls, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+class AuthMiddleware:
+    """See the module docstring. ``security`` returns the process's :class:`Security`; ``app_of`` the
+    FastAPI app whose operations are served (read once, when first needed)."""
+
+    def __init__(self, app: ASGIApp, *, security: Callable[[], Security], fastapi: Callable[[], FastAPI]):
+        self.app = app
+        self._security = security
+        self._fastapi = fastapi
+        self._routes: tuple[dict[str, dict[str, Operation]], _Routes] | None = None
+
+    def _methods(self, path: str) -> dict[str, Operation] | None:
+        if self._routes is None:
+            self._routes = _compile(self._fastapi())
+        static, templated = self._routes
+        found = static.get(path)
+        if found is not None:
+            return found
+        for regex, methods in templated:
+            if regex.match(path) is not None:
+                return methods
+        return None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        security = self._security()
+        if security.mode == "open":
+            await self.app(scope, receive, send)
+            return
+        methods = self._methods(scope["path"])
+        operation = methods.get(scope["method"]) if methods is not None else None
+        if operation is not None and operation.open:
+            await self.app(scope, receive, send)
+            return
+        authorization = api_key = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value.decode("latin-1")
+            elif name == b"x-api-key":
+                api_key = value.decode("latin-1")
+        try:
+            credentials = from_headers(authorization, api_key, _client_cert(scope))
+            principal = await security.authenticator.authenticate(credentials)
+            if methods is None:
+                raise NotFound(f"no route {scope['method']} {scope['path']}; see /openapi.json", field="path")
+            if operation is not None:  # None: a method the path does not serve (the app answers 405)
+                security.admit(operation, principal)
+        except ServiceError as exc:
+            await send_error(send, exc)
+            return
+        with principal_scope(principal):
+            await self.app(scope, receive, send)
+
+
+SECURITY_SCHEMES: dict[str, dict[str, str]] = {
+    "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "an API key (from `tubemq-gateway keys new`) or a JWT of the configured OIDC issuer; "
+        "needed when auth.mode=required",
+    },
+    "apiKey": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "x-api-key",
+        "description": "an API key, as an alternative to the bearer header",
+    },
+}
+
+
+def _error_content() -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+
+
+def document_security(schema: dict[str, Any]) -> None:
+    """Declare the security schemes, and on every operation what it needs: open operations no security,
+    the others a bearer token or an x-api-key with their 401 and 403 answers and the action
+    (``x-required-action``) a rule must grant."""
+    schema.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+    for methods in schema.get("paths", {}).values():
+        for spec in methods.values():
+            operation = rest_operation(str(spec.get("operationId", "")))
+            if operation.open:
+                spec["security"] = []
+                continue
+            spec["security"] = [{"bearer": []}, {"apiKey": []}]
+            spec["x-required-action"] = operation.action
+            responses = spec.setdefault("responses", {})
+            responses["401"] = {
+                "description": "no valid credentials (auth.mode=required); see WWW-Authenticate",
+                "content": _error_content(),
+            }
+            responses["403"] = {
+                "description": f"no rule allows the caller `{operation.action}` on this resource; "
+                "`error.action` and `error.resource` name it",
+                "content": _error_content(),
+            }

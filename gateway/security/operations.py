@@ -1,0 +1,86 @@
+"""The one table of what every REST operation and gRPC method needs.
+
+The adapters look an operation up here before it runs: an open operation (the health probes) skips
+authentication; any other needs an authenticated principal that some rule allows the operation's action
+(on some resource). The services then check the action on the exact resource once they know it (the topic
+of a publish, the topics and group of a new consumer) and the ownership of consumer instances.
+
+An operation missing from the table is refused (PERMISSION_DENIED) once rules are enforced, so a new route
+cannot slip past; tests enumerate the app's OpenAPI operations and the gRPC service descriptor against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from gateway.service.access import ADMIN, CONSUME, DESCRIBE, PUBLISH, READ_RANGES
+
+__all__ = ["GRPC_METHODS", "REST_OPERATIONS", "Operation", "grpc_operation", "rest_operation"]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """``action`` None: open to anyone, without credentials. ``resource`` says where the exact resource the
+    service checks comes from (documentation; ``owner`` = the consumer instance's creator only)."""
+
+    action: str | None
+    resource: str = ""
+
+    @property
+    def open(self) -> bool:
+        return self.action is None
+
+
+OPEN: Final = Operation(None)
+
+#: FastAPI operation ids, and the paths of the routes FastAPI adds itself (docs, OpenAPI document).
+REST_OPERATIONS: Final[dict[str, Operation]] = {
+    "publishMessages": Operation(PUBLISH, "topic from the path"),
+    "getTopic": Operation(DESCRIBE, "topic from the path; broker addresses need describe_cluster"),
+    "getPartitionOffsets": Operation(READ_RANGES, "topic from the path"),
+    "readRange": Operation(READ_RANGES, "topic from the path"),
+    "createConsumer": Operation(CONSUME, "group from the path, every topic of the body"),
+    "pollMessages": Operation(CONSUME, "owner"),
+    "commitMessages": Operation(CONSUME, "owner"),
+    "streamMessages": Operation(CONSUME, "owner"),
+    "describeConsumer": Operation(CONSUME, "owner"),
+    "deleteConsumer": Operation(CONSUME, "owner"),
+    "liveness": OPEN,
+    "readiness": OPEN,
+    "metrics": Operation(ADMIN),
+    "/openapi.json": Operation(ADMIN),
+    "/docs": Operation(ADMIN),
+    "/docs/oauth2-redirect": Operation(ADMIN),
+    "/redoc": Operation(ADMIN),
+}
+
+_GATEWAY = "/tubemq.gateway.v1.Gateway/"
+
+#: Full gRPC method names.
+GRPC_METHODS: Final[dict[str, Operation]] = {
+    _GATEWAY + "Publish": Operation(PUBLISH, "request topic"),
+    _GATEWAY + "PublishStream": Operation(PUBLISH, "each request's topic"),
+    _GATEWAY + "GetTopic": Operation(DESCRIBE, "request topic; broker addresses need describe_cluster"),
+    _GATEWAY + "CreateConsumer": Operation(CONSUME, "request group and every topic"),
+    _GATEWAY + "Poll": Operation(CONSUME, "owner"),
+    _GATEWAY + "Commit": Operation(CONSUME, "owner"),
+    _GATEWAY + "DeleteConsumer": Operation(CONSUME, "owner"),
+    _GATEWAY + "Subscribe": Operation(CONSUME, "owner"),
+    "/grpc.health.v1.Health/Check": OPEN,
+    "/grpc.health.v1.Health/Watch": OPEN,
+    "/grpc.health.v1.Health/List": OPEN,
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": Operation(ADMIN),
+}
+
+_DENIED: Final = Operation("unlisted operation")
+
+
+def rest_operation(key: str) -> Operation:
+    """The REST operation's entry; one missing from the table needs an action no rule can grant."""
+    return REST_OPERATIONS.get(key, _DENIED)
+
+
+def grpc_operation(method: str) -> Operation:
+    """The method's entry; a method missing from the table needs an action no rule can grant."""
+    return GRPC_METHODS.get(method, _DENIED)
