@@ -16,6 +16,7 @@ import grpc
 import httpx
 import uvicorn
 from consumer_support import eventually
+from fastapi import FastAPI
 
 from gateway.api.app import create_app
 from gateway.config import Settings
@@ -24,6 +25,8 @@ from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from gateway.security.api_keys import hash_key, new_key
 
+#: the subject of a client certificate a rule names (an RFC 4514 string, as the TLS listener gives it)
+MTLS_SUBJECT = "CN=client-1,O=Example"
 #: principal -> roles. ``nobody`` has a valid key but no rule allows it anything.
 PRINCIPALS: dict[str, list[str]] = {
     "root": ["admin"],
@@ -47,6 +50,7 @@ RULES: dict[str, Any] = {
             "topics": ["other_*"],
             "groups": ["other_*"],
         },
+        {"principals": [MTLS_SUBJECT], "actions": ["describe"], "topics": ["*"]},
     ]
 }
 
@@ -93,6 +97,7 @@ class SecureGateway:
     stub: gateway_pb2_grpc.GatewayStub
     files: AuthFiles
     http: httpx.AsyncClient
+    app: FastAPI
 
 
 @asynccontextmanager
@@ -141,6 +146,7 @@ async def secure_gateway(directory: Path, **settings: Any) -> AsyncIterator[Secu
                 gateway_pb2_grpc.GatewayStub(channel),
                 files,
                 http,
+                app,
             )
     finally:
         await rpc.stop(0)

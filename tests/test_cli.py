@@ -106,7 +106,7 @@ def test_bad_arguments_exit_with_usage(
 def test_parser_has_only_real_commands() -> None:
     parser = build_parser()
     commands = next(a for a in parser._actions if a.dest == "command")
-    assert sorted(commands.choices) == ["embedded", "serve"]  # type: ignore[union-attr]
+    assert sorted(commands.choices) == ["embedded", "keys", "serve"]  # type: ignore[union-attr]
 
 
 async def test_embedded_command_serves_tls_and_demands_credentials(tmp_path: Path) -> None:
