@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,8 @@ from gateway.security.rules import parse_rules
 from gateway.security.setup import OPEN_MODE_WARNING, SecurityConfigError, build_security
 from gateway.service.errors import PermissionDenied, Unauthenticated
 from gateway.service.principal import ANONYMOUS, Principal
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_keys_new_prints_a_key_once_and_an_entry_that_authenticates_it(
@@ -202,10 +207,16 @@ def test_symmetric_and_none_algorithms_cannot_be_configured(algorithms: list[str
         AuthSettings(jwt={"algorithms": algorithms})
 
 
-def test_serve_refuses_to_start_with_a_clear_message(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("TUBEMQ_GATEWAY_AUTH__MODE", "required")
-    assert main(["serve", "--http-port", "0", "--grpc-port", "0"]) == 2
-    err = capsys.readouterr().err
-    assert "cannot start" in err and "auth.api_keys_file" in err
+def test_serve_refuses_to_start_with_a_clear_message() -> None:
+    # a subprocess: `serve` configures the process's logging, which must not leak into other tests
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_AUTH__MODE": "required"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--http-port", "0", "--grpc-port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "cannot start" in done.stderr and "auth.api_keys_file" in done.stderr

@@ -4,6 +4,9 @@
   ``gateway`` is given.
 * ``gateway``: base URL of a tubemq-gateway (``http://host:8080``); executors then read and write through
   its REST API instead of talking to brokers.
+* ``gatewayToken``: with ``gateway``, the API key (or JWT) sent as ``Authorization: Bearer`` when the
+  gateway requires authentication (the principal needs ``read_ranges`` to read, ``publish`` to write).
+  Spark's default ``spark.redaction.regex`` hides options named like ``token`` in its UI and logs.
 * ``topic``: the topic (required).
 * ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"brokerId:topic:partitionId": offset}`` where -2
   means earliest and -1 latest; a partition left out of the JSON starts at earliest. Default: ``earliest``
@@ -96,6 +99,7 @@ class SourceOptions:
     timeout: float
     group_prefix: str
     tubemq: TubeMQSettings = field(default_factory=TubeMQSettings)
+    gateway_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
@@ -120,6 +124,9 @@ class SourceOptions:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         prefix = (lower.get("groupprefix") or "tubemq_spark").strip()
+        token = (lower.get("gatewaytoken") or "").strip() or None
+        if token is not None and gateway is None:
+            raise ValueError("option 'gatewayToken' needs option 'gateway'")
         return cls(
             topic=topic,
             masters=masters,
@@ -132,6 +139,7 @@ class SourceOptions:
             timeout=timeout,
             group_prefix=prefix,
             tubemq=_tubemq_settings(lower),
+            gateway_token=token,
         )
 
 

@@ -27,15 +27,17 @@ __all__ = ["PAGE_MESSAGES", "plan", "read_batches", "send_chunk"]
 
 PAGE_MESSAGES = 5000
 
-_clients: dict[tuple[str, float], httpx.Client] = {}
+_clients: dict[tuple[str, float, str | None], httpx.Client] = {}
 
 
 def _client(options: SourceOptions) -> httpx.Client:
     assert options.gateway is not None
-    key = (options.gateway, options.timeout)
+    key = (options.gateway, options.timeout, options.gateway_token)
     client = _clients.get(key)
     if client is None:
-        client = httpx.Client(base_url=options.gateway, timeout=options.timeout)
+        token = options.gateway_token
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        client = httpx.Client(base_url=options.gateway, timeout=options.timeout, headers=headers)
         _clients[key] = client
     return client
 
