@@ -16,5 +16,7 @@ module                 job
 ``rules``              authorization rules (``auth.rules_file``) as an access policy
 ``operations``         the one table: every REST operation and gRPC method -> its action
 ``setup``              building all of it from ``Settings.auth``; refusing a required mode with nothing
+``jsonfile``           reading the keys and rules files
+``cli``                ``tubemq-gateway keys new``
 =====================  ==============================================================================
 """

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.security.jsonfile import read_json
 from gateway.service.errors import Unauthenticated
 from gateway.service.principal import Principal
 
@@ -90,13 +90,7 @@ def parse_keys(data: object, source: str = "the API keys") -> list[KeyEntry]:
 
 def load_keys(path: Path) -> list[KeyEntry]:
     """Read the keys file; raises ValueError saying what is wrong (never echoing a hash)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"cannot read auth.api_keys_file {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"auth.api_keys_file {path} is not JSON: {exc}") from None
-    return parse_keys(data, f"auth.api_keys_file {path}")
+    return parse_keys(read_json(path, "auth.api_keys_file"), f"auth.api_keys_file {path}")
 
 
 class ApiKeyAuthenticator:

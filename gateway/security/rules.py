@@ -20,12 +20,12 @@ resource. Nothing is allowed unless a rule allows it; there are no deny rules.
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.security.jsonfile import read_json
 from gateway.service.access import ACTIONS, ADMIN, CONSUME, DESCRIBE_CLUSTER
 from gateway.service.errors import PermissionDenied
 from gateway.service.principal import Principal
@@ -134,13 +134,7 @@ def parse_rules(data: object, source: str = "the rules") -> RuleSet:
 
 
 def load_rules(path: Path) -> RuleSet:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ValueError(f"cannot read auth.rules_file {path}: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"auth.rules_file {path} is not JSON: {exc}") from None
-    return parse_rules(data, f"auth.rules_file {path}")
+    return parse_rules(read_json(path, "auth.rules_file"), f"auth.rules_file {path}")
 
 
 def _resource(action: str, topic: str | None, group: str | None) -> str:
