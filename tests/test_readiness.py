@@ -53,6 +53,7 @@ async def test_master_failures_turn_unready_only_without_a_usable_route(
         True,
         {
             "draining": False,
+            "auth": "open",
             "masterSession": True,
             "masterFailures": 0,
             "usableRoutes": 1,
