@@ -162,7 +162,8 @@ async def test_consumer_instances_are_capped_per_principal(limited: Gateway) -> 
         for _ in range(2):  # bob's override allows two; his do not count against alice
             answer = await http.post("/v1/consumers/g-cap", json=body, headers={"x-test-principal": "bob"})
             assert answer.status_code == 201, answer.text
-        deleted = await http.delete(urlsplit(created.headers["location"]).path)
+        # the instance is alice's: only she may delete it (anyone else gets 404)
+        deleted = await http.delete(urlsplit(created.headers["location"]).path, headers=alice)
         assert deleted.status_code == 204, deleted.text
         again = await http.post("/v1/consumers/g-cap", json=body, headers=alice)
         assert again.status_code == 201, again.text  # deleting one freed its place
