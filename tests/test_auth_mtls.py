@@ -1,20 +1,37 @@
 """A verified client certificate's subject as the principal (``auth.mtls_principal``).
 
-The TLS listener (see the TLS settings) puts the subject of a certificate it verified into the ASGI TLS
-extension, ``scope["extensions"]["tls"]["client_cert_name"]``; these tests hand the app such scopes directly,
-as the listener would, so they check the authenticator's side of that contract.
+The TLS listener puts the subject of a certificate it verified into the ASGI TLS extension,
+``scope["extensions"]["tls"]["client_cert_name"]`` (gRPC: ``auth_context()["x509_subject_name"]``). The first
+tests hand the app such scopes directly, as the listener would; the last one goes through the real TLS
+listeners (HTTPS and gRPC) with certificates made in the test.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
+import httpx
 import pytest
+import uvicorn
 from auth_support import MTLS_SUBJECT, SecureGateway, secure_gateway
+from consumer_support import eventually
 from fastapi import FastAPI
+from gateway_support import bound_socket
+from tls_support import make_pki
+
+from gateway.api.app import create_app
+from gateway.config import Settings, TlsSettings
+from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.server import GrpcServer
+from gateway.runtime import Runtime
+from gateway.serve import http_config
+from gateway.tls import grpc_server_credentials
 
 
 @pytest.fixture
@@ -75,3 +92,66 @@ async def test_without_mtls_principal_a_certificate_is_no_credential(tmp_path: P
     async with secure_gateway(tmp_path) as gateway:
         status, _ = await asgi_get(gateway.app, "/v1/topics/demo", MTLS_SUBJECT)
         assert status == 401
+
+
+async def test_end_to_end_over_the_tls_listeners(tmp_path: Path) -> None:
+    """HTTPS and gRPC over TLS with required client certificates: the certificate's subject is the
+    principal a rule names, on both adapters; another trusted certificate is a principal without rights."""
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(tmp_path / "pki")
+    subject = pki.client.subject.rfc4514_string()
+    rules = tmp_path / "rules.json"
+    rules.write_text(
+        json.dumps({"rules": [{"principals": [subject], "actions": ["describe"], "topics": ["*"]}]})
+    )
+    tls = TlsSettings(
+        cert_file=pki.server.cert, key_file=pki.server.key, client_ca_file=pki.ca, client_auth="required"
+    )
+    settings = Settings(
+        http_host="127.0.0.1",
+        embedded={"topics": "demo:1"},
+        tls=tls,
+        auth={"mode": "required", "mtls_principal": True, "rules_file": str(rules)},
+        consumers={"id_secret": "mtls-test-secret"},
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    sock = bound_socket()
+    server = uvicorn.Server(http_config(settings, create_app(runtime=runtime), log_level=None))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    rpc = GrpcServer(runtime, credentials=grpc_server_credentials(tls), grace=0.2)
+    try:
+
+        async def up() -> bool:
+            return server.started
+
+        await eventually(up, timeout=10, what="uvicorn start")
+        await rpc.start()
+        url = f"https://127.0.0.1:{sock.getsockname()[1]}/v1/topics/demo"
+        for client, status in ((pki.client, 200), (pki.dual, 403)):
+            async with httpx.AsyncClient(verify=pki.client_context(client)) as http:
+                answer = await http.get(url)
+            assert answer.status_code == status, answer.text
+        for client, code in ((pki.client, None), (pki.dual, grpc.StatusCode.PERMISSION_DENIED)):
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=pki.ca.read_bytes(),
+                private_key=client.key.read_bytes(),
+                certificate_chain=client.cert.read_bytes(),
+            )
+            async with grpc.aio.secure_channel(rpc.address, credentials) as channel:
+                call = gateway_pb2_grpc.GatewayStub(channel).GetTopic(
+                    pb.GetTopicRequest(topic="demo"), timeout=10
+                )
+                if code is None:
+                    assert (await call).topic == "demo"
+                else:
+                    with pytest.raises(grpc.aio.AioRpcError) as caught:
+                        await call
+                    assert caught.value.code() is code
+                    assert "'CN=replica'" in (caught.value.details() or "")
+    finally:
+        await rpc.stop(0)
+        server.should_exit = True
+        await task
+        sock.close()
+        await runtime.stop()

@@ -9,9 +9,9 @@ separate functions. Per call, in order:
 2. **Authentication and admission**: with a :class:`~gateway.security.setup.Security`, the method is
    looked up in :data:`gateway.security.operations.GRPC_METHODS` (health checks are open; a method
    missing from the table is refused), the caller is authenticated from the ``authorization`` /
-   ``x-api-key`` metadata or (``auth.mtls_principal``) the verified client certificate's
-   ``x509_subject_name``, and some rule must allow the method's action; the principal is then the
-   :func:`~gateway.service.principal.current_principal` of the call. Refusals are UNAUTHENTICATED or
+   ``x-api-key`` metadata or (``auth.mtls_principal``) the verified client certificate's subject
+   (``auth_context()["x509_subject"]``), and some rule must allow the method's action; the principal is
+   then the :func:`~gateway.service.principal.current_principal` of the call. Refusals are UNAUTHENTICATED or
    PERMISSION_DENIED. An extra ``authorize(method, metadata)`` hook may raise
    :class:`~gateway.grpc.errors.AuthError` to refuse a call.
 3. **Errors**: a :class:`~gateway.service.errors.ServiceError` (or ``AdapterError``) leaving the servicer
@@ -39,6 +39,7 @@ from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
 from gateway.service.errors import ServiceError
 from gateway.service.principal import bind_principal
+from gateway.tls import GRPC_SUBJECT_KEY
 from gateway.tubemq.events import Event, EventBus
 
 log = logging.getLogger("gateway.grpc")
@@ -227,8 +228,9 @@ def _text(value: str | bytes | None) -> str | None:
 
 
 def _client_subject(context: grpc.aio.ServicerContext) -> str | None:
-    """The verified client certificate's subject, when the TLS listener verified one."""
-    names = (context.auth_context() or {}).get("x509_subject_name") or ()
+    """The verified client certificate's subject, when the TLS listener verified one (gRPC's
+    ``x509_subject``, an RFC 2253 string: the RFC 4514 text the HTTP listener gives for usual names)."""
+    names = (context.auth_context() or {}).get(GRPC_SUBJECT_KEY) or ()
     for name in names:
         text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
         if text:
