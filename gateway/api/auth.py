@@ -134,8 +134,9 @@ class AuthMiddleware:
             elif name == b"x-api-key":
                 api_key = value.decode("latin-1")
         try:
-            credentials = from_headers(authorization, api_key, _client_cert(scope))
-            principal = await security.authenticator.authenticate(credentials)
+            authenticator = security.authenticator
+            client_cert = _client_cert(scope) if authenticator.mtls else None
+            principal = await authenticator.authenticate(from_headers(authorization, api_key, client_cert))
             if methods is None:
                 raise NotFound(f"no route {scope['method']} {scope['path']}; see /openapi.json", field="path")
             if operation is not None:  # None: a method the path does not serve (the app answers 405)
