@@ -44,8 +44,7 @@ def consumer_id_secret(settings: Settings) -> bytes:
     if c.id_secret:
         return c.id_secret.encode("utf-8")
     needs: list[str] = []
-    # Read defensively: the auth settings group may be absent from this Settings.
-    if getattr(getattr(settings, "auth", None), "mode", "open") == "required":
+    if settings.auth.mode == "required":
         needs.append("auth.mode is required")
     if c.replicas > 1:
         needs.append(f"consumers.replicas is {c.replicas}")

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 
 import httpx
 import pytest
 from consumer_support import Env, environment
 from gateway_support import Gateway, bound_socket, gateway
 
-from gateway.config import ConsumerSettings, Settings
+from gateway.config import AuthSettings, ConsumerSettings, Settings
 from gateway.runtime import ConfigurationError, Runtime, consumer_id_secret
 from gateway.service.instance_id import new_instance_id
 from gateway.service.peers import PeerPolicy, parse_allow_entry
@@ -217,7 +216,7 @@ def test_a_shared_secret_is_required_where_ids_cross_replicas() -> None:
     assert consumer_id_secret(base) != consumer_id_secret(base)  # random per process (per call here)
     several = base.model_copy(update={"consumers": ConsumerSettings(replicas=3)})
     peers = base.model_copy(update={"consumers": ConsumerSettings(forward_allow=["10.0.0.0/8"])})
-    auth = base.model_copy(update={"auth": SimpleNamespace(mode="required")})
+    auth = base.model_copy(update={"auth": AuthSettings(mode="required")})
     for settings, reason in ((several, "replicas is 3"), (peers, "forward_allow"), (auth, "auth.mode")):
         with pytest.raises(ConfigurationError, match=reason) as refused:
             consumer_id_secret(settings)

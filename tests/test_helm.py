@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from deploy_tools import (
     CHART,
@@ -596,3 +597,42 @@ def test_jwt_and_mtls_principal_values() -> None:
     ):
         done = run_helm("template", RELEASE, str(CHART), *set_args(values), check=False)
         assert done.returncode != 0 and complaint in done.stderr, done.stderr
+
+
+async def test_the_generated_admin_key_opens_a_gateway(
+    default_manifests: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The keys file and rules the chart renders, loaded by the gateway's own authentication: the admin
+    key the NOTES tell the operator to read is accepted (the template's hash is the one the gateway
+    computes), anything else is 401."""
+    from gateway.api.app import create_app
+    from gateway.runtime import Runtime
+
+    data = _named(default_manifests, "Secret", GENERATED)["data"]
+    keys_file, rules_file = tmp_path / "api-keys.json", tmp_path / "rules.json"
+    keys_file.write_bytes(base64.b64decode(data["api-keys.json"]))
+    rules_file.write_text(
+        _named(default_manifests, "ConfigMap", RULES)["data"]["rules.json"], encoding="utf-8"
+    )
+    admin_key = base64.b64decode(data["admin-api-key"]).decode()
+    settings = Settings(
+        http_host="127.0.0.1",
+        embedded={"topics": "demo:1"},
+        auth={"mode": "required", "api_keys_file": keys_file, "rules_file": rules_file},
+        consumers={"id_secret": base64.b64decode(data["consumer-id-secret"]).decode()},
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            allowed = await client.get("/v1/topics/demo", headers={"Authorization": f"Bearer {admin_key}"})
+            assert allowed.status_code == 200, allowed.text
+            assert (await client.get("/metrics", headers={"x-api-key": admin_key})).status_code == 200
+            assert (await client.get("/v1/topics/demo")).status_code == 401
+            wrong = await client.get(
+                "/v1/topics/demo", headers={"Authorization": f"Bearer {admin_key[:-1]}x"}
+            )
+            assert wrong.status_code == 401
+    finally:
+        await runtime.stop()
