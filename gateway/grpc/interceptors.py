@@ -135,7 +135,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
     def _unary(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             started = self._clock()
-            request_id, metadata = await self._begin(context, streaming=False)
+            request_id, metadata = self._begin(context)
             code = grpc.StatusCode.OK
             try:
                 await self._admit(method, metadata, context)
@@ -152,10 +152,13 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
     def _streaming(self, method: str, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             started = self._clock()
-            request_id, metadata = await self._begin(context, streaming=True)
+            request_id, metadata = self._begin(context)
             code = grpc.StatusCode.OK
             try:
                 await self._admit(method, metadata, context)
+                # Headers only once the call is admitted: a refusal is a clean trailers-only answer (headers
+                # sent before an immediate abort made grpc clients now and then see INTERNAL instead).
+                await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
                 result = behavior(request, context)
                 if hasattr(result, "__aiter__"):
                     async for item in result:
@@ -191,19 +194,16 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         if self._authorize is not None:
             await self._authorize(method, metadata)
 
-    async def _begin(
-        self, context: grpc.aio.ServicerContext, streaming: bool
-    ) -> tuple[str, dict[str, str | bytes]]:
+    def _begin(self, context: grpc.aio.ServicerContext) -> tuple[str, dict[str, str | bytes]]:
         metadata = _metadata(context)
         given = metadata.get(REQUEST_ID_HEADER)
         request_id = given if isinstance(given, str) and _VALID_ID.match(given) else uuid.uuid4().hex
         _request_id.set(request_id)  # each call runs in its own task, so this never leaks across calls
         tag = ((REQUEST_ID_HEADER, request_id),)
         # Trailers ride along with the status for free; sending headers early costs a unary call about a
-        # third of its throughput, so only streams (where it matters to see the id early) get them.
+        # third of its throughput, so only streams (where it matters to see the id early) get them, once
+        # admitted (see _streaming).
         context.set_trailing_metadata(tag)
-        if streaming:
-            await context.send_initial_metadata(tag)
         return request_id, metadata
 
     async def _translate(
