@@ -63,10 +63,15 @@ def peer_settings(*socks: socket.socket, secret: str = "replica-shared-secret-01
 
 @asynccontextmanager
 async def gateway(
-    env: Env, sock: socket.socket | None = None, *, tls: TlsSettings | None = None, **consumer_settings: Any
+    env: Env,
+    sock: socket.socket | None = None,
+    *,
+    tls: TlsSettings | None = None,
+    auth: dict[str, Any] | None = None,
+    **consumer_settings: Any,
 ) -> AsyncIterator[Gateway]:
-    """Start a gateway on the test cluster, on ``sock`` or a fresh loopback socket, over TLS with ``tls``.
-    The socket is bound first so that the advertised URL is known."""
+    """Start a gateway on the test cluster, on ``sock`` or a fresh loopback socket, over TLS with ``tls``,
+    with the ``auth`` settings when given. The socket is bound first so that the advertised URL is known."""
     sock = sock if sock is not None else bound_socket()
     port = sock.getsockname()[1]
     options: dict[str, Any] = {
@@ -85,6 +90,7 @@ async def gateway(
         producer=ProducerSettings(heartbeat_interval=0.5),
         consumers=ConsumerSettings(**options),
         tls=tls or TlsSettings(),
+        auth=auth or {},
     )
     runtime = Runtime(settings)
     await runtime.start()
