@@ -155,3 +155,23 @@ async def test_end_to_end_over_the_tls_listeners(tmp_path: Path) -> None:
         await task
         sock.close()
         await runtime.stop()
+
+
+async def test_a_websocket_is_refused_when_auth_is_required(gw: SecureGateway) -> None:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "websocket",
+        "path": "/v1/topics/demo",
+        "headers": [],
+        "query_string": b"",
+        "root_path": "",
+    }
+    await gw.app(scope, receive, send)
+    assert sent == [{"type": "websocket.close", "code": 1008, "reason": "no WebSocket operations"}]

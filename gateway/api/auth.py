@@ -115,12 +115,16 @@ class AuthMiddleware:
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        kind = scope["type"]
+        if kind != "http" and kind != "websocket":  # lifespan
             await self.app(scope, receive, send)
             return
         security = self._security()
         if security.mode == "open":
             await self.app(scope, receive, send)
+            return
+        if kind == "websocket":  # the API has no WebSocket operation: refuse rather than pass one unchecked
+            await send({"type": "websocket.close", "code": 1008, "reason": "no WebSocket operations"})
             return
         methods = self._methods(scope["path"])
         operation = methods.get(scope["method"]) if methods is not None else None

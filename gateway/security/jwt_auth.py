@@ -12,9 +12,9 @@
   ``exp``, ``nbf`` and ``iat`` are checked with ``leeway`` seconds of clock skew.
 * The principal is the ``principal_claim`` (default ``sub``); roles come from ``roles_claim`` (a list, or a
   space-separated string; dots descend into objects) and from the OAuth ``scope`` / ``scp`` claims.
-* A verified token is remembered until it expires (bounded LRU), so a client sending the same token again
-  costs one dictionary lookup. A key removed from the JWKS therefore stops working for new tokens at once,
-  and for already verified ones when they expire.
+* A verified token is remembered until it expires (at most ``cache_size`` tokens, the oldest dropped
+  first), so a client sending the same token again costs one dictionary lookup. A key removed from the
+  JWKS therefore stops working for new tokens at once, and for already verified ones when they expire.
 """
 
 from __future__ import annotations
