@@ -20,19 +20,32 @@ from typing import Any
 
 import grpc
 import pytest
-from interop_support import DEMO, HOME, group_name, real_gateway, require_topic, run_tag, wait_until
+from interop_support import (
+    DEMO,
+    HOME,
+    RealGateway,
+    group_name,
+    real_gateway,
+    require_topic,
+    run_tag,
+    wait_until,
+)
 
 from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
 
-OUTAGE_SETTINGS: dict[str, Any] = {
-    "producer": {
-        "heartbeat_interval": 1.0,
-        "send_timeout": 5.0,
-        "failure_cooldown": 2.0,
-        "unavailable_cooldown": 2.0,
-    },
-    "pool": {"connect_timeout": 1.0},
-}
+
+def outage_settings(heartbeat_interval: float) -> dict[str, Any]:
+    """Short cooldowns and connect timeout, so shielding and recovery happen within the test."""
+    return {
+        "producer": {
+            "heartbeat_interval": heartbeat_interval,
+            "send_timeout": 5.0,
+            "failure_cooldown": 5.0,
+            "unavailable_cooldown": 5.0,
+        },
+        "pool": {"connect_timeout": 1.0},
+    }
 
 
 def broker_pid() -> int | None:
@@ -84,101 +97,113 @@ def _explained(observed: dict[str, Any], events: list[object]) -> Iterator[None]
 
 
 async def test_publish_and_consume_across_a_broker_restart() -> None:
+    """Two gateways see the outage differently. ``stale`` heartbeats the master rarely, so it keeps sending
+    to the stopped broker: 503 with Retry-After, the broker shielded, /readyz unready. ``fresh`` heartbeats
+    every second and learns from the real master that the topic has no publishable partition any more: 404.
+    Both publish again once the broker is back, and a consumer instance receives what was published."""
     topic = require_topic(DEMO)
     tag = run_tag("outage")
-    async with real_gateway(**OUTAGE_SETTINGS) as gw:
-        http = gw.http
-        answer = await http.post(f"/v1/consumers/{group_name('outage')}", json={"topics": [topic]})
+    async with real_gateway(**outage_settings(600.0)) as stale, real_gateway(**outage_settings(1.0)) as fresh:
+        answer = await stale.http.post(f"/v1/consumers/{group_name('outage')}", json={"topics": [topic]})
         assert answer.status_code == 201, answer.text
         base = answer.json()["baseUrl"]
 
         async def assigned() -> bool:
-            poll = await http.get(f"{base}/messages", params={"timeout_ms": 500})
+            poll = await stale.http.get(f"{base}/messages", params={"timeout_ms": 500})
             assert poll.status_code == 200, poll.text
-            return bool((await http.get(base)).json()["partitions"])
+            return bool((await stale.http.get(base)).json()["partitions"])
 
         await wait_until(assigned, 60.0, "the consumer instance to be assigned partitions")
-        before = await http.post(
-            f"/v1/topics/{topic}/messages", json={"messages": [{"value": f"{tag}-before"}]}
-        )
-        assert before.status_code == 200, before.text
+        for gw in (stale, fresh):
+            r = await gw.http.post(
+                f"/v1/topics/{topic}/messages", json={"messages": [{"value": f"{tag}-before"}]}
+            )
+            assert r.status_code == 200, r.text
 
         observed: dict[str, Any] = {}
         events: list[object] = []
-        gw.runtime.events.subscribe(events.append)
+        stale.runtime.events.subscribe(events.append, BrokerShielded, BrokerUnshielded)
         with broker_stopped(), _explained(observed, events):
-            # REST publish: a mapped, retriable failure within the send timeout, never another 5xx
-            statuses = []
-            for i in range(4):
-                async with asyncio.timeout(30):
-                    r = await http.post(
-                        f"/v1/topics/{topic}/messages", json={"messages": [{"value": f"{tag}-down{i}"}]}
-                    )
-                statuses.append(r.status_code)
-                body = r.json()
-                if r.status_code == 207:
-                    assert body["results"][0]["status"] == 503, body
-                else:
-                    assert r.status_code in (503, 404), r.text
-                    assert "error" in body and body["error"]["message"], body
-                    if r.status_code == 503:
-                        assert "retry-after" in r.headers
-            observed["rest"] = statuses
+            # stale routes: the sends fail, the answer is a retriable 503, the broker gets shielded
+            observed["stale"] = [await publish_status(stale, topic, f"{tag}-down{i}") for i in range(3)]
+            assert set(observed["stale"]) == {503}, observed
+            assert any(isinstance(e, BrokerShielded) and e.broker_id == 1 for e in events), events
+            view = (await stale.http.get(f"/v1/topics/{topic}")).json()
+            observed["stale_topic"] = view
+            assert 1 in view["shieldedBrokers"], view
+            ready = await stale.http.get("/readyz")
+            observed["stale_readyz"] = ready.json()
+            assert ready.status_code == 503, ready.text
+            observed["stale_grpc"] = await grpc_publish_code(stale, topic, f"{tag}-grpc-down")
+            assert observed["stale_grpc"] == "UNAVAILABLE", observed
 
-            # gRPC publish: UNAVAILABLE (or NOT_FOUND once the master dropped the broker's partitions)
-            async with asyncio.timeout(30):
-                try:
-                    response = await gw.grpc_stub.Publish(
-                        pb.PublishRequest(
-                            topic=topic, messages=[pb.Message(value=f"{tag}-grpc-down".encode())]
-                        )
-                    )
-                except grpc.aio.AioRpcError as exc:
-                    observed["grpc"] = exc.code().name
-                    assert exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND), exc
-                else:
-                    observed["grpc"] = response.results[0].error.grpc_code
-                    assert response.failed == 1
+            # fresh routes: the real master no longer lists a publishable partition of the topic
+            async def not_found() -> bool:
+                status = await publish_status(fresh, topic, f"{tag}-fresh-down")
+                observed.setdefault("fresh", []).append(status)
+                return status == 404
 
-            # the gateway shields the broker and reports unready
-            async def unready() -> bool:
-                r = await http.get("/readyz")
-                observed["readyz"] = r.json()
-                return r.status_code == 503
-
-            await wait_until(unready, 60.0, "/readyz to report the broker unusable")
-            topic_view = (await http.get(f"/v1/topics/{topic}")).json()
-            observed["topic"] = topic_view
+            await wait_until(not_found, 30.0, "the fresh gateway to see no publishable partition", step=1.0)
+            assert set(observed["fresh"]) <= {503, 404}, observed
+            observed["fresh_grpc"] = await grpc_publish_code(fresh, topic, f"{tag}-grpc-down")
+            assert observed["fresh_grpc"] == "NOT_FOUND", observed
 
             # the consumer instance keeps answering: empty polls, no error
-            poll = await http.get(f"{base}/messages", params={"timeout_ms": 500})
+            poll = await stale.http.get(f"{base}/messages", params={"timeout_ms": 500})
             assert poll.status_code == 200, poll.text
         print("observed while the broker was down:", observed)
 
-        # recovery: publishes succeed again and the consumer instance receives them
-        async def publishes() -> bool:
-            r = await http.post(
-                f"/v1/topics/{topic}/messages", json={"messages": [{"value": f"{tag}-after"}]}
-            )
-            assert r.status_code in (200, 207, 404, 503), r.text
-            return r.status_code == 200
+        # recovery: both publish again, the stale one reports ready again, the consumer receives
+        for gw, name in ((stale, "stale"), (fresh, "fresh")):
 
-        await wait_until(publishes, 120.0, "publishing to work again after the broker restart", step=1.0)
-        assert (await http.get("/readyz")).status_code == 200
+            async def publishes(gw: RealGateway = gw) -> bool:
+                return await publish_status(gw, topic, f"{tag}-after") == 200
+
+            await wait_until(publishes, 120.0, f"the {name} gateway to publish after the restart", step=1.0)
+        assert (await stale.http.get("/readyz")).status_code == 200
+        assert any(isinstance(e, BrokerUnshielded) and e.broker_id == 1 for e in events), events
         got: set[str] = set()
 
         async def received() -> bool:
-            poll = await http.get(f"{base}/messages", params={"timeout_ms": 1000, "format": "utf8"})
+            poll = await stale.http.get(f"{base}/messages", params={"timeout_ms": 1000, "format": "utf8"})
             assert poll.status_code == 200, poll.text
             messages = poll.json()["messages"]
             got.update(m["value"] for m in messages if m["encoding"] == "utf8")
             if messages:
-                await http.post(f"{base}/commits", json={})
+                await stale.http.post(f"{base}/commits", json={})
             return f"{tag}-after" in got
 
         await wait_until(
             received, 120.0, "the consumer instance to receive a message published after the restart"
         )
+
+
+async def publish_status(gw: RealGateway, topic: str, value: str) -> int:
+    """The status of one REST publish (per-message status of a 207), checked to be a well-formed answer."""
+    async with asyncio.timeout(30):
+        r = await gw.http.post(f"/v1/topics/{topic}/messages", json={"messages": [{"value": value}]})
+    body = r.json()
+    if r.status_code == 207:
+        return int(body["results"][0]["status"])
+    assert r.status_code in (200, 503, 404), r.text
+    if r.status_code == 503:
+        assert "retry-after" in r.headers, r.headers
+    if r.status_code != 200:
+        assert body["error"]["message"], body
+    return r.status_code
+
+
+async def grpc_publish_code(gw: RealGateway, topic: str, value: str) -> str:
+    async with asyncio.timeout(30):
+        try:
+            response = await gw.grpc_stub.Publish(
+                pb.PublishRequest(topic=topic, messages=[pb.Message(value=value.encode())])
+            )
+        except grpc.aio.AioRpcError as exc:
+            return str(exc.code().name)
+    assert response.failed == 1
+    names = {code.value[0]: code.name for code in grpc.StatusCode}
+    return names[response.results[0].error.grpc_code]
 
 
 async def test_unknown_topic_is_unpublishable() -> None:
