@@ -94,7 +94,8 @@ def decode_instance_id(group: str, instance_id: str, secret: bytes = b"") -> Ins
     owner, nonce, tag = pieces
     if len(owner) > MAX_OWNER_URL * 4 // 3 + 4:
         raise MalformedInstanceId("the instance id is too long")
-    if not hmac.compare_digest(tag, _tag(secret, group, owner, nonce)):
+    # as bytes: compare_digest refuses a str with non-ASCII characters (a hostile id gets 404, not a crash)
+    if not hmac.compare_digest(tag.encode(), _tag(secret, group, owner, nonce).encode()):
         raise MalformedInstanceId(f"the instance id does not belong to group {group!r} (or was altered)")
     try:
         owner_url = _unb64(owner).decode("utf-8")

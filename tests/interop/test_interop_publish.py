@@ -164,5 +164,10 @@ def _compare(expected: list[dict[str, Any]], java: JavaClient) -> None:
         assert got["partitionKey"] == want["partitionKey"], context
         assert got["messageId"] == want["messageId"], context
         assert attributes_of(got["attribute"]) == want["attributes"], context
+        # byte for byte what the Java client would have written: system headers first, then the attributes
+        system = [f"$msgType$={want['streamId']}"] if want["streamId"] else []
+        system += [f"$msgTime$={want['msgTime']}"] if want["msgTime"] else []
+        raw = ",".join(system + [f"{k}={v}" for k, v in want["attributes"].items()])
+        assert (got["attribute"] or "") == raw, context
         assert got["msgType"] == want["streamId"], context
         assert got["msgTime"] == want["msgTime"], context
