@@ -194,6 +194,14 @@ class Runtime:
             access=self.security.policy,
         )
 
+    def begin_drain(self) -> None:
+        """Graceful shutdown begins: readiness turns false, new consumer instances are refused, and open
+        long polls are answered now (with what they have, else 503 + Retry-After) instead of being cut
+        off when the grace period runs out."""
+        self.draining = True
+        if self.consumers is not None:
+            self.consumers.begin_drain()
+
     def readiness(self) -> tuple[bool, dict[str, object]]:
         """Ready = not draining, at least one broker usable, and a master reachable - or, while no master
         answers (``master_failures_before_unready`` calls in a row), at least one published topic whose

@@ -175,7 +175,7 @@ def run_serve(args: argparse.Namespace) -> int:
     plan = ShutdownPlan(settings.shutdown.grace_period, settings.shutdown.drain_delay)
 
     def drain() -> None:
-        runtime.draining = True
+        runtime.begin_drain()
 
     app = create_app(runtime=runtime, owns_runtime=False)
     config = http_config(

@@ -3,7 +3,8 @@
 The sequence, all within ``grace_period`` seconds of the first signal:
 
 1. at once: readiness turns false (``/readyz`` answers 503, so the Service and ingress stop routing here)
-   and the consumer service refuses new consumer instances (both read ``runtime.draining``);
+   and the consumer service refuses new consumer instances (both read ``runtime.draining``); open long
+   polls answer at once (``Runtime.begin_drain``), so none waits into the request deadline;
 2. for ``drain_delay`` seconds the gateway keeps serving normally (for load balancers that only learn
    about the pod from readiness; on Kubernetes the chart's preStop sleep does this before the signal);
 3. uvicorn stops accepting connections, closes idle keep-alive ones and waits up to

@@ -183,6 +183,7 @@ class ConsumerService:
         self._reaper: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
         self._closing = False
+        self._draining = False
         self._closer = CloseOnce(self._close_steps, name="consumer-service-close")
 
     def __repr__(self) -> str:
@@ -219,6 +220,12 @@ class ConsumerService:
         if self._subscription is not None:
             self._subscription.cancel()
             self._subscription = None
+
+    def begin_drain(self) -> None:
+        """The gateway is stopping: open polls answer now with what they have, later ones at once."""
+        self._draining = True
+        for instance in self._registry.instances.values():
+            instance.begin_drain()
 
     # --- locating -----------------------------------------------------------------------------------
 
@@ -345,6 +352,8 @@ class ConsumerService:
             registry.creating -= 1
         instance.touch()
         registry.instances[instance_id] = instance
+        if self._draining:
+            instance.begin_drain()
         if self._closing:
             # close() took its snapshot of the instances while this one was joining its group.
             await self._close(instance, "closed because the gateway stopped")

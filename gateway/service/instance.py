@@ -31,8 +31,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from gateway.service.errors import Gone, InvalidInput
+from gateway.service.errors import Gone, InvalidInput, Unavailable
 from gateway.service.instance_id import redact
 from gateway.tubemq.consumer import Consumer, InvalidConfirmContext
 from gateway.tubemq.consumer_batch import ConsumedBatch, ConsumedMessage
@@ -148,6 +149,7 @@ class ConsumerInstance:
         self._poll_lock = asyncio.Lock()
         self._fetches: set[asyncio.Task[bool]] = set()
         self._fetch_task: asyncio.Task[bool] | None = None
+        self._draining: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waited_for_assignment = False
         self.last_used = clock()
         self.active = 0
@@ -186,6 +188,9 @@ class ConsumerInstance:
         async with self._poll_lock:
             self._check_open()
             start = self._clock()
+            draining = self._draining.done()
+            if draining:
+                timeout = 0.0  # the gateway is stopping: answer with what is there at once
             if self.auto_commit and self._pending:
                 await self._commit(None, consumed=True)
             await self.expire_uncommitted(start)
@@ -201,9 +206,21 @@ class ConsumerInstance:
                 fetched = await self._fetch(wait)
                 self._take(budget)
                 # A joined fetch may end (empty) before this poll's deadline: then wait on with a new one.
-                if not fetched and (budget.out or self._clock() >= deadline):
+                if not fetched and (budget.out or self._clock() >= deadline or self._draining.done()):
                     break
+            if not budget.out and self._draining.done():
+                raise Unavailable(
+                    "the gateway is stopping; poll again in a moment (create a new instance if this one is "
+                    "gone)",
+                    retry_after=1.0,
+                )
             return budget.out
+
+    def begin_drain(self) -> None:
+        """The gateway is stopping: a poll waiting now answers with what it has (503 when nothing), and
+        later polls do not wait."""
+        if not self._draining.done():
+            self._draining.set_result(None)
 
     @property
     def fetching(self) -> int:
@@ -249,11 +266,15 @@ class ConsumerInstance:
             task = self._fetch_task = asyncio.create_task(self._fetch_into_buffer(timeout))
             self._fetches.add(task)
             task.add_done_callback(self._fetches.discard)
-            return await asyncio.shield(task)  # bounded by its own timeout
-        if timeout <= 0:
+            bound: float | None = None  # the task's own timeout bounds it
+        elif timeout <= 0:
             return False
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        return task.result() if done else False
+        else:
+            bound = timeout
+        # Waiting does not cancel the task (a cancelled poll leaves it running); a drain ends the wait.
+        waiters: set[asyncio.Future[Any]] = {task, self._draining}
+        done, _ = await asyncio.wait(waiters, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
+        return task.result() if task in done else False
 
     async def _fetch_into_buffer(self, timeout: float) -> bool:  # noqa: ASYNC109
         try:
@@ -426,7 +447,10 @@ class StreamCursor:
         is closed."""
         ready = self.instance.pending_after(self.after)
         if not ready:
-            await self.instance.poll(max_messages, max_bytes, timeout)
+            try:
+                await self.instance.poll(max_messages, max_bytes, timeout)
+            except Unavailable:
+                return []  # the gateway is stopping: the stream's own loop sees it and ends the stream
             ready = self.instance.pending_after(self.after)
         if ready:
             self.after = ready[-1].seq

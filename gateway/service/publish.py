@@ -79,6 +79,20 @@ class TopicView:
     shielded_brokers: list[int] = field(default_factory=list)
 
 
+async def _all_or_none(sends: list[Coroutine[Any, Any, None]]) -> None:
+    """Run the sends of one request concurrently. If the request fails (cancelled, or a send raised
+    something no outcome can hold) the sends still outstanding are cancelled and awaited before the
+    failure propagates: a failed request leaves nothing of its own running."""
+    tasks = [asyncio.ensure_future(send) for send in sends]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
+
+
 def validate_topic(topic: str) -> None:
     if not _TOPIC_RE.match(topic):
         raise InvalidInput(
@@ -274,7 +288,7 @@ class PublishService:
             return run_chain(unit)
 
         if len(units) <= self._concurrency:
-            await asyncio.gather(*(start(unit) for unit in units))
+            await _all_or_none([start(unit) for unit in units])
             return outcomes
         gate = asyncio.Semaphore(self._concurrency)
 
@@ -282,7 +296,7 @@ class PublishService:
             async with gate:
                 await start(unit)
 
-        await asyncio.gather(*(gated(unit) for unit in units))
+        await _all_or_none([gated(unit) for unit in units])
         return outcomes
 
     async def _send_one(self, topic: str, message: OutgoingMessage, outcome: PublishOutcome) -> None:
