@@ -26,6 +26,7 @@ from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.producer_send import SendResult
 from tests.consumer_support import eventually
+from tests.test_shutdown import serving
 
 #: long enough that uvicorn's own request deadline would end a 30 s poll with an error if nothing answered it
 PLAN = ShutdownPlan(grace_period=8.0)
@@ -47,17 +48,8 @@ async def gateway(cluster: EmbeddedCluster) -> AsyncIterator[tuple[GatewayServer
         timeout_graceful_shutdown=PLAN.requests_timeout,
     )
     server = GatewayServer(config, runtime=runtime, grpc_server=None, on_drain=runtime.begin_drain, plan=PLAN)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "the gateway failed to start"
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield server, task, f"http://127.0.0.1:{port}"
-    finally:
-        if not task.done():
-            server.force_exit = server.should_exit = True
-            await asyncio.wait_for(task, 10)
+    async with serving(server) as (task, url):
+        yield server, task, url
 
 
 async def test_a_long_poll_open_at_sigterm_is_answered_before_the_grace_period() -> None:

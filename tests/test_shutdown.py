@@ -84,17 +84,24 @@ async def running(
                 await asyncio.sleep(30)
 
     server = Server(config, on_drain=drain, plan=plan, exit_now=rec.exit_codes.append)
+    async with serving(server) as (task, url):
+        yield server, task, url
+
+
+@asynccontextmanager
+async def serving(server: uvicorn.Server) -> AsyncIterator[tuple[asyncio.Task[None], str]]:
+    """Run ``server`` (listening on 127.0.0.1 port 0) in a task; its task and URL; stopped at the end."""
     task = asyncio.create_task(server.serve())
     while not server.started:
         assert not task.done(), "server failed to start"
         await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield server, task, f"http://127.0.0.1:{port}"
+        yield task, f"http://127.0.0.1:{port}"
     finally:
         if not task.done():
             server.force_exit = server.should_exit = True
-            await asyncio.wait_for(task, 5)
+            await asyncio.wait_for(task, 10)
 
 
 def test_plan_budgets() -> None:
