@@ -156,7 +156,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     try:
-        check_tls(settings.tls)
+        check_tls(settings.tls, settings.consumers.forward_ca_file)
     except TlsConfigError as exc:
         print(f"tubemq-gateway: {exc}", file=sys.stderr)
         return 2

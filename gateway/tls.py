@@ -42,8 +42,16 @@ class TlsConfigError(ValueError):
     """A TLS file cannot be used; the message names the setting and the file."""
 
 
-def check_tls(tls: TlsSettings) -> None:
-    """Load the configured files once, so that a bad path or key fails at startup with a clear message."""
+def check_tls(tls: TlsSettings, forward_ca_file: Path | None = None) -> None:
+    """Load the configured files once (``forward_ca_file``: ``consumers.forward_ca_file``), so that a bad
+    path or key fails at startup with a clear message rather than at the first connection or forward."""
+    if forward_ca_file is not None:
+        try:
+            ssl.create_default_context(cafile=str(forward_ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise TlsConfigError(
+                f"cannot use consumers.forward_ca_file {forward_ca_file}: {exc}; give a readable PEM file"
+            ) from None
     if tls.cert_file is None or tls.key_file is None:
         return
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

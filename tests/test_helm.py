@@ -558,10 +558,14 @@ def test_tls_values() -> None:
     plain_tls = env_of(render({"tls": {"enabled": True, "secretName": "gw-tls"}}))
     assert plain_tls["TUBEMQ_GATEWAY_TLS__CLIENT_AUTH"]["value"] == "none"
     assert "TUBEMQ_GATEWAY_TLS__CLIENT_CA_FILE" not in plain_tls
+    assert plain_tls["TUBEMQ_GATEWAY_CONSUMERS__FORWARD_CA_FILE"]["value"] == "/etc/tubemq-gateway/tls/ca.crt"
+    no_ca = env_of(render({"tls": {"enabled": True, "secretName": "gw-tls", "caCert": False}}))
+    assert "TUBEMQ_GATEWAY_CONSUMERS__FORWARD_CA_FILE" not in no_ca
     for values, complaint in (
         ({"tls": {"enabled": True}}, "tls.secretName"),
         ({"tls": {"clientAuth": "optional"}}, "needs tls.enabled"),
         ({**SECURE, "admin": {"enabled": False}}, "needs admin.enabled"),
+        ({"tls": {**SECURE["tls"], "caCert": False}}, "needs tls.caCert"),
     ):
         done = run_helm("template", RELEASE, str(CHART), *set_args(values), check=False)
         assert done.returncode != 0 and complaint in done.stderr, done.stderr

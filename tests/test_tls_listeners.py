@@ -184,6 +184,11 @@ def test_settings_and_files_are_checked(pki: Pki, tmp_path: Path) -> None:
             )
         )
     assert grpc_server_credentials(TlsSettings()) is None
+    check_tls(TlsSettings(), pki.ca)
+    with pytest.raises(TlsConfigError, match=r"consumers\.forward_ca_file"):
+        check_tls(TlsSettings(), junk)
+    with pytest.raises(TlsConfigError, match=r"consumers\.forward_ca_file"):
+        check_tls(TlsSettings(), tmp_path / "missing-ca.pem")
 
 
 def channel_credentials(pki: Pki, client: Issued | None = None) -> grpc.ChannelCredentials:
