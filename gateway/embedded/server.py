@@ -23,11 +23,17 @@ Answers follow the Java server (``NettyRpcServer``, ``RpcProtocol``, ``NettyRequ
 
 Requests on one link run concurrently; answers go out as they finish. Bytes that are not TubeMQ
 framing close that client's link.
+
+Bounds per link, so that one client cannot take the node's memory: reading stops while the link's unsent
+answers exceed ``max_unsent_bytes`` (a client that pipelines requests without reading the answers) or
+``max_calls`` requests are running, and resumes when they drained (TCP then pushes back on the client); a
+frame left unfinished for ``frame_timeout`` seconds of reading closes the link.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl as _ssl
 import time
@@ -68,6 +74,9 @@ _INVOCATION_EXCEPTION = "java.lang.reflect.InvocationTargetException"
 _READ_CHUNK = 256 * 1024
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 _STREAM_LIMIT = 4 * 1024 * 1024
+DEFAULT_MAX_UNSENT_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_CALLS = 1024
+DEFAULT_FRAME_TIMEOUT = 30.0
 
 
 def service_offers(service: int, method: int) -> bool:
@@ -121,7 +130,7 @@ Handler = Callable[[int, Message, CallContext], Awaitable[Message]]
 class _Link:
     """One accepted client link: its writer, frame decoder and the handler tasks it started."""
 
-    __slots__ = ("calls", "closed", "decoder", "outbox", "peer", "task", "writer")
+    __slots__ = ("calls", "closed", "decoder", "outbox", "partial_since", "peer", "room", "task", "writer")
 
     def __init__(self, writer: asyncio.StreamWriter, peer: NodeAddress, max_frame_bytes: int) -> None:
         self.writer = writer
@@ -131,6 +140,11 @@ class _Link:
         self.task = asyncio.current_task()
         self.closed = False
         self.outbox: list[bytes] = []
+        #: monotonic time since when the decoder holds an unfinished frame (None: at a frame boundary)
+        self.partial_since: float | None = None
+        #: set while fewer than the server's max_calls requests of this link are running
+        self.room = asyncio.Event()
+        self.room.set()
 
     def send(self, data: bytes) -> None:
         if not self.closed:
@@ -154,6 +168,7 @@ class _Link:
         self.writer.transport.abort()
         for call in self.calls:
             call.cancel()
+        self.room.set()
 
     def __repr__(self) -> str:
         return f"<_Link {self.peer} calls={len(self.calls)}{' closed' if self.closed else ''}>"
@@ -172,7 +187,23 @@ class RpcServer:
         name: str = "rpc",
         clock: Callable[[], float] = time.monotonic,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_unsent_bytes: int = DEFAULT_MAX_UNSENT_BYTES,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        frame_timeout: float = DEFAULT_FRAME_TIMEOUT,
     ) -> None:
+        if max_unsent_bytes < 1 or max_calls < 1 or frame_timeout <= 0:
+            raise ValueError(
+                f"max_unsent_bytes ({max_unsent_bytes}) and max_calls ({max_calls}) must be >= 1 and "
+                f"frame_timeout ({frame_timeout}) > 0"
+            )
+        self._max_unsent = max_unsent_bytes
+        self._max_calls = max_calls
+        self._frame_timeout = frame_timeout
+        self._sweeper: asyncio.Task[None] | None = None
+        self.read_pauses = 0
+        """Times a link stopped being read because of unsent answers or running calls."""
+        self.frame_timeouts = 0
+        """Links closed because a frame stayed unfinished for frame_timeout seconds."""
         self._handler = handler
         self.host = host
         self.port = port
@@ -222,6 +253,8 @@ class RpcServer:
             self._serve, self.host, self.port, ssl=self._ssl, limit=_STREAM_LIMIT
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        loop = asyncio.get_running_loop()
+        self._sweeper = loop.create_task(self._sweep(), name=f"{self.name}-frame-sweeper")
         log.debug("%r listening", self)
 
     async def stop(self) -> None:
@@ -230,6 +263,10 @@ class RpcServer:
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
+            await asyncio.gather(sweeper, return_exceptions=True)
         await self.drop_connections()
         if server is not None:
             await server.wait_closed()
@@ -262,13 +299,22 @@ class RpcServer:
             return
         self._links.add(link)
         self.links_accepted += 1
+        transport = writer.transport
+        transport.set_write_buffer_limits(high=self._max_unsent)
         try:
             while not link.closed:
+                if transport.get_write_buffer_size() > self._max_unsent or not link.room.is_set():
+                    await self._pause(link)
+                    continue
                 data = await reader.read(_READ_CHUNK)
                 if not data:
                     break
                 for frame in link.decoder.feed(data):
                     self._on_frame(link, frame)
+                if link.decoder.at_frame_boundary:
+                    link.partial_since = None
+                elif link.partial_since is None:
+                    link.partial_since = self._clock()
         except ProtocolError as exc:
             fields = {"server": self.name, "peer": str(peer)}
             log.info("closing a link that sent bad frames: %s", exc, extra=fields)
@@ -279,6 +325,34 @@ class RpcServer:
         finally:
             self._links.discard(link)
             link.close()
+
+    async def _pause(self, link: _Link) -> None:
+        """Stop reading until the unsent answers drained and a call slot is free."""
+        self.read_pauses += 1
+        try:
+            await link.writer.drain()  # returns once the buffer is below its low-water mark
+        except OSError:
+            link.close()
+            return
+        await link.room.wait()
+        if link.partial_since is not None:
+            link.partial_since = self._clock()  # the time we did not read is not the client's
+
+    async def _sweep(self) -> None:
+        """Close links holding a frame unfinished for longer than frame_timeout."""
+        interval = min(self._frame_timeout / 2, 1.0)
+        while True:
+            await asyncio.sleep(interval)
+            now = self._clock()
+            for link in list(self._links):
+                since = link.partial_since
+                if since is not None and now - since > self._frame_timeout:
+                    self.frame_timeouts += 1
+                    log.info(
+                        "closing a link whose frame stayed unfinished",
+                        extra={"server": self.name, "peer": str(link.peer), "seconds": round(now - since, 1)},
+                    )
+                    link.close()
 
     def _on_frame(self, link: _Link, frame: Frame) -> None:
         self.requests_received += 1
@@ -291,8 +365,16 @@ class RpcServer:
             link.send(exc.answer())
             return
         call = asyncio.get_running_loop().create_task(self._call(link, request, message, received))
-        link.calls.add(call)
-        call.add_done_callback(link.calls.discard)
+        calls = link.calls
+        calls.add(call)
+        call.add_done_callback(functools.partial(self._call_done, link))
+        if len(calls) >= self._max_calls:
+            link.room.clear()
+
+    def _call_done(self, link: _Link, call: asyncio.Task[None]) -> None:
+        link.calls.discard(call)
+        if len(link.calls) < self._max_calls:
+            link.room.set()
 
     async def _call(self, link: _Link, request: RpcRequest, message: Message, received: float) -> None:
         version = request.protocol_ver
