@@ -82,6 +82,12 @@ class EmbeddedSettings(BaseModel):
     topics_file: Path | None = Field(None, description="JSON file of topics for the embedded cluster")
     brokers: int = Field(1, ge=1, le=16, description="brokers of the embedded cluster")
     data_dir: Path | None = Field(None, description="where the embedded cluster keeps data (memory if unset)")
+    retention_bytes: int | None = Field(
+        None, ge=0, description="payload bytes each embedded topic store keeps; older messages are deleted"
+    )
+    retention_seconds: float | None = Field(
+        None, gt=0, description="age after which embedded messages are deleted (checked every 10 s)"
+    )
 
 
 class GrpcSettings(BaseModel):

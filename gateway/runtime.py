@@ -13,6 +13,7 @@ from typing import TypeVar
 from gateway.config import Settings
 from gateway.embedded.auth import ServerAuth
 from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.store import Retention
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
 from gateway.security.setup import Security, build_security
 from gateway.service.consumers import ConsumerService, PollLimits
@@ -115,6 +116,7 @@ class Runtime:
                     brokers=s.embedded.brokers,
                     data_dir=s.embedded.data_dir,
                     auth=auth,
+                    retention=Retention(s.embedded.retention_bytes, s.embedded.retention_seconds),
                 )
                 await self.cluster.start()
                 self.masters = list(self.cluster.master_addresses)

@@ -39,7 +39,7 @@ from gateway.embedded.broker_consume import ConsumerService
 from gateway.embedded.msgid import MessageIdGenerator
 from gateway.embedded.offsets import OffsetManager
 from gateway.embedded.server import CallContext, RemoteFault, RpcServer
-from gateway.embedded.store import NO_MSG_TYPE, TopicStore
+from gateway.embedded.store import NO_MSG_TYPE, Retention, TopicStore
 from gateway.embedded.topics import DEFAULT_MAX_MSG_SIZE, TopicSpec
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR
@@ -79,6 +79,8 @@ class EmbeddedBroker:
         auth: ServerAuth | None = None,
         fsync: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        retention: Retention | None = None,
+        retention_interval: float = 10.0,
     ) -> None:
         names = [spec.name for spec in topics]
         if len(set(names)) != len(names):
@@ -98,6 +100,9 @@ class EmbeddedBroker:
         self._auth = auth
         self._fsync = fsync
         self._clock = clock
+        self.retention = retention
+        self._retention_interval = retention_interval
+        self._retention_due = 0.0
         self._server: RpcServer | None = None
         self._stores: StoreTable | None = None
         self._offsets: OffsetManager | None = None
@@ -121,7 +126,12 @@ class EmbeddedBroker:
             ids = MessageIdGenerator(worker_id=self.broker_id % 1024)
             # Reading the store files can take a while: keep it off the event loop.
             stores = await asyncio.to_thread(
-                StoreTable, self.topics.values(), self.data_dir, ids=ids, fsync=self._fsync
+                StoreTable,
+                self.topics.values(),
+                self.data_dir,
+                ids=ids,
+                fsync=self._fsync,
+                retention=self.retention,
             )
             try:
                 offsets_path = self.data_dir / _OFFSETS_FILE if self.data_dir is not None else None
@@ -187,6 +197,13 @@ class EmbeddedBroker:
         while True:
             await asyncio.sleep(interval)
             self.expire_registrations()
+            now = self._clock()
+            if self.retention is not None and self._stores is not None and now >= self._retention_due:
+                self._retention_due = now + self._retention_interval
+                try:
+                    self._stores.enforce_retention()
+                except OSError:
+                    log.exception("retention failed", extra={"broker_id": self.broker_id})
 
     # -- state ---------------------------------------------------------------------------------------
 

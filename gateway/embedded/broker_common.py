@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from gateway.embedded.msgid import MessageIdGenerator
-from gateway.embedded.store import TopicStore, store_path
+from gateway.embedded.store import Retention, TopicStore, store_path
 from gateway.embedded.topics import TopicSpec
 
 __all__ = [
@@ -135,6 +135,7 @@ class StoreTable:
         ids: MessageIdGenerator,
         fsync: bool = False,
         clock: Callable[[], float] = time.time,
+        retention: Retention | None = None,
     ) -> None:
         self._topics = {spec.name: spec for spec in topics}
         self._stores: dict[tuple[str, int], TopicStore] = {}
@@ -143,7 +144,7 @@ class StoreTable:
                 for index in range(spec.stores):
                     path = store_path(data_dir, spec.name, index) if data_dir is not None else None
                     self._stores[(spec.name, index)] = TopicStore(
-                        spec.name, index, path=path, fsync=fsync, ids=ids, clock=clock
+                        spec.name, index, path=path, fsync=fsync, ids=ids, clock=clock, retention=retention
                     )
         except BaseException:
             self.close()
@@ -172,6 +173,10 @@ class StoreTable:
 
     def __len__(self) -> int:
         return len(self._stores)
+
+    def enforce_retention(self) -> int:
+        """Apply every store's retention; returns the messages dropped."""
+        return sum(store.enforce_retention() for store in self._stores.values())
 
     def close(self) -> None:
         for store in self._stores.values():

@@ -19,6 +19,7 @@ from pathlib import Path
 from gateway.embedded.auth import ServerAuth
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.master import EmbeddedMaster
+from gateway.embedded.store import Retention
 from gateway.embedded.topics import DEFAULT_MAX_MSG_SIZE, TopicSpec
 from gateway.tubemq.address import NodeAddress
 
@@ -53,6 +54,8 @@ class EmbeddedCluster:
         ssl: _ssl.SSLContext | None = None,
         auth: ServerAuth | None = None,
         rng: random.Random | None = None,
+        retention: Retention | None = None,
+        retention_interval: float = 10.0,
     ) -> None:
         if not topics:
             raise ValueError("an embedded cluster needs at least one topic")
@@ -74,6 +77,8 @@ class EmbeddedCluster:
                 consumer_timeout=consumer_timeout,
                 ssl=ssl,
                 auth=auth,
+                retention=retention,
+                retention_interval=retention_interval,
             )
             for broker_id, port in enumerate(ports, start=1)
         ]

@@ -14,6 +14,12 @@ is cut off. Durability: every append is written through to the operating system 
 acknowledged, so an acknowledged message survives a kill of the process; ``fsync=True`` also forces it to
 the disk on every append (survives a power loss, much slower). The index and the message headers stay in
 memory; payloads of a file store are read back with ``os.pread``.
+
+Retention (:class:`Retention`: total payload bytes and/or age) drops the oldest messages when
+:meth:`TopicStore.enforce_retention` runs (the broker calls it periodically): ``min_offset`` moves up, the
+offsets of the rest do not change. A file store is compacted once what was dropped is at least as large as
+what is kept: the kept records go to a new file (header ``TUBEGWS2`` with the first entry number and data
+position, so offsets survive restarts) that replaces the old one.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ __all__ = [
     "NO_MSG_TYPE",
     "AppendResult",
     "ReadResult",
+    "Retention",
     "StoredMessage",
     "TopicStore",
     "store_path",
@@ -52,6 +59,8 @@ DEFAULT_READ_ENTRIES = 1000
 NO_MSG_TYPE = -1
 
 _MAGIC = b"TUBEGWS1"
+_MAGIC_V2 = b"TUBEGWS2"  # followed by the first entry number and its data position (two int64)
+_BASE = struct.Struct(">qq")
 _FRAME = struct.Struct(">II")
 _HEAD = struct.Struct(">iqiiiqi")
 _MAX_BODY = _HEAD.size + 64 * 1024 * 1024
@@ -69,6 +78,25 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How much a store keeps: at most ``max_bytes`` of payload and messages at most ``max_age`` seconds
+    old (None: no limit). The newest message is always kept."""
+
+    max_bytes: int | None = None
+    max_age: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise ValueError(f"retention max_bytes must be >= 0, got {self.max_bytes}")
+        if self.max_age is not None and self.max_age <= 0:
+            raise ValueError(f"retention max_age must be > 0 seconds, got {self.max_age}")
+
+    @property
+    def unlimited(self) -> bool:
+        return self.max_bytes is None and self.max_age is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +171,13 @@ class TopicStore:
         fsync: bool = False,
         ids: MessageIdGenerator | None = None,
         clock: Callable[[], float] = time.time,
+        retention: Retention | None = None,
     ) -> None:
         self.topic = topic
+        self.retention = retention or Retention()
+        self._first = 0  # entry number of _entries[0]: entries before it were dropped by retention
+        self._bytes = 0  # payload bytes of the entries kept
+        self._dropped_file_bytes = 0
         self.store_index = store_index
         self.path = path
         self._fsync = fsync
@@ -164,13 +197,13 @@ class TopicStore:
 
     @property
     def min_offset(self) -> int:
-        """Smallest readable index offset; this store never deletes, so always 0."""
-        return 0
+        """Smallest readable index offset: 0 until retention dropped messages."""
+        return self._first * INDEX_ENTRY_BYTES
 
     @property
     def max_offset(self) -> int:
         """End of the index: the offset the next appended message will get."""
-        return len(self._entries) * INDEX_ENTRY_BYTES
+        return (self._first + len(self._entries)) * INDEX_ENTRY_BYTES
 
     @property
     def data_max_offset(self) -> int:
@@ -220,8 +253,9 @@ class TopicStore:
         return AppendResult(message_id, append_ms, offset)
 
     def _add(self, entry: _Entry) -> int:
-        number = len(self._entries)
+        number = self._first + len(self._entries)
         self._entries.append(entry)
+        self._bytes += entry.data_len
         self._data_max += DATA_HEADER_BYTES + entry.data_len
         self._last_by_partition[entry.partition_id] = number
         self._last_by_partition_type[(entry.partition_id, entry.msg_type_hash)] = number
@@ -275,7 +309,8 @@ class TopicStore:
         broker's cache read does.
         """
         start = max(from_offset - from_offset % INDEX_ENTRY_BYTES, self.min_offset)
-        first, end = start // INDEX_ENTRY_BYTES, len(self._entries)
+        base = self._first
+        first, end = start // INDEX_ENTRY_BYTES, base + len(self._entries)
         max_offset = self.max_offset
         if first >= end:
             return ReadResult((), start, start, max_offset, 0)
@@ -287,8 +322,9 @@ class TopicStore:
         last_data_end = self._data_max
         number = first
         stop = min(end, first + max(1, max_entries))
+        entries = self._entries
         while number < stop:
-            entry = self._entries[number]
+            entry = entries[number - base]
             number += 1
             if entry.partition_id != partition_id or (
                 hashes is not None and entry.msg_type_hash not in hashes
@@ -327,6 +363,83 @@ class TopicStore:
             entry.sent_addr,
         )
 
+    # -- retention -----------------------------------------------------------------------------------
+
+    def enforce_retention(self, now: float | None = None) -> int:
+        """Drop the oldest messages beyond the retention (``now``: the store clock's seconds); returns how
+        many were dropped. A file store is compacted when what was dropped outweighs what is kept."""
+        retention = self.retention
+        entries = self._entries
+        if retention.unlimited or len(entries) <= 1:
+            return 0
+        now_ms = int((self._clock() if now is None else now) * 1000)
+        max_bytes, max_age = retention.max_bytes, retention.max_age
+        oldest_ms = now_ms - int(max_age * 1000) if max_age is not None else None
+        drop = 0
+        kept_bytes = self._bytes
+        while drop < len(entries) - 1:
+            entry = entries[drop]
+            too_big = max_bytes is not None and kept_bytes > max_bytes
+            too_old = oldest_ms is not None and entry.append_time_ms < oldest_ms
+            if not (too_big or too_old):
+                break
+            kept_bytes -= entry.data_len
+            if entry.file_pos >= 0:
+                self._dropped_file_bytes += _FRAME.size + _HEAD.size + entry.data_len
+            drop += 1
+        if drop:
+            del entries[:drop]
+            self._first += drop
+            self._bytes = kept_bytes
+            log.info(
+                "retention dropped messages",
+                extra={"topic": self.topic, "store": self.store_index, "dropped": drop, "kept": len(entries)},
+            )
+            dropped = self._dropped_file_bytes
+            if self._fd is not None and dropped >= self._file_size - dropped:
+                self._compact()
+        return drop
+
+    def _compact(self) -> None:
+        """Rewrite the file with the kept records only (v2 header), then replace the old one."""
+        assert self._fd is not None and self.path is not None
+        path = self.path
+        temp = path.with_name(path.name + ".compact")
+        first_data = self._entries[0].data_offset if self._entries else self._data_max
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pos = len(_MAGIC_V2) + _BASE.size
+            os.write(fd, _MAGIC_V2 + _BASE.pack(self._first, first_data))
+            moved: list[int] = []
+            for entry in self._entries:
+                size = _FRAME.size + _HEAD.size + entry.data_len
+                start = entry.file_pos - _FRAME.size - _HEAD.size
+                record = os.pread(self._fd, size, start)
+                if len(record) != size:
+                    raise OSError(f"{path}: short read at {start} while compacting")
+                view = memoryview(record)
+                while view:
+                    view = view[os.write(fd, view) :]
+                moved.append(pos + _FRAME.size + _HEAD.size)
+                pos += size
+            if self._fsync:
+                os.fsync(fd)
+            os.replace(temp, path)
+            if self._fsync:
+                _fsync_dir(path.parent)
+        except BaseException:
+            os.close(fd)
+            temp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.close(self._fd)
+        self._fd = None
+        self._fd = os.open(path, os.O_RDWR | os.O_APPEND)
+        for entry, file_pos in zip(self._entries, moved, strict=True):
+            entry.file_pos = file_pos
+        self._file_size = pos
+        self._dropped_file_bytes = 0
+
     # -- file handling -------------------------------------------------------------------------------
 
     def _open_file(self, path: Path) -> None:
@@ -349,9 +462,16 @@ class TopicStore:
                 os.fsync(fd)
                 _fsync_dir(path.parent)
             return len(_MAGIC)
-        if head != _MAGIC:
+        if head == _MAGIC_V2:
+            base = os.pread(fd, _BASE.size, len(_MAGIC_V2))
+            if len(base) < _BASE.size:
+                raise ValueError(f"{path}: truncated header")
+            self._first, self._data_max = _BASE.unpack(base)
+            pos = len(_MAGIC_V2) + _BASE.size
+        elif head == _MAGIC:
+            pos = len(_MAGIC)
+        else:
             raise ValueError(f"{path} is not a message store file of this gateway")
-        pos = len(_MAGIC)
         with open(fd, "rb", closefd=False) as file:
             file.seek(pos)
             while pos < size:
