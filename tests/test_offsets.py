@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,7 @@ def test_committed_offsets_persist_and_pending_ones_do_not(tmp_path: Path) -> No
     offsets.commit(G, T, P, consumed=True)
     offsets.load("other", T, 10001, READ_FROM_MAX, -1, 0, 56)
     offsets.book(G, T, P, 28, batch_empty=False)
+    offsets.close()  # the writer thread writes what is committed; close waits for it
     again = OffsetManager(path)
     assert again.committed(G, T, P) == 84
     assert again.committed("other", T, 10001) == 56
@@ -139,3 +141,27 @@ def test_discard_drops_only_the_pending_advance() -> None:
     offsets.discard("never", T, P)
     assert (offsets.committed(G, T, P), offsets.pending(G, T, P)) == (0, 0)
     assert offsets.committed("never", T, P) is None
+
+
+def test_the_offsets_file_is_written_off_the_calling_thread_and_coalesced(tmp_path: Path) -> None:
+    threads: set[str] = set()
+
+    class Recording(OffsetManager):
+        def _write(self, committed: dict[tuple[str, str, int], int]) -> None:
+            threads.add(threading.current_thread().name)
+            super()._write(committed)
+
+    path = tmp_path / "offsets.json"
+    offsets = Recording(path)
+    offsets.load(G, T, P, READ_NORMAL, -1, 0, 28 * 1000)
+    for _ in range(200):
+        offsets.book(G, T, P, 28, batch_empty=False)
+        offsets.commit(G, T, P, consumed=True)
+    offsets.close()
+    assert "offsets-writer" in threads  # the commits did not write the file themselves
+    assert offsets.writes <= 200
+    assert OffsetManager(path).committed(G, T, P) == 28 * 200
+    offsets.commit(G, T, P, consumed=True)  # nothing pending: no change, no write
+    offsets.load("late", T, P, READ_NORMAL, -1, 0, 28)  # a commit after close starts the writer again
+    offsets.close()
+    assert OffsetManager(path).committed("late", T, P) == 0

@@ -179,6 +179,8 @@ class EmbeddedBroker:
         try:
             await server.stop()
         finally:
+            if self._offsets is not None and self.data_dir is not None:
+                await asyncio.to_thread(self._offsets.close)
             if self._stores is not None and self.data_dir is not None:
                 self._stores.close()
                 self._stores = None

@@ -7,14 +7,19 @@ on the next GetMessage, CommitOffset, or an unregister with ``readStatus`` 0) an
 Offsets are multiples of 28; values are rounded toward zero to a whole index entry as the Java broker does.
 
 With a ``path`` the committed offsets are kept in a small JSON file, rewritten atomically (temporary file +
-``os.replace``) whenever a committed value changes, so a restarted broker resumes every group where it
-stood. Pending advances are never persisted: after a restart the last unconfirmed batch is delivered again.
+``os.replace``) after a committed value changes, so a restarted broker resumes every group where it stood.
+The rewrite runs in a writer thread, off the event loop, and coalesces: however many commits arrive while
+one rewrite runs, the next rewrite writes them all. ``close()`` writes what is left. Pending advances are
+never persisted: after a restart the last unconfirmed batch is delivered again (and a crash between a
+commit and its rewrite delivers that batch again too: at-least-once either way).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,8 @@ __all__ = ["READ_FROM_MAX", "READ_FROM_MAX_ALWAYS", "READ_NORMAL", "OffsetManage
 READ_NORMAL = 0
 READ_FROM_MAX = 1
 READ_FROM_MAX_ALWAYS = 2
+
+log = logging.getLogger(__name__)
 
 _Key = tuple[str, str, int]
 _FILE_VERSION = 1
@@ -46,6 +53,13 @@ class OffsetManager:
         self._pending: dict[_Key, int] = {}
         if path is not None and path.exists():
             self._committed = _read_file(path)
+        self._lock = threading.Lock()  # guards _committed against the writer thread's snapshot
+        self._wake = threading.Condition(self._lock)
+        self._dirty = False
+        self._closing = False
+        self._writer: threading.Thread | None = None
+        self.writes = 0
+        """Rewrites of the offsets file so far."""
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -174,15 +188,54 @@ class OffsetManager:
     def _set(self, key: _Key, offset: int) -> None:
         if self._committed.get(key) == offset:
             return
-        self._committed[key] = offset
-        if self.path is not None:
-            self._write()
+        with self._lock:
+            self._committed[key] = offset
+            if self.path is None or self._closing:
+                return
+            self._dirty = True
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_loop, name="offsets-writer", daemon=True)
+                self._writer.start()
+            self._wake.notify()
 
-    def _write(self) -> None:
+    def flush(self) -> None:
+        """Write what is committed now and wait for it (also stops the writer thread; a later commit
+        starts it again)."""
+        with self._lock:
+            writer, self._writer = self._writer, None
+            self._closing = True
+            self._wake.notify()
+        if writer is not None:
+            writer.join()
+        with self._lock:
+            self._closing = False
+            dirty, self._dirty = self._dirty, False
+            snapshot = dict(self._committed)
+        if dirty:
+            self._write(snapshot)
+
+    close = flush
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._dirty and not self._closing:
+                    self._wake.wait()
+                if not self._dirty:
+                    return
+                self._dirty = False
+                snapshot = dict(self._committed)
+            try:
+                self._write(snapshot)
+            except OSError:
+                log.exception("writing the offsets file failed; the next commit tries again")
+
+    def _write(self, committed: dict[_Key, int]) -> None:
         assert self.path is not None
+        self.writes += 1
         records = [
             {"group": g, "topic": t, "partition": p, "offset": o}
-            for (g, t, p), o in sorted(self._committed.items())
+            for (g, t, p), o in sorted(committed.items())
         ]
         text = json.dumps({"version": _FILE_VERSION, "offsets": records}, indent=1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
