@@ -24,7 +24,7 @@ import httpx
 import uvicorn
 
 from gateway.api.app import create_app
-from gateway.config import ConsumerSettings, Settings
+from gateway.config import ConsumerSettings, RateLimitSettings, Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
@@ -87,6 +87,7 @@ async def gateway(cluster: EmbeddedCluster, consumers: ConsumerSettings | None =
         http_host="127.0.0.1",
         http_port=port,
         consumers=consumers or ConsumerSettings(heartbeat_interval=0.2, empty_fetch_wait=0.05),
+        rate_limits=RateLimitSettings(max_instances_per_principal=0),  # a bench holds many instances
     )
     runtime = Runtime(settings)
     await runtime.start()
