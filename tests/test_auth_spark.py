@@ -1,8 +1,10 @@
-"""The Spark source's gateway mode against a gateway that requires authentication: ``gatewayToken``."""
+"""The Spark source's gateway mode against a gateway that requires authentication: ``gatewayToken``, and
+the lifetime of its cached HTTP clients."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,8 @@ from auth_support import secure_gateway
 
 from gateway.spark import rest
 from gateway.spark.options import SourceOptions
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_token_is_an_option_of_the_gateway_mode_and_stays_out_of_repr() -> None:
@@ -32,3 +36,41 @@ async def test_planning_and_writing_through_an_authenticated_gateway(tmp_path: P
         anonymous = SourceOptions.parse(base)
         with pytest.raises(RuntimeError, match="401"):
             await asyncio.to_thread(rest.plan, anonymous)
+
+
+async def test_cached_clients_are_closed_and_reopened(tmp_path: Path) -> None:
+    async with secure_gateway(tmp_path) as gw:
+        options = SourceOptions.parse(
+            {"gateway": gw.url, "topic": "demo", "gatewayToken": gw.files.keys["alice"]}
+        )
+        assert len(await asyncio.to_thread(rest.plan, options)) == 2
+        clients = list(rest._clients.values())
+        assert clients and not any(client.is_closed for client in clients)
+        rest.close_clients()
+        assert all(client.is_closed for client in clients) and not rest._clients
+        assert len(await asyncio.to_thread(rest.plan, options)) == 2  # a new client after closing
+        rest.close_clients()
+
+
+async def test_no_socket_is_left_open_at_exit(tmp_path: Path) -> None:
+    """A process that used the gateway mode exits without an unclosed keep-alive socket (Python would warn
+    at exit, after the garbage collector found it open)."""
+    script = (
+        "import sys\n"
+        "from gateway.spark import rest\n"
+        "from gateway.spark.options import SourceOptions\n"
+        "gateway, token = sys.argv[1:]\n"
+        "options = SourceOptions.parse({'gateway': gateway, 'topic': 'demo', 'gatewayToken': token})\n"
+        "assert len(rest.plan(options)) == 2\n"
+    )
+    async with secure_gateway(tmp_path) as gw:
+        proc = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", script),
+            *(gw.url, gw.files.keys["alice"]),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=ROOT,
+        )
+        _, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert b"ResourceWarning" not in err and b"unclosed" not in err, err.decode()

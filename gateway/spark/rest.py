@@ -3,11 +3,13 @@
 Planning asks ``GET /v1/topics/{topic}/partitions``; a task reads its ``[start, end)`` page by page from
 ``GET /v1/topics/{topic}/partitions/{key}/messages?from=&to=`` (each page ends where the next starts, so the
 cut stays exact); writes go to ``POST /v1/topics/{topic}/messages`` as JSON batches with base64 values, and
-a task fails unless the gateway answers 200 (every message stored).
+a task fails unless the gateway answers 200 (every message stored). One keep-alive client per gateway,
+timeout and token serves the process (Spark reuses its Python workers); they are closed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
 from collections.abc import Iterator
 from datetime import datetime
@@ -23,7 +25,7 @@ from gateway.tubemq.meta import BrokerInfo, Partition
 from gateway.tubemq.payload import format_msg_time
 from gateway.tubemq.range_reader import OffsetBounds
 
-__all__ = ["PAGE_MESSAGES", "plan", "read_batches", "send_chunk"]
+__all__ = ["PAGE_MESSAGES", "close_clients", "plan", "read_batches", "send_chunk"]
 
 PAGE_MESSAGES = 5000
 
@@ -40,6 +42,17 @@ def _client(options: SourceOptions) -> httpx.Client:
         client = httpx.Client(base_url=options.gateway, timeout=options.timeout, headers=headers)
         _clients[key] = client
     return client
+
+
+def close_clients() -> None:
+    """Close the cached gateway clients and their keep-alive sockets (registered to run at exit, so no
+    socket is left for the garbage collector to find open); a later call opens new ones."""
+    while _clients:
+        _, client = _clients.popitem()
+        client.close()
+
+
+atexit.register(close_clients)
 
 
 def _check(response: httpx.Response) -> Any:
