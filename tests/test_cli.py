@@ -20,7 +20,7 @@ from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer
 from gateway.tubemq.rpc import Method
 from gateway.upstream import upstream_options
-from tests.tls_certs import make_pki
+from tests.tls_support import make_pki
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -110,11 +110,11 @@ def test_parser_has_only_real_commands() -> None:
 
 
 async def test_embedded_command_serves_tls_and_demands_credentials(tmp_path: Path) -> None:
-    pki = make_pki(tmp_path / "pki", "cli")
+    pki = make_pki(tmp_path / "pki", name="cli")
     env = {**os.environ, "PYTHONPATH": str(ROOT), AUTH_PASSWORD_ENV: "cli-pw"}
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "gateway", "embedded", "--topics", "demo:2", "--master-port", "0"),
-        *("--broker-port-base", "0", "--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key)),
+        *("--broker-port-base", "0", "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key)),
         *("--tls-client-ca", str(pki.ca), "--auth-user", "cli"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -125,8 +125,8 @@ async def test_embedded_command_serves_tls_and_demands_credentials(tmp_path: Pat
         first = await _read_line(proc.stdout)
         assert first.endswith(" (TLS)"), first + (await proc.stderr.read()).decode()
         master = NodeAddress.parse(first.removeprefix("master: ").removesuffix(" (TLS)"))
-        tls = {"enabled": True, "ca_file": str(pki.ca), "cert_file": str(pki.client_cert)}
-        tls["key_file"] = str(pki.client_key)
+        tls = {"enabled": True, "ca_file": str(pki.ca), "cert_file": str(pki.client.cert)}
+        tls["key_file"] = str(pki.client.key)
         for password, works in (("cli-pw", True), ("wrong", False)):
             settings = TubeMQSettings.model_validate(
                 {"tls": tls, "auth": {"username": "cli", "password": password}}

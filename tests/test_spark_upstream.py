@@ -18,7 +18,7 @@ from gateway.spark import backend
 from gateway.spark.core import get_core
 from gateway.spark.options import SourceOptions
 from gateway.tubemq.auth import Credentials
-from tests.tls_certs import make_pki
+from tests.tls_support import make_pki
 
 pytest.importorskip("pyarrow")
 
@@ -26,7 +26,7 @@ pytest.importorskip("pyarrow")
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A TLS + authentication cluster on its own loop thread (the Spark core runs its own loop)."""
-    pki = make_pki(tmp_path_factory.mktemp("spark-pki"), "spark")
+    pki = make_pki(tmp_path_factory.mktemp("spark-pki"), name="spark")
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()

@@ -28,19 +28,19 @@ from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.routes import RouteTable
 from gateway.upstream import DEFAULT_MASTER_TLS_PORT, upstream_options
 from tests.consumer_helpers import bodies_of, drain, fast
-from tests.tls_certs import Pki, make_pki
+from tests.tls_support import Pki, make_pki
 
 TOPICS = [TopicSpec("secure", 2)]
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"), "tubemq")
+    return make_pki(tmp_path_factory.mktemp("pki"), name="tubemq")
 
 
 @pytest.fixture(scope="module")
 def foreign_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("foreign"), "foreign")
+    return make_pki(tmp_path_factory.mktemp("foreign"), name="foreign")
 
 
 @pytest.fixture
@@ -146,7 +146,7 @@ async def test_two_way_tls_presents_the_client_certificate(pki: Pki) -> None:
     server = pki.server_context(require_client_cert=True)
     async with EmbeddedCluster(TOPICS, ssl=server) as cluster:
         with_cert = tls_pool(
-            ca_file=str(pki.ca), cert_file=str(pki.client_cert), key_file=str(pki.client_key)
+            ca_file=str(pki.ca), cert_file=str(pki.client.cert), key_file=str(pki.client.key)
         )
         without = tls_pool(ca_file=str(pki.ca))
         good = Producer([cluster.master_address], pool=with_cert)

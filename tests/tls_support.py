@@ -1,5 +1,6 @@
-"""Certificates made in the test (with ``cryptography``): a CA, a server certificate for 127.0.0.1 and
-localhost, client certificates signed by that CA, and a stranger's client certificate from another CA."""
+"""Certificates made in the test (with ``cryptography``): a CA, a server certificate for 127.0.0.1, ::1,
+localhost and tubemq.test, client certificates signed by that CA, and a stranger's client certificate from
+another CA. A ``name`` prefixes the files (and names the CA), so several PKIs can share one folder."""
 
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ class Pki:
         context = ssl.create_default_context(cafile=str(self.ca))
         if client is not None:
             context.load_cert_chain(client.cert, client.key)
+        return context
+
+    def server_context(self, require_client_cert: bool = False) -> ssl.SSLContext:
+        """A server context presenting the server certificate, demanding a client certificate signed by the
+        test CA when ``require_client_cert``."""
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.server.cert, self.server.key)
+        if require_client_cert:
+            context.load_verify_locations(self.ca)
+            context.verify_mode = ssl.CERT_REQUIRED
         return context
 
 
@@ -88,7 +99,12 @@ def _issue(
     if server:
         builder = builder.add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [
+                    x509.DNSName("localhost"),
+                    x509.DNSName("tubemq.test"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    x509.IPAddress(ipaddress.ip_address("::1")),
+                ]
             ),
             critical=False,
         )
@@ -103,19 +119,22 @@ def _issue(
     return Issued(cert_path, key_path, subject), key
 
 
-def make_pki(directory: Path, client_subject: x509.Name | None = None) -> Pki:
-    """Write a CA, a server, a client and a stranger certificate (with keys) under ``directory``."""
-    ca_name = _name(CN="gateway test CA", O="tubemq-gateway tests")
-    ca, ca_key = _issue(directory, "ca", ca_name, None, ca=True)
+def make_pki(directory: Path, client_subject: x509.Name | None = None, *, name: str = "") -> Pki:
+    """Write a CA, a server, a dual-use, a client and a stranger certificate (with keys) under ``directory``
+    (created when missing); a ``name`` prefixes every file and names the CA."""
+    directory.mkdir(parents=True, exist_ok=True)
+    prefix = f"{name}-" if name else ""
+    ca_name = _name(CN=f"{name or 'gateway'} test CA", O="tubemq-gateway tests")
+    ca, ca_key = _issue(directory, f"{prefix}ca", ca_name, None, ca=True)
     server, _ = _issue(
-        directory, "server", _name(CN="127.0.0.1"), (ca_name, ca_key), server=True, client=False
+        directory, f"{prefix}server", _name(CN="127.0.0.1"), (ca_name, ca_key), server=True, client=False
     )
-    dual, _ = _issue(directory, "dual", _name(CN="replica"), (ca_name, ca_key), server=True)
+    dual, _ = _issue(directory, f"{prefix}dual", _name(CN="replica"), (ca_name, ca_key), server=True)
     subject = client_subject or _name(C="DE", O="Example Corp", OU="ingest", CN="alice")
-    client, _ = _issue(directory, "client", subject, (ca_name, ca_key))
-    other_name = _name(CN="stranger CA")
-    _, other_key = _issue(directory, "other-ca", other_name, None, ca=True)
-    stranger, _ = _issue(directory, "stranger", _name(CN="mallory"), (other_name, other_key))
+    client, _ = _issue(directory, f"{prefix}client", subject, (ca_name, ca_key))
+    other_name = _name(CN=f"{name} stranger CA".lstrip())
+    _, other_key = _issue(directory, f"{prefix}other-ca", other_name, None, ca=True)
+    stranger, _ = _issue(directory, f"{prefix}stranger", _name(CN="mallory"), (other_name, other_key))
     return Pki(ca.cert, server, client, stranger, dual)
 
 
