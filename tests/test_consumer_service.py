@@ -277,7 +277,7 @@ async def test_ids_and_limits(env: Env) -> None:
         (InstanceSpec({"solo": None}, start_position="offsets"), "offsets"),
         (InstanceSpec({"solo": None}, start_position="offsets", offsets={"nonsense": 1}), "offsets"),
         (InstanceSpec({"solo": None}, start_position="offsets", offsets={"1:demo:0": 1}), "offsets"),
-        (InstanceSpec({"bad,topic": None}), "topics"),
+        (InstanceSpec({"bad,topic": None}), "topics[0]"),
         (InstanceSpec({"solo": ["a,b"]}), "filters"),
         (InstanceSpec({"solo": None}, max_bytes=0), "maxBytes"),
     ],

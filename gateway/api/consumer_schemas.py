@@ -30,7 +30,7 @@ class CreateConsumerRequest(BaseModel):
     sessionKey: str | None = Field(
         None, description="offsets only: one key shared by every instance of the group taking part"
     )
-    sourceCount: int = Field(1, ge=1, description="offsets only: how many instances take part")
+    sourceCount: int = Field(1, ge=1, le=2**31 - 1, description="offsets only: how many instances take part")
     autoCommit: bool = Field(
         False,
         description="count every delivered message as committed when the next poll starts (or the "

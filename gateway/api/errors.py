@@ -9,6 +9,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from gateway.api.media_types import UnsupportedMediaType
 from gateway.api.schemas import ErrorResponse
@@ -111,7 +113,54 @@ async def _media_type_error(request: Request, exc: Exception) -> JSONResponse:
     return exc.response()
 
 
+_HTTP_CODES = {
+    400: (
+        ErrorKind.INVALID.value,
+        "the request could not be read: {detail}; check its body and Content-Type",
+    ),
+    404: ("not_found", "no route {method} {path}; see /docs for the API's paths"),
+    405: ("method_not_allowed", "{method} is not allowed on {path}; allowed: {allow}"),
+}
+
+
+_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app takes at this request's path (a path may be served by several
+    routes, one per method), with HEAD wherever GET is: asked of the routes themselves, method by method."""
+    methods: set[str] = set()
+    scope = dict(request.scope)
+    for method in _METHODS:
+        probe = {**scope, "method": method}
+        if any(route.matches(probe)[0] is Match.FULL for route in request.app.router.routes):
+            methods.add(method)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's and FastAPI's own refusals (no route, wrong method, an unreadable body) in the API's
+    error shape, with an ``Allow`` header naming every method of the path on a 405."""
+    assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers or {})
+    method = request.method
+    path = request.url.path[:200]
+    allow = ""
+    if exc.status_code == 405:
+        allow = ", ".join(allowed_methods(request)) or headers.get("Allow", "")
+        headers["Allow"] = allow
+    code, template = _HTTP_CODES.get(exc.status_code, ("http_error", "{detail}"))
+    message = template.format(detail=exc.detail, method=method, path=path, allow=allow)
+    error: dict[str, Any] = {"code": code, "message": message}
+    if exc.status_code == 400:
+        error["field"] = "body"
+    return JSONResponse({"error": error}, status_code=exc.status_code, headers=headers)
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(UnsupportedMediaType, _media_type_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

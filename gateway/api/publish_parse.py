@@ -29,6 +29,18 @@ def _opt_str(item: Mapping[str, Any], name: str, prefix: str, index: int) -> str
     return value
 
 
+def _utf8(text: str, field: str, index: int | None) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            "text holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape), which is not Unicode text; "
+            "send valid Unicode or use encoding base64",
+            field=field,
+            index=index,
+        ) from None
+
+
 def _decode_value(item: Mapping[str, Any], prefix: str, index: int) -> bytes:
     if "value" not in item:
         raise InvalidInput("value is required", field=f"{prefix}.value", index=index)
@@ -41,7 +53,7 @@ def _decode_value(item: Mapping[str, Any], prefix: str, index: int) -> bytes:
                 field=f"{prefix}.value",
                 index=index,
             )
-        return value.encode("utf-8")
+        return _utf8(value, f"{prefix}.value", index)
     if encoding == "base64":
         if not isinstance(value, str):
             raise InvalidInput("value must be base64 text", field=f"{prefix}.value", index=index)
@@ -50,7 +62,13 @@ def _decode_value(item: Mapping[str, Any], prefix: str, index: int) -> bytes:
         except (binascii.Error, ValueError):
             raise InvalidInput("value is not valid base64", field=f"{prefix}.value", index=index) from None
     if encoding == "json":
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        try:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        except RecursionError:
+            raise InvalidInput(
+                "value is nested too deeply; flatten it", field=f"{prefix}.value", index=index
+            ) from None
+        return _utf8(text, f"{prefix}.value", index)
     raise InvalidInput(
         f"encoding must be utf8, base64 or json, got {encoding!r}", field=f"{prefix}.encoding", index=index
     )
@@ -87,7 +105,7 @@ def parse_message(item: object, index: int) -> OutgoingMessage:
         # same rules as below, because this runs for every message of every batch.
         attrs = item.get("attributes")
         if attrs is None or (type(attrs) is dict and all(type(v) is str for v in attrs.values())):
-            return OutgoingMessage(value.encode("utf-8"), attributes=attrs)
+            return OutgoingMessage(_utf8(value, f"messages[{index}].value", index), attributes=attrs)
     return _parse_any(item, index)
 
 
@@ -113,6 +131,10 @@ def parse_json_batch(body: bytes) -> list[OutgoingMessage]:
         doc = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"request body is not valid JSON: {exc}", field="body") from None
+    except RecursionError:
+        raise InvalidInput(
+            "request body is nested too deeply to be a publish request", field="body"
+        ) from None
     if not isinstance(doc, dict) or "messages" not in doc:
         raise InvalidInput('request body must be an object {"messages": [...]}', field="messages")
     items = doc["messages"]

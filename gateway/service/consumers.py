@@ -40,12 +40,13 @@ from gateway.service.instance_id import (
     normalize_base_url,
     redact,
 )
+from gateway.service.names import validate_group, validate_topic
 from gateway.service.peers import PeerPolicy
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer import AssignedPartition, Consumer
+from gateway.tubemq.consumer import MAX_FILTER_ITEM_LENGTH, AssignedPartition, Consumer
 from gateway.tubemq.consumer_config import BoundConsumption, ConsumerConfig, StartPosition
 from gateway.tubemq.consumer_events import PartitionReleased
 from gateway.tubemq.events import EventBus, Subscription
@@ -58,6 +59,12 @@ __all__ = ["ConsumerService", "InstanceInfo", "InstanceSpec", "InstanceState", "
 log = logging.getLogger("gateway.service.consumers")
 
 StartName = Literal["latest", "earliest", "offsets"]
+#: topics one instance may subscribe (the real client's META_MAX_BOOKED_TOPIC_COUNT)
+MAX_TOPICS = 1024
+#: instances taking part in one bound consumption (the wire field is a signed 32-bit integer)
+MAX_SOURCE_COUNT = 2**31 - 1
+_MAX_SESSION_KEY = 1024
+_MAX_OFFSET = 2**63 - 1
 _POSITIONS = {"latest": StartPosition.LATEST, "earliest": StartPosition.EARLIEST}
 #: how many closed ids are remembered to say why they are gone
 _REMEMBER_CLOSED = 4096
@@ -282,6 +289,7 @@ class ConsumerService:
 
     async def create(self, group: str, spec: InstanceSpec) -> InstanceInfo:
         """Join ``group`` with a new instance; returns once the master accepted it."""
+        validate_group(group)  # before anything is created: the name goes into URLs and headers
         if self._closing:
             raise Unavailable(
                 "the gateway is stopping; create the instance on another replica", retry_after=1.0
@@ -406,7 +414,7 @@ class ConsumerService:
         after = 0
         if last_event_id:
             text = last_event_id.strip()
-            if not text.isdigit() or len(text) > 18:
+            if not text.isascii() or not text.isdigit() or len(text) > 18:
                 raise InvalidInput(
                     f"Last-Event-ID {last_event_id!r} is not an event id of this stream",
                     field="Last-Event-ID",
@@ -443,6 +451,12 @@ class ConsumerService:
     def _instance_config(self, spec: InstanceSpec) -> tuple[ConsumerConfig, int | None]:
         if not spec.topics:
             raise InvalidInput("subscribe at least one topic", field="topics")
+        if len(spec.topics) > MAX_TOPICS:
+            raise InvalidInput(f"an instance subscribes at most {MAX_TOPICS} topics", field="topics")
+        for i, (topic, stream_ids) in enumerate(spec.topics.items()):
+            validate_topic(topic, f"topics[{i}]")
+            for stream_id in stream_ids or ():
+                _check_text(stream_id, f"filters.{topic}", MAX_FILTER_ITEM_LENGTH)
         lim = self.limits
         max_bytes = None
         if spec.max_bytes is not None:
@@ -460,8 +474,14 @@ class ConsumerService:
             raise InvalidInput(
                 "startPosition 'offsets' needs offsets {partitionKey: offset}", field="offsets"
             )
-        if spec.source_count < 1:
-            raise InvalidInput("sourceCount must be >= 1", field="sourceCount")
+        if not 1 <= spec.source_count <= MAX_SOURCE_COUNT:
+            raise InvalidInput(f"sourceCount must be 1-{MAX_SOURCE_COUNT}", field="sourceCount")
+        if spec.session_key is not None:
+            _check_text(spec.session_key, "sessionKey", _MAX_SESSION_KEY)
+        for key, offset in spec.offsets.items():
+            _check_text(key, "offsets", 300)
+            if not isinstance(offset, int) or not 0 <= offset <= _MAX_OFFSET:
+                raise InvalidInput(f"offset of {key[:80]!r} must be 0-{_MAX_OFFSET}", field="offsets")
         if spec.source_count > 1 and not spec.session_key:
             raise InvalidInput(
                 "several instances sharing bound offsets need one sessionKey", field="sessionKey"
@@ -534,6 +554,30 @@ class ConsumerService:
 
 #: the reason given for another principal's instance: the same kind of text as for a forged id
 _FOREIGN = "the instance id is not known here"
+
+
+def _check_text(text: object, field: str, max_length: int) -> None:
+    """A name-like request value (filter item, session key, partition key): 1-``max_length`` printable
+    characters that are valid Unicode (no lone surrogates), else InvalidInput naming ``field``."""
+    if (
+        not isinstance(text, str)
+        or not text.strip()
+        or len(text) > max_length
+        or not text.isprintable()
+        or (not text.isascii() and not _encodable(text))
+    ):
+        shown = repr(text[:40]) if isinstance(text, str) else type(text).__name__
+        raise InvalidInput(
+            f"{field} value {shown} must be 1-{max_length} printable characters of valid Unicode", field=field
+        )
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _not_found(group: str, instance_id: str, reason: str) -> NotFound:

@@ -458,8 +458,8 @@ class StreamCursor:
 
 
 def _parse_token(token: str, index: int) -> int:
-    if not isinstance(token, str) or not token.isdigit() or len(token) > 18:
+    if not isinstance(token, str) or not token.isascii() or not token.isdigit() or len(token) > 18:
         raise InvalidInput(
-            f"commit token {token!r} is not a token this gateway issued", field=f"tokens[{index}]"
+            f"commit token {str(token)[:40]!r} is not a token this gateway issued", field=f"tokens[{index}]"
         )
     return int(token)

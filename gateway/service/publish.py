@@ -10,7 +10,6 @@ import asyncio
 import re
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from gateway.service.access import ALLOW_ALL, DESCRIBE, DESCRIBE_CLUSTER, PUBLISH, AccessPolicy
@@ -22,15 +21,20 @@ from gateway.service.errors import (
     Unavailable,
     UpstreamError,
 )
+from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.breaker import BreakerState
-from gateway.tubemq.payload import build_attribute_text
+from gateway.tubemq.payload import (
+    build_attribute_text,
+    parse_msg_time,
+    validate_attribute_key,
+    validate_attribute_value,
+)
 from gateway.tubemq.producer import Producer, TopicRouteInfo
 from gateway.tubemq.producer_send import SendResult
 
-_TOPIC_RE = re.compile(r"^[a-zA-Z]\w{1,63}$")
 _RESERVED = (",", "=", "$msgType$", "$msgTime$")
 _RESERVED_RE = re.compile("|".join(re.escape(token) for token in _RESERVED))
 _MAX_KEY_LEN = 1024
@@ -93,12 +97,19 @@ async def _all_or_none(sends: list[Coroutine[Any, Any, None]]) -> None:
         raise
 
 
-def validate_topic(topic: str) -> None:
-    if not _TOPIC_RE.match(topic):
+def _check_text(value: str, what: str, field_name: str, index: int | None) -> None:
+    """Refuse text that cannot travel as UTF-8 (lone surrogates, which JSON escapes can carry)."""
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
         raise InvalidInput(
-            f"invalid topic name {topic!r}: use 2-64 letters, digits or '_', starting with a letter",
-            field="topic",
-        )
+            f"{what} holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape), which is not text; "
+            "send valid Unicode",
+            field=field_name,
+            index=index,
+        ) from None
 
 
 def _check_token(value: str, what: str, field_name: str, index: int | None) -> None:
@@ -113,22 +124,36 @@ def _check_token(value: str, what: str, field_name: str, index: int | None) -> N
             )
 
 
+def _check_attributes(attributes: Mapping[str, str], prefix: str, index: int | None) -> None:
+    for k, v in attributes.items():
+        field_name = f"{prefix}.attributes"
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise InvalidInput("attributes must map strings to strings", field=field_name, index=index)
+        _check_text(k, "an attribute key", field_name, index)
+        try:
+            validate_attribute_key(k)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field=field_name, index=index) from None
+        field_name = f"{prefix}.attributes.{k}"
+        _check_text(v, f"attribute {k!r}", field_name, index)
+        try:
+            validate_attribute_value(v)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field=field_name, index=index) from None
+
+
 def validate_message(message: OutgoingMessage, index: int | None, prefix: str) -> None:
     """Check one message's fields; raises InvalidInput naming ``prefix.<field>``."""
     if not message.value:
         raise InvalidInput("value must not be empty", field=f"{prefix}.value", index=index)
-    if message.key is not None and (not message.key or len(message.key) > _MAX_KEY_LEN):
-        raise InvalidInput(f"key must be 1-{_MAX_KEY_LEN} characters", field=f"{prefix}.key", index=index)
+    if message.key is not None:
+        if not message.key or len(message.key) > _MAX_KEY_LEN:
+            raise InvalidInput(f"key must be 1-{_MAX_KEY_LEN} characters", field=f"{prefix}.key", index=index)
+        _check_text(message.key, "key", f"{prefix}.key", index)
     if message.partition is not None and message.partition < 0:
         raise InvalidInput("partition must be >= 0", field=f"{prefix}.partition", index=index)
     if message.attributes:
-        for k, v in message.attributes.items():
-            if not k:
-                raise InvalidInput(
-                    "attribute keys must not be empty", field=f"{prefix}.attributes", index=index
-                )
-            _check_token(k, "attribute key", f"{prefix}.attributes", index)
-            _check_token(v, f"attribute {k!r} value", f"{prefix}.attributes.{k}", index)
+        _check_attributes(message.attributes, prefix, index)
     if message.stream_id is not None:
         if not message.stream_id.strip() or len(message.stream_id) > _MAX_STREAM_ID_LEN:
             raise InvalidInput(
@@ -136,18 +161,17 @@ def validate_message(message: OutgoingMessage, index: int | None, prefix: str) -
                 field=f"{prefix}.streamId",
                 index=index,
             )
+        _check_text(message.stream_id, "streamId", f"{prefix}.streamId", index)
         _check_token(message.stream_id, "streamId", f"{prefix}.streamId", index)
     if message.msg_time is not None:
         try:
-            valid = len(message.msg_time) == 12 and bool(datetime.strptime(message.msg_time, "%Y%m%d%H%M"))
+            parse_msg_time(message.msg_time)  # 12 ASCII digits, a real date and time
         except ValueError:
-            valid = False
-        if not valid:
             raise InvalidInput(
-                f"msgTime {message.msg_time!r} must be yyyyMMddHHmm, e.g. 202401311530",
+                f"msgTime {message.msg_time[:40]!r} must be yyyyMMddHHmm, e.g. 202401311530",
                 field=f"{prefix}.msgTime",
                 index=index,
-            )
+            ) from None
 
 
 def payload_size(message: OutgoingMessage) -> int:

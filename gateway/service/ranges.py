@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from gateway.service.access import ALLOW_ALL, READ_RANGES, AccessPolicy
 from gateway.service.errors import InvalidInput, NotFound, Unavailable, UpstreamError
+from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.client_id import consumer_id, local_ipv4
@@ -81,6 +82,7 @@ class RangeService:
 
     async def partitions(self, topic: str) -> list[PartitionOffsets]:
         """Every subscribable partition of ``topic`` with its store's bounds."""
+        validate_topic(topic)
         self._access.check(current_principal(), READ_RANGES, topic=topic)
         layout = await self._layout(topic)
         if not layout.partitions:
@@ -92,6 +94,7 @@ class RangeService:
     async def read(self, topic: str, key: str, start: int, end: int, max_messages: int) -> RangePage:
         """Read ``[start, end)`` of partition ``key``, stopping after the batch that reaches
         ``max_messages``."""
+        validate_topic(topic)
         self._access.check(current_principal(), READ_RANGES, topic=topic)
         if start < 0 or end < start:
             raise InvalidInput("need 0 <= from <= to", field="from")

@@ -322,7 +322,7 @@ class Consumer:
 
 def _parse_context(context: str) -> tuple[str, int]:
     key, sep, token = context.rpartition(":")
-    if not sep or key.count(":") != 2 or not token.isdigit():
+    if not sep or key.count(":") != 2 or not token.isascii() or not token.isdigit():
         raise InvalidConfirmContext(
             f"confirm context {context!r} is malformed: expected brokerId:topic:partitionId:token"
         )

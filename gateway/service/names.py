@@ -1,0 +1,49 @@
+"""Topic and consumer group names, checked by TubeMQ's own rules before anything travels.
+
+The rules are the real client's (``TBaseConstants`` of tubemq-core: a topic matches ``^[a-zA-Z]\\w+$`` and
+has at most 64 characters, a group ``^[a-zA-Z][\\w-]+$`` and at most 1024), with ``\\w`` meaning ASCII
+letters, digits and ``_`` as in Java. Checking them here keeps odd names (control characters, non-Latin-1
+text, megabyte names) away from the master, from response headers and from the logs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gateway.service.errors import InvalidInput
+
+__all__ = ["MAX_GROUP_LENGTH", "MAX_TOPIC_LENGTH", "validate_group", "validate_topic"]
+
+MAX_TOPIC_LENGTH = 64
+MAX_GROUP_LENGTH = 1024
+_TOPIC_RE = re.compile(r"[a-zA-Z]\w+", re.ASCII)
+_GROUP_RE = re.compile(r"[a-zA-Z][\w-]+", re.ASCII)
+
+
+def _shown(name: str) -> str:
+    """The name as an error message repeats it: escaped, and cut short."""
+    return repr(name[:80]) + ("..." if len(name) > 80 else "")
+
+
+def validate_topic(topic: object, field: str = "topic") -> str:
+    """Return ``topic`` if it is a valid TubeMQ topic name; raises InvalidInput naming ``field``."""
+    if not isinstance(topic, str) or len(topic) > MAX_TOPIC_LENGTH or _TOPIC_RE.fullmatch(topic) is None:
+        shown = _shown(topic) if isinstance(topic, str) else type(topic).__name__
+        raise InvalidInput(
+            f"invalid topic name {shown}: use 2-{MAX_TOPIC_LENGTH} ASCII letters, digits or '_', "
+            "starting with a letter",
+            field=field,
+        )
+    return topic
+
+
+def validate_group(group: object, field: str = "group") -> str:
+    """Return ``group`` if it is a valid TubeMQ consumer group name; raises InvalidInput naming ``field``."""
+    if not isinstance(group, str) or len(group) > MAX_GROUP_LENGTH or _GROUP_RE.fullmatch(group) is None:
+        shown = _shown(group) if isinstance(group, str) else type(group).__name__
+        raise InvalidInput(
+            f"invalid consumer group name {shown}: use 2-{MAX_GROUP_LENGTH} ASCII letters, digits, '_' or "
+            "'-', starting with a letter",
+            field=field,
+        )
+    return group
