@@ -73,6 +73,20 @@ class LimitSettings(BaseModel):
     max_batch_messages: int = Field(1000, ge=1, description="messages per publish request")
     max_request_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="bytes per HTTP request body")
     publish_concurrency: int = Field(256, ge=1, description="sends in flight per publish request")
+    max_control_body_bytes: int = Field(
+        64 * 1024, ge=1024, description="bytes per HTTP request body of the routes other than publish"
+    )
+    max_inflight_publish_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=0,
+        description="publish body bytes held at once across all requests (0 = no cap); above: 503",
+    )
+    max_concurrent_requests: int = Field(
+        1024, ge=0, description="HTTP requests in progress at once, probes aside (0 = no cap); above: 503"
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="seconds the gateway waits for the next part of a request body; then 408"
+    )
 
 
 class EmbeddedSettings(BaseModel):

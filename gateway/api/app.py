@@ -15,6 +15,7 @@ from gateway.api.admin import create_admin_app
 from gateway.api.auth import AuthMiddleware, document_security
 from gateway.api.cors import install_cors
 from gateway.api.errors import install_error_handlers
+from gateway.api.request_limits import RequestLimitsMiddleware
 from gateway.api.routes_metrics import install_observability
 from gateway.api.schemas import PublishRequest
 from gateway.config import Settings
@@ -72,6 +73,9 @@ def create_app(
     )
     _document_extra_schemas(app)
     app.state.admin_app = create_admin_app(app) if admin_listener else None
+    # Inside request ids and metrics (its refusals are logged and counted like any answer), outside auth:
+    # body size, body timeout, in-flight bytes and concurrent requests (gateway/api/request_limits.py).
+    app.user_middleware.append(Middleware(RequestLimitsMiddleware, limits=lambda: rt.settings.limits))
     # Innermost middleware (after request ids and metrics): refusals are logged and counted like any answer.
     app.user_middleware.append(Middleware(AuthMiddleware, security=lambda: rt.security, fastapi=lambda: app))
     install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)

@@ -1,0 +1,211 @@
+"""Per-request and process-wide bounds of the REST listener, as one pure ASGI middleware.
+
+* A request body is counted while it streams in: the request is answered 413 as soon as one byte more than
+  its route's limit has been read (at once when Content-Length announces more), chunked bodies included, so
+  no body is ever buffered past its limit. Publish takes ``limits.max_request_bytes``; every other route
+  (consumer creation, commits: small JSON documents) ``limits.max_control_body_bytes``.
+* A body that stalls (no piece for ``limits.body_timeout`` seconds) is answered 408.
+* Bytes of publish bodies held at once across all requests (being read or being published) are bounded by
+  ``limits.max_inflight_publish_bytes``, and requests in progress by ``limits.max_concurrent_requests``
+  (the health probes are not counted); above either the answer is 503 with ``Retry-After``.
+
+The middleware answers these refusals itself, with ``Connection: close`` (the rest of an oversized body is
+not worth reading), and from then on drops what the app would still send: the app sees the client go away
+(``http.disconnect``) instead of the rest of the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.config import LimitSettings
+
+__all__ = ["RequestLimitsMiddleware"]
+
+#: paths never refused for load: the probes must answer while the gateway is busy
+_PROBES = frozenset({"/healthz", "/readyz", "/livez"})
+_RETRY_AFTER = 1
+
+
+class _Refused(Exception):
+    """Why a request stops here: the answer the middleware sends instead of the app's."""
+
+    def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error: dict[str, Any] = {"code": code, "message": message, **extra}
+
+    async def send(self, send: Send) -> None:
+        body = json.dumps({"error": self.error}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        if self.status == 503:
+            headers.append((b"retry-after", str(_RETRY_AFTER).encode()))
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _too_large(limit: int) -> _Refused:
+    return _Refused(
+        413,
+        "payload_too_large",
+        f"request body above {limit} bytes; split the batch (or send a smaller document)",
+        field="body",
+        limit=limit,
+    )
+
+
+def _is_publish(scope: Scope) -> bool:
+    path: str = scope["path"]
+    return scope["method"] == "POST" and path.startswith("/v1/topics/") and path.endswith("/messages")
+
+
+class RequestLimitsMiddleware:
+    """See the module docstring. ``limits`` returns the settings (read per request: cheap, and tests may
+    swap them)."""
+
+    def __init__(self, app: ASGIApp, *, limits: Callable[[], LimitSettings]) -> None:
+        self.app = app
+        self._limits = limits
+        self.active = 0
+        self.inflight_publish_bytes = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in _PROBES:
+            await self.app(scope, receive, send)
+            return
+        limits = self._limits()
+        if limits.max_concurrent_requests and self.active >= limits.max_concurrent_requests:
+            await _Refused(
+                503,
+                "unavailable",
+                f"this gateway is serving its maximum of {limits.max_concurrent_requests} requests; retry "
+                "shortly or through another replica",
+                retryAfterSeconds=_RETRY_AFTER,
+            ).send(send)
+            return
+        publish = _is_publish(scope)
+        limit = limits.max_request_bytes if publish else limits.max_control_body_bytes
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                if value.isdigit() and int(value) > limit:
+                    await _too_large(limit).send(send)
+                    return
+                break
+        self.active += 1
+        reader = _BodyReader(self, receive, limit, limits, publish)
+        started = False
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if reader.refusal is not None and not started:
+                return  # the middleware answers instead (after the app is done)
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, reader.receive, guarded_send)
+        except Exception:
+            if reader.refusal is None:
+                raise
+            # the app failed because its body was cut off (ClientDisconnect and the like): answered below
+        finally:
+            self.active -= 1
+            self.inflight_publish_bytes -= reader.reserved
+            reader.reserved = 0
+        if reader.refusal is not None and not reader.refused and not started:
+            reader.refused = True
+            await reader.refusal.send(send)
+
+
+class _BodyReader:
+    """The app's ``receive``: counts the body against the limits and sets a deadline on each piece."""
+
+    __slots__ = (
+        "_done",
+        "_limit",
+        "_limits",
+        "_owner",
+        "_publish",
+        "_receive",
+        "_received",
+        "refusal",
+        "refused",
+        "reserved",
+    )
+
+    def __init__(
+        self,
+        owner: RequestLimitsMiddleware,
+        receive: Receive,
+        limit: int,
+        limits: LimitSettings,
+        publish: bool,
+    ) -> None:
+        self._owner = owner
+        self._receive = receive
+        self._limit = limit
+        self._limits = limits
+        self._publish = publish
+        self._received = 0
+        self._done = False
+        self.refusal: _Refused | None = None
+        self.refused = False
+        self.reserved = 0
+
+    async def receive(self) -> Message:
+        if self._done:
+            return await self._receive()
+        if self.refusal is not None:
+            return {"type": "http.disconnect"}
+        try:
+            async with asyncio.timeout(self._limits.body_timeout):
+                message = await self._receive()
+        except TimeoutError:
+            return self._refuse(
+                _Refused(
+                    408,
+                    "request_timeout",
+                    f"no part of the request body came for {self._limits.body_timeout:g} s; send the body "
+                    "without pauses",
+                    field="body",
+                )
+            )
+        if message["type"] != "http.request":
+            self._done = True
+            return message
+        size = len(message.get("body", b""))
+        self._received += size
+        if self._received > self._limit:
+            return self._refuse(_too_large(self._limit))
+        if self._publish and size:
+            owner = self._owner
+            cap = self._limits.max_inflight_publish_bytes
+            if cap and owner.inflight_publish_bytes + size > cap:
+                return self._refuse(
+                    _Refused(
+                        503,
+                        "unavailable",
+                        f"this gateway holds its maximum of {cap} bytes of publish requests; retry shortly "
+                        "or through another replica",
+                        retryAfterSeconds=_RETRY_AFTER,
+                    )
+                )
+            owner.inflight_publish_bytes += size
+            self.reserved += size
+        if not message.get("more_body", False):
+            self._done = True
+        return message
+
+    def _refuse(self, refusal: _Refused) -> Message:
+        self.refusal = refusal
+        return {"type": "http.disconnect"}
