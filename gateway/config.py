@@ -87,6 +87,19 @@ class LimitSettings(BaseModel):
     body_timeout: float = Field(
         30.0, gt=0, description="seconds the gateway waits for the next part of a request body; then 408"
     )
+    max_header_bytes: int = Field(
+        64 * 1024, ge=4096, description="bytes of an HTTP request's line and headers; above: 431"
+    )
+    max_headers: int = Field(100, ge=10, description="headers of an HTTP request; above: 431")
+    header_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="seconds from a connection (or its previous answer) to the end of the next request's "
+        "headers; then 408 and close (a connection that sent nothing is closed)",
+    )
+    keep_alive_timeout: float = Field(
+        5.0, gt=0, description="seconds an idle keep-alive connection stays open (uvicorn timeout_keep_alive)"
+    )
 
 
 class EmbeddedSettings(BaseModel):

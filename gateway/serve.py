@@ -116,12 +116,23 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
     (the app logs one line per request), no logging setup (``configure_logging`` routes uvicorn's records
     through the gateway's formatter). ``options`` are further ``uvicorn.Config`` arguments."""
     import uvicorn
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+    from gateway.api.http_guard import HeaderLimits, guarded_protocol
     from gateway.api.tls_scope import tls_protocol
     from gateway.tls import uvicorn_tls_options
 
     tls = uvicorn_tls_options(settings.tls)
-    http: Any = tls_protocol(http_implementation()) if tls else http_implementation()
+    implementation = http_implementation()
+    http: Any = tls_protocol(implementation) if tls else implementation
+    limits = settings.limits
+    if implementation == "httptools":
+        base = http if tls else HttpToolsProtocol
+        http = guarded_protocol(
+            base, HeaderLimits(limits.max_header_bytes, limits.max_headers, limits.header_timeout)
+        )
+    options.setdefault("timeout_keep_alive", limits.keep_alive_timeout)
+    options.setdefault("h11_max_incomplete_event_size", limits.max_header_bytes)
     return uvicorn.Config(app, http=http, access_log=False, log_config=None, **tls, **options)
 
 

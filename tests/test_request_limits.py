@@ -193,3 +193,55 @@ async def test_publish_bytes_in_flight_above_the_cap_are_503(cluster: EmbeddedCl
         first.close()
         status, body = await send_chunked(port, PUBLISH, 2000, "application/octet-stream")
         assert status == 200, body
+
+
+async def test_oversized_or_too_many_headers_are_431(cluster: EmbeddedCluster) -> None:
+    async with serving(cluster, max_header_bytes=8192, max_headers=20) as (port, _):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /v1/topics/demo HTTP/1.1\r\nhost: x\r\nx-big: " + b"y" * 9000)
+        await writer.drain()
+        head = await reader.read()
+        assert head.startswith(b"HTTP/1.1 431 "), head[:100]
+        writer.close()
+        # 1.6 MB of one header that never ends: cut off (431, or a reset when the server closes on unread
+        # bytes), never buffered.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /v1/topics/demo HTTP/1.1\r\nhost: x\r\nx-big: ")
+        try:
+            for _ in range(100):
+                writer.write(b"y" * 16384)
+                await writer.drain()
+            head = await reader.read()
+            assert head.startswith(b"HTTP/1.1 431 "), head[:100]
+        except ConnectionError:
+            pass
+        writer.close()
+        many = {f"x-h{i}": "1" for i in range(30)}
+        reader, writer = await open_request(port, "GET", "/v1/topics/demo", many)
+        head = await reader.read()
+        assert head.startswith(b"HTTP/1.1 431 "), head[:100]
+        writer.close()
+        # Within the limits, and a body past the header limit in the same packet, all is well.
+        reader, writer = await open_request(
+            port, "POST", PUBLISH, {"content-type": "application/octet-stream", "content-length": "20000"}
+        )
+        writer.write(b"z" * 20000)
+        assert (await answer(reader))[0] == 200
+        writer.close()
+
+
+async def test_slow_headers_get_408_and_silent_connections_are_closed(cluster: EmbeddedCluster) -> None:
+    async with serving(cluster, header_timeout=0.3, keep_alive_timeout=0.3) as (port, _):
+        silent_reader, silent = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /v1/topics/demo HTTP/1.1\r\nhost: x\r\n")  # and never the blank line
+        await writer.drain()
+        assert (await reader.read()).startswith(b"HTTP/1.1 408 ")
+        assert await silent_reader.read() == b""  # closed without an answer
+        writer.close()
+        silent.close()
+        # A keep-alive connection: one request answered, then closed when idle.
+        reader, writer = await open_request(port, "GET", "/healthz", {})
+        assert (await answer(reader))[0] == 200
+        assert await reader.read() == b""
+        writer.close()
