@@ -36,6 +36,8 @@ def settings(cluster: EmbeddedCluster) -> Settings:
         masters=",".join(str(a) for a in cluster.master_addresses),
         producer={"heartbeat_interval": 0.5, "rpc_timeout": 2.0, "send_timeout": 5.0},
         consumers={"heartbeat_interval": 0.2, "assignment_wait": 1.0},
+        # Bodies large enough for the validation to be reached (the default is answered 413 earlier).
+        limits={"max_control_body_bytes": 16 * 1024 * 1024},
     )
 
 

@@ -25,25 +25,20 @@ def _shown(name: str) -> str:
     return repr(name[:80]) + ("..." if len(name) > 80 else "")
 
 
+def _check(name: object, field: str, pattern: re.Pattern[str], max_length: int, what: str, rule: str) -> str:
+    if not isinstance(name, str) or len(name) > max_length or pattern.fullmatch(name) is None:
+        shown = _shown(name) if isinstance(name, str) else type(name).__name__
+        raise InvalidInput(f"invalid {what} name {shown}: use {rule}", field=field)
+    return name
+
+
 def validate_topic(topic: object, field: str = "topic") -> str:
     """Return ``topic`` if it is a valid TubeMQ topic name; raises InvalidInput naming ``field``."""
-    if not isinstance(topic, str) or len(topic) > MAX_TOPIC_LENGTH or _TOPIC_RE.fullmatch(topic) is None:
-        shown = _shown(topic) if isinstance(topic, str) else type(topic).__name__
-        raise InvalidInput(
-            f"invalid topic name {shown}: use 2-{MAX_TOPIC_LENGTH} ASCII letters, digits or '_', "
-            "starting with a letter",
-            field=field,
-        )
-    return topic
+    rule = f"2-{MAX_TOPIC_LENGTH} ASCII letters, digits or '_', starting with a letter"
+    return _check(topic, field, _TOPIC_RE, MAX_TOPIC_LENGTH, "topic", rule)
 
 
 def validate_group(group: object, field: str = "group") -> str:
     """Return ``group`` if it is a valid TubeMQ consumer group name; raises InvalidInput naming ``field``."""
-    if not isinstance(group, str) or len(group) > MAX_GROUP_LENGTH or _GROUP_RE.fullmatch(group) is None:
-        shown = _shown(group) if isinstance(group, str) else type(group).__name__
-        raise InvalidInput(
-            f"invalid consumer group name {shown}: use 2-{MAX_GROUP_LENGTH} ASCII letters, digits, '_' or "
-            "'-', starting with a letter",
-            field=field,
-        )
-    return group
+    rule = f"2-{MAX_GROUP_LENGTH} ASCII letters, digits, '_' or '-', starting with a letter"
+    return _check(group, field, _GROUP_RE, MAX_GROUP_LENGTH, "consumer group", rule)
