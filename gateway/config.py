@@ -173,6 +173,15 @@ class ConsumerSettings(BaseModel):
     poll_timeout: float = Field(1.0, ge=0, description="default seconds a poll waits for a first message")
     poll_max_timeout: float = Field(30.0, gt=0, description="longest poll wait a client may ask for, seconds")
     sse_keepalive: float = Field(15.0, gt=0, description="seconds between keep-alives on a quiet SSE stream")
+    sse_max_unsent_bytes: int = Field(
+        64 * 1024,
+        ge=1024,
+        description="value bytes an SSE stream fetches per step (a larger message comes alone): with the "
+        "connection's send buffer, what a client that stops reading can hold",
+    )
+    sse_write_timeout: float = Field(
+        30.0, gt=0, description="seconds an SSE write may wait for a client that does not read; then cut off"
+    )
     heartbeat_interval: float = Field(13.0, gt=0, description="seconds between a consumer's heartbeats")
     empty_fetch_wait: float = Field(
         0.2, ge=0, description="seconds before a partition that had no message is fetched again"

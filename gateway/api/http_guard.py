@@ -19,7 +19,17 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["HeaderLimits", "guarded_protocol"]
+__all__ = ["CONNECTION_EXTENSION", "HeaderLimits", "connection_abort", "guarded_protocol"]
+
+#: the ASGI scope extension the guarded protocol adds: ``{"abort": callable}`` drops the connection at once,
+#: unsent data included (a streamed answer whose client stopped reading gives its memory back with it)
+CONNECTION_EXTENSION = "gateway.connection"
+
+
+def connection_abort(scope: Any) -> Any:
+    """The scope's connection ``abort`` callable, or None (another server, a test transport)."""
+    extension = (scope.get("extensions") or {}).get(CONNECTION_EXTENSION)
+    return None if extension is None else extension.get("abort")
 
 
 class HeaderLimits:
@@ -135,6 +145,8 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
         def on_headers_complete(self) -> None:
             self._in_head = False
             self._cancel_head_timer()
+            extensions = self.scope.setdefault("extensions", {})
+            extensions[CONNECTION_EXTENSION] = {"abort": self.transport.abort}
             super().on_headers_complete()
 
         def on_response_complete(self) -> None:

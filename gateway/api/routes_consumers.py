@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Path, Query, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from gateway.api.consumer_render import render_event, render_poll, to_json
 from gateway.api.consumer_schemas import (
@@ -30,6 +30,7 @@ from gateway.api.errors import RATE_LIMITED_DOC
 from gateway.api.forwarding import Forwarder
 from gateway.api.media_types import require_json_body
 from gateway.api.schemas import ErrorResponse
+from gateway.api.sse import EventStreamResponse
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.errors import Gone, InvalidInput, Unavailable
@@ -105,12 +106,6 @@ async def close_forwarder(app: FastAPI) -> None:
 ConsumersDep = Annotated[ConsumerService, Depends(get_consumers)]
 ForwarderDep = Annotated[Forwarder, Depends(get_forwarder)]
 InstanceId = Annotated[str, Path(description="the instanceId that createConsumer returned")]
-
-
-class EventStreamResponse(StreamingResponse):
-    """A streamed ``text/event-stream`` answer (documents the stream route's media type)."""
-
-    media_type = "text/event-stream"
 
 
 def _owner(
@@ -269,8 +264,12 @@ async def stream_messages(
     cursor = service.open_stream(group, instance_id, last_event_header or last_event_id)
     lim = service.limits
     count = max_messages or lim.max_messages
-    size = max_bytes or cursor.instance.max_bytes or lim.max_bytes
     runtime = _runtime(request)
+    # One step's batch is what a client that stops reading can leave unsent (besides the send buffer).
+    size = min(
+        max_bytes or cursor.instance.max_bytes or lim.max_bytes,
+        runtime.settings.consumers.sse_max_unsent_bytes,
+    )
     keepalive = runtime.settings.consumers.sse_keepalive
     step = min(keepalive, 1.0)
 
@@ -293,7 +292,11 @@ async def stream_messages(
                     yield b": keep-alive\n\n"
                     quiet_since = time.monotonic()
 
-    return EventStreamResponse(events(), headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return EventStreamResponse(
+        events(),
+        write_timeout=runtime.settings.consumers.sse_write_timeout,
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 @router.get(
