@@ -43,7 +43,7 @@ async def broker(clock: FakeClock) -> AsyncIterator[EmbeddedBroker]:
     await b.stop()
 
 
-def send(
+async def send(
     b: EmbeddedBroker,
     pid: int = 0,
     data: bytes = b"payload",
@@ -59,7 +59,7 @@ def send(
     )
     if msg_type is not None:
         request.msgType = msg_type
-    return b.send_message(request)
+    return await b.send_message(request)
 
 
 def register(
@@ -146,8 +146,8 @@ def present(message: Message) -> set[str]:
 
 
 async def test_send_answers_like_the_capture(broker: EmbeddedBroker) -> None:
-    first = send(broker, 2, b"abc", msg_type="s-cap")
-    second = send(broker, 0, b"def")
+    first = await send(broker, 2, b"abc", msg_type="s-cap")
+    second = await send(broker, 0, b"def")
     assert (first.success, first.errCode, first.requireAuth) == (True, 200, False)
     assert first.errMsg == str(first.messageId)
     assert (first.appendOffset, second.appendOffset) == (0, 28)
@@ -165,9 +165,9 @@ async def test_send_answers_like_the_capture(broker: EmbeddedBroker) -> None:
 
 
 async def test_send_hashes_the_trimmed_msg_type_and_blank_means_none(broker: EmbeddedBroker) -> None:
-    send(broker, 0, msg_type="  typeA ")
-    send(broker, 0, msg_type="   ")
-    send(broker, 0)
+    await send(broker, 0, msg_type="  typeA ")
+    await send(broker, 0, msg_type="   ")
+    await send(broker, 0)
     hashes = [m.msg_type_hash for m in broker.store("demo").read(0, 0).messages]
     assert hashes == [110843975, -1, -1]
 
@@ -196,24 +196,24 @@ async def test_send_hashes_the_trimmed_msg_type_and_blank_means_none(broker: Emb
 async def test_send_refusals(
     broker: EmbeddedBroker, kwargs: dict[str, object], code: int, message: str
 ) -> None:
-    answer = send(broker, **kwargs)  # type: ignore[arg-type]
+    answer = await send(broker, **kwargs)  # type: ignore[arg-type]
     assert (answer.success, answer.errCode, answer.errMsg) == (False, code, message)
     assert present(answer) == {"success", "errCode", "errMsg"}
     assert broker.store("demo").max_offset == 0
 
 
 async def test_send_limits_and_checksum_that_pass(broker: EmbeddedBroker) -> None:
-    assert send(broker, data=b"x" * 11240).success  # max_msg_size 1000 + 10240 slack
-    assert send(broker, data=b"hello", checksum=907060870).success
+    assert (await send(broker, data=b"x" * 11240)).success  # max_msg_size 1000 + 10240 slack
+    assert (await send(broker, data=b"hello", checksum=907060870)).success
 
 
 async def test_send_to_a_store_index_the_topic_does_not_have_is_an_internal_error(
     broker: EmbeddedBroker,
 ) -> None:
-    answer = send(broker, 20001, topic="multi")
+    answer = await send(broker, 20001, topic="multi")
     assert (answer.success, answer.errCode) == (False, 500)
     assert answer.errMsg.startswith("Put message failed from 127.0.0.1 Wrong partition value 20001")
-    assert send(broker, 10001, topic="multi").appendOffset == 0  # store 1 has its own index
+    assert (await send(broker, 10001, topic="multi")).appendOffset == 0  # store 1 has its own index
     assert broker.store("multi", 1).max_offset == 28 and broker.store("multi", 0).max_offset == 0
 
 
@@ -222,7 +222,7 @@ async def test_send_to_a_store_index_the_topic_does_not_have_is_an_internal_erro
 
 async def test_register_offsets_follow_read_status(broker: EmbeddedBroker) -> None:
     for pid in (0, 1, 2):
-        send(broker, pid)
+        await send(broker, pid)
     latest = register(broker, "c1", 0, read_status=1)
     assert (latest.success, latest.errCode, latest.errMsg) == (True, 200, "OK!")
     assert (latest.currOffset, latest.maxOffset) == (84, 84)
@@ -235,7 +235,7 @@ async def test_register_offsets_follow_read_status(broker: EmbeddedBroker) -> No
 async def test_register_same_client_again_succeeds_and_drops_the_pending_batch(
     broker: EmbeddedBroker,
 ) -> None:
-    send(broker, 0)
+    await send(broker, 0)
     register(broker, "c1", read_status=0)
     assert len(get(broker, "c1").messages) == 1
     assert register(broker, "c1", read_status=0).currOffset == 0
@@ -296,7 +296,7 @@ async def test_unregister_answers_and_offsets(broker: EmbeddedBroker) -> None:
         "UnRegistered Consumer c1, you have to register firstly!",
     )
     for _ in range(2):
-        send(broker, 0)
+        await send(broker, 0)
     register(broker, "c1", read_status=0)
     other = unregister(broker, "c2")
     assert other.errCode == 412
@@ -347,7 +347,7 @@ async def test_heartbeat_and_fetch_keep_a_registration_alive(
 
 
 async def test_timeout_discards_the_pending_batch(broker: EmbeddedBroker, clock: FakeClock) -> None:
-    send(broker, 0)
+    await send(broker, 0)
     register(broker, "c1", read_status=0)
     assert len(get(broker, "c1").messages) == 1
     clock.now += TIMEOUT
@@ -396,7 +396,7 @@ async def test_get_on_an_empty_store(broker: EmbeddedBroker) -> None:
 
 
 async def test_get_at_the_end_answers_no_data_as_captured(broker: EmbeddedBroker) -> None:
-    send(broker, 0)
+    await send(broker, 0)
     register(broker, "c1", read_status=1)
     answer = get(broker, "c1")
     assert (answer.success, answer.errCode, answer.errMsg) == (
@@ -424,7 +424,7 @@ async def test_get_at_the_end_answers_no_data_as_captured(broker: EmbeddedBroker
 async def test_get_skips_siblings_and_the_commit_moves_past_them(broker: EmbeddedBroker) -> None:
     register(broker, "c1", 0, read_status=1)
     for pid in (2, 0, 1):
-        send(broker, pid, b"m" * 55, flag=1)
+        await send(broker, pid, b"m" * 55, flag=1)
     answer = get(broker, "c1", 0)
     assert (answer.success, answer.errCode, answer.errMsg) == (True, 200, "OK!")
     (message,) = answer.messages
@@ -444,10 +444,10 @@ async def test_get_skips_siblings_and_the_commit_moves_past_them(broker: Embedde
 
 async def test_last_pack_consumed_false_redelivers_and_true_moves_on(broker: EmbeddedBroker) -> None:
     register(broker, "c1", read_status=0)
-    send(broker, 0, b"one")
+    await send(broker, 0, b"one")
     assert [m.payLoadData for m in get(broker, "c1").messages] == [b"one"]
     assert [m.payLoadData for m in get(broker, "c1", consumed=False).messages] == [b"one"]
-    send(broker, 0, b"two")
+    await send(broker, 0, b"two")
     assert [m.payLoadData for m in get(broker, "c1", consumed=True).messages] == [b"two"]
     assert get(broker, "c1", consumed=True).errMsg == "The request offset reached maxOffset!"
     assert broker.offsets.committed("g", "demo", 0) == 56
@@ -455,8 +455,8 @@ async def test_last_pack_consumed_false_redelivers_and_true_moves_on(broker: Emb
 
 async def test_only_siblings_ahead_answers_404_and_commits_the_skip(broker: EmbeddedBroker) -> None:
     register(broker, "c1", 0, read_status=0)
-    send(broker, 1)
-    send(broker, 2)
+    await send(broker, 1)
+    await send(broker, 2)
     answer = get(broker, "c1", 0)
     assert (answer.errCode, answer.errMsg, answer.currOffset) == (404, "Can't found Message by index!", -1)
     assert answer.minLimitTime == 2 * (52 + 7)  # Java puts its whole data size here
@@ -466,15 +466,15 @@ async def test_only_siblings_ahead_answers_404_and_commits_the_skip(broker: Embe
 async def test_filters_from_the_registration_select_message_types(broker: EmbeddedBroker) -> None:
     register(broker, "c1", 0, read_status=0, filters=(" order ", "", "refund"))
     for msg_type in ("order", "other", None, "refund"):
-        send(broker, 0, (msg_type or "none").encode(), msg_type=msg_type)
+        await send(broker, 0, (msg_type or "none").encode(), msg_type=msg_type)
     answer = get(broker, "c1", 0)
     assert [m.payLoadData for m in answer.messages] == [b"order", b"refund"]
     assert commit(broker, "c1", 0).currOffset == 112
 
 
 async def test_topic_with_two_stores_keeps_separate_indexes(broker: EmbeddedBroker) -> None:
-    send(broker, 1, b"a", topic="multi")
-    send(broker, 10001, b"b", topic="multi")
+    await send(broker, 1, b"a", topic="multi")
+    await send(broker, 10001, b"b", topic="multi")
     register(broker, "c1", 10001, topic="multi", read_status=0)
     answer = get(broker, "c1", 10001, topic="multi")
     assert [m.payLoadData for m in answer.messages] == [b"b"]
@@ -503,7 +503,7 @@ async def test_commit_refusals(broker: EmbeddedBroker) -> None:
 
 async def test_commit_false_rolls_back_and_absent_means_true(broker: EmbeddedBroker) -> None:
     register(broker, "c1", read_status=0)
-    send(broker, 0)
+    await send(broker, 0)
     get(broker, "c1")
     assert commit(broker, "c1", 0, False).currOffset == 0
     get(broker, "c1")
@@ -542,8 +542,8 @@ async def test_stopped_broker_answers_503(clock: FakeClock) -> None:
     consumers = b.consumers
     await b.stop()
     assert not b.is_serving
-    assert send(b).errMsg == "Write StoreService temporary unavailable!"
-    assert (send(b).errCode, get(b, "c").errCode, register(b, "c").errCode) == (503, 503, 503)
+    assert (await send(b)).errMsg == "Write StoreService temporary unavailable!"
+    assert ((await send(b)).errCode, get(b, "c").errCode, register(b, "c").errCode) == (503, 503, 503)
     assert get(b, "c").errMsg == "Read StoreService temporary unavailable!"
     assert (
         consumers.commit(
@@ -558,7 +558,7 @@ async def test_memory_broker_keeps_messages_across_restart_on_the_same_port(cloc
     b = EmbeddedBroker(1, TOPICS, clock=clock)
     await b.start()
     port = b.address.port
-    send(b, 0, b"kept")
+    await send(b, 0, b"kept")
     register(b, "c1", read_status=0)
     await b.stop()
     await b.start()
@@ -576,8 +576,8 @@ async def test_file_broker_restart_keeps_every_acknowledged_message_and_committe
 ) -> None:
     b = EmbeddedBroker(1, TOPICS, data_dir=tmp_path)
     await b.start()
-    acks = [send(b, i % 3, f"m{i}".encode()) for i in range(6)]
-    acks.append(send(b, 10000, b"s1", topic="multi"))
+    acks = [await send(b, i % 3, f"m{i}".encode()) for i in range(6)]
+    acks.append(await send(b, 10000, b"s1", topic="multi"))
     register(b, "c1", 0, read_status=0)
     get(b, "c1", 0)
     commit(b, "c1", 0, True)
@@ -591,8 +591,8 @@ async def test_file_broker_restart_keeps_every_acknowledged_message_and_committe
         assert got == {a.messageId: f"m{i}".encode() for i, a in enumerate(acks[:6])}
         assert again.store("multi", 1).read(10000, 0).messages[0].message_id == acks[6].messageId
         assert register(again, "c1", 0, read_status=0).currOffset == 168  # committed offset is back
-        assert send(again, 0).appendOffset == 168
-        assert send(again, 0).messageId > max(a.messageId for a in acks)
+        assert (await send(again, 0)).appendOffset == 168
+        assert (await send(again, 0)).messageId > max(a.messageId for a in acks)
     finally:
         await again.stop()
 

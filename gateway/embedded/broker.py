@@ -39,7 +39,7 @@ from gateway.embedded.broker_consume import ConsumerService
 from gateway.embedded.msgid import MessageIdGenerator
 from gateway.embedded.offsets import OffsetManager
 from gateway.embedded.server import CallContext, RemoteFault, RpcServer
-from gateway.embedded.store import NO_MSG_TYPE, Retention, TopicStore
+from gateway.embedded.store import NO_MSG_TYPE, AppendResult, Retention, TopicStore
 from gateway.embedded.topics import DEFAULT_MAX_MSG_SIZE, TopicSpec
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR
@@ -182,7 +182,7 @@ class EmbeddedBroker:
             if self._offsets is not None and self.data_dir is not None:
                 await asyncio.to_thread(self._offsets.close)
             if self._stores is not None and self.data_dir is not None:
-                self._stores.close()
+                await self._stores.aclose()
                 self._stores = None
         log.info("%r stopped", self, extra={"broker_id": self.broker_id})
 
@@ -203,7 +203,7 @@ class EmbeddedBroker:
             if self.retention is not None and self._stores is not None and now >= self._retention_due:
                 self._retention_due = now + self._retention_interval
                 try:
-                    self._stores.enforce_retention()
+                    await self._stores.enforce_retention_async()
                 except OSError:
                     log.exception("retention failed", extra={"broker_id": self.broker_id})
 
@@ -256,7 +256,7 @@ class EmbeddedBroker:
                 return refusal(METHODS[method].response_type(), refused)
         consumers = self.consumers
         if method == Method.SEND_MESSAGE and isinstance(request, pb.SendMessageRequestP2B):
-            return self.send_message(request)
+            return await self.send_message(request)
         if method == Method.CONSUMER_BROKER_REGISTER and isinstance(request, pb.RegisterRequestC2B):
             return consumers.register(request)
         if method == Method.CONSUMER_BROKER_HEARTBEAT and isinstance(request, pb.HeartBeatRequestC2B):
@@ -268,8 +268,25 @@ class EmbeddedBroker:
             return consumers.commit(request)
         raise RemoteFault(STATUS_ERROR, "java.lang.Exception", f"Unsupported method ID :{method}")
 
-    def send_message(self, request: pb.SendMessageRequestP2B) -> pb.SendMessageResponseB2P:
-        """Method 13: validate and append one message."""
+    async def send_message(self, request: pb.SendMessageRequestP2B) -> pb.SendMessageResponseB2P:
+        """Method 13: validate and append one message. A file store's write runs off the event loop; the
+        answer goes out once the message is written through to the operating system."""
+        checked = self._check_send(request)
+        if isinstance(checked, pb.SendMessageResponseB2P):
+            return checked
+        store, type_hash, checksum = checked
+        try:
+            result = await store.append_async(
+                request.partitionId, request.data, request.flag, type_hash, request.sentAddr, checksum
+            )
+        except OSError as exc:
+            return self._store_failed(request, exc)
+        return _stored(result)
+
+    def _check_send(
+        self, request: pb.SendMessageRequestP2B
+    ) -> pb.SendMessageResponseB2P | tuple[TopicStore, int, int]:
+        """The refusal for a send, or the store, msgType hash and checksum to append it with."""
         answer = pb.SendMessageResponseB2P(success=False)
         if not self._serving or self._stores is None:
             return _fail(answer, SERVICE_UNAVAILABLE, "Write StoreService temporary unavailable!")
@@ -299,24 +316,22 @@ class EmbeddedBroker:
             return _fail(answer, FORBIDDEN, message)
         try:
             store = self._stores.for_partition(spec.name, request.partitionId)
-            result = store.append(
-                request.partitionId, data, request.flag, type_hash, request.sentAddr, checksum=checksum
-            )
-        except (WrongPartition, OSError) as exc:
-            log.error(
-                "embedded broker could not store a message: %s",
-                exc,
-                extra={"broker_id": self.broker_id, "topic": spec.name, "partition_id": request.partitionId},
-            )
-            return _fail(answer, INTERNAL_SERVER_ERROR, f"Put message failed from {self.host} {exc}")
-        answer.success, answer.errCode = True, SUCCESS
-        answer.requireAuth = False
-        # The decimal id in errMsg is a legacy the Java client still parses when messageId is absent.
-        answer.errMsg = str(result.message_id)
-        answer.messageId = result.message_id
-        answer.appendTime = result.append_time_ms
-        answer.appendOffset = result.append_offset
-        return answer
+        except WrongPartition as exc:
+            return self._store_failed(request, exc)
+        return store, type_hash, checksum
+
+    def _store_failed(self, request: pb.SendMessageRequestP2B, exc: Exception) -> pb.SendMessageResponseB2P:
+        log.error(
+            "embedded broker could not store a message: %s",
+            exc,
+            extra={
+                "broker_id": self.broker_id,
+                "topic": request.topicName,
+                "partition_id": request.partitionId,
+            },
+        )
+        answer = pb.SendMessageResponseB2P(success=False)
+        return _fail(answer, INTERNAL_SERVER_ERROR, f"Put message failed from {self.host} {exc}")
 
     def __repr__(self) -> str:
         if self._server is not None:
@@ -326,6 +341,16 @@ class EmbeddedBroker:
         state = "serving" if self._serving else "stopped"
         storage = str(self.data_dir) if self.data_dir is not None else "memory"
         return f"<EmbeddedBroker {self.broker_id} {where} {state} topics={len(self.topics)} {storage}>"
+
+
+def _stored(result: AppendResult) -> pb.SendMessageResponseB2P:
+    answer = pb.SendMessageResponseB2P(success=True, errCode=SUCCESS, requireAuth=False)
+    # The decimal id in errMsg is a legacy the Java client still parses when messageId is absent.
+    answer.errMsg = str(result.message_id)
+    answer.messageId = result.message_id
+    answer.appendTime = result.append_time_ms
+    answer.appendOffset = result.append_offset
+    return answer
 
 
 def _fail(answer: pb.SendMessageResponseB2P, code: int, message: str) -> pb.SendMessageResponseB2P:

@@ -178,9 +178,18 @@ class StoreTable:
         """Apply every store's retention; returns the messages dropped."""
         return sum(store.enforce_retention() for store in self._stores.values())
 
+    async def enforce_retention_async(self) -> int:
+        """:meth:`enforce_retention` with the file work (compaction) off the event loop."""
+        return sum([await store.enforce_retention_async() for store in self._stores.values()])
+
     def close(self) -> None:
         for store in self._stores.values():
             store.close()
+
+    async def aclose(self) -> None:
+        """Close every store once its queued appends were written."""
+        for store in self._stores.values():
+            await store.aclose()
 
     def __repr__(self) -> str:
         total = sum(len(store) for store in self._stores.values())

@@ -6,14 +6,20 @@ steps over the entries of sibling partitions and of filtered-out message types, 
 advance covers those skipped entries too. Data positions (for the lag figure ``currDataDlt``) follow the
 Java record layout (a 52-byte header before the payload) so they match a real broker byte for byte.
 
-Storage is in memory, or an append-only file per store. File layout: an 8-byte magic, then per message
-``uint32 bodyLen · uint32 crc32(body) · body`` with ``body = int32 partitionId · int64 messageId · int32
-checksum · int32 flag · int32 msgTypeHash · int64 appendTimeMs · int32 sentAddr · data``. On open every
-record is checked; the first short or corrupt record and everything after it is a torn tail from a crash and
-is cut off. Durability: every append is written through to the operating system (``os.write``) before it is
-acknowledged, so an acknowledged message survives a kill of the process; ``fsync=True`` also forces it to
-the disk on every append (survives a power loss, much slower). The index and the message headers stay in
-memory; payloads of a file store are read back with ``os.pread``.
+Storage is in memory, or an append-only file per store (layout: :mod:`gateway.embedded.store_file`). On open
+every record is checked; the first short or corrupt record and everything after it is a torn tail from a
+crash and is cut off. Durability: every append is written through to the operating system (``os.write``)
+before it is acknowledged, so an acknowledged message survives a kill of the process; ``fsync=True`` also
+forces it to the disk on every append (survives a power loss, much slower). The index and the message
+headers stay in memory; payloads of a file store are read back with ``os.pread``.
+
+Inside a running broker the file I/O of a file store runs off the event loop: :meth:`TopicStore.append_async`
+queues the record and one writer task per store hands every queued record to a worker thread as a single
+write (and a single ``fsync``), then books them in queue order and answers each caller; a message is visible
+to readers and acknowledged only once its write returned. Compaction takes the same lane, so it never runs
+beside a write. A memory store appends at once, without a thread hop. The synchronous
+:meth:`TopicStore.append` and :meth:`TopicStore.enforce_retention` (tests, tools) write on the calling thread
+and refuse to run while the lane is busy.
 
 Retention (:class:`Retention`: total payload bytes and/or age) drops the oldest messages when
 :meth:`TopicStore.enforce_retention` runs (the broker calls it periodically): ``min_offset`` moves up, the
@@ -24,9 +30,10 @@ position, so offsets survive restarts) that replaces the old one.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import os
-import struct
 import time
 import zlib
 from collections.abc import Callable, Collection
@@ -34,7 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from gateway.embedded import store_file
 from gateway.embedded.msgid import MessageIdGenerator
+from gateway.embedded.store_file import BASE, FRAME, HEAD, MAGIC, MAGIC_V2, MAX_BODY, RECORD_HEAD, in_thread
 
 __all__ = [
     "DATA_HEADER_BYTES",
@@ -58,26 +67,10 @@ DEFAULT_READ_BYTES = 512 * 1024
 DEFAULT_READ_ENTRIES = 1000
 NO_MSG_TYPE = -1
 
-_MAGIC = b"TUBEGWS1"
-_MAGIC_V2 = b"TUBEGWS2"  # followed by the first entry number and its data position (two int64)
-_BASE = struct.Struct(">qq")
-_FRAME = struct.Struct(">II")
-_HEAD = struct.Struct(">iqiiiqi")
-_MAX_BODY = _HEAD.size + 64 * 1024 * 1024
-
 
 def store_path(data_dir: Path, topic: str, store_index: int) -> Path:
     """Where the file of one topic store lives: ``data_dir/<topic>/store-<n>.log``."""
     return data_dir / topic / f"store-{store_index}.log"
-
-
-def _fsync_dir(directory: Path) -> None:
-    # A new file's directory entry must reach the disk too, or the whole file can vanish on power loss.
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +183,9 @@ class TopicStore:
         self._fd: int | None = None
         self._file_size = 0
         self._closed = False
+        self._queue: list[tuple[_Entry, bytes, asyncio.Future[AppendResult]]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._lane = asyncio.Lock()  # held by a batch write or a compaction in flight
         if path is not None:
             self._open_file(path)
 
@@ -225,35 +221,84 @@ class TopicStore:
         *,
         checksum: int | None = None,
     ) -> AppendResult:
-        """Store one message; ``checksum`` (CRC-32 & 0x7FFFFFFF of ``data``) is computed when not given.
+        """Store one message, writing on the calling thread; ``checksum`` (CRC-32 & 0x7FFFFFFF of ``data``)
+        is computed when not given.
 
         Raises ``OSError`` when the file write fails; the store is then unchanged.
         """
+        self._check_idle()
+        entry, record = self._prepare(partition_id, data, flag, msg_type_hash, sent_addr, checksum)
+        if self._fd is not None:
+            (entry.file_pos,) = self._write_records([record])
+            entry.data = None
+        return AppendResult(entry.message_id, entry.append_time_ms, self._add(entry))
+
+    async def append_async(
+        self,
+        partition_id: int,
+        data: bytes,
+        flag: int,
+        msg_type_hash: int,
+        sent_addr: int,
+        checksum: int | None,
+    ) -> AppendResult:
+        """:meth:`append` for the event loop: a file store writes in a worker thread (batched with the
+        appends queued meanwhile, in order); a memory store appends at once. Returns once the message is
+        written through to the operating system (and fsync'd when on); raises ``OSError`` if not."""
+        if self.path is None:
+            return self.append(partition_id, data, flag, msg_type_hash, sent_addr, checksum=checksum)
         if self._closed:
             raise ValueError(f"{self!r} is closed")
+        entry, record = self._prepare(partition_id, data, flag, msg_type_hash, sent_addr, checksum)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AppendResult] = loop.create_future()
+        self._queue.append((entry, record, future))
+        if self._writer is None:
+            self._writer = loop.create_task(self._drain(), name=f"{self!r} writer")
+        return await future
+
+    async def _drain(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                async with self._lane:
+                    try:
+                        records = [record for _, record, _ in batch]
+                        positions = await in_thread(functools.partial(self._write_records, records))
+                    except OSError as exc:
+                        for _, _, future in batch:
+                            if not future.done():
+                                future.set_exception(OSError(exc.errno, exc.strerror, exc.filename))
+                        continue
+                    for (entry, _, future), file_pos in zip(batch, positions, strict=True):
+                        entry.file_pos, entry.data = file_pos, None
+                        result = AppendResult(entry.message_id, entry.append_time_ms, self._add(entry))
+                        if not future.done():  # the caller may have given up; the message is stored
+                            future.set_result(result)
+        finally:
+            self._writer = None
+            self._release()
+
+    def _check_idle(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self!r} is closed")
+        if self._writer is not None or self._lane.locked():
+            raise RuntimeError(f"{self!r} has asynchronous writes in flight: use the async methods")
+
+    def _prepare(
+        self, pid: int, data: bytes, flag: int, type_hash: int, addr: int, checksum: int | None
+    ) -> tuple[_Entry, bytes]:
         crc = zlib.crc32(data) & 0x7FFFFFFF if checksum is None else checksum
         message_id = self._ids.next_id()
         append_ms = int(self._clock() * 1000)
-        entry = _Entry(
-            partition_id,
-            message_id,
-            crc,
-            flag,
-            msg_type_hash,
-            append_ms,
-            sent_addr,
-            self._data_max,
-            len(data),
-            -1,
-            data,
-        )
-        if self._fd is not None:
-            entry.file_pos, entry.data = self._write_record(entry, data), None
-        offset = self._add(entry)
-        return AppendResult(message_id, append_ms, offset)
+        entry = _Entry(pid, message_id, crc, flag, type_hash, append_ms, addr, 0, len(data), -1, data)
+        if self.path is None:
+            return entry, b""
+        return entry, store_file.encode_record(pid, message_id, crc, flag, type_hash, append_ms, addr, data)
 
     def _add(self, entry: _Entry) -> int:
         number = self._first + len(self._entries)
+        entry.data_offset = self._data_max
         self._entries.append(entry)
         self._bytes += entry.data_len
         self._data_max += DATA_HEADER_BYTES + entry.data_len
@@ -261,34 +306,14 @@ class TopicStore:
         self._last_by_partition_type[(entry.partition_id, entry.msg_type_hash)] = number
         return number * INDEX_ENTRY_BYTES
 
-    def _write_record(self, entry: _Entry, data: bytes) -> int:
-        assert self._fd is not None
-        body = (
-            _HEAD.pack(
-                entry.partition_id,
-                entry.message_id,
-                entry.checksum,
-                entry.flag,
-                entry.msg_type_hash,
-                entry.append_time_ms,
-                entry.sent_addr,
-            )
-            + data
-        )
-        record = _FRAME.pack(len(body), zlib.crc32(body)) + body
-        start = self._file_size
-        try:
-            view = memoryview(record)
-            while view:
-                view = view[os.write(self._fd, view) :]
-            if self._fsync:
-                os.fsync(self._fd)
-        except BaseException:
-            # Leave no half record behind: the next append must start on a record boundary.
-            os.ftruncate(self._fd, start)
-            raise
-        self._file_size = start + len(record)
-        return start + _FRAME.size + _HEAD.size
+    def _write_records(self, records: list[bytes]) -> list[int]:
+        """Append whole records in one write; returns where each record's data starts."""
+        fd = self._fd
+        if fd is None:
+            raise ValueError(f"{self!r} is closed")
+        positions = store_file.append_records(fd, self._file_size, records, self._fsync)
+        self._file_size = positions[-1] + len(records[-1]) - RECORD_HEAD
+        return positions
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -367,7 +392,33 @@ class TopicStore:
 
     def enforce_retention(self, now: float | None = None) -> int:
         """Drop the oldest messages beyond the retention (``now``: the store clock's seconds); returns how
-        many were dropped. A file store is compacted when what was dropped outweighs what is kept."""
+        many were dropped. A file store is compacted (on the calling thread) when what was dropped
+        outweighs what is kept."""
+        self._check_idle()
+        drop = self._drop_expired(now)
+        if drop and self._compaction_due():
+            kept = list(self._entries)
+            self._swap_file(kept, *self._write_compacted(kept))
+        return drop
+
+    async def enforce_retention_async(self, now: float | None = None) -> int:
+        """:meth:`enforce_retention` for the event loop: a compaction runs in a worker thread, in the
+        store's write lane (appends wait for it; reads go on from the old file meanwhile)."""
+        if self._closed:
+            raise ValueError(f"{self!r} is closed")
+        if self.path is None:
+            return self._drop_expired(now)
+        try:
+            async with self._lane:
+                drop = self._drop_expired(now)
+                if drop and self._compaction_due():
+                    kept = list(self._entries)
+                    self._swap_file(kept, *await in_thread(functools.partial(self._write_compacted, kept)))
+        finally:
+            self._release()
+        return drop
+
+    def _drop_expired(self, now: float | None) -> int:
         retention = self.retention
         entries = self._entries
         if retention.unlimited or len(entries) <= 1:
@@ -385,7 +436,7 @@ class TopicStore:
                 break
             kept_bytes -= entry.data_len
             if entry.file_pos >= 0:
-                self._dropped_file_bytes += _FRAME.size + _HEAD.size + entry.data_len
+                self._dropped_file_bytes += RECORD_HEAD + entry.data_len
             drop += 1
         if drop:
             del entries[:drop]
@@ -395,49 +446,27 @@ class TopicStore:
                 "retention dropped messages",
                 extra={"topic": self.topic, "store": self.store_index, "dropped": drop, "kept": len(entries)},
             )
-            dropped = self._dropped_file_bytes
-            if self._fd is not None and dropped >= self._file_size - dropped:
-                self._compact()
         return drop
 
-    def _compact(self) -> None:
-        """Rewrite the file with the kept records only (v2 header), then replace the old one."""
+    def _compaction_due(self) -> bool:
+        dropped = self._dropped_file_bytes
+        return self._fd is not None and dropped >= self._file_size - dropped
+
+    def _write_compacted(self, kept: list[_Entry]) -> tuple[int, list[int], int]:
+        """Write the records of ``kept`` to a new file that replaces the store's file (see
+        :func:`~gateway.embedded.store_file.write_compacted`)."""
         assert self._fd is not None and self.path is not None
-        path = self.path
-        temp = path.with_name(path.name + ".compact")
-        first_data = self._entries[0].data_offset if self._entries else self._data_max
-        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            pos = len(_MAGIC_V2) + _BASE.size
-            os.write(fd, _MAGIC_V2 + _BASE.pack(self._first, first_data))
-            moved: list[int] = []
-            for entry in self._entries:
-                size = _FRAME.size + _HEAD.size + entry.data_len
-                start = entry.file_pos - _FRAME.size - _HEAD.size
-                record = os.pread(self._fd, size, start)
-                if len(record) != size:
-                    raise OSError(f"{path}: short read at {start} while compacting")
-                view = memoryview(record)
-                while view:
-                    view = view[os.write(fd, view) :]
-                moved.append(pos + _FRAME.size + _HEAD.size)
-                pos += size
-            if self._fsync:
-                os.fsync(fd)
-            os.replace(temp, path)
-            if self._fsync:
-                _fsync_dir(path.parent)
-        except BaseException:
-            os.close(fd)
-            temp.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        os.close(self._fd)
-        self._fd = None
-        self._fd = os.open(path, os.O_RDWR | os.O_APPEND)
-        for entry, file_pos in zip(self._entries, moved, strict=True):
+        first_data = kept[0].data_offset if kept else self._data_max
+        spans = [(entry.file_pos, entry.data_len) for entry in kept]
+        return store_file.write_compacted(self.path, self._fd, self._first, first_data, spans, self._fsync)
+
+    def _swap_file(self, kept: list[_Entry], fd: int, moved: list[int], size: int) -> None:
+        old_fd, self._fd = self._fd, fd
+        if old_fd is not None:
+            os.close(old_fd)
+        for entry, file_pos in zip(kept, moved, strict=True):
             entry.file_pos = file_pos
-        self._file_size = pos
+        self._file_size = size
         self._dropped_file_bytes = 0
 
     # -- file handling -------------------------------------------------------------------------------
@@ -454,22 +483,22 @@ class TopicStore:
 
     def _load(self, fd: int, path: Path) -> int:
         size = os.fstat(fd).st_size
-        head = os.pread(fd, len(_MAGIC), 0)
-        if len(head) < len(_MAGIC) and _MAGIC.startswith(head):
+        head = os.pread(fd, len(MAGIC), 0)
+        if len(head) < len(MAGIC) and MAGIC.startswith(head):
             os.ftruncate(fd, 0)  # created but never completed: start afresh
-            os.write(fd, _MAGIC)
+            os.write(fd, MAGIC)
             if self._fsync:
                 os.fsync(fd)
-                _fsync_dir(path.parent)
-            return len(_MAGIC)
-        if head == _MAGIC_V2:
-            base = os.pread(fd, _BASE.size, len(_MAGIC_V2))
-            if len(base) < _BASE.size:
+                store_file.fsync_dir(path.parent)
+            return len(MAGIC)
+        if head == MAGIC_V2:
+            base = os.pread(fd, BASE.size, len(MAGIC_V2))
+            if len(base) < BASE.size:
                 raise ValueError(f"{path}: truncated header")
-            self._first, self._data_max = _BASE.unpack(base)
-            pos = len(_MAGIC_V2) + _BASE.size
-        elif head == _MAGIC:
-            pos = len(_MAGIC)
+            self._first, self._data_max = BASE.unpack(base)
+            pos = len(MAGIC_V2) + BASE.size
+        elif head == MAGIC:
+            pos = len(MAGIC)
         else:
             raise ValueError(f"{path} is not a message store file of this gateway")
         with open(fd, "rb", closefd=False) as file:
@@ -489,17 +518,17 @@ class TopicStore:
         return pos
 
     def _read_record(self, file: BinaryIO, pos: int) -> _Entry | None:
-        frame = file.read(_FRAME.size)
-        if len(frame) < _FRAME.size:
+        frame = file.read(FRAME.size)
+        if len(frame) < FRAME.size:
             return None
-        body_len, crc = _FRAME.unpack(frame)
-        if not _HEAD.size <= body_len <= _MAX_BODY:
+        body_len, crc = FRAME.unpack(frame)
+        if not HEAD.size <= body_len <= MAX_BODY:
             return None
         body = file.read(body_len)
         if len(body) < body_len or zlib.crc32(body) != crc:
             return None
-        pid, mid, checksum, flag, type_hash, append_ms, sent_addr = _HEAD.unpack_from(body)
-        data_len = body_len - _HEAD.size
+        pid, mid, checksum, flag, type_hash, append_ms, sent_addr = HEAD.unpack_from(body)
+        data_len = body_len - HEAD.size
         return _Entry(
             pid,
             mid,
@@ -510,14 +539,28 @@ class TopicStore:
             sent_addr,
             self._data_max,
             data_len,
-            pos + _FRAME.size + _HEAD.size,
+            pos + RECORD_HEAD,
             None,
         )
 
     def close(self) -> None:
-        """Close the file (if any); the store cannot be appended to afterwards."""
+        """Close the file (if any); the store cannot be appended to afterwards. A write or compaction in
+        flight finishes first (its thread still uses the file): :meth:`aclose` waits for that."""
         self._closed = True
-        if self._fd is not None:
+        self._release()
+
+    async def aclose(self) -> None:
+        """Close, after the queued appends were written (their callers get their answers)."""
+        self._closed = True
+        if self._writer is not None:
+            await asyncio.wait([self._writer])
+        async with self._lane:
+            pass
+        self._release()
+
+    def _release(self) -> None:
+        # Closes the file once closed and no write or compaction can still be using it.
+        if self._closed and self._fd is not None and self._writer is None and not self._lane.locked():
             os.close(self._fd)
             self._fd = None
 
