@@ -115,6 +115,10 @@ class EmbeddedSettings(BaseModel):
     retention_seconds: float | None = Field(
         None, gt=0, description="age after which embedded messages are deleted (checked every 10 s)"
     )
+    fsync: bool = Field(
+        False,
+        description="force every embedded append and offsets write to disk (survives power loss; slower)",
+    )
 
 
 class GrpcSettings(BaseModel):

@@ -117,6 +117,7 @@ class Runtime:
                     data_dir=s.embedded.data_dir,
                     auth=auth,
                     retention=Retention(s.embedded.retention_bytes, s.embedded.retention_seconds),
+                    fsync=s.embedded.fsync,
                 )
                 await self.cluster.start()
                 self.masters = list(self.cluster.master_addresses)

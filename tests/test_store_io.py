@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config import Settings
 from gateway.embedded import store_file
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import INDEX_ENTRY_BYTES, NO_MSG_TYPE, AppendResult, Retention, TopicStore
 from gateway.embedded.topics import TopicSpec
+from gateway.runtime import Runtime
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 
@@ -204,3 +206,30 @@ async def test_a_slow_write_does_not_block_the_event_loop(
         assert events == ["fast acknowledged", "slow acknowledged"]
         slow_store = cluster.broker(1).store("slow", 0)
         assert [m.data for m in slow_store.read(0, 0).messages] == [b"slow message"]
+
+
+async def test_the_embedded_fsync_setting_reaches_every_append(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    for fsync_on in (False, True):
+        settings = Settings(
+            embedded={"data_dir": tmp_path / str(fsync_on), "fsync": fsync_on, "topics": "demo:1"}
+        )
+        runtime = Runtime(settings)
+        await runtime.start()
+        try:
+            assert runtime.producer is not None
+            await runtime.producer.publish("demo")
+            monkeypatch.setattr(os, "fsync", fsync)
+            await runtime.producer.send("demo", b"to disk")
+            monkeypatch.undo()
+        finally:
+            await runtime.stop()
+        assert bool(synced) == fsync_on

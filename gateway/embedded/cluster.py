@@ -33,7 +33,8 @@ class EmbeddedCluster:
     size knobs are passed on: ``producer_timeout`` and ``balance_delay`` / ``balance_period`` to the master,
     ``consumer_timeout`` to the master (heartbeat expiry) and to the brokers (registration expiry),
     ``max_msg_size`` (bytes) to both. ``ssl`` makes every node listen with TLS;
-    ``auth`` makes the master and brokers authenticate clients (``embedded.auth``).
+    ``auth`` makes the master and brokers authenticate clients (``embedded.auth``); ``fsync`` makes the
+    brokers force every append and offsets write to disk (``embedded.fsync``).
     """
 
     def __init__(
@@ -56,6 +57,7 @@ class EmbeddedCluster:
         rng: random.Random | None = None,
         retention: Retention | None = None,
         retention_interval: float = 10.0,
+        fsync: bool = False,
     ) -> None:
         if not topics:
             raise ValueError("an embedded cluster needs at least one topic")
@@ -79,6 +81,7 @@ class EmbeddedCluster:
                 auth=auth,
                 retention=retention,
                 retention_interval=retention_interval,
+                fsync=fsync,
             )
             for broker_id, port in enumerate(ports, start=1)
         ]
