@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
+import httpx
 import yaml
+from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from gateway.api.app import create_app
+from gateway.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -15,6 +20,33 @@ def test_openapi_yaml_matches_the_app() -> None:
     committed = yaml.safe_load((ROOT / "openapi.yaml").read_text(encoding="utf-8"))
     generated = create_app().openapi()
     assert committed == generated, "openapi.yaml is stale: run `python scripts/gen_openapi.py` and commit it"
+
+
+def _assert_valid_openapi_3_1(spec: dict[str, Any], source: str) -> None:
+    assert spec["openapi"].startswith("3.1."), f"{source}: openapi {spec['openapi']}"
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in OpenAPIV31SpecValidator(spec).iter_errors()]
+    assert not errors, f"{source} is not valid OpenAPI 3.1:\n" + "\n".join(errors)
+
+
+def test_committed_openapi_yaml_is_valid_openapi_3_1() -> None:
+    committed = yaml.safe_load((ROOT / "openapi.yaml").read_text(encoding="utf-8"))
+    _assert_valid_openapi_3_1(committed, "openapi.yaml")
+
+
+async def test_served_openapi_json_is_valid_openapi_3_1() -> None:
+    transport = httpx.ASGITransport(app=create_app(Settings()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        answer = await client.get("/openapi.json")
+    assert answer.status_code == 200
+    _assert_valid_openapi_3_1(answer.json(), "/openapi.json")
+
+
+def test_the_validator_rejects_a_media_type_description() -> None:
+    # The mistake this file once had: a Media Type Object has no `description`. Proves the check can fail.
+    spec = copy.deepcopy(create_app().openapi())
+    body = spec["paths"]["/v1/topics/{topic}/messages"]["post"]["requestBody"]
+    body["content"]["application/octet-stream"]["description"] = "one raw message"
+    assert list(OpenAPIV31SpecValidator(spec).iter_errors())
 
 
 def test_publish_contract_documents_both_content_types_and_errors() -> None:

@@ -30,13 +30,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _PUBLISH_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
+        # A Media Type Object has no `description` in OpenAPI 3.1: the octet-stream options are described
+        # on the Request Body Object.
+        "description": "application/json: a batch (PublishRequest). application/octet-stream: one raw "
+        "message; options in X-TubeMQ-Key, X-TubeMQ-Partition, X-TubeMQ-Attributes (k=v,k2=v2), "
+        "X-TubeMQ-Stream-Id, X-TubeMQ-Msg-Time",
         "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/PublishRequest"}},
-            "application/octet-stream": {
-                "schema": {"type": "string", "format": "binary"},
-                "description": "one raw message; options in X-TubeMQ-Key, X-TubeMQ-Partition, "
-                "X-TubeMQ-Attributes (k=v,k2=v2), X-TubeMQ-Stream-Id, X-TubeMQ-Msg-Time",
-            },
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
         },
     }
 }
