@@ -1,6 +1,7 @@
 """Memory bounds of issue #11, measured on a gateway in its own process (tests/rss_gateway.py): a 200 MB
 chunked body to each body-taking route raises the process's peak RSS (VmHWM) by less than 32 MB; SSE clients
-that never read are cut off (their streams end on the gateway's side). The numbers are printed (run with -s
+that never read are cut off (their streams end on the gateway's side); one that stalls, then reads on, gets
+the final 'cut' event and the end of the answer. The numbers are printed (run with -s
 to see them)."""
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -142,12 +145,10 @@ def sse_gateway_process() -> Iterator[tuple[int, int]]:
             proc.stdout.close()
 
 
-async def test_20_sse_clients_that_never_read_are_cut_off(
-    sse_gateway_process: tuple[int, int],
-) -> None:
-    pid, port = sse_gateway_process
-    base = f"http://127.0.0.1:{port}"
-    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+async def stream_paths(port: int, streams: int) -> list[str]:
+    """Publish 10 MB to ``demo`` and create ``streams`` consumers (each its own group, from the earliest
+    message); return the path of each one's SSE stream."""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
         value = b"v" * 200_000
         for _ in range(50):  # 10 MB for every stream to push
             answer = await http.post(
@@ -157,21 +158,99 @@ async def test_20_sse_clients_that_never_read_are_cut_off(
             )
             assert answer.status_code == 200, answer.text
         paths = []
-        for i in range(20):
+        for i in range(streams):
             created = await http.post(
                 f"/v1/consumers/sse-{i}",
                 json={"topics": ["demo"], "startPosition": "earliest", "autoCommit": True},
             )
             assert created.status_code == 201, created.text
             paths.append("/" + created.headers["location"].split("://", 1)[1].split("/", 1)[1] + "/stream")
+    return paths
+
+
+def open_stream(port: int, path: str) -> socket.socket:
+    """A raw connection with a 4 KiB receive buffer that has asked for ``path`` as an event stream."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\r\n".encode())
+    return sock
+
+
+@pytest.fixture
+def sse_gateway_logging_cuts() -> Iterator[tuple[int, threading.Event]]:
+    """(port, cut) of a gateway process whose SSE writes give up on a client after 1 s; ``cut`` is set
+    once the gateway has logged that it cut a stream off (read from its stderr)."""
+    settings = {"consumers": {"sse_write_timeout": 1.0, "assignment_wait": 2.0, "heartbeat_interval": 0.5}}
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "rss_gateway.py"), json.dumps(settings)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=HERE,
+    )
+    cut = threading.Event()
+
+    def watch(stderr: IO[str]) -> None:
+        for line in stderr:
+            if "stream cut off" in line:
+                cut.set()
+
+    assert proc.stdout is not None and proc.stderr is not None
+    watcher = threading.Thread(target=watch, args=(proc.stderr,), daemon=True)
+    watcher.start()
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PORT "), line
+        yield int(line.split()[1]), cut
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        watcher.join(10)  # stderr ends with the process
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def read_after_stall(sock: socket.socket, cut: threading.Event) -> bytes:
+    """A client that reads the start of its stream, then stalls until the gateway cuts it off (its write
+    timed out), then reads on until the chunked answer ends or the connection closes. Returns all bytes."""
+    received = bytearray(sock.recv(4096))
+    assert cut.wait(90), "the gateway never cut the stalled stream off"
+    sock.settimeout(30)
+    while not received.endswith(b"\r\n0\r\n\r\n"):
+        data = sock.recv(1 << 20)
+        if not data:
+            break
+        received += data
+    return bytes(received)
+
+
+async def test_a_stalled_sse_reader_receives_the_cut_event_and_the_stream_ends(
+    sse_gateway_logging_cuts: tuple[int, threading.Event],
+) -> None:
+    # The gateway offers the 'cut' event for up to 1 s after its write timed out; a client that resumes
+    # reading in that time gets it as the last event of an answer that then ends.
+    port, cut = sse_gateway_logging_cuts
+    (path,) = await stream_paths(port, 1)
+    sock = open_stream(port, path)
+    try:
+        received = await asyncio.to_thread(read_after_stall, sock, cut)
+    finally:
+        sock.close()
+    assert received.startswith(b"HTTP/1.1 200 "), received[:200]
+    assert b"data:" in received  # messages were streamed before the cut
+    assert received.endswith(b"\r\n0\r\n\r\n"), received[-300:]  # the chunked answer ended
+    last_event = received[: -len(b"\r\n0\r\n\r\n")].rsplit(b"\n\n", 2)[-2]
+    assert b"event: cut" in last_event and b'"code": "slow_reader"' in last_event, last_event[-300:]
+
+
+async def test_20_sse_clients_that_never_read_are_cut_off(
+    sse_gateway_process: tuple[int, int],
+) -> None:
+    pid, port = sse_gateway_process
+    paths = await stream_paths(port, 20)
     before_peak, before = vm(pid, "VmHWM"), vm(pid, "VmRSS")
-    streams = []
-    for path in paths:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", port))
-        sock.sendall(f"GET {path} HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\r\n".encode())
-        streams.append(sock)
+    streams = [open_stream(port, path) for path in paths]
     # Never read; wait until the gateway has cut every stream off.
     client_ports = {sock.getsockname()[1] for sock in streams}
     async with asyncio.timeout(120):  # a guard against hanging, not a measurement: fails if never cut off
