@@ -125,8 +125,12 @@ def server_side_open(port: int, client_ports: set[int]) -> int:
 
 @pytest.fixture
 def sse_gateway_process() -> Iterator[tuple[int, int]]:
-    """(pid, port) of a gateway process whose SSE writes give up on a client after 1 s."""
-    settings = {"consumers": {"sse_write_timeout": 1.0, "assignment_wait": 2.0, "heartbeat_interval": 0.5}}
+    """(pid, port) of a gateway process whose SSE writes give up on a client after 1 s; the embedded
+    cluster runs in a process of its own, so the RSS measured is the gateway's alone."""
+    settings = {
+        "consumers": {"sse_write_timeout": 1.0, "assignment_wait": 2.0, "heartbeat_interval": 0.5},
+        "cluster_process": True,
+    }
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "rss_gateway.py"), json.dumps(settings)],
         stdout=subprocess.PIPE,
@@ -264,5 +268,7 @@ async def test_20_sse_clients_that_never_read_are_cut_off(
         f"\nRSS {before / MB:.1f} MB before 20 never-reading SSE clients; peak rise {rise / MB:.1f} MB; "
         f"RSS {after / MB:.1f} MB after they were cut off"
     )
-    # The issue's goal is a rise below 32 MB; measured 23-48 MB on this machine (the consumer instances'
-    # fetches count too, and the embedded broker runs in the same process): printed, not asserted.
+    # The issue's goal is a rise below 32 MB; measured 34-38 MB on this machine with the broker in its own
+    # process (48-55 MB with it in the gateway's): printed, not asserted. About 1.6 MB a stream (13 MB for
+    # 5): mostly each instance's fetch answers (up to 512 KiB a GetMessage from the embedded broker: frame,
+    # parsed protobuf, decoded bodies), decoded at once by the 20 instances, plus one rendered event each.
