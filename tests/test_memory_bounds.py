@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -33,11 +34,9 @@ def vm(pid: int, field: str) -> int:
     raise AssertionError(f"no {field} for {pid}")
 
 
-@pytest.fixture
-def gateway_process() -> Iterator[tuple[int, int]]:
-    """(pid, port) of a gateway process with an 8 MiB publish limit (the default 32 MiB alone would be
-    buffered whole, above the bound: see README, Limits)."""
-    settings = {"limits": {"max_request_bytes": 8 * MB}}
+@contextmanager
+def _gateway(settings: dict[str, object]) -> Iterator[tuple[int, int]]:
+    """(pid, port) of ``rss_gateway.py`` started with ``settings``; stopped on exit."""
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "rss_gateway.py"), json.dumps(settings)],
         stdout=subprocess.PIPE,
@@ -54,6 +53,15 @@ def gateway_process() -> Iterator[tuple[int, int]]:
         proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@pytest.fixture
+def gateway_process() -> Iterator[tuple[int, int]]:
+    """(pid, port) of a gateway process with an 8 MiB publish limit (the default 32 MiB alone would be
+    buffered whole, above the bound: see README, Limits)."""
+    settings = {"limits": {"max_request_bytes": 8 * MB}}
+    with _gateway(settings) as gateway:
+        yield gateway
 
 
 async def post_chunked(port: int, path: str, content_type: str, total: int) -> int | None:
@@ -131,22 +139,8 @@ def sse_gateway_process() -> Iterator[tuple[int, int]]:
         "consumers": {"sse_write_timeout": 1.0, "assignment_wait": 2.0, "heartbeat_interval": 0.5},
         "cluster_process": True,
     }
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "rss_gateway.py"), json.dumps(settings)],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=HERE,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield proc.pid, int(line.split()[1])
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with _gateway(settings) as gateway:
+        yield gateway
 
 
 async def stream_paths(port: int, streams: int) -> list[str]:
