@@ -71,7 +71,12 @@ class ProducerSettings(BaseModel):
 
 class LimitSettings(BaseModel):
     max_batch_messages: int = Field(1000, ge=1, description="messages per publish request")
-    max_request_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="bytes per HTTP request body")
+    max_request_bytes: int = Field(
+        21 * 1024 * 1024,
+        ge=1024,
+        description="bytes per publish request body (and gRPC request message): the largest message a "
+        "TubeMQ broker accepts (20 MiB) sent raw, plus 1 MiB; a body is held whole while it is parsed",
+    )
     publish_concurrency: int = Field(256, ge=1, description="sends in flight per publish request")
     max_control_body_bytes: int = Field(
         64 * 1024, ge=1024, description="bytes per HTTP request body of the routes other than publish"
