@@ -95,9 +95,21 @@ objects in flight (tasks, futures, frames); at 700 they survive into the old gen
 collections run often, each walking the whole heap."""
 
 
+class MissingHttpParser(RuntimeError):
+    """httptools cannot be imported: the gateway does not serve HTTP without it."""
+
+
 def http_implementation() -> str:
-    """uvicorn's HTTP parser: httptools (C, a dependency) when importable, else the pure-Python h11."""
-    return "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+    """uvicorn's HTTP parser: always httptools (C, a dependency). The header size, count and time limits
+    are enforced by a subclass of its protocol (``gateway/api/http_guard.py``); uvicorn's fallback, the
+    pure-Python h11, offers no place for them, so rather than serve without them the gateway refuses to
+    start (:class:`MissingHttpParser`)."""
+    if importlib.util.find_spec("httptools") is None:
+        raise MissingHttpParser(
+            "the httptools package cannot be imported; the gateway serves HTTP only with it (its header "
+            "limits need it): install it (pip install httptools) or reinstall tubemq-gateway"
+        )
+    return "httptools"
 
 
 def tune_gc() -> None:
@@ -119,20 +131,17 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     from gateway.api.http_guard import HeaderLimits, guarded_protocol
-    from gateway.api.tls_scope import tls_protocol
+    from gateway.api.tls_scope import TlsHttpToolsProtocol
     from gateway.tls import uvicorn_tls_options
 
+    http_implementation()  # raises MissingHttpParser without httptools
     tls = uvicorn_tls_options(settings.tls)
-    implementation = http_implementation()
-    http: Any = tls_protocol(implementation) if tls else implementation
     limits = settings.limits
-    if implementation == "httptools":
-        base = http if tls else HttpToolsProtocol
-        http = guarded_protocol(
-            base, HeaderLimits(limits.max_header_bytes, limits.max_headers, limits.header_timeout)
-        )
+    http = guarded_protocol(
+        TlsHttpToolsProtocol if tls else HttpToolsProtocol,
+        HeaderLimits(limits.max_header_bytes, limits.max_headers, limits.header_timeout),
+    )
     options.setdefault("timeout_keep_alive", limits.keep_alive_timeout)
-    options.setdefault("h11_max_incomplete_event_size", limits.max_header_bytes)
     return uvicorn.Config(app, http=http, access_log=False, log_config=None, **tls, **options)
 
 
@@ -167,8 +176,9 @@ def run_serve(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     try:
+        http_implementation()
         check_tls(settings.tls, settings.consumers.forward_ca_file)
-    except TlsConfigError as exc:
+    except (MissingHttpParser, TlsConfigError) as exc:
         print(f"tubemq-gateway: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)

@@ -23,7 +23,7 @@ from tls_support import Issued, Pki, make_pki, odd_subject
 
 from gateway import serve
 from gateway.api.app import create_app
-from gateway.api.tls_scope import TlsH11Protocol, TlsHttpToolsProtocol, rfc4514_name
+from gateway.api.tls_scope import TlsHttpToolsProtocol, rfc4514_name
 from gateway.config import Settings, TlsSettings
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
@@ -113,11 +113,7 @@ async def test_https_publish(pki: Pki) -> None:
                 await client.get(f"{plain}/healthz")
 
 
-@pytest.mark.parametrize("protocol", ["httptools", "h11"])
-async def test_required_client_certificates_and_the_subject_in_the_scope(
-    pki: Pki, protocol: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(serve, "http_implementation", lambda: protocol)
+async def test_required_client_certificates_and_the_subject_in_the_scope(pki: Pki) -> None:
     settings = Settings(tls=tls_settings(pki, "required"))
     async with listener(echo_tls, settings, lifespan="off") as url:
         assert await refused(url, pki.client_context())
@@ -143,17 +139,16 @@ async def test_optional_client_certificates(pki: Pki) -> None:
         assert await get_tls(url) is None  # plain HTTP: no TLS extension
 
 
-def test_the_protocol_classes_are_uvicorns() -> None:
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+def test_the_protocol_classes_are_uvicorns_httptools_with_the_header_guard(pki: Pki) -> None:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    assert issubclass(TlsHttpToolsProtocol, HttpToolsProtocol) and issubclass(TlsH11Protocol, H11Protocol)
-    # Without TLS: httptools with the header guard of gateway/api/http_guard.py, or plain h11.
-    http = http_config(Settings(), echo_tls).http
-    if serve.http_implementation() == "httptools":
+    assert issubclass(TlsHttpToolsProtocol, HttpToolsProtocol)
+    # With TLS and without: httptools with the header guard of gateway/api/http_guard.py, never h11.
+    for settings in (Settings(), Settings(tls=tls_settings(pki, "required"))):
+        http = http_config(settings, echo_tls).http
         assert isinstance(http, type) and issubclass(http, HttpToolsProtocol)
-    else:
-        assert http == "h11"
+        assert http.__name__ == "GuardedHttpToolsProtocol"
+        assert issubclass(http, TlsHttpToolsProtocol) == (settings.tls.cert_file is not None)
 
 
 async def test_rfc4514_subject_matches_cryptography(tmp_path: Path) -> None:

@@ -2,10 +2,10 @@
 limit on the header section's size and header count (431), and a deadline for it (408, or a plain close for
 a connection that never sent a byte).
 
-uvicorn has no such settings for httptools (h11 has ``h11_max_incomplete_event_size``, which
-:func:`gateway.serve.http_config` sets too), and arms its keep-alive timeout only after a first response, so
+uvicorn has no such settings for httptools, and arms its keep-alive timeout only after a first response, so
 without this a connection that sends nothing, or its headers one byte at a time, or 50 MB of headers, is
-held (and buffered) for as long as the client likes.
+held (and buffered) for as long as the client likes. Every listener of the gateway uses this protocol: it
+never serves with uvicorn's h11 parser, which has no place for these limits (``gateway/serve.py``).
 
 The header section is fed to the parser at most up to the limit: bytes past it are looked at only once the
 parser has seen the headers end, so nothing above ``max_header_bytes`` (plus one read) is ever buffered.

@@ -1,9 +1,10 @@
 """The ASGI TLS extension for requests uvicorn receives over TLS.
 
-uvicorn terminates TLS but tells the app nothing about the client's certificate. The two protocol classes
-here are uvicorn's own (httptools and h11) with one addition: when a TLS connection is made, they read the
-verified client certificate from the transport's ``ssl_object`` and wrap the app, for that connection only,
-so that every request's scope carries ``scope["extensions"]["tls"]`` as the ASGI TLS extension describes it:
+uvicorn terminates TLS but tells the app nothing about the client's certificate. The protocol class here is
+uvicorn's httptools protocol (the only parser the gateway serves with: see ``gateway/serve.py``) with one
+addition: when a TLS connection is made, it reads the verified client certificate from the transport's
+``ssl_object`` and wraps the app, for that connection only, so that every request's scope carries
+``scope["extensions"]["tls"]`` as the ASGI TLS extension describes it:
 ``client_cert_name`` (the subject as an RFC 4514 string, or None without a verified certificate),
 ``client_cert_chain`` (the client's certificate as PEM, when there is one), ``client_cert_error`` (None),
 ``tls_version`` and ``cipher_suite`` (None: the ssl module does not give the suite's number),
@@ -19,10 +20,9 @@ import ssl
 from typing import Any, cast
 
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["TlsH11Protocol", "TlsHttpToolsProtocol", "rfc4514_name", "tls_extension", "tls_protocol"]
+__all__ = ["TlsHttpToolsProtocol", "rfc4514_name", "tls_extension"]
 
 #: RFC 4514 attribute type names; other attributes are written as their dotted OID (as the RFC asks)
 _SHORT_NAMES = {
@@ -122,16 +122,3 @@ class TlsHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.app = _connection_app(self.app, transport)
-
-
-class TlsH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, adding the TLS extension to the scopes of a TLS connection."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self.app = _connection_app(self.app, transport)
-
-
-def tls_protocol(http: str) -> type[asyncio.Protocol]:
-    """The protocol class for uvicorn's ``http`` option (``httptools`` or ``h11``)."""
-    return TlsHttpToolsProtocol if http == "httptools" else TlsH11Protocol
