@@ -39,6 +39,7 @@ messages = st.builds(
         flag=st.just(0),
         index=st.integers(0, 100),
         offset=st.none() | st.integers(0, 2**50),
+        key=st.none() | text,
     ),
 )
 
@@ -61,6 +62,7 @@ def expected(m: DeliveredMessage, fmt: str) -> dict[str, Any]:
         "partitionId": m.partition_id,
         "offset": m.message.offset,
         "messageId": str(m.message.message_id),
+        "key": m.message.key,
         "streamId": m.message.stream_id,
         "msgTime": m.message.msg_time,
         "attributes": m.message.attributes,

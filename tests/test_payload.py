@@ -12,11 +12,14 @@ from hypothesis import strategies as st
 from gateway.tubemq.errors import ClientError, InvalidAttribute
 from gateway.tubemq.payload import (
     FLAG_HAS_ATTRIBUTES,
+    TOKEN_MSG_KEY,
     DecodedPayload,
     PayloadDecodeError,
     build_attribute_text,
     crc32_checksum,
+    decode_key,
     decode_payload,
+    encode_key,
     encode_payload,
     format_msg_time,
     ipv4_to_sent_addr,
@@ -165,7 +168,7 @@ def test_decode_rejects_bad_prefix(data: bytes) -> None:
 def test_decode_empty_prefix_and_lenient_items() -> None:
     assert decode_payload(b"\x00\x00\x00\x00body", 1) == DecodedPayload(b"body", {})
     text = "noeq,=v,a=1,a=2,$msgTime$=2024,$msgType$=t"
-    assert parse_attribute_text(text) == ({"a": "1"}, "t", None)
+    assert parse_attribute_text(text) == ({"a": "1"}, "t", None, None)
 
 
 def test_msg_time() -> None:
@@ -226,3 +229,61 @@ def test_utc_marker_used() -> None:
     # an aware UTC time and its local equivalent give the same stamp
     now = datetime.now(UTC)
     assert format_msg_time(now) == format_msg_time(now.astimezone())
+
+
+# --- the message key ($msgKey$) ---------------------------------------------------------------------
+
+
+def test_key_travels_as_reserved_attribute() -> None:
+    data, flag = encode_payload(b"v", {"region": "eu"}, "orders", "202401311530", "customer-42")
+    assert flag == 1
+    # after TubeMQ's own reserved items, before the user items; a Java consumer reads it with
+    # getAttrValue("$msgKey$")
+    assert data[4:-1] == b"$msgType$=orders,$msgTime$=202401311530,$msgKey$=customer-42,region=eu"
+    decoded = decode_payload(data, flag)
+    assert decoded == DecodedPayload(b"v", {"region": "eu"}, "orders", "202401311530", "customer-42")
+    assert TOKEN_MSG_KEY not in decoded.attributes
+    # a key alone still sets the attribute flag
+    assert encode_payload(b"v", key="k") == (b"\x00\x00\x00\x0a$msgKey$=kv", 1)
+    assert encode_payload(b"v", key="") == (b"v", 0)
+
+
+def test_key_escapes_only_separators_percent_and_dollar() -> None:
+    assert encode_key("customer-42 ü") == "customer-42 ü"
+    assert encode_key("a,b=c%d$msgTime$") == "a%2Cb%3Dc%25d%24msgTime%24"
+    text = build_attribute_text(None, None, None, "a,b=c%d$msgTime$")
+    assert text == "$msgKey$=a%2Cb%3Dc%25d%24msgTime%24"
+    assert parse_attribute_text(text) == ({}, None, None, "a,b=c%d$msgTime$")
+    # a Java producer's own value: a '%' that starts none of the four escapes stays
+    assert decode_key("50%off%2") == "50%off%2"
+    assert decode_key("x%2cy%3dz") == "x,y=z"
+
+
+def test_reserved_key_name_refused_as_user_attribute() -> None:
+    for name in (TOKEN_MSG_KEY, "x$msgKey$"):
+        with pytest.raises(InvalidAttribute, match="reserved token"):
+            validate_attribute_key(name)
+        with pytest.raises(InvalidAttribute):
+            encode_payload(b"x", {name: "spoof"})
+    validate_attribute_value("$msgKey$ in a value is harmless")
+
+
+def test_first_key_item_wins() -> None:
+    assert parse_attribute_text("$msgKey$=a,$msgKey$=b,$msgKey$=")[3] == "a"
+    assert parse_attribute_text("$msgKey$=")[3] is None
+
+
+@given(
+    body=st.binary(min_size=1, max_size=16),
+    key=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40),
+    attributes=st.dictionaries(attr_text, attr_text, max_size=3),
+)
+def test_key_roundtrip(body: bytes, key: str, attributes: dict[str, str]) -> None:
+    data, flag = encode_payload(body, attributes, None, None, key)
+    decoded = decode_payload(data, flag)
+    assert decoded.key == key
+    assert decoded.attributes == attributes
+    assert decoded.body == body
+    # the stored text never holds a separator or a reserved token of its own making
+    value = encode_key(key)
+    assert not any(c in value for c in ",=$")

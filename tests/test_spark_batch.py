@@ -87,12 +87,12 @@ def test_a_written_dataframe_reads_back_identical(spark: Any, cluster: ClusterTh
     ).save()
     back = spark.read.format("tubemq").option("masters", cluster.masters).option("topic", "copy").load()
     got = sorted(
-        (r.value, r.attributes["id"], r.stream_id, r.msg_time)
-        for r in back.select("value", "attributes", "stream_id", "msg_time").collect()
+        (r.value, r.key, r.attributes["id"], r.stream_id, r.msg_time)
+        for r in back.select("value", "key", "attributes", "stream_id", "msg_time").collect()
     )
     want = sorted(
-        (r.value, r.attributes["id"], r.stream_id, r.msg_time)
-        for r in source.select("value", "attributes", "stream_id", "msg_time").collect()
+        (r.value, r.key, r.attributes["id"], r.stream_id, r.msg_time)
+        for r in source.select("value", "key", "attributes", "stream_id", "msg_time").collect()
     )
     assert got == want
     # A key pins every message with that key to one partition.

@@ -56,7 +56,7 @@ def render_message(
     attributes = _encode(msg.attributes) if msg.attributes else "{}"
     fields = (
         f'{{"token":"{m.seq}",{head},"offset":{"null" if msg.offset is None else msg.offset},'
-        f'"messageId":"{msg.message_id}","streamId":{_optional(msg.stream_id)},'
+        f'"messageId":"{msg.message_id}","key":{_optional(msg.key)},"streamId":{_optional(msg.stream_id)},'
         f'"msgTime":{_optional(msg.msg_time)},"attributes":{attributes},'
     )
     if fmt != "base64":

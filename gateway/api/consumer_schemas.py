@@ -54,6 +54,10 @@ class ConsumedMessageOut(BaseModel):
     partitionId: int
     offset: int | None = Field(description="broker index offset of the message, null when not known exactly")
     messageId: str = Field(description="broker-assigned 64-bit id, as a decimal string")
+    key: str | None = Field(
+        None,
+        description="the key the message was published with (TubeMQ attribute `$msgKey$`), null without one",
+    )
     streamId: str | None = None
     msgTime: str | None = Field(None, description="yyyyMMddHHmm, producer local time")
     attributes: dict[str, str]

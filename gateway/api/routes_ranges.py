@@ -77,6 +77,7 @@ async def read_range(
                 "messageId": m.message_id,
                 "offset": m.offset,
                 "value": base64.b64encode(m.body).decode("ascii"),
+                "key": m.key,
                 "attributes": m.attributes,
                 "streamId": m.stream_id,
                 "msgTime": m.msg_time,

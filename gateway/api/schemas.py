@@ -33,9 +33,17 @@ class MessageIn(BaseModel):
         description="the message value; text for utf8, base64 text for base64, any JSON for json"
     )
     encoding: Literal["utf8", "base64", "json"] = Field("utf8", description="how `value` is encoded")
-    key: str | None = Field(None, description="messages with one key go to one partition, in order")
+    key: str | None = Field(
+        None,
+        description="messages with one key go to one partition, in order; consumers get the key back (it "
+        "travels as the TubeMQ attribute `$msgKey$`, which Java consumers read with getAttrValue)",
+    )
     partition: int | None = Field(None, ge=0, description="index into GET /v1/topics/{topic} partitions")
-    attributes: dict[str, str] | None = Field(None, description="string attributes; ',' and '=' are reserved")
+    attributes: dict[str, str] | None = Field(
+        None,
+        description="string attributes; ',' and '=' are reserved, and so are the names $msgType$, "
+        "$msgTime$ and $msgKey$ (400)",
+    )
     streamId: str | None = Field(None, description="TubeMQ stream id ($msgType$), used by consumer filters")
     msgTime: str | None = Field(None, description="message time yyyyMMddHHmm (producer local time)")
 

@@ -181,6 +181,8 @@ def consumed(delivered: DeliveredMessage) -> pb.ConsumedMessage:
     )
     if m.offset is not None:
         out.offset = m.offset
+    if m.key is not None:
+        out.key = m.key
     if m.stream_id is not None:
         out.stream_id = m.stream_id
     if m.msg_time is not None:

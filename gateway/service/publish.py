@@ -175,8 +175,9 @@ def validate_message(message: OutgoingMessage, index: int | None, prefix: str) -
 
 
 def payload_size(message: OutgoingMessage) -> int:
-    """Size counted against the topic limit as the Java producer counts it: body plus attribute text."""
-    text = build_attribute_text(message.attributes, message.stream_id, message.msg_time)
+    """Size counted against the topic limit as the Java producer counts it: body plus attribute text (the
+    key's ``$msgKey$`` item included)."""
+    text = build_attribute_text(message.attributes, message.stream_id, message.msg_time, message.key)
     return len(message.value) + len(text)
 
 

@@ -7,9 +7,10 @@
 **Batch read**: one Spark partition per TubeMQ partition, each reading exactly its ``[start, end)`` of index
 offsets (``startingOffsets`` / ``endingOffsets``, planned once on the driver) with the exact cut of
 :mod:`gateway.tubemq.range_reader`. Columns: ``topic``, ``partition`` (partition key), ``offset`` (the
-message's index offset when the wire proves it, else null: see the range reader), ``message_id``,
-``value``, ``attributes``, ``stream_id`` (``$msgType$``), ``msg_time`` (``$msgTime$``, producer local time),
-``append_time`` (always null: a TubeMQ fetch does not carry the broker's append time).
+message's index offset when the wire proves it, else null: see the range reader), ``message_id``, ``key``
+(the key it was published with: the ``$msgKey$`` attribute, else null), ``value``, ``attributes``,
+``stream_id`` (``$msgType$``), ``msg_time`` (``$msgTime$``, producer local time), ``append_time`` (always
+null: a TubeMQ fetch does not carry the broker's append time).
 
 **Streaming read**: the stream offset is the JSON map ``{"brokerId:topic:partitionId": offset}``; it lives
 only in Spark's checkpoint. Each micro-batch reads exactly ``[start, end)`` per partition, so a restarted
@@ -50,7 +51,7 @@ from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
 __all__ = ["SCHEMA", "TubeMQDataSource"]
 
 SCHEMA = (
-    "topic string, partition string, offset bigint, message_id bigint, value binary, "
+    "topic string, partition string, offset bigint, message_id bigint, key string, value binary, "
     "attributes map<string,string>, stream_id string, msg_time timestamp, append_time timestamp"
 )
 

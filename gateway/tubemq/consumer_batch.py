@@ -62,7 +62,8 @@ class ConsumedMessage:
     """One delivered message.
 
     ``stream_id`` is the ``$msgType$`` attribute (filter item), ``msg_time`` the ``$msgTime$`` text
-    (``yyyyMMddHHmm``, producer local time), ``attributes`` the other attribute items. ``index`` is the
+    (``yyyyMMddHHmm``, producer local time), ``key`` the publish key (``$msgKey$``, decoded), ``attributes``
+    the other attribute items. ``index`` is the
     position in the broker's answer (counting messages dropped on the client); ``offset`` is the message's
     exact index offset, or None when it cannot be known yet (module docstring).
     """
@@ -75,6 +76,7 @@ class ConsumedMessage:
     flag: int
     index: int
     offset: int | None = None
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +145,7 @@ def decode_messages(
     stats = DecodeStats()
     messages: list[ConsumedMessage] = []
     # A batch usually repeats a few attribute prefixes (same stream id and minute): parse each one once.
-    prefixes: dict[bytes, tuple[int, dict[str, str], str | None, str | None]] = {}
+    prefixes: dict[bytes, tuple[int, dict[str, str], str | None, str | None, str | None]] = {}
     for index, item in enumerate(wire):
         data = item.payLoadData
         flag = item.flag
@@ -168,13 +170,14 @@ def decode_messages(
                     decoded.attributes,
                     decoded.msg_type,
                     decoded.msg_time,
+                    decoded.key,
                 )
                 prefixes[key] = known
-            start, attributes, msg_type, msg_time = known
+            start, attributes, msg_type, msg_time, msg_key = known
             body = data[start:]
             attributes = dict(attributes)
         else:
-            body, attributes, msg_type, msg_time = data, {}, None, None
+            body, attributes, msg_type, msg_time, msg_key = data, {}, None, None, None
         if filters and (not msg_type or msg_type not in filters):
             stats.filtered += 1
             continue
@@ -188,6 +191,7 @@ def decode_messages(
                 flag,
                 index,
                 curr_offset + INDEX_ENTRY_SIZE * index if exact else None,
+                msg_key,
             )
         )
         stats.bytes += len(body)

@@ -2,12 +2,23 @@
 
 A payload is the ``data`` of a SendMessage request and the ``payLoadData`` of a fetched message. When flag
 bit 0 is set it starts with ``int32 BE attrLen`` and that many bytes of UTF-8 attribute text
-(``$msgType$=t,$msgTime$=yyyyMMddHHmm,key=value,...``), followed by the body; otherwise it is the body.
+(``$msgType$=t,$msgTime$=yyyyMMddHHmm,$msgKey$=k,key=value,...``), followed by the body; otherwise it is the
+body.
+
+**The message key.** TubeMQ has no message key: the Java client's ``Message`` carries a body and attribute
+items only (a key is a producer-side partitioning choice that is not stored). The gateway carries the
+publish ``key`` as one more reserved item, ``$msgKey$``, named like TubeMQ's own ``$msgType$``/``$msgTime$``
+and placed after them, so any consumer gets it back: ours as ``key`` (not among the user attributes), a
+Java consumer with ``message.getAttrValue("$msgKey$")``. Attribute text cannot hold ``,`` and ``=`` (they
+separate items), so the value is the key with exactly the characters ``%``, ``,``, ``=`` and ``$`` written
+as ``%25``, ``%2C``, ``%3D`` and ``%24`` (percent-encoding of their UTF-8 byte); any other key, the usual
+case, is stored as it is. A user attribute named ``$msgKey$`` is refused (it would pass for the key).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,13 +28,16 @@ from gateway.tubemq.errors import InvalidAttribute
 
 __all__ = [
     "FLAG_HAS_ATTRIBUTES",
+    "TOKEN_MSG_KEY",
     "TOKEN_MSG_TIME",
     "TOKEN_MSG_TYPE",
     "DecodedPayload",
     "PayloadDecodeError",
     "build_attribute_text",
     "crc32_checksum",
+    "decode_key",
     "decode_payload",
+    "encode_key",
     "encode_payload",
     "encode_payload_text",
     "format_msg_time",
@@ -38,6 +52,7 @@ __all__ = [
 FLAG_HAS_ATTRIBUTES = 0x1
 TOKEN_MSG_TYPE = "$msgType$"
 TOKEN_MSG_TIME = "$msgTime$"
+TOKEN_MSG_KEY = "$msgKey$"
 MSG_TIME_LENGTH = 12
 
 _ITEM_SEP = ","
@@ -51,12 +66,14 @@ class PayloadDecodeError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DecodedPayload:
-    """A decoded payload: the body, the user attributes and the reserved ``$msgType$``/``$msgTime$``."""
+    """A decoded payload: the body, the user attributes and the reserved ``$msgType$``/``$msgTime$``/
+    ``$msgKey$`` (the key decoded)."""
 
     body: bytes
     attributes: dict[str, str]
     msg_type: str | None = None
     msg_time: str | None = None
+    key: str | None = None
 
 
 # --- attributes -------------------------------------------------------------------------------------
@@ -79,8 +96,37 @@ def _check_attribute_text(text: str, what: str) -> None:
 
 
 def validate_attribute_key(key: str) -> None:
-    """Raise InvalidAttribute unless ``key`` is non-blank and free of ',', '=' and the reserved tokens."""
+    """Raise InvalidAttribute unless ``key`` is non-blank and free of ',', '=' and the reserved tokens
+    (``$msgKey$`` included: the message key has its own parameter)."""
     _check_attribute_text(key, "key")
+    if TOKEN_MSG_KEY in key:
+        raise InvalidAttribute(
+            f"attribute key {key!r} contains the reserved token {TOKEN_MSG_KEY}, which carries the "
+            "message key; set the key through its own parameter"
+        )
+
+
+# --- the message key ($msgKey$) -------------------------------------------------------------------
+
+_KEY_SPECIAL = re.compile("[%,=$]")
+_KEY_ESCAPES = {"%": "%25", ",": "%2C", "=": "%3D", "$": "%24"}
+_KEY_UNESCAPE = re.compile("%(25|2[Cc]|3[Dd]|24)")
+_KEY_UNESCAPES = {"25": "%", "2C": ",", "2c": ",", "3D": "=", "3d": "=", "24": "$"}
+
+
+def encode_key(key: str) -> str:
+    """The ``$msgKey$`` value of a message key (module docstring): one C-speed scan for the usual key."""
+    if _KEY_SPECIAL.search(key) is None:
+        return key
+    return _KEY_SPECIAL.sub(lambda m: _KEY_ESCAPES[m.group()], key)
+
+
+def decode_key(value: str) -> str:
+    """The message key of a ``$msgKey$`` value; any ``%`` not starting one of the four escapes (a Java
+    producer's own value) stays as it is."""
+    if "%" not in value:
+        return value
+    return _KEY_UNESCAPE.sub(lambda m: _KEY_UNESCAPES[m.group(1)], value)
 
 
 def validate_attribute_value(value: str) -> None:
@@ -89,10 +135,14 @@ def validate_attribute_value(value: str) -> None:
 
 
 def build_attribute_text(
-    attributes: Mapping[str, str] | None, msg_type: str | None = None, msg_time: str | None = None
+    attributes: Mapping[str, str] | None,
+    msg_type: str | None = None,
+    msg_time: str | None = None,
+    key: str | None = None,
 ) -> str:
-    """Build the attribute text like the Java client: ``$msgType$`` first, ``$msgTime$`` second, then the
-    user items in insertion order. Blank ``msg_type``/``msg_time`` are left out; both are trimmed.
+    """Build the attribute text like the Java client: ``$msgType$`` first, ``$msgTime$`` second, then
+    ``$msgKey$`` (a non-empty ``key``, escaped by :func:`encode_key`), then the user items in insertion
+    order. Blank ``msg_type``/``msg_time`` are left out; both are trimmed.
 
     The Java producer checks ``len(body) + len(text)`` (text in characters) against the topic's limit.
     """
@@ -105,6 +155,8 @@ def build_attribute_text(
         msg_time = msg_time.strip()
         parse_msg_time(msg_time)
         items.append(f"{TOKEN_MSG_TIME}={msg_time}")
+    if key:
+        items.append(f"{TOKEN_MSG_KEY}={encode_key(key)}")
     if attributes:
         for key, value in attributes.items():
             validate_attribute_key(key)
@@ -113,26 +165,31 @@ def build_attribute_text(
     return _ITEM_SEP.join(items)
 
 
-def parse_attribute_text(text: str) -> tuple[dict[str, str], str | None, str | None]:
-    """Split attribute text into (user items, msg_type, msg_time).
+def parse_attribute_text(text: str) -> tuple[dict[str, str], str | None, str | None, str | None]:
+    """Split attribute text into (user items, msg_type, msg_time, key).
 
     Items without '=' or with a blank key are ignored and the first of duplicate keys wins, like the Java
-    consumer's lookup. A ``$msgTime$`` that is not ``yyyyMMddHHmm`` is dropped, as Java does.
+    consumer's lookup. A ``$msgTime$`` that is not ``yyyyMMddHHmm`` is dropped, as Java does; ``$msgKey$``
+    is decoded (:func:`decode_key`) and never among the user items.
     """
     attributes: dict[str, str] = {}
     msg_type: str | None = None
     msg_time: str | None = None
+    key: str | None = None
     for item in text.split(_ITEM_SEP):
-        key, sep, value = item.partition(_KV_SEP)
-        if not sep or not key.strip():
+        name, sep, value = item.partition(_KV_SEP)
+        if not sep or not name.strip():
             continue
-        if key == TOKEN_MSG_TYPE:
+        if name == TOKEN_MSG_TYPE:
             msg_type = value
-        elif key == TOKEN_MSG_TIME:
+        elif name == TOKEN_MSG_TIME:
             msg_time = value if _is_msg_time(value) else None
+        elif name == TOKEN_MSG_KEY:
+            if key is None and value:
+                key = decode_key(value)
         else:
-            attributes.setdefault(key, value)
-    return attributes, msg_type, msg_time
+            attributes.setdefault(name, value)
+    return attributes, msg_type, msg_time, key
 
 
 # --- payload ----------------------------------------------------------------------------------------
@@ -143,6 +200,7 @@ def encode_payload(
     attributes: Mapping[str, str] | None = None,
     msg_type: str | None = None,
     msg_time: str | None = None,
+    key: str | None = None,
 ) -> tuple[bytes, int]:
     """Return ``(data, flag)`` for a SendMessage request.
 
@@ -150,7 +208,7 @@ def encode_payload(
     the body itself is returned. ``msg_type`` and ``msg_time`` are trimmed (send the same trimmed values
     in the request's ``msgType``/``msgTime`` fields). Raises InvalidAttribute for bad keys or values.
     """
-    return encode_payload_text(body, build_attribute_text(attributes, msg_type, msg_time))
+    return encode_payload_text(body, build_attribute_text(attributes, msg_type, msg_time, key))
 
 
 def encode_payload_text(body: bytes, text: str) -> tuple[bytes, int]:
@@ -179,8 +237,8 @@ def decode_payload(data: bytes | bytearray | memoryview, flag: int) -> DecodedPa
         text = str(view[_PREFIX_LEN:end], "utf-8")
     except UnicodeDecodeError as exc:
         raise PayloadDecodeError(f"attribute text is not valid UTF-8: {exc}") from None
-    attributes, msg_type, msg_time = parse_attribute_text(text)
-    return DecodedPayload(bytes(view[end:]), attributes, msg_type, msg_time)
+    attributes, msg_type, msg_time, key = parse_attribute_text(text)
+    return DecodedPayload(bytes(view[end:]), attributes, msg_type, msg_time, key)
 
 
 def crc32_checksum(data: bytes | bytearray | memoryview) -> int:

@@ -341,8 +341,9 @@ class Producer:
         ``key`` pins the message to ``Partitioner.by_key``'s partition, ``partition`` to an index into
         the topic's sorted partitions or a ``brokerId:topic:partitionId`` key (``key`` and ``partition``
         are exclusive). ``stream_id`` becomes ``$msgType$`` and the broker's filter key; ``msg_time`` the
-        ``$msgTime$`` (``yyyyMMddHHmm`` text or a datetime). ``timeout`` (seconds, default
-        ``send_timeout``) bounds all attempts.
+        ``$msgTime$`` (``yyyyMMddHHmm`` text or a datetime). ``key`` also travels with the message as the
+        reserved attribute ``$msgKey$`` (``payload`` module docstring), so consumers get it back.
+        ``timeout`` (seconds, default ``send_timeout``) bounds all attempts.
         """
         self._check_open()
         if topic not in self._session.topics:
@@ -357,7 +358,7 @@ class Producer:
         time_text = format_msg_time(msg_time) if isinstance(msg_time, datetime) else msg_time
         msg_type = stream_id.strip() if stream_id is not None and stream_id.strip() else None
         msg_time_text = time_text.strip() if time_text is not None and time_text.strip() else None
-        attr_text = build_attribute_text(attributes, msg_type, msg_time_text)
+        attr_text = build_attribute_text(attributes, msg_type, msg_time_text, key)
         size = len(body) + len(attr_text)
         if size > route.max_msg_size:
             raise MessageTooLarge(size, route.max_msg_size, topic)

@@ -214,7 +214,7 @@ class PollRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ConsumedMessage(_message.Message):
-    __slots__ = ("token", "topic", "partition_key", "broker_id", "partition_id", "offset", "message_id", "stream_id", "msg_time", "attributes", "value")
+    __slots__ = ("token", "topic", "partition_key", "broker_id", "partition_id", "offset", "message_id", "stream_id", "msg_time", "attributes", "value", "key")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -233,6 +233,7 @@ class ConsumedMessage(_message.Message):
     MSG_TIME_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
     token: str
     topic: str
     partition_key: str
@@ -244,7 +245,8 @@ class ConsumedMessage(_message.Message):
     msg_time: str
     attributes: _containers.ScalarMap[str, str]
     value: bytes
-    def __init__(self, token: _Optional[str] = ..., topic: _Optional[str] = ..., partition_key: _Optional[str] = ..., broker_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., offset: _Optional[int] = ..., message_id: _Optional[int] = ..., stream_id: _Optional[str] = ..., msg_time: _Optional[str] = ..., attributes: _Optional[_Mapping[str, str]] = ..., value: _Optional[bytes] = ...) -> None: ...
+    key: str
+    def __init__(self, token: _Optional[str] = ..., topic: _Optional[str] = ..., partition_key: _Optional[str] = ..., broker_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., offset: _Optional[int] = ..., message_id: _Optional[int] = ..., stream_id: _Optional[str] = ..., msg_time: _Optional[str] = ..., attributes: _Optional[_Mapping[str, str]] = ..., value: _Optional[bytes] = ..., key: _Optional[str] = ...) -> None: ...
 
 class PollResponse(_message.Message):
     __slots__ = ("messages",)
