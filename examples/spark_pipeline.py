@@ -1,6 +1,6 @@
 """A streaming pipeline: TubeMQ topic -> JSON parse -> per-minute counts per stream id -> Parquet files.
 
-    python examples/spark_pipeline.py --masters 127.0.0.1:8715 --topic demo --out /tmp/pipeline
+    python examples/spark_pipeline.py --masters 127.0.0.1:18715 --topic demo --out /tmp/pipeline
 
 Each message value is JSON such as ``{"amount": 12.5}``; every micro-batch counts its messages and sums
 ``amount`` per minute of the message's ``msg_time`` (the processing time when the producer sent none) and
@@ -25,7 +25,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--masters", default="127.0.0.1:8715", help="TubeMQ master list host:port[,...]")
+    parser.add_argument(
+        "--masters",
+        default="127.0.0.1:18715",
+        help="TubeMQ master list host:port[,...] (default: `tubemq-gateway embedded`'s master)",
+    )
     parser.add_argument("--topic", default="demo")
     parser.add_argument("--out", default="/tmp/tubemq-pipeline", help="output directory (Parquet)")
     parser.add_argument("--once", action="store_true", help="process what is available, then stop")

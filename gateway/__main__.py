@@ -26,8 +26,11 @@ from gateway.security.cli import add_keys_parser
 from gateway.serve import add_serve_parser
 from gateway.tubemq.auth import Credentials
 
-DEFAULT_MASTER_PORT = 8715
-DEFAULT_BROKER_PORT_BASE = 8123
+# Not TubeMQ's own 8715/8123 (nor its 8716/8124 TLS and 8080/8081 web ports): an embedded cluster started
+# on a machine that also runs a real TubeMQ must neither fail to bind nor be taken for the real one. A
+# real cluster's masters keep 8715 as the port of an address given without one (gateway/upstream.py).
+DEFAULT_MASTER_PORT = 18715
+DEFAULT_BROKER_PORT_BASE = 18123
 AUTH_PASSWORD_ENV = "TUBEMQ_EMBEDDED_AUTH_PASSWORD"
 
 log = logging.getLogger("gateway")
@@ -66,13 +69,13 @@ def _add_embedded(commands: Any) -> None:
         "--master-port",
         type=int,
         default=DEFAULT_MASTER_PORT,
-        help="master port, 0 = any free port (default: 8715)",
+        help=f"master port, 0 = any free port (default: {DEFAULT_MASTER_PORT}, not TubeMQ's 8715)",
     )
     embedded.add_argument(
         "--broker-port-base",
         type=int,
         default=DEFAULT_BROKER_PORT_BASE,
-        help="broker i listens on BASE+i-1; 0 = any free ports (default: 8123)",
+        help=f"broker i listens on BASE+i-1; 0 = any free ports (default: {DEFAULT_BROKER_PORT_BASE})",
     )
     embedded.add_argument("--tls-cert", type=Path, help="PEM certificate: master and brokers listen with TLS")
     embedded.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert (if not inside it)")

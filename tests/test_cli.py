@@ -166,3 +166,13 @@ def test_embedded_tls_and_auth_arguments_are_checked(
             main(["embedded", "--topics", "demo", *extra])
         assert caught.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_embedded_defaults_leave_tubemq_ports_free() -> None:
+    """A real TubeMQ on the same machine listens on 8715 (master), 8716 (TLS), 8080 (web) and 8123, 8124,
+    8081 (broker): the embedded cluster's default ports are none of them, whatever the broker count."""
+    args = build_parser().parse_args(["embedded", "--topics", "demo", "--brokers", "4"])
+    real = {8715, 8716, 8080, 8123, 8124, 8081}
+    ports = {args.master_port, *(args.broker_port_base + i for i in range(args.brokers))}
+    assert args.master_port == 18715 and args.broker_port_base == 18123
+    assert not ports & real

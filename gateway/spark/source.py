@@ -2,7 +2,7 @@
 
     from gateway.spark import TubeMQDataSource
     spark.dataSource.register(TubeMQDataSource)
-    df = spark.read.format("tubemq").option("masters", "127.0.0.1:8715").option("topic", "demo").load()
+    df = spark.read.format("tubemq").option("masters", "127.0.0.1:18715").option("topic", "demo").load()
 
 **Batch read**: one Spark partition per TubeMQ partition, each reading exactly its ``[start, end)`` of index
 offsets (``startingOffsets`` / ``endingOffsets``, planned once on the driver) with the exact cut of
