@@ -47,7 +47,7 @@ EVERYTHING: dict[str, Any] = {
     },
     "metrics": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
     "dashboard": {"enabled": True},
-    "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+    "podDisruptionBudget": {"enabled": True, "minAvailable": 1, "maxUnavailable": ""},
 }
 #: TLS on, client certificates required, the user's own API keys file
 SECURE: dict[str, Any] = {
@@ -116,7 +116,7 @@ def test_manifests_match_kubernetes_schemas(values: dict[str, Any] | None) -> No
     kinds = {m["kind"] for m in manifests}
     assert kinds - CRD_KINDS <= {
         "ServiceAccount", "ConfigMap", "Secret", "Service", "Deployment",
-        "HorizontalPodAutoscaler", "PodDisruptionBudget", "Ingress",
+        "HorizontalPodAutoscaler", "PodDisruptionBudget", "Ingress", "NetworkPolicy", "Pod",
     }  # fmt: skip
 
 
@@ -135,20 +135,20 @@ def test_schema_check_rejects_a_broken_manifest(default_manifests: list[dict[str
 def test_defaults_render_the_core_objects(default_manifests: list[dict[str, Any]]) -> None:
     kinds = sorted(m["kind"] for m in default_manifests)
     assert kinds == [
-        "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
-        "PodDisruptionBudget", "Secret", "Service", "ServiceAccount",
+        "ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+        "Pod", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount",
     ]  # fmt: skip
     for manifest in default_manifests:
-        assert manifest["metadata"]["name"] in (FULLNAME, GENERATED, RULES)
+        assert manifest["metadata"]["name"] in (FULLNAME, GENERATED, RULES, f"{FULLNAME}-smoke-test")
         assert manifest["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
 
 
 def test_everything_renders_the_optional_objects(full_manifests: list[dict[str, Any]]) -> None:
     kinds = sorted(m["kind"] for m in full_manifests)
     assert kinds == [
-        "ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler", "Ingress",
-        "PodDisruptionBudget", "PrometheusRule", "Secret", "Secret", "Service", "ServiceAccount",
-        "ServiceMonitor",
+        "ConfigMap", "ConfigMap", "ConfigMap", "ConfigMap", "Deployment", "HorizontalPodAutoscaler",
+        "Ingress", "Pod", "PodDisruptionBudget", "PrometheusRule", "Secret", "Secret", "Service",
+        "ServiceAccount", "ServiceMonitor",
     ]  # fmt: skip
 
 
@@ -291,8 +291,8 @@ def test_ingress_hpa_and_pdb(full_manifests: list[dict[str, Any]]) -> None:
             "matchLabels": {"app.kubernetes.io/name": "tubemq-gateway", "app.kubernetes.io/instance": RELEASE}
         },
     }
-    both = run_helm(
-        "template", RELEASE, str(CHART), "--set", "podDisruptionBudget.maxUnavailable=1", check=False
+    both = run_helm(  # maxUnavailable is 1 by default
+        "template", RELEASE, str(CHART), "--set", "podDisruptionBudget.minAvailable=1", check=False
     )
     assert both.returncode != 0 and "not both" in both.stderr
 

@@ -83,3 +83,91 @@ namespace="{{ .Release.Namespace }}",job="{{ include "tubemq-gateway.fullname" .
 {{- define "tubemq-gateway.maxReplicas" -}}
 {{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.maxReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
 {{- end }}
+
+{{/* The image reference: repository@digest when image.digest is set (the tag is then ignored), else repository:tag. */}}
+{{- define "tubemq-gateway.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/* The pod's affinity: the values' own, plus a preferred anti-affinity on the node when spread.enabled and
+they set no podAntiAffinity. Rendered as YAML (a map, possibly empty). */}}
+{{- define "tubemq-gateway.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) }}
+{{- if and .Values.spread.enabled (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "tubemq-gateway.selectorLabels" . | fromYaml)) }}
+{{- $preferred := list (dict "weight" (int .Values.spread.antiAffinityWeight) "podAffinityTerm" $term) }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" $preferred) }}
+{{- end }}
+{{- toYaml $affinity }}
+{{- end }}
+
+{{/* The pod's topology spread constraints: the values' own, else (spread.enabled) one ScheduleAnyway constraint
+per key of spread.topologyKeys. Rendered as a YAML list. */}}
+{{- define "tubemq-gateway.topologySpreadConstraints" -}}
+{{- if .Values.topologySpreadConstraints }}
+{{- toYaml .Values.topologySpreadConstraints }}
+{{- else if .Values.spread.enabled }}
+{{- $selector := include "tubemq-gateway.selectorLabels" . | fromYaml }}
+{{- $constraints := list }}
+{{- range .Values.spread.topologyKeys }}
+{{- $constraints = append $constraints (dict "maxSkew" (int $.Values.spread.maxSkew) "topologyKey" . "whenUnsatisfiable" "ScheduleAnyway" "labelSelector" (dict "matchLabels" $selector)) }}
+{{- end }}
+{{- toYaml $constraints }}
+{{- else }}
+{{- toYaml list }}
+{{- end }}
+{{- end }}
+
+{{/* The smallest number of pods serving the release. */}}
+{{- define "tubemq-gateway.minReplicas" -}}
+{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.minReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- end }}
+
+{{/* An Ingress's tls and rules: ingress (hosts, tls), service (name) and port (number). */}}
+{{- define "tubemq-gateway.ingressRules" -}}
+{{- $service := .service }}
+{{- $port := .port }}
+{{- with .ingress.tls }}
+tls:
+  {{- range . }}
+  - hosts:
+      {{- range .hosts }}
+      - {{ . | quote }}
+      {{- end }}
+    secretName: {{ .secretName }}
+  {{- end }}
+{{- end }}
+rules:
+  {{- range .ingress.hosts }}
+  - host: {{ .host | quote }}
+    http:
+      paths:
+        {{- range .paths }}
+        - path: {{ .path }}
+          pathType: {{ .pathType }}
+          backend:
+            service:
+              name: {{ $service }}
+              port:
+                number: {{ $port }}
+        {{- end }}
+  {{- end }}
+{{- end }}
+
+{{/* Labels of the helm test pod: another name, so that no selector of the release's pods matches it. */}}
+{{- define "tubemq-gateway.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "tubemq-gateway.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "tubemq-gateway.testLabels" -}}
+helm.sh/chart: {{ include "tubemq-gateway.chart" . }}
+{{ include "tubemq-gateway.testSelectorLabels" . }}
+app.kubernetes.io/component: test
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}

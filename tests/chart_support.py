@@ -1,0 +1,60 @@
+"""Helpers shared by the chart tests: rendering with expected failures, the pod spec of the Deployment, and
+kubernetes-validate over rendered manifests."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from deploy_tools import CHART, RELEASE, one, run_helm, set_args
+
+FULLNAME = f"{RELEASE}-tubemq-gateway"
+#: Kinds the Kubernetes schemas do not cover (Prometheus Operator CRDs).
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
+#: The oldest Kubernetes the chart supports (Chart.yaml kubeVersion).
+OLDEST_KUBERNETES = "1.25.0"
+
+
+def refused(values: dict[str, Any] | None = None, *flags: str) -> str:
+    """``helm template`` that must fail; returns its stderr."""
+    done = run_helm("template", RELEASE, str(CHART), *set_args(values), *flags, check=False)
+    assert done.returncode != 0, f"helm template accepted {values} {flags}"
+    return done.stderr
+
+
+def pod_spec(manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    return spec
+
+
+def gateway_container(manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    containers = pod_spec(manifests)["containers"]
+    assert len(containers) == 1
+    result: dict[str, Any] = containers[0]
+    return result
+
+
+def kubernetes_validate() -> Any:
+    """The kubernetes_validate module; in CI (dev extras installed) a missing one is a failure, not a skip."""
+    if os.environ.get("CI"):
+        import kubernetes_validate
+
+        return kubernetes_validate
+    return pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate (dev extras) is not installed"
+    )
+
+
+def validate_manifests(manifests: list[dict[str, Any]]) -> None:
+    """Every manifest (CRDs aside) against the schemas of the oldest supported and the newest Kubernetes,
+    strictly (unknown fields are errors)."""
+    kv = kubernetes_validate()
+    for version in (OLDEST_KUBERNETES, kv.latest_version()):
+        for manifest in manifests:
+            if manifest["kind"] in CRD_KINDS:
+                continue
+            try:
+                kv.validate(manifest, version, strict=True)
+            except kv.ValidationError as exc:
+                pytest.fail(f"{manifest['kind']}/{manifest['metadata']['name']} on {version}: {exc.message}")
