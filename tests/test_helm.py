@@ -10,7 +10,6 @@ import base64
 import copy
 import hashlib
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from chart_support import CRD_KINDS, kubernetes_validate, validate_manifests
 from deploy_tools import (
     CHART,
     NAMESPACE,
@@ -56,8 +56,6 @@ SECURE: dict[str, Any] = {
 }
 GENERATED = f"{FULLNAME}-generated"
 RULES = f"{FULLNAME}-auth-rules"
-#: Kinds the Kubernetes schemas do not cover (Prometheus Operator CRDs); checked by hand below.
-CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 
 @pytest.fixture(scope="module")
@@ -68,17 +66,6 @@ def default_manifests() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def full_manifests() -> list[dict[str, Any]]:
     return render(EVERYTHING)
-
-
-def _kubernetes_validate() -> Any:
-    """The kubernetes_validate module; in CI (dev extras installed) a missing one is a failure, not a skip."""
-    if os.environ.get("CI"):
-        import kubernetes_validate
-
-        return kubernetes_validate
-    return pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate (dev extras) is not installed"
-    )
 
 
 def container(manifests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -102,17 +89,8 @@ def test_lint_passes_strict() -> None:
 
 @pytest.mark.parametrize("values", [None, EVERYTHING, SECURE], ids=["defaults", "everything", "tls"])
 def test_manifests_match_kubernetes_schemas(values: dict[str, Any] | None) -> None:
-    kv = _kubernetes_validate()
     manifests = render(values)
-    chart_minimum = "1.25.0"  # Chart.yaml kubeVersion
-    for version in (chart_minimum, kv.latest_version()):
-        for manifest in manifests:
-            if manifest["kind"] in CRD_KINDS:
-                continue
-            try:
-                kv.validate(manifest, version, strict=True)
-            except kv.ValidationError as exc:
-                pytest.fail(f"{manifest['kind']}/{manifest['metadata']['name']} on {version}: {exc.message}")
+    validate_manifests(manifests)
     kinds = {m["kind"] for m in manifests}
     assert kinds - CRD_KINDS <= {
         "ServiceAccount", "ConfigMap", "Secret", "Service", "Deployment",
@@ -121,7 +99,7 @@ def test_manifests_match_kubernetes_schemas(values: dict[str, Any] | None) -> No
 
 
 def test_schema_check_rejects_a_broken_manifest(default_manifests: list[dict[str, Any]]) -> None:
-    kv = _kubernetes_validate()
+    kv = kubernetes_validate()
     deployment = copy.deepcopy(one(default_manifests, "Deployment"))
     deployment["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]["port"] = [8080]
     with pytest.raises(kv.ValidationError):
