@@ -302,6 +302,11 @@ class AdminSettings(BaseModel):
 class MetricsSettings(BaseModel):
     max_topics: int = Field(200, ge=1, description="distinct topic label values before __overflow__")
     max_groups: int = Field(200, ge=1, description="distinct consumer group label values before __overflow__")
+    max_group_topics: int = Field(
+        500,
+        ge=1,
+        description="distinct (group, topic) label pairs of the consume metrics before __overflow__",
+    )
 
 
 class TubeMQTLSSettings(BaseModel):

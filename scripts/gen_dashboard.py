@@ -1,10 +1,13 @@
 """Write the Grafana dashboard (``python scripts/gen_dashboard.py``).
 
-One source, two copies: ``deploy/grafana/tubemq-gateway.json`` (import it in Grafana) and the Helm chart's
-``dashboards/tubemq-gateway.json`` (shipped as a ConfigMap for the Grafana sidecar; Helm can only read files
-inside the chart). ``tests/test_dashboard.py`` fails when either copy is stale.
+One source, two copies: ``deploy/grafana/tubemq-gateway.json`` (import it in Grafana: its ``__inputs`` make
+the import ask for a Prometheus data source) and the Helm chart's ``dashboards/tubemq-gateway.json`` (shipped
+as a ConfigMap for the Grafana sidecar, which does not read ``__inputs``: its ``datasource`` variable starts
+on the default Prometheus data source; Helm can only read files inside the chart).
+``tests/test_dashboard.py`` fails when either copy is stale.
 
-Queries use ``$job`` (the scrape job of the gateway pods) and Grafana's ``$__rate_interval``.
+Every query selects ``$job`` (the scrape job of the gateway pods), ``$namespace`` and ``$pod``, and uses
+Grafana's ``$__rate_interval``. The gRPC panels read the go-grpc-prometheus families (``grpc_server_*``).
 """
 
 from __future__ import annotations
@@ -16,29 +19,39 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-OUTPUTS = (
-    ROOT / "deploy" / "grafana" / "tubemq-gateway.json",
-    ROOT / "deploy" / "helm" / "tubemq-gateway" / "dashboards" / "tubemq-gateway.json",
-)
+IMPORT_COPY = ROOT / "deploy" / "grafana" / "tubemq-gateway.json"
+CHART_COPY = ROOT / "deploy" / "helm" / "tubemq-gateway" / "dashboards" / "tubemq-gateway.json"
+OUTPUTS = (IMPORT_COPY, CHART_COPY)
 UID = "tubemq-gateway"
+DS_INPUT = "DS_PROMETHEUS"
 DS = {"type": "prometheus", "uid": "${datasource}"}
-SEL = 'job=~"$job"'
+SEL = 'job=~"$job",namespace=~"$namespace",pod=~"$pod"'
 RI = "$__rate_interval"
 PREFIX = "tubemq_gateway_"
 PUBLISH_ROUTE = "/v1/topics/{topic}/messages"
 POLL_ROUTE = "/v1/consumers/{group}/instances/{instance_id}/messages"
+#: gRPC codes that mean the server failed (as HTTP 5xx do); Canceled (the client went away) and the
+#: client's own mistakes (InvalidArgument, NotFound...) are not among them.
+GRPC_SERVER_ERRORS = "Unknown|DeadlineExceeded|Internal|Unavailable|DataLoss"
 
 
-def rate(metric: str, by: str = "", match: str = "") -> str:
-    """``sum [by (...)] (rate(tubemq_gateway_<metric>{job, match}[$__rate_interval]))``."""
+def rate(metric: str, by: str = "", match: str = "", prefix: str = PREFIX) -> str:
+    """``sum [by (...)] (rate(tubemq_gateway_<metric>{job, namespace, pod, match}[$__rate_interval]))``."""
     labels = f"{SEL},{match}" if match else SEL
     grouping = f" by ({by})" if by else ""
-    return f"sum{grouping} (rate({PREFIX}{metric}{{{labels}}}[{RI}]))"
+    return f"sum{grouping} (rate({prefix}{metric}{{{labels}}}[{RI}]))"
 
 
-def quantile(q: float, histogram: str, by: str = "") -> str:
+def quantile(q: float, histogram: str, by: str = "", match: str = "", prefix: str = PREFIX) -> str:
     extra = f", {by}" if by else ""
-    return f"histogram_quantile({q}, sum by (le{extra}) (rate({PREFIX}{histogram}_bucket{{{SEL}}}[{RI}])))"
+    labels = f"{SEL},{match}" if match else SEL
+    return f"histogram_quantile({q}, sum by (le{extra}) (rate({prefix}{histogram}_bucket{{{labels}}}[{RI}])))"
+
+
+def gauge(metric: str, agg: str = "sum", by: str = "", match: str = "") -> str:
+    labels = f"{SEL},{match}" if match else SEL
+    grouping = f" by ({by})" if by else ""
+    return f"{agg}{grouping} ({PREFIX}{metric}{{{labels}}})"
 
 
 @dataclass
@@ -62,11 +75,14 @@ class Row:
 def rows() -> list[Row]:
     publish_errors = rate("publish_errors_total", "topic")
     publish_attempts = f"({rate('published_messages_total', 'topic')} + {publish_errors})"
-    server_errors = rate("http_requests_total", match='status=~"5.."')
+    server_errors = rate("http_requests_total", match='code=~"5.."')
     http_5xx = f"({server_errors} or vector(0))"
     rpc_failed = rate("rpc_requests_total", "method", 'outcome!="ok"')
-    grpc_not_ok = rate("grpc_requests_total", match='code!="OK"')
-    grpc_failed = f"({grpc_not_ok} or vector(0))"
+    grpc_server_failed = rate(
+        "grpc_server_handled_total", match=f'grpc_code=~"{GRPC_SERVER_ERRORS}"', prefix=""
+    )
+    grpc_failed = f"({grpc_server_failed} or vector(0))"
+    grpc_handled = rate("grpc_server_handled_total", prefix="")
     return [
         Row(
             "Overview",
@@ -74,7 +90,7 @@ def rows() -> list[Row]:
                 Panel(
                     "Ready replicas",
                     "Gateway pods that report ready (master session, usable broker, not draining).",
-                    [(f"sum(tubemq_gateway_ready{{{SEL}}})", "ready")],
+                    [(gauge("ready"), "ready")],
                     kind="stat",
                     width=4,
                     height=4,
@@ -101,7 +117,7 @@ def rows() -> list[Row]:
                 Panel(
                     "Shielded brokers",
                     "Brokers the gateway stopped sending to after failures (highest over the pods).",
-                    [(f"max(tubemq_gateway_shielded_brokers{{{SEL}}})", "shielded")],
+                    [(gauge("shielded_brokers", "max"), "shielded")],
                     kind="stat",
                     width=4,
                     height=4,
@@ -110,7 +126,7 @@ def rows() -> list[Row]:
                 Panel(
                     "Master sessions up",
                     "Pods whose producer holds a registered master session.",
-                    [(f'sum(tubemq_gateway_master_session_up{{{SEL},role="producer"}})', "up")],
+                    [(gauge("master_session_up", match='role="producer"'), "up")],
                     kind="stat",
                     width=4,
                     height=4,
@@ -119,7 +135,7 @@ def rows() -> list[Row]:
                 Panel(
                     "Consumer instances",
                     "Consumer instances held by the gateway pods.",
-                    [(f"sum(tubemq_gateway_consumer_instances{{{SEL}}})", "instances")],
+                    [(gauge("consumer_instances"), "instances")],
                     kind="stat",
                     width=4,
                     height=4,
@@ -167,9 +183,7 @@ def rows() -> list[Row]:
                     "HTTP publish requests, end to end (p99).",
                     [
                         (
-                            "histogram_quantile(0.99, sum by (le) (rate("
-                            f'tubemq_gateway_http_request_duration_seconds_bucket{{{SEL},route="{PUBLISH_ROUTE}"}}'
-                            f"[{RI}])))",
+                            quantile(0.99, "http_request_duration_seconds", match=f'route="{PUBLISH_ROUTE}"'),
                             "p99",
                         )
                     ],
@@ -195,12 +209,7 @@ def rows() -> list[Row]:
                 Panel(
                     "Consumer lag",
                     "Messages stored but not yet read, by group and topic (sum over the partitions held).",
-                    [
-                        (
-                            f"sum by (group, topic) (tubemq_gateway_consumer_lag_messages{{{SEL}}})",
-                            "{{group}} {{topic}}",
-                        )
-                    ],
+                    [(gauge("consumer_lag_messages", by="group, topic"), "{{group}} {{topic}}")],
                 ),
                 Panel(
                     "Commits and redeliveries",
@@ -224,24 +233,17 @@ def rows() -> list[Row]:
                     "Consumer instances and partitions",
                     "Consumer instances by group, and the partitions they hold.",
                     [
-                        (
-                            f"sum by (group) (tubemq_gateway_consumer_instances{{{SEL}}})",
-                            "{{group}} instances",
-                        ),
-                        (
-                            f"sum by (group) (tubemq_gateway_consumer_partitions{{{SEL}}})",
-                            "{{group}} partitions",
-                        ),
+                        (gauge("consumer_instances", by="group"), "{{group}} instances"),
+                        (gauge("consumer_partitions", by="group"), "{{group}} partitions"),
                     ],
                 ),
                 Panel(
-                    "Poll request latency",
-                    "HTTP polls, end to end; a long poll without messages lasts its timeout_ms.",
+                    "Poll request duration",
+                    "HTTP long polls, end to end (long-lived histogram); a poll without messages lasts its "
+                    "timeout_ms, so this shows how long consumers wait, not how slow the gateway is.",
                     [
                         (
-                            f"histogram_quantile({q}, sum by (le) (rate("
-                            f'tubemq_gateway_http_request_duration_seconds_bucket{{{SEL},route="{POLL_ROUTE}"}}'
-                            f"[{RI}])))",
+                            quantile(q, "http_long_request_duration_seconds", match=f'route="{POLL_ROUTE}"'),
                             name,
                         )
                         for q, name in ((0.5, "p50"), (0.99, "p99"))
@@ -256,13 +258,15 @@ def rows() -> list[Row]:
             [
                 Panel(
                     "Requests by route",
-                    "HTTP requests per second by route template and status.",
-                    [(rate("http_requests_total", "route, status"), "{{route}} {{status}}")],
+                    "HTTP requests per second by route template and status code (499: the client left "
+                    "before the answer).",
+                    [(rate("http_requests_total", "route, code"), "{{route}} {{code}}")],
                     unit="reqps",
                 ),
                 Panel(
                     "Request latency p99 by route",
-                    "99th percentile of HTTP request time.",
+                    "99th percentile of HTTP request time; long polls and event streams are timed apart "
+                    "(see Long-lived requests).",
                     [(quantile(0.99, "http_request_duration_seconds", "route"), "{{route}}")],
                     unit="s",
                 ),
@@ -274,21 +278,64 @@ def rows() -> list[Row]:
                 ),
                 Panel(
                     "gRPC calls by method and code",
-                    "gRPC calls per second by method and status code.",
-                    [(rate("grpc_requests_total", "method, code"), "{{method}} {{code}}")],
+                    "gRPC calls per second by method and status code (Canceled: the client cancelled).",
+                    [
+                        (
+                            rate("grpc_server_handled_total", "grpc_method, grpc_code", prefix=""),
+                            "{{grpc_method}} {{grpc_code}}",
+                        )
+                    ],
                     unit="reqps",
                 ),
                 Panel(
                     "gRPC latency p99 by method",
-                    "99th percentile of gRPC call time (a stream counts its whole life).",
-                    [(quantile(0.99, "grpc_request_duration_seconds", "method"), "{{method}}")],
+                    "99th percentile of unary gRPC call time (streams and long polls: see Long-lived "
+                    "requests).",
+                    [
+                        (
+                            quantile(0.99, "grpc_server_handling_seconds", "grpc_method", prefix=""),
+                            "{{grpc_method}}",
+                        )
+                    ],
                     unit="s",
                 ),
                 Panel(
-                    "gRPC error ratio",
-                    "Calls not ending OK over all calls.",
-                    [(f"{grpc_failed} / {rate('grpc_requests_total')}", "errors")],
+                    "gRPC server error ratio",
+                    f"Calls ending {GRPC_SERVER_ERRORS.replace('|', ', ')} over all calls; a client's cancel "
+                    "and its invalid requests do not count.",
+                    [(f"{grpc_failed} / {grpc_handled}", "errors")],
                     unit="percentunit",
+                ),
+                Panel(
+                    "Long-lived requests",
+                    "Median time of long polls, Server-Sent Events streams and gRPC streams, by route or "
+                    "method: how long clients keep them open.",
+                    [
+                        (
+                            quantile(0.5, "http_long_request_duration_seconds", "route"),
+                            "{{route}}",
+                        ),
+                        (
+                            quantile(0.5, "grpc_long_call_duration_seconds", "grpc_method"),
+                            "gRPC {{grpc_method}}",
+                        ),
+                    ],
+                    unit="s",
+                    width=12,
+                ),
+                Panel(
+                    "Requests in flight",
+                    "HTTP requests being served (long polls and streams included), and gRPC calls started "
+                    "but not finished.",
+                    [
+                        (gauge("http_requests_in_flight"), "HTTP"),
+                        (
+                            f"sum (grpc_server_started_total{{{SEL}}})"
+                            f" - sum (grpc_server_handled_total{{{SEL}}})",
+                            "gRPC",
+                        ),
+                    ],
+                    width=12,
                 ),
             ],
         ),
@@ -326,12 +373,12 @@ def rows() -> list[Row]:
                 Panel(
                     "Broker links",
                     "Open TCP links per TubeMQ node (summed over the pods).",
-                    [(f"sum by (node) (tubemq_gateway_pool_open_links{{{SEL}}})", "{{node}}")],
+                    [(gauge("pool_open_links", by="node"), "{{node}}")],
                 ),
                 Panel(
                     "In-flight requests",
                     "TubeMQ requests awaiting an answer, per pod.",
-                    [(f"tubemq_gateway_pool_in_flight_requests{{{SEL}}}", "{{instance}}")],
+                    [(gauge("pool_in_flight_requests", by="pod"), "{{pod}}")],
                 ),
                 Panel(
                     "Connect failures and idle reclaims",
@@ -348,15 +395,20 @@ def rows() -> list[Row]:
                 Panel(
                     "Shielded brokers",
                     "Brokers shielded by each pod's producer.",
-                    [(f"tubemq_gateway_shielded_brokers{{{SEL}}}", "{{instance}}")],
-                    width=12,
+                    [(gauge("shielded_brokers", "max", by="pod"), "{{pod}}")],
                 ),
                 Panel(
                     "Broker shield events",
                     "Brokers shielded per second, by reason.",
                     [(rate("broker_shield_events_total", "reason"), "{{reason}}")],
                     unit="ops",
-                    width=12,
+                ),
+                Panel(
+                    "Label values over the caps",
+                    "Topics, groups, (group, topic) pairs and nodes counted under __overflow__ per second: "
+                    "raise the metrics.max_* settings if this is not zero (docs/runbooks.md).",
+                    [(f"({rate('label_overflow_total', 'label')} or vector(0))", "{{label}}")],
+                    unit="ops",
                 ),
             ],
         ),
@@ -395,7 +447,58 @@ def _panel_json(panel: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
     return out
 
 
-def dashboard() -> dict[str, Any]:
+def _query_variable(name: str, label: str, query: str) -> dict[str, Any]:
+    """A multi-value variable over ``label_values(...)``; "All" matches any value, an absent label too."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": name},
+        "definition": query,
+        "refresh": 2,
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {},
+        "hide": 0,
+        "sort": 1,
+    }
+
+
+def _variables(for_import: bool) -> list[dict[str, Any]]:
+    datasource: dict[str, Any] = {
+        "name": "datasource",
+        "label": "Data source",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+    }
+    if for_import:  # Grafana's import replaces ${DS_PROMETHEUS} with the data source the user picks
+        ref = "${" + DS_INPUT + "}"
+        datasource["current"] = {"selected": True, "text": ref, "value": ref}
+    info = f"{PREFIX}build_info"
+    return [
+        datasource,
+        _query_variable("job", "Job", f"label_values({info}, job)"),
+        _query_variable("namespace", "Namespace", f'label_values({info}{{job=~"$job"}}, namespace)'),
+        _query_variable("pod", "Pod", f'label_values({info}{{job=~"$job",namespace=~"$namespace"}}, pod)'),
+    ]
+
+
+def _requires(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    kinds = sorted({p["type"] for p in panels if p["type"] != "row"})
+    names = {"stat": "Stat", "timeseries": "Time series"}
+    return [
+        {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "10.0.0"},
+        {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+        *({"type": "panel", "id": kind, "name": names.get(kind, kind), "version": ""} for kind in kinds),
+    ]
+
+
+def dashboard(for_import: bool = True) -> dict[str, Any]:
+    """The dashboard; ``for_import`` adds ``__inputs`` (the copy users import by hand)."""
     panels: list[dict[str, Any]] = []
     pid, y = 1, 0
     for row in rows():
@@ -416,7 +519,21 @@ def dashboard() -> dict[str, Any]:
             panels.append(_panel_json(panel, pid, x, y))
             pid, x, row_height = pid + 1, x + panel.width, max(row_height, panel.height)
         y += row_height
+    head: dict[str, Any] = {}
+    if for_import:
+        head["__inputs"] = [
+            {
+                "name": DS_INPUT,
+                "label": "Prometheus",
+                "description": "the Prometheus that scrapes the gateway pods",
+                "type": "datasource",
+                "pluginId": "prometheus",
+                "pluginName": "Prometheus",
+            }
+        ]
+        head["__requires"] = _requires(panels)
     return {
+        **head,
         "uid": UID,
         "title": "TubeMQ gateway",
         "description": "Publish and poll rates, latencies, errors, broker links, shielded brokers, lag",
@@ -428,47 +545,22 @@ def dashboard() -> dict[str, Any]:
         "schemaVersion": 39,
         "version": 1,
         "time": {"from": "now-1h", "to": "now"},
-        "templating": {
-            "list": [
-                {
-                    "name": "datasource",
-                    "label": "Data source",
-                    "type": "datasource",
-                    "query": "prometheus",
-                    "current": {},
-                    "hide": 0,
-                },
-                {
-                    "name": "job",
-                    "label": "Job",
-                    "type": "query",
-                    "datasource": DS,
-                    "query": {"query": "label_values(tubemq_gateway_build_info, job)", "refId": "job"},
-                    "definition": "label_values(tubemq_gateway_build_info, job)",
-                    "refresh": 2,
-                    "includeAll": True,
-                    "multi": True,
-                    "allValue": ".+",
-                    "current": {},
-                    "hide": 0,
-                    "sort": 1,
-                },
-            ]
-        },
+        "templating": {"list": _variables(for_import)},
         "annotations": {"list": []},
         "panels": panels,
     }
 
 
-def render() -> str:
-    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+def render(path: Path = IMPORT_COPY) -> str:
+    """The text of the copy at ``path`` (one of :data:`OUTPUTS`)."""
+    document = dashboard(for_import=path == IMPORT_COPY)
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 def main() -> int:
-    text = render()
     for path in OUTPUTS:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_text(render(path), encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

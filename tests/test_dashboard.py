@@ -55,10 +55,27 @@ def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_both_copies_are_fresh() -> None:
     generator = _generator()
-    expected = generator.render()
     for path in generator.OUTPUTS:
         stale = f"{path} is stale: run python scripts/gen_dashboard.py"
-        assert path.read_text(encoding="utf-8") == expected, stale
+        assert path.read_text(encoding="utf-8") == generator.render(path), stale
+
+
+def test_import_asks_for_a_datasource_and_the_sidecar_copy_needs_none() -> None:
+    """Grafana's import fills ``__inputs`` (it asks for a Prometheus); the sidecar does not read them, so
+    the chart's copy has none and its datasource variable starts on the default Prometheus."""
+    generator = _generator()
+    imported = json.loads(generator.IMPORT_COPY.read_text(encoding="utf-8"))
+    (source,) = imported["__inputs"]
+    assert source["type"] == "datasource" and source["pluginId"] == "prometheus"
+    ref = "${" + source["name"] + "}"
+    (variable,) = [v for v in imported["templating"]["list"] if v["type"] == "datasource"]
+    assert variable["current"]["value"] == ref and variable["query"] == "prometheus"
+    assert {"type": "datasource", "id": "prometheus"}.items() <= imported["__requires"][1].items()
+    panel_kinds = {p["type"] for p in panels(imported)}
+    assert panel_kinds <= {r["id"] for r in imported["__requires"] if r["type"] == "panel"}
+    chart = json.loads(generator.CHART_COPY.read_text(encoding="utf-8"))
+    assert "__inputs" not in chart and "${DS_" not in generator.CHART_COPY.read_text(encoding="utf-8")
+    assert chart["panels"] == imported["panels"], "both copies show the same panels"
 
 
 def test_layout_ids_and_datasources(dashboard: dict[str, Any]) -> None:
@@ -71,19 +88,32 @@ def test_layout_ids_and_datasources(dashboard: dict[str, Any]) -> None:
         cells = {(g["x"] + dx, g["y"] + dy) for dx in range(g["w"]) for dy in range(g["h"])}
         assert not cells & occupied, f"panel {panel['title']!r} overlaps another"
         occupied |= cells
-    variables = {v["name"] for v in dashboard["templating"]["list"]}
-    assert variables == {"datasource", "job"}
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert set(variables) == {"datasource", "job", "namespace", "pod"}
+    for name in ("namespace", "pod"):  # "All" also matches series without the label (a plain scrape)
+        assert variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
+        assert f"{name})" in variables[name]["definition"] and 'job=~"$job"' in variables[name]["definition"]
+    selection = ('job=~"$job"', 'namespace=~"$namespace"', 'pod=~"$pod"')
     for panel in panels(dashboard):
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert panel["targets"] and panel["description"]
         for target in panel["targets"]:
-            assert 'job=~"$job"' in target["expr"], f"{panel['title']}: every query selects the job"
+            # Every metric selector of every query selects the job, namespace and pod variables.
+            selectors = re.findall(r"\b(?:tubemq_gateway|grpc_server)_\w+\{([^}]*)\}", target["expr"])
+            assert selectors, f"{panel['title']}: no metric in {target['expr']}"
+            for selector in selectors:
+                for needed in selection:
+                    assert needed in selector, f"{panel['title']}: {needed} missing in {target['expr']}"
             assert target["datasource"] == panel["datasource"]
 
 
 def test_covers_what_operators_asked_for(dashboard: dict[str, Any]) -> None:
     exprs = " ".join(t["expr"] for p in panels(dashboard) for t in p["targets"])
+    assert "grpc_server_handled_total" in exprs and "grpc_server_handling_seconds_bucket" in exprs
+    assert "status" not in exprs, "HTTP codes are labelled `code`"
     for metric in (
+        "http_long_request_duration_seconds_bucket",
+        "grpc_long_call_duration_seconds_bucket",
         "published_messages_total",
         "polled_messages_total",
         "publish_send_duration_seconds_bucket",
@@ -171,6 +201,8 @@ async def _publish_and_poll(target: Target, stop: asyncio.Event) -> int:
         created = await client.post("/v1/consumers/dash", json=spec)
         assert created.status_code == 201, created.text
         instance = f"/v1/consumers/dash/instances/{created.json()['instanceId']}"
+        joined = await stub.CreateConsumer(pb.CreateConsumerRequest(group="dashg", topics=["orders"]))
+        grpc_instance = joined.instance_id
         n = 0
         while not stop.is_set():
             for topic in ("demo", "orders"):
@@ -179,6 +211,7 @@ async def _publish_and_poll(target: Target, stop: asyncio.Event) -> int:
                 assert answer.status_code == 200, answer.text
             sent = await stub.Publish(pb.PublishRequest(topic="orders", messages=[pb.Message(value=b"rpc")]))
             assert sent.failed == 0
+            await stub.Poll(pb.PollRequest(group="dashg", instance_id=grpc_instance, timeout_ms=20))
             got = await client.get(f"{instance}/messages", params={"timeout_ms": 200, "max_messages": 20})
             assert got.status_code == 200, got.text
             tokens = [m["token"] for m in got.json()["messages"]]
@@ -265,7 +298,12 @@ async def test_every_panel_returns_data_from_a_real_prometheus(
                     assert not load.done(), load.exception() if load.done() else None
                     empty = []
                     for title, expr in queries(dashboard):
-                        concrete = expr.replace("$job", JOB).replace("$__rate_interval", RATE_WINDOW)
+                        concrete = (
+                            expr.replace("$job", JOB)
+                            .replace("$namespace", ".*")  # the variables' "All"
+                            .replace("$pod", ".*")
+                            .replace("$__rate_interval", RATE_WINDOW)
+                        )
                         if not await _query(prom, concrete):
                             empty.append(f"{title}: {concrete}")
                     if not empty:
@@ -332,6 +370,6 @@ def test_every_queried_metric_exists(dashboard: dict[str, Any]) -> None:
     exported = {f.name for f in metrics.registry.collect()}
     exported |= {f"{name}_total" for name in exported} | {f"{name}_bucket" for name in exported}
     for title, expr in queries(dashboard):
-        names = set(re.findall(r"\b(tubemq_gateway_\w+)\{", expr))
+        names = set(re.findall(r"\b((?:tubemq_gateway|grpc_server)_\w+)\{", expr))
         assert names, f"{title}: no gateway metric in {expr}"
         assert names <= exported, f"{title}: unknown {sorted(names - exported)}"

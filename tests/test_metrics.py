@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 
+import grpc
 import httpx
 import pytest
 from consumer_helpers import drain, fast
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from faultproxy import EchoHandler, heartbeat
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,8 +19,10 @@ from gateway.api.routes_metrics import install_observability
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.server import RpcServer
 from gateway.embedded.topics import TopicSpec
-from gateway.grpc.interceptors import GrpcCallFinished
+from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted
+from gateway.grpc.pb.v1 import gateway_pb2
 from gateway.observability.metrics import OVERFLOW, GatewayMetrics
+from gateway.observability.metrics_events import go_code
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import Consumer
 from gateway.tubemq.consumer_config import StartPosition
@@ -44,8 +48,11 @@ from gateway.tubemq.producer_events import (
     RegisterFailed,
     SendCompleted,
 )
+from tests.grpc_support import gateway_settings, message, running_gateway
 
 P = "tubemq_gateway_"
+#: the gateway's gRPC service in the generated code (its full name is read from the descriptor)
+GATEWAY_SERVICE = next(iter(gateway_pb2.DESCRIPTOR.services_by_name))
 
 
 @pytest.fixture
@@ -270,6 +277,10 @@ async def test_http_metrics_by_route_and_the_metrics_endpoint() -> None:
     async def boom() -> None:
         raise RuntimeError("boom")
 
+    @app.get("/v1/consumers/{group}/instances/{instance_id}/messages")
+    async def long_poll(group: str, instance_id: str) -> dict[str, str]:
+        return {"group": group}
+
     runtime = Runtime()
     metrics = install_observability(app, runtime, max_topics=5, max_groups=5)
     runtime.events.emit(SendCompleted("demo", 1, "ok", 0.001, None, 5))
@@ -280,6 +291,9 @@ async def test_http_metrics_by_route_and_the_metrics_endpoint() -> None:
         assert (await client.get("/boom")).status_code == 500
         assert (await client.get("/unknown/path")).status_code == 404
         assert (await client.request("BREW", "/v1/topics/a")).status_code == 405
+        for path in ("/docs", "/openapi.json", "/docs/oauth2-redirect"):  # FastAPI's own (plain) routes
+            assert (await client.get(path)).status_code == 200
+        assert (await client.get("/v1/consumers/g/instances/i/messages")).status_code == 200
         runtime.draining = True
         scraped = await client.get("/metrics")
     assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
@@ -293,17 +307,69 @@ async def test_http_metrics_by_route_and_the_metrics_endpoint() -> None:
     def get(name: str, **labels: str) -> float | None:
         return samples.get((P + name, tuple(sorted(labels.items()))))
 
-    assert get("http_requests_total", route="/v1/topics/{topic}", method="GET", status="200") == 3
-    assert get("http_requests_total", route="/boom", method="GET", status="500") == 1
-    assert get("http_requests_total", route="<unmatched>", method="GET", status="404") == 1
-    assert get("http_requests_total", route="/v1/topics/{topic}", method="other", status="405") == 1
+    assert get("http_requests_total", route="/v1/topics/{topic}", method="GET", code="200") == 3
+    assert get("http_requests_total", route="/boom", method="GET", code="500") == 1
+    assert get("http_requests_total", route="<unmatched>", method="GET", code="404") == 1
+    assert get("http_requests_total", route="/v1/topics/{topic}", method="other", code="405") == 1
     assert get("http_request_duration_seconds_count", route="/v1/topics/{topic}", method="GET") == 3
+    for path in ("/docs", "/openapi.json", "/docs/oauth2-redirect"):
+        assert get("http_requests_total", route=path, method="GET", code="200") == 1, path
+    assert not [s for s in samples if ("status", "200") in s[1]], "the status code label is `code`"
+    # The long poll is counted like any request, and timed in the long-lived histogram only.
+    poll = {"route": "/v1/consumers/{group}/instances/{instance_id}/messages", "method": "GET"}
+    assert get("http_requests_total", **poll, code="200") == 1
+    assert get("http_long_request_duration_seconds_count", **poll) == 1
+    assert get("http_request_duration_seconds_count", **poll) is None
     assert get("http_requests_in_flight") == 1  # the scrape itself
     assert get("published_messages_total", topic="demo") == 1
     assert get("ready") == 0 and get("draining") == 1
     assert get("pool_in_flight_requests") == 0
     assert get("build_info", version=__import__("gateway").__version__) == 1
     assert metrics is app.state.metrics and "GatewayMetrics" in repr(metrics)
+
+
+async def test_a_client_leaving_before_the_answer_is_a_499_not_a_server_error() -> None:
+    """An upload the client abandons half way (the server reports ``http.disconnect``): the app fails
+    reading the body and never answers; that is counted as 499, as nginx logs it, not as a 500."""
+
+    class Runtime:
+        events = EventBus()
+        pool: ConnectionPool | None = None
+        draining = False
+
+        def readiness(self) -> tuple[bool, dict[str, object]]:
+            return True, {}
+
+    app = FastAPI()
+
+    @app.post("/v1/topics/{topic}/messages")
+    async def upload(topic: str, request: Request) -> dict[str, int]:
+        return {"size": len(await request.body())}
+
+    metrics = install_observability(app, Runtime())
+    messages = [
+        {"type": "http.request", "body": b"half of it", "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[dict[str, object]] = []
+
+    async def receive() -> dict[str, object]:
+        return messages.pop(0)
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/v1/topics/demo/messages", "raw_path": b"/v1/topics/demo/messages", "query_string": b"",
+        "root_path": "", "headers": [(b"content-length", b"100000"), (b"host", b"gw")],
+        "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 80),
+    }  # fmt: skip
+    with contextlib.suppress(Exception):  # the app may re-raise the disconnect; the count is what matters
+        await app(scope, receive, send)
+    route = {"route": "/v1/topics/{topic}/messages", "method": "POST"}
+    assert value(metrics, "http_requests_total", **route, code="499") == 1
+    assert value(metrics, "http_requests_total", **route, code="500") is None
 
 
 async def test_end_to_end_on_the_embedded_cluster(metrics: GatewayMetrics, bus: EventBus) -> None:
@@ -365,12 +431,97 @@ async def test_end_to_end_on_the_embedded_cluster(metrics: GatewayMetrics, bus: 
     assert value(metrics, "pool_open_links", node=str(cluster.master_address)) == 0
 
 
-def test_grpc_calls_by_method_and_code(metrics: GatewayMetrics, bus: EventBus) -> None:
-    publish = "/tubemq.gateway.v1.Gateway/Publish"
+def grpc_value(metrics: GatewayMetrics, name: str, **labels: str) -> float | None:
+    """A sample of the go-grpc-prometheus families (no ``tubemq_gateway_`` prefix)."""
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_grpc_calls_by_service_method_type_and_code(metrics: GatewayMetrics, bus: EventBus) -> None:
+    publish = "/tubemq.gateway.v1.GatewayService/Publish"
+    labels = {"grpc_service": "tubemq.gateway.v1.GatewayService", "grpc_method": "Publish"}
+    unary = {**labels, "grpc_type": "unary"}
+    for _ in range(3):
+        bus.emit(GrpcCallStarted(publish, "unary"))
     bus.emit(GrpcCallFinished(publish, "OK", 0.004, "req-1"))
     bus.emit(GrpcCallFinished(publish, "INVALID_ARGUMENT", 0.001, "req-2"))
     bus.emit(GrpcCallFinished(publish, "OK", 0.002, "req-3"))
-    assert value(metrics, "grpc_requests_total", method=publish, code="OK") == 2
-    assert value(metrics, "grpc_requests_total", method=publish, code="INVALID_ARGUMENT") == 1
-    assert value(metrics, "grpc_request_duration_seconds_count", method=publish) == 3
+    assert grpc_value(metrics, "grpc_server_started_total", **unary) == 3
+    assert grpc_value(metrics, "grpc_server_handled_total", **unary, grpc_code="OK") == 2
+    assert grpc_value(metrics, "grpc_server_handled_total", **unary, grpc_code="InvalidArgument") == 1
+    assert grpc_value(metrics, "grpc_server_handling_seconds_count", **unary) == 3
+    assert value(metrics, "grpc_long_call_duration_seconds_count", **unary) is None
     assert b"req-1" not in metrics.render(), "request ids are never labels"
+
+    # Streams and long polls are timed in the long-lived histogram; a client's cancel is Canceled.
+    subscribe = {"grpc_service": labels["grpc_service"], "grpc_method": "Subscribe"}
+    bus.emit(
+        GrpcCallFinished(
+            "/tubemq.gateway.v1.GatewayService/Subscribe", "CANCELLED", 95.0, "r", "server_stream"
+        )
+    )
+    stream = {**subscribe, "grpc_type": "server_stream"}
+    assert grpc_value(metrics, "grpc_server_handled_total", **stream, grpc_code="Canceled") == 1
+    assert value(metrics, "grpc_long_call_duration_seconds_bucket", **stream, le="120.0") == 1
+    assert value(metrics, "grpc_long_call_duration_seconds_bucket", **stream, le="60.0") == 0
+    assert grpc_value(metrics, "grpc_server_handling_seconds_count", **stream) is None
+    bus.emit(GrpcCallFinished("/tubemq.gateway.v1.GatewayService/Poll", "OK", 30.0, "p"))
+    poll = {"grpc_service": labels["grpc_service"], "grpc_method": "Poll", "grpc_type": "unary"}
+    assert value(metrics, "grpc_long_call_duration_seconds_count", **poll) == 1
+    assert grpc_value(metrics, "grpc_server_handling_seconds_count", **poll) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "go"),
+    [("OK", "OK"), ("CANCELLED", "Canceled"), ("INVALID_ARGUMENT", "InvalidArgument"),
+     ("DEADLINE_EXCEEDED", "DeadlineExceeded"), ("UNAVAILABLE", "Unavailable"), ("DATA_LOSS", "DataLoss"),
+     ("UNAUTHENTICATED", "Unauthenticated"), ("RESOURCE_EXHAUSTED", "ResourceExhausted")],
+)  # fmt: skip
+def test_grpc_codes_are_spelled_as_go_spells_them(name: str, go: str) -> None:
+    assert go_code(name) == go
+    assert go_code(grpc.StatusCode[name].name) == go
+
+
+async def test_grpc_metrics_of_a_real_server_and_a_cancelled_subscribe() -> None:
+    """A real gRPC server on the embedded cluster: unary calls, a refused one, and a Subscribe stream the
+    client cancels (Canceled, never counted as a server error), by service and method."""
+    metrics = GatewayMetrics(CollectorRegistry(), process_metrics=False)
+    service = gateway_pb2.DESCRIPTOR.services_by_name[GATEWAY_SERVICE].full_name
+    async with EmbeddedCluster([TopicSpec("demo", 2)], balance_period=0.1) as cluster:
+        consumers = {"heartbeat_interval": 0.1, "empty_fetch_wait": 0.05, "assignment_wait": 5.0}
+        settings = gateway_settings(cluster, consumers=consumers)
+        async with running_gateway(cluster, settings, subscribe_step=0.1) as gw:
+            metrics.subscribe(gw.runtime.events)
+            await gw.stub.GetTopic(gateway_pb2.GetTopicRequest(topic="demo"))
+            with pytest.raises(grpc.aio.AioRpcError):
+                await gw.stub.GetTopic(gateway_pb2.GetTopicRequest(topic="no such topic!"))
+            spec = gateway_pb2.CreateConsumerRequest(group="gm", topics=["demo"])
+            created = await gw.stub.CreateConsumer(spec)
+            instance = {"group": "gm", "instance_id": created.instance_id}
+            await gw.stub.Poll(gateway_pb2.PollRequest(**instance, timeout_ms=50))  # joined the group
+            call = gw.stub.Subscribe(gateway_pb2.SubscribeRequest(**instance))
+            await gw.stub.Publish(gateway_pb2.PublishRequest(topic="demo", messages=[message("m")]))
+            async with asyncio.timeout(10):
+                assert (await call.read()).messages
+            call.cancel()
+            assert (await call.code()) is grpc.StatusCode.CANCELLED
+            subscribe = {"grpc_service": service, "grpc_method": "Subscribe", "grpc_type": "server_stream"}
+            await eventually(
+                lambda: (
+                    grpc_value(metrics, "grpc_server_handled_total", **subscribe, grpc_code="Canceled") == 1
+                )
+            )
+    get_topic = {"grpc_service": service, "grpc_method": "GetTopic", "grpc_type": "unary"}
+    assert grpc_value(metrics, "grpc_server_started_total", **get_topic) == 2
+    assert grpc_value(metrics, "grpc_server_handled_total", **get_topic, grpc_code="OK") == 1
+    assert grpc_value(metrics, "grpc_server_handled_total", **get_topic, grpc_code="InvalidArgument") == 1
+    assert grpc_value(metrics, "grpc_server_handling_seconds_count", **get_topic) == 2
+    assert grpc_value(metrics, "grpc_server_started_total", **subscribe) == 1
+    assert value(metrics, "grpc_long_call_duration_seconds_count", **subscribe) == 1
+    codes = {
+        s.labels["grpc_code"]
+        for f in metrics.registry.collect()
+        if f.name == "grpc_server_handled"
+        for s in f.samples
+        if s.labels["grpc_method"] == "Subscribe"
+    }
+    assert codes == {"Canceled"}, "the client's cancel is the only way the stream ended"

@@ -69,6 +69,7 @@ def create_app(
         rt,
         max_topics=metrics.max_topics,
         max_groups=metrics.max_groups,
+        max_group_topics=metrics.max_group_topics,
         serve_metrics=not admin_listener,
     )
     _document_extra_schemas(app)

@@ -48,12 +48,13 @@ def install_observability(
     *,
     max_topics: int = 200,
     max_groups: int = 200,
+    max_group_topics: int = 500,
     serve_metrics: bool = True,
 ) -> GatewayMetrics:
     """Subscribe fresh metrics and the event logger to ``runtime.events``, add the request-id and HTTP
     metrics middlewares, and serve ``/metrics`` (unless ``serve_metrics`` is false: the admin listener
     serves it). Returns the metrics (also ``app.state.metrics``)."""
-    gauges = GatewayMetrics(max_topics=max_topics, max_groups=max_groups)
+    gauges = GatewayMetrics(max_topics=max_topics, max_groups=max_groups, max_group_topics=max_group_topics)
     gauges.subscribe(runtime.events)
     gauges.bind_readiness(lambda: runtime.readiness()[0], lambda: runtime.draining)
     gauges.bind_in_flight(lambda: runtime.pool.stats().in_flight if runtime.pool is not None else 0)

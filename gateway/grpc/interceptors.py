@@ -17,7 +17,9 @@ separate functions. Per call, in order:
 3. **Errors**: a :class:`~gateway.service.errors.ServiceError` (or ``AdapterError``) leaving the servicer
    ends the call through :func:`gateway.grpc.errors.abort`; any other exception is logged with the
    request id and ends the call with INTERNAL.
-4. **Metrics**: a :class:`GrpcCallFinished` event on the runtime's event bus (method, code, seconds).
+4. **Metrics**: a :class:`GrpcCallStarted` event when a call starts and a :class:`GrpcCallFinished` event
+   when it ends (method, type, code, seconds) on the runtime's event bus. A call the client cancelled (or
+   left) ends with CANCELLED.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ _VALID_ID = re.compile(r"^[A-Za-z0-9._:+/=-]{1,128}$")
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("grpc_request_id", default=None)
 
 #: ``authorize(method, metadata)``: return to let the call through, raise ``AuthError`` to refuse it.
-#: ``method`` is the full method name (``/tubemq.gateway.v1.Gateway/Publish``); ``metadata`` maps each
+#: ``method`` is the full method name (``/tubemq.gateway.v1.GatewayService/Publish``); ``metadata`` maps each
 #: request header (lower-case) to its last value.
 Authorizer = Callable[[str, Mapping[str, str | bytes]], Awaitable[None]]
 
@@ -62,14 +64,29 @@ def current_request_id() -> str | None:
     return _request_id.get()
 
 
+#: ``grpc_type`` of a method handler, as go-grpc-prometheus names them.
+UNARY, CLIENT_STREAM, SERVER_STREAM, BIDI_STREAM = "unary", "client_stream", "server_stream", "bidi_stream"
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcCallStarted(Event):
+    """A gRPC call started. ``method`` is the full name (``/tubemq.gateway.v1.GatewayService/Publish``),
+    ``grpc_type`` one of ``unary``, ``client_stream``, ``server_stream``, ``bidi_stream``."""
+
+    method: str
+    grpc_type: str
+
+
 @dataclass(frozen=True, slots=True)
 class GrpcCallFinished(Event):
-    """One gRPC call ended. ``code`` is the status code name (``OK``, ``INVALID_ARGUMENT``...)."""
+    """One gRPC call ended. ``code`` is the status code name (``OK``, ``INVALID_ARGUMENT``, ``CANCELLED``
+    when the client cancelled or went away...)."""
 
     method: str
     code: str
     duration: float  # seconds
     request_id: str
+    grpc_type: str = UNARY
 
 
 def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str | bytes]:
@@ -123,19 +140,25 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
             "response_serializer": handler.response_serializer,
         }
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(self._unary(method, handler.unary_unary), **codec)
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, UNARY, handler.unary_unary), **codec
+            )
         if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(self._unary(method, handler.stream_unary), **codec)
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(method, CLIENT_STREAM, handler.stream_unary), **codec
+            )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, handler.unary_stream), **codec
+                self._streaming(method, SERVER_STREAM, handler.unary_stream), **codec
             )
-        return grpc.stream_stream_rpc_method_handler(self._streaming(method, handler.stream_stream), **codec)
+        return grpc.stream_stream_rpc_method_handler(
+            self._streaming(method, BIDI_STREAM, handler.stream_stream), **codec
+        )
 
-    def _unary(self, method: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             started = self._clock()
-            request_id, metadata = self._begin(context)
+            request_id, metadata = self._begin(context, method, kind)
             code = grpc.StatusCode.OK
             try:
                 await self._admit(method, metadata, context)
@@ -145,14 +168,16 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
                 await self._translate(exc, context, request_id, method)
                 raise
             finally:
-                self._finished(method, code, started, request_id)
+                self._finished(method, kind, code, started, request_id)
 
         return call
 
-    def _streaming(self, method: str, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+    def _streaming(
+        self, method: str, kind: str, behavior: Callable[..., Any]
+    ) -> Callable[..., AsyncIterator[Any]]:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             started = self._clock()
-            request_id, metadata = self._begin(context)
+            request_id, metadata = self._begin(context, method, kind)
             code = grpc.StatusCode.OK
             try:
                 await self._admit(method, metadata, context)
@@ -170,7 +195,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
                 await self._translate(exc, context, request_id, method)
                 raise
             finally:
-                self._finished(method, code, started, request_id)
+                self._finished(method, kind, code, started, request_id)
 
         return call
 
@@ -194,7 +219,12 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         if self._authorize is not None:
             await self._authorize(method, metadata)
 
-    def _begin(self, context: grpc.aio.ServicerContext) -> tuple[str, dict[str, str | bytes]]:
+    def _begin(
+        self, context: grpc.aio.ServicerContext, method: str, kind: str
+    ) -> tuple[str, dict[str, str | bytes]]:
+        events = self._events
+        if events is not None and events.has_subscribers:
+            events.emit(GrpcCallStarted(method, kind))
         metadata = _metadata(context)
         given = metadata.get(REQUEST_ID_HEADER)
         request_id = given if isinstance(given, str) and _VALID_ID.match(given) else uuid.uuid4().hex
@@ -217,10 +247,12 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
             log.error("gRPC call %s failed", method, exc_info=exc, extra={"request_id": request_id})
             await errors.abort_internal(context, request_id, tag)
 
-    def _finished(self, method: str, code: grpc.StatusCode, started: float, request_id: str) -> None:
+    def _finished(
+        self, method: str, kind: str, code: grpc.StatusCode, started: float, request_id: str
+    ) -> None:
         events = self._events
         if events is not None and events.has_subscribers:
-            events.emit(GrpcCallFinished(method, code.name, self._clock() - started, request_id))
+            events.emit(GrpcCallFinished(method, code.name, self._clock() - started, request_id, kind))
 
 
 def _text(value: str | bytes | None) -> str | None:

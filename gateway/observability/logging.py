@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.grpc.interceptors import current_request_id as grpc_request_id
@@ -258,14 +259,34 @@ def _incoming_id(scope: Scope) -> str | None:
 
 
 def route_template(scope: Scope) -> str:
-    """The matched route's path template (bounded), or ``<unmatched>`` for a 404 outside every route."""
+    """The matched route's path template (bounded), or ``<unmatched>`` for a 404 outside every route.
+
+    FastAPI's router records the route in the scope only for its API routes; a plain Starlette route
+    of the app (``/docs``, ``/redoc``, ``/openapi.json``, a mount) is found by matching the app's own
+    routes again, which costs a few regex matches and only happens for requests outside the API."""
     route = scope.get("route")
     path = getattr(route, "path_format", None) or getattr(route, "path", None)
-    return path if isinstance(path, str) and path else "<unmatched>"
+    if isinstance(path, str) and path:
+        return path
+    return _plain_route(scope) or "<unmatched>"
+
+
+def _plain_route(scope: Scope) -> str | None:
+    """The template of the app's plain (non-API) route that matches ``scope``, if one does."""
+    for route in getattr(scope.get("app"), "routes", ()):
+        path = getattr(route, "path_format", None)
+        if not isinstance(path, str) or not path:
+            continue  # included routers: their API routes put themselves in the scope when they match
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            return path
+    return None
 
 
 #: Events emitted for every request or poll: useful when debugging, noise otherwise.
-_CHATTY = frozenset({"RequestCompleted", "SendCompleted", "FetchOutcome", "OffsetCommitted"})
+_CHATTY = frozenset(
+    {"RequestCompleted", "SendCompleted", "FetchOutcome", "OffsetCommitted", "GrpcCallStarted"}
+)
 _TROUBLE = ("Failed", "Shielded", "Terminated", "Error", "Closed")
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.grpc.interceptors import GrpcCallFinished
+from gateway.grpc.interceptors import UNARY, GrpcCallFinished, GrpcCallStarted
 from gateway.tubemq import rpc
 from gateway.tubemq.breaker import ShieldReason
 from gateway.tubemq.connection import (
@@ -48,7 +49,10 @@ from gateway.tubemq.producer_events import HeartbeatFailed as ProducerHeartbeatF
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics
 
-__all__ = ["EventMetrics"]
+#: Unary gRPC methods that long-poll; every streaming method is long-lived too.
+LONG_GRPC_METHODS = frozenset({"Poll"})
+
+__all__ = ["LONG_GRPC_METHODS", "EventMetrics", "go_code"]
 
 #: ``SendCompleted.outcome`` values other than ``ok``; zero-initialised per topic so ratios have data.
 PUBLISH_ERROR_REASONS = ("rejected", "unavailable", "transport")
@@ -62,6 +66,27 @@ def _store_of(partition_key: str) -> tuple[str, int]:
     if len(parts) != 3 or not parts[2].isdigit():
         return partition_key, -1
     return parts[0], int(parts[2]) // _STORE_PARTITION_BASE
+
+
+def go_code(name: str) -> str:
+    """A gRPC status code name as Go spells it (``INVALID_ARGUMENT`` -> ``InvalidArgument``, ``CANCELLED``
+    -> ``Canceled``): the ``grpc_code`` values of go-grpc-prometheus, which stock dashboards and alerts
+    match."""
+    if name == "OK":
+        return name
+    if name == "CANCELLED":
+        return "Canceled"
+    return "".join(word.capitalize() for word in name.split("_"))
+
+
+@dataclass(slots=True)
+class _GrpcSeries:
+    """The label children of one gRPC method (resolved once: calls are a hot path)."""
+
+    started: Any
+    duration: Any  # the unary or the long-lived histogram's child
+    labels: dict[str, str]
+    handled: dict[str, Any]  # grpc_code -> child
 
 
 def method_name(method: int) -> str:
@@ -117,8 +142,10 @@ class EventMetrics:
             FetchOutcome: self._fetched,
             OffsetCommitted: self._committed,
             RebalanceEvent: self._rebalanced,
+            GrpcCallStarted: self._grpc_started,
             GrpcCallFinished: self._grpc_call,
         }
+        self._grpc: dict[tuple[str, str], _GrpcSeries] = {}
         for reason in ShieldReason:
             metrics.shield_events.labels(reason=reason.value)
 
@@ -150,7 +177,7 @@ class EventMetrics:
         return label
 
     def _pair(self, group: str, topic: str) -> tuple[str, str]:
-        pair = (self.m.groups(group), self.m.topics(topic))
+        pair = self.m.pairs(self.m.groups(group), self.m.topics(topic))
         if pair not in self._pairs_seen:
             self._pairs_seen.add(pair)
             g, t = pair
@@ -173,12 +200,12 @@ class EventMetrics:
         self.m.rpc_duration.labels(method=method).observe(e.seconds)
 
     def _opened(self, e: ConnectionOpened) -> None:
-        node = str(e.address)
+        node = self.m.nodes(str(e.address))
         self._links[node] += 1
         self.m.open_links.labels(node=node).set(self._links[node])
 
     def _terminated(self, e: ConnectionTerminated) -> None:
-        node = str(e.address)
+        node = self.m.nodes(str(e.address))
         self.m.link_closes.labels(reason=e.reason.name.lower()).inc()
         # A link that never opened (connect failure) was never counted.
         if e.reason is not CloseReason.CONNECT_FAILED and self._links.get(node, 0) > 0:
@@ -186,13 +213,13 @@ class EventMetrics:
             self.m.open_links.labels(node=node).set(self._links[node])
 
     def _link_opened(self, e: PoolLinkOpened) -> None:
-        self.m.connect_failures.labels(node=str(e.address))
+        self.m.connect_failures.labels(node=self.m.nodes(str(e.address)))
 
     def _reclaimed(self, e: PoolLinkReclaimed) -> None:
         self.m.idle_reclaims.inc()
 
     def _connect_failed(self, e: PoolConnectFailed) -> None:
-        self.m.connect_failures.labels(node=str(e.address)).inc()
+        self.m.connect_failures.labels(node=self.m.nodes(str(e.address))).inc()
 
     # --- producer ------------------------------------------------------------------------------------
 
@@ -209,12 +236,12 @@ class EventMetrics:
     def _shield(self, e: BrokerShielded) -> None:
         self._shielded.add(e.broker_id)
         self.m.shield_events.labels(reason=e.reason).inc()
-        self.m.broker_shielded.labels(broker_id=str(e.broker_id)).set(1)
+        self.m.broker_shielded.labels(broker_id=self.m.broker_ids(str(e.broker_id))).set(1)
         self.m.shielded_brokers.set(len(self._shielded))
 
     def _unshield(self, e: BrokerUnshielded) -> None:
         self._shielded.discard(e.broker_id)
-        self.m.broker_shielded.labels(broker_id=str(e.broker_id)).set(0)
+        self.m.broker_shielded.labels(broker_id=self.m.broker_ids(str(e.broker_id))).set(0)
         self.m.shielded_brokers.set(len(self._shielded))
 
     def _producer_registered(self, e: ProducerRegistered) -> None:
@@ -336,7 +363,26 @@ class EventMetrics:
 
     # --- gRPC adapter --------------------------------------------------------------------------------
 
+    def _grpc_series(self, method: str, grpc_type: str) -> _GrpcSeries:
+        """Full method names come from the services we serve (bounded); the request id is never a label."""
+        series = self._grpc.get((method, grpc_type))
+        if series is None:
+            service, _, name = method.lstrip("/").rpartition("/")
+            labels = {"grpc_type": grpc_type, "grpc_service": service or "unknown", "grpc_method": name}
+            long_lived = grpc_type != UNARY or name in LONG_GRPC_METHODS
+            duration = self.m.grpc_long_duration if long_lived else self.m.grpc_handling
+            series = _GrpcSeries(self.m.grpc_started.labels(**labels), duration.labels(**labels), labels, {})
+            self._grpc[(method, grpc_type)] = series
+        return series
+
+    def _grpc_started(self, e: GrpcCallStarted) -> None:
+        self._grpc_series(e.method, e.grpc_type).started.inc()
+
     def _grpc_call(self, e: GrpcCallFinished) -> None:
-        # Full method names come from our service definition (bounded); the request id is never a label.
-        self.m.grpc_requests.labels(method=e.method, code=e.code).inc()
-        self.m.grpc_duration.labels(method=e.method).observe(e.duration)
+        series = self._grpc_series(e.method, e.grpc_type)
+        handled = series.handled.get(e.code)
+        if handled is None:
+            handled = self.m.grpc_handled.labels(**series.labels, grpc_code=go_code(e.code))
+            series.handled[e.code] = handled
+        handled.inc()
+        series.duration.observe(e.duration)
