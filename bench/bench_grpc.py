@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_publish import TOPIC, free_port, rest_load, start_cluster, start_gateway  # noqa: E402
 
-from gateway.grpc.pb.v1 import gateway_pb2 as pb  # noqa: E402
-from gateway.grpc.pb.v1 import gateway_pb2_grpc  # noqa: E402
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb  # noqa: E402
+from gateway.grpc.pb.tubemq.gateway.v1.gateway_pb2_grpc import GatewayServiceStub as Stub  # noqa: E402
 
 BATCH = 100
 
@@ -59,7 +59,7 @@ async def timed(seconds: float, workers: int, work: Callable[[], Awaitable[int]]
     return done / (loop.time() - start)
 
 
-async def grpc_publish(stub: gateway_pb2_grpc.GatewayStub, batch: int, size: int, c: int, s: float) -> float:
+async def grpc_publish(stub: Stub, batch: int, size: int, c: int, s: float) -> float:
     request = pb.PublishRequest(topic=TOPIC, messages=[_message(size)] * batch)
     await stub.Publish(request)
 
@@ -72,7 +72,7 @@ async def grpc_publish(stub: gateway_pb2_grpc.GatewayStub, batch: int, size: int
     return await timed(s, c, one)
 
 
-async def grpc_stream(stub: gateway_pb2_grpc.GatewayStub, size: int, streams: int, seconds: float) -> float:
+async def grpc_stream(stub: Stub, size: int, streams: int, seconds: float) -> float:
     request = pb.PublishStreamRequest(topic=TOPIC, messages=[_message(size)] * BATCH)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
@@ -99,7 +99,7 @@ def _message(size: int) -> pb.Message:
     return pb.Message(value=b"x" * size, attributes={"bench": "1"})
 
 
-async def _instance(stub: gateway_pb2_grpc.GatewayStub, group: str) -> str:
+async def _instance(stub: Stub, group: str) -> str:
     created = await stub.CreateConsumer(
         pb.CreateConsumerRequest(
             group=group, topics=[TOPIC], start_position=pb.START_POSITION_EARLIEST, auto_commit=True
@@ -140,7 +140,7 @@ async def rest_poll(http: httpx.AsyncClient, count: int) -> float:
     return await consume(count, fetch)
 
 
-async def grpc_poll(stub: gateway_pb2_grpc.GatewayStub, count: int) -> float:
+async def grpc_poll(stub: Stub, count: int) -> float:
     instance = await _instance(stub, "bench-grpc-poll")
     request = pb.PollRequest(
         group="bench-grpc-poll",
@@ -156,7 +156,7 @@ async def grpc_poll(stub: gateway_pb2_grpc.GatewayStub, count: int) -> float:
     return await consume(count, fetch)
 
 
-async def grpc_subscribe(stub: gateway_pb2_grpc.GatewayStub, count: int) -> float:
+async def grpc_subscribe(stub: Stub, count: int) -> float:
     instance = await _instance(stub, "bench-grpc-sub")
     request = pb.SubscribeRequest(group="bench-grpc-sub", instance_id=instance, max_messages=1000)
     call = stub.Subscribe(request)
@@ -177,7 +177,7 @@ async def run(args: argparse.Namespace, http_port: int, grpc_port: int) -> list[
     c, s, size = args.concurrency, args.seconds, args.size
     rows: list[tuple[str, float]] = []
     async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-        stub = gateway_pb2_grpc.GatewayStub(channel)
+        stub = Stub(channel)
         rows.append(("REST, 1 message per request", await rest_load(http_port, 1, size, c, s)))
         rows.append(("gRPC Publish, 1 message per call", await grpc_publish(stub, 1, size, c, s)))
         rows.append(("REST, 100-message batches", await rest_load(http_port, BATCH, size, c, s)))

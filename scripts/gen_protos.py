@@ -6,13 +6,15 @@ Run from anywhere with the dev dependencies installed (grpcio-tools)::
     python scripts/gen_protos.py                 # writes into the repository
     python scripts/gen_protos.py --out-root DIR  # writes the same tree under DIR (stale check)
 
-* ``proto/tubemq/*.proto`` -> ``gateway/tubemq/pb/<Name>_pb2.py`` and ``.pyi``. The include root is
-  ``proto/tubemq`` itself, so the descriptors are registered as ``RPC.proto`` etc. (as upstream) and the
-  files need no imports between them: the generated modules import nothing of ours and work from inside
-  the ``gateway.tubemq.pb`` package.
-* ``proto/gateway/**/*.proto`` (if any) -> ``gateway/grpc/pb/`` with ``_pb2.py``, ``.pyi`` and
-  ``_pb2_grpc.py``; the include root is ``proto/gateway``. Imports between those files are rewritten to
-  absolute ones into ``gateway.grpc.pb`` so the modules work inside the package.
+* ``proto/wire/*.proto`` (TubeMQ's own wire messages) -> ``gateway/tubemq/pb/<Name>_pb2.py`` and
+  ``.pyi``. The include root is ``proto/wire`` itself, so the descriptors are registered as ``RPC.proto``
+  etc. (as upstream) and the files need no imports between them: the generated modules import nothing of
+  ours and work from inside the ``gateway.tubemq.pb`` package.
+* ``proto/tubemq/gateway/**/*.proto`` (the public API) -> ``gateway/grpc/pb/tubemq/gateway/...`` with
+  ``_pb2.py``, ``.pyi`` and ``_pb2_grpc.py``; the include root is ``proto`` (the buf module root, so the
+  descriptors are registered as ``tubemq/gateway/v1/gateway.proto``, the name reflection clients see).
+  Imports between those files are rewritten to absolute ones into ``gateway.grpc.pb`` so the modules work
+  inside the package; imports of other protos (``google/protobuf/*``) stay as they are.
 
 The output depends only on the sources and the protoc version: files are processed in sorted order,
 stale generated files are removed, and each output directory gets an ``__init__.py`` when it lacks one.
@@ -28,10 +30,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (proto include root, output package dir, also generate gRPC stubs)
-TARGETS: tuple[tuple[str, str, bool], ...] = (
-    ("proto/tubemq", "gateway/tubemq/pb", False),
-    ("proto/gateway", "gateway/grpc/pb", True),
+# (proto include root, the folder under it whose .proto files are generated, output package dir, also
+# generate gRPC stubs)
+TARGETS: tuple[tuple[str, str, str, bool], ...] = (
+    ("proto/wire", ".", "gateway/tubemq/pb", False),
+    ("proto", "tubemq/gateway", "gateway/grpc/pb", True),
 )
 _GENERATED = re.compile(r".*_pb2(_grpc)?\.pyi?$")
 _INIT_TEXT = '"""Generated protobuf modules; regenerate with ``python scripts/gen_protos.py``."""\n'
@@ -70,9 +73,10 @@ def _package_imports(out_dir: Path, package: str, modules: set[str]) -> None:
 def generate(out_root: Path) -> list[Path]:
     """Generate every target under ``out_root``; return the written files, sorted."""
     written: list[Path] = []
-    for src_rel, out_rel, grpc in TARGETS:
+    for src_rel, sub, out_rel, grpc in TARGETS:
         src = ROOT / src_rel
-        protos = sorted(p.relative_to(src).as_posix() for p in src.rglob("*.proto")) if src.is_dir() else []
+        found = (src / sub).rglob("*.proto") if (src / sub).is_dir() else ()
+        protos = sorted(p.relative_to(src).as_posix() for p in found)
         out_dir = out_root / out_rel
         if out_dir.is_dir():
             for old in out_dir.rglob("*"):
@@ -88,7 +92,9 @@ def generate(out_root: Path) -> list[Path]:
         if grpc:
             modules = {p.removesuffix(".proto").replace("/", ".") + "_pb2" for p in protos}
             _package_imports(out_dir, out_rel.replace("/", "."), modules)
-        for directory in sorted({out_dir, *(p.parent for p in out_dir.rglob("*_pb2*.py*"))}):
+        leaves = {p.parent for p in out_dir.rglob("*_pb2*.py*")}
+        packages = {out_dir, *leaves, *(d for leaf in leaves for d in leaf.parents if out_dir in d.parents)}
+        for directory in sorted(packages):
             init = directory / "__init__.py"
             if not init.exists():
                 init.write_text(_INIT_TEXT)

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 
 from gateway.api.app import create_app
 from gateway.config import Settings
-from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from gateway.security.api_keys import hash_key, new_key
@@ -94,7 +94,7 @@ class SecureGateway:
     runtime: Runtime
     grpc: GrpcServer
     channel: grpc.aio.Channel
-    stub: gateway_pb2_grpc.GatewayStub
+    stub: gateway_pb2_grpc.GatewayServiceStub
     files: AuthFiles
     http: httpx.AsyncClient
     app: FastAPI
@@ -143,7 +143,7 @@ async def secure_gateway(directory: Path, **settings: Any) -> AsyncIterator[Secu
                 runtime,
                 rpc,
                 channel,
-                gateway_pb2_grpc.GatewayStub(channel),
+                gateway_pb2_grpc.GatewayServiceStub(channel),
                 files,
                 http,
                 app,

@@ -13,8 +13,8 @@ from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.grpc.errors import unpack_status
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
-from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 
@@ -32,7 +32,7 @@ class Gateway:
     runtime: Runtime
     server: GrpcServer
     channel: grpc.aio.Channel
-    stub: gateway_pb2_grpc.GatewayStub
+    stub: gateway_pb2_grpc.GatewayServiceStub
 
 
 @asynccontextmanager
@@ -46,7 +46,7 @@ async def running_gateway(
     try:
         await server.start()
         async with grpc.aio.insecure_channel(server.address) as channel:
-            yield Gateway(runtime, server, channel, gateway_pb2_grpc.GatewayStub(channel))
+            yield Gateway(runtime, server, channel, gateway_pb2_grpc.GatewayServiceStub(channel))
     finally:
         await server.stop(0)
         await runtime.stop()

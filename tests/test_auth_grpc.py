@@ -12,11 +12,11 @@ from auth_support import SecureGateway, secure_gateway
 from google.protobuf.descriptor import MethodDescriptor
 from grpc_health.v1 import health_pb2
 
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.security.operations import GRPC_METHODS
 
 GROUP = "g_auth"
-SERVICE = pb.DESCRIPTOR.services_by_name["Gateway"]
+SERVICE = pb.DESCRIPTOR.services_by_name["GatewayService"]
 METHODS: list[MethodDescriptor] = list(SERVICE.methods)
 
 

@@ -20,7 +20,7 @@ from jwks_support import (
     unsigned_token,
 )
 
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.security.jwt_auth import JwksCache, JwtAuthenticator
 from gateway.service.errors import Unauthenticated, Unavailable
 

@@ -26,8 +26,8 @@ from tls_support import make_pki
 
 from gateway.api.app import create_app
 from gateway.config import Settings, TlsSettings
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
-from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from gateway.serve import http_config
@@ -139,7 +139,7 @@ async def test_end_to_end_over_the_tls_listeners(tmp_path: Path) -> None:
                 certificate_chain=client.cert.read_bytes(),
             )
             async with grpc.aio.secure_channel(rpc.address, credentials) as channel:
-                call = gateway_pb2_grpc.GatewayStub(channel).GetTopic(
+                call = gateway_pb2_grpc.GatewayServiceStub(channel).GetTopic(
                     pb.GetTopicRequest(topic="demo"), timeout=10
                 )
                 if code is None:

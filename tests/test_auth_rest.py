@@ -16,7 +16,7 @@ from auth_support import SecureGateway, secure_gateway
 
 from gateway.api.app import create_app
 from gateway.api.auth import RestOperation, rest_operations
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.security.operations import REST_OPERATIONS
 
 GROUP = "g_auth"

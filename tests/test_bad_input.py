@@ -17,7 +17,7 @@ from gateway.api.app import create_app
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.runtime import Runtime
 
 PUBLISH = "/v1/topics/demo/messages"

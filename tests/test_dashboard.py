@@ -26,8 +26,8 @@ from deploy_tools import NAMESPACE, RELEASE, ROOT, alert_rules_file, prometheus_
 
 from gateway.api.app import create_app
 from gateway.config import Settings
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
-from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 
@@ -196,7 +196,7 @@ async def _publish_and_poll(target: Target, stop: asyncio.Event) -> int:
         httpx.AsyncClient(base_url=f"http://{target.http}", timeout=10) as client,
         grpc.aio.insecure_channel(target.grpc) as channel,
     ):
-        stub = gateway_pb2_grpc.GatewayStub(channel)
+        stub = gateway_pb2_grpc.GatewayServiceStub(channel)
         spec = {"topics": ["demo"], "startPosition": "earliest"}
         created = await client.post("/v1/consumers/dash", json=spec)
         assert created.status_code == 201, created.text

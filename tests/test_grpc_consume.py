@@ -14,7 +14,7 @@ import pytest
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from tests.grpc_support import Gateway, detail_of, gateway_settings, message, running_gateway
 
 TOPICS = [TopicSpec("demo", 4), TopicSpec("solo", 1)]

@@ -6,7 +6,7 @@ import grpc
 import pytest
 
 from gateway.grpc import errors
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.errors import (
     ErrorKind,
     Gone,

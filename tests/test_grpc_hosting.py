@@ -14,8 +14,8 @@ import uvicorn
 from gateway.api.app import create_app
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.grpc.hosting import GatewayServer
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
-from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import create_grpc_server
 from gateway.runtime import Runtime
 from gateway.shutdown import ShutdownPlan
@@ -73,7 +73,7 @@ async def test_drain_lets_a_grpc_stream_finish_before_the_runtime_stops(cluster:
         yield pb.PublishStreamRequest(messages=[message("during the drain")])
 
     async with grpc.aio.insecure_channel(server.grpc_server.address) as channel:
-        call = gateway_pb2_grpc.GatewayStub(channel).PublishStream(requests())
+        call = gateway_pb2_grpc.GatewayServiceStub(channel).PublishStream(requests())
         assert (await call.read()).acks[0].WhichOneof("outcome") == "stored"
         server.begin_drain("test")
         await asyncio.sleep(0.3)

@@ -12,7 +12,7 @@ import pytest
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.grpc.convert import peer_host
 from gateway.grpc.errors import retry_delay, unpack_status
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from tests.grpc_support import TOPICS, Gateway, detail_of, gateway_settings, message, running_gateway, trailer
 
 RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED

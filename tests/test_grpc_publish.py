@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from gateway.embedded.cluster import EmbeddedCluster
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.publish_stream import publish_stream
 from tests.grpc_support import TOPICS, Gateway, detail_of, gateway_settings, message, running_gateway, trailer
 from tests.tubemq_readback import StoredMessage, read_topic

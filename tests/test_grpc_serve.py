@@ -14,8 +14,8 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
-from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def test_serve_answers_grpc_and_http_from_one_runtime(tmp_path: Path) -> None:
                 assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
                 assert time.monotonic() < deadline, "gRPC health did not report SERVING in 30 s"
                 time.sleep(0.2)
-            stub = gateway_pb2_grpc.GatewayStub(channel)
+            stub = gateway_pb2_grpc.GatewayServiceStub(channel)
             response = stub.Publish(
                 pb.PublishRequest(topic="orders", messages=[pb.Message(value=b"hi")] * 3), timeout=10
             )

@@ -21,14 +21,14 @@ from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.grpc.errors import AuthError
 from gateway.grpc.interceptors import GrpcCallFinished
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
-from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from gateway.service.publish import PublishService, TopicView
 from tests.grpc_support import TOPICS, Gateway, detail_of, message, running_gateway, trailer
 
-GATEWAY = "tubemq.gateway.v1.Gateway"
+GATEWAY = "tubemq.gateway.v1.GatewayService"
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ async def test_reflection_lists_and_describes_the_services(gw: Gateway) -> None:
     ]
     ours = next(f for f in files if f.package == "tubemq.gateway.v1")
     methods = {m.name for m in ours.service[0].method}
-    assert methods == set(pb.DESCRIPTOR.services_by_name["Gateway"].methods_by_name)
+    assert methods == set(pb.DESCRIPTOR.services_by_name["GatewayService"].methods_by_name)
     assert {"Publish", "PublishStream", "GetTopic"} <= methods
 
 
@@ -186,7 +186,7 @@ async def test_unstarted_runtime_is_unavailable_and_not_serving(cluster: Embedde
     await server.start()
     try:
         async with grpc.aio.insecure_channel(server.address) as channel:
-            stub = gateway_pb2_grpc.GatewayStub(channel)
+            stub = gateway_pb2_grpc.GatewayServiceStub(channel)
             with pytest.raises(grpc.aio.AioRpcError) as caught:
                 await stub.Publish(pb.PublishRequest(topic="demo", messages=[message("a")]))
             assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
@@ -215,7 +215,9 @@ async def test_graceful_stop_finishes_calls_in_progress_and_refuses_new_ones(gw:
     await asyncio.sleep(0.1)
     async with grpc.aio.insecure_channel(gw.server.address) as fresh:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await gateway_pb2_grpc.GatewayStub(fresh).GetTopic(pb.GetTopicRequest(topic="demo"), timeout=2)
+            await gateway_pb2_grpc.GatewayServiceStub(fresh).GetTopic(
+                pb.GetTopicRequest(topic="demo"), timeout=2
+            )
         assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
     started = time.monotonic()
     release.set()

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from auth_support import SecureGateway, secure_gateway
 
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 
 ORIGIN = "https://console.example"
 PUBLISH = "/v1/topics/demo/messages"

@@ -18,7 +18,7 @@ from gateway_support import Gateway, SseReader, gateway
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.tubemq.consumer_batch import ConsumedMessage
 from gateway.tubemq.payload import TOKEN_MSG_KEY
 from tests.grpc_support import gateway_settings, message, running_gateway

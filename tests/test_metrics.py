@@ -20,7 +20,7 @@ from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.server import RpcServer
 from gateway.embedded.topics import TopicSpec
 from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted
-from gateway.grpc.pb.v1 import gateway_pb2
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
 from gateway.observability.metrics import OVERFLOW, GatewayMetrics
 from gateway.observability.metrics_events import go_code
 from gateway.tubemq.address import NodeAddress

@@ -19,7 +19,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from gateway.api.app import create_app
 from gateway.config import Settings
 from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted
-from gateway.grpc.pb.v1 import gateway_pb2
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
 from gateway.observability.metrics import (
     HTTP_METHODS,
     MAX_NODES,

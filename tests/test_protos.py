@@ -40,7 +40,7 @@ def test_generated_modules_are_fresh(tmp_path: Path) -> None:
     pytest.importorskip("grpc_tools.protoc", reason="grpcio-tools (dev dependency) not installed")
     gen = _load_script()
     gen.generate(tmp_path)
-    for _src, out_rel, _grpc in gen.TARGETS:
+    for _src, _sub, out_rel, _grpc in gen.TARGETS:
         fresh = _generated(tmp_path, out_rel)
         committed = _generated(ROOT, out_rel)
         assert sorted(committed) == sorted(fresh), f"{out_rel}: run python scripts/gen_protos.py"
@@ -54,7 +54,7 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
     gen = _load_script()
     gen.generate(tmp_path / "a")
     gen.generate(tmp_path / "b")
-    for _src, out_rel, _grpc in gen.TARGETS:
+    for _src, _sub, out_rel, _grpc in gen.TARGETS:
         assert _generated(tmp_path / "a", out_rel) == _generated(tmp_path / "b", out_rel)
 
 

@@ -1,4 +1,4 @@
-"""The consumer RPCs of the Gateway service (CreateConsumer, Poll, Commit, DeleteConsumer, Subscribe).
+"""The consumer RPCs of the GatewayService (CreateConsumer, Poll, Commit, DeleteConsumer, Subscribe).
 
 A mixin of :class:`~gateway.grpc.servicer.GatewayServicer`, over the runtime's
 :class:`~gateway.service.consumers.ConsumerService` with the REST semantics. Differences that come from
@@ -16,7 +16,7 @@ import grpc
 
 from gateway.grpc.convert import peer_host
 from gateway.grpc.errors import StreamSuperseded, renamed
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
 from gateway.service.errors import InvalidInput, Unavailable
@@ -47,7 +47,7 @@ class ConsumerRpcs:
 
     async def CreateConsumer(
         self, request: pb.CreateConsumerRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ConsumerInstance:
+    ) -> pb.CreateConsumerResponse:
         service = self._consumers()
         if self._runtime.draining:
             raise Unavailable(
@@ -161,8 +161,8 @@ def instance_spec(request: pb.CreateConsumerRequest) -> InstanceSpec:
     )
 
 
-def consumer_instance(info: InstanceInfo) -> pb.ConsumerInstance:
-    return pb.ConsumerInstance(
+def consumer_instance(info: InstanceInfo) -> pb.CreateConsumerResponse:
+    return pb.CreateConsumerResponse(
         instance_id=info.instance_id, group=info.group, auto_commit=info.auto_commit, client_id=info.client_id
     )
 

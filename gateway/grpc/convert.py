@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.grpc.errors import error_detail
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.publish import OutgoingMessage, PublishOutcome, TopicView
 from gateway.tubemq.producer_send import SendResult
 
@@ -44,8 +44,8 @@ def publish_response(topic: str, outcomes: list[PublishOutcome]) -> pb.PublishRe
     return pb.PublishResponse(topic=topic, results=results, failed=failed)
 
 
-def topic(view: TopicView) -> pb.Topic:
-    return pb.Topic(
+def topic(view: TopicView) -> pb.GetTopicResponse:
+    return pb.GetTopicResponse(
         topic=view.topic,
         max_message_size=view.max_message_size,
         partitions=[

@@ -36,7 +36,7 @@ import grpc
 from google.protobuf.any_pb2 import Any as AnyPb
 from google.protobuf.duration_pb2 import Duration
 
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.errors import ErrorKind, PayloadTooLarge, RateLimited, ServiceError, Unavailable
 
 CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {

@@ -26,7 +26,7 @@ from typing import Any
 
 from gateway.grpc.convert import outgoing, receipt
 from gateway.grpc.errors import error_detail
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.errors import InvalidInput, ServiceError
 from gateway.service.publish import OutgoingMessage, PublishOutcome, PublishService
 

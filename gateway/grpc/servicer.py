@@ -1,4 +1,4 @@
-"""The ``tubemq.gateway.v1.Gateway`` servicer: thin adapters from protobuf to the runtime's services.
+"""The ``tubemq.gateway.v1.GatewayService`` servicer: thin adapters from protobuf to the runtime's services.
 
 Each method converts its request, calls one service function and converts the answer; service errors
 propagate to :mod:`gateway.grpc.interceptors`, which turns them into statuses through
@@ -14,18 +14,18 @@ import grpc
 
 from gateway.grpc import convert
 from gateway.grpc.consuming import ConsumerRpcs
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.publish_stream import publish_stream
 from gateway.runtime import Runtime
 from gateway.service.errors import Unavailable
 from gateway.service.publish import PublishService
 from gateway.service.quotas import set_caller_address
 
-SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Gateway"].full_name
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GatewayService"].full_name
 
 
 class GatewayServicer(ConsumerRpcs):
-    """Implements every RPC of the Gateway service over one shared :class:`Runtime` (the consumer RPCs
+    """Implements every RPC of the GatewayService over one shared :class:`Runtime` (the consumer RPCs
     live in :mod:`gateway.grpc.consuming`).
 
     ``stream_window`` bounds the messages in flight (read, not yet acknowledged) per PublishStream;
@@ -79,5 +79,7 @@ class GatewayServicer(ConsumerRpcs):
         async for response in publish_stream(self._publisher(), requests, self._window):
             yield response
 
-    async def GetTopic(self, request: pb.GetTopicRequest, context: grpc.aio.ServicerContext) -> pb.Topic:
+    async def GetTopic(
+        self, request: pb.GetTopicRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetTopicResponse:
         return convert.topic(await self._publisher().topic(request.topic))

@@ -55,7 +55,7 @@ REST_OPERATIONS: Final[dict[str, Operation]] = {
     "/redoc": Operation(ADMIN),
 }
 
-_GATEWAY = "/tubemq.gateway.v1.Gateway/"
+_GATEWAY = "/tubemq.gateway.v1.GatewayService/"
 
 #: Full gRPC method names.
 GRPC_METHODS: Final[dict[str, Operation]] = {

@@ -36,7 +36,7 @@ import uvicorn
 
 from gateway.api.app import create_app
 from gateway.config import ConsumerSettings, PoolSettings, ProducerSettings, Settings
-from gateway.grpc.pb.v1 import gateway_pb2_grpc
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 
@@ -282,7 +282,7 @@ class RealGateway:
     url: str
     runtime: Runtime
     http: httpx.AsyncClient
-    grpc_stub: gateway_pb2_grpc.GatewayStub
+    grpc_stub: gateway_pb2_grpc.GatewayServiceStub
 
 
 def _bound_socket() -> socket.socket:
@@ -341,7 +341,7 @@ async def real_gateway(**groups: Any) -> AsyncIterator[RealGateway]:
             httpx.AsyncClient(base_url=url, timeout=60.0) as http,
             grpc.aio.insecure_channel(grpc_server.address) as channel,
         ):
-            yield RealGateway(url, runtime, http, gateway_pb2_grpc.GatewayStub(channel))
+            yield RealGateway(url, runtime, http, gateway_pb2_grpc.GatewayServiceStub(channel))
     finally:
         if task is not None:
             server.should_exit = True

@@ -31,7 +31,7 @@ from interop_support import (
     wait_until,
 )
 
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
 
 

@@ -20,7 +20,7 @@ from interop_support import (
     run_tag,
 )
 
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 
 
 async def test_gateway_published_fields_read_back_by_the_java_client(java_root: Path) -> None:

@@ -133,7 +133,7 @@ class Partition(_message.Message):
     partition_key: str
     def __init__(self, index: _Optional[int] = ..., broker_id: _Optional[int] = ..., broker: _Optional[str] = ..., partition_id: _Optional[int] = ..., partition_key: _Optional[str] = ...) -> None: ...
 
-class Topic(_message.Message):
+class GetTopicResponse(_message.Message):
     __slots__ = ("topic", "max_message_size", "partitions", "shielded_brokers")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -187,7 +187,7 @@ class StreamIds(_message.Message):
     stream_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, stream_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
-class ConsumerInstance(_message.Message):
+class CreateConsumerResponse(_message.Message):
     __slots__ = ("instance_id", "group", "auto_commit", "client_id")
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from gateway.grpc.pb.v1 import gateway_pb2 as v1_dot_gateway__pb2
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as tubemq_dot_gateway_dot_v1_dot_gateway__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in v1/gateway_pb2_grpc.py depends on'
+        + ' but the generated code in tubemq/gateway/v1/gateway_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class GatewayStub:
+class GatewayServiceStub:
     """The gateway: publish (unary batches or a stream with per-message acks), read topic metadata, and
     consume through consumer instances (long-poll or server push), with the semantics of the REST API.
     """
@@ -37,48 +37,48 @@ class GatewayStub:
             channel: A grpc.Channel.
         """
         self.Publish = channel.unary_unary(
-                '/tubemq.gateway.v1.Gateway/Publish',
-                request_serializer=v1_dot_gateway__pb2.PublishRequest.SerializeToString,
-                response_deserializer=v1_dot_gateway__pb2.PublishResponse.FromString,
+                '/tubemq.gateway.v1.GatewayService/Publish',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishResponse.FromString,
                 _registered_method=True)
         self.PublishStream = channel.stream_stream(
-                '/tubemq.gateway.v1.Gateway/PublishStream',
-                request_serializer=v1_dot_gateway__pb2.PublishStreamRequest.SerializeToString,
-                response_deserializer=v1_dot_gateway__pb2.PublishStreamResponse.FromString,
+                '/tubemq.gateway.v1.GatewayService/PublishStream',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishStreamRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishStreamResponse.FromString,
                 _registered_method=True)
         self.GetTopic = channel.unary_unary(
-                '/tubemq.gateway.v1.Gateway/GetTopic',
-                request_serializer=v1_dot_gateway__pb2.GetTopicRequest.SerializeToString,
-                response_deserializer=v1_dot_gateway__pb2.Topic.FromString,
+                '/tubemq.gateway.v1.GatewayService/GetTopic',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetTopicRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetTopicResponse.FromString,
                 _registered_method=True)
         self.CreateConsumer = channel.unary_unary(
-                '/tubemq.gateway.v1.Gateway/CreateConsumer',
-                request_serializer=v1_dot_gateway__pb2.CreateConsumerRequest.SerializeToString,
-                response_deserializer=v1_dot_gateway__pb2.ConsumerInstance.FromString,
+                '/tubemq.gateway.v1.GatewayService/CreateConsumer',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateConsumerRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateConsumerResponse.FromString,
                 _registered_method=True)
         self.Poll = channel.unary_unary(
-                '/tubemq.gateway.v1.Gateway/Poll',
-                request_serializer=v1_dot_gateway__pb2.PollRequest.SerializeToString,
-                response_deserializer=v1_dot_gateway__pb2.PollResponse.FromString,
+                '/tubemq.gateway.v1.GatewayService/Poll',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PollRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PollResponse.FromString,
                 _registered_method=True)
         self.Commit = channel.unary_unary(
-                '/tubemq.gateway.v1.Gateway/Commit',
-                request_serializer=v1_dot_gateway__pb2.CommitRequest.SerializeToString,
-                response_deserializer=v1_dot_gateway__pb2.CommitResponse.FromString,
+                '/tubemq.gateway.v1.GatewayService/Commit',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CommitRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CommitResponse.FromString,
                 _registered_method=True)
         self.DeleteConsumer = channel.unary_unary(
-                '/tubemq.gateway.v1.Gateway/DeleteConsumer',
-                request_serializer=v1_dot_gateway__pb2.DeleteConsumerRequest.SerializeToString,
-                response_deserializer=v1_dot_gateway__pb2.DeleteConsumerResponse.FromString,
+                '/tubemq.gateway.v1.GatewayService/DeleteConsumer',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteConsumerRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteConsumerResponse.FromString,
                 _registered_method=True)
         self.Subscribe = channel.unary_stream(
-                '/tubemq.gateway.v1.Gateway/Subscribe',
-                request_serializer=v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
-                response_deserializer=v1_dot_gateway__pb2.SubscribeResponse.FromString,
+                '/tubemq.gateway.v1.GatewayService/Subscribe',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.FromString,
                 _registered_method=True)
 
 
-class GatewayServicer:
+class GatewayServiceServicer:
     """The gateway: publish (unary batches or a stream with per-message acks), read topic metadata, and
     consume through consumer instances (long-poll or server push), with the semantics of the REST API.
     """
@@ -159,57 +159,57 @@ class GatewayServicer:
         raise NotImplementedError('Method not implemented!')
 
 
-def add_GatewayServicer_to_server(servicer, server):
+def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Publish': grpc.unary_unary_rpc_method_handler(
                     servicer.Publish,
-                    request_deserializer=v1_dot_gateway__pb2.PublishRequest.FromString,
-                    response_serializer=v1_dot_gateway__pb2.PublishResponse.SerializeToString,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishResponse.SerializeToString,
             ),
             'PublishStream': grpc.stream_stream_rpc_method_handler(
                     servicer.PublishStream,
-                    request_deserializer=v1_dot_gateway__pb2.PublishStreamRequest.FromString,
-                    response_serializer=v1_dot_gateway__pb2.PublishStreamResponse.SerializeToString,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishStreamRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishStreamResponse.SerializeToString,
             ),
             'GetTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.GetTopic,
-                    request_deserializer=v1_dot_gateway__pb2.GetTopicRequest.FromString,
-                    response_serializer=v1_dot_gateway__pb2.Topic.SerializeToString,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetTopicRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetTopicResponse.SerializeToString,
             ),
             'CreateConsumer': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateConsumer,
-                    request_deserializer=v1_dot_gateway__pb2.CreateConsumerRequest.FromString,
-                    response_serializer=v1_dot_gateway__pb2.ConsumerInstance.SerializeToString,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateConsumerRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateConsumerResponse.SerializeToString,
             ),
             'Poll': grpc.unary_unary_rpc_method_handler(
                     servicer.Poll,
-                    request_deserializer=v1_dot_gateway__pb2.PollRequest.FromString,
-                    response_serializer=v1_dot_gateway__pb2.PollResponse.SerializeToString,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PollRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PollResponse.SerializeToString,
             ),
             'Commit': grpc.unary_unary_rpc_method_handler(
                     servicer.Commit,
-                    request_deserializer=v1_dot_gateway__pb2.CommitRequest.FromString,
-                    response_serializer=v1_dot_gateway__pb2.CommitResponse.SerializeToString,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CommitRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CommitResponse.SerializeToString,
             ),
             'DeleteConsumer': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteConsumer,
-                    request_deserializer=v1_dot_gateway__pb2.DeleteConsumerRequest.FromString,
-                    response_serializer=v1_dot_gateway__pb2.DeleteConsumerResponse.SerializeToString,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteConsumerRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteConsumerResponse.SerializeToString,
             ),
             'Subscribe': grpc.unary_stream_rpc_method_handler(
                     servicer.Subscribe,
-                    request_deserializer=v1_dot_gateway__pb2.SubscribeRequest.FromString,
-                    response_serializer=v1_dot_gateway__pb2.SubscribeResponse.SerializeToString,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'tubemq.gateway.v1.Gateway', rpc_method_handlers)
+            'tubemq.gateway.v1.GatewayService', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('tubemq.gateway.v1.Gateway', rpc_method_handlers)
+    server.add_registered_method_handlers('tubemq.gateway.v1.GatewayService', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
-class Gateway:
+class GatewayService:
     """The gateway: publish (unary batches or a stream with per-message acks), read topic metadata, and
     consume through consumer instances (long-poll or server push), with the semantics of the REST API.
     """
@@ -228,9 +228,9 @@ class Gateway:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/tubemq.gateway.v1.Gateway/Publish',
-            v1_dot_gateway__pb2.PublishRequest.SerializeToString,
-            v1_dot_gateway__pb2.PublishResponse.FromString,
+            '/tubemq.gateway.v1.GatewayService/Publish',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -255,9 +255,9 @@ class Gateway:
         return grpc.experimental.stream_stream(
             request_iterator,
             target,
-            '/tubemq.gateway.v1.Gateway/PublishStream',
-            v1_dot_gateway__pb2.PublishStreamRequest.SerializeToString,
-            v1_dot_gateway__pb2.PublishStreamResponse.FromString,
+            '/tubemq.gateway.v1.GatewayService/PublishStream',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishStreamRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PublishStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -282,9 +282,9 @@ class Gateway:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/tubemq.gateway.v1.Gateway/GetTopic',
-            v1_dot_gateway__pb2.GetTopicRequest.SerializeToString,
-            v1_dot_gateway__pb2.Topic.FromString,
+            '/tubemq.gateway.v1.GatewayService/GetTopic',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetTopicRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetTopicResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -309,9 +309,9 @@ class Gateway:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/tubemq.gateway.v1.Gateway/CreateConsumer',
-            v1_dot_gateway__pb2.CreateConsumerRequest.SerializeToString,
-            v1_dot_gateway__pb2.ConsumerInstance.FromString,
+            '/tubemq.gateway.v1.GatewayService/CreateConsumer',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateConsumerRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateConsumerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -336,9 +336,9 @@ class Gateway:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/tubemq.gateway.v1.Gateway/Poll',
-            v1_dot_gateway__pb2.PollRequest.SerializeToString,
-            v1_dot_gateway__pb2.PollResponse.FromString,
+            '/tubemq.gateway.v1.GatewayService/Poll',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PollRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PollResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -363,9 +363,9 @@ class Gateway:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/tubemq.gateway.v1.Gateway/Commit',
-            v1_dot_gateway__pb2.CommitRequest.SerializeToString,
-            v1_dot_gateway__pb2.CommitResponse.FromString,
+            '/tubemq.gateway.v1.GatewayService/Commit',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CommitRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CommitResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -390,9 +390,9 @@ class Gateway:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/tubemq.gateway.v1.Gateway/DeleteConsumer',
-            v1_dot_gateway__pb2.DeleteConsumerRequest.SerializeToString,
-            v1_dot_gateway__pb2.DeleteConsumerResponse.FromString,
+            '/tubemq.gateway.v1.GatewayService/DeleteConsumer',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteConsumerRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteConsumerResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -417,9 +417,9 @@ class Gateway:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/tubemq.gateway.v1.Gateway/Subscribe',
-            v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
-            v1_dot_gateway__pb2.SubscribeResponse.FromString,
+            '/tubemq.gateway.v1.GatewayService/Subscribe',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,109 @@
+"""A real buf binary for the gRPC contract tests.
+
+buf comes from the npm package ``@bufbuild/buf-<platform>`` (the platform package that ``@bufbuild/buf``
+installs as an optional dependency; its ``bin/buf`` is the release binary). It is fetched with
+``npm pack`` once into ``.cache/buf/`` at the repository root (gitignored), so a fresh clone needs only npm
+and the npm registry; tests skip, saying why, only when npm cannot get it. buf's own cache goes to
+``.cache/buf/home`` (``BUF_CACHE_DIR``); linting needs no network, since the API imports only protobuf's
+well-known types (see ``buf.yaml``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "buf"
+BUF_VERSION = "1.75.0"
+#: platform.system(), platform.machine() -> the npm package holding that platform's binary.
+_PACKAGES = {
+    ("Linux", "x86_64"): "@bufbuild/buf-linux-x64",
+    ("Linux", "aarch64"): "@bufbuild/buf-linux-aarch64",
+    ("Darwin", "x86_64"): "@bufbuild/buf-darwin-x64",
+    ("Darwin", "arm64"): "@bufbuild/buf-darwin-arm64",
+}
+
+
+def _package() -> str:
+    name = _PACKAGES.get((platform.system(), platform.machine()))
+    if name is None:
+        pytest.skip(f"no buf npm package for {platform.system()} {platform.machine()}")
+    return f"{name}@{BUF_VERSION}"
+
+
+def _fetch_buf(target: Path) -> None:
+    package = _package()
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.skip(f"npm is not installed: cannot fetch the buf binary (npm package {package})")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        try:
+            done = subprocess.run(
+                [npm, "pack", package, "--pack-destination", tmp, "--silent"],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                cwd=tmp,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.skip(f"npm pack {package} timed out: the npm registry seems unreachable")
+        tarballs = list(Path(tmp).glob("*.tgz"))
+        if done.returncode != 0 or not tarballs:
+            pytest.skip(f"npm pack {package} failed (registry unreachable?): {done.stderr.strip()[-400:]}")
+        with tarfile.open(tarballs[0]) as tar:
+            member = tar.extractfile("package/bin/buf")
+            assert member is not None, f"the npm package {package} no longer ships bin/buf"
+            binary = member.read()
+        partial = Path(tmp) / "buf"
+        partial.write_bytes(binary)
+        partial.chmod(0o755)
+        os.replace(partial, target)  # atomic: a concurrent run sees no half-written binary
+
+
+def buf_binary() -> Path:
+    """The cached buf binary (of :data:`BUF_VERSION`), fetched on first use."""
+    binary = CACHE / BUF_VERSION / "buf"
+    if not binary.exists():
+        _fetch_buf(binary)
+    return binary
+
+
+def run_buf(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``buf <args>`` in ``cwd`` (default: the repository root, with buf.yaml); never raises on failure."""
+    env = {**os.environ, "BUF_CACHE_DIR": str(CACHE / "home")}
+    return subprocess.run(
+        [str(buf_binary()), *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
+    )
+
+
+def protoc_gen_go() -> Path:
+    """protoc-gen-go (Go's protobuf generator, the Debian package ``protoc-gen-go``), installed with apt-get
+    on first use where that is possible (root and apt-get); skips saying why where it is not."""
+    found = shutil.which("protoc-gen-go")
+    if found is None:
+        apt = shutil.which("apt-get")
+        if apt is None or os.geteuid() != 0:
+            pytest.skip(
+                "protoc-gen-go not found: install the Debian package protoc-gen-go (needs root, apt-get)"
+            )
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        install = [apt, "install", "-y", "-q", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300"]
+        for command in ([*install, "protoc-gen-go"], [apt, "update", "-q"], [*install, "protoc-gen-go"]):
+            subprocess.run(command, capture_output=True, timeout=600, env=env, check=False)
+            found = shutil.which("protoc-gen-go")
+            if found is not None:
+                break
+        else:
+            pytest.skip(
+                "apt-get could not install the Debian package protoc-gen-go (no package index reachable?)"
+            )
+    return Path(found)
