@@ -500,6 +500,13 @@ class Settings(BaseSettings):
     http_port: int = Field(8080, ge=0, le=65535, description="HTTP listen port")
     log_level: str = Field("info", description="log level: debug, info, warning, error")
     log_format: Literal["json", "text"] = Field("json", description="json: one object per line; text")
+    workers: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="worker processes serving the same ports (serve only); 0 = the CPUs this process may "
+        "use (CPU affinity and the cgroup CPU limit, so a pod's CPU limit), at least 1",
+    )
     pool: PoolSettings = PoolSettings()
     producer: ProducerSettings = ProducerSettings()
     limits: LimitSettings = LimitSettings()

@@ -1,6 +1,7 @@
 """The process runtime: one pool, one producer, the embedded cluster when no master is configured.
 
-Built once per process in the app's lifespan and shared by the REST and gRPC adapters.
+Built once per process in the app's lifespan and shared by the REST and gRPC adapters. In a worker process
+of ``serve --workers N`` (``worker`` set), the embedded cluster is the supervisor's, one for the replica.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from gateway.config import Settings
 from gateway.embedded.auth import ServerAuth
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import Retention
-from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+from gateway.embedded.topics import load_topic_file, parse_topic_specs
 from gateway.security.setup import Security, build_security
 from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.instance_id import normalize_base_url
@@ -27,7 +28,8 @@ from gateway.tubemq.consumer_config import ConsumerConfig
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.upstream import upstream_options
+from gateway.upstream import UpstreamOptions, upstream_options
+from gateway.workers.context import WorkerContext
 
 log = logging.getLogger("gateway.runtime")
 _N = TypeVar("_N", int, float)
@@ -80,6 +82,8 @@ class Runtime:
     masters: list[NodeAddress] = field(default_factory=list)
     quotas: Quotas | None = None
     draining: bool = False
+    #: this process's place among the replica's worker processes (None: the replica is one process)
+    worker: WorkerContext | None = None
     #: authentication and access rules from ``settings.auth``; built with the runtime, so that settings
     #: that cannot work (``SecurityConfigError``) stop the process before it listens
     security: Security = field(init=False)
@@ -102,23 +106,14 @@ class Runtime:
             upstream = upstream_options(s.tubemq)
             if s.masters:
                 self.masters = parse_address_list(s.masters, upstream.master_port)
-            else:
-                if upstream.ssl is not None:
-                    log.warning(
-                        "tubemq.tls is on but no master is configured: the embedded cluster listens on "
-                        "loopback without TLS, so TLS is not used; set masters to reach a TLS cluster"
-                    )
-                    upstream = replace(upstream, ssl=None, server_hostname=None)
-                # With tubemq.auth set, the embedded cluster demands those credentials, as a real one would.
-                auth = ServerAuth(upstream.credentials) if upstream.credentials is not None else None
-                self.cluster = EmbeddedCluster(
-                    self._embedded_topics(),
-                    brokers=s.embedded.brokers,
-                    data_dir=s.embedded.data_dir,
-                    auth=auth,
-                    retention=Retention(s.embedded.retention_bytes, s.embedded.retention_seconds),
-                    fsync=s.embedded.fsync,
+            elif self.worker is not None and self.worker.embedded_masters:
+                upstream = embedded_upstream(upstream)
+                self.masters = parse_address_list(
+                    ",".join(self.worker.embedded_masters), upstream.master_port
                 )
+            else:
+                upstream = embedded_upstream(upstream)
+                self.cluster = embedded_cluster(s, upstream)
                 await self.cluster.start()
                 self.masters = list(self.cluster.master_addresses)
                 log.info(
@@ -195,6 +190,8 @@ class Runtime:
             peers=peers,
             quotas=self.quotas,
             access=self.security.policy,
+            worker=None if self.worker is None else self.worker.index,
+            workers=1 if self.worker is None else self.worker.count,
         )
 
     def begin_drain(self) -> None:
@@ -226,12 +223,6 @@ class Runtime:
         ready = not self.draining and bool(checks["usableBrokers"]) and (reachable or routes > 0)
         return ready, checks
 
-    def _embedded_topics(self) -> list[TopicSpec]:
-        e = self.settings.embedded
-        if e.topics_file is not None:
-            return load_topic_file(e.topics_file)
-        return parse_topic_specs(e.topics)
-
     async def stop(self) -> None:
         """Close in reverse order of start; safe to call on a partly started runtime."""
         if self.consumers is not None:
@@ -247,6 +238,33 @@ class Runtime:
             await self.cluster.stop()
             self.cluster = None
         await self.security.close()
+
+
+def embedded_upstream(upstream: UpstreamOptions) -> UpstreamOptions:
+    """The upstream options for the embedded cluster: it listens on loopback without TLS."""
+    if upstream.ssl is None:
+        return upstream
+    log.warning(
+        "tubemq.tls is on but no master is configured: the embedded cluster listens on "
+        "loopback without TLS, so TLS is not used; set masters to reach a TLS cluster"
+    )
+    return replace(upstream, ssl=None, server_hostname=None)
+
+
+def embedded_cluster(settings: Settings, upstream: UpstreamOptions) -> EmbeddedCluster:
+    """The embedded cluster of ``settings.embedded`` (not started). With ``tubemq.auth`` set, it demands those
+    credentials, as a real one would."""
+    e = settings.embedded
+    auth = ServerAuth(upstream.credentials) if upstream.credentials is not None else None
+    topics = load_topic_file(e.topics_file) if e.topics_file is not None else parse_topic_specs(e.topics)
+    return EmbeddedCluster(
+        topics,
+        brokers=e.brokers,
+        data_dir=e.data_dir,
+        auth=auth,
+        retention=Retention(e.retention_bytes, e.retention_seconds),
+        fsync=e.fsync,
+    )
 
 
 def build_quotas(settings: Settings) -> Quotas:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.util
+import os
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.config import Settings, load_settings
+from gateway.config import Settings, TlsSettings, load_settings
 
 if TYPE_CHECKING:
     import uvicorn
+
+    from gateway.workers.context import WorkerContext
 
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,6 +40,11 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p.add_argument("--embedded-brokers", type=int, help="embedded cluster brokers (default 1)")
     p.add_argument("--embedded-data-dir", type=Path, help="embedded cluster data directory (default: memory)")
     p.add_argument("--log-level", help="debug, info, warning or error (default info)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes sharing the ports (default 0: one per CPU this process may use)",
+    )
     p.add_argument("--tls-cert-file", type=Path, help="PEM certificate: serve HTTP and gRPC over TLS")
     p.add_argument("--tls-key-file", type=Path, help="PEM private key of --tls-cert-file")
     p.add_argument(
@@ -72,6 +82,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         http_host=args.http_host,
         http_port=args.http_port,
         log_level=args.log_level,
+        workers=args.workers,
         embedded=embedded if embedded != env.embedded else None,
         # a dict, not a model copy, so that the port is validated
         grpc=None if args.grpc_port is None else {**env.grpc.model_dump(), "port": args.grpc_port},
@@ -164,15 +175,9 @@ def admin_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config
 
 
 def run_serve(args: argparse.Namespace) -> int:
-
-    from gateway.api.app import create_app
-    from gateway.grpc.hosting import GatewayServer
-    from gateway.grpc.server import create_grpc_server
     from gateway.observability.logging import configure_logging
-    from gateway.runtime import Runtime
-    from gateway.security.setup import SecurityConfigError
-    from gateway.shutdown import ShutdownPlan
     from gateway.tls import TlsConfigError, check_tls
+    from gateway.workers.cpus import allowed_cpus
 
     settings = settings_from_args(args)
     try:
@@ -182,14 +187,37 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"tubemq-gateway: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    workers = settings.workers or allowed_cpus()
+    if workers > 1:
+        from gateway.workers.supervisor import supervise
+
+        return supervise(settings, workers)
+    return serve_process(settings)
+
+
+def event_loop_name() -> str:
+    """uvicorn's ``loop`` setting: uvloop where it is installed."""
     try:
         import uvloop  # noqa: F401
-
-        loop = "uvloop"
     except ImportError:  # pragma: no cover - uvloop is a dependency on every supported platform
-        loop = "asyncio"
+        return "asyncio"
+    return "uvloop"
+
+
+def serve_process(settings: Settings, worker: WorkerContext | None = None) -> int:
+    """Serve HTTP (and gRPC) in this process until a signal's graceful shutdown; 0 when it started and
+    stopped cleanly. ``worker``: this process is one of the replica's worker processes (``--workers N``):
+    the ports are shared with its siblings (``SO_REUSEPORT``) and it serves a private listener too."""
+    from gateway.api.app import create_app
+    from gateway.grpc.hosting import GatewayServer
+    from gateway.grpc.server import create_grpc_server
+    from gateway.runtime import Runtime
+    from gateway.security.setup import SecurityConfigError
+    from gateway.shutdown import ShutdownPlan
+
+    loop = event_loop_name()
     try:
-        runtime = Runtime(settings)
+        runtime = Runtime(settings, worker=worker)
     except SecurityConfigError as exc:
         print(f"tubemq-gateway: cannot start: {exc}", file=sys.stderr)
         return 2
@@ -199,16 +227,24 @@ def run_serve(args: argparse.Namespace) -> int:
         runtime.begin_drain()
 
     app = create_app(runtime=runtime, owns_runtime=False)
-    config = http_config(
-        settings,
-        app,
-        host=settings.http_host,
-        port=settings.http_port,
-        loop=loop,
-        log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=max(1, round(plan.requests_timeout)),
-    )
+    common: dict[str, Any] = {
+        "loop": loop,
+        "log_level": settings.log_level.lower(),
+        "timeout_graceful_shutdown": max(1, round(plan.requests_timeout)),
+    }
+    config = http_config(settings, app, host=settings.http_host, port=settings.http_port, **common)
     grpc_server = create_grpc_server(runtime) if settings.grpc.enabled else None
+    sockets: list[socket.socket] | None = None
+    private = None
+    if worker is not None:
+        from gateway.api.worker_listener import private_app
+
+        sockets = [reuse_port_socket(settings.http_host, settings.http_port)]
+        plain = settings.model_copy(update={"tls": TlsSettings()})
+        private = (
+            http_config(plain, private_app(app), lifespan="off", **common),
+            private_socket(worker.http_socket(worker.index)),
+        )
     server = GatewayServer(
         config,
         runtime=runtime,
@@ -216,7 +252,40 @@ def run_serve(args: argparse.Namespace) -> int:
         on_drain=drain,
         plan=plan,
         admin_config=admin_config(settings, app, loop=loop, log_level=settings.log_level.lower()),
+        private=private,
+        reuse_port=worker is not None,
     )
     tune_gc()
-    server.run()
+    server.run(sockets=sockets)
     return 0 if server.started else 1
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` with ``SO_REUSEPORT``, not listening yet (the server listens once
+    it is ready, so that the kernel hands it no connection before). Raises OSError."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only then
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host.strip("[]"), port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def private_socket(path: str) -> socket.socket:
+    """A unix socket bound to ``path`` (a stale file from a crashed worker replaced), readable and writable
+    by this user only."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o600)
+    except BaseException:
+        sock.close()
+        raise
+    return sock

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 
 import pytest
@@ -15,6 +16,10 @@ settings.register_profile(
     "gateway", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
 settings.load_profile("gateway")
+
+# `serve` starts one worker process per CPU by default; the tests that run `serve` as a process are about one
+# gateway process (its logs, its memory, its signals) unless they ask for workers (tests/test_workers.py).
+os.environ.setdefault("TUBEMQ_GATEWAY_WORKERS", "1")
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from consumer_support import Env, bodies, environment, eventually
 
-from gateway.service.consumers import ConsumerService, InstanceSpec
+from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
 from gateway.service.instance import DeliveredMessage
-from gateway.service.instance_id import new_instance_id
+from gateway.service.instance_id import decode_instance_id, new_instance_id
 from gateway.service.peers import PeerPolicy
 
 
@@ -254,7 +254,7 @@ async def test_ids_and_limits(env: Env) -> None:
     with pytest.raises(NotFound):
         service.locate("g-ids", instance[:-2])
     remote = new_instance_id("g-ids", "http://10.9.9.9:8080")
-    assert service.locate("g-ids", remote) == "http://10.9.9.9:8080"
+    assert service.locate("g-ids", remote) == Owner("http://10.9.9.9:8080")
     for refused in ("http://10.9.9.9:8081", "https://10.9.9.9:8080", "http://192.168.9.9:8080"):
         with pytest.raises(Gone, match=r"consumers\.forward_allow"):
             service.locate("g-ids", new_instance_id("g-ids", refused))
@@ -266,6 +266,28 @@ async def test_ids_and_limits(env: Env) -> None:
     await service.delete("g-ids", instance)
     with pytest.raises(Gone, match="deleted"):
         await service.commit("g-ids", instance, None)
+
+
+async def test_worker_ids_name_the_worker(env: Env) -> None:
+    """In a replica of worker processes, an id names its worker; a sibling's id is located as such, and an
+    id naming a worker the replica does not run (or none, or one in a single-process replica) is gone."""
+    secret = b"s" * 32
+    service = await env.service(worker=1, workers=3, id_secret=secret)
+    instance = (await service.create("g-w", InstanceSpec({"solo": None}))).instance_id
+    assert decode_instance_id("g-w", instance, secret).worker == 1
+    assert service.locate("g-w", instance) is None
+    own = service.advertised_url
+    assert service.locate("g-w", new_instance_id("g-w", own, secret, 2)) == Owner(own, 2)
+    with pytest.raises(Gone, match="worker 0 of this gateway"):
+        service.instance("g-w", new_instance_id("g-w", own, secret, 0))
+    for stale in (new_instance_id("g-w", own, secret, 3), new_instance_id("g-w", own, secret)):
+        with pytest.raises(Gone, match="worker count"):
+            service.locate("g-w", stale)
+    single = await env.service(id_secret=secret)
+    with pytest.raises(Gone, match="worker count"):
+        single.locate("g-w", instance)
+    with pytest.raises(ValueError, match="not one of the 3 workers"):
+        await env.service(worker=3, workers=3)
 
 
 @pytest.mark.parametrize(

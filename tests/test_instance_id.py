@@ -90,3 +90,32 @@ def test_normalize_base_url(url: str, normalized: str) -> None:
 def test_bad_base_urls(url: str) -> None:
     with pytest.raises(ValueError):
         normalize_base_url(url)
+
+
+@settings(max_examples=40)
+@given(groups, urls, st.integers(0, 9999))
+def test_worker_round_trip(group: str, url: str, worker: int) -> None:
+    instance_id = new_instance_id(group, url, b"k", worker)
+    ref = decode_instance_id(group, instance_id, b"k")
+    assert (ref.owner_url, ref.worker) == (url, worker)
+    assert decode_instance_id(group, new_instance_id(group, url, b"k"), b"k").worker is None
+
+
+@pytest.mark.parametrize("suffix", ["#", "#01", "#-1", "#1.0", "#10000", "#\u0661", "#1#2", "#x"])
+def test_malformed_worker_parts_are_rejected(suffix: str) -> None:
+    """A signed owner text whose worker part is not a canonical index (what a buggy or hostile signer
+    could produce) is refused, never guessed."""
+    import base64
+
+    from gateway.service import instance_id as ids
+
+    owner = base64.urlsafe_b64encode(f"http://h:1{suffix}".encode()).rstrip(b"=").decode()
+    nonce = ids._b64(b"n" * ids.NONCE_BYTES)
+    forged = f"{owner}.{nonce}.{ids._tag(b'k', 'g', owner, nonce)}"
+    with pytest.raises(MalformedInstanceId):
+        decode_instance_id("g", forged, b"k")
+
+
+def test_worker_index_is_bounded() -> None:
+    with pytest.raises(ValueError, match="worker index"):
+        new_instance_id("g", "http://h:1", b"k", 10000)

@@ -43,6 +43,7 @@ ABOVE_CORE = (
     "gateway.serve",
     "gateway.shutdown",
     "gateway.tls",
+    "gateway.workers",
     "gateway.__main__",
 )
 # Inside the core, each module may import its own layer and the ones listed before it (§ "Layers").
@@ -197,6 +198,7 @@ def test_the_service_layer_is_framework_free() -> None:
                 "gateway.serve",
                 "gateway.__main__",
                 "gateway.security",
+                "gateway.workers",
             ),
         )
 
@@ -204,6 +206,14 @@ def test_the_service_layer_is_framework_free() -> None:
     assert bad == [], "gateway/service sits below the adapters (and below gateway/security):\n" + "\n".join(
         bad
     )
+
+
+def test_worker_context_and_cpu_count_are_leaves() -> None:
+    """The runtime and the adapters read a worker's context; it (and the CPU count) import nothing of the
+    gateway, so the process wiring above them cannot form a cycle."""
+    leaves = (GATEWAY / "workers" / "context.py", GATEWAY / "workers" / "cpus.py")
+    bad = _violations(leaves, lambda imp: imp.target.split(".")[0] == "gateway")
+    assert bad == [], "gateway/workers/context.py and cpus.py import only the stdlib:\n" + "\n".join(bad)
 
 
 def security_breaks_rules(imp: Import) -> bool:

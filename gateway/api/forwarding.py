@@ -25,25 +25,41 @@ Failures, seen from the client:
 
 A forwarded request carries ``X-TubeMQ-Forwarded-By``; a replica never forwards such a request again, so two
 replicas that disagree about an owner cannot bounce a request between them.
+
+Worker processes (``serve --workers N``): an instance may also live in a sibling worker of this replica (the
+id, signed like any other, names the worker; the service bounds its index by the worker count). Such a
+request takes one hop to the sibling's private listener, a unix socket in a directory only this user can
+enter whose path comes from the process's own configuration, never from the request; the hop carries
+``X-TubeMQ-Worker-Hop`` and is never forwarded again. A request forwarded by another replica may still take
+that one hop. The sibling authenticates and authorizes the request like any other.
 """
 
 from __future__ import annotations
 
 import http.cookiejar
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import anyio
 import httpx
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
+from gateway.service.consumers import Owner
 from gateway.service.errors import Gone, Unavailable, UpstreamError
 from gateway.service.peers import PeerPolicy
 
-__all__ = ["FORWARDED_HEADER", "PASSED_ANSWER_HEADERS", "PASSED_REQUEST_HEADERS", "Forwarder"]
+__all__ = [
+    "FORWARDED_HEADER",
+    "PASSED_ANSWER_HEADERS",
+    "PASSED_REQUEST_HEADERS",
+    "WORKER_HOP_HEADER",
+    "Forwarder",
+]
 
 FORWARDED_HEADER = "x-tubemq-forwarded-by"
+#: set on the hop to a sibling worker process (its value: the sending worker's index)
+WORKER_HOP_HEADER = "x-tubemq-worker-hop"
 
 #: request headers sent on to the owner: the caller's credentials and the API's own headers (plus any
 #: ``x-tubemq-*``); everything else (Cookie, Host, Forwarded, proxy headers...) stays here
@@ -75,45 +91,60 @@ class Forwarder:
 
     ``timeout`` (seconds) bounds connecting to the owner and, added to ``extra_wait`` of a call (a long
     poll's own timeout), waiting for its answer; ``verify`` checks owners' certificates over https.
+    ``siblings`` maps this replica's other worker processes (by index) to their private listeners' unix
+    socket paths; ``worker`` is this process's index.
     """
 
     def __init__(
-        self, self_url: str, peers: PeerPolicy, timeout: float = 2.0, verify: ssl.SSLContext | bool = True
+        self,
+        self_url: str,
+        peers: PeerPolicy,
+        timeout: float = 2.0,
+        verify: ssl.SSLContext | bool = True,
+        *,
+        siblings: Mapping[int, str] | None = None,
+        worker: int | None = None,
     ) -> None:
         self.self_url = self_url
         self.peers = peers
         self.timeout = timeout
-        self._client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            trust_env=False,  # no proxy or netrc from the environment
-            follow_redirects=False,
-            cookies=_no_cookies(),
-            verify=verify,
-        )
+        self.worker = worker
+        self._client = _hardened_client(verify=verify)
+        self._sibling_paths = dict(siblings or {})
+        self._sibling_clients: dict[int, httpx.AsyncClient] = {}
 
     def __repr__(self) -> str:
-        return f"<Forwarder from {self.self_url} timeout={self.timeout:g}s>"
+        return (
+            f"<Forwarder from {self.self_url} timeout={self.timeout:g}s siblings={len(self._sibling_paths)}>"
+        )
 
     async def close(self) -> None:
-        await self._client.aclose()
+        clients, self._sibling_clients = list(self._sibling_clients.values()), {}
+        for client in (self._client, *clients):
+            await client.aclose()
 
     @staticmethod
     def was_forwarded(request: Request) -> bool:
         return FORWARDED_HEADER in request.headers
 
-    async def forward(self, request: Request, owner_url: str, *, extra_wait: float = 0.0) -> Response:
-        """Relay ``request`` to the same path on ``owner_url`` and return the owner's answer."""
+    @staticmethod
+    def was_hopped(request: Request) -> bool:
+        """Whether a sibling worker process sent this request here."""
+        return WORKER_HOP_HEADER in request.headers
+
+    async def forward(self, request: Request, owner: Owner, *, extra_wait: float = 0.0) -> Response:
+        """Relay ``request`` to the same path on ``owner`` and return the owner's answer."""
         limits = httpx.Timeout(self.timeout + extra_wait, connect=self.timeout)
-        answer = await self._send(request, owner_url, limits, stream=False)
-        _check_answer(answer, owner_url)
+        answer = await self._send(request, owner, limits, stream=False)
+        _check_answer(answer, owner)
         return Response(answer.content, answer.status_code, headers=_returned_headers(answer))
 
-    async def stream(self, request: Request, owner_url: str) -> Response:
+    async def stream(self, request: Request, owner: Owner) -> Response:
         """Relay a streaming request (SSE): the owner's body is passed on as it arrives, without a read
         timeout; the owner's connection closes when the client goes away."""
-        answer = await self._send(request, owner_url, httpx.Timeout(None, connect=self.timeout), stream=True)
+        answer = await self._send(request, owner, httpx.Timeout(None, connect=self.timeout), stream=True)
         try:
-            _check_answer(answer, owner_url)
+            _check_answer(answer, owner)
         except UpstreamError:
             await answer.aclose()
             raise
@@ -132,46 +163,84 @@ class Forwarder:
         return StreamingResponse(relay(), answer.status_code, headers=_returned_headers(answer))
 
     async def _send(
-        self, request: Request, owner_url: str, limits: httpx.Timeout, *, stream: bool
+        self, request: Request, owner: Owner, limits: httpx.Timeout, *, stream: bool
     ) -> httpx.Response:
-        outgoing = await self._build(request, owner_url, limits)
+        client, outgoing = await self._build(request, owner, limits)
+        where = (
+            f"the gateway at {owner.url}"
+            if owner.worker is None
+            else f"worker {owner.worker} of this gateway"
+        )
         for attempt in (1, 2):
             try:
-                return await self._client.send(outgoing, stream=stream)
+                return await client.send(outgoing, stream=stream)
             except _BROKEN as exc:
                 # A kept-alive link the owner closed while idle breaks on reuse: one retry on a new link
                 # tells that apart from an owner that is gone.
                 if attempt == 2:
-                    raise _gone(request, owner_url, exc) from None
+                    raise _gone(request, where, exc) from None
             except _UNREACHABLE as exc:
-                raise _gone(request, owner_url, exc) from None
+                raise _gone(request, where, exc) from None
             except httpx.TimeoutException as exc:
-                raise Unavailable(
-                    f"the gateway at {owner_url} owning this instance did not answer in time ({exc!r})"
-                ) from None
+                raise Unavailable(f"{where} owning this instance did not answer in time ({exc!r})") from None
         raise AssertionError("unreachable")
 
-    async def _build(self, request: Request, owner_url: str, limits: httpx.Timeout) -> httpx.Request:
-        if not self.peers.allows(owner_url):  # the service checked already; this is the last line
-            raise Gone(
-                f"the gateway at {owner_url} owning this consumer instance is not one this gateway may "
-                "forward to (consumers.forward_allow, consumers.forward_ports); create a new instance"
-            )
+    async def _build(
+        self, request: Request, owner: Owner, limits: httpx.Timeout
+    ) -> tuple[httpx.AsyncClient, httpx.Request]:
         headers = {
             k: v
             for k, v in request.headers.items()
             if (name := k.lower()) in PASSED_REQUEST_HEADERS or name.startswith(_OWN_PREFIX)
         }
-        headers[FORWARDED_HEADER] = self.self_url
+        if owner.worker is None:
+            if not self.peers.allows(owner.url):  # the service checked already; this is the last line
+                raise Gone(
+                    f"the gateway at {owner.url} owning this consumer instance is not one this gateway may "
+                    "forward to (consumers.forward_allow, consumers.forward_ports); create a new instance"
+                )
+            client, base = self._client, owner.url
+            headers[FORWARDED_HEADER] = self.self_url
+        else:
+            client, base = self._sibling(owner.worker), f"http://worker-{owner.worker}"
+            headers[WORKER_HOP_HEADER] = str(self.worker)
         # The raw body of a stream is relayed as is, so it must not be compressed.
         headers["accept-encoding"] = "identity"
-        url = owner_url + request.url.path
+        url = base + request.url.path
         if request.url.query:
             url += "?" + request.url.query
         body = await request.body()
-        return self._client.build_request(
+        return client, client.build_request(
             request.method, url, headers=headers, content=body or None, timeout=limits
         )
+
+    def _sibling(self, worker: int) -> httpx.AsyncClient:
+        """The client of sibling worker ``worker``'s private listener; Gone when this process has none."""
+        client = self._sibling_clients.get(worker)
+        if client is None:
+            path = self._sibling_paths.get(worker)
+            if path is None or worker == self.worker:
+                raise Gone(
+                    f"this consumer instance belongs to worker {worker}, which this gateway process cannot "
+                    "reach; create a new instance"
+                )
+            client = _hardened_client(transport=httpx.AsyncHTTPTransport(uds=path))
+            self._sibling_clients[worker] = client
+        return client
+
+
+def _hardened_client(
+    *, verify: ssl.SSLContext | bool = True, transport: httpx.AsyncBaseTransport | None = None
+) -> httpx.AsyncClient:
+    """An HTTP client that takes nothing from the environment, follows no redirect and keeps no cookie."""
+    return httpx.AsyncClient(
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        trust_env=False,  # no proxy or netrc from the environment
+        follow_redirects=False,
+        cookies=_no_cookies(),
+        verify=verify,
+        transport=transport,
+    )
 
 
 def _returned_headers(answer: httpx.Response) -> dict[str, str]:
@@ -182,13 +251,13 @@ def _returned_headers(answer: httpx.Response) -> dict[str, str]:
     }
 
 
-def _check_answer(answer: httpx.Response, owner_url: str) -> None:
+def _check_answer(answer: httpx.Response, owner: Owner) -> None:
     """Refuse an answer no gateway gives: a redirect, or a body that is neither JSON nor an event stream."""
     media_type = answer.headers.get("content-type", "").split(";")[0].strip().lower()
     has_body = answer.headers.get("content-length", "") != "0" and answer.status_code not in (204, 304)
     if answer.is_redirect or (has_body and media_type not in _API_MEDIA_TYPES):
         raise UpstreamError(
-            f"the gateway at {owner_url} owning this consumer instance gave an answer that is not the "
+            f"the gateway at {owner.url} owning this consumer instance gave an answer that is not the "
             f"API's (status {answer.status_code}, {media_type or 'no content type'}); check that "
             "consumers.advertised_url of every replica names a gateway"
         )
@@ -208,10 +277,10 @@ def _no_cookies() -> http.cookiejar.CookieJar:
     return http.cookiejar.CookieJar(policy=_RefuseAll())
 
 
-def _gone(request: Request, owner_url: str, exc: Exception) -> Gone:
+def _gone(request: Request, where: str, exc: Exception) -> Gone:
     group = request.path_params.get("group", "{group}")
     return Gone(
-        f"the gateway at {owner_url} that owns this consumer instance cannot be reached "
+        f"{where}, which owns this consumer instance, cannot be reached "
         f"({type(exc).__name__}); the instance is lost with it: create a new instance with "
         f"POST /v1/consumers/{group}"
     )

@@ -1,7 +1,8 @@
 """REST routes for consumer instances: create, poll, commit, stream (SSE), describe, delete.
 
-Every route of an existing instance first asks the service who owns the id; an instance of another replica is
-forwarded there (``gateway/api/forwarding.py``) and its answer passed back as is.
+Every route of an existing instance first asks the service who owns the id; an instance of another replica (or
+of a sibling worker process of this one) is forwarded there (``gateway/api/forwarding.py``) and its answer
+passed back as is.
 
 Message rendering (and the ``format`` query parameter) is in ``gateway/api/consumer_render.py``.
 """
@@ -32,7 +33,7 @@ from gateway.api.media_types import require_json_body
 from gateway.api.schemas import ErrorResponse
 from gateway.api.sse import EventStreamResponse
 from gateway.runtime import Runtime
-from gateway.service.consumers import ConsumerService, InstanceSpec
+from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
 from gateway.service.errors import Gone, InvalidInput, Unavailable
 from gateway.tls import forwarding_ssl_context
 
@@ -84,12 +85,15 @@ def get_forwarder(request: Request) -> Forwarder:
     forwarder: Forwarder | None = getattr(request.app.state, "forwarder", None)
     if forwarder is None:
         service = get_consumers(request)
-        settings = _runtime(request).settings
+        runtime = _runtime(request)
+        settings = runtime.settings
         forwarder = Forwarder(
             service.advertised_url,
             service.peers,
             settings.consumers.forward_timeout,
             verify=forwarding_ssl_context(settings.tls, settings.consumers.forward_ca_file),
+            siblings=runtime.worker.siblings() if runtime.worker is not None else None,
+            worker=service.worker,
         )
         request.app.state.forwarder = forwarder
     return forwarder
@@ -110,11 +114,13 @@ InstanceId = Annotated[str, Path(description="the instanceId that createConsumer
 
 def _owner(
     service: ConsumerService, forwarder: Forwarder, request: Request, group: str, instance_id: str
-) -> str | None:
-    """The owner's URL to forward to, or None to serve here (a request forwarded once is served here, and
-    answers 410 if this replica is not the owner)."""
+) -> Owner | None:
+    """The owner to forward to, or None to serve here. A request forwarded by another replica is served here
+    or takes one hop to a sibling worker; one that came from a sibling is served here. Else: 410."""
     owner = service.locate(group, instance_id)
-    if owner is not None and forwarder.was_forwarded(request):
+    if owner is not None and (
+        forwarder.was_hopped(request) or (not owner.sibling and forwarder.was_forwarded(request))
+    ):
         service.instance(group, instance_id)  # raises Gone
     return owner
 

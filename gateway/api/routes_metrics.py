@@ -10,6 +10,7 @@ from typing import Protocol
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 
+from gateway.api.worker_listener import replica_metrics
 from gateway.observability.logging import EventLogger, RequestIdMiddleware, redact_library_logs
 from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, HttpMetricsMiddleware
 from gateway.tubemq.events import EventBus
@@ -29,6 +30,9 @@ router = APIRouter(tags=["observability"])
 )
 async def metrics(request: Request) -> Response:
     registry: GatewayMetrics = request.app.state.metrics
+    worker = getattr(getattr(request.app.state, "runtime", None), "worker", None)
+    if worker is not None:  # serve --workers N: every worker's metrics, labelled by worker
+        return Response(await replica_metrics(registry, worker), media_type=CONTENT_TYPE_LATEST)
     return Response(registry.render(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -3,12 +3,16 @@
 :class:`GatewayServer` is the :class:`~gateway.shutdown.GracefulServer` that ``tubemq-gateway serve`` runs,
 extended with the runtime's lifecycle and the gRPC server:
 
-* start: the runtime, then the gRPC server, then the admin listener (when configured), then uvicorn's
-  startup (the HTTP listener); a failure stops what was started and the process exits 1;
-* shutdown (after the drain of :mod:`gateway.shutdown`): the gRPC server's graceful stop runs alongside
-  uvicorn's, with the same grace (``plan.requests_timeout``); the runtime stops only after both, so calls
-  finishing in their grace still have the producer and the consumers; the admin listener (metrics) closes
-  last, so the drain can be watched.
+* start: the runtime, then the gRPC server, then the admin listener (when configured), then a worker
+  process's private listener (``serve --workers N``), then uvicorn's startup (the HTTP listener); a failure
+  stops what was started and the process exits 1;
+* shutdown (after the drain of :mod:`gateway.shutdown`): the gRPC server's graceful stop and the private
+  listener's run alongside uvicorn's, with the same grace (``plan.requests_timeout``); the runtime stops only
+  after them, so calls finishing in their grace still have the producer and the consumers; the admin
+  listener (metrics) closes last, so the drain can be watched.
+
+In a worker process, the HTTP, gRPC and admin ports are shared with the sibling workers through
+``SO_REUSEPORT`` (``reuse_port``): the kernel spreads new connections over the workers listening.
 """
 
 from __future__ import annotations
@@ -39,12 +43,17 @@ class GatewayServer(GracefulServer):
         on_drain: Callable[[], None],
         plan: ShutdownPlan,
         admin_config: uvicorn.Config | None = None,
+        private: tuple[uvicorn.Config, socket.socket] | None = None,
+        reuse_port: bool = False,
     ) -> None:
         super().__init__(config, on_drain=on_drain, plan=plan)
         self.runtime = runtime
         self.grpc_server = grpc_server
         self.admin_config = admin_config
         self.admin: uvicorn.Server | None = None
+        self.private_config = private
+        self.private: uvicorn.Server | None = None
+        self.reuse_port = reuse_port
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]} grpc={self.grpc_server!r}>"
@@ -55,7 +64,10 @@ class GatewayServer(GracefulServer):
             if self.grpc_server is not None:
                 await self.grpc_server.start()
             if self.admin_config is not None:
-                self.admin = await _start_admin(self.admin_config)
+                self.admin = await _start_admin(self.admin_config, reuse_port=self.reuse_port)
+            if self.private_config is not None:
+                config, sock = self.private_config
+                self.private = await _start_side_listener(config, sock)
         except Exception:
             log.exception("the gateway could not start")
             await self.release()
@@ -64,10 +76,13 @@ class GatewayServer(GracefulServer):
         await super().startup(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        if self.grpc_server is None:
-            await super().shutdown(sockets)
-            return
-        await asyncio.gather(self.grpc_server.stop(self.plan.requests_timeout), super().shutdown(sockets))
+        stops = [super().shutdown(sockets)]
+        if self.grpc_server is not None:
+            stops.append(self.grpc_server.stop(self.plan.requests_timeout))
+        private, self.private = self.private, None
+        if private is not None:
+            stops.append(private.shutdown())
+        await asyncio.gather(*stops)
 
     @property
     def admin_port(self) -> int | None:
@@ -80,18 +95,29 @@ class GatewayServer(GracefulServer):
     async def release(self) -> None:
         if self.grpc_server is not None:
             await self.grpc_server.stop(0)
+        private, self.private = self.private, None
+        if private is not None:  # a failed startup: nothing has shut it down yet
+            await private.shutdown()
         await self.runtime.stop()
         admin, self.admin = self.admin, None
         if admin is not None:
             await admin.shutdown()
 
 
-async def _start_admin(config: uvicorn.Config) -> uvicorn.Server:
+async def _start_admin(config: uvicorn.Config, *, reuse_port: bool = False) -> uvicorn.Server:
     """Serve the admin app on its own listener, in this loop, without uvicorn's signal handling or main
     loop (the main server owns those). Raises OSError when the address cannot be bound."""
     host = config.host
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.create_server((host.strip("[]"), config.port), family=family)
+    sock = socket.create_server((host.strip("[]"), config.port), family=family, reuse_port=reuse_port)
+    server = await _start_side_listener(config, sock)
+    log.info("admin listener serving", extra={"host": host, "port": sock.getsockname()[1]})
+    return server
+
+
+async def _start_side_listener(config: uvicorn.Config, sock: socket.socket) -> uvicorn.Server:
+    """Serve ``config``'s app on ``sock`` (the server owns it from here on) in this loop, without uvicorn's
+    signal handling or main loop."""
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
@@ -100,5 +126,4 @@ async def _start_admin(config: uvicorn.Config) -> uvicorn.Server:
     except BaseException:
         sock.close()
         raise
-    log.info("admin listener serving", extra={"host": host, "port": sock.getsockname()[1]})
     return server

@@ -36,7 +36,8 @@ class GrpcServer:
     (larger ones fail with RESOURCE_EXHAUSTED); ``health_interval`` (seconds) is how often health Watch
     streams look at readiness. Every call is authenticated and admitted by ``runtime.security`` (see
     :mod:`gateway.grpc.interceptors`); ``authorize`` is an extra hook; ``credentials`` make the port a TLS
-    one (None: plaintext).
+    one (None: plaintext); ``reuse_port`` lets the sibling worker processes of ``serve --workers N`` bind
+    the same port (``SO_REUSEPORT``).
     """
 
     def __init__(
@@ -52,8 +53,10 @@ class GrpcServer:
         health_interval: float = 1.0,
         authorize: Authorizer | None = None,
         credentials: grpc.ServerCredentials | None = None,
+        reuse_port: bool = False,
     ) -> None:
         self.runtime = runtime
+        self.reuse_port = reuse_port
         self.credentials = credentials
         self.host = host
         self.grace = grace
@@ -94,8 +97,9 @@ class GrpcServer:
             options=[
                 ("grpc.max_receive_message_length", self._max_message_bytes),
                 # grpc shares a port between processes by default; a second gateway on the same port must
-                # fail to start instead of silently receiving half of the calls.
-                ("grpc.so_reuseport", 0),
+                # fail to start instead of silently receiving half of the calls. Worker processes of one
+                # gateway (serve --workers N) share it on purpose (reuse_port).
+                ("grpc.so_reuseport", 1 if self.reuse_port else 0),
             ],
         )
         gateway_pb2_grpc.add_GatewayServiceServicer_to_server(self.servicer, server)  # type: ignore[no-untyped-call]
@@ -148,4 +152,5 @@ def create_grpc_server(runtime: Runtime, *, grace: float = 10.0) -> GrpcServer:
         max_message_bytes=s.limits.max_request_bytes,
         health_interval=s.grpc.health_interval,
         credentials=grpc_server_credentials(s.tls),
+        reuse_port=runtime.worker is not None,
     )

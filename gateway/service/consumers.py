@@ -3,7 +3,9 @@
 Framework-free; the REST adapter (``gateway/api/routes_consumers.py``) parses requests and calls one method
 here. Every instance is a member of its TubeMQ consumer group (a core :class:`Consumer`) living in this
 replica; its id names the replica (:mod:`gateway.service.instance_id`) so that another replica can forward
-requests to it. :meth:`ConsumerService.locate` tells the adapter which replica owns an id.
+requests to it. :meth:`ConsumerService.locate` tells the adapter which replica owns an id. A replica of
+several worker processes (``serve --workers N``) runs one service per worker; its ids also name the owning
+worker, and ``locate`` tells a sibling worker's instance apart from another replica's (:class:`Owner`).
 
 Errors (``gateway.service.errors``): a malformed id or an id of another group -> NotFound; an id this
 replica issued but no longer knows (deleted, expired, or the replica restarted) -> Gone, telling the client
@@ -54,7 +56,7 @@ from gateway.tubemq.meta import MetaFormatError
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.teardown import CloseOnce, cancel_and_wait
 
-__all__ = ["ConsumerService", "InstanceInfo", "InstanceSpec", "InstanceState", "PollLimits"]
+__all__ = ["ConsumerService", "InstanceInfo", "InstanceSpec", "InstanceState", "Owner", "PollLimits"]
 
 log = logging.getLogger("gateway.service.consumers")
 
@@ -103,6 +105,19 @@ class PollLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class Owner:
+    """Where another instance lives: another replica at ``url`` (``worker`` None), or this replica's sibling
+    worker process ``worker`` (``url`` is then this replica's own advertised URL)."""
+
+    url: str
+    worker: int | None = None
+
+    @property
+    def sibling(self) -> bool:
+        return self.worker is not None
+
+
+@dataclass(frozen=True, slots=True)
 class InstanceInfo:
     instance_id: str
     group: str
@@ -141,6 +156,10 @@ class ConsumerService:
     batch not committed by then is rolled back), ``assignment_wait`` (how long a new instance's first poll
     waits for partitions), ``reap_interval`` (how often leases and commit timeouts are checked; default
     lease / 4, at most 5 s).
+
+    ``worker`` and ``workers``: this service's worker index and the replica's worker process count when the
+    replica runs several (None: one process); ids then name the worker, and an id of a sibling worker is
+    located as such.
     """
 
     def __init__(
@@ -162,7 +181,11 @@ class ConsumerService:
         access: AccessPolicy = ALLOW_ALL,
         clock: Callable[[], float] = time.monotonic,
         quotas: Quotas | None = None,
+        worker: int | None = None,
+        workers: int = 1,
     ) -> None:
+        if worker is not None and not 0 <= worker < workers:
+            raise ValueError(f"worker {worker} is not one of the {workers} workers")
         if lease <= 0 or commit_timeout <= 0 or assignment_wait < 0:
             raise ValueError("lease and commit_timeout must be > 0 and assignment_wait >= 0 seconds")
         self._masters = list(masters)
@@ -186,6 +209,8 @@ class ConsumerService:
         self._reap_interval = reap_interval if reap_interval is not None else min(max(lease / 4, 0.05), 5.0)
         self._clock = clock
         self._quotas = quotas
+        self.worker = worker
+        self.workers = workers
         self._registry = _Registry()
         self._reaper: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
@@ -236,15 +261,25 @@ class ConsumerService:
 
     # --- locating -----------------------------------------------------------------------------------
 
-    def locate(self, group: str, instance_id: str) -> str | None:
-        """The owner's base URL when another replica owns the instance, None when this one does.
-        Raises NotFound for an id that is malformed or belongs to another group."""
+    def locate(self, group: str, instance_id: str) -> Owner | None:
+        """Who owns the instance when this service does not: another replica, or a sibling worker of this
+        replica; None when this one does. Raises NotFound for an id that is malformed or belongs to another
+        group, Gone for one naming a replica forwarding may not reach or a worker this replica does not
+        have."""
         try:
             ref = decode_instance_id(group, instance_id, self._secret)
         except MalformedInstanceId as exc:
             raise _not_found(group, instance_id, str(exc)) from None
         if ref.owner_url == self.advertised_url:
-            return None
+            if ref.worker == self.worker:
+                return None
+            if ref.worker is not None and self.worker is not None and ref.worker < self.workers:
+                return Owner(ref.owner_url, ref.worker)
+            raise Gone(
+                f"consumer instance {instance_id} was created by a worker process this gateway does not "
+                f"run (it restarted with another worker count); create a new instance with "
+                f"POST /v1/consumers/{group}"
+            )
         if not self.peers.allows(ref.owner_url):
             log.warning(
                 "a consumer instance id names a replica forwarding may not reach",
@@ -255,18 +290,24 @@ class ConsumerService:
                 "this gateway may not forward to (consumers.forward_allow, consumers.forward_ports); create "
                 f"a new instance with POST /v1/consumers/{group}"
             )
-        return ref.owner_url
+        return Owner(ref.owner_url)
 
     def base_url(self, group: str, instance_id: str) -> str:
-        owner = self.locate(group, instance_id) or self.advertised_url
-        return f"{owner}/v1/consumers/{group}/instances/{instance_id}"
+        owner = self.locate(group, instance_id)
+        url = self.advertised_url if owner is None else owner.url
+        return f"{url}/v1/consumers/{group}/instances/{instance_id}"
 
     def instance(self, group: str, instance_id: str) -> ConsumerInstance:
         """The local instance; NotFound for a malformed id, Gone for one this replica does not hold."""
-        owner = self.locate(group, instance_id)
-        if owner is not None:
+        elsewhere = self.locate(group, instance_id)
+        if elsewhere is not None:
+            where = (
+                f"worker {elsewhere.worker} of this gateway"
+                if elsewhere.sibling
+                else f"the gateway at {elsewhere.url}"
+            )
             raise Gone(
-                f"consumer instance {instance_id} is owned by the gateway at {owner}, which cannot be "
+                f"consumer instance {instance_id} is owned by {where}, which cannot be "
                 f"reached through this one; create a new instance with POST /v1/consumers/{group}"
             )
         caller = current_principal().name
@@ -333,7 +374,7 @@ class ConsumerService:
             text = str(exc)
             field = "group" if "group" in text else "filters" if "filter item" in text else "topics"
             raise InvalidInput(text, field=field) from None
-        instance_id = new_instance_id(group, self.advertised_url, self._secret)
+        instance_id = new_instance_id(group, self.advertised_url, self._secret, self.worker)
         instance = ConsumerInstance(
             instance_id,
             group,

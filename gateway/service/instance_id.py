@@ -4,7 +4,9 @@ Several replicas serve one consumer group behind a plain load balancer. A reques
 any of them, so the id itself says where the instance lives: ``{owner}.{nonce}.{tag}``, all base64url without
 padding, where
 
-* ``owner`` is the owning replica's advertised base URL (``http://10.0.0.7:8080``),
+* ``owner`` is the owning replica's advertised base URL (``http://10.0.0.7:8080``); when the replica runs
+  several worker processes (``serve --workers N``), followed by ``#`` and the owning worker's index
+  (``http://10.0.0.7:8080#2``: a fragment, never part of a URL that is connected to),
 * ``nonce`` is 16 random bytes, and
 * ``tag`` is the first 12 bytes of ``HMAC-SHA256(secret, group "\\n" owner "." nonce)``.
 
@@ -47,12 +49,18 @@ class MalformedInstanceId(ValueError):
     """The text is not an instance id of this group (bad shape, bad owner URL, or a tag mismatch)."""
 
 
+#: worker indexes an id may name (``serve --workers`` allows fewer)
+MAX_WORKER = 9999
+
+
 @dataclass(frozen=True, slots=True)
 class InstanceRef:
-    """A decoded instance id: the owner replica's base URL and the id text itself."""
+    """A decoded instance id: the id text itself, the owner replica's base URL and, when the replica runs
+    several worker processes, the owning worker's index."""
 
     instance_id: str
     owner_url: str
+    worker: int | None = None
 
 
 def normalize_base_url(url: str) -> str:
@@ -79,9 +87,13 @@ def normalize_base_url(url: str) -> str:
     return text
 
 
-def new_instance_id(group: str, owner_url: str, secret: bytes = b"") -> str:
-    """A fresh id for an instance of ``group`` owned by the replica at ``owner_url`` (normalized)."""
-    owner = _b64(owner_url.encode("utf-8"))
+def new_instance_id(group: str, owner_url: str, secret: bytes = b"", worker: int | None = None) -> str:
+    """A fresh id for an instance of ``group`` owned by the replica at ``owner_url`` (normalized) and, in a
+    replica of several worker processes, by its worker ``worker``."""
+    if worker is not None and not 0 <= worker <= MAX_WORKER:
+        raise ValueError(f"worker index {worker} is not in 0..{MAX_WORKER}")
+    text = owner_url if worker is None else f"{owner_url}#{worker}"
+    owner = _b64(text.encode("utf-8"))
     nonce = _b64(secrets.token_bytes(NONCE_BYTES))
     return f"{owner}.{nonce}.{_tag(secret, group, owner, nonce)}"
 
@@ -104,13 +116,22 @@ def decode_instance_id(group: str, instance_id: str, secret: bytes = b"") -> Ins
         raise MalformedInstanceId("the instance id is not base64url text") from None
     if len(nonce_bytes) != NONCE_BYTES:
         raise MalformedInstanceId("the instance id's nonce has the wrong length")
+    owner_url, hashed, worker_text = owner_url.partition("#")
+    worker: int | None = None
+    if hashed:
+        canonical = worker_text == "0" or not worker_text.startswith("0")
+        if not (worker_text.isascii() and worker_text.isdigit() and canonical):
+            raise MalformedInstanceId("the instance id's worker index is not a number")
+        if len(worker_text) > len(str(MAX_WORKER)):
+            raise MalformedInstanceId("the instance id's worker index is out of range")
+        worker = int(worker_text)
     try:
         checked = normalize_base_url(owner_url)
     except ValueError as exc:
         raise MalformedInstanceId(str(exc)) from None
     if checked != owner_url:
         raise MalformedInstanceId("the instance id's owner URL is not normalized")
-    return InstanceRef(instance_id, owner_url)
+    return InstanceRef(instance_id, owner_url, worker)
 
 
 def redact(instance_id: str) -> str:

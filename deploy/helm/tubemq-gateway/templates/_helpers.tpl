@@ -171,3 +171,21 @@ app.kubernetes.io/component: test
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
+
+{{/* Worker processes per pod: .Values.workers, or (0) one per CPU of the container's CPU limit (its request
+without a limit), rounded up; 0 when neither is set (the gateway then counts the CPUs it may use). */}}
+{{- define "tubemq-gateway.workers" -}}
+{{- $cpu := "" -}}
+{{- with .Values.resources -}}
+{{- $cpu = toString (dig "limits" "cpu" (dig "requests" "cpu" "" .) .) -}}
+{{- end -}}
+{{- if .Values.workers -}}
+{{- .Values.workers -}}
+{{- else if not $cpu -}}
+0
+{{- else if hasSuffix "m" $cpu -}}
+{{- max 1 (div (add (atoi (trimSuffix "m" $cpu)) 999) 1000) -}}
+{{- else -}}
+{{- max 1 (ceil (float64 $cpu) | int) -}}
+{{- end -}}
+{{- end }}

@@ -1,0 +1,73 @@
+"""A worker process's private listener (``serve --workers N``) and the replica-wide ``/metrics``.
+
+Each worker also serves the app on a unix socket of its own in the replica's private directory (mode 0700, so
+only this user reaches it): siblings forward consumer requests there (``gateway/api/forwarding.py``) and read
+the worker's own metrics from :data:`OWN_METRICS_PATH`, which only this listener serves. ``/metrics`` on any
+worker merges every worker's metrics (:mod:`gateway.observability.worker_merge`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import httpx
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
+from gateway.observability.worker_merge import merge_worker_metrics
+from gateway.workers.context import WorkerContext
+
+__all__ = ["OWN_METRICS_PATH", "private_app", "replica_metrics"]
+
+log = logging.getLogger("gateway.workers")
+
+#: this worker's own metrics, on its private listener only
+OWN_METRICS_PATH = "/_worker/metrics"
+#: seconds a scrape waits for a sibling's metrics
+SIBLING_SCRAPE_TIMEOUT = 5.0
+
+
+def private_app(app: FastAPI) -> ASGIApp:
+    """The private listener's app: ``app``, plus this worker's own metrics at :data:`OWN_METRICS_PATH`."""
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == OWN_METRICS_PATH:
+            metrics: GatewayMetrics = app.state.metrics
+            body = metrics.render()
+            headers = [
+                (b"content-type", CONTENT_TYPE_LATEST.encode()),
+                (b"content-length", b"%d" % len(body)),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    return serve
+
+
+async def replica_metrics(own: GatewayMetrics, worker: WorkerContext) -> bytes:
+    """Every worker's metrics (this one's and its siblings', each labelled ``worker``), merged."""
+    siblings = worker.siblings()
+    texts = await asyncio.gather(*(_scrape(i, path) for i, path in siblings.items()))
+    expositions = [(worker.index, own.render().decode()), *zip(siblings, texts, strict=True)]
+    expositions.sort(key=lambda item: item[0])
+    return await asyncio.to_thread(merge_worker_metrics, expositions)
+
+
+async def _scrape(index: int, path: str) -> str | None:
+    transport = httpx.AsyncHTTPTransport(uds=path)
+    try:
+        async with httpx.AsyncClient(
+            transport=transport, trust_env=False, timeout=SIBLING_SCRAPE_TIMEOUT
+        ) as c:
+            answer = await c.get(f"http://worker-{index}{OWN_METRICS_PATH}")
+            answer.raise_for_status()
+            return answer.text
+    except httpx.HTTPError as exc:
+        log.warning(
+            "a worker process did not answer the metrics scrape", extra={"worker": index, "error": repr(exc)}
+        )
+        return None

@@ -1,0 +1,300 @@
+"""The parent process of ``serve --workers N``: one gateway replica as N worker processes.
+
+What it does, in order:
+
+1. reserves the HTTP, gRPC and admin ports: it binds each with ``SO_REUSEPORT`` and never listens on it, so
+   the port is held (port 0 becomes a real port every worker gets) while the kernel hands connections only to
+   the workers' listening sockets of the same port (``SO_REUSEPORT`` spreads new connections over them);
+2. without ``masters``, starts the embedded cluster: one for the replica, which every worker uses;
+3. makes a private directory (mode 0700) for the workers' private listeners (unix sockets), and, when
+   ``consumers.id_secret`` is empty, a random secret that the workers share (instance ids are checked by
+   whichever worker a request lands on); the bounds the settings give per replica (requests and publish
+   bytes in progress, rate limits, consumer instance caps) are split evenly over the workers
+   (:func:`per_worker_limits`);
+4. starts the workers (``python -m gateway.workers.child``), each with the settings and its
+   :class:`~gateway.workers.context.WorkerContext` on its standard input, which stays open: a worker whose
+   parent is gone sees it close and shuts down gracefully;
+5. on SIGTERM or SIGINT, passes SIGTERM to every worker (each drains as a single process does; a second
+   signal is passed on too, and skips the waits) and waits for them (at most ``shutdown.grace_period`` and
+   a little more, then SIGKILL), then stops the embedded cluster (after the workers: their instances commit
+   and release their partitions on the way out) and removes the directory.
+
+A worker that exits on its own is started again (same index, so its siblings keep their ids; the instances it
+held are gone, answered 410) when it had run for :data:`RESTART_AFTER` seconds; one that fails sooner (it
+cannot bind, a setting is wrong) stops the replica with exit status 1.
+
+Why ``SO_REUSEPORT`` and not one listening socket inherited by every worker: grpc.aio binds its port itself
+(with ``SO_REUSEPORT``, its default on Linux) and cannot serve an inherited socket, and one mechanism for all
+ports keeps them alike; the kernel spreads connections evenly (by a hash of the addresses), and a worker that
+is not ready yet gets none since it listens only once started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import pickle
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gateway.config import Settings
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.runtime import embedded_cluster, embedded_upstream
+from gateway.serve import reuse_port_socket
+from gateway.upstream import upstream_options
+from gateway.workers.context import WorkerContext
+
+__all__ = ["RESTART_AFTER", "Supervisor", "per_worker_limits", "supervise"]
+
+log = logging.getLogger("gateway.workers")
+
+#: seconds a worker must have run for it to be restarted when it exits on its own
+RESTART_AFTER = 10.0
+#: seconds past the grace period the supervisor waits for workers before killing them
+KILL_MARGIN = 5.0
+
+
+def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
+    """The ``limits`` and ``rate_limits`` groups of one of ``count`` workers: what the settings bound per
+    replica (requests and publish bytes in progress, each principal's publish rates and consumer instances)
+    split evenly, so that the replica as a whole keeps the configured bounds. Each worker enforces its share
+    of the connections the kernel gives it."""
+    limits = settings.limits
+    rates = settings.rate_limits
+    overrides = {
+        name: o.model_copy(
+            update={
+                "publish_messages_per_second": _rate(o.publish_messages_per_second, count),
+                "publish_bytes_per_second": _rate(o.publish_bytes_per_second, count),
+                "max_instances_per_principal": _cap(o.max_instances_per_principal, count),
+            }
+        )
+        for name, o in rates.overrides.items()
+    }
+    return {
+        "limits": limits.model_copy(
+            update={
+                "max_concurrent_requests": _cap(limits.max_concurrent_requests, count),
+                "max_inflight_publish_bytes": _cap(limits.max_inflight_publish_bytes, count),
+            }
+        ),
+        "rate_limits": rates.model_copy(
+            update={
+                "publish_messages_per_second": _rate(rates.publish_messages_per_second, count),
+                "publish_bytes_per_second": _rate(rates.publish_bytes_per_second, count),
+                "max_instances_per_principal": _cap(rates.max_instances_per_principal, count),
+                "overrides": overrides,
+            }
+        ),
+    }
+
+
+def _share(value: int, count: int) -> int:
+    """One worker's share of a positive bound: at least 1."""
+    return max(1, -(-value // count))
+
+
+def _cap(value: int | None, count: int) -> int | None:
+    """One worker's share of a cap where 0 or None means none."""
+    return value if not value else _share(value, count)
+
+
+def _rate(value: float | None, count: int) -> float | None:
+    """One worker's share of a rate where 0 or None means unlimited."""
+    return value if not value else value / count
+
+
+def supervise(settings: Settings, count: int) -> int:
+    """Run the replica as ``count`` worker processes until a signal; the exit status."""
+    from gateway.__main__ import _run
+
+    return _run(Supervisor(settings, count).run())
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: asyncio.subprocess.Process
+    started: float = field(default_factory=time.monotonic)
+
+
+class Supervisor:
+    """Starts, watches and stops the worker processes (see the module docstring)."""
+
+    def __init__(self, settings: Settings, count: int) -> None:
+        if count < 2:
+            raise ValueError(f"a supervisor runs 2 or more workers, not {count}")
+        self.settings = settings
+        self.count = count
+        self._reserved: list[socket.socket] = []
+        self._workers: dict[int, _Worker] = {}
+        self._stopping = False
+        self._stop = asyncio.Event()
+        self._failed = False
+
+    def __repr__(self) -> str:
+        return f"<Supervisor workers={len(self._workers)}/{self.count} stopping={self._stopping}>"
+
+    async def run(self) -> int:
+        cluster: EmbeddedCluster | None = None
+        socket_dir: Path | None = None
+        try:
+            try:
+                settings = self._reserve_ports(self.settings)
+            except OSError as exc:
+                print(f"tubemq-gateway: cannot bind the gateway's ports: {exc}", file=sys.stderr)
+                return 1
+            masters: tuple[str, ...] = ()
+            if not settings.masters:
+                try:
+                    cluster = embedded_cluster(settings, embedded_upstream(upstream_options(settings.tubemq)))
+                    await cluster.start()
+                except (OSError, ValueError) as exc:
+                    print(f"tubemq-gateway: cannot start the embedded cluster: {exc}", file=sys.stderr)
+                    return 1
+                masters = tuple(str(a) for a in cluster.master_addresses)
+            socket_dir = Path(tempfile.mkdtemp(prefix="tubemq-gateway-"))
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._on_signal, sig)
+            log.info(
+                "starting worker processes",
+                extra={
+                    "workers": self.count,
+                    "http_port": settings.http_port,
+                    "grpc_port": settings.grpc.port if settings.grpc.enabled else None,
+                    "embedded_masters": list(masters),
+                    "socket_dir": str(socket_dir),
+                },
+            )
+            contexts = [WorkerContext(i, self.count, socket_dir, masters) for i in range(self.count)]
+            for context in contexts:
+                await self._spawn(settings, context)
+            await self._watch(settings, contexts)
+            await self._stop_workers(settings)
+        finally:
+            for worker in self._workers.values():
+                if worker.process.returncode is None:
+                    worker.process.kill()
+                    await worker.process.wait()
+            if cluster is not None:
+                await cluster.stop()
+            if socket_dir is not None:
+                shutil.rmtree(socket_dir, ignore_errors=True)
+            for sock in self._reserved:
+                sock.close()
+        codes = [w.process.returncode for w in self._workers.values()]
+        return 1 if self._failed or any(code != 0 for code in codes) else 0
+
+    def _reserve_ports(self, settings: Settings) -> Settings:
+        """Hold the ports (see the module docstring); the settings with the ports bound and the shared
+        instance id secret."""
+        http = self._reserve(settings.http_host, settings.http_port)
+        updates: dict[str, object] = {"http_port": http}
+        if settings.grpc.enabled:
+            port = self._reserve(settings.grpc.host or settings.http_host, settings.grpc.port)
+            updates["grpc"] = settings.grpc.model_copy(update={"port": port})
+        if settings.admin.port is not None:
+            port = self._reserve(settings.admin.host or settings.http_host, settings.admin.port)
+            updates["admin"] = settings.admin.model_copy(update={"port": port})
+        consumers: dict[str, object] = {"max_instances": _share(settings.consumers.max_instances, self.count)}
+        if not settings.consumers.id_secret:
+            # The workers of this replica check each other's instance ids: one secret for all of them.
+            consumers["id_secret"] = secrets.token_hex(32)
+        updates["consumers"] = settings.consumers.model_copy(update=consumers)
+        updates.update(per_worker_limits(settings, self.count))
+        return settings.model_copy(update=updates)
+
+    def _reserve(self, host: str, port: int) -> int:
+        sock = reuse_port_socket(host, port)
+        self._reserved.append(sock)
+        bound: int = sock.getsockname()[1]
+        return bound
+
+    async def _spawn(self, settings: Settings, context: WorkerContext) -> None:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "gateway.workers.child",
+            stdin=asyncio.subprocess.PIPE,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the supervisor only, which passes it on
+        )
+        assert process.stdin is not None
+        process.stdin.write(pickle.dumps((settings, context)))
+        await process.stdin.drain()
+        self._workers[context.index] = _Worker(context.index, process)
+        log.info("worker process started", extra={"worker": context.index, "pid": process.pid})
+
+    async def _watch(self, settings: Settings, contexts: list[WorkerContext]) -> None:
+        """Until a signal (or a worker failing early): restart workers that exit on their own."""
+        stop = asyncio.create_task(self._stop.wait())
+        try:
+            while not self._stopping:
+                exits = {asyncio.create_task(w.process.wait()): w for w in self._workers.values()}
+                done, _ = await asyncio.wait({stop, *exits}, return_when=asyncio.FIRST_COMPLETED)
+                for task in exits:
+                    task.cancel()
+                if self._stopping:
+                    return
+                for task, worker in exits.items():
+                    if task not in done:
+                        continue
+                    ran = time.monotonic() - worker.started
+                    extra = {"worker": worker.index, "exit_code": task.result(), "seconds": round(ran, 1)}
+                    if ran < RESTART_AFTER:
+                        log.error("a worker process failed soon after it started: stopping", extra=extra)
+                        self._failed = True
+                        self._begin_stop(signal.SIGTERM)
+                        return
+                    log.error("a worker process exited: starting it again", extra=extra)
+                    await asyncio.sleep(1.0)
+                    if not self._stopping:
+                        await self._spawn(settings, contexts[worker.index])
+        finally:
+            stop.cancel()
+
+    def _on_signal(self, sig: int) -> None:
+        if self._stopping:
+            log.warning(
+                "second signal: passing it on to the workers", extra={"signal": signal.Signals(sig).name}
+            )
+            self._signal_workers(signal.SIGTERM)
+            return
+        log.info("stopping the worker processes", extra={"signal": signal.Signals(sig).name})
+        self._begin_stop(signal.SIGTERM)
+
+    def _begin_stop(self, sig: int) -> None:
+        self._stopping = True
+        self._stop.set()
+        self._signal_workers(sig)
+
+    def _signal_workers(self, sig: int) -> None:
+        for worker in self._workers.values():
+            if worker.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.send_signal(sig)
+
+    async def _stop_workers(self, settings: Settings) -> None:
+        """Wait for the workers to finish their graceful shutdown; kill those past the grace period."""
+        processes = [w.process for w in self._workers.values()]
+        deadline = settings.shutdown.grace_period + KILL_MARGIN
+        try:
+            await asyncio.wait_for(asyncio.gather(*(p.wait() for p in processes)), deadline)
+        except TimeoutError:
+            log.error("worker processes overran the grace period: killing them", extra={"seconds": deadline})
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+            self._failed = True
+        log.info(
+            "worker processes stopped",
+            extra={"exit_codes": {w.index: w.process.returncode for w in self._workers.values()}},
+        )

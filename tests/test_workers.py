@@ -1,0 +1,209 @@
+"""``serve --workers N``: N worker processes on the same ports, one embedded cluster, consumer instances that
+work whichever worker a request lands on, metrics of the whole replica on every worker, one graceful
+shutdown. Real processes and sockets (127.0.0.1 and the workers' private unix sockets)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from gateway_support import SseReader
+from workers_support import WorkerGateway, owner_worker, samples, serve_command, start_workers
+
+WORKERS = 3
+WORKERS_2 = ("--workers", "2")
+POLL = "/v1/consumers/{group}/instances/{instance_id}/messages"
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerGateway]:
+    gateway = start_workers(
+        tmp_path_factory.mktemp("wk"), WORKERS, "--embedded-topics", "pub:2,c0:1,c1:1,c2:1,xs:2"
+    )
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+async def _publish(client: httpx.AsyncClient, topic: str, values: list[str]) -> None:
+    answer = await client.post(
+        f"/v1/topics/{topic}/messages", json={"messages": [{"value": v} for v in values]}
+    )
+    assert answer.status_code == 200, answer.text
+
+
+async def test_every_worker_publishes_and_metrics_add_up(gw: WorkerGateway) -> None:
+    for worker in range(WORKERS):
+        async with gw.pinned(worker) as client:
+            await _publish(client, "pub", [f"w{worker}-{i}" for i in range(10 + worker)])
+    for i in range(12):  # a new connection each: the kernel spreads them over the workers
+        async with gw.shared() as client:
+            await _publish(client, "pub", [f"s{i}"])
+    total = sum(10 + w for w in range(WORKERS)) + 12
+    expositions = []
+    async with gw.shared() as client:
+        expositions.append((await client.get("/metrics")).text)
+    for worker in range(WORKERS):
+        async with gw.pinned(worker) as client:
+            expositions.append((await client.get("/metrics")).text)
+    for text in expositions:  # any worker shows the whole replica
+        published = samples(text, "tubemq_gateway_published_messages_total")
+        per_worker = {labels["worker"]: value for labels, value in published if labels["topic"] == "pub"}
+        assert sum(per_worker.values()) == total
+        assert all(per_worker[str(w)] >= 10 + w for w in range(WORKERS)), per_worker
+        up = {labels["worker"]: value for labels, value in samples(text, "tubemq_gateway_worker_up")}
+        assert up == {str(w): 1.0 for w in range(WORKERS)}
+        # per-process metrics stay per worker: three processes, three pids
+        assert len(samples(text, "process_cpu_seconds_total")) == WORKERS
+
+
+async def test_consumer_instances_work_through_every_worker(gw: WorkerGateway) -> None:
+    for owner in range(WORKERS):
+        others = [w for w in range(WORKERS) if w != owner]
+        group, topic = f"g{owner}", f"c{owner}"
+        async with gw.pinned(owner) as own, gw.pinned(others[0]) as a, gw.pinned(others[1]) as b:
+            created = await own.post(
+                f"/v1/consumers/{group}", json={"topics": [topic], "startPosition": "earliest"}
+            )
+            assert created.status_code == 201, created.text
+            instance = created.json()["instanceId"]
+            assert owner_worker(instance) == owner
+            assert created.json()["baseUrl"].startswith(gw.url)  # the replica's URL, not a worker's
+            path = f"/v1/consumers/{group}/instances/{instance}"
+            await _publish(a, topic, [f"m{i}" for i in range(6)])
+
+            polled = await a.get(f"{path}/messages", params={"format": "utf8", "timeout_ms": 5000})
+            assert polled.status_code == 200, polled.text
+            messages: list[dict[str, Any]] = polled.json()["messages"]
+            assert [m["value"] for m in messages] == [f"m{i}" for i in range(6)]
+            committed = await b.post(f"{path}/commits", json={"tokens": [m["token"] for m in messages[:2]]})
+            assert committed.json() == {"committed": 2, "rolledBack": 0, "stale": [], "pending": 4}
+            assert (await a.get(path)).json()["pendingMessages"] == 4
+
+            # SSE through one worker, resumed with Last-Event-ID through another
+            async with a.stream("GET", f"{path}/stream", params={"format": "utf8"}) as stream:
+                assert stream.status_code == 200
+                first = await SseReader(stream).read(2)
+            assert [json.loads(e.data)["value"] for e in first] == ["m2", "m3"]
+            headers = {"Last-Event-ID": first[-1].id or ""}
+            async with b.stream(
+                "GET", f"{path}/stream", params={"format": "utf8"}, headers=headers
+            ) as stream:
+                reader = SseReader(stream)
+                resumed = await reader.read(2)
+                assert [json.loads(e.data)["value"] for e in resumed] == ["m4", "m5"]
+                assert (await own.post(f"{path}/commits", json={})).json()["pending"] == 0
+                await _publish(own, topic, ["live"])
+                (live,) = await reader.read(1)
+                assert json.loads(live.data)["value"] == "live"
+
+            assert (await b.delete(path)).status_code == 204
+            for client in (own, a, b):
+                gone = await client.get(f"{path}/messages")
+                assert gone.status_code == 410 and gone.json()["error"]["code"] == "gone"
+
+
+async def test_requests_on_the_shared_port_cross_workers(gw: WorkerGateway) -> None:
+    async def poll_counts() -> dict[str, float]:
+        """Poll requests each worker received so far (any status)."""
+        async with gw.pinned(0) as client:
+            text = (await client.get("/metrics")).text
+        counts: dict[str, float] = {}
+        for labels, value in samples(text, "tubemq_gateway_http_requests_total"):
+            if labels["route"] == POLL and labels["method"] == "GET":
+                counts[labels["worker"]] = counts.get(labels["worker"], 0) + value
+        return counts
+
+    async with gw.shared() as client:
+        created = await client.post(
+            "/v1/consumers/shared", json={"topics": ["xs"], "startPosition": "earliest"}
+        )
+    assert created.status_code == 201, created.text
+    instance = created.json()["instanceId"]
+    owner = str(owner_worker(instance))
+    before = await poll_counts()
+    polls = 12
+    for _ in range(polls):  # a new connection each
+        async with gw.shared() as client:
+            answer = await client.get(
+                f"/v1/consumers/shared/instances/{instance}/messages", params={"timeout_ms": 0}
+            )
+            assert answer.status_code == 200, answer.text
+    after = await poll_counts()
+    arrived = {w: after.get(w, 0) - before.get(w, 0) for w in after}
+    # every poll was served by the owner; those that arrived elsewhere were forwarded to it
+    forwarded = sum(n for w, n in arrived.items() if w != owner)
+    assert arrived[owner] == polls
+    assert forwarded > 0, arrived  # 12 connections all on one of 3 workers: chance 3**-11
+    async with gw.pinned(int(owner)) as client:
+        assert (await client.delete(f"/v1/consumers/shared/instances/{instance}")).status_code == 204
+
+
+async def test_grpc_is_served_by_every_worker_on_the_shared_port(gw: WorkerGateway) -> None:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    for _ in range(8):
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.grpc_port}") as channel:
+            answer = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="")
+            )
+            assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    listening = [r for r in gw.records() if r.get("msg") == "gRPC server listening"]
+    assert sorted(r["worker"] for r in listening) == list(range(WORKERS))
+
+
+def test_sigterm_drains_every_worker(tmp_path: Path) -> None:
+    gateway = start_workers(tmp_path, 2, "--embedded-topics", "dd:1")
+    try:
+
+        async def scenario() -> tuple[int, float]:
+            async with gateway.pinned(1) as owner, gateway.pinned(0) as other:
+                created = await owner.post("/v1/consumers/dg", json={"topics": ["dd"]})
+                assert created.status_code == 201, created.text
+                path = POLL.format(group="dg", instance_id=created.json()["instanceId"])
+                assert (await other.get(path, params={"timeout_ms": 0})).status_code == 200
+                started = time.monotonic()
+                # a long poll through worker 0, served by worker 1: the drain answers it at once
+                waiting = asyncio.create_task(other.get(path, params={"timeout_ms": 30000}))
+                await asyncio.sleep(0.5)
+                gateway.proc.send_signal(15)
+                answer = await waiting
+                return answer.status_code, time.monotonic() - started
+
+        status, seconds = asyncio.run(scenario())
+        assert status in (200, 503)
+        assert seconds < 20, "the long poll waited past the drain"
+        assert gateway.proc.wait(timeout=60) == 0
+    finally:
+        gateway.stop()
+    records = gateway.records()
+    done = sorted(r["worker"] for r in records if r.get("msg") == "graceful shutdown complete")
+    assert done == [0, 1]
+    stopped = [r for r in records if r.get("msg") == "worker processes stopped"]
+    assert stopped and stopped[0]["exit_codes"] == {"0": 0, "1": 0}
+    assert not gateway.socket_dir.exists()
+
+
+def test_a_port_in_use_stops_the_supervisor(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # no SO_REUSEPORT: nobody may share it
+        port = taken.getsockname()[1]
+        command, env = serve_command("--http-port", str(port), *WORKERS_2)
+        done = subprocess.run(
+            command,
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert b"cannot bind the gateway's ports" in done.stderr

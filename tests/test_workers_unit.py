@@ -1,0 +1,122 @@
+"""``serve --workers``: the default worker count (CPU affinity and cgroup quotas, on fake cgroup trees) and
+the merged exposition of the workers' metrics."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from workers_support import samples
+
+from gateway.config import Settings
+from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.worker_merge import merge_worker_metrics
+from gateway.workers.context import WorkerContext
+from gateway.workers.cpus import allowed_cpus, cgroup_cpu_limit
+from gateway.workers.supervisor import per_worker_limits
+
+
+def _tree(tmp_path: Path, proc: str, files: dict[str, str]) -> tuple[Path, Path]:
+    root = tmp_path / "cgroup"
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    proc_file = tmp_path / "proc-cgroup"
+    proc_file.write_text(proc)
+    return root, proc_file
+
+
+CPUS = len(os.sched_getaffinity(0))
+V2_NESTED = {  # the tightest quota along the path counts
+    "cpu.max": "max 100000\n",
+    "kubepods/pod1/cpu.max": "300000 100000\n",
+    "kubepods/pod1/ctr/cpu.max": "150000 100000\n",
+}
+V1_HALF = {
+    "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "50000\n",
+    "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
+    "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+    "cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+}
+
+
+@pytest.mark.parametrize(
+    ("proc", "files", "limit", "workers"),
+    [
+        ("0::/kubepods/pod1/ctr\n", V2_NESTED, 1.5, min(CPUS, 2)),  # 1.5 CPUs: rounded up
+        ("0::/\n", {"cpu.max": "max 100000\n"}, None, CPUS),
+        ("4:memory:/x\n2:cpu,cpuacct:/docker/abc\n", V1_HALF, 0.5, 1),  # at least one
+    ],
+)
+def test_cgroup_quotas(
+    tmp_path: Path, proc: str, files: dict[str, str], limit: float | None, workers: int
+) -> None:
+    root, proc_file = _tree(tmp_path, proc, files)
+    assert cgroup_cpu_limit(root, proc_file) == limit
+    assert allowed_cpus(root, proc_file) == workers
+
+
+@pytest.mark.parametrize("text", ["", "garbage", "0::/../../etc\n", "1:cpu:/nowhere\n"])
+def test_unreadable_cgroups_mean_no_limit(tmp_path: Path, text: str) -> None:
+    root, proc = _tree(tmp_path, text, {"cpu.max": "bogus\n"})
+    assert cgroup_cpu_limit(root, proc) is None
+    assert cgroup_cpu_limit(root, tmp_path / "missing") is None
+
+
+def test_the_default_is_zero_meaning_the_allowed_cpus() -> None:
+    assert Settings.model_fields["workers"].default == 0
+    assert Settings(workers=3).workers == 3
+    with pytest.raises(ValueError, match="workers"):
+        Settings(workers=-1)
+
+
+def test_context_paths_and_siblings(tmp_path: Path) -> None:
+    context = WorkerContext(1, 3, tmp_path)
+    assert context.siblings() == {0: str(tmp_path / "w0.sock"), 2: str(tmp_path / "w2.sock")}
+    with pytest.raises(ValueError):
+        WorkerContext(3, 3, tmp_path)
+
+
+def test_merged_metrics_carry_a_worker_label_and_add_up() -> None:
+    workers = [GatewayMetrics(), GatewayMetrics()]
+    for count, metrics in enumerate(workers, start=1):
+        for _ in range(count):
+            metrics.observe_http("/v1/x", "GET", 200, 0.01)
+    text = merge_worker_metrics(
+        [(0, workers[0].render().decode()), (1, workers[1].render().decode()), (2, None)]
+    )
+    merged = text.decode()
+    requests = samples(merged, "tubemq_gateway_http_requests_total")
+    assert sorted((labels["worker"], value) for labels, value in requests) == [("0", 1.0), ("1", 2.0)]
+    buckets = [v for labels, v in samples(merged, "tubemq_gateway_http_request_duration_seconds_count")]
+    assert sum(buckets) == 3
+    up = {labels["worker"]: value for labels, value in samples(merged, "tubemq_gateway_worker_up")}
+    assert up == {"0": 1.0, "1": 1.0, "2": 0.0}
+    assert merged.count("# TYPE tubemq_gateway_http_requests_total counter") == 1
+
+
+def test_replica_bounds_are_split_over_the_workers() -> None:
+    settings = Settings(
+        limits={"max_concurrent_requests": 1000, "max_inflight_publish_bytes": 0},
+        rate_limits={
+            "publish_messages_per_second": 900,
+            "publish_bytes_per_second": None,
+            "max_instances_per_principal": 100,
+            "overrides": {
+                "alice": {"publish_messages_per_second": 30},
+                "bob": {"max_instances_per_principal": 0},
+            },
+        },
+    )
+    split = settings.model_copy(update=per_worker_limits(settings, 3))
+    assert split.limits.max_concurrent_requests == 334  # rounded up: the replica keeps at least its bound
+    assert split.limits.max_inflight_publish_bytes == 0  # 0: no cap, on every worker
+    r = split.rate_limits
+    assert (r.publish_messages_per_second, r.publish_bytes_per_second) == (300, None)
+    assert r.max_instances_per_principal == 34
+    assert r.overrides["alice"].publish_messages_per_second == 10
+    assert r.overrides["alice"].max_instances_per_principal is None  # still: the (split) default
+    assert r.overrides["bob"].max_instances_per_principal == 0
+    assert split.limits.max_batch_messages == settings.limits.max_batch_messages  # per request: unchanged
