@@ -14,7 +14,9 @@ Run from anywhere with the dev dependencies installed (grpcio-tools)::
   ``_pb2.py``, ``.pyi`` and ``_pb2_grpc.py``; the include root is ``proto`` (the buf module root, so the
   descriptors are registered as ``tubemq/gateway/v1/gateway.proto``, the name reflection clients see).
   Imports between those files are rewritten to absolute ones into ``gateway.grpc.pb`` so the modules work
-  inside the package; imports of other protos (``google/protobuf/*``) stay as they are.
+  inside the package; imports of other protos stay as they are (``google/protobuf/*`` come with protobuf,
+  ``google/rpc/*`` with googleapis-common-protos; ``proto/third_party/googleapis/`` has the ``.proto``
+  files protoc and buf read, never generated here).
 
 The output depends only on the sources and the protoc version: files are processed in sorted order,
 stale generated files are removed, and each output directory gets an ``__init__.py`` when it lacks one.
@@ -36,6 +38,9 @@ TARGETS: tuple[tuple[str, str, str, bool], ...] = (
     ("proto/wire", ".", "gateway/tubemq/pb", False),
     ("proto", "tubemq/gateway", "gateway/grpc/pb", True),
 )
+#: Imported protos that are not ours (google/rpc/status.proto, as googleapis has it): on the include path for
+#: protoc and buf, never generated here (the generated code imports them from googleapis-common-protos).
+THIRD_PARTY = ROOT / "proto" / "third_party" / "googleapis"
 _GENERATED = re.compile(r".*_pb2(_grpc)?\.pyi?$")
 _INIT_TEXT = '"""Generated protobuf modules; regenerate with ``python scripts/gen_protos.py``."""\n'
 
@@ -44,7 +49,7 @@ def _protoc(args: list[str]) -> None:
     from grpc_tools import protoc  # dev dependency, imported late so --help works without it
 
     include = str(Path(protoc.__file__).parent / "_proto")  # well-known types (google/protobuf/*)
-    code = protoc.main(["grpc_tools.protoc", f"-I{include}", *args])
+    code = protoc.main(["grpc_tools.protoc", f"-I{include}", f"-I{THIRD_PARTY}", *args])
     if code != 0:
         raise SystemExit(f"protoc failed ({code}): {' '.join(args)}")
 

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.grpc.errors import unpack_status
+from gateway.grpc.errors import DOMAIN
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
@@ -56,14 +58,73 @@ def message(value: bytes | str, **fields: Any) -> pb.Message:
     return pb.Message(value=value.encode() if isinstance(value, str) else value, **fields)
 
 
-def detail_of(error: grpc.aio.AioRpcError) -> pb.ErrorDetail:
-    """The ErrorDetail in a failed call's trailers (fails the test when there is none)."""
-    unpacked = unpack_status(error.trailing_metadata())
-    assert unpacked is not None, f"no status details in {error.trailing_metadata()}"
-    status, detail = unpacked
-    assert status.code == error.code().value[0]
-    assert status.message == error.details()
-    return detail
+@dataclass(frozen=True)
+class ErrorView:
+    """What a client reads from a google.rpc.Status with the gateway's error details: the REST error body's
+    fields (``code`` is ErrorInfo.reason in lower case) plus the status code and the RetryInfo delay."""
+
+    grpc_code: int
+    message: str
+    code: str
+    metadata: dict[str, str]
+    field: str | None
+    index: int | None
+    limit: int | None
+    tubemq_error_code: int | None
+    retry_after_seconds: float | None  # RetryInfo.retry_delay
+    violations: list[tuple[str, str]]  # BadRequest: (field, description)
+
+
+def _unpacked(status: status_pb2.Status, kind: Any) -> list[Any]:
+    found = []
+    for detail in status.details:
+        if detail.Is(kind.DESCRIPTOR):
+            message = kind()
+            detail.Unpack(message)
+            found.append(message)
+    return found
+
+
+def describe(status: status_pb2.Status) -> ErrorView:
+    """Read ``status`` with the standard types only; asserts the gateway's conventions (an ErrorInfo first, of
+    the gateway's domain; RetryInfo and the metadata's retryAfterSeconds agree)."""
+    assert status.details, f"no error details in {status}"
+    assert status.details[0].Is(error_details_pb2.ErrorInfo.DESCRIPTOR), "ErrorInfo is not the first detail"
+    (info,) = _unpacked(status, error_details_pb2.ErrorInfo)
+    assert info.domain == DOMAIN and info.reason == info.reason.upper()
+    meta = dict(info.metadata)
+    retries = _unpacked(status, error_details_pb2.RetryInfo)
+    assert len(retries) <= 1
+    delay = retries[0].retry_delay.ToNanoseconds() / 1e9 if retries else None
+    if delay is not None or "retryAfterSeconds" in meta:
+        assert delay is not None and abs(delay - float(meta["retryAfterSeconds"])) < 1e-9  # Duration: ns
+    requests = _unpacked(status, error_details_pb2.BadRequest)
+    violations = [(v.field, v.description) for r in requests for v in r.field_violations]
+
+    def number(key: str) -> int | None:
+        return int(meta[key]) if key in meta else None
+
+    return ErrorView(
+        grpc_code=status.code,
+        message=status.message,
+        code=info.reason.lower(),
+        metadata=meta,
+        field=meta.get("field"),
+        index=number("index"),
+        limit=number("limit"),
+        tubemq_error_code=number("tubemqErrorCode"),
+        retry_after_seconds=delay,
+        violations=violations,
+    )
+
+
+def detail_of(error: grpc.aio.AioRpcError) -> ErrorView:
+    """The error details of a failed call, decoded as any client would, with grpcio-status's
+    ``rpc_status.from_call`` (which checks the status's code and message against the call's); fails the test
+    when there are none."""
+    status = rpc_status.from_call(error)
+    assert status is not None, f"no google.rpc.Status in {error.trailing_metadata()}"
+    return describe(status)
 
 
 def trailer(error: grpc.aio.AioRpcError, key: str) -> Any:

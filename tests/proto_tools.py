@@ -5,7 +5,7 @@ installs as an optional dependency; its ``bin/buf`` is the release binary). It i
 ``npm pack`` once into ``.cache/buf/`` at the repository root (gitignored), so a fresh clone needs only npm
 and the npm registry; tests skip, saying why, only when npm cannot get it. buf's own cache goes to
 ``.cache/buf/home`` (``BUF_CACHE_DIR``); linting needs no network, since the API imports only protobuf's
-well-known types (see ``buf.yaml``).
+well-known types and ``proto/third_party/googleapis/`` (see ``buf.yaml``).
 """
 
 from __future__ import annotations

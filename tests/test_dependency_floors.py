@@ -12,7 +12,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
 PB_DIRS = (ROOT / "gateway" / "tubemq" / "pb", ROOT / "gateway" / "grpc" / "pb")
-GRPC_FAMILY = ("grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-tools")
+GRPC_FAMILY = ("grpcio", "grpcio-health-checking", "grpcio-reflection", "grpcio-status", "grpcio-tools")
 
 
 def _requirements() -> dict[str, Requirement]:

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 import grpc
 import pytest
+from google.rpc import error_details_pb2, status_pb2
 
 from gateway.grpc import errors
-from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.errors import (
     ErrorKind,
     Gone,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
+    PermissionDenied,
     Quota,
     RateLimited,
     ServiceError,
+    Unauthenticated,
     Unavailable,
     UpstreamError,
 )
+from tests.grpc_support import describe
 
 
 def test_every_error_kind_has_its_own_code() -> None:
@@ -54,25 +59,28 @@ def test_code_of(exc: ServiceError | errors.AdapterError, code: grpc.StatusCode)
     assert errors.code_of(exc) is code
 
 
-def test_detail_carries_the_rest_error_body() -> None:
+def test_status_carries_the_rest_error_body() -> None:
     exc = PayloadTooLarge("message of 20 bytes is above 10", limit=10, field="messages[3].value", index=3)
-    detail = errors.error_detail(exc)
+    status = errors.error_status(exc)
+    detail = describe(status)
     rest = exc.to_dict()
     assert detail.code == rest["code"] == "payload_too_large"
-    assert detail.message == rest["message"]
+    assert status.message == f"messages[3].value: {rest['message']}"
     assert detail.field == rest["field"] == "messages[3].value"
     assert detail.index == rest["index"] == 3
     assert detail.limit == rest["limit"] == 10
+    assert detail.violations == [("messages[3].value", rest["message"])]
     assert detail.grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
-    assert not detail.HasField("retry_after_seconds") and not detail.HasField("tubemq_error_code")
+    assert detail.retry_after_seconds is None and detail.tubemq_error_code is None
 
 
-def test_detail_of_unavailable_and_upstream() -> None:
-    unavailable = errors.error_detail(Unavailable("no broker", retry_after=2.5, errno=503))
+def test_status_of_unavailable_and_upstream() -> None:
+    unavailable = describe(errors.error_status(Unavailable("no broker", retry_after=2.5, errno=503)))
     assert unavailable.retry_after_seconds == 2.5 and unavailable.tubemq_error_code == 503
-    assert not unavailable.HasField("field") and not unavailable.HasField("index")
-    upstream = errors.error_detail(UpstreamError("refused", errno=400, index=0))
+    assert unavailable.field is None and unavailable.index is None and unavailable.violations == []
+    upstream = describe(errors.error_status(UpstreamError("refused", errno=400, index=0)))
     assert (upstream.code, upstream.tubemq_error_code, upstream.index) == ("upstream_error", 400, 0)
+    assert upstream.retry_after_seconds is None
 
 
 def test_status_message_names_the_field() -> None:
@@ -80,30 +88,109 @@ def test_status_message_names_the_field() -> None:
     assert errors.status_message(NotFound("no such topic")) == "no such topic"
 
 
-def test_trailers_round_trip_through_unpack_status() -> None:
-    exc = Unavailable("no broker can take topic 'demo' now", retry_after=1.6)
-    detail = errors.error_detail(exc)
-    trailers = errors.trailers_for(grpc.StatusCode.UNAVAILABLE, "no broker", detail)
-    assert dict(trailers)[errors.RETRY_AFTER_TRAILER] == "2"
-    unpacked = errors.unpack_status(trailers)
-    assert unpacked is not None
-    status, got = unpacked
-    assert (status.code, status.message) == (grpc.StatusCode.UNAVAILABLE.value[0], "no broker")
-    assert status.details[0].type_url == "type.googleapis.com/tubemq.gateway.v1.ErrorDetail"
-    assert got == detail
+#: One error of each kind, as the service layer raises them.
+EVERY_KIND = [
+    InvalidInput("bad", field="messages[0].key", index=0),
+    PayloadTooLarge("big", limit=10, field="messages[1].value", index=1),
+    NotFound("no such topic", field="topic", errno=404),
+    Gone("instance expired", field="instanceId"),
+    Unavailable("later", retry_after=1.0, errno=503),
+    RateLimited("slow down", retry_after=0.5, quota=QUOTA),
+    UpstreamError("refused", errno=500),
+    Unauthenticated("who are you"),
+    PermissionDenied("not you", action="publish", resource="topic demo"),
+]
 
 
-def test_retry_after_is_at_least_one_second() -> None:
-    detail = errors.error_detail(Unavailable("soon", retry_after=0.1))
-    assert dict(errors.trailers_for(grpc.StatusCode.UNAVAILABLE, "soon", detail))["retry-after"] == "1"
+def test_every_kind_is_covered_below() -> None:
+    assert {exc.kind for exc in EVERY_KIND} == set(ErrorKind)
 
 
-def test_unpack_status_without_details() -> None:
-    assert errors.unpack_status(()) is None
-    assert errors.unpack_status(None) is None
-    bare = pb.ErrorStatus(code=5, message="x").SerializeToString()
-    unpacked = errors.unpack_status(((errors.DETAILS_TRAILER, bare),))
-    assert unpacked is not None and unpacked[1] == pb.ErrorDetail()
+@pytest.mark.parametrize("exc", EVERY_KIND, ids=lambda e: e.kind.value)
+def test_error_info_reason_is_the_rest_code_and_metadata_the_rest_body(exc: ServiceError) -> None:
+    status = errors.error_status(exc)
+    assert status.code == errors.code_of(exc).value[0]
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    rest = exc.to_dict()
+    # google.rpc.ErrorInfo: reason UPPER_SNAKE_CASE, at most 63 characters; metadata keys lowerCamelCase.
+    assert info.reason == str(rest.pop("code")).upper()
+    assert re.fullmatch(r"[A-Z][A-Z0-9_]+[A-Z0-9]", info.reason) and len(info.reason) <= 63
+    assert info.domain == errors.DOMAIN == "tubemq-gateway"
+    rest.pop("message")
+    assert set(info.metadata) == set(rest)
+    for key, value in rest.items():
+        assert re.fullmatch(r"[a-z][a-zA-Z0-9-_]+", key) and len(key) <= 64
+        if isinstance(value, int | float):
+            assert float(info.metadata[key]) == value, key
+        else:
+            assert info.metadata[key] == value, key
+
+
+def _kinds_of(status: status_pb2.Status) -> list[str]:
+    return [d.type_url.rpartition("/")[2] for d in status.details]
+
+
+@pytest.mark.parametrize(
+    ("exc", "details"),
+    [
+        (InvalidInput("bad", field="topic"), ["ErrorInfo", "BadRequest"]),
+        (InvalidInput("bad"), ["ErrorInfo"]),  # no field to blame: no BadRequest
+        (PayloadTooLarge("big", limit=10, field="messages[0].value"), ["ErrorInfo", "BadRequest"]),
+        (NotFound("no such topic", field="topic"), ["ErrorInfo", "ResourceInfo"]),
+        (NotFound("no route", field="path"), ["ErrorInfo"]),
+        (Gone("expired", field="instanceId"), ["ErrorInfo", "ResourceInfo"]),
+        (Unavailable("later"), ["ErrorInfo", "RetryInfo"]),
+        (RateLimited("slow", retry_after=1, quota=QUOTA), ["ErrorInfo", "RetryInfo", "QuotaFailure"]),
+        (UpstreamError("refused", errno=500), ["ErrorInfo"]),
+        (errors.StreamSuperseded("taken over"), ["ErrorInfo"]),
+    ],
+)
+def test_standard_details_by_kind(exc: ServiceError | errors.AdapterError, details: list[str]) -> None:
+    assert _kinds_of(errors.error_status(exc)) == [f"google.rpc.{d}" for d in details]
+
+
+def test_resource_info_names_the_kind_of_resource() -> None:
+    status = errors.error_status(
+        NotFound("no consumer instance 'x' in group 'g': expired", field="instanceId")
+    )
+    info = error_details_pb2.ResourceInfo()
+    assert status.details[1].Unpack(info)
+    assert info.resource_type == "consumer instance" and "no consumer instance" in info.description
+
+
+def test_rate_limited_says_which_quota_and_when_to_retry() -> None:
+    exc = RateLimited("principal 'alice' is above its publish limit", retry_after=0.25, quota=QUOTA)
+    status = errors.error_status(exc)
+    detail = describe(status)
+    assert detail.code == "rate_limited" and detail.retry_after_seconds == 0.25
+    assert detail.grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    quota = error_details_pb2.QuotaFailure()
+    assert status.details[2].Unpack(quota)
+    assert [(v.subject, v.description) for v in quota.violations] == [("messages", exc.message)]
+    assert dict(errors.trailers_for(status))[errors.RETRY_AFTER_TRAILER] == "1"  # whole seconds, rounded up
+
+
+def test_adapter_errors_have_the_status_code_as_reason() -> None:
+    detail = describe(errors.error_status(errors.StreamSuperseded("a newer Subscribe took over")))
+    assert (detail.code, detail.metadata) == ("aborted", {})
+    assert detail.grpc_code == grpc.StatusCode.ABORTED.value[0]
+    denied = describe(errors.error_status(errors.AuthError("not you", denied=True)))
+    assert denied.code == "permission_denied"
+
+
+def test_trailers_carry_the_status_as_grpcio_status_encodes_it() -> None:
+    status = errors.error_status(Unavailable("no broker can take topic 'demo' now", retry_after=1.6))
+    trailers = dict(errors.trailers_for(status))
+    assert trailers[errors.RETRY_AFTER_TRAILER] == "2"
+    assert status_pb2.Status.FromString(trailers[errors.DETAILS_TRAILER]) == status
+    assert set(trailers) == {errors.DETAILS_TRAILER, errors.RETRY_AFTER_TRAILER}
+
+
+def test_retry_after_is_at_least_one_second_and_absent_when_not_retryable() -> None:
+    soon = errors.error_status(Unavailable("soon", retry_after=0.1))
+    assert dict(errors.trailers_for(soon))["retry-after"] == "1"
+    assert errors.RETRY_AFTER_TRAILER not in dict(errors.trailers_for(errors.error_status(NotFound("no"))))
 
 
 def test_renamed_maps_service_field_names() -> None:
@@ -113,38 +200,3 @@ def test_renamed_maps_service_field_names() -> None:
     with pytest.raises(NotFound) as other, errors.renamed({"max_messages": "maxMessages"}):
         raise NotFound("no instance", field="instanceId")
     assert other.value.field == "instanceId"
-
-
-def test_error_status_is_wire_compatible_with_google_rpc_status() -> None:
-    # google.rpc.Status is {int32 code = 1; string message = 2; repeated Any details = 3}.
-    fields = {f.name: (f.number, f.type) for f in pb.ErrorStatus.DESCRIPTOR.fields}
-    descriptor = pb.ErrorStatus.DESCRIPTOR.fields_by_name
-    assert fields["code"][0] == 1 and fields["message"][0] == 2 and fields["details"][0] == 3
-    assert descriptor["details"].message_type.full_name == "google.protobuf.Any"
-
-
-def test_rate_limited_carries_retry_info_google_clients_understand() -> None:
-    exc = RateLimited("principal 'alice' is above its publish limit", retry_after=0.25, quota=QUOTA)
-    detail = errors.error_detail(exc)
-    assert detail.code == "rate_limited" and detail.retry_after_seconds == 0.25
-    assert detail.grpc_code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
-    trailers = errors.trailers_for(grpc.StatusCode.RESOURCE_EXHAUSTED, exc.message, detail)
-    assert dict(trailers)[errors.RETRY_AFTER_TRAILER] == "1"  # whole seconds, rounded up
-    unpacked = errors.unpack_status(trailers)
-    assert unpacked is not None and unpacked[1] == detail  # details[0] stays the ErrorDetail
-    status = unpacked[0]
-    assert [d.type_url for d in status.details] == [
-        "type.googleapis.com/tubemq.gateway.v1.ErrorDetail",
-        "type.googleapis.com/google.rpc.RetryInfo",
-    ]
-    assert errors.retry_delay(status) == 0.25
-    # google.rpc.RetryInfo is {google.protobuf.Duration retry_delay = 1}: read it as such, by hand.
-    info = status.details[1].value
-    assert info[0] == 0x0A and info[1] == len(info) - 2
-    assert errors.retry_delay(pb.ErrorStatus(code=8)) is None
-
-
-def test_unavailable_also_says_when_to_retry_in_retry_info() -> None:
-    detail = errors.error_detail(Unavailable("later", retry_after=2.0))
-    unpacked = errors.unpack_status(errors.trailers_for(grpc.StatusCode.UNAVAILABLE, "later", detail))
-    assert unpacked is not None and errors.retry_delay(unpacked[0]) == 2.0

@@ -8,11 +8,23 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.publish_stream import publish_stream
-from tests.grpc_support import TOPICS, Gateway, detail_of, gateway_settings, message, running_gateway, trailer
+from tests.grpc_support import (
+    TOPICS,
+    Gateway,
+    describe,
+    detail_of,
+    gateway_settings,
+    message,
+    running_gateway,
+    trailer,
+)
 from tests.tubemq_readback import StoredMessage, read_topic
 
 
@@ -116,10 +128,37 @@ async def test_invalid_requests_name_the_field(
     assert error.code() is grpc.StatusCode.INVALID_ARGUMENT
     detail = detail_of(error)
     assert (detail.code, detail.field) == ("invalid_argument", field)
-    assert detail.index == index if index is not None else not detail.HasField("index")
-    assert error.details() == f"{field}: {detail.message}"
+    assert detail.index == index
+    assert detail.violations == [(field, error.details().removeprefix(f"{field}: "))]
+    assert error.details().startswith(f"{field}: ")
     assert detail.grpc_code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert trailer(error, "x-request-id") == "req-42"
+
+
+def _blocking_call(address: str, request: pb.PublishRequest) -> grpc.RpcError:
+    """Publish with grpcio's plain blocking client, in a thread of its own; return the error it raised."""
+    with grpc.insecure_channel(address) as channel:
+        stub = gateway_pb2_grpc.GatewayServiceStub(channel)
+        try:
+            stub.Publish(request, timeout=10)
+        except grpc.RpcError as error:
+            return error
+    raise AssertionError("the publish succeeded")
+
+
+async def test_a_blocking_client_reads_the_standard_error_details(gw: Gateway) -> None:
+    # What any grpcio client does: rpc_status.from_call, then unpack google.rpc detail types; no gateway code.
+    bad = pb.PublishRequest(topic="demo", messages=[message("a"), message("b", stream_id="a=b")])
+    error = await asyncio.to_thread(_blocking_call, gw.server.address, bad)
+    status = rpc_status.from_call(error)
+    assert status is not None and status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    info, request = error_details_pb2.ErrorInfo(), error_details_pb2.BadRequest()
+    assert status.details[0].Unpack(info) and status.details[1].Unpack(request)
+    assert (info.reason, info.domain) == ("INVALID_ARGUMENT", "tubemq-gateway")
+    assert (info.metadata["field"], info.metadata["index"]) == ("messages[1].streamId", "1")
+    (violation,) = request.field_violations
+    assert violation.field == "messages[1].streamId"
+    assert status.message == error.details() == f"messages[1].streamId: {violation.description}"
 
 
 async def test_partition_out_of_range_and_unknown_topic(gw: Gateway) -> None:
@@ -174,7 +213,9 @@ async def test_no_broker_is_unavailable_with_retry_advice(cluster: EmbeddedClust
         # the stream reports the same per message, and goes on
         acks = await _acks(gw.stub.PublishStream(_requests("demo", [message("d"), message("e")], 2)))
         assert [a.sequence for a in acks] == [0, 1]
-        assert all(a.error.code == "unavailable" and a.error.retry_after_seconds >= 1 for a in acks)
+        assert all(describe(a.error).code == "unavailable" for a in acks)
+        assert all(describe(a.error).retry_after_seconds >= 1 for a in acks)
+        assert all(a.error.code == grpc.StatusCode.UNAVAILABLE.value[0] for a in acks)
 
 
 async def _requests(
@@ -244,19 +285,25 @@ async def test_publish_stream_errors_are_per_request(gw: Gateway) -> None:
 
     acks = await _acks(gw.stub.PublishStream(requests()))
     assert [a.sequence for a in acks] == list(range(8))
-    outcomes = [(a.WhichOneof("outcome"), a.error.code, a.error.field) for a in acks]
+    outcomes = [
+        (
+            a.WhichOneof("outcome"),
+            *((describe(a.error).code, describe(a.error).field) if a.error.code else ()),
+        )
+        for a in acks
+    ]
     assert outcomes == [
         ("error", "invalid_argument", "topic"),
-        ("stored", "", ""),
-        ("stored", "", ""),
+        ("stored",),
+        ("stored",),
         ("error", "invalid_argument", "messages[1].value"),
         ("error", "invalid_argument", "messages[1].value"),
         ("error", "payload_too_large", "messages[0].value"),
         ("error", "not_found", "topic"),
-        ("stored", "", ""),
+        ("stored",),
     ]
-    assert acks[3].error.index == acks[4].error.index == 1
-    assert acks[5].error.limit == limit
+    assert describe(acks[3].error).index == describe(acks[4].error).index == 1
+    assert describe(acks[5].error).limit == limit
     assert acks[7].stored.partition_key.split(":")[1] == "small"
 
 

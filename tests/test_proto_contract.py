@@ -47,6 +47,7 @@ def test_protoc_gen_go_accepts_the_api(tmp_path: Path) -> None:
         "grpc_tools.protoc",
         f"-I{include}",
         f"-I{ROOT / 'proto'}",
+        f"-I{ROOT / 'proto' / 'third_party' / 'googleapis'}",
         f"--plugin=protoc-gen-go={plugin}",
         f"--go_out={tmp_path}",
         API,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.grpc.errors import error_detail
+from gateway.grpc.errors import error_status
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.publish import OutgoingMessage, PublishOutcome, TopicView
 from gateway.tubemq.producer_send import SendResult
@@ -35,7 +35,7 @@ def publish_result(outcome: PublishOutcome) -> pb.PublishResult:
     if outcome.result is not None:
         return pb.PublishResult(index=outcome.index, stored=receipt(outcome.result))
     assert outcome.error is not None
-    return pb.PublishResult(index=outcome.index, error=error_detail(outcome.error))
+    return pb.PublishResult(index=outcome.index, error=error_status(outcome.error))
 
 
 def publish_response(topic: str, outcomes: list[PublishOutcome]) -> pb.PublishResponse:

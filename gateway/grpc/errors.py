@@ -3,26 +3,38 @@
 ::
 
     ServiceError kind        gRPC code             REST
-    InvalidInput             INVALID_ARGUMENT      400   message "<field>: <message>"
-    PayloadTooLarge          RESOURCE_EXHAUSTED    413   detail.limit
-    NotFound                 NOT_FOUND             404
+    InvalidInput             INVALID_ARGUMENT      400   message "<field>: <message>", BadRequest
+    PayloadTooLarge          RESOURCE_EXHAUSTED    413   metadata limit, BadRequest when a field is named
+    NotFound                 NOT_FOUND             404   ResourceInfo when the resource is known
     Gone                     FAILED_PRECONDITION   410   an expired or deleted consumer instance
-    Unavailable              UNAVAILABLE           503   detail.retry_after_seconds, trailer retry-after
-    RateLimited              RESOURCE_EXHAUSTED    429   detail.retry_after_seconds, trailer retry-after,
-                                                         and a google.rpc.RetryInfo in the status details
-    UpstreamError            INTERNAL              502   detail.tubemq_error_code
+    Unavailable              UNAVAILABLE           503   RetryInfo, metadata retryAfterSeconds, trailer
+                                                         retry-after
+    RateLimited              RESOURCE_EXHAUSTED    429   RetryInfo, QuotaFailure, metadata retryAfterSeconds,
+                                                         trailer retry-after
+    UpstreamError            INTERNAL              502   metadata tubemqErrorCode
     Unauthenticated          UNAUTHENTICATED       401   no, bad or expired credentials
     PermissionDenied         PERMISSION_DENIED     403   the message names principal, action and resource
     AdapterError             refusals of the gRPC adapter itself:
      ├── AuthError           UNAUTHENTICATED / PERMISSION_DENIED (raised by an auth hook)
      └── StreamSuperseded    ABORTED (a newer Subscribe took the consumer instance over)
 
+Every failed call ends with a ``google.rpc.Status`` (same code and message as the call) in the standard
+``grpc-status-details-bin`` trailer, built with grpcio-status, whose details are the standard
+``google.rpc`` error details:
+
+* ``ErrorInfo`` always, first: ``reason`` is the REST error ``code`` in upper case (``invalid_argument`` ->
+  ``INVALID_ARGUMENT``, ``rate_limited`` -> ``RATE_LIMITED``; adapter refusals ``ABORTED``, ``INTERNAL``...),
+  ``domain`` is :data:`DOMAIN`, and ``metadata`` holds the REST error body's other fields as strings
+  (``field``, ``index``, ``limit``, ``retryAfterSeconds``, ``tubemqErrorCode``, ``action``, ``resource``);
+* ``BadRequest`` with one field violation when a request field is invalid (INVALID_ARGUMENT, or a message
+  above the size limit);
+* ``RetryInfo`` when retrying later can succeed (UNAVAILABLE, RATE_LIMITED), with the delay REST sends as
+  ``Retry-After``; RATE_LIMITED also a ``QuotaFailure`` naming the quota;
+* ``ResourceInfo`` when a NOT_FOUND / gone error names the missing resource.
+
+A message of a publish that failed alone carries the same ``google.rpc.Status`` in its result.
 Field names in errors are the proto3 JSON names (``messages[2].streamId``, ``maxMessages``), which are also
 the REST names; :func:`renamed` maps the few the service layer spells after REST query parameters.
-
-Every failed call carries an ``ErrorDetail`` (the REST error body's fields) packed into an ``ErrorStatus``
-in the standard ``grpc-status-details-bin`` trailer; per-message failures of a publish carry the same
-``ErrorDetail`` inside the result.
 """
 
 from __future__ import annotations
@@ -33,11 +45,19 @@ from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import grpc
-from google.protobuf.any_pb2 import Any as AnyPb
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
-from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from gateway.service.errors import ErrorKind, PayloadTooLarge, RateLimited, ServiceError, Unavailable
+from gateway.service.errors import (
+    ErrorKind,
+    PayloadTooLarge,
+    PermissionDenied,
+    RateLimited,
+    ServiceError,
+    Unavailable,
+)
 
 CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.INVALID: grpc.StatusCode.INVALID_ARGUMENT,
@@ -51,13 +71,22 @@ CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
 }
 
+#: ``google.rpc.ErrorInfo.domain`` of every error the gateway raises.
+DOMAIN = "tubemq-gateway"
+
 #: Response metadata: (key, value) pairs, values str (or bytes for keys ending in -bin).
 Metadata = tuple[tuple[str, Any], ...]
 
 DETAILS_TRAILER = "grpc-status-details-bin"
 RETRY_AFTER_TRAILER = "retry-after"
-#: The type URL standard gRPC clients look for: our RetryInfo is wire-compatible with google.rpc.RetryInfo.
-RETRY_INFO_TYPE_URL = "type.googleapis.com/google.rpc.RetryInfo"
+
+#: The resource a NOT_FOUND error's field names (google.rpc.ResourceInfo.resource_type).
+_RESOURCE_TYPES = {
+    "topic": "topic",
+    "topics": "topic",
+    "instanceId": "consumer instance",
+    "partitionKey": "partition",
+}
 
 
 class AdapterError(Exception):
@@ -68,9 +97,6 @@ class AdapterError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-    def detail(self) -> pb.ErrorDetail:
-        return pb.ErrorDetail(code=self.code.name.lower(), message=self.message, grpc_code=_number(self.code))
 
 
 class AuthError(AdapterError):
@@ -99,53 +125,97 @@ def _number(code: grpc.StatusCode) -> int:
     return number
 
 
-def error_detail(exc: ServiceError) -> pb.ErrorDetail:
-    """The REST error body of ``exc`` as a protobuf message (also used for per-message results)."""
-    detail = pb.ErrorDetail(code=exc.kind.value, message=exc.message, grpc_code=_number(code_of(exc)))
-    if exc.field is not None:
-        detail.field = exc.field
-    if exc.index is not None:
-        detail.index = exc.index
-    if exc.errno is not None:
-        detail.tubemq_error_code = exc.errno
-    if isinstance(exc, PayloadTooLarge):
-        detail.limit = exc.limit
-    if isinstance(exc, Unavailable | RateLimited):
-        detail.retry_after_seconds = exc.retry_after
-    return detail
+def reason_of(exc: ServiceError | AdapterError) -> str:
+    """``ErrorInfo.reason``: the REST error code in upper case (the status code's name for the adapter's)."""
+    if isinstance(exc, AdapterError):
+        return str(exc.code.name)
+    return exc.kind.value.upper()
 
 
-def status_message(exc: ServiceError) -> str:
+def status_message(exc: ServiceError | AdapterError) -> str:
     """The status text: the REST message, prefixed by the field it blames, if any."""
+    if isinstance(exc, AdapterError):
+        return exc.message
     return f"{exc.field}: {exc.message}" if exc.field else exc.message
 
 
-def trailers_for(code: grpc.StatusCode, message: str, detail: pb.ErrorDetail) -> Metadata:
-    status = pb.ErrorStatus(code=_number(code), message=message)
+def _seconds(value: float) -> str:
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def _pack(status: status_pb2.Status, detail: Message) -> None:
     status.details.add().Pack(detail)
-    retry = detail.HasField("retry_after_seconds")
-    if retry:
+
+
+def error_status(exc: ServiceError | AdapterError) -> status_pb2.Status:
+    """``exc`` as a ``google.rpc.Status`` with the standard error details (see the module docstring)."""
+    code = code_of(exc)
+    status = status_pb2.Status(code=_number(code), message=status_message(exc))
+    info = error_details_pb2.ErrorInfo(reason=reason_of(exc), domain=DOMAIN)
+    if isinstance(exc, AdapterError):
+        _pack(status, info)
+        return status
+    meta = info.metadata
+    if exc.field is not None:
+        meta["field"] = exc.field
+    if exc.index is not None:
+        meta["index"] = str(exc.index)
+    if exc.errno is not None:
+        meta["tubemqErrorCode"] = str(exc.errno)
+    if isinstance(exc, PayloadTooLarge):
+        meta["limit"] = str(exc.limit)
+    if isinstance(exc, PermissionDenied):
+        meta["action"], meta["resource"] = exc.action, exc.resource
+    retry_after = exc.retry_after if isinstance(exc, Unavailable | RateLimited) else None
+    if retry_after is not None:
+        meta["retryAfterSeconds"] = _seconds(retry_after)
+    _pack(status, info)
+    if exc.field is not None and exc.kind in (ErrorKind.INVALID, ErrorKind.TOO_LARGE):
+        violation = error_details_pb2.BadRequest.FieldViolation(field=exc.field, description=exc.message)
+        _pack(status, error_details_pb2.BadRequest(field_violations=[violation]))
+    if retry_after is not None:
         delay = Duration()
-        delay.FromNanoseconds(max(0, round(detail.retry_after_seconds * 1e9)))
-        info = pb.RetryInfo(retry_delay=delay).SerializeToString()
-        status.details.append(AnyPb(type_url=RETRY_INFO_TYPE_URL, value=info))
-    trailers: Metadata = ((DETAILS_TRAILER, status.SerializeToString()),)
-    if retry:
-        trailers += ((RETRY_AFTER_TRAILER, str(max(1, math.ceil(detail.retry_after_seconds)))),)
+        delay.FromNanoseconds(max(0, round(retry_after * 1e9)))
+        _pack(status, error_details_pb2.RetryInfo(retry_delay=delay))
+    if isinstance(exc, RateLimited):
+        quota = error_details_pb2.QuotaFailure.Violation(subject=exc.quota.name, description=exc.message)
+        _pack(status, error_details_pb2.QuotaFailure(violations=[quota]))
+    resource_type = _RESOURCE_TYPES.get(exc.field or "")
+    if exc.kind in (ErrorKind.NOT_FOUND, ErrorKind.GONE) and resource_type is not None:
+        _pack(status, error_details_pb2.ResourceInfo(resource_type=resource_type, description=exc.message))
+    return status
+
+
+def _retry_after(status: status_pb2.Status) -> float | None:
+    for detail in status.details:
+        if detail.TypeName() == "google.rpc.RetryInfo":
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            return info.retry_delay.ToNanoseconds() / 1e9
+    return None
+
+
+def trailers_for(status: status_pb2.Status) -> Metadata:
+    """The trailers of a call ending with ``status``: ``grpc-status-details-bin`` (grpcio-status's
+    encoding) and, when it says when to retry, ``retry-after`` in whole seconds (REST's Retry-After)."""
+    trailers: Metadata = tuple(rpc_status.to_status(status).trailing_metadata)
+    retry_after = _retry_after(status)
+    if retry_after is not None:
+        trailers += ((RETRY_AFTER_TRAILER, str(max(1, math.ceil(retry_after)))),)
     return trailers
+
+
+async def _abort(context: grpc.aio.ServicerContext, status: status_pb2.Status, extra: Metadata) -> NoReturn:
+    code = rpc_status.to_status(status).code
+    await context.abort(code, status.message, trailers_for(status) + extra)
+    raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
 
 
 async def abort(
     context: grpc.aio.ServicerContext, exc: ServiceError | AdapterError, extra: Metadata = ()
 ) -> NoReturn:
     """End the call with the status of ``exc`` and ``extra`` trailers; raises grpc's AbortError."""
-    if isinstance(exc, AdapterError):
-        detail, message = exc.detail(), exc.message
-    else:
-        detail, message = error_detail(exc), status_message(exc)
-    code = code_of(exc)
-    await context.abort(code, message, trailers_for(code, message, detail) + extra)
-    raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
+    await _abort(context, error_status(exc), extra)
 
 
 async def abort_internal(
@@ -153,31 +223,7 @@ async def abort_internal(
 ) -> NoReturn:
     """End a call that failed on a bug with INTERNAL, naming the request id to look up in the logs."""
     message = f"internal error; the gateway logged it under request id {request_id}"
-    detail = pb.ErrorDetail(code="internal", message=message, grpc_code=_number(grpc.StatusCode.INTERNAL))
-    trailers = trailers_for(grpc.StatusCode.INTERNAL, message, detail) + extra
-    await context.abort(grpc.StatusCode.INTERNAL, message, trailers)
-    raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
-
-
-def retry_delay(status: pb.ErrorStatus) -> float | None:
-    """Client side helper: the seconds of the status's google.rpc.RetryInfo detail, if it has one."""
-    for detail in status.details:
-        if detail.type_url == RETRY_INFO_TYPE_URL:
-            info = pb.RetryInfo.FromString(detail.value)
-            return float(info.retry_delay.ToNanoseconds()) / 1e9
-    return None
-
-
-def unpack_status(trailers: Any) -> tuple[pb.ErrorStatus, pb.ErrorDetail] | None:
-    """Client side helper: the ErrorStatus and its ErrorDetail from a failed call's trailing metadata."""
-    for key, value in trailers or ():
-        if key == DETAILS_TRAILER:
-            status = pb.ErrorStatus.FromString(value)
-            detail = pb.ErrorDetail()
-            if status.details and status.details[0].Unpack(detail):
-                return status, detail
-            return status, pb.ErrorDetail()
-    return None
+    await _abort(context, error_status(AdapterError(message)), extra)
 
 
 @contextmanager

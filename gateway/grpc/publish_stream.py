@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.grpc.convert import outgoing, receipt
-from gateway.grpc.errors import error_detail
+from gateway.grpc.errors import error_status
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.errors import InvalidInput, ServiceError
 from gateway.service.publish import OutgoingMessage, PublishOutcome, PublishService
@@ -135,8 +135,8 @@ async def _publish(
             raise InvalidInput("topic is required on the first request of the stream", field="topic")
         outcomes = await service.publish(topic, messages)
     except ServiceError as exc:
-        detail = error_detail(exc)
-        return [pb.PublishAck(sequence=first + i, error=detail) for i in range(len(messages))]
+        status = error_status(exc)
+        return [pb.PublishAck(sequence=first + i, error=status) for i in range(len(messages))]
     return [_ack(first, outcome) for outcome in outcomes]
 
 
@@ -144,4 +144,4 @@ def _ack(first: int, outcome: PublishOutcome) -> pb.PublishAck:
     if outcome.result is not None:
         return pb.PublishAck(sequence=first + outcome.index, stored=receipt(outcome.result))
     assert outcome.error is not None
-    return pb.PublishAck(sequence=first + outcome.index, error=error_detail(outcome.error))
+    return pb.PublishAck(sequence=first + outcome.index, error=error_status(outcome.error))

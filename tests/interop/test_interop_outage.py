@@ -203,7 +203,7 @@ async def grpc_publish_code(gw: RealGateway, topic: str, value: str) -> str:
             return str(exc.code().name)
     assert response.failed == 1
     names = {code.value[0]: code.name for code in grpc.StatusCode}
-    return names[response.results[0].error.grpc_code]
+    return names[response.results[0].error.code]
 
 
 async def test_unknown_topic_is_unpublishable() -> None:

@@ -1,7 +1,4 @@
-import datetime
-
-from google.protobuf import any_pb2 as _any_pb2
-from google.protobuf import duration_pb2 as _duration_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -76,8 +73,8 @@ class PublishResult(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     index: int
     stored: Receipt
-    error: ErrorDetail
-    def __init__(self, index: _Optional[int] = ..., stored: _Optional[_Union[Receipt, _Mapping]] = ..., error: _Optional[_Union[ErrorDetail, _Mapping]] = ...) -> None: ...
+    error: _status_pb2.Status
+    def __init__(self, index: _Optional[int] = ..., stored: _Optional[_Union[Receipt, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class PublishResponse(_message.Message):
     __slots__ = ("topic", "results", "failed")
@@ -104,8 +101,8 @@ class PublishAck(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     stored: Receipt
-    error: ErrorDetail
-    def __init__(self, sequence: _Optional[int] = ..., stored: _Optional[_Union[Receipt, _Mapping]] = ..., error: _Optional[_Union[ErrorDetail, _Mapping]] = ...) -> None: ...
+    error: _status_pb2.Status
+    def __init__(self, sequence: _Optional[int] = ..., stored: _Optional[_Union[Receipt, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class PublishStreamResponse(_message.Message):
     __slots__ = ("acks",)
@@ -311,39 +308,3 @@ class SubscribeResponse(_message.Message):
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[ConsumedMessage]
     def __init__(self, messages: _Optional[_Iterable[_Union[ConsumedMessage, _Mapping]]] = ...) -> None: ...
-
-class ErrorDetail(_message.Message):
-    __slots__ = ("code", "message", "field", "index", "limit", "retry_after_seconds", "tubemq_error_code", "grpc_code")
-    CODE_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    FIELD_FIELD_NUMBER: _ClassVar[int]
-    INDEX_FIELD_NUMBER: _ClassVar[int]
-    LIMIT_FIELD_NUMBER: _ClassVar[int]
-    RETRY_AFTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
-    TUBEMQ_ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
-    GRPC_CODE_FIELD_NUMBER: _ClassVar[int]
-    code: str
-    message: str
-    field: str
-    index: int
-    limit: int
-    retry_after_seconds: float
-    tubemq_error_code: int
-    grpc_code: int
-    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ..., field: _Optional[str] = ..., index: _Optional[int] = ..., limit: _Optional[int] = ..., retry_after_seconds: _Optional[float] = ..., tubemq_error_code: _Optional[int] = ..., grpc_code: _Optional[int] = ...) -> None: ...
-
-class ErrorStatus(_message.Message):
-    __slots__ = ("code", "message", "details")
-    CODE_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    DETAILS_FIELD_NUMBER: _ClassVar[int]
-    code: int
-    message: str
-    details: _containers.RepeatedCompositeFieldContainer[_any_pb2.Any]
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., details: _Optional[_Iterable[_Union[_any_pb2.Any, _Mapping]]] = ...) -> None: ...
-
-class RetryInfo(_message.Message):
-    __slots__ = ("retry_delay",)
-    RETRY_DELAY_FIELD_NUMBER: _ClassVar[int]
-    retry_delay: _duration_pb2.Duration
-    def __init__(self, retry_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
