@@ -77,7 +77,7 @@ def test_every_method_is_in_the_table_and_every_entry_is_a_method() -> None:
     served |= {
         f"/grpc.health.v1.Health/{m.name}" for m in health_pb2.DESCRIPTOR.services_by_name["Health"].methods
     }
-    served.add("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+    served |= {f"/grpc.reflection.{v}.ServerReflection/ServerReflectionInfo" for v in ("v1", "v1alpha")}
     assert len(METHODS) >= 8
     assert served - set(GRPC_METHODS) == set(), "add these methods to GRPC_METHODS"
     assert set(GRPC_METHODS) - served == set(), "GRPC_METHODS lists methods no service has"
@@ -128,24 +128,30 @@ async def test_publish_stream_answers_a_denied_topic_per_message(gw: SecureGatew
     assert answer.acks[0].error.code == grpc.StatusCode.PERMISSION_DENIED.value[0]
 
 
-async def test_health_is_open_and_reflection_needs_admin(gw: SecureGateway) -> None:
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+async def test_health_is_open_and_reflection_needs_admin(gw: SecureGateway, version: str) -> None:
     from grpc_health.v1 import health_pb2_grpc
-    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2
 
     health = health_pb2_grpc.HealthStub(gw.channel)
     assert (
         await health.Check(health_pb2.HealthCheckRequest())
     ).status == health_pb2.HealthCheckResponse.SERVING
-    reflection = reflection_pb2_grpc.ServerReflectionStub(gw.channel)
+    # v1 has v1alpha's messages under another package: the same bytes on the wire.
+    reflection = gw.channel.stream_stream(
+        f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo",
+        request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+        response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+    )
     for metadata, code in (
         ((), grpc.StatusCode.UNAUTHENTICATED),
         (gw.files.metadata("alice"), grpc.StatusCode.PERMISSION_DENIED),
     ):
-        call = reflection.ServerReflectionInfo(iter(()), metadata=metadata)  # no request: see _code
+        call = reflection(iter(()), metadata=metadata)  # no request: see _code
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call.read()
         assert caught.value.code() is code
-    call = reflection.ServerReflectionInfo(
+    call = reflection(
         iter([reflection_pb2.ServerReflectionRequest(list_services="")]), metadata=gw.files.metadata("root")
     )
     assert (await call.read()).list_services_response.service

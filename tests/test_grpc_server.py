@@ -13,9 +13,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from google.protobuf import descriptor_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
@@ -27,6 +25,7 @@ from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from gateway.service.publish import PublishService, TopicView
 from tests.grpc_support import TOPICS, Gateway, detail_of, message, running_gateway, trailer
+from tests.reflection_client import ReflectionClient
 
 GATEWAY = "tubemq.gateway.v1.GatewayService"
 
@@ -74,29 +73,51 @@ async def test_health_follows_readiness(gw: Gateway) -> None:
     assert time.monotonic() - started < 4.0
 
 
-async def test_reflection_lists_and_describes_the_services(gw: Gateway) -> None:
-    stub = reflection_pb2_grpc.ServerReflectionStub(gw.channel)
+REFLECTION = {f"grpc.reflection.{v}.ServerReflection" for v in ("v1", "v1alpha")}
 
-    async def ask(request: reflection_pb2.ServerReflectionRequest) -> reflection_pb2.ServerReflectionResponse:
-        async def one() -> AsyncIterator[reflection_pb2.ServerReflectionRequest]:
-            yield request
 
-        answers = [r async for r in stub.ServerReflectionInfo(one())]
-        assert len(answers) == 1
-        return answers[0]
-
-    listed = await ask(reflection_pb2.ServerReflectionRequest(list_services=""))
-    names = {s.name for s in listed.list_services_response.service}
-    assert {GATEWAY, "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= names
-    found = await ask(reflection_pb2.ServerReflectionRequest(file_containing_symbol=GATEWAY))
-    files = [
-        descriptor_pb2.FileDescriptorProto.FromString(raw)
-        for raw in found.file_descriptor_response.file_descriptor_proto
-    ]
-    ours = next(f for f in files if f.package == "tubemq.gateway.v1")
-    methods = {m.name for m in ours.service[0].method}
+@pytest.mark.parametrize("version", ["v1", "v1alpha"])
+async def test_reflection_lists_and_describes_the_services(gw: Gateway, version: str) -> None:
+    client = ReflectionClient(gw.channel, version)
+    assert await client.services() == {GATEWAY, "grpc.health.v1.Health", *REFLECTION}
+    ours = await client.resolve(GATEWAY)
+    assert (ours.name, ours.package) == ("tubemq/gateway/v1/gateway.proto", "tubemq.gateway.v1")
+    assert "google/rpc/status.proto" in ours.dependency  # served too: the pool below has it
+    service = client.pool.FindServiceByName(GATEWAY)
+    methods = {m.name for m in service.methods}
     assert methods == set(pb.DESCRIPTOR.services_by_name["GatewayService"].methods_by_name)
     assert {"Publish", "PublishStream", "GetTopic"} <= methods
+    for method in service.methods:
+        assert method.input_type.full_name == f"tubemq.gateway.v1.{method.name}Request"
+        assert method.output_type.full_name == f"tubemq.gateway.v1.{method.name}Response"
+    status = client.pool.FindMessageTypeByName("tubemq.gateway.v1.PublishResult").fields_by_name["error"]
+    assert status.message_type.full_name == "google.rpc.Status"
+
+
+async def test_reflection_v1_describes_itself(gw: Gateway) -> None:
+    client = ReflectionClient(gw.channel, "v1")
+    found = await client.resolve("grpc.reflection.v1.ServerReflection")
+    assert (found.name, found.package) == ("grpc/reflection/v1/reflection.proto", "grpc.reflection.v1")
+    method = client.pool.FindServiceByName("grpc.reflection.v1.ServerReflection").methods[0]
+    assert method.name == "ServerReflectionInfo" and method.client_streaming and method.server_streaming
+    assert method.input_type.full_name == "grpc.reflection.v1.ServerReflectionRequest"
+    answer = method.output_type.fields_by_name["file_descriptor_response"].message_type
+    assert answer.full_name == "grpc.reflection.v1.FileDescriptorResponse"
+
+
+async def test_a_reflection_client_calls_the_api_from_json(gw: Gateway) -> None:
+    # What grpcurl does: no generated code, descriptors from reflection v1, requests in proto3 JSON.
+    client = ReflectionClient(gw.channel, "v1")
+    topic = await client.call_json(f"{GATEWAY}/GetTopic", '{"topic": "demo"}')
+    expected = await gw.stub.GetTopic(pb.GetTopicRequest(topic="demo"))
+    assert topic["topic"] == "demo" and len(topic["partitions"]) == len(expected.partitions) > 0
+    body = '{"topic": "demo", "messages": [{"value": "aGVsbG8=", "key": "k1", "streamId": "s1"}]}'
+    published = await client.call_json(f"{GATEWAY}/Publish", body)
+    assert published["results"][0]["stored"]["partitionKey"].split(":")[1] == "demo"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await client.call_json(f"{GATEWAY}/Publish", '{"topic": "demo", "messages": [{"value": ""}]}')
+    assert caught.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert detail_of(caught.value).field == "messages[0].value"
 
 
 async def test_request_ids_are_kept_when_sane_and_replaced_otherwise(gw: Gateway) -> None:

@@ -1,7 +1,8 @@
 """The gRPC adapter: a ``grpc.aio`` server on its own port, in the caller's event loop, over the one Runtime.
 
 It serves ``tubemq.gateway.v1.GatewayService``, the standard health service (SERVING only while
-``runtime.readiness()`` says ready) and server reflection (so ``grpcurl`` needs no .proto files). Create
+``runtime.readiness()`` says ready) and server reflection, v1 and v1alpha (so ``grpcurl`` needs no .proto
+files). Create
 and start it inside the running loop that also runs the HTTP app; ``stop`` reports NOT_SERVING, refuses
 new calls, and gives the calls in progress ``grace`` seconds before cancelling them.
 """
@@ -13,11 +14,11 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from gateway.grpc.health import HEALTH_SERVICE_NAME, ReadinessHealth
 from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
+from gateway.grpc.reflection import enable_reflection
 from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer
 from gateway.runtime import Runtime
 from gateway.tls import grpc_server_credentials
@@ -104,9 +105,7 @@ class GrpcServer:
         )
         gateway_pb2_grpc.add_GatewayServiceServicer_to_server(self.servicer, server)  # type: ignore[no-untyped-call]
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME), server)
         try:
             address = f"{self.host}:{self._requested_port}"
             if self.credentials is None:

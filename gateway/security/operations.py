@@ -70,6 +70,7 @@ GRPC_METHODS: Final[dict[str, Operation]] = {
     "/grpc.health.v1.Health/Check": OPEN,
     "/grpc.health.v1.Health/Watch": OPEN,
     "/grpc.health.v1.Health/List": OPEN,
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": Operation(ADMIN),
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": Operation(ADMIN),
 }
 
