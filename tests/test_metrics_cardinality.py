@@ -20,6 +20,7 @@ from gateway.api.app import create_app
 from gateway.config import Settings
 from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
+from gateway.grpc.reflection import V1_DESCRIPTOR
 from gateway.observability.metrics import (
     HTTP_METHODS,
     MAX_NODES,
@@ -100,7 +101,7 @@ def _hammer_core(bus: EventBus) -> None:
 
 
 def _hammer_grpc(bus: EventBus) -> None:
-    services = (gateway_pb2.DESCRIPTOR, health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR)
+    services = (gateway_pb2.DESCRIPTOR, health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR, V1_DESCRIPTOR)
     for descriptor in services:
         for service in descriptor.services_by_name.values():
             for method in service.methods:

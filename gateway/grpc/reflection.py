@@ -65,6 +65,8 @@ def _v1_messages() -> tuple[Any, Any]:
 
 
 V1Request, V1Response = _v1_messages()
+#: The registered grpc/reflection/v1/reflection.proto.
+V1_DESCRIPTOR = descriptor_pool.Default().FindFileByName(V1_FILE)
 
 
 def enable_reflection(service_names: Iterable[str], server: grpc.aio.Server) -> None:
