@@ -73,6 +73,7 @@ class ErrorView:
     tubemq_error_code: int | None
     retry_after_seconds: float | None  # RetryInfo.retry_delay
     violations: list[tuple[str, str]]  # BadRequest: (field, description)
+    resource: tuple[str, str] | None  # ResourceInfo: (resource_type, resource_name)
 
 
 def _unpacked(status: status_pb2.Status, kind: Any) -> list[Any]:
@@ -100,6 +101,8 @@ def describe(status: status_pb2.Status) -> ErrorView:
         assert delay is not None and abs(delay - float(meta["retryAfterSeconds"])) < 1e-9  # Duration: ns
     requests = _unpacked(status, error_details_pb2.BadRequest)
     violations = [(v.field, v.description) for r in requests for v in r.field_violations]
+    resources = _unpacked(status, error_details_pb2.ResourceInfo)
+    assert len(resources) <= 1
 
     def number(key: str) -> int | None:
         return int(meta[key]) if key in meta else None
@@ -115,6 +118,7 @@ def describe(status: status_pb2.Status) -> ErrorView:
         tubemq_error_code=number("tubemqErrorCode"),
         retry_after_seconds=delay,
         violations=violations,
+        resource=(resources[0].resource_type, resources[0].resource_name) if resources else None,
     )
 
 

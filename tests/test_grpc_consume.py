@@ -98,6 +98,7 @@ async def test_poll_commit_delete(gw: Gateway) -> None:
     gone = await failure(gw.stub.Poll(pb.PollRequest(group="g-basic", instance_id=instance)))
     assert gone.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert detail_of(gone).code == "gone" and "create a new instance" in gone.details()
+    assert detail_of(gone).resource == ("consumer instance", instance)
     again = await failure(
         gw.stub.DeleteConsumer(pb.DeleteConsumerRequest(group="g-basic", instance_id=instance))
     )

@@ -140,6 +140,7 @@ def _kinds_of(status: status_pb2.Status) -> list[str]:
         (NotFound("no such topic", field="topic"), ["ErrorInfo", "ResourceInfo"]),
         (NotFound("no route", field="path"), ["ErrorInfo"]),
         (Gone("expired", field="instanceId"), ["ErrorInfo", "ResourceInfo"]),
+        (Gone("expired"), ["ErrorInfo", "ResourceInfo"]),  # only consumer instances are ever gone
         (Unavailable("later"), ["ErrorInfo", "RetryInfo"]),
         (RateLimited("slow", retry_after=1, quota=QUOTA), ["ErrorInfo", "RetryInfo", "QuotaFailure"]),
         (UpstreamError("refused", errno=500), ["ErrorInfo"]),
@@ -150,13 +151,15 @@ def test_standard_details_by_kind(exc: ServiceError | errors.AdapterError, detai
     assert _kinds_of(errors.error_status(exc)) == [f"google.rpc.{d}" for d in details]
 
 
-def test_resource_info_names_the_kind_of_resource() -> None:
-    status = errors.error_status(
-        NotFound("no consumer instance 'x' in group 'g': expired", field="instanceId")
-    )
+def test_resource_info_names_the_missing_resource() -> None:
+    exc = NotFound("no consumer instance 'x' in group 'g': expired", field="instanceId", resource_name="x")
+    status = errors.error_status(exc)
     info = error_details_pb2.ResourceInfo()
     assert status.details[1].Unpack(info)
-    assert info.resource_type == "consumer instance" and "no consumer instance" in info.description
+    assert (info.resource_type, info.resource_name) == ("consumer instance", "x")
+    assert "no consumer instance" in info.description
+    unnamed = describe(errors.error_status(NotFound("no partition now", field="partitionKey")))
+    assert unnamed.resource == ("partition", "")
 
 
 def test_rate_limited_says_which_quota_and_when_to_retry() -> None:

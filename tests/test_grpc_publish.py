@@ -173,6 +173,7 @@ async def test_partition_out_of_range_and_unknown_topic(gw: Gateway) -> None:
             await call
         assert missing.value.code() is grpc.StatusCode.NOT_FOUND, missing.value.details()
         assert detail_of(missing.value).code == "not_found"
+        assert detail_of(missing.value).resource == ("topic", "nosuchtopic")
 
 
 async def test_oversize_message_is_resource_exhausted_with_the_limit(gw: Gateway) -> None:

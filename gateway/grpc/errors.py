@@ -30,7 +30,8 @@ Every failed call ends with a ``google.rpc.Status`` (same code and message as th
   above the size limit);
 * ``RetryInfo`` when retrying later can succeed (UNAVAILABLE, RATE_LIMITED), with the delay REST sends as
   ``Retry-After``; RATE_LIMITED also a ``QuotaFailure`` naming the quota;
-* ``ResourceInfo`` when a NOT_FOUND / gone error names the missing resource.
+* ``ResourceInfo`` when a NOT_FOUND / gone error names the missing resource: its type (``topic``,
+  ``partition``, ``consumer instance``) and, when known, its name (the topic, partition key or instance id).
 
 A message of a publish that failed alone carries the same ``google.rpc.Status`` in its result.
 Field names in errors are the proto3 JSON names (``messages[2].streamId``, ``maxMessages``), which are also
@@ -180,10 +181,26 @@ def error_status(exc: ServiceError | AdapterError) -> status_pb2.Status:
     if isinstance(exc, RateLimited):
         quota = error_details_pb2.QuotaFailure.Violation(subject=exc.quota.name, description=exc.message)
         _pack(status, error_details_pb2.QuotaFailure(violations=[quota]))
-    resource_type = _RESOURCE_TYPES.get(exc.field or "")
-    if exc.kind in (ErrorKind.NOT_FOUND, ErrorKind.GONE) and resource_type is not None:
-        _pack(status, error_details_pb2.ResourceInfo(resource_type=resource_type, description=exc.message))
+    resource = _resource_info(exc)
+    if resource is not None:
+        _pack(status, resource)
     return status
+
+
+def _resource_info(exc: ServiceError) -> error_details_pb2.ResourceInfo | None:
+    """What a NOT_FOUND or gone error says is missing: the kind of resource (from the field it names; a gone
+    thing is a consumer instance) and, when the service layer knows it, its name."""
+    if exc.kind is ErrorKind.GONE:
+        resource_type: str | None = "consumer instance"
+    elif exc.kind is ErrorKind.NOT_FOUND:
+        resource_type = _RESOURCE_TYPES.get(exc.field or "")
+    else:
+        return None
+    if resource_type is None:
+        return None
+    return error_details_pb2.ResourceInfo(
+        resource_type=resource_type, resource_name=exc.resource_name or "", description=exc.message
+    )
 
 
 def _retry_after(status: status_pb2.Status) -> float | None:

@@ -288,7 +288,8 @@ class ConsumerService:
             raise Gone(
                 f"consumer instance {instance_id} is owned by the gateway at {ref.owner_url}, which "
                 "this gateway may not forward to (consumers.forward_allow, consumers.forward_ports); create "
-                f"a new instance with POST /v1/consumers/{group}"
+                f"a new instance with POST /v1/consumers/{group}",
+                resource_name=instance_id,
             )
         return Owner(ref.owner_url)
 
@@ -308,7 +309,8 @@ class ConsumerService:
             )
             raise Gone(
                 f"consumer instance {instance_id} is owned by {where}, which cannot be "
-                f"reached through this one; create a new instance with POST /v1/consumers/{group}"
+                f"reached through this one; create a new instance with POST /v1/consumers/{group}",
+                resource_name=instance_id,
             )
         caller = current_principal().name
         found = self._registry.instances.get(instance_id)
@@ -322,7 +324,8 @@ class ConsumerService:
                 raise _not_found(group, instance_id, _FOREIGN)
             raise Gone(
                 f"consumer instance {instance_id} is gone ({reason}); create a new instance with "
-                f"POST /v1/consumers/{group}"
+                f"POST /v1/consumers/{group}",
+                resource_name=instance_id,
             )
         return found
 
@@ -622,7 +625,11 @@ def _encodable(text: str) -> bool:
 
 
 def _not_found(group: str, instance_id: str, reason: str) -> NotFound:
-    return NotFound(f"no consumer instance {instance_id!r} in group {group!r}: {reason}", field="instanceId")
+    return NotFound(
+        f"no consumer instance {instance_id!r} in group {group!r}: {reason}",
+        field="instanceId",
+        resource_name=instance_id,
+    )
 
 
 def _bounded(value: int | None, default: int, low: int, high: int, name: str) -> int:

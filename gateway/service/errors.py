@@ -2,7 +2,7 @@
 
 Each error has a ``kind`` that the adapters translate, in one place each, to an HTTP status or a gRPC code::
 
-    ServiceError (kind, message, field, index)
+    ServiceError (kind, message, field, index, resource_name)
      ├── InvalidInput        -> 400 / INVALID_ARGUMENT   a request field is wrong; names the field
      ├── PayloadTooLarge     -> 413 / RESOURCE_EXHAUSTED a message is above the topic's limit; carries it
      ├── NotFound            -> 404 / NOT_FOUND          e.g. the topic has no publishable partitions
@@ -45,12 +45,16 @@ class ServiceError(Exception):
         field: str | None = None,
         index: int | None = None,
         errno: int | None = None,
+        resource_name: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
         self.index = index
         self.errno = errno
+        #: The missing thing a NotFound / Gone names (topic, partition key, consumer instance id), for
+        #: adapters that say it apart from the message (gRPC's google.rpc.ResourceInfo).
+        self.resource_name = resource_name
 
     def to_dict(self) -> dict[str, object]:
         body: dict[str, object] = {"code": self.kind.value, "message": self.message}

@@ -414,7 +414,8 @@ class ConsumerInstance:
         if self.closed_reason is not None:
             raise Gone(
                 f"consumer instance {self.instance_id} was {self.closed_reason}; create a new instance with "
-                f"POST /v1/consumers/{self.group}"
+                f"POST /v1/consumers/{self.group}",
+                resource_name=self.instance_id,
             )
 
 

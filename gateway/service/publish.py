@@ -188,7 +188,7 @@ def map_core_error(exc: BaseException, topic: str, index: int | None = None) -> 
     if isinstance(exc, core.MessageTooLarge):
         return PayloadTooLarge(str(exc), limit=exc.limit, field="value", index=index)
     if isinstance(exc, core.TopicNotPublished):
-        return NotFound(str(exc), field="topic")
+        return NotFound(str(exc), field="topic", resource_name=topic)
     if isinstance(exc, core.NoPartition):
         return Unavailable(str(exc), retry_after=1.0)
     if isinstance(exc, core.ClientError):
@@ -242,6 +242,7 @@ class PublishService:
                 f"topic {topic!r} has no publishable partition: check that it is deployed and accepts "
                 "publishing, and that its brokers are online",
                 field="topic",
+                resource_name=topic,
             ) from exc
         except Exception as exc:
             raise map_core_error(exc, topic) from exc

@@ -86,7 +86,9 @@ class RangeService:
         self._access.check(current_principal(), READ_RANGES, topic=topic)
         layout = await self._layout(topic)
         if not layout.partitions:
-            raise NotFound(f"topic {topic!r} has no subscribable partition now", field="topic")
+            raise NotFound(
+                f"topic {topic!r} has no subscribable partition now", field="topic", resource_name=topic
+            )
         async with _mapped():
             found = await asyncio.gather(*(self._reader.bounds(p) for p in layout.partitions))
         return [PartitionOffsets(p, b) for p, b in zip(layout.partitions, found, strict=True)]
@@ -102,7 +104,9 @@ class RangeService:
             raise InvalidInput("limit must be >= 1", field="limit")
         partition = (await self._layout(topic)).by_key().get(key)
         if partition is None:
-            raise NotFound(f"topic {topic!r} has no partition {key!r} now", field="partitionKey")
+            raise NotFound(
+                f"topic {topic!r} has no partition {key!r} now", field="partitionKey", resource_name=key
+            )
         messages: list[ConsumedMessage] = []
         position = start
         async with _mapped(), contextlib.aclosing(self._reader.read(partition, start, end)) as batches:
