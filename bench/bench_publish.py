@@ -1,7 +1,8 @@
 """REST publish throughput next to the client core's, so the gateway's overhead shows as a ratio.
 
 Run from the repository root:
-``python bench/bench_publish.py [--seconds S] [--concurrency C] [--size B] [--driver auto|hey|wrk|httpx]``.
+``python bench/bench_publish.py [--seconds S] [--concurrency C] [--size B] [--driver auto|hey|wrk|httpx]
+[--workers N]``.
 
 Three processes, as in production: an embedded cluster (``tubemq-gateway embedded``), a gateway
 (``tubemq-gateway serve --masters ...``) and this load generator. It measures, for ``--size``-byte values:
@@ -73,7 +74,13 @@ def start_gateway(
     env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``tubemq-gateway serve`` against ``master`` and wait until it is ready; gRPC only with a port."""
-    environ = {**os.environ, "TUBEMQ_GATEWAY_LOG_LEVEL": "warning", **(env or {})}
+    # one gateway process unless asked (serve defaults to one worker per CPU)
+    environ = {
+        "TUBEMQ_GATEWAY_WORKERS": "1",
+        **os.environ,
+        "TUBEMQ_GATEWAY_LOG_LEVEL": "warning",
+        **(env or {}),
+    }
     cmd = [sys.executable, "-m", "gateway", "serve", "--masters", str(master)]
     cmd += ["--http-host", "127.0.0.1", "--http-port", str(port)]
     if grpc_port is None:
@@ -198,6 +205,9 @@ def main() -> int:
         default="auto",
         help="REST load generator (default auto: hey, else wrk, else httpx)",
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="gateway worker processes (serve --workers; default 1)"
+    )
     args = parser.parse_args()
     driver = pick_driver(args.driver)
     try:
@@ -208,7 +218,7 @@ def main() -> int:
         pass
     cluster, master = start_cluster()
     port = free_port()
-    gateway = start_gateway(master, port)
+    gateway = start_gateway(master, port, env={"TUBEMQ_GATEWAY_WORKERS": str(args.workers)})
     try:
         if driver == "httpx":
             single = asyncio.run(rest_load(port, 1, args.size, args.concurrency, args.seconds))
@@ -223,7 +233,7 @@ def main() -> int:
             proc.wait(timeout=30)
     print(
         f"value size {args.size} B, {args.concurrency} HTTP requests in flight, {args.seconds:g} s per case, "
-        f"REST load from {driver}"
+        f"REST load from {driver}, {args.workers} gateway worker(s)"
     )
     print(f"{'path':<34}{'messages/s':>12}{'MB/s':>9}{'vs core':>9}")
     for name, rate in (

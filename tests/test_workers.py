@@ -5,6 +5,7 @@ shutdown. Real processes and sockets (127.0.0.1 and the workers' private unix so
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from gateway_support import SseReader
+from tls_support import make_pki
 from workers_support import WorkerGateway, owner_worker, samples, serve_command, start_workers
 
 WORKERS = 3
@@ -207,3 +209,58 @@ def test_a_port_in_use_stops_the_supervisor(tmp_path: Path) -> None:
         )
     assert done.returncode == 1
     assert b"cannot bind the gateway's ports" in done.stderr
+
+
+def test_mtls_principal_crosses_workers(tmp_path: Path) -> None:
+    """With the client certificate's subject as the principal, an instance of one worker serves its owner
+    through every worker (the subject crosses the hop), and a client's own X-TubeMQ-Client-Cert header names
+    nobody."""
+    pki = make_pki(tmp_path / "pki")
+    subject = pki.client.subject.rfc4514_string()
+    rules = {"rules": [{"principals": [subject], "actions": ["*"], "topics": ["*"], "groups": ["*"]}]}
+    rules_file = tmp_path / "rules.json"
+    rules_file.write_text(json.dumps(rules), encoding="utf-8")
+    env = {
+        "TUBEMQ_GATEWAY_TLS__CERT_FILE": str(pki.server.cert),
+        "TUBEMQ_GATEWAY_TLS__KEY_FILE": str(pki.server.key),
+        "TUBEMQ_GATEWAY_TLS__CLIENT_CA_FILE": str(pki.ca),
+        "TUBEMQ_GATEWAY_TLS__CLIENT_AUTH": "optional",
+        "TUBEMQ_GATEWAY_AUTH__MODE": "required",
+        "TUBEMQ_GATEWAY_AUTH__MTLS_PRINCIPAL": "true",
+        "TUBEMQ_GATEWAY_AUTH__RULES_FILE": str(rules_file),
+    }
+    gateway = start_workers(tmp_path, 2, "--embedded-topics", "mt:1", env=env)
+    url = f"https://127.0.0.1:{gateway.http_port}"
+    with_cert = pki.client_context(pki.client)
+    without = pki.client_context()
+    forged = base64.urlsafe_b64encode(subject.encode()).decode()
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(base_url=url, verify=with_cert, timeout=15) as client:
+            created = await client.post("/v1/consumers/mtg", json={"topics": ["mt"]})
+            assert created.status_code == 201, created.text
+        path = POLL.format(group="mtg", instance_id=created.json()["instanceId"])
+        owner = str(owner_worker(created.json()["instanceId"]))
+        served: set[str] = set()
+        for _ in range(16):  # a new connection each: some land on the other worker and are forwarded
+            async with httpx.AsyncClient(base_url=url, verify=with_cert, timeout=15) as client:
+                answer = await client.get(path, params={"timeout_ms": 0})
+                assert answer.status_code == 200, answer.text
+            async with httpx.AsyncClient(base_url=url, verify=without, timeout=15) as client:
+                refused = await client.get(
+                    path, params={"timeout_ms": 0}, headers={"x-tubemq-client-cert": forged}
+                )
+                assert refused.status_code == 401, refused.text
+        for record in gateway.records():
+            if (
+                record.get("logger") == "gateway.access"
+                and record.get("route") == POLL
+                and record.get("status") == 200
+            ):
+                served.add(str(record["worker"]))
+        assert served == {"0", "1"}, f"all polls stayed on worker {owner}: the test proved nothing"
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        assert gateway.stop() == 0

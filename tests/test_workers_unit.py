@@ -3,15 +3,23 @@ the merged exposition of the workers' metrics."""
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
+from typing import Any, cast
 
+import httpx
 import pytest
+from starlette.requests import Request
 from workers_support import samples
 
+from gateway.api.forwarding import CLIENT_CERT_HEADER, WORKER_HOP_HEADER, Forwarder
+from gateway.api.worker_listener import private_app
 from gateway.config import Settings
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.worker_merge import merge_worker_metrics
+from gateway.service.consumers import Owner
+from gateway.service.peers import PeerPolicy
 from gateway.workers.context import WorkerContext
 from gateway.workers.cpus import allowed_cpus, cgroup_cpu_limit
 from gateway.workers.supervisor import per_worker_limits
@@ -120,3 +128,50 @@ def test_replica_bounds_are_split_over_the_workers() -> None:
     assert r.overrides["alice"].max_instances_per_principal is None  # still: the (split) default
     assert r.overrides["bob"].max_instances_per_principal == 0
     assert split.limits.max_batch_messages == settings.limits.max_batch_messages  # per request: unchanged
+
+
+async def test_the_client_certificate_crosses_only_the_sibling_hop() -> None:
+    """The forwarder drops a client's own X-TubeMQ-Client-Cert, sets it from the connection's verified
+    certificate on the hop to a sibling (never towards another replica), and only the private listener turns
+    it back into the TLS extension."""
+    own = "http://127.0.0.1:1"
+    forwarder = Forwarder(own, PeerPolicy.build(own, ["127.0.0.1"]), siblings={1: "/nowhere.sock"}, worker=0)
+    scope: dict[str, Any] = {
+        "type": "http",
+        "method": "GET",
+        "path": "/v1/consumers/g/instances/i/messages",
+        "query_string": b"",
+        "headers": [(CLIENT_CERT_HEADER.encode(), b"Q049bWFsbG9yeQ"), (b"authorization", b"Bearer k")],
+        "extensions": {"tls": {"client_cert_name": "CN=alice,O=Ex"}},
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    try:
+        request = Request(scope, receive)
+        _, hop = await forwarder._build(request, Owner(own, 1), httpx.Timeout(1.0))
+        assert hop.headers.get_list(CLIENT_CERT_HEADER) == [
+            base64.urlsafe_b64encode(b"CN=alice,O=Ex").decode()
+        ]
+        assert hop.headers["authorization"] == "Bearer k" and hop.headers[WORKER_HOP_HEADER] == "0"
+        _, replica = await forwarder._build(request, Owner(own), httpx.Timeout(1.0))
+        assert CLIENT_CERT_HEADER not in replica.headers
+        scope["extensions"] = {}
+        _, anonymous = await forwarder._build(Request(scope, receive), Owner(own, 1), httpx.Timeout(1.0))
+        assert CLIENT_CERT_HEADER not in anonymous.headers
+    finally:
+        await forwarder.close()
+
+    seen: list[dict[str, Any]] = []
+
+    async def inner(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        seen.append(scope)
+
+    app = private_app(cast(Any, inner))
+    header = base64.urlsafe_b64encode("CN=Zoë".encode()).decode().encode()
+    for value, expected in ((header, "CN=Zoë"), (b"%%%", None), (b"", None)):
+        await app({**scope, "headers": [(CLIENT_CERT_HEADER.encode(), value)]}, receive, None)
+        tls = seen[-1].get("extensions", {}).get("tls")
+        assert (tls or {}).get("client_cert_name") == expected
+        assert all(name != CLIENT_CERT_HEADER.encode() for name, _ in seen[-1]["headers"])

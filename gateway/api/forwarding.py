@@ -31,11 +31,15 @@ id, signed like any other, names the worker; the service bounds its index by the
 request takes one hop to the sibling's private listener, a unix socket in a directory only this user can
 enter whose path comes from the process's own configuration, never from the request; the hop carries
 ``X-TubeMQ-Worker-Hop`` and is never forwarded again. A request forwarded by another replica may still take
-that one hop. The sibling authenticates and authorizes the request like any other.
+that one hop. The sibling authenticates and authorizes the request like any other; the subject of a verified
+client certificate (mTLS principal), which a plain socket cannot carry, travels in ``X-TubeMQ-Client-Cert``,
+set only by the forwarder from the connection's TLS state (a client's own such header is dropped) and read
+only by the private listener (:mod:`gateway.api.worker_listener`).
 """
 
 from __future__ import annotations
 
+import base64
 import http.cookiejar
 import ssl
 from collections.abc import AsyncIterator, Mapping
@@ -50,6 +54,7 @@ from gateway.service.errors import Gone, Unavailable, UpstreamError
 from gateway.service.peers import PeerPolicy
 
 __all__ = [
+    "CLIENT_CERT_HEADER",
     "FORWARDED_HEADER",
     "PASSED_ANSWER_HEADERS",
     "PASSED_REQUEST_HEADERS",
@@ -60,6 +65,8 @@ __all__ = [
 FORWARDED_HEADER = "x-tubemq-forwarded-by"
 #: set on the hop to a sibling worker process (its value: the sending worker's index)
 WORKER_HOP_HEADER = "x-tubemq-worker-hop"
+#: on the hop to a sibling: the verified client certificate's subject (base64url of its UTF-8 text)
+CLIENT_CERT_HEADER = "x-tubemq-client-cert"
 
 #: request headers sent on to the owner: the caller's credentials and the API's own headers (plus any
 #: ``x-tubemq-*``); everything else (Cookie, Host, Forwarded, proxy headers...) stays here
@@ -191,7 +198,8 @@ class Forwarder:
         headers = {
             k: v
             for k, v in request.headers.items()
-            if (name := k.lower()) in PASSED_REQUEST_HEADERS or name.startswith(_OWN_PREFIX)
+            if ((name := k.lower()) in PASSED_REQUEST_HEADERS or name.startswith(_OWN_PREFIX))
+            and name != CLIENT_CERT_HEADER
         }
         if owner.worker is None:
             if not self.peers.allows(owner.url):  # the service checked already; this is the last line
@@ -204,6 +212,9 @@ class Forwarder:
         else:
             client, base = self._sibling(owner.worker), f"http://worker-{owner.worker}"
             headers[WORKER_HOP_HEADER] = str(self.worker)
+            subject = _client_cert_name(request.scope)
+            if subject is not None:
+                headers[CLIENT_CERT_HEADER] = base64.urlsafe_b64encode(subject.encode()).decode("ascii")
         # The raw body of a stream is relayed as is, so it must not be compressed.
         headers["accept-encoding"] = "identity"
         url = base + request.url.path
@@ -227,6 +238,14 @@ class Forwarder:
             client = _hardened_client(transport=httpx.AsyncHTTPTransport(uds=path))
             self._sibling_clients[worker] = client
         return client
+
+
+def _client_cert_name(scope: Mapping[str, object]) -> str | None:
+    """The verified client certificate's subject from the ASGI TLS extension, if any."""
+    extensions = scope.get("extensions")
+    tls = extensions.get("tls") if isinstance(extensions, dict) else None
+    name = tls.get("client_cert_name") if isinstance(tls, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def _hardened_client(

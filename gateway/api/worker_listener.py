@@ -2,19 +2,24 @@
 
 Each worker also serves the app on a unix socket of its own in the replica's private directory (mode 0700, so
 only this user reaches it): siblings forward consumer requests there (``gateway/api/forwarding.py``) and read
-the worker's own metrics from :data:`OWN_METRICS_PATH`, which only this listener serves. ``/metrics`` on any
+the worker's own metrics from :data:`OWN_METRICS_PATH`, which only this listener serves. A forwarded request's
+``X-TubeMQ-Client-Cert`` (the verified client certificate's subject, set by the sibling's forwarder) becomes
+the ASGI TLS extension here, as if the client's certificate had been verified on this connection; nothing on
+the public listeners reads that header. ``/metrics`` on any
 worker merges every worker's metrics (:mod:`gateway.observability.worker_merge`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 
 import httpx
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.api.forwarding import CLIENT_CERT_HEADER
 from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from gateway.observability.worker_merge import merge_worker_metrics
 from gateway.workers.context import WorkerContext
@@ -33,6 +38,8 @@ def private_app(app: FastAPI) -> ASGIApp:
     """The private listener's app: ``app``, plus this worker's own metrics at :data:`OWN_METRICS_PATH`."""
 
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = _with_forwarded_cert(scope)
         if scope["type"] == "http" and scope["path"] == OWN_METRICS_PATH:
             metrics: GatewayMetrics = app.state.metrics
             body = metrics.render()
@@ -46,6 +53,25 @@ def private_app(app: FastAPI) -> ASGIApp:
         await app(scope, receive, send)
 
     return serve
+
+
+def _with_forwarded_cert(scope: Scope) -> Scope:
+    """``scope`` without the forwarded certificate header, with the TLS extension it describes (if valid)."""
+    header = CLIENT_CERT_HEADER.encode()
+    raw: list[tuple[bytes, bytes]] = scope["headers"]
+    if not any(name == header for name, _ in raw):
+        return scope
+    values = [value for name, value in raw if name == header]
+    scope = {**scope, "headers": [(name, value) for name, value in raw if name != header]}
+    try:
+        subject = base64.urlsafe_b64decode(values[0]).decode("utf-8") if len(values) == 1 else ""
+    except (ValueError, UnicodeDecodeError):
+        subject = ""
+    if subject:
+        extensions = dict(scope.get("extensions") or {})
+        extensions["tls"] = {**(extensions.get("tls") or {}), "client_cert_name": subject}
+        scope["extensions"] = extensions
+    return scope
 
 
 async def replica_metrics(own: GatewayMetrics, worker: WorkerContext) -> bytes:
