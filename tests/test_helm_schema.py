@@ -185,6 +185,7 @@ def test_a_misspelt_key_is_refused(flag: str) -> None:
         ("spread.antiAffinityWeight=1000", "antiAffinityWeight"),
         ("auth.rules.rules[0].actions[0]=everything", "actions.0"),
         ("tests.topic=no spaces", "tests.topic"),
+        ("tests.topic=x", "tests.topic"),
     ],
 )
 def test_a_wrong_value_is_refused(flag: str, complaint: str) -> None:
