@@ -3,13 +3,17 @@ kubernetes-validate over rendered manifests."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 from typing import Any
 
 import pytest
 from deploy_tools import CHART, RELEASE, one, run_helm, set_args
 
 FULLNAME = f"{RELEASE}-tubemq-gateway"
+#: The script of the chart's `helm test` pod.
+SMOKE_SCRIPT = CHART / "files" / "smoke_test.py"
 #: Kinds the Kubernetes schemas do not cover (Prometheus Operator CRDs).
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 #: The oldest Kubernetes the chart supports (Chart.yaml kubeVersion).
@@ -58,3 +62,24 @@ def validate_manifests(manifests: list[dict[str, Any]]) -> None:
                 kv.validate(manifest, version, strict=True)
             except kv.ValidationError as exc:
                 pytest.fail(f"{manifest['kind']}/{manifest['metadata']['name']} on {version}: {exc.message}")
+
+
+async def run_smoke_test(url: str, key: str, topic: str = "demo", seconds: int = 30) -> tuple[int, str]:
+    """Run the `helm test` script against ``url`` as the pod would; (exit status, its output)."""
+    env = {
+        **os.environ,
+        "GATEWAY_URL": url,
+        "GATEWAY_API_KEY": key,
+        "GATEWAY_TOPIC": topic,
+        "GATEWAY_TIMEOUT": str(seconds),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(SMOKE_SCRIPT),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), timeout=seconds + 30)
+    assert process.returncode is not None
+    return process.returncode, out.decode()

@@ -5,24 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import socket
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
-from chart_support import FULLNAME, validate_manifests
+from chart_support import FULLNAME, SMOKE_SCRIPT, run_smoke_test, validate_manifests
 from consumer_support import eventually
-from deploy_tools import CHART, NAMESPACE, RELEASE, by_kind, one, render
+from deploy_tools import NAMESPACE, RELEASE, by_kind, one, render
 
 from gateway.api.app import create_app
 from gateway.config import Settings
 from gateway.runtime import Runtime
 
-SCRIPT = CHART / "files" / "smoke_test.py"
 GENERATED = f"{FULLNAME}-generated"
 SMOKE = f"{FULLNAME}-smoke-test"
 SELECTOR = {"app.kubernetes.io/name": "tubemq-gateway", "app.kubernetes.io/instance": RELEASE}
@@ -49,7 +46,7 @@ def test_the_test_pod() -> None:
     assert env["GATEWAY_API_KEY"]["valueFrom"]["secretKeyRef"] == {"name": GENERATED, "key": "admin-api-key"}
     script = next(m for m in by_kind(manifests, "ConfigMap") if m["metadata"]["name"] == SMOKE)
     assert "helm.sh/hook" not in script["metadata"].get("annotations", {}), "deleted with the release"
-    assert script["data"]["smoke_test.py"] == SCRIPT.read_text(encoding="utf-8")
+    assert script["data"]["smoke_test.py"] == SMOKE_SCRIPT.read_text(encoding="utf-8")
     volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "script")
     assert volume["configMap"]["name"] == SMOKE
 
@@ -134,34 +131,16 @@ async def chart_gateway(tmp_path: Path) -> AsyncIterator[Served]:
         sock.close()
 
 
-async def _run_script(url: str, key: str, topic: str = "demo", seconds: int = 30) -> tuple[int, str]:
-    env = {
-        **os.environ,
-        "GATEWAY_URL": url,
-        "GATEWAY_API_KEY": key,
-        "GATEWAY_TOPIC": topic,
-        "GATEWAY_TIMEOUT": str(seconds),
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(SCRIPT),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await asyncio.wait_for(process.communicate(), timeout=seconds + 30)
-    assert process.returncode is not None
-    return process.returncode, out.decode()
-
-
 async def test_the_smoke_test_publishes_and_reads_back(chart_gateway: Served) -> None:
-    code, out = await _run_script(chart_gateway.url, chart_gateway.admin_key)
+    code, out = await run_smoke_test(chart_gateway.url, chart_gateway.admin_key)
     assert code == 0, out
     assert "published to 1:demo:" in out and "OK: tubemq-gateway publishes and consumes" in out
 
 
 async def test_the_smoke_test_fails_with_a_wrong_key_or_topic(chart_gateway: Served) -> None:
-    code, out = await _run_script(chart_gateway.url, chart_gateway.admin_key[:-1] + "x")
+    code, out = await run_smoke_test(chart_gateway.url, chart_gateway.admin_key[:-1] + "x")
     assert code == 1 and "HTTP 401" in out and "tests.apiKeySecret" in out, out
-    code, out = await _run_script(chart_gateway.url, chart_gateway.admin_key, topic="nosuchtopic", seconds=5)
+    code, out = await run_smoke_test(
+        chart_gateway.url, chart_gateway.admin_key, topic="nosuchtopic", seconds=5
+    )
     assert code == 1 and "FAILED: publish to nosuchtopic" in out, out
