@@ -321,7 +321,22 @@ def rows() -> list[Row]:
                         ),
                     ],
                     unit="s",
-                    width=12,
+                ),
+                Panel(
+                    "gRPC messages by method",
+                    "Messages received from and sent to clients per second (a stream's messages, or a unary "
+                    "call's request and answer).",
+                    [
+                        (
+                            rate("grpc_server_msg_received_total", "grpc_method", prefix=""),
+                            "{{grpc_method}} received",
+                        ),
+                        (
+                            rate("grpc_server_msg_sent_total", "grpc_method", prefix=""),
+                            "{{grpc_method}} sent",
+                        ),
+                    ],
+                    unit="ops",
                 ),
                 Panel(
                     "Requests in flight",
@@ -335,7 +350,6 @@ def rows() -> list[Row]:
                             "gRPC",
                         ),
                     ],
-                    width=12,
                 ),
             ],
         ),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 
 import grpc
@@ -19,10 +19,11 @@ from gateway.api.routes_metrics import install_observability
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.server import RpcServer
 from gateway.embedded.topics import TopicSpec
-from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted
+from gateway.grpc import interceptors
+from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
 from gateway.observability.metrics import OVERFLOW, GatewayMetrics
-from gateway.observability.metrics_events import go_code
+from gateway.observability.metrics_grpc import go_code
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import Consumer
 from gateway.tubemq.consumer_config import StartPosition
@@ -328,7 +329,9 @@ async def test_http_metrics_by_route_and_the_metrics_endpoint() -> None:
     assert metrics is app.state.metrics and "GatewayMetrics" in repr(metrics)
 
 
-async def test_a_client_leaving_before_the_answer_is_a_499_not_a_server_error() -> None:
+async def test_a_client_leaving_before_the_answer_is_a_499_not_a_server_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """An upload the client abandons half way (the server reports ``http.disconnect``): the app fails
     reading the body and never answers; that is counted as 499, as nginx logs it, not as a 500."""
 
@@ -365,11 +368,16 @@ async def test_a_client_leaving_before_the_answer_is_a_499_not_a_server_error() 
         "root_path": "", "headers": [(b"content-length", b"100000"), (b"host", b"gw")],
         "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 80),
     }  # fmt: skip
-    with contextlib.suppress(Exception):  # the app may re-raise the disconnect; the count is what matters
+    with caplog.at_level(logging.INFO):
         await app(scope, receive, send)
     route = {"route": "/v1/topics/{topic}/messages", "method": "POST"}
     assert value(metrics, "http_requests_total", **route, code="499") == 1
     assert value(metrics, "http_requests_total", **route, code="500") is None
+    # The access log agrees, nobody is answered, and no error with a traceback is logged for it.
+    (access,) = [r for r in caplog.records if r.name == "gateway.access"]
+    assert access.status == 499  # type: ignore[attr-defined]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not [m for m in sent if m["type"] == "http.response.start"]
 
 
 async def test_end_to_end_on_the_embedded_cluster(metrics: GatewayMetrics, bus: EventBus) -> None:
@@ -454,16 +462,19 @@ def test_grpc_calls_by_service_method_type_and_code(metrics: GatewayMetrics, bus
 
     # Streams and long polls are timed in the long-lived histogram; a client's cancel is Canceled.
     subscribe = {"grpc_service": labels["grpc_service"], "grpc_method": "Subscribe"}
-    bus.emit(
-        GrpcCallFinished(
-            "/tubemq.gateway.v1.GatewayService/Subscribe", "CANCELLED", 95.0, "r", "server_stream"
-        )
-    )
+    method = "/tubemq.gateway.v1.GatewayService/Subscribe"
+    bus.emit(GrpcCallFinished(method, "CANCELLED", 95.0, "r", "server_stream"))
     stream = {**subscribe, "grpc_type": "server_stream"}
     assert grpc_value(metrics, "grpc_server_handled_total", **stream, grpc_code="Canceled") == 1
     assert value(metrics, "grpc_long_call_duration_seconds_bucket", **stream, le="120.0") == 1
     assert value(metrics, "grpc_long_call_duration_seconds_bucket", **stream, le="60.0") == 0
     assert grpc_value(metrics, "grpc_server_handling_seconds_count", **stream) is None
+    bus.emit(GrpcStreamMessages(method, "server_stream", 0, 40))
+    bus.emit(GrpcStreamMessages(method, "server_stream", 0, 2))
+    assert grpc_value(metrics, "grpc_server_msg_sent_total", **stream) == 42
+    assert grpc_value(metrics, "grpc_server_msg_received_total", **stream) == 1  # its one request
+    assert grpc_value(metrics, "grpc_server_msg_received_total", **unary) == 3
+    assert grpc_value(metrics, "grpc_server_msg_sent_total", **unary) == 2  # OK answers only
     bus.emit(GrpcCallFinished("/tubemq.gateway.v1.GatewayService/Poll", "OK", 30.0, "p"))
     poll = {"grpc_service": labels["grpc_service"], "grpc_method": "Poll", "grpc_type": "unary"}
     assert value(metrics, "grpc_long_call_duration_seconds_count", **poll) == 1
@@ -481,9 +492,13 @@ def test_grpc_codes_are_spelled_as_go_spells_them(name: str, go: str) -> None:
     assert go_code(grpc.StatusCode[name].name) == go
 
 
-async def test_grpc_metrics_of_a_real_server_and_a_cancelled_subscribe() -> None:
-    """A real gRPC server on the embedded cluster: unary calls, a refused one, and a Subscribe stream the
-    client cancels (Canceled, never counted as a server error), by service and method."""
+async def test_grpc_metrics_of_a_real_server_and_a_cancelled_subscribe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real gRPC server on the embedded cluster: unary calls, a refused one, a PublishStream, and a
+    Subscribe stream the client cancels (Canceled, never counted as a server error), by service and method;
+    stream messages are counted while the stream lasts."""
+    monkeypatch.setattr(interceptors, "REPORT_INTERVAL", 0.0)  # streams report every message at once
     metrics = GatewayMetrics(CollectorRegistry(), process_metrics=False)
     service = gateway_pb2.DESCRIPTOR.services_by_name[GATEWAY_SERVICE].full_name
     async with EmbeddedCluster([TopicSpec("demo", 2)], balance_period=0.1) as cluster:
@@ -498,13 +513,20 @@ async def test_grpc_metrics_of_a_real_server_and_a_cancelled_subscribe() -> None
             created = await gw.stub.CreateConsumer(spec)
             instance = {"group": "gm", "instance_id": created.instance_id}
             await gw.stub.Poll(gateway_pb2.PollRequest(**instance, timeout_ms=50))  # joined the group
+            batches = [
+                gateway_pb2.PublishStreamRequest(topic="demo", messages=[message(f"s{i}")]) for i in range(3)
+            ]
+            acks = [r async for r in gw.stub.PublishStream(iter(batches))]
             call = gw.stub.Subscribe(gateway_pb2.SubscribeRequest(**instance))
             await gw.stub.Publish(gateway_pb2.PublishRequest(topic="demo", messages=[message("m")]))
             async with asyncio.timeout(10):
                 assert (await call.read()).messages
+            subscribe = {"grpc_service": service, "grpc_method": "Subscribe", "grpc_type": "server_stream"}
+            # Reported while the stream is still open, not only when it ends.
+            assert (grpc_value(metrics, "grpc_server_msg_sent_total", **subscribe) or 0) >= 1
+            assert grpc_value(metrics, "grpc_server_handled_total", **subscribe, grpc_code="Canceled") is None
             call.cancel()
             assert (await call.code()) is grpc.StatusCode.CANCELLED
-            subscribe = {"grpc_service": service, "grpc_method": "Subscribe", "grpc_type": "server_stream"}
             await eventually(
                 lambda: (
                     grpc_value(metrics, "grpc_server_handled_total", **subscribe, grpc_code="Canceled") == 1
@@ -515,6 +537,15 @@ async def test_grpc_metrics_of_a_real_server_and_a_cancelled_subscribe() -> None
     assert grpc_value(metrics, "grpc_server_handled_total", **get_topic, grpc_code="OK") == 1
     assert grpc_value(metrics, "grpc_server_handled_total", **get_topic, grpc_code="InvalidArgument") == 1
     assert grpc_value(metrics, "grpc_server_handling_seconds_count", **get_topic) == 2
+    assert grpc_value(metrics, "grpc_server_msg_received_total", **get_topic) == 2
+    assert grpc_value(metrics, "grpc_server_msg_sent_total", **get_topic) == 1, (
+        "the refused call answered none"
+    )
+    stream = {"grpc_service": service, "grpc_method": "PublishStream", "grpc_type": "bidi_stream"}
+    assert grpc_value(metrics, "grpc_server_msg_received_total", **stream) == 3
+    assert grpc_value(metrics, "grpc_server_msg_sent_total", **stream) == len(acks) >= 1
+    assert grpc_value(metrics, "grpc_server_handled_total", **stream, grpc_code="OK") == 1
+    assert grpc_value(metrics, "grpc_server_msg_received_total", **subscribe) == 1
     assert grpc_value(metrics, "grpc_server_started_total", **subscribe) == 1
     assert value(metrics, "grpc_long_call_duration_seconds_count", **subscribe) == 1
     codes = {

@@ -21,13 +21,8 @@ from gateway.config import Settings
 from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
 from gateway.grpc.reflection import V1_DESCRIPTOR
-from gateway.observability.metrics import (
-    HTTP_METHODS,
-    MAX_NODES,
-    OVERFLOW,
-    GatewayMetrics,
-    series_bound,
-)
+from gateway.observability.metric_limits import HTTP_METHODS, MAX_NODES, OVERFLOW, series_bound
+from gateway.observability.metrics import GatewayMetrics
 from gateway.runtime import Runtime
 from gateway.tubemq import rpc
 from gateway.tubemq.address import NodeAddress

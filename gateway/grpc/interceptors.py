@@ -19,7 +19,9 @@ separate functions. Per call, in order:
    request id and ends the call with INTERNAL.
 4. **Metrics**: a :class:`GrpcCallStarted` event when a call starts and a :class:`GrpcCallFinished` event
    when it ends (method, type, code, seconds) on the runtime's event bus. A call the client cancelled (or
-   left) ends with CANCELLED.
+   left) ends with CANCELLED. Streams count the messages they receive and send (an integer step per
+   message) and report them in :class:`GrpcStreamMessages` events, at most once per
+   :data:`REPORT_INTERVAL` and when they end, so a stream's traffic shows while it lasts.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def current_request_id() -> str | None:
 
 #: ``grpc_type`` of a method handler, as go-grpc-prometheus names them.
 UNARY, CLIENT_STREAM, SERVER_STREAM, BIDI_STREAM = "unary", "client_stream", "server_stream", "bidi_stream"
+#: Seconds between two GrpcStreamMessages reports of one stream (while messages flow).
+REPORT_INTERVAL = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,29 @@ class GrpcCallStarted(Event):
 
     method: str
     grpc_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class GrpcStreamMessages(Event):
+    """Messages a stream received from the client (client and bidi streams) and sent to it (server and
+    bidi streams) since its last report. Unary requests and responses are not reported here: a unary
+    call receives one message, and sends one when it ends OK."""
+
+    method: str
+    grpc_type: str
+    received: int
+    sent: int
+
+
+class _Flow:
+    """The messages of one stream not reported yet, and when the next report is due."""
+
+    __slots__ = ("due", "received", "sent")
+
+    def __init__(self, due: float) -> None:
+        self.received = 0
+        self.sent = 0
+        self.due = due
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,14 +187,19 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
             started = self._clock()
             request_id, metadata = self._begin(context, method, kind)
             code = grpc.StatusCode.OK
+            flow = _Flow(started + REPORT_INTERVAL) if kind == CLIENT_STREAM else None
             try:
                 await self._admit(method, metadata, context)
+                if flow is not None:
+                    request = self._counted(request, flow, method, kind)
                 return await behavior(request, context)
             except BaseException as exc:
                 code = _code_of(exc, context)
                 await self._translate(exc, context, request_id, method)
                 raise
             finally:
+                if flow is not None:
+                    self._report(method, kind, flow)
                 self._finished(method, kind, code, started, request_id)
 
         return call
@@ -179,25 +211,53 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
             started = self._clock()
             request_id, metadata = self._begin(context, method, kind)
             code = grpc.StatusCode.OK
+            flow = _Flow(started + REPORT_INTERVAL)
             try:
                 await self._admit(method, metadata, context)
                 # Headers only once the call is admitted: a refusal is a clean trailers-only answer (headers
                 # sent before an immediate abort made grpc clients now and then see INTERNAL instead).
                 await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
+                if kind == BIDI_STREAM:
+                    request = self._counted(request, flow, method, kind)
                 result = behavior(request, context)
                 if hasattr(result, "__aiter__"):
                     async for item in result:
+                        flow.sent += 1
+                        if self._clock() >= flow.due:
+                            self._report(method, kind, flow)
                         yield item
-                else:  # a coroutine that answers through context.write()
+                else:  # a coroutine that answers through context.write() (its writes are not counted)
                     await result
             except BaseException as exc:
                 code = _code_of(exc, context)
                 await self._translate(exc, context, request_id, method)
                 raise
             finally:
+                self._report(method, kind, flow)
                 self._finished(method, kind, code, started, request_id)
 
         return call
+
+    async def _counted(
+        self, requests: AsyncIterator[Any], flow: _Flow, method: str, kind: str
+    ) -> AsyncIterator[Any]:
+        """The client's stream of requests, counted into ``flow``."""
+        async for request in requests:
+            flow.received += 1
+            if self._clock() >= flow.due:
+                self._report(method, kind, flow)
+            yield request
+
+    def _report(self, method: str, kind: str, flow: _Flow) -> None:
+        """Report (and reset) the messages counted in ``flow``; the next report is due in an interval."""
+        flow.due = self._clock() + REPORT_INTERVAL
+        received, sent = flow.received, flow.sent
+        if not received and not sent:
+            return
+        flow.received = flow.sent = 0
+        events = self._events
+        if events is not None and events.has_subscribers:
+            events.emit(GrpcStreamMessages(method, kind, received, sent))
 
     async def _admit(
         self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext

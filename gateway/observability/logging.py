@@ -38,6 +38,7 @@ from gateway.service.instance_id import redact_text
 from gateway.tubemq.events import EventBus, Subscription
 
 __all__ = [
+    "CLIENT_CLOSED",
     "REQUEST_ID_HEADER",
     "EventLogger",
     "JsonFormatter",
@@ -50,6 +51,8 @@ __all__ = [
 ]
 
 REQUEST_ID_HEADER = "X-Request-ID"
+#: The status logged (and counted by the metrics) for a request whose client went away before any answer.
+CLIENT_CLOSED = 499
 _HEADER_LOWER = REQUEST_ID_HEADER.lower().encode("latin-1")
 #: Accepted incoming ids: what proxies and tracing systems send (uuids, hex, base64url), length-bounded so a
 #: client cannot inject log noise or oversized fields.
@@ -207,21 +210,34 @@ class RequestIdMiddleware:
             await send(message)
 
         started_response = False
+        client_gone = False
 
         async def send_tracked(message: Message) -> None:
             nonlocal started_response
             started_response = started_response or message["type"] == "http.response.start"
             await send_with_id(message)
 
+        async def receive_tracked() -> Message:
+            nonlocal client_gone
+            message = await receive()
+            client_gone = client_gone or message["type"] == "http.disconnect"
+            return message
+
         try:
-            await self.app(scope, receive, send_tracked)
+            await self.app(scope, receive_tracked, send_tracked)
         except Exception:
             if started_response:
                 raise
-            # Answer here rather than in Starlette's outer error middleware, so that the client gets the
-            # request id to quote and the traceback is logged as one JSON line carrying that id.
-            _http_log.exception("unhandled error while serving the request")
-            await _internal_error(send_with_id, request_id)
+            if client_gone:
+                # The client left before the answer (an abandoned upload): nobody to answer, nothing to fix
+                # on our side. Logged as 499 like the metrics count it, without a traceback.
+                status = CLIENT_CLOSED
+                _http_log.info("the client went away before the answer")
+            else:
+                # Answer here rather than in Starlette's outer error middleware, so that the client gets
+                # the request id to quote and the traceback is logged as one JSON line carrying that id.
+                _http_log.exception("unhandled error while serving the request")
+                await _internal_error(send_with_id, request_id)
         finally:
             path = scope.get("path", "")
             self._log.log(
@@ -285,7 +301,14 @@ def _plain_route(scope: Scope) -> str | None:
 
 #: Events emitted for every request or poll: useful when debugging, noise otherwise.
 _CHATTY = frozenset(
-    {"RequestCompleted", "SendCompleted", "FetchOutcome", "OffsetCommitted", "GrpcCallStarted"}
+    {
+        "RequestCompleted",
+        "SendCompleted",
+        "FetchOutcome",
+        "OffsetCommitted",
+        "GrpcCallStarted",
+        "GrpcStreamMessages",
+    }
 )
 _TROUBLE = ("Failed", "Shielded", "Terminated", "Error", "Closed")
 

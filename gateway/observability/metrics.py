@@ -10,7 +10,8 @@ Names follow Prometheus conventions: prefix ``tubemq_gateway_``, base units (sec
 counters. Two families of conventions come from elsewhere so that stock dashboards and alerts work: HTTP
 requests carry ``code`` (the status code, ``499`` when the client went away before the answer), and the gRPC
 server metrics have the names and labels of go-grpc-prometheus (``grpc_server_started_total``,
-``grpc_server_handled_total``, ``grpc_server_handling_seconds``; labels ``grpc_type``, ``grpc_service``,
+``grpc_server_handled_total``, ``grpc_server_msg_received_total``, ``grpc_server_msg_sent_total``,
+``grpc_server_handling_seconds``; labels ``grpc_type``, ``grpc_service``,
 ``grpc_method``, ``grpc_code`` with Go's code names: ``OK``, ``Canceled``, ``InvalidArgument``...).
 Long-lived requests (HTTP long polls and SSE streams, gRPC streams and long polls) are timed in histograms
 of their own (``*_long_*_duration_seconds``, buckets up to an hour), so the request latency histograms hold
@@ -44,8 +45,22 @@ from prometheus_client.process_collector import ProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import __version__
-from gateway.observability.logging import route_template
-from gateway.observability.metrics_events import LONG_GRPC_METHODS, EventMetrics
+from gateway.observability.logging import CLIENT_CLOSED, route_template
+from gateway.observability.metric_limits import (
+    GRPC_BUCKETS,
+    HTTP_BUCKETS,
+    HTTP_METHODS,
+    LONG_BUCKETS,
+    LONG_HTTP_ROUTES,
+    MAX_NODES,
+    OVERFLOW,
+    RPC_BUCKETS,
+    LabelCap,
+    PairCap,
+    series_bound,
+)
+from gateway.observability.metrics_events import EventMetrics
+from gateway.observability.metrics_grpc import LONG_GRPC_METHODS
 from gateway.tubemq.events import EventBus, Subscription
 
 __all__ = [
@@ -60,104 +75,6 @@ __all__ = [
 ]
 
 PREFIX: Final = "tubemq_gateway_"
-OVERFLOW: Final = "__overflow__"
-#: HTTP requests other than long polls and streams (range reads of big batches may take seconds).
-HTTP_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-#: Unary gRPC calls other than long polls.
-GRPC_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-#: Long polls (up to their timeout, 30 s by default) and streams (minutes to hours).
-LONG_BUCKETS: Final = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0)
-#: One TubeMQ request or send attempt: loopback answers take well under a millisecond.
-RPC_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-HTTP_METHODS: Final = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
-#: (method, route template) of the HTTP requests that last as long as the client lets them: the long poll
-#: and the Server-Sent Events stream.
-LONG_HTTP_ROUTES: Final = frozenset(
-    {
-        ("GET", "/v1/consumers/{group}/instances/{instance_id}/messages"),
-        ("GET", "/v1/consumers/{group}/instances/{instance_id}/stream"),
-    }
-)
-#: The status code of an HTTP request whose client went away before any answer was sent (as nginx logs).
-CLIENT_CLOSED: Final = 499
-#: Distinct TubeMQ node addresses and broker ids kept as label values (a cluster has far fewer).
-MAX_NODES: Final = 256
-
-
-class LabelCap:
-    """Passes the first ``limit`` distinct values of a label through; later ones become ``__overflow__``."""
-
-    def __init__(self, label: str, limit: int, overflow: Counter) -> None:
-        if limit < 1:
-            raise ValueError(f"the {label} label cap must be at least 1, not {limit}")
-        self.label = label
-        self.limit = limit
-        self._seen: set[str] = set()
-        self._overflow = overflow.labels(label=label)
-
-    def __call__(self, value: str) -> str:
-        if value in self._seen:
-            return value
-        if len(self._seen) >= self.limit:
-            self._overflow.inc()
-            return OVERFLOW
-        self._seen.add(value)
-        return value
-
-    def __repr__(self) -> str:
-        return f"<LabelCap {self.label} {len(self._seen)}/{self.limit}>"
-
-
-class PairCap:
-    """Caps the (group, topic) pairs that get series of their own: past ``limit`` distinct pairs (of the
-    already capped labels), new ones become ``(__overflow__, __overflow__)``. Without it the worst case is
-    ``max_groups * max_topics`` pairs, each with about 16 series."""
-
-    def __init__(self, limit: int, overflow: Counter) -> None:
-        if limit < 1:
-            raise ValueError(f"the group/topic pair cap must be at least 1, not {limit}")
-        self.limit = limit
-        self._seen: set[tuple[str, str]] = set()
-        self._overflow = overflow.labels(label="group_topic")
-
-    def __call__(self, group: str, topic: str) -> tuple[str, str]:
-        pair = (group, topic)
-        if pair in self._seen:
-            return pair
-        if len(self._seen) >= self.limit:
-            self._overflow.inc()
-            return OVERFLOW, OVERFLOW
-        self._seen.add(pair)
-        return pair
-
-    def __repr__(self) -> str:
-        return f"<PairCap {len(self._seen)}/{self.limit}>"
-
-
-def series_bound(
-    *, max_topics: int = 200, max_groups: int = 200, max_group_topics: int = 500, http_routes: int = 24
-) -> int:
-    """The most series the gateway's own families can reach on one replica (process and Python families
-    excluded: a fixed few dozen). ``http_routes`` counts the app's route templates plus ``<unmatched>``;
-    HTTP codes are bounded by what the gateway answers (counted here as 24 distinct codes per route and
-    method, far more than any route uses). tests/test_metrics_cardinality.py hammers every label and
-    checks the real count stays below this."""
-    topics, groups, pairs = max_topics + 1, max_groups + 1, max_group_topics + 1  # + __overflow__
-    fetch_outcomes, rebalance_events, rpc_methods, rpc_outcomes = 10, 8, 40, 6
-    http_methods, http_codes, grpc_methods, grpc_codes = len(HTTP_METHODS) + 1, 24, 16, 17
-    histogram = len(HTTP_BUCKETS) + 3  # buckets, +Inf, _sum, _count
-    long_histogram = len(LONG_BUCKETS) + 3
-    per_topic = 2 + 3  # published messages and bytes, publish errors by reason
-    # polled messages and bytes, redeliveries, commits (ok, error), lag, fetches by outcome
-    per_pair = 2 + 1 + 2 + 1 + fetch_outcomes
-    per_group = 3 + rebalance_events  # instances, partitions, register failures, rebalances
-    per_node = 2  # open links, connect failures
-    http = http_routes * http_methods * (http_codes + histogram) + 2 * http_methods * long_histogram
-    grpc = grpc_methods * (1 + grpc_codes + len(GRPC_BUCKETS) + 3 + long_histogram)
-    tubemq = rpc_methods * (rpc_outcomes + len(RPC_BUCKETS) + 3)
-    fixed = 200  # send and fetch time by outcome, link closes, shield reasons, master sessions, gauges...
-    nodes = (MAX_NODES + 1) * per_node + (MAX_NODES + 1)  # + broker_shielded per broker id
-    return topics * per_topic + pairs * per_pair + groups * per_group + nodes + http + grpc + tubemq + fixed
 
 
 class GatewayMetrics:
@@ -233,6 +150,15 @@ class GatewayMetrics:
             "RPCs completed on the server, by status code (Canceled: the client cancelled).",
             (*grpc_labels, "grpc_code"),
             registry=r,
+        )
+        self.grpc_msg_received = Counter(
+            "grpc_server_msg_received_total",
+            "RPC stream messages received on the server.",
+            grpc_labels,
+            registry=r,
+        )
+        self.grpc_msg_sent = Counter(
+            "grpc_server_msg_sent_total", "gRPC stream messages sent by the server.", grpc_labels, registry=r
         )
         self.grpc_handling = Histogram(
             "grpc_server_handling_seconds",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.grpc.interceptors import UNARY, GrpcCallFinished, GrpcCallStarted
+from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
+from gateway.observability.metrics_grpc import GrpcMetrics
 from gateway.tubemq import rpc
 from gateway.tubemq.breaker import ShieldReason
 from gateway.tubemq.connection import (
@@ -49,10 +49,7 @@ from gateway.tubemq.producer_events import HeartbeatFailed as ProducerHeartbeatF
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics
 
-#: Unary gRPC methods that long-poll; every streaming method is long-lived too.
-LONG_GRPC_METHODS = frozenset({"Poll"})
-
-__all__ = ["LONG_GRPC_METHODS", "EventMetrics", "go_code"]
+__all__ = ["EventMetrics"]
 
 #: ``SendCompleted.outcome`` values other than ``ok``; zero-initialised per topic so ratios have data.
 PUBLISH_ERROR_REASONS = ("rejected", "unavailable", "transport")
@@ -66,27 +63,6 @@ def _store_of(partition_key: str) -> tuple[str, int]:
     if len(parts) != 3 or not parts[2].isdigit():
         return partition_key, -1
     return parts[0], int(parts[2]) // _STORE_PARTITION_BASE
-
-
-def go_code(name: str) -> str:
-    """A gRPC status code name as Go spells it (``INVALID_ARGUMENT`` -> ``InvalidArgument``, ``CANCELLED``
-    -> ``Canceled``): the ``grpc_code`` values of go-grpc-prometheus, which stock dashboards and alerts
-    match."""
-    if name == "OK":
-        return name
-    if name == "CANCELLED":
-        return "Canceled"
-    return "".join(word.capitalize() for word in name.split("_"))
-
-
-@dataclass(slots=True)
-class _GrpcSeries:
-    """The label children of one gRPC method (resolved once: calls are a hot path)."""
-
-    started: Any
-    duration: Any  # the unary or the long-lived histogram's child
-    labels: dict[str, str]
-    handled: dict[str, Any]  # grpc_code -> child
 
 
 def method_name(method: int) -> str:
@@ -119,6 +95,7 @@ class EventMetrics:
         self._pairs_seen: set[tuple[str, str]] = set()
         self._methods_seen: set[str] = set()
         self._subscription: Subscription | None = None
+        self._grpc = GrpcMetrics(metrics)
         self._handlers: dict[type, Callable[[Any], None]] = {
             RequestCompleted: self._request,
             ConnectionOpened: self._opened,
@@ -142,10 +119,10 @@ class EventMetrics:
             FetchOutcome: self._fetched,
             OffsetCommitted: self._committed,
             RebalanceEvent: self._rebalanced,
-            GrpcCallStarted: self._grpc_started,
-            GrpcCallFinished: self._grpc_call,
+            GrpcCallStarted: self._grpc.started,
+            GrpcCallFinished: self._grpc.finished,
+            GrpcStreamMessages: self._grpc.messages,
         }
-        self._grpc: dict[tuple[str, str], _GrpcSeries] = {}
         for reason in ShieldReason:
             metrics.shield_events.labels(reason=reason.value)
 
@@ -360,29 +337,3 @@ class EventMetrics:
     def _rebalanced(self, e: RebalanceEvent) -> None:
         if e.done:
             self.m.rebalances.labels(group=self.m.groups(e.group), event=e.event_type.lower()).inc()
-
-    # --- gRPC adapter --------------------------------------------------------------------------------
-
-    def _grpc_series(self, method: str, grpc_type: str) -> _GrpcSeries:
-        """Full method names come from the services we serve (bounded); the request id is never a label."""
-        series = self._grpc.get((method, grpc_type))
-        if series is None:
-            service, _, name = method.lstrip("/").rpartition("/")
-            labels = {"grpc_type": grpc_type, "grpc_service": service or "unknown", "grpc_method": name}
-            long_lived = grpc_type != UNARY or name in LONG_GRPC_METHODS
-            duration = self.m.grpc_long_duration if long_lived else self.m.grpc_handling
-            series = _GrpcSeries(self.m.grpc_started.labels(**labels), duration.labels(**labels), labels, {})
-            self._grpc[(method, grpc_type)] = series
-        return series
-
-    def _grpc_started(self, e: GrpcCallStarted) -> None:
-        self._grpc_series(e.method, e.grpc_type).started.inc()
-
-    def _grpc_call(self, e: GrpcCallFinished) -> None:
-        series = self._grpc_series(e.method, e.grpc_type)
-        handled = series.handled.get(e.code)
-        if handled is None:
-            handled = self.m.grpc_handled.labels(**series.labels, grpc_code=go_code(e.code))
-            series.handled[e.code] = handled
-        handled.inc()
-        series.duration.observe(e.duration)
