@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from google.protobuf import descriptor_pb2
+from google.rpc import status_pb2
 from grpc_tools import protoc
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
@@ -80,3 +82,29 @@ def test_descriptor_follows_the_conventions() -> None:
     for method in file.services_by_name["GatewayService"].methods:
         assert method.input_type.name == f"{method.name}Request", method.name
         assert method.output_type.name == f"{method.name}Response", method.name
+
+
+def test_vendored_status_proto_is_googles(tmp_path: Path) -> None:
+    # buf and protoc read google/rpc/status.proto from proto/third_party/googleapis/; the generated code
+    # imports googleapis-common-protos' module instead: the two must define the same messages.
+    out = tmp_path / "status.binpb"
+    third_party = ROOT / "proto" / "third_party" / "googleapis"
+    include = Path(protoc.__file__).parent / "_proto"
+    args = ["grpc_tools.protoc", f"-I{include}", f"-I{third_party}", f"--descriptor_set_out={out}"]
+    assert protoc.main([*args, "google/rpc/status.proto"]) == 0
+    (vendored,) = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file
+    installed = descriptor_pb2.FileDescriptorProto()
+    status_pb2.DESCRIPTOR.CopyToProto(installed)
+    assert (
+        (vendored.name, vendored.package)
+        == (installed.name, installed.package)
+        == (
+            "google/rpc/status.proto",
+            "google.rpc",
+        )
+    )
+    for message in vendored.message_type:
+        for field in message.field:
+            field.ClearField("json_name")  # protoc fills it in; CopyToProto leaves it out
+    assert list(vendored.message_type) == list(installed.message_type)
+    assert list(vendored.dependency) == list(installed.dependency)
