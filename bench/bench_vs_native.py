@@ -1,0 +1,698 @@
+"""The gateway next to the native TubeMQ Java client on one real cluster: each path's rate, its ratio to
+the native client, and the gateway's CPU per message.
+
+Run from the repository root against a running TubeMQ master (for example the loopback harness of
+``../shared/tubemq-real``)::
+
+    python bench/bench_vs_native.py --master 127.0.0.1:8715 --tubebench /tmp/tubemq-real/tubebench.sh
+
+It starts one gateway (``tubemq-gateway serve --masters MASTER``, HTTP and gRPC) and runs, for ``--size``-byte
+values on ``--topic``:
+
+* native (only with ``--tubebench``): the Java client's ``bench-async``, ``bench-sync`` and ``bench-consume``;
+* REST publish of 100-message JSON batches (wrk, or hey; ``--batch-connections``);
+* REST publish of one message per request at peak (``--single-connections``), then at half that rate with hey
+  for the p99 latency;
+* gRPC ``Publish`` (100-message batches and one message per call) and ``PublishStream``, from this process;
+* consume, each case in a fresh consumer group from the earliest offset, ``--consume-messages`` messages timed
+  from the first one: REST long poll, REST SSE and gRPC ``Subscribe``.
+
+Every case runs ``--repeat`` times; the report shows the median (and the spread). CPU per message is the
+gateway process's own CPU time (user + system, from ``/proc/<pid>/stat``, its child processes included)
+over the case, divided by the messages of the case. The machine's load average is printed before and after:
+on a shared machine, compare runs made under a similar load. With ``--pin`` the gateway runs on the last CPU
+and every load driver on the others. Benchmarks print numbers; nothing here asserts a timing.
+
+Only 127.0.0.1 is ever contacted; ``--master`` must be a loopback address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import os
+import pkgutil
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import grpc
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench_publish import free_port  # noqa: E402
+
+BATCH = 100
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+LOOPBACK = ("127.0.0.1", "[::1]", "localhost")
+
+
+# --- measuring ------------------------------------------------------------------------------------------
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants (a gateway with worker processes counts them all)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+def cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of ``root`` and its live descendants."""
+    ticks = 0
+    for pid in process_tree(root):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return ticks / CLK_TCK
+
+
+@dataclass
+class Sample:
+    rate: float  # messages per second
+    cpu_us: float | None = None  # gateway CPU microseconds per message
+    p99_ms: float | None = None
+    note: str = ""
+
+
+@dataclass
+class Case:
+    name: str
+    native: str | None = None  # the native case this one is compared with
+    samples: list[Sample] = field(default_factory=list)
+
+    def median(self, attr: str) -> float | None:
+        values = [getattr(s, attr) for s in self.samples if getattr(s, attr) is not None]
+        return statistics.median(values) if values else None
+
+    def spread(self) -> str:
+        rates = [s.rate for s in self.samples]
+        return f"{min(rates):,.0f}-{max(rates):,.0f}" if len(rates) > 1 else ""
+
+
+class Gateway:
+    """The gateway process under test."""
+
+    def __init__(self, master: str, args: argparse.Namespace, cpus: set[int] | None) -> None:
+        self.http_port, self.grpc_port = free_port(), free_port()
+        env = {
+            **os.environ,
+            "TUBEMQ_GATEWAY_LOG_LEVEL": args.log_level,
+            # A short heartbeat: a new consumer instance learns its partitions sooner.
+            "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "1",
+        }
+        cmd = [sys.executable, "-m", "gateway", "serve", "--masters", master]
+        cmd += ["--http-host", "127.0.0.1", "--http-port", str(self.http_port)]
+        cmd += ["--grpc-port", str(self.grpc_port)]
+        cmd += args.gateway_arg
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the gateway's stderr, read on failure
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=_pinner(cpus)
+        )
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        self.log.seek(0)
+        raise SystemExit(
+            f"the gateway did not become ready:\n{self.log.read()[-3000:].decode(errors='replace')}"
+        )
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _pinner(cpus: set[int] | None) -> Callable[[], None] | None:
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def run(cmd: Sequence[str], cpus: set[int] | None, timeout: float) -> str:
+    done = subprocess.run(
+        list(cmd), capture_output=True, text=True, timeout=timeout, preexec_fn=_pinner(cpus), check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(
+            f"{cmd[0]} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        )
+    return done.stdout
+
+
+# --- native baseline --------------------------------------------------------------------------------------
+
+
+def native(args: argparse.Namespace, mode: str, cpus: set[int] | None) -> Sample:
+    master, topic, secs = args.master, args.topic, str(round(args.seconds))
+    if mode == "bench-async":
+        cmd = [args.tubebench, mode, master, topic, secs, str(args.size), "1000"]
+    elif mode == "bench-sync":
+        cmd = [args.tubebench, mode, master, topic, secs, str(args.size)]
+    else:
+        group = f"gwbench{int(time.time() * 1000) % 10**9}"
+        cmd = [args.tubebench, mode, master, topic, group, "120", "2"]
+    out = run(cmd, cpus, timeout=300)
+    line = next((x for x in out.splitlines() if x.startswith(mode.split("-")[0] + "-") and "msg/s" in x), "")
+    rate = re.search(r"-> (\d+) msg/s", line)
+    if rate is None:
+        raise SystemExit(f"cannot read the rate from tubebench {mode}:\n{out[-2000:]}")
+    p99 = re.search(r"p99=([\d.]+) ms", line)
+    fail = re.search(r"fail=(\d+)", line)
+    return Sample(
+        float(rate.group(1)),
+        p99_ms=float(p99.group(1)) if p99 else None,
+        note=f"fail={fail.group(1)}" if fail and fail.group(1) != "0" else "",
+    )
+
+
+# --- REST publish -------------------------------------------------------------------------------------------
+
+
+def publish_body(batch: int, size: int) -> bytes:
+    messages = [{"value": "x" * size, "attributes": {"bench": "1"}} for _ in range(batch)]
+    return json.dumps({"messages": messages}).encode()
+
+
+def rest_publish(
+    gw: Gateway, args: argparse.Namespace, batch: int, connections: int, cpus: set[int] | None
+) -> Sample:
+    """Peak msg/s of ``connections`` connections posting ``batch``-message bodies as fast as answered."""
+    url = f"{gw.url}/v1/topics/{args.topic}/messages"
+    body = publish_body(batch, args.size)
+    httpx.post(url, content=body, headers={"content-type": "application/json"}, timeout=30).raise_for_status()
+    with tempfile.TemporaryDirectory() as tmp:
+        body_file = Path(tmp) / "body.json"
+        body_file.write_bytes(body)
+        secs = max(1, round(args.seconds))
+        if args.driver == "wrk":
+            script = Path(tmp) / "post.lua"
+            script.write_text(
+                'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                f'local f = io.open({json.dumps(str(body_file))})\nwrk.body = f:read("*a")\nf:close()\n'
+            )
+            cmd = ["wrk", "-t1", f"-c{connections}", f"-d{secs}s", "--latency", "-s", str(script), url]
+        else:
+            cmd = ["hey", "-z", f"{secs}s", "-c", str(connections), "-m", "POST", "-T", "application/json"]
+            cmd += ["-D", str(body_file), url]
+        cpu0 = gw.cpu()
+        out = run(cmd, cpus, timeout=secs + 120)
+        cpu = gw.cpu() - cpu0
+    rate, p99 = _parse_load(args.driver, out)
+    msgs = rate * secs * batch
+    return Sample(rate * batch, cpu_us=cpu / msgs * 1e6 if msgs else None, p99_ms=p99)
+
+
+def rest_latency(gw: Gateway, args: argparse.Namespace, rate: float, cpus: set[int] | None) -> Sample:
+    """hey at ``rate`` requests/s of one message each (spread over the single-message connections): p99."""
+    if shutil.which("hey") is None:
+        return Sample(0.0, note="hey not installed")
+    url = f"{gw.url}/v1/topics/{args.topic}/messages"
+    connections = args.single_connections
+    with tempfile.TemporaryDirectory() as tmp:
+        body_file = Path(tmp) / "body.json"
+        body_file.write_bytes(publish_body(1, args.size))
+        secs = max(1, round(args.seconds))
+        per_worker = max(rate / connections, 1.0)
+        cmd = ["hey", "-z", f"{secs}s", "-c", str(connections), "-q", f"{per_worker:.2f}", "-m", "POST"]
+        cmd += ["-T", "application/json", "-D", str(body_file), url]
+        cpu0 = gw.cpu()
+        out = run(cmd, cpus, timeout=secs + 120)
+        cpu = gw.cpu() - cpu0
+    achieved, p99 = _parse_load("hey", out)
+    msgs = achieved * secs
+    return Sample(achieved, cpu_us=cpu / msgs * 1e6 if msgs else None, p99_ms=p99)
+
+
+def _parse_load(driver: str, out: str) -> tuple[float, float | None]:
+    """Requests per second and the p99 latency in ms from wrk's or hey's report; failures end the bench."""
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    if rate is None:
+        raise SystemExit(f"cannot read the rate from {driver}'s output:\n{out}")
+    if driver == "hey":
+        failed = [c for c in re.findall(r"\[(\d{3})\]\s+\d+ responses", out) if c != "200"]
+        failed += ["errors"] if "Error distribution" in out else []
+        p99 = re.search(r"99% in ([\d.]+) secs", out)
+        p99_ms = float(p99.group(1)) * 1000 if p99 else None
+    else:
+        failed = ["non-2xx"] if "Non-2xx" in out or "Socket errors" in out else []
+        m = re.search(r"\s99%\s+([\d.]+)(us|ms|s)\b", out)
+        scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+        p99_ms = float(m.group(1)) * scale[m.group(2)] if m else None
+    if failed:
+        raise SystemExit(f"publish failed under {driver}:\n{out}")
+    return float(rate.group(1)), p99_ms
+
+
+# --- gRPC ---------------------------------------------------------------------------------------------------
+
+
+def grpc_modules() -> tuple[ModuleType, ModuleType]:
+    """The generated gateway messages and stubs, wherever gen_protos.py put them."""
+    import gateway.grpc.pb as pb_root
+
+    for info in pkgutil.walk_packages(pb_root.__path__, pb_root.__name__ + "."):
+        if info.name.endswith(".gateway_pb2"):
+            return importlib.import_module(info.name), importlib.import_module(info.name + "_grpc")
+    raise SystemExit("no generated gateway_pb2 module under gateway/grpc/pb")
+
+
+PB, PB_GRPC = grpc_modules()
+
+
+def grpc_stub(channel: grpc.aio.Channel) -> Any:
+    for name in ("GatewayServiceStub", "GatewayStub"):
+        if hasattr(PB_GRPC, name):
+            return getattr(PB_GRPC, name)(channel)
+    raise SystemExit("no gateway stub in the generated gRPC module")
+
+
+def _grpc_request(name: str, **kwargs: Any) -> Any:
+    return getattr(PB, name)(**kwargs)
+
+
+async def timed(gw: Gateway, seconds: float, workers: int, work: Callable[[], Awaitable[int]]) -> Sample:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    done = 0
+
+    async def worker() -> None:
+        nonlocal done
+        while loop.time() < deadline:
+            n = await work()
+            done += n
+
+    cpu0, start = gw.cpu(), loop.time()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    elapsed, cpu = loop.time() - start, gw.cpu() - cpu0
+    return Sample(done / elapsed, cpu_us=cpu / done * 1e6 if done else None)
+
+
+async def grpc_publish(gw: Gateway, args: argparse.Namespace, batch: int, calls: int) -> Sample:
+    message = PB.Message(value=b"x" * args.size, attributes={"bench": "1"})
+    request = _grpc_request("PublishRequest", topic=args.topic, messages=[message] * batch)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.grpc_port}") as channel:
+        stub = grpc_stub(channel)
+        await stub.Publish(request)
+
+        async def one() -> int:
+            response = await stub.Publish(request)
+            if response.failed:
+                raise SystemExit(f"gRPC publish failed: {response.results[0].error}")
+            return batch
+
+        return await timed(gw, args.seconds, calls, one)
+
+
+async def grpc_stream(gw: Gateway, args: argparse.Namespace, streams: int) -> Sample:
+    message = PB.Message(value=b"x" * args.size, attributes={"bench": "1"})
+    request = _grpc_request("PublishStreamRequest", topic=args.topic, messages=[message] * BATCH)
+    loop = asyncio.get_running_loop()
+    acked = 0
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.grpc_port}") as channel:
+        stub = grpc_stub(channel)
+        deadline = loop.time() + args.seconds
+
+        async def requests() -> AsyncIterator[Any]:
+            while loop.time() < deadline:
+                yield request
+
+        async def stream() -> None:
+            nonlocal acked
+            async for response in stub.PublishStream(requests()):
+                for ack in response.acks:
+                    if ack.HasField("error"):
+                        raise SystemExit(f"gRPC stream publish failed: {ack.error}")
+                acked += len(response.acks)
+
+        cpu0, start = gw.cpu(), loop.time()
+        await asyncio.gather(*(stream() for _ in range(streams)))
+        elapsed, cpu = loop.time() - start, gw.cpu() - cpu0
+    return Sample(acked / elapsed, cpu_us=cpu / acked * 1e6 if acked else None)
+
+
+# --- consume ------------------------------------------------------------------------------------------------
+
+
+async def consume(gw: Gateway, count: int, fetch: Callable[[], Awaitable[int]], join_wait: float) -> Sample:
+    """Messages per second from the first message (joining the group is not timed) to ``count``."""
+    deadline = time.monotonic() + join_wait
+    first = await fetch()
+    while not first:
+        if time.monotonic() > deadline:
+            raise SystemExit("no message arrived: the consumer got no partitions (or the topic is empty)")
+        first = await fetch()
+    cpu0, start = gw.cpu(), time.perf_counter()
+    received = 0
+    while received < count:
+        got = await fetch()
+        if not got:
+            break  # the topic has no more
+        received += got
+    elapsed, cpu = time.perf_counter() - start, gw.cpu() - cpu0
+    note = "" if received >= count else f"topic ran dry at {received:,}"
+    return Sample(received / elapsed, cpu_us=cpu / received * 1e6 if received else None, note=note)
+
+
+def _group(kind: str) -> str:
+    return f"gwbench{kind}{int(time.time() * 1000) % 10**9}"
+
+
+async def _rest_instance(http: httpx.AsyncClient, group: str, topic: str) -> str:
+    created = await http.post(
+        f"/v1/consumers/{group}", json={"topics": [topic], "startPosition": "earliest", "autoCommit": True}
+    )
+    created.raise_for_status()
+    return str(created.json()["instanceId"])
+
+
+async def rest_poll(gw: Gateway, args: argparse.Namespace) -> Sample:
+    async with httpx.AsyncClient(base_url=gw.url, timeout=60) as http:
+        group = _group("poll")
+        instance = await _rest_instance(http, group, args.topic)
+        path = f"/v1/consumers/{group}/instances/{instance}/messages"
+        params = {"max_messages": 1000, "max_bytes": 8 * 2**20, "timeout_ms": 2000}
+
+        async def fetch() -> int:
+            r = await http.get(path, params=params)
+            r.raise_for_status()
+            return r.content.count(b'{"token":')  # counted, not parsed: the client's cost stays small
+
+        try:
+            return await consume(gw, args.consume_messages, fetch, args.join_wait)
+        finally:
+            await http.delete(f"/v1/consumers/{group}/instances/{instance}")
+
+
+async def stream_consume(
+    gw: Gateway, count: int, pieces: AsyncIterator[int], join_wait: float, stall: float = 5.0
+) -> Sample:
+    """Like :func:`consume` for a stream: ``pieces`` yields message counts as they arrive. Reading runs in
+    a task of its own (cancelling a read would end a gRPC call); no progress for ``stall`` s ends it."""
+    received = 0
+    start: float | None = None
+    cpu0 = 0.0
+
+    async def read() -> None:
+        nonlocal received, start, cpu0
+        async for n in pieces:
+            if n and start is None:  # the first piece is not timed: it includes joining the group
+                cpu0, start = gw.cpu(), time.perf_counter()
+            elif n:
+                received += n
+                if received >= count:
+                    return
+
+    task = asyncio.create_task(read())
+    seen = -1
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=join_wait if start is None else stall)
+            if task.done():
+                break
+            if start is None:
+                raise SystemExit("no message arrived: the consumer got no partitions (or the topic is empty)")
+            if received == seen:
+                break  # ran dry
+            seen = received
+        end, cpu = time.perf_counter(), gw.cpu()
+    finally:
+        task.cancel()
+        (outcome,) = await asyncio.gather(task, return_exceptions=True)
+    if isinstance(outcome, Exception):
+        raise outcome
+    assert start is not None
+    note = "" if received >= count else f"topic ran dry at {received:,}"
+    return Sample(
+        received / (end - start), cpu_us=(cpu - cpu0) / received * 1e6 if received else None, note=note
+    )
+
+
+async def rest_sse(gw: Gateway, args: argparse.Namespace) -> Sample:
+    async with httpx.AsyncClient(base_url=gw.url, timeout=60) as http:
+        group = _group("sse")
+        instance = await _rest_instance(http, group, args.topic)
+        path = f"/v1/consumers/{group}/instances/{instance}/stream"
+
+        async def pieces() -> AsyncIterator[int]:
+            async with http.stream("GET", path, params={"max_messages": 1000}) as response:
+                response.raise_for_status()
+                tail = b""
+                async for chunk in response.aiter_raw():
+                    # events start "id: " at a line start; the kept tail catches one split across chunks
+                    data = tail + chunk
+                    yield data.count(b"\nid: ") - tail.count(b"\nid: ")
+                    tail = data[-5:]
+
+        try:
+            return await stream_consume(gw, args.consume_messages, pieces(), args.join_wait)
+        finally:
+            await http.delete(f"/v1/consumers/{group}/instances/{instance}")
+
+
+async def grpc_subscribe(gw: Gateway, args: argparse.Namespace) -> Sample:
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.grpc_port}") as channel:
+        stub = grpc_stub(channel)
+        group = _group("sub")
+        created = await stub.CreateConsumer(
+            _grpc_request(
+                "CreateConsumerRequest",
+                group=group,
+                topics=[args.topic],
+                start_position=PB.START_POSITION_EARLIEST,
+                auto_commit=True,
+            )
+        )
+        call = stub.Subscribe(
+            _grpc_request("SubscribeRequest", group=group, instance_id=created.instance_id, max_messages=1000)
+        )
+
+        async def pieces() -> AsyncIterator[int]:
+            async for response in call:
+                yield len(response.messages)
+
+        try:
+            return await stream_consume(gw, args.consume_messages, pieces(), args.join_wait)
+        finally:
+            call.cancel()
+            await stub.DeleteConsumer(
+                _grpc_request("DeleteConsumerRequest", group=group, instance_id=created.instance_id)
+            )
+
+
+# --- the run ------------------------------------------------------------------------------------------------
+
+
+CASES = (
+    "native-async",
+    "rest-batch",
+    "grpc-batch",
+    "grpc-stream",
+    "native-sync",
+    "rest-single",
+    "grpc-single",
+    "native-consume",
+    "rest-poll",
+    "rest-sse",
+    "grpc-subscribe",
+)
+
+
+def run_all(args: argparse.Namespace, gw: Gateway, drivers: set[int] | None) -> dict[str, Case]:
+    cases = {
+        "native-async": Case("native async producer (Java)"),
+        "rest-batch": Case(f"REST publish, {BATCH}-msg JSON batches", "native-async"),
+        "grpc-batch": Case(f"gRPC Publish, {BATCH}-msg batches", "native-async"),
+        "grpc-stream": Case(f"gRPC PublishStream, {BATCH}-msg requests", "native-async"),
+        "native-sync": Case("native sync producer (Java)"),
+        "rest-single": Case("REST publish, 1 msg/request (peak)", "native-sync"),
+        "rest-half": Case("REST publish, 1 msg/request, half peak", "native-sync"),
+        "grpc-single": Case("gRPC Publish, 1 msg/call", "native-sync"),
+        "native-consume": Case("native pull consumer (Java)"),
+        "rest-poll": Case("REST long poll (max 1000)", "native-consume"),
+        "rest-sse": Case("REST SSE", "native-consume"),
+        "grpc-subscribe": Case("gRPC Subscribe", "native-consume"),
+    }
+    wanted = [c for c in CASES if c in args.cases]
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        for round_ in range(args.repeat):
+            for key in wanted:
+                if key.startswith("native") and not args.tubebench:
+                    continue
+                if key == "native-async":
+                    sample = native(args, "bench-async", drivers)
+                elif key == "native-sync":
+                    sample = native(args, "bench-sync", drivers)
+                elif key == "native-consume":
+                    sample = native(args, "bench-consume", drivers)
+                elif key == "rest-batch":
+                    sample = rest_publish(gw, args, BATCH, args.batch_connections, drivers)
+                elif key == "rest-single":
+                    sample = rest_publish(gw, args, 1, args.single_connections, drivers)
+                    half = rest_latency(gw, args, sample.rate / 2, drivers)
+                    cases["rest-half"].samples.append(half)
+                    _progress(round_, cases["rest-half"].name, half)
+                elif key == "grpc-batch":
+                    sample = runner.run(grpc_publish(gw, args, BATCH, args.batch_connections))
+                elif key == "grpc-single":
+                    sample = runner.run(grpc_publish(gw, args, 1, args.single_connections))
+                elif key == "grpc-stream":
+                    sample = runner.run(grpc_stream(gw, args, args.streams))
+                elif key == "rest-poll":
+                    sample = runner.run(rest_poll(gw, args))
+                elif key == "rest-sse":
+                    sample = runner.run(rest_sse(gw, args))
+                else:
+                    sample = runner.run(grpc_subscribe(gw, args))
+                cases[key].samples.append(sample)
+                _progress(round_, cases[key].name, sample)
+    return cases
+
+
+def _progress(round_: int, name: str, s: Sample) -> None:
+    extra = f", {s.cpu_us:.1f} us/msg" if s.cpu_us is not None else ""
+    extra += f", p99 {s.p99_ms:.2f} ms" if s.p99_ms is not None else ""
+    extra += f" ({s.note})" if s.note else ""
+    print(f"  [{round_ + 1}] {name}: {s.rate:,.0f} msg/s{extra}", file=sys.stderr, flush=True)
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def report(cases: dict[str, Case], args: argparse.Namespace, load: tuple[str, str]) -> None:
+    print(
+        f"value size {args.size} B, topic {args.topic}, {args.seconds:g} s per publish case, "
+        f"{args.consume_messages:,} messages per consume case, median of {args.repeat}, "
+        f"REST load from {args.driver}{', pinned' if args.pin else ''}"
+    )
+    print(f"load average (1/5/15 min) before: {load[0]}; after: {load[1]}")
+    header = f"{'path':<42}{'msg/s':>10}{'range':>17}{'vs native':>10}{'CPU us/msg':>11}{'p99 ms':>8}"
+    print(header)
+    print("-" * len(header))
+    for case in cases.values():
+        if not case.samples:
+            continue
+        rate = case.median("rate")
+        assert rate is not None
+        base = cases[case.native].median("rate") if case.native else None
+        ratio = f"{rate / base:.2f}" if base else ""
+        cpu = case.median("cpu_us")
+        p99 = case.median("p99_ms")
+        notes = "; ".join(sorted({s.note for s in case.samples if s.note}))
+        print(
+            f"{case.name:<42}{rate:>10,.0f}{case.spread():>17}{ratio:>10}"
+            f"{'' if cpu is None else f'{cpu:.1f}':>11}{'' if p99 is None else f'{p99:.2f}':>8}"
+            + (f"  {notes}" if notes else "")
+        )
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--master", required=True, help="TubeMQ master host:port (loopback only)")
+    parser.add_argument("--tubebench", help="the native baseline's tubebench.sh (Java client); none: skipped")
+    parser.add_argument("--topic", default="demo", help="topic to publish to and consume (default demo)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per publish case (default 10)")
+    parser.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of every case; medians (default 1)")
+    parser.add_argument("--batch-connections", type=int, default=8, help="batched publish (default 8)")
+    parser.add_argument("--single-connections", type=int, default=32, help="one-message publish (default 32)")
+    parser.add_argument("--streams", type=int, default=4, help="PublishStream streams (default 4)")
+    parser.add_argument(
+        "--consume-messages", type=int, default=200_000, help="messages per consume case (default 200000)"
+    )
+    parser.add_argument("--join-wait", type=float, default=60.0, help="seconds to wait for partitions")
+    parser.add_argument("--driver", choices=("auto", "wrk", "hey"), default="auto", help="REST load driver")
+    parser.add_argument("--log-level", default="info", help="the gateway's log level (default info)")
+    parser.add_argument(
+        "--pin", action="store_true", help="gateway on the last CPU, load drivers on the rest"
+    )
+    parser.add_argument(
+        "--cases", default=",".join(CASES), help=f"comma-separated subset of: {', '.join(CASES)}"
+    )
+    parser.add_argument(
+        "--gateway-arg", action="append", default=[], help="extra argument for `tubemq-gateway serve`"
+    )
+    args = parser.parse_args()
+    args.cases = set(args.cases.split(","))
+    unknown = args.cases - set(CASES)
+    if unknown:
+        parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
+    if args.master.rsplit(":", 1)[0] not in LOOPBACK:
+        parser.error("--master must be a loopback address (127.0.0.1 or [::1])")
+    if args.driver == "auto":
+        args.driver = next((d for d in ("wrk", "hey") if shutil.which(d)), "")
+        if not args.driver:
+            parser.error("install wrk or hey (Debian packages of those names)")
+    gw_cpus = drivers = None
+    if args.pin:
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
+            parser.error("--pin needs at least 2 CPUs")
+        gw_cpus, drivers = {allowed[-1]}, set(allowed[:-1])
+    before = _loadavg()
+    gw = Gateway(args.master, args, gw_cpus)
+    try:
+        if drivers is not None:
+            os.sched_setaffinity(0, drivers)  # this process drives the gRPC and consume cases
+        cases = run_all(args, gw, drivers)
+    finally:
+        gw.stop()
+    report(cases, args, (before, _loadavg()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
