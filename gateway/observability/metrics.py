@@ -93,6 +93,7 @@ class GatewayMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
+        self._http_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         if process_metrics:
             ProcessCollector(registry=r)
             PlatformCollector(registry=r)
@@ -284,9 +285,17 @@ class GatewayMetrics:
 
     def observe_http(self, route: str, method: str, status: int, seconds: float) -> None:
         method = method if method in HTTP_METHODS else "other"
-        self.http_requests.labels(route=route, method=method, code=str(status)).inc()
-        histogram = self.http_long_duration if (method, route) in LONG_HTTP_ROUTES else self.http_duration
-        histogram.labels(route=route, method=method).observe(seconds)
+        # Children looked up once per label set, not per request (bounded: route templates, the
+        # methods above, status codes).
+        children = self._http_children.get((route, method, status))
+        if children is None:
+            long = (method, route) in LONG_HTTP_ROUTES
+            children = self._http_children[(route, method, status)] = (
+                self.http_requests.labels(route=route, method=method, code=str(status)),
+                (self.http_long_duration if long else self.http_duration).labels(route=route, method=method),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         """The exposition text of every metric on the registry."""

@@ -94,6 +94,11 @@ class EventMetrics:
         self._topics_seen: set[str] = set()
         self._pairs_seen: set[tuple[str, str]] = set()
         self._methods_seen: set[str] = set()
+        # Label children of the per-message metrics, looked up once per label set (a ``labels()`` call
+        # costs a few microseconds; these run for every message sent). Bounded: methods and outcomes
+        # are enums, topics pass through the topic label cap first.
+        self._request_children: dict[tuple[int, Outcome], tuple[Any, Any]] = {}
+        self._sent_children: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._subscription: Subscription | None = None
         self._grpc = GrpcMetrics(metrics)
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -168,13 +173,22 @@ class EventMetrics:
     # --- TubeMQ requests and links -------------------------------------------------------------------
 
     def _request(self, e: RequestCompleted) -> None:
+        children = self._request_children.get((e.method, e.outcome))
+        if children is None:
+            children = self._request_children[(e.method, e.outcome)] = self._request_labels(e)
+        children[0].inc()
+        children[1].observe(e.seconds)
+
+    def _request_labels(self, e: RequestCompleted) -> tuple[Any, Any]:
         method = method_name(e.method)
         if method not in self._methods_seen:
             self._methods_seen.add(method)
             for outcome in Outcome:
                 self.m.rpc_requests.labels(method=method, outcome=outcome.value)
-        self.m.rpc_requests.labels(method=method, outcome=e.outcome.value).inc()
-        self.m.rpc_duration.labels(method=method).observe(e.seconds)
+        return (
+            self.m.rpc_requests.labels(method=method, outcome=e.outcome.value),
+            self.m.rpc_duration.labels(method=method),
+        )
 
     def _opened(self, e: ConnectionOpened) -> None:
         node = self.m.nodes(str(e.address))
@@ -202,13 +216,27 @@ class EventMetrics:
 
     def _sent(self, e: SendCompleted) -> None:
         topic = self._topic(e.topic)
-        self.m.send_duration.labels(outcome=e.outcome).observe(e.seconds)
+        children = self._sent_children.get((topic, e.outcome))
+        if children is None:
+            children = self._sent_children[(topic, e.outcome)] = self._sent_labels(topic, e.outcome)
+        children[0].observe(e.seconds)
         if e.outcome == "ok":
-            self.m.published_messages.labels(topic=topic).inc()
-            self.m.published_bytes.labels(topic=topic).inc(e.bytes)
+            children[1].inc()
+            children[2].inc(e.bytes)
         else:
-            reason = e.outcome if e.outcome in PUBLISH_ERROR_REASONS else "transport"
-            self.m.publish_errors.labels(topic=topic, reason=reason).inc()
+            children[1].inc()
+
+    def _sent_labels(self, topic: str, outcome: str) -> tuple[Any, ...]:
+        """(send duration, published messages, published bytes) for ``ok``, else (duration, errors)."""
+        duration = self.m.send_duration.labels(outcome=outcome)
+        if outcome == "ok":
+            return (
+                duration,
+                self.m.published_messages.labels(topic=topic),
+                self.m.published_bytes.labels(topic=topic),
+            )
+        reason = outcome if outcome in PUBLISH_ERROR_REASONS else "transport"
+        return (duration, self.m.publish_errors.labels(topic=topic, reason=reason))
 
     def _shield(self, e: BrokerShielded) -> None:
         self._shielded.add(e.broker_id)
