@@ -15,6 +15,7 @@ from gateway.api.admin import create_admin_app
 from gateway.api.auth import AuthMiddleware, document_security
 from gateway.api.cors import install_cors
 from gateway.api.errors import install_error_handlers
+from gateway.api.hot_path import HotPathMiddleware
 from gateway.api.request_limits import RequestLimitsMiddleware
 from gateway.api.routes_metrics import install_observability
 from gateway.api.schemas import PublishRequest
@@ -79,6 +80,8 @@ def create_app(
     app.user_middleware.append(Middleware(RequestLimitsMiddleware, limits=lambda: rt.settings.limits))
     # Innermost middleware (after request ids and metrics): refusals are logged and counted like any answer.
     app.user_middleware.append(Middleware(AuthMiddleware, security=lambda: rt.security, fastapi=lambda: app))
+    # Innermost of all: publish requests go straight to their endpoint (gateway/api/hot_path.py).
+    app.user_middleware.append(Middleware(HotPathMiddleware, fastapi=lambda: app))
     install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)
     return app
 
