@@ -59,8 +59,8 @@ async def timed(seconds: float, workers: int, work: Callable[[], Awaitable[int]]
     return done / (loop.time() - start)
 
 
-async def grpc_publish(stub: Stub, batch: int, size: int, c: int, s: float) -> float:
-    request = pb.PublishRequest(topic=TOPIC, messages=[_message(size)] * batch)
+async def grpc_publish(stub: Stub, batch: int, size: int, c: int, s: float, topic: str = TOPIC) -> float:
+    request = pb.PublishRequest(topic=topic, messages=[_message(size)] * batch)
     await stub.Publish(request)
 
     async def one() -> int:
@@ -72,8 +72,8 @@ async def grpc_publish(stub: Stub, batch: int, size: int, c: int, s: float) -> f
     return await timed(s, c, one)
 
 
-async def grpc_stream(stub: Stub, size: int, streams: int, seconds: float) -> float:
-    request = pb.PublishStreamRequest(topic=TOPIC, messages=[_message(size)] * BATCH)
+async def grpc_stream(stub: Stub, size: int, streams: int, seconds: float, topic: str = TOPIC) -> float:
+    request = pb.PublishStreamRequest(topic=topic, messages=[_message(size)] * BATCH)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     acked = 0

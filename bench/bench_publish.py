@@ -135,17 +135,28 @@ def native_load(driver: str, port: int, batch: int, size: int, concurrency: int,
             duration = f"{max(1, round(seconds))}s"  # wrk takes whole seconds only
             cmd = ["wrk", "-t1", f"-c{concurrency}", f"-d{duration}", "-s", str(script), url]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    rate, _ = parse_load(driver, out)
+    return rate * batch
+
+
+def parse_load(driver: str, out: str) -> tuple[float, float | None]:
+    """Requests per second and the p99 latency in ms (when reported) from wrk's or hey's output; a failed
+    request ends the bench."""
     rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if rate is None:
         raise SystemExit(f"cannot read the rate from {driver}'s output:\n{out}")
     if driver == "hey":
         failed = [c for c in re.findall(r"\[(\d{3})\]\s+\d+ responses", out) if c != "200"]
         failed += ["errors"] if "Error distribution" in out else []
+        p99 = re.search(r"99% in ([\d.]+) secs", out)
+        p99_ms = float(p99.group(1)) * 1000 if p99 else None
     else:
         failed = ["non-2xx"] if "Non-2xx" in out or "Socket errors" in out else []
+        m = re.search(r"\s99%\s+([\d.]+)(us|ms|s)\b", out)
+        p99_ms = float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)] if m else None
     if failed:
         raise SystemExit(f"publish failed under {driver}:\n{out}")
-    return float(rate.group(1)) * batch
+    return float(rate.group(1)), p99_ms
 
 
 async def rest_load(port: int, batch: int, size: int, concurrency: int, seconds: float) -> float:

@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import os
-import pkgutil
 import re
 import shutil
 import statistics
@@ -43,9 +41,8 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import grpc
 import httpx
@@ -53,7 +50,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_publish import free_port  # noqa: E402
+from bench_grpc import Stub, grpc_publish, grpc_stream, pb  # noqa: E402
+from bench_publish import free_port, parse_load  # noqa: E402
 
 BATCH = 100
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -242,7 +240,7 @@ def rest_publish(
         cpu0 = gw.cpu()
         out = run(cmd, cpus, timeout=secs + 120)
         cpu = gw.cpu() - cpu0
-    rate, p99 = _parse_load(args.driver, out)
+    rate, p99 = parse_load(args.driver, out)
     msgs = rate * secs * batch
     return Sample(rate * batch, cpu_us=cpu / msgs * 1e6 if msgs else None, p99_ms=p99)
 
@@ -263,116 +261,23 @@ def rest_latency(gw: Gateway, args: argparse.Namespace, rate: float, cpus: set[i
         cpu0 = gw.cpu()
         out = run(cmd, cpus, timeout=secs + 120)
         cpu = gw.cpu() - cpu0
-    achieved, p99 = _parse_load("hey", out)
+    achieved, p99 = parse_load("hey", out)
     msgs = achieved * secs
     return Sample(achieved, cpu_us=cpu / msgs * 1e6 if msgs else None, p99_ms=p99)
 
 
-def _parse_load(driver: str, out: str) -> tuple[float, float | None]:
-    """Requests per second and the p99 latency in ms from wrk's or hey's report; failures end the bench."""
-    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if rate is None:
-        raise SystemExit(f"cannot read the rate from {driver}'s output:\n{out}")
-    if driver == "hey":
-        failed = [c for c in re.findall(r"\[(\d{3})\]\s+\d+ responses", out) if c != "200"]
-        failed += ["errors"] if "Error distribution" in out else []
-        p99 = re.search(r"99% in ([\d.]+) secs", out)
-        p99_ms = float(p99.group(1)) * 1000 if p99 else None
-    else:
-        failed = ["non-2xx"] if "Non-2xx" in out or "Socket errors" in out else []
-        m = re.search(r"\s99%\s+([\d.]+)(us|ms|s)\b", out)
-        scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}
-        p99_ms = float(m.group(1)) * scale[m.group(2)] if m else None
-    if failed:
-        raise SystemExit(f"publish failed under {driver}:\n{out}")
-    return float(rate.group(1)), p99_ms
+# --- gRPC (the calls of bench_grpc.py) ----------------------------------------------------------------------
 
 
-# --- gRPC ---------------------------------------------------------------------------------------------------
-
-
-def grpc_modules() -> tuple[ModuleType, ModuleType]:
-    """The generated gateway messages and stubs, wherever gen_protos.py put them."""
-    import gateway.grpc.pb as pb_root
-
-    for info in pkgutil.walk_packages(pb_root.__path__, pb_root.__name__ + "."):
-        if info.name.endswith(".gateway_pb2"):
-            return importlib.import_module(info.name), importlib.import_module(info.name + "_grpc")
-    raise SystemExit("no generated gateway_pb2 module under gateway/grpc/pb")
-
-
-PB, PB_GRPC = grpc_modules()
-
-
-def grpc_stub(channel: grpc.aio.Channel) -> Any:
-    for name in ("GatewayServiceStub", "GatewayStub"):
-        if hasattr(PB_GRPC, name):
-            return getattr(PB_GRPC, name)(channel)
-    raise SystemExit("no gateway stub in the generated gRPC module")
-
-
-def _grpc_request(name: str, **kwargs: Any) -> Any:
-    return getattr(PB, name)(**kwargs)
-
-
-async def timed(gw: Gateway, seconds: float, workers: int, work: Callable[[], Awaitable[int]]) -> Sample:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    done = 0
-
-    async def worker() -> None:
-        nonlocal done
-        while loop.time() < deadline:
-            n = await work()
-            done += n
-
-    cpu0, start = gw.cpu(), loop.time()
-    await asyncio.gather(*(worker() for _ in range(workers)))
-    elapsed, cpu = loop.time() - start, gw.cpu() - cpu0
-    return Sample(done / elapsed, cpu_us=cpu / done * 1e6 if done else None)
-
-
-async def grpc_publish(gw: Gateway, args: argparse.Namespace, batch: int, calls: int) -> Sample:
-    message = PB.Message(value=b"x" * args.size, attributes={"bench": "1"})
-    request = _grpc_request("PublishRequest", topic=args.topic, messages=[message] * batch)
+async def grpc_case(gw: Gateway, work: Callable[[Stub], Awaitable[float]]) -> Sample:
+    """Run ``work`` (returning messages per second) on a fresh channel; the gateway's CPU over it."""
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.grpc_port}") as channel:
-        stub = grpc_stub(channel)
-        await stub.Publish(request)
-
-        async def one() -> int:
-            response = await stub.Publish(request)
-            if response.failed:
-                raise SystemExit(f"gRPC publish failed: {response.results[0].error}")
-            return batch
-
-        return await timed(gw, args.seconds, calls, one)
-
-
-async def grpc_stream(gw: Gateway, args: argparse.Namespace, streams: int) -> Sample:
-    message = PB.Message(value=b"x" * args.size, attributes={"bench": "1"})
-    request = _grpc_request("PublishStreamRequest", topic=args.topic, messages=[message] * BATCH)
-    loop = asyncio.get_running_loop()
-    acked = 0
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.grpc_port}") as channel:
-        stub = grpc_stub(channel)
-        deadline = loop.time() + args.seconds
-
-        async def requests() -> AsyncIterator[Any]:
-            while loop.time() < deadline:
-                yield request
-
-        async def stream() -> None:
-            nonlocal acked
-            async for response in stub.PublishStream(requests()):
-                for ack in response.acks:
-                    if ack.HasField("error"):
-                        raise SystemExit(f"gRPC stream publish failed: {ack.error}")
-                acked += len(response.acks)
-
-        cpu0, start = gw.cpu(), loop.time()
-        await asyncio.gather(*(stream() for _ in range(streams)))
-        elapsed, cpu = loop.time() - start, gw.cpu() - cpu0
-    return Sample(acked / elapsed, cpu_us=cpu / acked * 1e6 if acked else None)
+        stub = Stub(channel)
+        cpu0, start = gw.cpu(), time.perf_counter()
+        rate = await work(stub)
+        cpu, elapsed = gw.cpu() - cpu0, time.perf_counter() - start
+    msgs = rate * elapsed
+    return Sample(rate, cpu_us=cpu / msgs * 1e6 if msgs else None)
 
 
 # --- consume ------------------------------------------------------------------------------------------------
@@ -496,19 +401,15 @@ async def rest_sse(gw: Gateway, args: argparse.Namespace) -> Sample:
 
 async def grpc_subscribe(gw: Gateway, args: argparse.Namespace) -> Sample:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{gw.grpc_port}") as channel:
-        stub = grpc_stub(channel)
+        stub = Stub(channel)
         group = _group("sub")
         created = await stub.CreateConsumer(
-            _grpc_request(
-                "CreateConsumerRequest",
-                group=group,
-                topics=[args.topic],
-                start_position=PB.START_POSITION_EARLIEST,
-                auto_commit=True,
+            pb.CreateConsumerRequest(
+                group=group, topics=[args.topic], start_position=pb.START_POSITION_EARLIEST, auto_commit=True
             )
         )
         call = stub.Subscribe(
-            _grpc_request("SubscribeRequest", group=group, instance_id=created.instance_id, max_messages=1000)
+            pb.SubscribeRequest(group=group, instance_id=created.instance_id, max_messages=1000)
         )
 
         async def pieces() -> AsyncIterator[int]:
@@ -519,9 +420,7 @@ async def grpc_subscribe(gw: Gateway, args: argparse.Namespace) -> Sample:
             return await stream_consume(gw, args.consume_messages, pieces(), args.join_wait)
         finally:
             call.cancel()
-            await stub.DeleteConsumer(
-                _grpc_request("DeleteConsumerRequest", group=group, instance_id=created.instance_id)
-            )
+            await stub.DeleteConsumer(pb.DeleteConsumerRequest(group=group, instance_id=created.instance_id))
 
 
 # --- the run ------------------------------------------------------------------------------------------------
@@ -558,6 +457,7 @@ def run_all(args: argparse.Namespace, gw: Gateway, drivers: set[int] | None) -> 
         "grpc-subscribe": Case("gRPC Subscribe", "native-consume"),
     }
     wanted = [c for c in CASES if c in args.cases]
+    size, secs, topic, c1 = args.size, args.seconds, args.topic, args.single_connections
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         for round_ in range(args.repeat):
             for key in wanted:
@@ -576,12 +476,13 @@ def run_all(args: argparse.Namespace, gw: Gateway, drivers: set[int] | None) -> 
                     half = rest_latency(gw, args, sample.rate / 2, drivers)
                     cases["rest-half"].samples.append(half)
                     _progress(round_, cases["rest-half"].name, half)
-                elif key == "grpc-batch":
-                    sample = runner.run(grpc_publish(gw, args, BATCH, args.batch_connections))
-                elif key == "grpc-single":
-                    sample = runner.run(grpc_publish(gw, args, 1, args.single_connections))
+                elif key in ("grpc-batch", "grpc-single"):
+                    batch, calls = (BATCH, args.batch_connections) if key == "grpc-batch" else (1, c1)
+                    publish = partial(grpc_publish, batch=batch, size=size, c=calls, s=secs, topic=topic)
+                    sample = runner.run(grpc_case(gw, publish))
                 elif key == "grpc-stream":
-                    sample = runner.run(grpc_stream(gw, args, args.streams))
+                    stream = partial(grpc_stream, size=size, streams=args.streams, seconds=secs, topic=topic)
+                    sample = runner.run(grpc_case(gw, stream))
                 elif key == "rest-poll":
                     sample = runner.run(rest_poll(gw, args))
                 elif key == "rest-sse":
