@@ -211,6 +211,9 @@ def test_network_policy_is_opt_in_and_allows_what_the_gateway_needs() -> None:
     assert _ports(peers) == {8080} and peers["to"] == [{"podSelector": {"matchLabels": SELECTOR}}]
     assert _ports(tubemq) == {8715, 8716, 8123, 8124} and "to" not in tubemq
     validate_manifests(manifests)
+    any_resolver = render({"networkPolicy": {"enabled": True, "dns": {"to": []}}})
+    dns = _rules(one(any_resolver, "NetworkPolicy"), "egress")[0]
+    assert _ports(dns) == {53} and "to" not in dns, "NodeLocal DNSCache and other resolvers: dns.to []"
 
 
 def test_network_policy_narrowed() -> None:
