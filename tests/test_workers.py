@@ -7,15 +7,19 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from consumer_support import eventually
 from gateway_support import SseReader
 from tls_support import make_pki
 from workers_support import WorkerGateway, owner_worker, samples, serve_command, start_workers
@@ -28,7 +32,7 @@ POLL = "/v1/consumers/{group}/instances/{instance_id}/messages"
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerGateway]:
     gateway = start_workers(
-        tmp_path_factory.mktemp("wk"), WORKERS, "--embedded-topics", "pub:2,c0:1,c1:1,c2:1,xs:2"
+        tmp_path_factory.mktemp("wk"), WORKERS, "--embedded-topics", "pub:2,c0:1,c1:1,c2:1,xs:2,gr:1"
     )
     try:
         yield gateway
@@ -164,6 +168,117 @@ async def test_grpc_is_served_by_every_worker_on_the_shared_port(gw: WorkerGatew
     assert sorted(r["worker"] for r in listening) == list(range(WORKERS))
 
 
+async def test_grpc_consumer_calls_reach_the_owning_worker(gw: WorkerGateway) -> None:
+    """Poll, Commit, Subscribe (resumed) and DeleteConsumer work on channels that land on any worker: those
+    reaching another worker than the owner are relayed to it (counted on both in the metrics)."""
+    import grpc
+
+    from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+    from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
+
+    target = f"127.0.0.1:{gw.grpc_port}"
+
+    async def on_new_channel(call: Any) -> Any:
+        async with grpc.aio.insecure_channel(target) as channel:
+            return await call(gateway_pb2_grpc.GatewayServiceStub(channel))
+
+    async def handled(method: str) -> dict[str, float]:
+        async with gw.pinned(0) as client:
+            text = (await client.get("/metrics")).text
+        counts: dict[str, float] = {}
+        for labels, value in samples(text, "grpc_server_handled_total"):
+            if labels["grpc_method"] == method:
+                counts[labels["worker"]] = counts.get(labels["worker"], 0) + value
+        return counts
+
+    created = await on_new_channel(
+        lambda stub: stub.CreateConsumer(
+            pb.CreateConsumerRequest(group="grg", topics=["gr"], start_position=pb.START_POSITION_EARLIEST)
+        )
+    )
+    instance = created.instance_id
+    owner = str(owner_worker(instance))
+    async with gw.pinned(0) as client:
+        await _publish(client, "gr", [f"g{i}" for i in range(4)])
+    got: list[Any] = []
+    for _ in range(12):  # a new channel (connection) each: most land on another worker than the owner
+        answer = await on_new_channel(
+            lambda stub: stub.Poll(pb.PollRequest(group="grg", instance_id=instance, timeout_ms=200))
+        )
+        got.extend(answer.messages)
+    assert sorted(m.value for m in got) == [f"g{i}".encode() for i in range(4)]
+    committed = await on_new_channel(
+        lambda stub: stub.Commit(pb.CommitRequest(group="grg", instance_id=instance, tokens=[got[0].token]))
+    )
+    assert (committed.committed, committed.pending) == (1, 3)
+    polls = await handled("Poll")
+    assert polls[owner] >= 12 and sum(n for w, n in polls.items() if w != owner) > 0, polls
+
+    async def first_of_stream(resume: str) -> list[Any]:
+        async with grpc.aio.insecure_channel(target) as channel:
+            call = gateway_pb2_grpc.GatewayServiceStub(channel).Subscribe(
+                pb.SubscribeRequest(group="grg", instance_id=instance, resume_token=resume)
+            )
+            answer = await anext(aiter(call))
+            call.cancel()
+            return list(answer.messages)
+
+    streamed = await first_of_stream("")
+    assert [m.value for m in streamed] == [b"g1", b"g2", b"g3"]  # the pending ones
+    resumed = await first_of_stream(streamed[0].token)
+    assert [m.value for m in resumed] == [b"g2", b"g3"]
+
+    await on_new_channel(
+        lambda stub: stub.DeleteConsumer(pb.DeleteConsumerRequest(group="grg", instance_id=instance))
+    )
+    for _ in range(3):
+        with pytest.raises(grpc.aio.AioRpcError) as gone:
+            await on_new_channel(lambda stub: stub.Poll(pb.PollRequest(group="grg", instance_id=instance)))
+        assert gone.value.code() is grpc.StatusCode.FAILED_PRECONDITION and "create a new" in (
+            gone.value.details() or ""
+        )
+
+
+async def test_a_dead_worker_is_started_again(gw: WorkerGateway) -> None:
+    """A worker killed after it ran a while comes back under the same index; its instances are gone (410
+    through the other workers), the others' are untouched, and its port share and metrics are back."""
+    from gateway.workers.supervisor import RESTART_AFTER
+
+    async with gw.pinned(1) as one, gw.pinned(2) as two:
+        lost = (await one.post("/v1/consumers/rs", json={"topics": ["xs"]})).json()["instanceId"]
+        kept = (await two.post("/v1/consumers/rs", json={"topics": ["xs"]})).json()["instanceId"]
+    started = [r for r in gw.records() if r.get("msg") == "worker process started" and r["worker"] == 1]
+    ran = time.time() - datetime.fromisoformat(started[-1]["ts"]).timestamp()
+    await asyncio.sleep(max(0.0, RESTART_AFTER + 1 - ran))  # younger workers stop the replica instead
+    os.kill(started[-1]["pid"], signal.SIGKILL)
+
+    async def restarted() -> bool:
+        again = [r for r in gw.records() if r.get("msg") == "worker process started" and r["worker"] == 1]
+        if len(again) == len(started):
+            return False
+        async with gw.pinned(1) as client:
+            try:
+                return (await client.get("/readyz")).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+    await eventually(restarted, timeout=60, what="worker 1 started again")
+    assert gw.proc.poll() is None
+    async with gw.pinned(0) as zero:
+        gone = await zero.get(POLL.format(group="rs", instance_id=lost), params={"timeout_ms": 0})
+        assert gone.status_code == 410, gone.text
+        alive = await zero.get(POLL.format(group="rs", instance_id=kept), params={"timeout_ms": 0})
+        assert alive.status_code == 200, alive.text
+        up = {
+            labels["worker"]: v
+            for labels, v in samples((await zero.get("/metrics")).text, "tubemq_gateway_worker_up")
+        }
+        assert up == {str(w): 1.0 for w in range(WORKERS)}
+        assert (
+            await zero.delete(POLL.format(group="rs", instance_id=kept)[: -len("/messages")])
+        ).status_code == 204
+
+
 def test_sigterm_drains_every_worker(tmp_path: Path) -> None:
     gateway = start_workers(tmp_path, 2, "--embedded-topics", "dd:1")
     try:
@@ -213,18 +328,20 @@ def test_a_port_in_use_stops_the_supervisor(tmp_path: Path) -> None:
 
 def test_mtls_principal_crosses_workers(tmp_path: Path) -> None:
     """With the client certificate's subject as the principal, an instance of one worker serves its owner
-    through every worker (the subject crosses the hop), and a client's own X-TubeMQ-Client-Cert header names
-    nobody."""
+    through every worker, REST and gRPC (the subject crosses the hop), and a client's own X-TubeMQ-Client-Cert
+    header changes nobody's principal."""
     pki = make_pki(tmp_path / "pki")
     subject = pki.client.subject.rfc4514_string()
-    rules = {"rules": [{"principals": [subject], "actions": ["*"], "topics": ["*"], "groups": ["*"]}]}
+    other_subject = pki.dual.subject.rfc4514_string()
+    everything = {"actions": ["*"], "topics": ["*"], "groups": ["*"]}
+    rules = {"rules": [{"principals": [subject, other_subject], **everything}]}
     rules_file = tmp_path / "rules.json"
     rules_file.write_text(json.dumps(rules), encoding="utf-8")
     env = {
         "TUBEMQ_GATEWAY_TLS__CERT_FILE": str(pki.server.cert),
         "TUBEMQ_GATEWAY_TLS__KEY_FILE": str(pki.server.key),
         "TUBEMQ_GATEWAY_TLS__CLIENT_CA_FILE": str(pki.ca),
-        "TUBEMQ_GATEWAY_TLS__CLIENT_AUTH": "optional",
+        "TUBEMQ_GATEWAY_TLS__CLIENT_AUTH": "required",
         "TUBEMQ_GATEWAY_AUTH__MODE": "required",
         "TUBEMQ_GATEWAY_AUTH__MTLS_PRINCIPAL": "true",
         "TUBEMQ_GATEWAY_AUTH__RULES_FILE": str(rules_file),
@@ -232,7 +349,7 @@ def test_mtls_principal_crosses_workers(tmp_path: Path) -> None:
     gateway = start_workers(tmp_path, 2, "--embedded-topics", "mt:1", env=env)
     url = f"https://127.0.0.1:{gateway.http_port}"
     with_cert = pki.client_context(pki.client)
-    without = pki.client_context()
+    other = pki.client_context(pki.dual)  # another principal, with the same rights
     forged = base64.urlsafe_b64encode(subject.encode()).decode()
 
     async def scenario() -> None:
@@ -246,11 +363,27 @@ def test_mtls_principal_crosses_workers(tmp_path: Path) -> None:
             async with httpx.AsyncClient(base_url=url, verify=with_cert, timeout=15) as client:
                 answer = await client.get(path, params={"timeout_ms": 0})
                 assert answer.status_code == 200, answer.text
-            async with httpx.AsyncClient(base_url=url, verify=without, timeout=15) as client:
+            async with httpx.AsyncClient(base_url=url, verify=other, timeout=15) as client:
                 refused = await client.get(
                     path, params={"timeout_ms": 0}, headers={"x-tubemq-client-cert": forged}
                 )
-                assert refused.status_code == 401, refused.text
+                # not its instance: 404 (200 would mean the forged subject was believed)
+                assert refused.status_code == 404, refused.text
+        # gRPC too: Poll on fresh TLS channels with the certificate (relayed to the owner with the subject)
+        import grpc
+
+        from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+        from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
+
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=pki.ca.read_bytes(),
+            private_key=pki.client.key.read_bytes(),
+            certificate_chain=pki.client.cert.read_bytes(),
+        )
+        request = pb.PollRequest(group="mtg", instance_id=created.json()["instanceId"], timeout_ms=0)
+        for _ in range(8):
+            async with grpc.aio.secure_channel(f"127.0.0.1:{gateway.grpc_port}", credentials) as channel:
+                await gateway_pb2_grpc.GatewayServiceStub(channel).Poll(request)
         for record in gateway.records():
             if (
                 record.get("logger") == "gateway.access"

@@ -16,6 +16,7 @@ from workers_support import samples
 from gateway.api.forwarding import CLIENT_CERT_HEADER, WORKER_HOP_HEADER, Forwarder
 from gateway.api.worker_listener import private_app
 from gateway.config import Settings
+from gateway.grpc.siblings import CLIENT_CERT_KEY, forwarded_subject
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.worker_merge import merge_worker_metrics
 from gateway.service.consumers import Owner
@@ -175,3 +176,13 @@ async def test_the_client_certificate_crosses_only_the_sibling_hop() -> None:
         tls = seen[-1].get("extensions", {}).get("tls")
         assert (tls or {}).get("client_cert_name") == expected
         assert all(name != CLIENT_CERT_HEADER.encode() for name, _ in seen[-1]["headers"])
+
+
+def test_a_relayed_grpc_subject_is_believed_only_from_the_private_socket() -> None:
+    encoded = base64.urlsafe_b64encode("CN=Zoë".encode()).decode()
+    assert forwarded_subject("unix:", {CLIENT_CERT_KEY: encoded}) == "CN=Zoë"
+    assert forwarded_subject("ipv4:127.0.0.1:5000", {CLIENT_CERT_KEY: encoded}) is None
+    assert forwarded_subject("ipv6:[::1]:5000", {CLIENT_CERT_KEY: encoded}) is None
+    for bad in ("%%%", "", "_w"):
+        assert forwarded_subject("unix:", {CLIENT_CERT_KEY: bad}) is None
+    assert forwarded_subject("unix:", {}) is None

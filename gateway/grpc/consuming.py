@@ -3,7 +3,8 @@
 A mixin of :class:`~gateway.grpc.servicer.GatewayServicer`, over the runtime's
 :class:`~gateway.service.consumers.ConsumerService` with the REST semantics. Differences that come from
 gRPC itself: a consumer instance is served only by the gateway that holds it (REST forwards between
-replicas; gRPC answers FAILED_PRECONDITION naming the owner), Commit names ``all_delivered`` explicitly
+replicas; gRPC answers FAILED_PRECONDITION naming the owner; between the worker processes of one gateway,
+:mod:`gateway.grpc.siblings` relays the call to the owning worker), Commit names ``all_delivered`` explicitly
 instead of an absent token list, and Subscribe is a server stream resumed with ``resume_token`` where
 REST has Server-Sent Events resumed with ``Last-Event-ID``.
 """
@@ -16,7 +17,9 @@ import grpc
 
 from gateway.grpc.convert import peer_host
 from gateway.grpc.errors import StreamSuperseded, renamed
+from gateway.grpc.interceptors import client_subject
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.siblings import GrpcSiblings, Relay
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
 from gateway.service.errors import InvalidInput, Unavailable
@@ -38,12 +41,27 @@ class ConsumerRpcs:
     _runtime: Runtime
     _step: float
     _stopping: bool
+    _siblings: GrpcSiblings | None
 
     def _consumers(self) -> ConsumerService:
         service = self._runtime.consumers
         if service is None:
             raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
         return service
+
+    def _sibling_of(self, group: str, instance_id: str, context: grpc.aio.ServicerContext) -> Relay | None:
+        """The sibling worker owning the instance, when the call must be relayed there (never twice), with
+        the caller's verified certificate subject; None to serve it here."""
+        siblings = self._siblings
+        if siblings is None:
+            return None
+        metadata = dict(context.invocation_metadata() or ())
+        if siblings.hopped(metadata):
+            return None
+        owner = self._consumers().locate(group, instance_id)
+        if owner is None or owner.worker is None:
+            return None
+        return siblings.relay(owner.worker, context, client_subject(context, metadata))
 
     async def CreateConsumer(
         self, request: pb.CreateConsumerRequest, context: grpc.aio.ServicerContext
@@ -59,6 +77,9 @@ class ConsumerRpcs:
         return consumer_instance(info)
 
     async def Poll(self, request: pb.PollRequest, context: grpc.aio.ServicerContext) -> pb.PollResponse:
+        relay = self._sibling_of(request.group, request.instance_id, context)
+        if relay is not None:
+            return await relay.unary("Poll", request, pb.PollResponse)
         with renamed(_FIELDS):
             messages = await self._consumers().poll(
                 request.group,
@@ -72,6 +93,9 @@ class ConsumerRpcs:
     async def Commit(self, request: pb.CommitRequest, context: grpc.aio.ServicerContext) -> pb.CommitResponse:
         if request.all_delivered == bool(request.tokens):
             raise InvalidInput("give either tokens or allDelivered", field="tokens")
+        relay = self._sibling_of(request.group, request.instance_id, context)
+        if relay is not None:
+            return await relay.unary("Commit", request, pb.CommitResponse)
         tokens = None if request.all_delivered else list(request.tokens)
         result = await self._consumers().commit(
             request.group, request.instance_id, tokens, consumed=not request.rollback
@@ -81,12 +105,20 @@ class ConsumerRpcs:
     async def DeleteConsumer(
         self, request: pb.DeleteConsumerRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteConsumerResponse:
+        relay = self._sibling_of(request.group, request.instance_id, context)
+        if relay is not None:
+            return await relay.unary("DeleteConsumer", request, pb.DeleteConsumerResponse)
         await self._consumers().delete(request.group, request.instance_id)
         return pb.DeleteConsumerResponse()
 
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.SubscribeResponse]:
+        relay = self._sibling_of(request.group, request.instance_id, context)
+        if relay is not None:
+            async for response in relay.stream("Subscribe", request, pb.SubscribeResponse):
+                yield response
+            return
         service = self._consumers()
         with renamed(_FIELDS):
             cursor = service.open_stream(request.group, request.instance_id, request.resume_token or None)

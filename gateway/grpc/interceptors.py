@@ -38,6 +38,7 @@ from typing import Any
 import grpc
 
 from gateway.grpc import errors
+from gateway.grpc.siblings import forwarded_subject
 from gateway.security.credentials import from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
@@ -271,7 +272,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
                 credentials = from_headers(
                     _text(metadata.get("authorization")),
                     _text(metadata.get("x-api-key")),
-                    _client_subject(context) if authenticator.mtls else None,
+                    client_subject(context, metadata) if authenticator.mtls else None,
                 )
                 principal = await authenticator.authenticate(credentials)
                 security.admit(operation, principal)
@@ -319,9 +320,13 @@ def _text(value: str | bytes | None) -> str | None:
     return value.decode("latin-1") if isinstance(value, bytes) else value
 
 
-def _client_subject(context: grpc.aio.ServicerContext) -> str | None:
+def client_subject(context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes]) -> str | None:
     """The verified client certificate's subject, when the TLS listener verified one (gRPC's
-    ``x509_subject``, an RFC 2253 string: the RFC 4514 text the HTTP listener gives for usual names)."""
+    ``x509_subject``, an RFC 2253 string: the RFC 4514 text the HTTP listener gives for usual names), or
+    the one a sibling worker relayed on the private unix socket (:mod:`gateway.grpc.siblings`)."""
+    relayed = forwarded_subject(context.peer(), metadata)
+    if relayed is not None:
+        return relayed
     names = (context.auth_context() or {}).get(GRPC_SUBJECT_KEY) or ()
     for name in names:
         text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)

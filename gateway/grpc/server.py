@@ -9,7 +9,9 @@ new calls, and gives the calls in progress ``grace`` seconds before cancelling t
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 from typing import Any
 
 import grpc
@@ -20,6 +22,7 @@ from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.reflection import enable_reflection
 from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer
+from gateway.grpc.siblings import GrpcSiblings
 from gateway.runtime import Runtime
 from gateway.tls import grpc_server_credentials
 
@@ -63,7 +66,12 @@ class GrpcServer:
         self.grace = grace
         self._requested_port = port
         self._max_message_bytes = max_message_bytes
-        self.servicer = GatewayServicer(runtime, stream_window=stream_window, subscribe_step=subscribe_step)
+        worker = runtime.worker
+        # serve --workers N: consumer calls for a sibling worker's instance are relayed to it
+        self.siblings = GrpcSiblings(worker, SERVICE_NAME) if worker is not None else None
+        self.servicer = GatewayServicer(
+            runtime, stream_window=stream_window, subscribe_step=subscribe_step, siblings=self.siblings
+        )
         self.health = ReadinessHealth(
             lambda: runtime.readiness()[0], [SERVICE_NAME], watch_interval=health_interval
         )
@@ -112,13 +120,21 @@ class GrpcServer:
                 port = server.add_insecure_port(address)
             else:
                 port = server.add_secure_port(address, self.credentials)
+            worker = self.runtime.worker
+            if worker is not None:
+                # the private listener siblings relay consumer calls to (a unix socket in a 0700 directory)
+                private = worker.grpc_socket(worker.index)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(private)  # left by a worker that died
+                address = f"unix:{private}"
+                server.add_insecure_port(address)
         except RuntimeError as exc:
             # grpc.aio's stop() does nothing on a server that never started, so the core server (and the
             # event engine threads it keeps alive) would leak; those threads make any later fork() of
             # this process abort the child. Starting it bound to no port, then stopping, frees it all.
             await server.start()
             await server.stop(0)
-            raise OSError(f"cannot bind the gRPC port {self.host}:{self._requested_port}: {exc}") from exc
+            raise OSError(f"cannot bind the gRPC address {address}: {exc}") from exc
         await server.start()
         self._server, self._port = server, port
         log.info(
@@ -134,6 +150,8 @@ class GrpcServer:
         if server is None:
             return
         await server.stop(self.grace if grace is None else grace)
+        if self.siblings is not None:
+            await self.siblings.close()
         log.info("gRPC server stopped")
 
 

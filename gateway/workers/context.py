@@ -12,10 +12,10 @@ __all__ = ["WorkerContext"]
 class WorkerContext:
     """Worker ``index`` of ``count`` in one gateway replica.
 
-    ``socket_dir`` is the replica's private directory (mode 0700) holding each worker's private listener, a
-    unix socket its siblings forward consumer requests to and read metrics from. ``embedded_masters`` are the
-    master addresses of the embedded cluster the supervisor runs for the whole replica (empty when
-    ``masters`` is configured).
+    ``socket_dir`` is the replica's private directory (mode 0700) holding each worker's private listeners,
+    unix sockets (HTTP and gRPC) its siblings forward consumer requests to and read metrics from.
+    ``embedded_masters`` are the master addresses of the embedded cluster the supervisor runs for the whole
+    replica (empty when ``masters`` is configured).
     """
 
     index: int
@@ -30,6 +30,10 @@ class WorkerContext:
     def http_socket(self, worker: int) -> str:
         """The path of worker ``worker``'s private HTTP listener."""
         return str(self.socket_dir / f"w{worker}.sock")
+
+    def grpc_socket(self, worker: int) -> str:
+        """The path of worker ``worker``'s private gRPC listener."""
+        return str(self.socket_dir / f"g{worker}.sock")
 
     def siblings(self) -> dict[int, str]:
         """The other workers' private HTTP listeners by index."""
