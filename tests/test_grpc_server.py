@@ -50,6 +50,8 @@ async def test_health_follows_readiness(gw: Gateway) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await health.Check(health_pb2.HealthCheckRequest(service="no.such.Service"))
     assert caught.value.code() is grpc.StatusCode.NOT_FOUND
+    assert caught.value.details().startswith("service: unknown service 'no.such.Service'")
+    assert detail_of(caught.value).resource == ("grpc service", "no.such.Service")
     listed = await health.List(health_pb2.HealthListRequest())
     assert set(listed.statuses) == {"", GATEWAY}
 

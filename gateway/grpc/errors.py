@@ -87,6 +87,7 @@ _RESOURCE_TYPES = {
     "topics": "topic",
     "instanceId": "consumer instance",
     "partitionKey": "partition",
+    "service": "grpc service",  # a health Check of a service the server does not have
 }
 
 

@@ -3,7 +3,8 @@
 Unlike grpc's stock servicer, which reports what it was last told, this one asks ``ready()`` on every
 Check, so SERVING means exactly what ``GET /readyz`` 200 means. Watch streams poll every
 ``watch_interval`` seconds and send a status only when it changes. After :meth:`shutdown` every service
-reports NOT_SERVING and Watch streams end, so they never hold up a graceful stop.
+reports NOT_SERVING and Watch streams end, so they never hold up a graceful stop. A Check of an unknown
+service is NOT_FOUND (as the health protocol says), with the gateway's error details like any error.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import AsyncIterator, Callable, Iterable
 
 import grpc
 from grpc_health.v1 import health_pb2
+
+from gateway.service.errors import NotFound
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -54,7 +57,12 @@ class ReadinessHealth:
     ) -> health_pb2.HealthCheckResponse:
         status = self.status(request.service)
         if status == SERVICE_UNKNOWN:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            known = ", ".join(repr(name) for name in sorted(self._services))
+            raise NotFound(
+                f"unknown service {request.service!r}; this server reports on {known}",
+                field="service",
+                resource_name=request.service,
+            )
         return health_pb2.HealthCheckResponse(status=status)
 
     async def List(
