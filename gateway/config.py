@@ -500,6 +500,12 @@ class Settings(BaseSettings):
     http_port: int = Field(8080, ge=0, le=65535, description="HTTP listen port")
     log_level: str = Field("info", description="log level: debug, info, warning, error")
     log_format: Literal["json", "text"] = Field("json", description="json: one object per line; text")
+    access_log_sample: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="fraction of HTTP answers below 400 that get an access log line (4xx/5xx always do)",
+    )
     workers: int = Field(
         0,
         ge=0,

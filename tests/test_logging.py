@@ -98,7 +98,7 @@ def test_configure_logging_replaces_handlers_and_routes_uvicorn() -> None:
         root.setLevel(saved[1])
 
 
-def _app() -> FastAPI:
+def _app(sample: float = 1.0) -> FastAPI:
     app = FastAPI()
     log = logging.getLogger("gateway.handler")
 
@@ -118,7 +118,7 @@ def _app() -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestIdMiddleware, sample=sample)
     return app
 
 
@@ -229,3 +229,22 @@ def test_grpc_call_ids_reach_the_log_lines(capture: Capture) -> None:
     logging.getLogger("gateway.grpc.test").info("outside")
     inside, outside = (e for e in capture.entries if e["logger"] == "gateway.grpc.test")
     assert inside["request_id"] == "grpc-call-7" and "request_id" not in outside
+
+
+async def test_access_log_sampling_keeps_every_error(capture: Capture) -> None:
+    transport = httpx.ASGITransport(app=_app(sample=0.0))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        for _ in range(20):
+            assert (await client.get("/v1/items/a")).status_code == 200
+        assert (await client.get("/v1/items/missing")).status_code == 404
+        assert (await client.get("/boom")).status_code == 500
+    access = [e for e in capture.entries if e["logger"] == "gateway.access"]
+    assert [(e["route"], e["status"]) for e in access] == [("/v1/items/{item}", 404), ("/boom", 500)]
+
+
+async def test_generated_request_ids_are_distinct_hex(capture: Capture) -> None:
+    transport = httpx.ASGITransport(app=_app())
+    async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+        ids = [(await client.get("/v1/items/a")).headers[REQUEST_ID_HEADER] for _ in range(50)]
+    assert len(set(ids)) == 50
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)

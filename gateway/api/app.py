@@ -72,6 +72,7 @@ def create_app(
         max_groups=metrics.max_groups,
         max_group_topics=metrics.max_group_topics,
         serve_metrics=not admin_listener,
+        access_log_sample=rt.settings.access_log_sample,
     )
     _document_extra_schemas(app)
     app.state.admin_app = create_admin_app(app) if admin_listener else None

@@ -54,6 +54,7 @@ def install_observability(
     max_groups: int = 200,
     max_group_topics: int = 500,
     serve_metrics: bool = True,
+    access_log_sample: float = 1.0,
 ) -> GatewayMetrics:
     """Subscribe fresh metrics and the event logger to ``runtime.events``, add the request-id and HTTP
     metrics middlewares, and serve ``/metrics`` (unless ``serve_metrics`` is false: the admin listener
@@ -67,7 +68,7 @@ def install_observability(
     app.state.metrics = gauges
     # Added last = outermost: the request id is set before the metrics middleware and the app run.
     app.add_middleware(HttpMetricsMiddleware, metrics=gauges)
-    app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(RequestIdMiddleware, sample=access_log_sample)
     if serve_metrics:
         app.include_router(router)
     return gauges

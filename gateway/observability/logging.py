@@ -20,12 +20,15 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import enum
+import itertools
 import json
 import logging
+import os
+import random
 import re
+import secrets
 import sys
 import time
-import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -59,6 +62,28 @@ _HEADER_LOWER = REQUEST_ID_HEADER.lower().encode("latin-1")
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:+/=-]{1,128}$")
 
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+
+# Generated request ids: 16 random hex digits drawn once per process (again in a forked child) and a
+# 16-digit counter, 32 hex digits as uuid4().hex had; unique within the process and, with the random
+# prefix, across processes and restarts. uuid4 read the OS's random source on every request (a system call).
+_id_prefix = ""
+_id_counter = itertools.count()
+
+
+def _new_id_prefix() -> None:
+    global _id_prefix
+    _id_prefix = secrets.token_hex(8)
+
+
+_new_id_prefix()
+os.register_at_fork(after_in_child=_new_id_prefix)
+
+
+def new_request_id() -> str:
+    """A fresh request id (see above)."""
+    return f"{_id_prefix}{next(_id_counter) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
 _http_log = logging.getLogger("gateway.http")
 
 #: Attributes every LogRecord has; anything else on a record came from ``extra=`` and is logged as a field.
@@ -177,7 +202,8 @@ class RequestIdMiddleware:
 
     The access line is INFO on logger ``gateway.access`` with ``method``, ``path``, ``route`` (the route
     template, so ``/v1/topics/{topic}/messages``), ``status`` and ``duration_seconds``. ``quiet_paths``
-    (probes and scrapes) are logged at DEBUG so they do not drown the useful lines.
+    (probes and scrapes) are logged at DEBUG so they do not drown the useful lines. ``sample`` is the
+    fraction of answers below 400 that get a line (chosen at random); every 4xx and 5xx is logged.
     """
 
     def __init__(
@@ -186,16 +212,18 @@ class RequestIdMiddleware:
         *,
         logger: logging.Logger | None = None,
         quiet_paths: Iterable[str] = ("/healthz", "/readyz", "/metrics"),
+        sample: float = 1.0,
     ) -> None:
         self.app = app
         self._log = logger or logging.getLogger("gateway.access")
         self._quiet = frozenset(quiet_paths)
+        self._sample = sample
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = _incoming_id(scope) or uuid.uuid4().hex
+        request_id = _incoming_id(scope) or new_request_id()
         token = _request_id.set(request_id)
         started = time.perf_counter()
         status = 500
@@ -239,18 +267,19 @@ class RequestIdMiddleware:
                 _http_log.exception("unhandled error while serving the request")
                 await _internal_error(send_with_id, request_id)
         finally:
-            path = scope.get("path", "")
-            self._log.log(
-                logging.DEBUG if path in self._quiet else logging.INFO,
-                "request",
-                extra={
-                    "method": scope.get("method", ""),
-                    "path": redact_text(path),
-                    "route": route_template(scope),
-                    "status": status,
-                    "duration_seconds": round(time.perf_counter() - started, 6),
-                },
-            )
+            if status >= 400 or self._sample >= 1.0 or random.random() < self._sample:
+                path = scope.get("path", "")
+                self._log.log(
+                    logging.DEBUG if path in self._quiet else logging.INFO,
+                    "request",
+                    extra={
+                        "method": scope.get("method", ""),
+                        "path": redact_text(path),
+                        "route": route_template(scope),
+                        "status": status,
+                        "duration_seconds": round(time.perf_counter() - started, 6),
+                    },
+                )
             _request_id.reset(token)
 
     def __repr__(self) -> str:
