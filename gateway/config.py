@@ -309,6 +309,16 @@ class MetricsSettings(BaseModel):
     )
 
 
+class CompressionSettings(BaseModel):
+    """gzip of large, complete JSON answers (gateway/api/compression.py)."""
+
+    enabled: bool = Field(True, description="gzip JSON answers for clients that send Accept-Encoding: gzip")
+    min_bytes: int = Field(
+        1024, ge=0, description="smallest JSON answer (bytes) that is compressed; smaller ones are sent as is"
+    )
+    level: int = Field(6, ge=1, le=9, description="gzip level: 1 fastest, 9 smallest")
+
+
 class TubeMQTLSSettings(BaseModel):
     enabled: bool = Field(
         False,
@@ -527,6 +537,7 @@ class Settings(BaseSettings):
 
     rate_limits: RateLimitSettings = RateLimitSettings()
     cors: CorsSettings = CorsSettings()
+    compression: CompressionSettings = CompressionSettings()
     auth: AuthSettings = AuthSettings()
 
     def advertised_url(self) -> str:

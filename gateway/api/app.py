@@ -13,6 +13,7 @@ from gateway import __version__
 from gateway.api import routes_consumers, routes_health, routes_ranges, routes_topics
 from gateway.api.admin import create_admin_app
 from gateway.api.auth import AuthMiddleware, document_security
+from gateway.api.compression import GzipMiddleware
 from gateway.api.cors import install_cors
 from gateway.api.errors import install_error_handlers
 from gateway.api.hot_path import HotPathMiddleware
@@ -83,6 +84,8 @@ def create_app(
     app.user_middleware.append(Middleware(AuthMiddleware, security=lambda: rt.security, fastapi=lambda: app))
     # Innermost of all: publish requests go straight to their endpoint (gateway/api/hot_path.py).
     app.user_middleware.append(Middleware(HotPathMiddleware, fastapi=lambda: app))
+    # Just inside CORS: any answer, errors included, may be compressed (gateway/api/compression.py).
+    app.add_middleware(GzipMiddleware, settings=lambda: rt.settings.compression)
     install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)
     return app
 

@@ -1,0 +1,124 @@
+"""gzip for large, complete JSON answers (poll batches, topic listings, range reads), as pure ASGI.
+
+An answer is compressed when all of these hold:
+
+* the request's ``Accept-Encoding`` accepts ``gzip`` (``gzip`` or ``*`` with a q-value above 0);
+* the answer is JSON (``application/json``, ``application/problem+json``, ...), has no ``Content-Encoding``
+  of its own and is at least ``compression.min_bytes`` long;
+* the app hands its body over in **one** piece (``more_body`` false on the first body message), as every
+  buffered answer does. A streamed answer (Server-Sent Events, a relayed stream) is passed through exactly
+  as it is sent, chunk by chunk, never held back to be compressed: a client reading events as they happen
+  must get each one at once.
+
+Compressed answers get ``Content-Encoding: gzip``, the new ``Content-Length`` and ``Vary: Accept-Encoding``;
+an answer that would have been compressed for another client gets the ``Vary`` alone, so caches keep the
+two apart. A body above :data:`THREAD_ABOVE` bytes is compressed in a worker thread (zlib releases the GIL),
+so a 4 MiB poll answer does not stall the event loop for other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["THREAD_ABOVE", "GzipMiddleware", "accepts_gzip"]
+
+#: bodies larger than this are compressed off the event loop
+THREAD_ABOVE = 64 * 1024
+
+
+def accepts_gzip(values: Iterable[bytes]) -> bool:
+    """Whether ``Accept-Encoding`` header values accept gzip (RFC 9110 12.5.3: ``gzip;q=0`` refuses it, a
+    ``*`` accepts it unless gzip is named; ``x-gzip`` counts as gzip)."""
+    gzip_q: float | None = None
+    star_q: float | None = None
+    for value in values:
+        for item in value.decode("latin-1").split(","):
+            coding, _, params = item.partition(";")
+            coding = coding.strip().lower()
+            q = 1.0
+            for param in params.split(";"):
+                name, _, number = param.partition("=")
+                if name.strip().lower() == "q":
+                    try:
+                        q = float(number.strip())
+                    except ValueError:
+                        q = 0.0
+            if coding in ("gzip", "x-gzip"):
+                gzip_q = q if gzip_q is None else max(gzip_q, q)
+            elif coding == "*":
+                star_q = q
+    if gzip_q is not None:
+        return gzip_q > 0
+    return star_q is not None and star_q > 0
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class GzipMiddleware:
+    """See the module docstring. ``settings`` is read per request (``enabled``, ``min_bytes``, ``level``)."""
+
+    def __init__(self, app: ASGIApp, settings: Callable[[], Any]) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        settings = self.settings()
+        if not settings.enabled:
+            await self.app(scope, receive, send)
+            return
+        accepted = accepts_gzip(v for k, v in scope["headers"] if k == b"accept-encoding")
+        start: Message | None = None
+        passing = False
+
+        async def wrapped(message: Message) -> None:
+            nonlocal start, passing
+            if passing:
+                await send(message)
+                return
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(raw=message["headers"])
+                if "content-encoding" in headers or not _is_json(headers.get("content-type", "")):
+                    passing = True
+                    await send(message)
+                    return
+                start = message  # held until the first body message says whether the answer is whole
+                return
+            if message["type"] != "http.response.body" or start is None:
+                await send(message)
+                return
+            head, start = start, None
+            passing = True
+            body: bytes = message.get("body", b"")
+            if message.get("more_body", False) or len(body) < settings.min_bytes:
+                await send(head)  # streamed or small: as it is
+                await send(message)
+                return
+            headers = MutableHeaders(raw=head["headers"])
+            headers.add_vary_header("Accept-Encoding")
+            if accepted:
+                body = await _compress(body, settings.level)
+                headers["Content-Encoding"] = "gzip"
+                headers["Content-Length"] = str(len(body))
+                message = {**message, "body": body}
+            await send(head)
+            await send(message)
+
+        await self.app(scope, receive, wrapped)
+
+
+async def _compress(body: bytes, level: int) -> bytes:
+    if len(body) > THREAD_ABOVE:
+        return await asyncio.to_thread(gzip.compress, body, level, mtime=0)
+    return gzip.compress(body, level, mtime=0)
