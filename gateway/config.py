@@ -319,6 +319,23 @@ class CompressionSettings(BaseModel):
     level: int = Field(6, ge=1, le=9, description="gzip level: 1 fastest, 9 smallest")
 
 
+class TracingSettings(BaseModel):
+    """OpenTelemetry tracing (gateway/observability/tracing.py); needs the ``otel`` extra."""
+
+    enabled: bool = Field(
+        False, description="trace requests and publish/poll/commit (pip install 'tubemq-gateway[otel]')"
+    )
+    exporter: Literal["otlp", "console"] = Field(
+        "otlp",
+        description="otlp: OTLP over HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318); "
+        "console: print spans",
+    )
+    service_name: str = Field("tubemq-gateway", min_length=1, description="the service.name resource")
+    sample_ratio: float = Field(
+        1.0, ge=0.0, le=1.0, description="share of new traces sampled; a caller's sampled flag is followed"
+    )
+
+
 class TubeMQTLSSettings(BaseModel):
     enabled: bool = Field(
         False,
@@ -538,6 +555,7 @@ class Settings(BaseSettings):
     rate_limits: RateLimitSettings = RateLimitSettings()
     cors: CorsSettings = CorsSettings()
     compression: CompressionSettings = CompressionSettings()
+    tracing: TracingSettings = TracingSettings()
     auth: AuthSettings = AuthSettings()
 
     def advertised_url(self) -> str:

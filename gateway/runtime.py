@@ -16,6 +16,7 @@ from gateway.embedded.auth import ServerAuth
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import Retention
 from gateway.embedded.topics import load_topic_file, parse_topic_specs
+from gateway.observability import tracing
 from gateway.security.setup import Security, build_security
 from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.instance_id import normalize_base_url
@@ -87,12 +88,17 @@ class Runtime:
     #: authentication and access rules from ``settings.auth``; built with the runtime, so that settings
     #: that cannot work (``SecurityConfigError``) stop the process before it listens
     security: Security = field(init=False)
+    _tracing: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.security = build_security(self.settings.auth)
 
     async def start(self) -> None:
         s = self.settings
+        if s.tracing.enabled and not tracing.enabled():
+            t = s.tracing
+            tracing.configure(exporter=t.exporter, service_name=t.service_name, sample_ratio=t.sample_ratio)
+            self._tracing = True
         id_secret = consumer_id_secret(s)
         peers = peer_policy(s)
         if peers.enabled:
@@ -238,6 +244,9 @@ class Runtime:
             await self.cluster.stop()
             self.cluster = None
         await self.security.close()
+        if self._tracing:
+            self._tracing = False
+            tracing.shutdown()
 
 
 def embedded_upstream(upstream: UpstreamOptions) -> UpstreamOptions:

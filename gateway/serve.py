@@ -186,6 +186,14 @@ def run_serve(args: argparse.Namespace) -> int:
     except (MissingHttpParser, TlsConfigError) as exc:
         print(f"tubemq-gateway: {exc}", file=sys.stderr)
         return 2
+    if settings.tracing.enabled:
+        from gateway.observability.tracing import TracingUnavailable, check_available
+
+        try:
+            check_available(settings.tracing.exporter)
+        except TracingUnavailable as exc:
+            print(f"tubemq-gateway: cannot start: {exc}", file=sys.stderr)
+            return 2
     configure_logging(settings.log_level, settings.log_format)
     workers = settings.workers or allowed_cpus()
     if workers > 1:

@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[dev,spark]'
+.venv/bin/python -m pip install -q -e '.[dev,spark,otel]'
 echo "== ruff"
 .venv/bin/ruff check gateway tests bench scripts
 .venv/bin/ruff format --check gateway tests bench scripts

@@ -20,7 +20,9 @@ from gateway.api.hot_path import HotPathMiddleware
 from gateway.api.request_limits import RequestLimitsMiddleware
 from gateway.api.routes_metrics import install_observability
 from gateway.api.schemas import PublishRequest
+from gateway.api.tracing import TracingMiddleware
 from gateway.config import Settings
+from gateway.observability import tracing
 from gateway.runtime import Runtime
 
 DESCRIPTION = (
@@ -84,6 +86,8 @@ def create_app(
     app.user_middleware.append(Middleware(AuthMiddleware, security=lambda: rt.security, fastapi=lambda: app))
     # Innermost of all: publish requests go straight to their endpoint (gateway/api/hot_path.py).
     app.user_middleware.append(Middleware(HotPathMiddleware, fastapi=lambda: app))
+    if rt.settings.tracing.enabled or tracing.enabled():  # a SERVER span around all of the rest
+        app.add_middleware(TracingMiddleware)
     # Just inside CORS: any answer, errors included, may be compressed (gateway/api/compression.py).
     app.add_middleware(GzipMiddleware, settings=lambda: rt.settings.compression)
     install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)

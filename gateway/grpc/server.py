@@ -23,6 +23,8 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.reflection import enable_reflection
 from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer
 from gateway.grpc.siblings import GrpcSiblings
+from gateway.grpc.tracing import TracingInterceptor
+from gateway.observability import tracing
 from gateway.runtime import Runtime
 from gateway.tls import grpc_server_credentials
 
@@ -97,12 +99,17 @@ class GrpcServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
+    def _tracing(self) -> list[TracingInterceptor]:
+        """A SERVER span per call when tracing is configured (gateway/grpc/tracing.py)."""
+        on = self.runtime.settings.tracing.enabled or tracing.enabled()
+        return [TracingInterceptor()] if on else []
+
     async def start(self) -> None:
         """Bind and start serving; raises OSError when the port cannot be bound."""
         if self._server is not None:
             raise RuntimeError("the gRPC server is already started")
         server = grpc.aio.server(
-            interceptors=[self.interceptor],
+            interceptors=[*self._tracing(), self.interceptor],
             options=[
                 ("grpc.max_receive_message_length", self._max_message_bytes),
                 # grpc shares a port between processes by default; a second gateway on the same port must

@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, CONSUME, AccessPolicy
 from gateway.service.errors import Gone, InvalidInput, NotFound, ServiceError, Unavailable, UpstreamError
 from gateway.service.instance import CommitResult, ConsumerInstance, DeliveredMessage, StreamCursor
@@ -432,7 +433,17 @@ class ConsumerService:
         if not 0 <= wait <= lim.max_timeout:
             raise InvalidInput(f"timeout must be 0 to {lim.max_timeout * 1000:.0f} ms", field="timeout_ms")
         async with self.using(instance):
-            return await instance.poll(count, size, wait)
+            if not tracing.enabled():
+                return await instance.poll(count, size, wait)
+            attributes = {
+                "messaging.system": "tubemq",
+                "messaging.operation.type": "receive",
+                "messaging.consumer.group.name": group,
+            }
+            with tracing.span(f"poll {group}", "consumer", attributes) as span:
+                delivered = await instance.poll(count, size, wait)
+                span.set_attribute("messaging.batch.message_count", len(delivered))
+                return delivered
 
     async def commit(
         self, group: str, instance_id: str, tokens: Sequence[str] | None, *, consumed: bool = True
@@ -440,10 +451,17 @@ class ConsumerService:
         """Commit tokens (None: everything delivered so far); ``consumed=False`` rolls them back."""
         instance = self.instance(group, instance_id)
         async with self.using(instance):
-            try:
-                return await instance.commit(tokens, consumed=consumed)
-            except core.TubeMQError as exc:
-                raise UpstreamError(f"committing failed: {exc}") from exc
+            attributes = {
+                "messaging.system": "tubemq",
+                "messaging.operation.type": "settle",
+                "messaging.consumer.group.name": group,
+                "tubemq.consumed": consumed,
+            }
+            with tracing.span(f"commit {group}", "client", attributes):
+                try:
+                    return await instance.commit(tokens, consumed=consumed)
+                except core.TubeMQError as exc:
+                    raise UpstreamError(f"committing failed: {exc}") from exc
 
     async def delete(self, group: str, instance_id: str) -> None:
         """Leave the group. An auto-commit instance commits what it delivered; anything uncommitted is
