@@ -52,7 +52,10 @@ class ConsumedMessageOut(BaseModel):
     partitionKey: str = Field(description="brokerId:topic:partitionId")
     brokerId: int
     partitionId: int
-    offset: int | None = Field(description="broker index offset of the message, null when not known exactly")
+    offset: int | None = Field(
+        description="broker index offset of the message; null unless its batch took one index entry per "
+        "message up to the end of the store's index (TubeMQ sends no per-message offset; README, Consume)"
+    )
     messageId: str = Field(description="broker-assigned 64-bit id, as a decimal string")
     key: str | None = Field(
         None,
