@@ -39,6 +39,8 @@ import grpc
 
 from gateway.grpc import errors
 from gateway.grpc.siblings import forwarded_subject
+from gateway.grpc.wrapping import BIDI_STREAM, CLIENT_STREAM, WrappingInterceptor
+from gateway.grpc.wrapping import UNARY as UNARY  # re-exported: the metrics' default grpc_type
 from gateway.security.credentials import from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
@@ -67,8 +69,6 @@ def current_request_id() -> str | None:
     return _request_id.get()
 
 
-#: ``grpc_type`` of a method handler, as go-grpc-prometheus names them.
-UNARY, CLIENT_STREAM, SERVER_STREAM, BIDI_STREAM = "unary", "client_stream", "server_stream", "bidi_stream"
 #: Seconds between two GrpcStreamMessages reports of one stream (while messages flow).
 REPORT_INTERVAL = 1.0
 
@@ -121,7 +121,7 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str | bytes]:
     return {key: value for key, value in context.invocation_metadata() or ()}
 
 
-class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
+class GatewayInterceptor(WrappingInterceptor):
     """Wraps every method handler of the server; see the module docstring."""
 
     def __init__(
@@ -136,52 +136,13 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         self._authorize = authorize
         self._security = security
         self._clock = clock
-        # method -> (the handler we were given, our wrapper): handlers are long-lived objects, so each is
-        # wrapped once instead of once per call.
-        self._wrapped: dict[str, tuple[Any, Any]] = {}
+        super().__init__()  # each handler is wrapped once, not once per call (gateway/grpc/wrapping.py)
 
     def __repr__(self) -> str:
         auth = self._security.mode if self._security is not None else "off"
         if self._authorize is not None:
             auth += "+hook"
         return f"<GatewayInterceptor methods={len(self._wrapped)} auth={auth} events={self._events!r}>"
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method: str = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._wrap(method, handler)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
-
-    def _wrap(self, method: str, handler: Any) -> Any:
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, UNARY, handler.unary_unary), **codec
-            )
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(
-                self._unary(method, CLIENT_STREAM, handler.stream_unary), **codec
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, SERVER_STREAM, handler.unary_stream), **codec
-            )
-        return grpc.stream_stream_rpc_method_handler(
-            self._streaming(method, BIDI_STREAM, handler.stream_stream), **codec
-        )
 
     def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 
+from gateway.grpc.wrapping import WrappingInterceptor
 from gateway.observability import tracing
 
 __all__ = ["TracingInterceptor"]
@@ -52,69 +53,37 @@ def _finish(span: Any, context: grpc.aio.ServicerContext, failed: BaseException 
         span.set_status(Status(StatusCode.ERROR, code.name))
 
 
-class TracingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
-    def __init__(self) -> None:
-        self._wrapped: dict[str, tuple[Any, Any]] = {}
+class TracingInterceptor(WrappingInterceptor):
+    def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        name, attributes = method.lstrip("/"), _attributes(method)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method: str = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._wrap(method, handler)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
-
-    def _wrap(self, method: str, handler: Any) -> Any:
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        name = method.lstrip("/")
-        attributes = _attributes(method)
-        if handler.unary_unary is not None or handler.stream_unary is not None:
-            behavior = handler.unary_unary or handler.stream_unary
-            factory = (
-                grpc.unary_unary_rpc_method_handler
-                if handler.unary_unary is not None
-                else grpc.stream_unary_rpc_method_handler
-            )
-
-            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                with tracing.server_span(name, _carrier(context), attributes) as span:
-                    failed: BaseException | None = None
-                    try:
-                        return await behavior(request, context)
-                    except BaseException as exc:
-                        failed = exc
-                        raise
-                    finally:
-                        _finish(span, context, failed)
-
-            return factory(unary, **codec)
-        streaming_behavior = handler.unary_stream or handler.stream_stream
-        stream_factory = (
-            grpc.unary_stream_rpc_method_handler
-            if handler.unary_stream is not None
-            else grpc.stream_stream_rpc_method_handler
-        )
-
-        async def streaming(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             with tracing.server_span(name, _carrier(context), attributes) as span:
                 failed: BaseException | None = None
                 try:
-                    result = streaming_behavior(request, context)
+                    return await behavior(request, context)
+                except BaseException as exc:
+                    failed = exc
+                    raise
+                finally:
+                    _finish(span, context, failed)
+
+        return call
+
+    def _streaming(
+        self, method: str, kind: str, behavior: Callable[..., Any]
+    ) -> Callable[..., AsyncIterator[Any]]:
+        name, attributes = method.lstrip("/"), _attributes(method)
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            with tracing.server_span(name, _carrier(context), attributes) as span:
+                failed: BaseException | None = None
+                try:
+                    result = behavior(request, context)
                     if hasattr(result, "__aiter__"):
                         async for item in result:
                             yield item
-                    else:
+                    else:  # a coroutine that answers through context.write()
                         await result
                 except BaseException as exc:
                     failed = exc
@@ -122,4 +91,4 @@ class TracingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
                 finally:
                     _finish(span, context, failed)
 
-        return stream_factory(streaming, **codec)
+        return call

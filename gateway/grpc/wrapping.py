@@ -1,0 +1,72 @@
+"""The base of the gateway's server interceptors: each method handler is wrapped once, by its kind.
+
+A subclass says how to wrap a unary-answer behaviour (``_unary``) and a streaming one (``_streaming``); the
+handler of every method is wrapped on its first call and the wrapper is kept as long as grpc hands over the
+same handler object, so a call costs one dictionary look-up here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+__all__ = ["BIDI_STREAM", "CLIENT_STREAM", "SERVER_STREAM", "UNARY", "WrappingInterceptor"]
+
+#: the gRPC method kinds handed to ``_unary`` / ``_streaming``: the metrics' ``grpc_type``, named as
+#: go-grpc-prometheus names them
+UNARY, CLIENT_STREAM, SERVER_STREAM, BIDI_STREAM = "unary", "client_stream", "server_stream", "bidi_stream"
+
+
+class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
+    #: method -> (the handler we were given, our wrapper)
+    _wrapped: dict[str, tuple[Any, Any]]
+
+    def __init__(self) -> None:
+        self._wrapped = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method: str = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        codec = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, UNARY, handler.unary_unary), **codec
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(method, CLIENT_STREAM, handler.stream_unary), **codec
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streaming(method, SERVER_STREAM, handler.unary_stream), **codec
+            )
+        return grpc.stream_stream_rpc_method_handler(
+            self._streaming(method, BIDI_STREAM, handler.stream_stream), **codec
+        )
+
+    def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        raise NotImplementedError
+
+    def _streaming(
+        self, method: str, kind: str, behavior: Callable[..., Any]
+    ) -> Callable[..., AsyncIterator[Any]]:
+        raise NotImplementedError
