@@ -67,6 +67,7 @@ async def test_gateway_published_fields_read_back_by_the_java_client(java_root: 
                     "attributes": sent.get("attributes", {}),
                     "streamId": sent.get("streamId"),
                     "msgTime": sent.get("msgTime"),
+                    "key": sent.get("key"),
                 }
             )
         raw = await gw.http.post(
@@ -88,6 +89,7 @@ async def test_gateway_published_fields_read_back_by_the_java_client(java_root: 
                 "attributes": {"a": "1", "b": "2"},
                 "streamId": None,
                 "msgTime": None,
+                "key": "customer-42",
             }
         )
 
@@ -110,6 +112,7 @@ async def test_gateway_published_fields_read_back_by_the_java_client(java_root: 
                     "attributes": dict(sent_pb.attributes),
                     "streamId": sent_pb.stream_id if sent_pb.HasField("stream_id") else None,
                     "msgTime": sent_pb.msg_time if sent_pb.HasField("msg_time") else None,
+                    "key": sent_pb.key if sent_pb.HasField("key") else None,
                 }
             )
 
@@ -133,6 +136,7 @@ async def test_gateway_published_fields_read_back_by_the_java_client(java_root: 
                 "attributes": {"x": "y"},
                 "streamId": "core",
                 "msgTime": "202501021304",
+                "key": None,
             }
         )
 
@@ -164,9 +168,11 @@ def _compare(expected: list[dict[str, Any]], java: JavaClient) -> None:
         assert got["partitionKey"] == want["partitionKey"], context
         assert got["messageId"] == want["messageId"], context
         assert attributes_of(got["attribute"]) == want["attributes"], context
-        # byte for byte what the Java client would have written: system headers first, then the attributes
+        # byte for byte what the Java client would have written: system headers first, then the gateway's
+        # key item (getAttrValue("$msgKey$") gives the key to a Java consumer), then the attributes
         system = [f"$msgType$={want['streamId']}"] if want["streamId"] else []
         system += [f"$msgTime$={want['msgTime']}"] if want["msgTime"] else []
+        system += [f"$msgKey$={want['key']}"] if want.get("key") else []
         raw = ",".join(system + [f"{k}={v}" for k, v in want["attributes"].items()])
         assert (got["attribute"] or "") == raw, context
         assert got["msgType"] == want["streamId"], context
