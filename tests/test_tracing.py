@@ -27,7 +27,7 @@ from gateway.api.tracing import TracingMiddleware
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.grpc.pb.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.observability import tracing
 from gateway.runtime import Runtime
 from tests.grpc_support import gateway_settings, message, running_gateway
@@ -145,12 +145,12 @@ async def test_grpc_spans_continue_traceparent(spans: InMemorySpanExporter) -> N
         with pytest.raises(grpc.aio.AioRpcError):
             await gw.stub.Publish(pb.PublishRequest(topic="solo"), metadata=(("traceparent", PARENT),))
     calls = [s for s in spans.get_finished_spans() if s.kind is SpanKind.SERVER]
-    assert [s.name for s in calls] == ["tubemq.gateway.v1.Gateway/Publish"] * 2
+    assert [s.name for s in calls] == ["tubemq.gateway.v1.GatewayService/Publish"] * 2
     ok, failed = calls
     assert all(f"{s.context.trace_id:032x}" == TRACE_ID for s in calls)
     assert ok.attributes is not None and ok.attributes["rpc.grpc.status_code"] == 0
     assert (
-        ok.attributes["rpc.service"] == "tubemq.gateway.v1.Gateway"
+        ok.attributes["rpc.service"] == "tubemq.gateway.v1.GatewayService"
         and ok.attributes["rpc.method"] == "Publish"
     )
     assert (
