@@ -1,5 +1,5 @@
 """The README's examples run verbatim: its Publish and Consume shell blocks (bash with -euo pipefail, so a
-failing curl fails the test) and its gRPC Python example are extracted from README.md and run against a
+failing curl fails the test) and its gRPC Python examples are extracted from README.md and run against a
 gateway served on the embedded cluster (127.0.0.1, ephemeral ports), with only ``GW`` / ``GW_GRPC`` set to
 its addresses, the variables the examples read. The shell blocks are skipped only when curl is missing."""
 
@@ -43,12 +43,12 @@ def blocks() -> list[Block]:
     return out
 
 
-def runnable(section: str, language: str) -> str:
+def runnable(section: str, language: str, count: int = 1) -> list[str]:
     found = [b.code for b in blocks() if b.section == section and b.language == language]
-    assert len(found) == 1, (
-        f"README section {section!r} should hold one {language} example, found {len(found)}"
+    assert len(found) == count, (
+        f"README section {section!r} should hold {count} {language} example(s), found {len(found)}"
     )
-    return found[0]
+    return found
 
 
 def documents(text: str) -> list[Any]:
@@ -103,14 +103,16 @@ async def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 
 
 
 def test_the_examples_are_where_the_test_looks() -> None:
-    runnable("Publish", "sh")
-    runnable("Consume", "sh")
-    assert "GW=${GW:-http://localhost:8080}" in runnable("Publish", "sh")
-    assert 'os.environ.get("GW_GRPC", "localhost:9090")' in runnable("gRPC API", "python")
+    runnable("Publish", "sh")[0]
+    runnable("Consume", "sh")[0]
+    assert "GW=${GW:-http://localhost:8080}" in runnable("Publish", "sh")[0]
+    assert all(
+        'os.environ.get("GW_GRPC", "localhost:9090")' in code for code in runnable("gRPC API", "python", 2)
+    )
 
 
 async def test_readme_examples_run_verbatim(served: Served, tmp_path: Path) -> None:
-    """Shell (publish, consume) then Python (gRPC publish, stream, subscribe) on one gateway, as a reader
+    """Shell (publish, consume) then Python (gRPC publish, stream, subscribe; error details) on one gateway, as a reader
     going down the README would."""
     if shutil.which("curl") is not None:
         await shell_examples(served, tmp_path)
@@ -122,7 +124,7 @@ async def test_readme_examples_run_verbatim(served: Served, tmp_path: Path) -> N
 async def shell_examples(served: Served, tmp_path: Path) -> None:
     env = {"GW": served.http.url}
     published = documents(
-        await run(["bash", "-euo", "pipefail", "-c", runnable("Publish", "sh")], env, tmp_path)
+        await run(["bash", "-euo", "pipefail", "-c", runnable("Publish", "sh")[0]], env, tmp_path)
     )
     batch, raw, topic = published
     assert [r["status"] for r in batch["results"]] == [200, 200, 200]
@@ -131,7 +133,7 @@ async def shell_examples(served: Served, tmp_path: Path) -> None:
     assert (tmp_path / "file.bin").read_bytes() == b"raw bytes"
     assert len(topic["partitions"]) == 4
 
-    out = await run(["bash", "-euo", "pipefail", "-c", runnable("Consume", "sh")], env, tmp_path)
+    out = await run(["bash", "-euo", "pipefail", "-c", runnable("Consume", "sh")[0]], env, tmp_path)
     polled, first_commit, all_commit = documents(out[: out.index("retry:")])
     values = sorted((m["value"], m["key"] or "") for m in polled["messages"])
     assert values == sorted(
@@ -146,7 +148,7 @@ async def shell_examples(served: Served, tmp_path: Path) -> None:
 async def python_example(served: Served, tmp_path: Path) -> None:
     store = served.env.cluster.brokers[0].store("demo")
     expected_offset = store.max_offset  # nothing else publishes: "hello" is appended right there
-    code = runnable("gRPC API", "python")
+    code, errors = runnable("gRPC API", "python", 2)
     env = {"GW_GRPC": served.grpc_address, "PYTHONPATH": str(ROOT)}
     out = await run([sys.executable, "-c", code], env, tmp_path, timeout=90.0)
     lines = out.splitlines()
@@ -157,3 +159,8 @@ async def python_example(served: Served, tmp_path: Path) -> None:
     consumed = lines[2:]
     assert len(consumed) >= 101
     assert any(line.endswith("k1 b'hello'") for line in consumed)
+    # the error-details example: an empty value is refused with the standard google.rpc details
+    refused = (await run([sys.executable, "-c", errors], env, tmp_path)).splitlines()
+    assert refused[0].startswith("StatusCode.INVALID_ARGUMENT ")
+    assert any(line.startswith("ErrorInfo ") for line in refused[1:])
+    assert any(line.startswith("BadRequest ") for line in refused[1:])
