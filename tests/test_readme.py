@@ -112,8 +112,8 @@ def test_the_examples_are_where_the_test_looks() -> None:
 
 
 async def test_readme_examples_run_verbatim(served: Served, tmp_path: Path) -> None:
-    """Shell (publish, consume) then Python (gRPC publish, stream, subscribe; error details) on one gateway, as a reader
-    going down the README would."""
+    """Shell (publish, consume) then Python (gRPC publish, stream, subscribe; error details) on one
+    gateway, as a reader going down the README would."""
     if shutil.which("curl") is not None:
         await shell_examples(served, tmp_path)
     await python_example(served, tmp_path)

@@ -39,8 +39,11 @@ import grpc
 
 from gateway.grpc import errors
 from gateway.grpc.siblings import forwarded_subject
-from gateway.grpc.wrapping import BIDI_STREAM, CLIENT_STREAM, WrappingInterceptor
-from gateway.grpc.wrapping import UNARY as UNARY  # re-exported: the metrics' default grpc_type
+from gateway.grpc.wrapping import BIDI_STREAM as BIDI_STREAM  # the grpc_type names, re-exported for metrics
+from gateway.grpc.wrapping import CLIENT_STREAM as CLIENT_STREAM
+from gateway.grpc.wrapping import SERVER_STREAM as SERVER_STREAM
+from gateway.grpc.wrapping import UNARY as UNARY
+from gateway.grpc.wrapping import WrappingInterceptor
 from gateway.security.credentials import from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
