@@ -21,6 +21,7 @@ ALERTS = {
     "TubeMQGatewayPublishErrors",
     "TubeMQGatewayBrokersShielded",
     "TubeMQGatewayConsumerLag",
+    "TubeMQGatewayServerErrors",
     "TubeMQGatewayMetricLabelsOverflow",
 }
 
@@ -148,6 +149,89 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                         )
                     ],
                 },
+            ],
+        },
+        {  # 10 % of the HTTP requests answered 5xx, and gRPC Internal errors: server errors
+            "interval": "1m",
+            "input_series": [
+                _series(
+                    "tubemq_gateway_http_requests_total",
+                    "0+90x30",
+                    route="/v1/topics/{topic}/messages",
+                    method="POST",
+                    code="200",
+                ),
+                _series(
+                    "tubemq_gateway_http_requests_total",
+                    "0+10x30",
+                    route="/v1/topics/{topic}/messages",
+                    method="POST",
+                    code="503",
+                ),
+                _series(
+                    "grpc_server_handled_total",
+                    "0+50x30",
+                    grpc_type="unary",
+                    grpc_method="Publish",
+                    grpc_service="tubemq.gateway.v1.GatewayService",
+                    grpc_code="OK",
+                ),
+                _series(
+                    "grpc_server_handled_total",
+                    "0+10x30",
+                    grpc_type="unary",
+                    grpc_method="Publish",
+                    grpc_service="tubemq.gateway.v1.GatewayService",
+                    grpc_code="Internal",
+                ),
+            ],
+            "alert_rule_test": [
+                {"eval_time": "8m", "alertname": "TubeMQGatewayServerErrors", "exp_alerts": []},  # pending
+                {
+                    "eval_time": "20m",
+                    "alertname": "TubeMQGatewayServerErrors",
+                    "exp_alerts": [
+                        _expect(rules, "TubeMQGatewayServerErrors", "12.5% of requests end in a server error")
+                    ],
+                },
+            ],
+        },
+        {  # many cancelled streams, 4xx answers and 499s: the clients' doing, not server errors
+            "interval": "1m",
+            "input_series": [
+                _series(
+                    "tubemq_gateway_http_requests_total",
+                    "0+50x30",
+                    route="/v1/topics/{topic}/messages",
+                    method="POST",
+                    code="400",
+                ),
+                _series(
+                    "tubemq_gateway_http_requests_total",
+                    "0+50x30",
+                    route="/v1/topics/{topic}/messages",
+                    method="POST",
+                    code="499",
+                ),
+                _series(
+                    "grpc_server_handled_total",
+                    "0+50x30",
+                    grpc_type="server_stream",
+                    grpc_method="Subscribe",
+                    grpc_service="tubemq.gateway.v1.GatewayService",
+                    grpc_code="Canceled",
+                ),
+                _series(
+                    "grpc_server_handled_total",
+                    "0+50x30",
+                    grpc_type="unary",
+                    grpc_method="Publish",
+                    grpc_service="tubemq.gateway.v1.GatewayService",
+                    grpc_code="InvalidArgument",
+                ),
+            ],
+            "alert_rule_test": [
+                {"eval_time": "25m", "alertname": "TubeMQGatewayServerErrors", "exp_alerts": []},
             ],
         },
         {  # topics past the cap counted under __overflow__

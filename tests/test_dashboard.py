@@ -351,6 +351,7 @@ async def _alerts_evaluate_quietly(prom: httpx.AsyncClient) -> None:
         "TubeMQGatewayPublishErrors",
         "TubeMQGatewayBrokersShielded",
         "TubeMQGatewayConsumerLag",
+        "TubeMQGatewayServerErrors",
         "TubeMQGatewayMetricLabelsOverflow",
     }
     for name, rule in alerts.items():
