@@ -243,19 +243,25 @@ def test_unknown_events_are_ignored(metrics: GatewayMetrics, bus: EventBus) -> N
 def test_names_units_and_labels_follow_the_rules(metrics: GatewayMetrics, bus: EventBus) -> None:
     bus.emit(SendCompleted("orders", 1, "ok", 0.002, None, 10))
     bus.emit(ConsumerRegistered("client-1", "g", False, 0))
-    families = [f for f in metrics.registry.collect() if f.name.startswith(P)]
-    assert len(families) >= 35
+    bus.emit(GrpcCallStarted("/tubemq.gateway.v1.GatewayService/Publish", "unary"))
+    bus.emit(GrpcCallFinished("/tubemq.gateway.v1.GatewayService/Publish", "OK", 0.01, "req-9"))
+    # The gateway's own families, and the gRPC ones named after go-grpc-prometheus: nothing else.
+    families = [f for f in metrics.registry.collect() if f.name.startswith((P, "grpc_server_"))]
+    assert len(families) >= 40
+    assert {f.name for f in metrics.registry.collect()} == {f.name for f in families}
     forbidden = {"key", "client_id", "clientid", "instance_id", "consumer_id", "message_id", "partition_key"}
     for family in families:
         assert family.documentation, family.name
-        assert not any(unit in family.name for unit in ("_ms", "milli", "_kb", "_mb", "minutes"))
+        # Base units only (word by word: "msg" in grpc_server_msg_sent is no "ms").
+        words = set(family.name.split("_"))
+        assert not words & {"ms", "kb", "mb", "minutes"} and not any(w.startswith("milli") for w in words)
         if family.type == "counter":
             assert all(s.name.endswith("_total") for s in family.samples), family.name
         if family.type == "histogram":
             assert family.name.endswith("_seconds"), family.name
         for sample in family.samples:
             assert not forbidden & set(sample.labels), (family.name, sample.labels)
-            assert "client-1" not in sample.labels.values()
+            assert "client-1" not in sample.labels.values() and "req-9" not in sample.labels.values()
 
 
 async def test_http_metrics_by_route_and_the_metrics_endpoint() -> None:
