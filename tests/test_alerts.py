@@ -14,6 +14,8 @@ import yaml
 from deploy_tools import NAMESPACE, RELEASE, ROOT, alert_rules_file, one, prometheus_tool, render
 
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
+PUBLISH = "/v1/topics/{topic}/messages"
+SERVICE = "tubemq.gateway.v1.GatewayService"
 JOB = f"{RELEASE}-tubemq-gateway"
 SEL = f'namespace="{NAMESPACE}",job="{JOB}"'
 ALERTS = {
@@ -44,6 +46,25 @@ def _expect(rules: dict[str, dict[str, Any]], alert: str, summary: str, **labels
         "exp_labels": {"severity": rules[alert]["labels"]["severity"], **labels},
         "exp_annotations": annotations,
     }
+
+
+def _http(values: str, code: str) -> dict[str, str]:
+    """Publishes over HTTP answered ``code``."""
+    return _series("tubemq_gateway_http_requests_total", values, route=PUBLISH, method="POST", code=code)
+
+
+def _grpc(values: str, code: str, method: str = "Publish", kind: str = "unary") -> dict[str, str]:
+    """gRPC calls of the gateway's service ending ``code`` (Go's spelling)."""
+    labels = {"grpc_type": kind, "grpc_method": method, "grpc_service": SERVICE, "grpc_code": code}
+    return _series("grpc_server_handled_total", values, **labels)
+
+
+def _pending_then_firing(rules: dict[str, dict[str, Any]], alert: str, summary: str) -> list[dict[str, Any]]:
+    """Evaluations of an alert on a 5-minute rate with a 10-minute ``for``: pending at 8 m, firing at 20 m."""
+    return [
+        {"eval_time": "8m", "alertname": alert, "exp_alerts": []},
+        {"eval_time": "20m", "alertname": alert, "exp_alerts": [_expect(rules, alert, summary)]},
+    ]
 
 
 def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -81,14 +102,7 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 _series("tubemq_gateway_publish_errors_total", "0+10x30", topic="orders", reason="transport"),
             ],
             "alert_rule_test": [
-                {"eval_time": "8m", "alertname": "TubeMQGatewayPublishErrors", "exp_alerts": []},  # pending
-                {
-                    "eval_time": "20m",
-                    "alertname": "TubeMQGatewayPublishErrors",
-                    "exp_alerts": [
-                        _expect(rules, "TubeMQGatewayPublishErrors", "10% of publish attempts fail")
-                    ],
-                },
+                *_pending_then_firing(rules, "TubeMQGatewayPublishErrors", "10% of publish attempts fail"),
                 {"eval_time": "20m", "alertname": "TubeMQGatewayNoReadyReplicas", "exp_alerts": []},
             ],
         },
@@ -154,81 +168,24 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         {  # 10 % of the HTTP requests answered 5xx, and gRPC Internal errors: server errors
             "interval": "1m",
             "input_series": [
-                _series(
-                    "tubemq_gateway_http_requests_total",
-                    "0+90x30",
-                    route="/v1/topics/{topic}/messages",
-                    method="POST",
-                    code="200",
-                ),
-                _series(
-                    "tubemq_gateway_http_requests_total",
-                    "0+10x30",
-                    route="/v1/topics/{topic}/messages",
-                    method="POST",
-                    code="503",
-                ),
-                _series(
-                    "grpc_server_handled_total",
-                    "0+50x30",
-                    grpc_type="unary",
-                    grpc_method="Publish",
-                    grpc_service="tubemq.gateway.v1.GatewayService",
-                    grpc_code="OK",
-                ),
-                _series(
-                    "grpc_server_handled_total",
-                    "0+10x30",
-                    grpc_type="unary",
-                    grpc_method="Publish",
-                    grpc_service="tubemq.gateway.v1.GatewayService",
-                    grpc_code="Internal",
-                ),
+                _http("0+90x30", "200"),
+                _http("0+10x30", "503"),
+                _grpc("0+50x30", "OK", "Publish", "unary"),
+                _grpc("0+10x30", "Internal", "Publish", "unary"),
             ],
             "alert_rule_test": [
-                {"eval_time": "8m", "alertname": "TubeMQGatewayServerErrors", "exp_alerts": []},  # pending
-                {
-                    "eval_time": "20m",
-                    "alertname": "TubeMQGatewayServerErrors",
-                    "exp_alerts": [
-                        _expect(rules, "TubeMQGatewayServerErrors", "12.5% of requests end in a server error")
-                    ],
-                },
+                *_pending_then_firing(
+                    rules, "TubeMQGatewayServerErrors", "12.5% of requests end in a server error"
+                ),
             ],
         },
         {  # many cancelled streams, 4xx answers and 499s: the clients' doing, not server errors
             "interval": "1m",
             "input_series": [
-                _series(
-                    "tubemq_gateway_http_requests_total",
-                    "0+50x30",
-                    route="/v1/topics/{topic}/messages",
-                    method="POST",
-                    code="400",
-                ),
-                _series(
-                    "tubemq_gateway_http_requests_total",
-                    "0+50x30",
-                    route="/v1/topics/{topic}/messages",
-                    method="POST",
-                    code="499",
-                ),
-                _series(
-                    "grpc_server_handled_total",
-                    "0+50x30",
-                    grpc_type="server_stream",
-                    grpc_method="Subscribe",
-                    grpc_service="tubemq.gateway.v1.GatewayService",
-                    grpc_code="Canceled",
-                ),
-                _series(
-                    "grpc_server_handled_total",
-                    "0+50x30",
-                    grpc_type="unary",
-                    grpc_method="Publish",
-                    grpc_service="tubemq.gateway.v1.GatewayService",
-                    grpc_code="InvalidArgument",
-                ),
+                _http("0+50x30", "400"),
+                _http("0+50x30", "499"),
+                _grpc("0+50x30", "Canceled", "Subscribe", "server_stream"),
+                _grpc("0+50x30", "InvalidArgument", "Publish", "unary"),
             ],
             "alert_rule_test": [
                 {"eval_time": "25m", "alertname": "TubeMQGatewayServerErrors", "exp_alerts": []},
