@@ -280,10 +280,21 @@ async def test_a_dead_worker_is_started_again(gw: WorkerGateway) -> None:
 
 
 def test_sigterm_drains_every_worker(tmp_path: Path) -> None:
-    gateway = start_workers(tmp_path, 2, "--embedded-topics", "dd:1")
+    """SIGTERM to the supervisor drains both workers (a forwarded long poll is answered at once) and exits
+    0; before that, the shared admin port serves the probes and the replica's metrics."""
+    gateway = start_workers(tmp_path, 2, "--embedded-topics", "dd:1", "--admin-port", "0")
     try:
 
         async def scenario() -> tuple[int, float]:
+            admin = f"http://127.0.0.1:{gateway.admin_port}"
+            for _ in range(4):  # new connections: any worker answers for the replica
+                async with httpx.AsyncClient(base_url=admin, timeout=15) as client:
+                    assert (await client.get("/readyz")).status_code == 200
+                    text = (await client.get("/metrics")).text
+                    up = {labels["worker"]: v for labels, v in samples(text, "tubemq_gateway_worker_up")}
+                    assert up == {"0": 1.0, "1": 1.0}
+            async with gateway.shared() as client:
+                assert (await client.get("/metrics")).status_code == 404  # on the admin port only
             async with gateway.pinned(1) as owner, gateway.pinned(0) as other:
                 created = await owner.post("/v1/consumers/dg", json={"topics": ["dd"]})
                 assert created.status_code == 201, created.text

@@ -39,6 +39,7 @@ class WorkerGateway:
     http_port: int
     grpc_port: int
     socket_dir: Path
+    admin_port: int | None = None
 
     @property
     def url(self) -> str:
@@ -103,6 +104,7 @@ def start_workers(
                         record["http_port"],
                         record["grpc_port"],
                         Path(record["socket_dir"]),
+                        record["admin_port"],
                     )
             time.sleep(0.1)
         for worker in range(gateway.count):

@@ -171,6 +171,7 @@ class Supervisor:
                     "workers": self.count,
                     "http_port": settings.http_port,
                     "grpc_port": settings.grpc.port if settings.grpc.enabled else None,
+                    "admin_port": settings.admin.port,
                     "embedded_masters": list(masters),
                     "socket_dir": str(socket_dir),
                 },
