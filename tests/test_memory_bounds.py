@@ -7,6 +7,7 @@ with -s to see them)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -260,7 +261,40 @@ async def test_20_sse_clients_that_never_read_are_cut_off(
         f"\nRSS {before / MB:.1f} MB before 20 never-reading SSE clients; peak rise {rise / MB:.1f} MB; "
         f"RSS {after / MB:.1f} MB after they were cut off"
     )
-    # The issue's goal is a rise below 32 MB; measured 34-38 MB on this machine with the broker in its own
-    # process (48-55 MB with it in the gateway's): printed, not asserted. About 1.6 MB a stream (13 MB for
-    # 5): mostly each instance's fetch answers (up to 512 KiB a GetMessage from the embedded broker: frame,
-    # parsed protobuf, decoded bodies), decoded at once by the 20 instances, plus one rendered event each.
+    # Measured 15-21 MB on a busy 2-core machine (broker in its own process): each stream holds its
+    # instance's fetched batch and one rendered event; the rest is fixed. It was 34-38 MB while the stream
+    # route's dependencies were plain functions: FastAPI ran them in its thread pool, so 20 streams opening
+    # at once started 20 threads (each with a malloc arena) that all built the forwarding client at once.
+    assert rise < BOUND
+
+
+def test_no_route_runs_a_dependency_or_handler_in_the_thread_pool() -> None:
+    # FastAPI runs a plain ``def`` dependency or handler in its thread pool: a thread per concurrent request
+    # (each with a malloc arena of its own; see the SSE test above) and a thread hop per request.
+    from fastapi.dependencies.models import Dependant
+    from fastapi.routing import APIRoute
+
+    from gateway.api.app import create_app
+
+    def plain(dependant: Dependant) -> list[str]:
+        found = (
+            []
+            if dependant.call is None or inspect.iscoroutinefunction(dependant.call)
+            else [getattr(dependant.call, "__qualname__", repr(dependant.call))]
+        )
+        return found + [name for sub in dependant.dependencies for name in plain(sub)]
+
+    def api_routes(routes: list[Any]) -> list[APIRoute]:
+        found: list[APIRoute] = []
+        for route in routes:
+            if isinstance(route, APIRoute):
+                found.append(route)
+            inner = getattr(route, "original_router", None) or getattr(route, "router", None)
+            if inner is not None and inner is not route:
+                found += api_routes(inner.routes)
+        return found
+
+    routes = api_routes(create_app().routes)
+    assert any(route.path.endswith("/stream") for route in routes)
+    offenders = {route.path: plain(route.dependant) for route in routes}
+    assert not {path: names for path, names in offenders.items() if names}
