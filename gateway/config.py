@@ -189,7 +189,10 @@ class ConsumerSettings(BaseModel):
         "connection's send buffer, what a client that stops reading can hold",
     )
     sse_write_timeout: float = Field(
-        30.0, gt=0, description="seconds an SSE write may wait for a client that does not read; then cut off"
+        30.0,
+        gt=0,
+        description="seconds an SSE client may go without taking what it was sent (a write waits, or sent "
+        "bytes sit unsent, this long); then cut off",
     )
     heartbeat_interval: float = Field(13.0, gt=0, description="seconds between a consumer's heartbeats")
     empty_fetch_wait: float = Field(

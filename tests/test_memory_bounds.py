@@ -7,6 +7,7 @@ with -s to see them)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import json
 import socket
@@ -298,3 +299,50 @@ def test_no_route_runs_a_dependency_or_handler_in_the_thread_pool() -> None:
     assert any(route.path.endswith("/stream") for route in routes)
     offenders = {route.path: plain(route.dependant) for route in routes}
     assert not {path: names for path, names in offenders.items() if names}
+
+
+async def test_a_stream_without_auto_commit_that_is_not_read_is_cut_off_and_loses_nothing(
+    sse_gateway_logging_cuts: tuple[int, threading.Event],
+) -> None:
+    # Without autoCommit a stream sends its window of uncommitted messages, then has nothing to write
+    # until they are committed, so no write ever blocks (here all of it fits in the sockets' buffers). The
+    # gateway still cuts off a client that takes none of what was sent (1 s here); the messages it was
+    # sent and did not commit come again on the next stream of the instance.
+    port, cut = sse_gateway_logging_cuts
+    values = {f"{i:03d}-".encode() + b"v" * 1000 for i in range(20)}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+        for value in sorted(values):
+            published = await http.post(
+                "/v1/topics/demo/messages",
+                content=value,
+                headers={"content-type": "application/octet-stream"},
+            )
+            assert published.status_code == 200, published.text
+        created = await http.post(
+            "/v1/consumers/manual",
+            json={"topics": ["demo"], "startPosition": "earliest", "autoCommit": False},
+        )
+        assert created.status_code == 201, created.text
+        base = "/" + created.headers["location"].split("://", 1)[1].split("/", 1)[1]
+        sock = open_stream(port, base + "/stream")
+        try:
+            client_ports = {sock.getsockname()[1]}
+            async with asyncio.timeout(60):  # a guard against hanging: fails if never cut off
+                while server_side_open(port, client_ports):  # noqa: ASYNC110 (polling the kernel's table)
+                    await asyncio.sleep(0.2)
+        finally:
+            sock.close()
+        assert cut.is_set()
+        seen: set[bytes] = set()
+        async with asyncio.timeout(60), http.stream("GET", base + "/stream") as stream:
+            assert stream.status_code == 200
+            async for line in stream.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line.removeprefix("data: "))
+                seen.add(base64.b64decode(event["value"]))
+                committed = await http.post(base + "/commits", json={"tokens": [event["token"]]})
+                assert committed.status_code == 200, committed.text
+                if seen >= values:
+                    break
+    assert seen == values

@@ -14,22 +14,43 @@ parser has seen the headers end, so nothing above ``max_header_bytes`` (plus one
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import sys
+import termios
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["CONNECTION_EXTENSION", "HeaderLimits", "connection_abort", "guarded_protocol"]
+__all__ = ["CONNECTION_EXTENSION", "HeaderLimits", "connection_extension", "guarded_protocol"]
 
-#: the ASGI scope extension the guarded protocol adds: ``{"abort": callable}`` drops the connection at once,
-#: unsent data included (a streamed answer whose client stopped reading gives its memory back with it)
+#: the ASGI scope extension the guarded protocol adds (a streamed answer uses it to notice a client that
+#: stopped reading and to give its memory back):
+#: ``abort()`` drops the connection at once, unsent data included;
+#: ``unsent()`` the bytes written and not yet taken by the client (the transport's buffer plus the
+#: kernel's send queue; on Linux, where the kernel tells it);
+#: ``writable()`` waits until the transport's buffer has drained below its low-water mark
 CONNECTION_EXTENSION = "gateway.connection"
 
+#: the ioctl giving a socket's send queue (SIOCOUTQ, the same number as TIOCOUTQ), Linux only
+_SEND_QUEUE = termios.TIOCOUTQ if sys.platform.startswith("linux") else None
 
-def connection_abort(scope: Any) -> Any:
-    """The scope's connection ``abort`` callable, or None (another server, a test transport)."""
-    extension = (scope.get("extensions") or {}).get(CONNECTION_EXTENSION)
-    return None if extension is None else extension.get("abort")
+
+def connection_extension(scope: Any) -> dict[str, Any] | None:
+    """The scope's connection extension, or None (another server, a test transport)."""
+    extension: dict[str, Any] | None = (scope.get("extensions") or {}).get(CONNECTION_EXTENSION)
+    return extension
+
+
+def kernel_send_queue(fd: int) -> int:
+    """Bytes in the socket's kernel send queue, unsent or unacknowledged (0 where the kernel does not say)."""
+    if _SEND_QUEUE is None:
+        return 0
+    try:
+        answer = fcntl.ioctl(fd, _SEND_QUEUE, b"\0\0\0\0")
+    except OSError:
+        return 0
+    return max(0, int.from_bytes(answer, sys.byteorder, signed=True))
 
 
 class HeaderLimits:
@@ -71,6 +92,7 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
             self._head_count = 0
             self._too_many = False
             self._head_timer: asyncio.TimerHandle | None = None
+            self._fd = -1
 
         def _enter_head(self) -> None:
             self._in_head = True
@@ -102,7 +124,15 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
+            sock = transport.get_extra_info("socket")
+            self._fd = sock.fileno() if sock is not None else -1
             self._enter_head()
+
+        def _unsent(self) -> int:
+            if self.transport.is_closing():
+                return 0
+            queued = kernel_send_queue(self._fd) if self._fd >= 0 else 0
+            return int(self.transport.get_write_buffer_size()) + queued
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_head_timer()
@@ -146,7 +176,11 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
             self._in_head = False
             self._cancel_head_timer()
             extensions = self.scope.setdefault("extensions", {})
-            extensions[CONNECTION_EXTENSION] = {"abort": self.transport.abort}
+            extensions[CONNECTION_EXTENSION] = {
+                "abort": self.transport.abort,
+                "unsent": self._unsent,
+                "writable": self.flow.drain,
+            }
             super().on_headers_complete()
 
         def on_response_complete(self) -> None:
