@@ -1,10 +1,11 @@
 """Consumer throughput: 1 KiB messages polled and confirmed through the client core from the embedded cluster.
 
 Run from the repository root: ``python bench/bench_consumer.py [--messages N] [--size BYTES]
-[--partitions P] [--pollers K] [--no-uvloop]``. A topic with P partitions is filled with N messages first
-(sent over the pool, 64 in flight); then one consumer (EARLIEST) with K concurrent poll/confirm loops reads
-them all back. Client and server share one process and one event loop, so the figure is the cost of both
-sides together: messages/s and MB/s (10^6 bytes of message body) of the consume phase.
+[--partitions P] [--pollers K] [--data-dir DIR] [--no-uvloop]``. A topic with P partitions is filled with N
+messages first (sent over the pool, 64 in flight); then one consumer (EARLIEST) with K concurrent poll/confirm
+loops reads them all back. Client and server share one process and one event loop, so the figure is the cost
+of both sides together: messages/s and MB/s (10^6 bytes of message body) of the consume phase. With
+``--data-dir`` the broker keeps file stores there, so the consume phase reads payloads back from disk.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ async def consume(consumer: Consumer, count: int, pollers: int) -> tuple[float, 
     return elapsed, got, size
 
 
-async def main(messages: int, size: int, partitions: int, pollers: int) -> None:
+async def main(messages: int, size: int, partitions: int, pollers: int, data_dir: Path | None) -> None:
     config = ConsumerConfig(start_position=StartPosition.EARLIEST, heartbeat_interval=1.0)
-    async with EmbeddedCluster([TopicSpec(TOPIC, partitions)], balance_period=0.1) as cluster:
+    cluster_run = EmbeddedCluster([TopicSpec(TOPIC, partitions)], balance_period=0.1, data_dir=data_dir)
+    async with cluster_run as cluster:
         pool = ConnectionPool()
         try:
             fill_seconds = await fill(pool, cluster.broker(1), messages, size)
@@ -114,6 +116,9 @@ if __name__ == "__main__":
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--pollers", type=int, default=4)
+    parser.add_argument(
+        "--data-dir", type=Path, help="file stores in this (empty) directory: payloads are read from disk"
+    )
     parser.add_argument("--no-uvloop", action="store_true")
     args = parser.parse_args()
     runner = asyncio.run
@@ -124,4 +129,4 @@ if __name__ == "__main__":
             runner = uvloop.run
         except ImportError:
             pass
-    runner(main(args.messages, args.size, args.partitions, args.pollers))
+    runner(main(args.messages, args.size, args.partitions, args.pollers, args.data_dir))

@@ -1,4 +1,5 @@
-"""File stores write off the event loop: batched in order, acknowledged only once written (#11)."""
+"""File stores write and read off the event loop: writes batched in order and acknowledged only once written,
+payload reads in a worker thread, unaffected by a compaction meanwhile (#11)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import INDEX_ENTRY_BYTES, NO_MSG_TYPE, AppendResult, Retention, TopicStore
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
+from gateway.tubemq.consumer import Consumer
+from gateway.tubemq.consumer_config import ConsumerConfig, StartPosition
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 
@@ -233,3 +236,79 @@ async def test_the_embedded_fsync_setting_reaches_every_append(
         finally:
             await runtime.stop()
         assert bool(synced) == fsync_on
+
+
+def recording_reads(monkeypatch: pytest.MonkeyPatch, hold: threading.Event | None = None) -> list[str]:
+    """Record the thread of every payload read of every file store; with ``hold``, the first read waits
+    for it (``reads[0]`` is set once that read began)."""
+    threads: list[str] = []
+    real = store_file.read_at
+
+    def read_at(fd: int, size: int, pos: int) -> bytes:
+        threads.append(threading.current_thread().name)
+        if hold is not None and len(threads) == 1:
+            hold.wait(10.0)
+        return real(fd, size, pos)
+
+    monkeypatch.setattr(store_file, "read_at", read_at)
+    return threads
+
+
+async def test_a_read_runs_in_a_worker_thread_and_a_compaction_meanwhile_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = TopicStore("demo", 0, path=tmp_path / "s.log", retention=Retention(max_bytes=40))
+    values = [f"{i:04d}".encode().ljust(10, b".") for i in range(20)]
+    for value in values:
+        await put(store, 0, value)
+    release = threading.Event()
+    threads = recording_reads(monkeypatch, release)
+    pending = store.start_read(0, 0, max_entries=100, max_bytes=1 << 20)
+    reading = asyncio.ensure_future(pending.load_async())
+    while not threads:  # noqa: ASYNC110 (waiting for the worker thread to begin)
+        await asyncio.sleep(0.01)
+    # The event loop goes on meanwhile: a compaction drops 16 messages and replaces the file, moving the
+    # records the read is about to fetch and closing the descriptor it was chosen with.
+    assert await store.enforce_retention_async() == 16
+    assert not reading.done()
+    release.set()
+    result = await reading
+    assert [m.data for m in result.messages] == values
+    assert [m.offset for m in result.messages] == [i * INDEX_ENTRY_BYTES for i in range(20)]
+    assert threading.main_thread().name not in threads
+    after = store.read(0, 0, max_entries=100, max_bytes=1 << 20)
+    assert [m.data for m in after.messages] == values[16:]  # read on the calling thread (the sync API)
+    assert threads[-1] == threading.main_thread().name
+    await store.aclose()
+
+
+async def test_the_broker_reads_file_payloads_off_the_event_loop_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    threads = recording_reads(monkeypatch)
+    values = [f"message {i}".encode() for i in range(50)]
+    async with (
+        EmbeddedCluster([TopicSpec("demo", 1)], data_dir=tmp_path) as cluster,
+        ConnectionPool() as pool,
+    ):
+        producer = Producer(cluster.master_addresses, pool=pool, config=ProducerConfig())
+        await producer.start()
+        try:
+            await producer.publish("demo")
+            for value in values:
+                await producer.send("demo", value)
+        finally:
+            await producer.close()
+        config = ConsumerConfig(start_position=StartPosition.EARLIEST, heartbeat_interval=0.5)
+        consumer = Consumer(cluster.master_addresses, "g", {"demo": None}, pool=pool, config=config)
+        got: list[bytes] = []
+        async with consumer:
+            assert await consumer.wait_for_assignment(10.0)
+            async with asyncio.timeout(30):
+                while len(got) < len(values):
+                    batch = await consumer.poll(1.0)
+                    if batch is not None:
+                        got += [m.body for m in batch.messages]
+                        await consumer.confirm(batch.confirm_context)
+    assert got == values
+    assert threads and threading.main_thread().name not in threads

@@ -263,7 +263,7 @@ class EmbeddedBroker:
             return consumers.heartbeat(request)
         if method == Method.GET_MESSAGES and isinstance(request, pb.GetMessageRequestC2B):
             self.get_requests += 1
-            return consumers.get_message(request)
+            return await consumers.get_message_async(request)
         if method == Method.CONSUMER_COMMIT and isinstance(request, pb.CommitOffsetRequestC2B):
             return consumers.commit(request)
         raise RemoteFault(STATUS_ERROR, "java.lang.Exception", f"Unsupported method ID :{method}")

@@ -37,7 +37,7 @@ from gateway.embedded.broker_common import (
     java_trim,
 )
 from gateway.embedded.offsets import OffsetManager
-from gateway.embedded.store import DEFAULT_READ_BYTES, TopicStore
+from gateway.embedded.store import DEFAULT_READ_BYTES, PendingRead, ReadResult, TopicStore
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.meta import FailureInfo, parse_partition
 from gateway.tubemq.payload import java_string_hash
@@ -226,6 +226,17 @@ class ConsumerService:
     # -- method 17 -----------------------------------------------------------------------------------
 
     def get_message(self, request: pb.GetMessageRequestC2B) -> pb.GetMessageResponseB2C:
+        """Method 17, a file store's payloads read on the calling thread (tests, tools)."""
+        answer = self._get_message(request)
+        return answer.fill(answer.pending.load()) if isinstance(answer, _Reading) else answer
+
+    async def get_message_async(self, request: pb.GetMessageRequestC2B) -> pb.GetMessageResponseB2C:
+        """Method 17 for the event loop: a file store's payloads are read in a worker thread. Everything
+        else (checks, the read position, booking the advance) happens before the first ``await``."""
+        answer = self._get_message(request)
+        return answer.fill(await answer.pending.load_async()) if isinstance(answer, _Reading) else answer
+
+    def _get_message(self, request: pb.GetMessageRequestC2B) -> pb.GetMessageResponseB2C | _Reading:
         answer = pb.GetMessageResponseB2C(
             success=False, currOffset=-1, escFlowCtrl=False, currDataDlt=-1, minLimitTime=0
         )
@@ -265,7 +276,7 @@ class ConsumerService:
         holder: Registration,
         store: TopicStore,
         spec: TopicSpec,
-    ) -> pb.GetMessageResponseB2C:
+    ) -> pb.GetMessageResponseB2C | _Reading:
         manual = request.manualCommitOffset
         offset = self.offsets.fetch_offset(
             *key, request.lastPackConsumed, store.min_offset, store.max_offset, manual=manual
@@ -277,28 +288,26 @@ class ConsumerService:
             # An empty store: the Java broker answers from its write cache, with another text.
             answer.minLimitTime = _int32(store.data_max_offset)
             return _fail(answer, NOT_FOUND, "Request offset reached cache maxOffset")
-        result = store.read(
+        pending = store.start_read(
             request.partitionId,
             offset,
             max_bytes=DEFAULT_READ_BYTES,
             max_entries=index_read_entries(spec.partitions),
             filter_hashes=holder.filter_hashes,
         )
-        self.offsets.book(*key, result.advance, batch_empty=not result.messages, manual=manual)
-        if not result.messages and result.next_offset >= result.max_offset:
+        result = pending.result
+        # Booked now, before any payload is read: reads of the partition are ordered as they came in.
+        self.offsets.book(*key, result.advance, batch_empty=pending.empty, manual=manual)
+        if pending.empty and result.next_offset >= result.max_offset:
             # Java reports the whole data size here (its "wait time" field is data left unread).
             answer.minLimitTime = _int32(store.data_max_offset)
             return _fail(answer, NOT_FOUND, "Can't found Message by index!")
         answer.success, answer.errCode, answer.errMsg = True, SUCCESS, "OK!"
-        answer.messages.extend(
-            pb.TransferedMessage(messageId=m.message_id, checkSum=m.checksum, payLoadData=m.data, flag=m.flag)
-            for m in result.messages
-        )
         answer.currOffset = result.start_offset
         answer.currDataDlt = result.lag_bytes
         answer.requireSlow = False
         answer.maxOffset = result.max_offset
-        return answer
+        return _Reading(answer, pending)
 
     # -- method 18 -----------------------------------------------------------------------------------
 
@@ -358,3 +367,21 @@ def _fail(answer: _Answer, code: int, message: str) -> _Answer:
     answer.errCode = code
     answer.errMsg = message
     return answer
+
+
+class _Reading:
+    """A successful GetMessage answer waiting for the payloads of its read."""
+
+    __slots__ = ("answer", "pending")
+
+    def __init__(self, answer: pb.GetMessageResponseB2C, pending: PendingRead) -> None:
+        self.answer = answer
+        self.pending = pending
+
+    def fill(self, result: ReadResult) -> pb.GetMessageResponseB2C:
+        answer = self.answer
+        answer.messages.extend(
+            pb.TransferedMessage(messageId=m.message_id, checkSum=m.checksum, payLoadData=m.data, flag=m.flag)
+            for m in result.messages
+        )
+        return answer

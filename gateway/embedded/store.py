@@ -11,7 +11,8 @@ every record is checked; the first short or corrupt record and everything after 
 crash and is cut off. Durability: every append is written through to the operating system (``os.write``)
 before it is acknowledged, so an acknowledged message survives a kill of the process; ``fsync=True`` also
 forces it to the disk on every append (survives a power loss, much slower). The index and the message
-headers stay in memory; payloads of a file store are read back with ``os.pread``.
+headers stay in memory; payloads of a file store are read back with ``os.pread`` (by the broker in a worker
+thread: :meth:`TopicStore.start_read`).
 
 Inside a running broker the file I/O of a file store runs off the event loop: :meth:`TopicStore.append_async`
 queues the record and one writer task per store hands every queued record to a worker thread as a single
@@ -37,7 +38,7 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -52,6 +53,7 @@ __all__ = [
     "INDEX_ENTRY_BYTES",
     "NO_MSG_TYPE",
     "AppendResult",
+    "PendingRead",
     "ReadResult",
     "Retention",
     "StoredMessage",
@@ -325,7 +327,8 @@ class TopicStore:
         max_entries: int = DEFAULT_READ_ENTRIES,
         filter_hashes: Collection[int] | None = None,
     ) -> ReadResult:
-        """Read messages of one partition starting at index offset ``from_offset`` (rounded down to 28).
+        """Read messages of one partition starting at index offset ``from_offset`` (rounded down to 28),
+        payloads included (a file store reads them on the calling thread; see :meth:`start_read`).
 
         At most ``max_entries`` index entries are examined; reading stops after the message that brings the
         batch to ``max_bytes`` or more (counted in Java record bytes). With ``filter_hashes`` (non-empty) only
@@ -333,16 +336,28 @@ class TopicStore:
         ahead, nothing is examined one by one and the whole rest of the index is the advance, as the Java
         broker's cache read does.
         """
+        return self.start_read(partition_id, from_offset, max_bytes, max_entries, filter_hashes).load()
+
+    def start_read(
+        self,
+        partition_id: int,
+        from_offset: int,
+        max_bytes: int = DEFAULT_READ_BYTES,
+        max_entries: int = DEFAULT_READ_ENTRIES,
+        filter_hashes: Collection[int] | None = None,
+    ) -> PendingRead:
+        """:meth:`read` in two steps: the messages are chosen now (the offsets of the result are final),
+        their payloads read by ``load()`` or, off the event loop, ``await load_async()``."""
         start = max(from_offset - from_offset % INDEX_ENTRY_BYTES, self.min_offset)
         base = self._first
         first, end = start // INDEX_ENTRY_BYTES, base + len(self._entries)
         max_offset = self.max_offset
         if first >= end:
-            return ReadResult((), start, start, max_offset, 0)
+            return PendingRead(self, [], ReadResult((), start, start, max_offset, 0))
         hashes = frozenset(filter_hashes) if filter_hashes else None
         if not self._has_match(partition_id, first, hashes):
-            return ReadResult((), start, max_offset, max_offset, 0)
-        messages: list[StoredMessage] = []
+            return PendingRead(self, [], ReadResult((), start, max_offset, max_offset, 0))
+        picked: list[tuple[int, _Entry]] = []
         total = 0
         last_data_end = self._data_max
         number = first
@@ -355,27 +370,55 @@ class TopicStore:
                 hashes is not None and entry.msg_type_hash not in hashes
             ):
                 continue
-            messages.append(self._message(number - 1, entry))
+            picked.append((number - 1, entry))
             size = DATA_HEADER_BYTES + entry.data_len
             last_data_end = entry.data_offset + size
             total += size
             if total >= max_bytes:
                 break
         lag = self._data_max - last_data_end
-        return ReadResult(tuple(messages), start, number * INDEX_ENTRY_BYTES, max_offset, lag)
+        return PendingRead(self, picked, ReadResult((), start, number * INDEX_ENTRY_BYTES, max_offset, lag))
 
     def _has_match(self, partition_id: int, first: int, hashes: frozenset[int] | None) -> bool:
         if hashes is None:
             return self._last_by_partition.get(partition_id, -1) >= first
         return any(self._last_by_partition_type.get((partition_id, h), -1) >= first for h in hashes)
 
-    def _message(self, number: int, entry: _Entry) -> StoredMessage:
-        data = entry.data
-        if data is None:
-            assert self._fd is not None
-            data = os.pread(self._fd, entry.data_len, entry.file_pos)
-            if len(data) != entry.data_len:
-                raise OSError(f"{self.path}: short read at {entry.file_pos}")
+    def _payloads(self, picked: list[tuple[int, _Entry]]) -> list[bytes]:
+        """The payloads of ``picked``, a file store's read with ``os.pread`` on the calling thread."""
+        return [
+            entry.data if entry.data is not None else self._pread(self._fd, entry.file_pos, entry.data_len)
+            for _, entry in picked
+        ]
+
+    async def _payloads_async(self, picked: list[tuple[int, _Entry]]) -> list[bytes]:
+        """:meth:`_payloads` with the file reads in a worker thread, all in one job. The positions and a
+        duplicate of the file descriptor are taken now, on the event loop, so a compaction swapping the file
+        meanwhile (it closes the old descriptor and moves the records) cannot change what is read."""
+        spans = [(entry.file_pos, entry.data_len) for _, entry in picked if entry.data is None]
+        if not spans:
+            return self._payloads(picked)
+        assert self._fd is not None
+        fd = os.dup(self._fd)
+
+        def read_all() -> list[bytes]:
+            try:
+                return [self._pread(fd, pos, size) for pos, size in spans]
+            finally:
+                os.close(fd)
+
+        from_file = iter(await in_thread(read_all))
+        return [entry.data if entry.data is not None else next(from_file) for _, entry in picked]
+
+    def _pread(self, fd: int | None, pos: int, size: int) -> bytes:
+        assert fd is not None
+        data = store_file.read_at(fd, size, pos)
+        if len(data) != size:
+            raise OSError(f"{self.path}: short read at {pos}")
+        return data
+
+    @staticmethod
+    def _message(number: int, entry: _Entry, data: bytes) -> StoredMessage:
         return StoredMessage(
             number * INDEX_ENTRY_BYTES,
             entry.message_id,
@@ -570,3 +613,37 @@ class TopicStore:
             f"TopicStore({self.topic!r}, store={self.store_index}, messages={len(self._entries)}, "
             f"max_offset={self.max_offset}, {where}{', closed' if self._closed else ''})"
         )
+
+
+class PendingRead:
+    """A read of :meth:`TopicStore.start_read`: ``result`` has the offsets and the lag, not the messages."""
+
+    __slots__ = ("_picked", "_store", "result")
+
+    def __init__(self, store: TopicStore, picked: list[tuple[int, _Entry]], result: ReadResult) -> None:
+        self._store = store
+        self._picked = picked
+        self.result = result
+
+    @property
+    def empty(self) -> bool:
+        """No message was chosen."""
+        return not self._picked
+
+    def load(self) -> ReadResult:
+        """The read with its messages, a file store's payloads read on the calling thread."""
+        return self._with(self._store._payloads(self._picked))
+
+    async def load_async(self) -> ReadResult:
+        """The read with its messages; a file store's payloads are read in a worker thread (a memory
+        store's are at hand: no thread hop)."""
+        if not self._picked:
+            return self.result
+        return self._with(await self._store._payloads_async(self._picked))
+
+    def _with(self, payloads: list[bytes]) -> ReadResult:
+        messages = tuple(
+            TopicStore._message(number, entry, data)
+            for (number, entry), data in zip(self._picked, payloads, strict=True)
+        )
+        return replace(self.result, messages=messages)

@@ -29,6 +29,7 @@ __all__ = [
     "encode_record",
     "fsync_dir",
     "in_thread",
+    "read_at",
     "write_all",
     "write_compacted",
 ]
@@ -53,6 +54,11 @@ async def in_thread(func: Callable[[], _T]) -> _T:
     except asyncio.CancelledError:
         await asyncio.wait([job])
         raise
+
+
+def read_at(fd: int, size: int, pos: int) -> bytes:
+    """``os.pread`` (tests replace this to make a read slow or see which thread reads)."""
+    return os.pread(fd, size, pos)
 
 
 def write_all(fd: int, data: bytes) -> None:
