@@ -109,11 +109,11 @@ class Case:
     samples: list[Sample] = field(default_factory=list)
 
     def median(self, attr: str) -> float | None:
-        values = [getattr(s, attr) for s in self.samples if getattr(s, attr) is not None]
+        values = [v for s in self.samples if (v := getattr(s, attr)) is not None and v == v]  # not NaN
         return statistics.median(values) if values else None
 
     def spread(self) -> str:
-        rates = [s.rate for s in self.samples]
+        rates = [s.rate for s in self.samples if s.rate == s.rate]
         return f"{min(rates):,.0f}-{max(rates):,.0f}" if len(rates) > 1 else ""
 
 
@@ -134,7 +134,12 @@ class Gateway:
         cmd += args.gateway_arg
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the gateway's stderr, read on failure
         self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=_pinner(cpus)
+            cmd,
+            cwd=args.gateway_root or ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self.log,
+            preexec_fn=_pinner(cpus),
         )
         self.url = f"http://127.0.0.1:{self.http_port}"
         deadline = time.monotonic() + 60
@@ -194,7 +199,10 @@ def native(args: argparse.Namespace, mode: str, cpus: set[int] | None) -> Sample
     else:
         group = f"gwbench{int(time.time() * 1000) % 10**9}"
         cmd = [args.tubebench, mode, master, topic, group, "120", "2"]
-    out = run(cmd, cpus, timeout=300)
+    try:
+        out = run(cmd, cpus, timeout=args.seconds + 180)
+    except subprocess.TimeoutExpired:  # the shared cluster was restarted under it, or stalled
+        return Sample(float("nan"), note=f"tubebench {mode} timed out")
     line = next((x for x in out.splitlines() if x.startswith(mode.split("-")[0] + "-") and "msg/s" in x), "")
     rate = re.search(r"-> (\d+) msg/s", line)
     if rate is None:
@@ -523,7 +531,9 @@ def report(cases: dict[str, Case], args: argparse.Namespace, load: tuple[str, st
         if not case.samples:
             continue
         rate = case.median("rate")
-        assert rate is not None
+        if rate is None:
+            print(f"{case.name:<42}{'n/a':>10}  " + "; ".join(s.note for s in case.samples))
+            continue
         base = cases[case.native].median("rate") if case.native else None
         ratio = f"{rate / base:.2f}" if base else ""
         cpu = case.median("cpu_us")
@@ -562,6 +572,11 @@ def main() -> int:
     )
     parser.add_argument(
         "--cases", default=",".join(CASES), help=f"comma-separated subset of: {', '.join(CASES)}"
+    )
+    parser.add_argument(
+        "--gateway-root",
+        help="run the gateway of this source tree (e.g. an export of an older commit, for an A/B on the same "
+        "machine state; REST and native cases only when its gRPC API differs)",
     )
     parser.add_argument(
         "--gateway-arg", action="append", default=[], help="extra argument for `tubemq-gateway serve`"
