@@ -75,6 +75,7 @@ async def test_without_credentials_only_the_probes_answer(gw: SecureGateway, op:
     assert answer.status_code == 401, answer.text
     assert answer.headers["www-authenticate"] == 'Bearer realm="tubemq-gateway"'
     assert answer.json()["error"]["code"] == "unauthenticated"
+    assert answer.json()["requestId"] == answer.headers["x-request-id"]
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,8 @@ def refused(answer: httpx.Response, field: str | None, status: int = 400) -> dic
     assert answer.status_code == status, answer.text
     error: dict[str, Any] = answer.json()["error"]
     assert error["code"] and error["message"]
+    # Every error body quotes the request id of the X-Request-ID answer header.
+    assert answer.json()["requestId"] == answer.headers["x-request-id"]
     if field is not None:
         assert error.get("field") == field, error
     return error

@@ -11,7 +11,7 @@ import yaml
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from gateway.api.app import create_app
-from gateway.config import Settings
+from gateway.config import CORS_EXPOSED_HEADERS, CORS_REQUEST_HEADERS, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,3 +65,60 @@ def test_contract_lists_only_statuses_the_app_answers() -> None:
             assert "422" not in operation["responses"], f"{method.upper()} {path} documents a 422"
     assert "HTTPValidationError" not in spec["components"]["schemas"]
     assert "ErrorResponse" in spec["components"]["schemas"]
+
+
+def _resolve(spec: dict[str, Any], item: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in item:
+        node: Any = spec
+        for part in item["$ref"].removeprefix("#/").split("/"):
+            node = node[part]
+        item = node
+    return item
+
+
+def _documented_headers(spec: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """(request header parameters, answer headers) named anywhere in the document, lower case."""
+    read: set[str] = set()
+    sent: set[str] = set()
+    for scheme in spec["components"]["securitySchemes"].values():
+        read.add("authorization" if scheme["type"] == "http" else scheme["name"].lower())
+    answers = list(spec["components"]["responses"].values())
+    for item in spec["paths"].values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", []):
+                parameter = _resolve(spec, parameter)
+                if parameter["in"] == "header":
+                    read.add(parameter["name"].lower())
+            answers += operation["responses"].values()
+    for answer in answers:
+        sent |= {name.lower() for name in answer.get("headers", {})}
+    return read, sent
+
+
+def test_every_header_the_api_reads_or_sends_is_documented() -> None:
+    # The headers a browser may send and read cross-origin are the API's own: each must be in the contract.
+    read, sent = _documented_headers(create_app().openapi())
+    assert {h.lower() for h in CORS_REQUEST_HEADERS} - {"content-type"} <= read
+    assert {h.lower() for h in CORS_EXPOSED_HEADERS} | {"allow"} <= sent
+
+
+def test_headers_are_documented_on_the_answers_that_carry_them() -> None:
+    spec = create_app().openapi()
+    for path, item in spec["paths"].items():
+        for method, operation in item.items():
+            where = f"{method.upper()} {path}"
+            parameters = [_resolve(spec, p) for p in operation["parameters"]]
+            names = {p["name"] for p in parameters if p["in"] == "header"}
+            assert "X-Request-ID" in names, where
+            for status, answer in operation["responses"].items():
+                headers = answer.get("headers", {})
+                assert "X-Request-ID" in headers, f"{where} {status}"
+                if status in ("429", "503") and operation["operationId"] != "readiness":
+                    assert "Retry-After" in headers, f"{where} {status}"
+                if status == "401":
+                    assert "WWW-Authenticate" in headers, f"{where} {status}"
+    publish = spec["paths"]["/v1/topics/{topic}/messages"]["post"]
+    raw = {p["name"] for p in publish["parameters"] if "name" in p}
+    assert {"X-TubeMQ-Key", "X-TubeMQ-Partition", "X-TubeMQ-Attributes", "X-TubeMQ-Stream-Id"} <= raw
+    assert "Location" in spec["paths"]["/v1/consumers/{group}"]["post"]["responses"]["201"]["headers"]
+    assert "Allow" in spec["components"]["responses"]["MethodNotAllowed"]["headers"]

@@ -130,8 +130,9 @@ async def test_a_declared_length_above_the_limit_is_413_before_any_body(cluster:
         reader, writer = await open_request(
             port, "POST", CREATE, {"content-type": "application/json", "content-length": str(10**12)}
         )
-        status, headers, _ = await answer(reader)
+        status, headers, body = await answer(reader)
         assert status == 413 and headers["connection"] == "close"
+        assert body["requestId"] == headers["x-request-id"]
         writer.close()
 
 

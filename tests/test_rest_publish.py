@@ -141,6 +141,31 @@ async def test_explicit_partition_and_topic_view(gateway: tuple[httpx.AsyncClien
     r = await client.post("/v1/topics/demo/messages", json={"messages": [{"value": "x", "partition": 5}]})
     assert r.status_code == 200
     assert r.json()["results"][0]["partitionKey"] == target["partitionKey"]
+    assert r.json()["results"][0]["partition"] == 5
+
+
+async def test_every_result_names_its_partition_index(gateway: tuple[httpx.AsyncClient, Runtime]) -> None:
+    # `partition` is the index into GET /v1/topics/{topic} partitions: the one naming the same partition.
+    client, _ = gateway
+    by_key = {
+        p["partitionKey"]: p["index"] for p in (await client.get("/v1/topics/demo")).json()["partitions"]
+    }
+    r = await client.post(
+        "/v1/topics/demo/messages", json={"messages": [{"value": str(i)} for i in range(40)]}
+    )
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert all(res["partition"] == by_key[res["partitionKey"]] for res in results)
+    assert {res["partition"] for res in results} == set(range(8))
+    keyed = await client.post("/v1/topics/demo/messages", json={"messages": [{"value": "k", "key": "c-7"}]})
+    assert keyed.json()["results"][0]["partition"] == by_key[keyed.json()["results"][0]["partitionKey"]]
+    raw = await client.post(
+        "/v1/topics/demo/messages",
+        content=b"raw",
+        headers={"content-type": "application/octet-stream", "x-tubemq-partition": "3"},
+    )
+    assert raw.status_code == 200, raw.text
+    assert raw.json()["results"][0]["partition"] == 3
 
 
 async def test_encodings_and_raw_body(

@@ -12,7 +12,7 @@ from gateway.service.publish import PublishOutcome
 from gateway.tubemq.producer_send import SendResult
 
 _INTS = st.integers(-(2**63), 2**63 - 1)
-_RESULTS = st.builds(SendResult, st.text(), _INTS, st.text(), _INTS, _INTS, _INTS, _INTS)
+_RESULTS = st.builds(SendResult, st.text(), _INTS, st.text(), _INTS, _INTS, _INTS, _INTS, _INTS)
 
 
 @given(st.text(), st.lists(_RESULTS, max_size=8))
@@ -23,6 +23,6 @@ def test_template_matches_json_response(topic: str, results: list[SendResult]) -
 
 
 def test_a_failed_message_leaves_it_to_the_dicts() -> None:
-    ok = PublishOutcome(0, SendResult("t", 1, "1:t:1", 1, 7, 8, 9))
+    ok = PublishOutcome(0, SendResult("t", 1, "1:t:1", 1, 7, 8, 9, 0))
     failed = PublishOutcome(1, error=Unavailable("later", retry_after=1.0))
     assert render_all_stored("t", [ok, failed]) is None

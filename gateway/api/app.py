@@ -12,14 +12,14 @@ from starlette.middleware import Middleware
 from gateway import __version__
 from gateway.api import routes_consumers, routes_health, routes_ranges, routes_topics
 from gateway.api.admin import create_admin_app
-from gateway.api.auth import AuthMiddleware, document_security
+from gateway.api.auth import AuthMiddleware
 from gateway.api.compression import GzipMiddleware
 from gateway.api.cors import install_cors
 from gateway.api.errors import install_error_handlers
 from gateway.api.hot_path import HotPathMiddleware
+from gateway.api.openapi_doc import complete_openapi
 from gateway.api.request_limits import RequestLimitsMiddleware
 from gateway.api.routes_metrics import install_observability
-from gateway.api.schemas import PublishRequest
 from gateway.api.tracing import TracingMiddleware
 from gateway.config import Settings
 from gateway.observability import tracing
@@ -77,7 +77,7 @@ def create_app(
         serve_metrics=not admin_listener,
         access_log_sample=rt.settings.access_log_sample,
     )
-    _document_extra_schemas(app)
+    complete_openapi(app)
     app.state.admin_app = create_admin_app(app) if admin_listener else None
     # Inside request ids and metrics (its refusals are logged and counted like any answer), outside auth:
     # body size, body timeout, in-flight bytes and concurrent requests (gateway/api/request_limits.py).
@@ -92,35 +92,3 @@ def create_app(
     app.add_middleware(GzipMiddleware, settings=lambda: rt.settings.compression)
     install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)
     return app
-
-
-def _document_extra_schemas(app: FastAPI) -> None:
-    """Make the generated OpenAPI say what the app does: add the schemas referenced only from hand-written
-    request bodies, and drop FastAPI's default 422 answers (validation errors are answered 400 with the
-    ``ErrorResponse`` body by ``errors.py``; a 400 is documented wherever a request can be invalid)."""
-    base = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema:
-            return app.openapi_schema
-        schema = base()
-        extra = PublishRequest.model_json_schema(ref_template="#/components/schemas/{model}")
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        components.update(extra.pop("$defs", {}))
-        components["PublishRequest"] = extra
-        error_ref = {"$ref": "#/components/schemas/ErrorResponse"}
-        for path in schema.get("paths", {}).values():
-            for operation in path.values():
-                responses = operation.get("responses", {})
-                if responses.pop("422", None) is not None and "400" not in responses:
-                    responses["400"] = {
-                        "description": "a request field is invalid; `error.field` names it",
-                        "content": {"application/json": {"schema": error_ref}},
-                    }
-        for name in ("HTTPValidationError", "ValidationError"):
-            components.pop(name, None)
-        document_security(schema)
-        app.openapi_schema = schema
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -29,6 +29,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.errors import STATUS_BY_KIND, error_headers
+from gateway.api.schemas import error_document
 from gateway.security.credentials import from_headers
 from gateway.security.operations import Operation, rest_operation
 from gateway.security.setup import Security
@@ -40,7 +41,7 @@ __all__ = ["AuthMiddleware", "RestOperation", "document_security", "rest_operati
 
 async def send_error(send: Send, exc: ServiceError) -> None:
     """Answer with ``exc`` as the API's error body (the same as ``gateway/api/errors.py`` renders)."""
-    body = json.dumps({"error": exc.to_dict()}, ensure_ascii=False).encode()
+    body = json.dumps(error_document(exc.to_dict()), ensure_ascii=False).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error_headers(exc).items()]
     await send({"type": "http.response.start", "status": STATUS_BY_KIND[exc.kind], "headers": headers})

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from gateway.api.media_types import UnsupportedMediaType
-from gateway.api.schemas import ErrorResponse
+from gateway.api.schemas import ErrorResponse, error_document
 from gateway.service.errors import ErrorKind, Quota, RateLimited, ServiceError, Unauthenticated, Unavailable
 
 log = logging.getLogger("gateway.api")
@@ -90,7 +90,7 @@ def rate_limit_headers(quota: Quota, retry_after: float) -> dict[str, str]:
 
 def error_response(exc: ServiceError) -> JSONResponse:
     status = STATUS_BY_KIND[exc.kind]
-    return JSONResponse({"error": exc.to_dict()}, status_code=status, headers=error_headers(exc))
+    return JSONResponse(error_document(exc.to_dict()), status_code=status, headers=error_headers(exc))
 
 
 async def _service_error(request: Request, exc: Exception) -> JSONResponse:
@@ -104,7 +104,7 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
     field = ".".join(loc) or None
     message = f"{field}: {first.get('msg', 'invalid value')}" if field else str(first.get("msg", "invalid"))
-    body = {"error": {"code": ErrorKind.INVALID.value, "message": message, "field": field}}
+    body = error_document({"code": ErrorKind.INVALID.value, "message": message, "field": field})
     return JSONResponse(body, status_code=400)
 
 
@@ -156,7 +156,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     error: dict[str, Any] = {"code": code, "message": message}
     if exc.status_code == 400:
         error["field"] = "body"
-    return JSONResponse({"error": error}, status_code=exc.status_code, headers=headers)
+    return JSONResponse(error_document(error), status_code=exc.status_code, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

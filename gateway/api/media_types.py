@@ -14,6 +14,8 @@ from typing import Literal
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from gateway.api.schemas import error_document
+
 __all__ = ["JSON", "OCTETS", "UnsupportedMediaType", "body_kind", "require_json_body"]
 
 JSON = "application/json"
@@ -30,7 +32,7 @@ class UnsupportedMediaType(Exception):
 
     def response(self) -> JSONResponse:
         error = {"code": "unsupported_media_type", "message": self.message, "field": "Content-Type"}
-        return JSONResponse({"error": error}, status_code=415)
+        return JSONResponse(error_document(error), status_code=415)
 
 
 def body_kind(header: str | None) -> Literal["json", "octets"] | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.api.schemas import error_document
 from gateway.config import LimitSettings
 
 __all__ = ["RequestLimitsMiddleware"]
@@ -41,7 +42,7 @@ class _Refused(Exception):
         self.error: dict[str, Any] = {"code": code, "message": message, **extra}
 
     async def send(self, send: Send) -> None:
-        body = json.dumps({"error": self.error}).encode()
+        body = json.dumps(error_document(self.error)).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),

@@ -52,7 +52,7 @@ def status_of(kind: ErrorKind) -> int:
 
 
 _OK_RESULT = (
-    '{{"index":{},"status":200,"partitionKey":{},"brokerId":{},"partitionId":{},"offset":{},'
+    '{{"index":{},"status":200,"partition":{},"partitionKey":{},"brokerId":{},"partitionId":{},"offset":{},'
     '"messageId":"{}","appendTime":{}}}'
 )
 
@@ -77,6 +77,7 @@ def render_all_stored(topic: str, outcomes: Sequence[PublishOutcome]) -> bytes |
         parts.append(
             _OK_RESULT.format(
                 outcome.index,
+                r.partition_index,
                 key,
                 r.broker_id,
                 r.partition_id,
@@ -94,6 +95,7 @@ def _result(outcome: PublishOutcome) -> dict[str, Any]:
         return {
             "index": outcome.index,
             "status": 200,
+            "partition": r.partition_index,
             "partitionKey": r.partition_key,
             "brokerId": r.broker_id,
             "partitionId": r.partition_id,

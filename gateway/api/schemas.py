@@ -6,9 +6,11 @@ responses from plain dicts, so no model is instantiated per message.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from gateway.observability.logging import current_request_id
 
 
 class ErrorBody(BaseModel):
@@ -25,7 +27,19 @@ class ErrorBody(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorBody
-    requestId: str | None = None
+    requestId: str | None = Field(
+        None, description="the request's id, as in the X-Request-ID answer header: quote it when reporting"
+    )
+
+
+def error_document(error: dict[str, Any]) -> dict[str, Any]:
+    """An ``ErrorResponse`` body as sent: ``{"error": ..., "requestId": ...}`` with the id of the request
+    being served (the one answered in ``X-Request-ID``), for the client to quote."""
+    document: dict[str, Any] = {"error": error}
+    request_id = current_request_id()
+    if request_id is not None:
+        document["requestId"] = request_id
+    return document
 
 
 class MessageIn(BaseModel):

@@ -288,7 +288,10 @@ class RequestIdMiddleware:
 
 async def _internal_error(send: Send, request_id: str) -> None:
     body = json.dumps(
-        {"error": {"code": "internal", "message": f"internal error; quote request id {request_id}"}}
+        {
+            "error": {"code": "internal", "message": f"internal error; quote request id {request_id}"},
+            "requestId": request_id,
+        }
     ).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 500, "headers": headers})

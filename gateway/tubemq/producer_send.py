@@ -18,6 +18,7 @@ A timed-out attempt may still have been stored by the broker, so a retry can dup
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,7 +50,9 @@ SERVICE_UNAVAILABLE = 503
 @dataclass(frozen=True, slots=True)
 class SendResult:
     """Where a broker stored a message: ``append_time_ms`` is the broker's ms timestamp,
-    ``append_offset`` the index offset of the message in its store (-1 when the broker sent none)."""
+    ``append_offset`` the index offset of the message in its store (-1 when the broker sent none),
+    ``partition_index`` the partition's position in the topic's sorted partition list at send time (what
+    ``send(partition=...)`` takes)."""
 
     topic: str
     partition_id: int
@@ -58,6 +61,7 @@ class SendResult:
     message_id: int
     append_time_ms: int
     append_offset: int
+    partition_index: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +141,7 @@ async def send_message(
             ctx.breaker.record_success(target.broker_id)
             ctx.partitioner.record_success(topic, target)
             _completed(ctx, topic, target, "ok", loop.time() - started, size=len(data))
-            return _result(topic, target, answer)
+            return _result(topic, route, target, answer)
         error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
         ctx.partitioner.record_failure(topic, target)
         if error.errno == SERVICE_UNAVAILABLE:
@@ -189,7 +193,9 @@ def _choose(
     return target
 
 
-def _result(topic: str, target: PartitionRef, answer: broker_pb.SendMessageResponseB2P) -> SendResult:
+def _result(
+    topic: str, route: TopicRoute, target: PartitionRef, answer: broker_pb.SendMessageResponseB2P
+) -> SendResult:
     if answer.HasField("messageId"):
         message_id = answer.messageId
     else:
@@ -205,7 +211,16 @@ def _result(topic: str, target: PartitionRef, answer: broker_pb.SendMessageRespo
         message_id=message_id,
         append_time_ms=answer.appendTime if answer.HasField("appendTime") else -1,
         append_offset=answer.appendOffset if answer.HasField("appendOffset") else -1,
+        partition_index=_index_of(route, target),
     )
+
+
+def _index_of(route: TopicRoute, target: PartitionRef) -> int:
+    """``target``'s index in the route's partitions, which are sorted (a binary search, O(log n))."""
+    i = bisect_left(route.partitions, target)
+    if i < len(route.partitions) and route.partitions[i] == target:
+        return i
+    return route.partitions.index(target)  # pragma: no cover - the route's list is always sorted
 
 
 def _completed(

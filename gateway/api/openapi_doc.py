@@ -1,0 +1,187 @@
+"""What FastAPI's generated OpenAPI document leaves out: completed here so that it says what the app does.
+
+* the schemas referenced only from hand-written request bodies (``PublishRequest``);
+* FastAPI's default 422 answers dropped (validation errors are answered 400 with ``ErrorResponse`` by
+  ``errors.py``), and the security of every operation (``auth.document_security``);
+* every header the API reads or sends: ``X-Request-ID`` both ways on every operation and answer,
+  ``Retry-After`` on every 503, ``WWW-Authenticate`` on every 401, the answers of the request limits
+  (413 and 408 where a body is read, 503 on every operation but the probes), and the headers of single
+  operations (``X-TubeMQ-*`` of a raw publish, ``Location`` of a new consumer, ``Last-Event-ID``, the SSE
+  answer's cache headers). Answers the server gives to any path outside the operations (405 with
+  ``Allow``, 431, 408 for a slow request head) are under ``components.responses``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from fastapi import FastAPI
+
+from gateway.api.auth import document_security
+from gateway.api.schemas import PublishRequest
+
+__all__ = ["complete_openapi"]
+
+_ERROR_CONTENT: dict[str, Any] = {
+    "application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}
+}
+_STRING = {"type": "string"}
+
+HEADERS: dict[str, dict[str, Any]] = {
+    "X-Request-ID": {
+        "description": "the request's id: the caller's X-Request-ID when it is 1-128 characters of "
+        "[A-Za-z0-9._:+/=-], else one the gateway made; also `requestId` of an error body",
+        "schema": _STRING,
+    },
+    "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}},
+    "WWW-Authenticate": {
+        "description": 'the credentials the gateway takes: `Bearer realm="tubemq-gateway"`',
+        "schema": _STRING,
+    },
+    "Location": {"description": "the new consumer instance's URL (as `baseUrl`)", "schema": _STRING},
+    "Allow": {"description": "the methods the path takes", "schema": _STRING},
+    "Cache-Control": {"description": "`no-cache`: the stream is live", "schema": _STRING},
+    "X-Accel-Buffering": {"description": "`no`: tells nginx not to buffer the stream", "schema": _STRING},
+}
+
+
+def _header_ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/headers/{name}"}
+
+
+#: request headers besides the security schemes' (Authorization, x-api-key)
+PARAMETERS: dict[str, dict[str, Any]] = {
+    "RequestId": {
+        "name": "X-Request-ID",
+        "in": "header",
+        "required": False,
+        "description": "an id to correlate the request with the gateway's logs (kept when it is 1-128 "
+        "characters of [A-Za-z0-9._:+/=-]); answered in X-Request-ID",
+        "schema": _STRING,
+    },
+}
+
+#: the X-TubeMQ-* headers of a raw (application/octet-stream) publish
+RAW_PUBLISH_HEADERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("X-TubeMQ-Key", "messages with one key go to one partition, in order", _STRING),
+    ("X-TubeMQ-Partition", "index into GET /v1/topics/{topic} partitions", {"type": "integer", "minimum": 0}),
+    ("X-TubeMQ-Attributes", "string attributes k=v,k2=v2 (',' and '=' are reserved)", _STRING),
+    ("X-TubeMQ-Stream-Id", "TubeMQ stream id ($msgType$), used by consumer filters", _STRING),
+    ("X-TubeMQ-Msg-Time", "message time yyyyMMddHHmm (producer local time)", _STRING),
+)
+
+#: answers the server may give to any request, outside every operation
+SERVER_RESPONSES: dict[str, dict[str, Any]] = {
+    "MethodNotAllowed": {
+        "description": "405: the path does not take the method; Allow names those it takes",
+        "headers": {"Allow": _header_ref("Allow"), "X-Request-ID": _header_ref("X-Request-ID")},
+        "content": _ERROR_CONTENT,
+    },
+    "HeadersTooLarge": {
+        "description": "431: the request head has too many or too large header fields "
+        "(limits.max_header_bytes, limits.max_headers); the connection is closed",
+    },
+    "RequestHeadTimeout": {
+        "description": "408: the request head did not arrive within limits.header_timeout; the connection is "
+        "closed",
+    },
+}
+
+_PROBES = frozenset({"liveness", "readiness"})
+_BODY_METHODS = frozenset({"post", "put", "patch"})
+
+
+def complete_openapi(app: FastAPI) -> None:
+    """Replace ``app.openapi`` by one that completes FastAPI's document (see the module docstring)."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = base()
+        components = schema.setdefault("components", {})
+        schemas = components.setdefault("schemas", {})
+        extra = PublishRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(extra.pop("$defs", {}))
+        schemas["PublishRequest"] = extra
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        document_security(schema)
+        components["headers"] = copy.deepcopy(HEADERS)
+        components["parameters"] = copy.deepcopy(PARAMETERS)
+        components["responses"] = copy.deepcopy(SERVER_RESPONSES)
+        for item in schema.get("paths", {}).values():
+            for method, operation in item.items():
+                _complete_operation(method, operation)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _error(description: str, **headers: str) -> dict[str, Any]:
+    answer: dict[str, Any] = {"description": description, "content": copy.deepcopy(_ERROR_CONTENT)}
+    if headers:
+        answer["headers"] = {name: _header_ref(ref) for name, ref in headers.items()}
+    return answer
+
+
+def _complete_operation(method: str, operation: dict[str, Any]) -> None:
+    responses: dict[str, Any] = operation.setdefault("responses", {})
+    if responses.pop("422", None) is not None and "400" not in responses:
+        responses["400"] = _error("a request field is invalid; `error.field` names it")
+    op_id = operation.get("operationId", "")
+    parameters: list[dict[str, Any]] = operation.setdefault("parameters", [])
+    parameters.append({"$ref": "#/components/parameters/RequestId"})
+    if op_id not in _PROBES:
+        # RequestLimitsMiddleware: requests in progress above limits.max_concurrent_requests
+        responses.setdefault("503", _error("the gateway is overloaded or cannot serve now; see Retry-After"))
+    if method in _BODY_METHODS:
+        responses.setdefault("413", _error("the request body is above its limit; `error.limit`"))
+        responses.setdefault("408", _error("the request body stalled for limits.body_timeout seconds"))
+    if op_id == "publishMessages":
+        for name, description, schema in RAW_PUBLISH_HEADERS:
+            parameters.append(
+                {
+                    "name": name,
+                    "in": "header",
+                    "required": False,
+                    "description": f"application/octet-stream only: {description}",
+                    "schema": schema,
+                }
+            )
+    if op_id == "streamMessages":
+        parameters.append(
+            {
+                "name": "Last-Event-ID",
+                "in": "header",
+                "required": False,
+                "description": "resume after this event id (sent by browsers when they reconnect)",
+                "schema": _STRING,
+            }
+        )
+        ok = responses.get("200", {})
+        ok.setdefault("headers", {}).update(
+            {
+                "Cache-Control": _header_ref("Cache-Control"),
+                "X-Accel-Buffering": _header_ref("X-Accel-Buffering"),
+            }
+        )
+    if op_id == "readiness":
+        responses.setdefault(
+            "503",
+            {
+                "description": "not ready: `checks` says what is missing",
+                "content": {"application/json": {"schema": {}}},
+            },
+        )
+    if op_id == "createConsumer":
+        responses["201"].setdefault("headers", {})["Location"] = _header_ref("Location")
+    for status, answer in responses.items():
+        headers = answer.setdefault("headers", {})
+        if status in ("503", "429"):
+            headers.setdefault("Retry-After", _header_ref("Retry-After"))
+        if status == "401":
+            headers["WWW-Authenticate"] = _header_ref("WWW-Authenticate")
+        headers["X-Request-ID"] = _header_ref("X-Request-ID")
