@@ -14,6 +14,7 @@ import pytest
 
 from gateway.api.admin import ADMIN_PATHS
 from gateway.api.app import create_app
+from gateway.api.docs import ASSETS
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.grpc.hosting import GatewayServer
@@ -87,8 +88,12 @@ async def test_an_admin_port_moves_them_to_their_own_listener(cluster: EmbeddedC
             assert "/v1/topics/{topic}/messages" in document["paths"]
             assert "/metrics" not in document["paths"]
             for page in ("/docs", "/redoc"):
+                # The pages name the document and their assets relative to themselves (offline, any prefix).
                 answer = await admin.get(page)
-                assert answer.status_code == 200 and "/openapi.json" in answer.text
+                assert answer.status_code == 200 and "openapi.json" in answer.text
+            for name in ASSETS:
+                assert (await admin.get(f"/docs/assets/{name}")).status_code == 200, name
+                assert (await main.get(f"/docs/assets/{name}")).status_code == 404, name
             assert (await admin.get("/v1/topics/demo")).status_code == 404  # the API is not here
             assert (await admin.get("/healthz")).status_code == 200  # probes work on both
             ready = await admin.get("/readyz")

@@ -37,7 +37,9 @@ async def gw(tmp_path: Path) -> AsyncIterator[SecureGateway]:
 
 
 def _url(op: RestOperation, instance_id: str = "x.y.z", topic: str = "demo", group: str = GROUP) -> str:
-    path = op.path.format(topic=topic, group=group, instance_id=instance_id, partitionKey=f"1:{topic}:0")
+    path = op.path.format(
+        topic=topic, group=group, instance_id=instance_id, partitionKey=f"1:{topic}:0", name="favicon.png"
+    )
     return path + ("?from=0&to=1" if op.key == "readRange" else "")
 
 

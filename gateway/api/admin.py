@@ -1,4 +1,5 @@
-"""The admin listener's app: ``/metrics``, ``/docs``, ``/redoc`` and ``/openapi.json`` of the main app,
+"""The admin listener's app: ``/metrics``, ``/docs``, ``/redoc`` (with their assets, ``gateway/api/docs.py``)
+and ``/openapi.json`` of the main app,
 and the probes ``/healthz`` and ``/readyz`` (also on the main listener).
 
 With ``admin.port`` set, :func:`gateway.api.app.create_app` leaves these four off the main listener (where
@@ -14,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 
 from gateway.api import routes_health, routes_metrics
+from gateway.api.docs import install_docs
 from gateway.observability.logging import RequestIdMiddleware
 
 __all__ = ["ADMIN_PATHS", "create_admin_app"]
@@ -37,14 +38,7 @@ def create_admin_app(app: FastAPI) -> FastAPI:
         document: dict[str, Any] = app.openapi()
         return JSONResponse(document)
 
-    @admin.get("/docs")
-    async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - Swagger UI")
-
-    @admin.get("/redoc")
-    async def redoc() -> HTMLResponse:
-        return get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} - ReDoc")
-
+    install_docs(admin, title=app.title)
     admin.state.metrics = app.state.metrics
     admin.state.runtime = app.state.runtime
     admin.include_router(routes_metrics.router)

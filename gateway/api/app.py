@@ -15,6 +15,7 @@ from gateway.api.admin import create_admin_app
 from gateway.api.auth import AuthMiddleware
 from gateway.api.compression import GzipMiddleware
 from gateway.api.cors import install_cors
+from gateway.api.docs import install_docs
 from gateway.api.errors import install_error_handlers
 from gateway.api.hot_path import HotPathMiddleware
 from gateway.api.openapi_doc import complete_openapi
@@ -55,13 +56,16 @@ def create_app(
 
     admin_listener = rt.settings.admin.port is not None
     # With an admin listener, the docs and the OpenAPI document are served there, not here.
-    hidden: dict[str, Any] = (
-        {"docs_url": None, "redoc_url": None, "openapi_url": None} if admin_listener else {}
-    )
+    # FastAPI's own docs pages load their assets from a CDN: gateway/api/docs.py serves offline ones.
+    hidden: dict[str, Any] = {"docs_url": None, "redoc_url": None}
+    if admin_listener:
+        hidden["openapi_url"] = None
     app = FastAPI(
         title="tubemq-gateway", version=__version__, description=DESCRIPTION, lifespan=lifespan, **hidden
     )
     app.state.runtime = rt
+    if not admin_listener:
+        install_docs(app, title=app.title)
     app.include_router(routes_topics.router)
     app.include_router(routes_consumers.router)
     app.include_router(routes_health.router)

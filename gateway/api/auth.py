@@ -58,16 +58,21 @@ class RestOperation:
 
 
 def rest_operations(app: FastAPI) -> list[RestOperation]:
-    """Every operation the app serves: those of its OpenAPI document, and FastAPI's docs routes."""
+    """Every operation the app serves: those of its OpenAPI document, and every other route of the app (the
+    OpenAPI document itself, the docs pages and their assets), keyed by its path."""
     found = [
         RestOperation(method.upper(), path, str(spec.get("operationId", f"{method.upper()} {path}")))
         for path, methods in app.openapi().get("paths", {}).items()
         for method, spec in methods.items()
     ]
-    docs = [app.openapi_url, app.docs_url, app.redoc_url]
-    if app.docs_url and app.swagger_ui_oauth2_redirect_url:
-        docs.append(app.swagger_ui_oauth2_redirect_url)
-    found += [RestOperation("GET", path, path) for path in docs if path]
+    documented = {(op.method, op.path) for op in found}
+    for route in app.routes:
+        path, methods = getattr(route, "path", None), getattr(route, "methods", None)
+        if not isinstance(path, str) or not methods:
+            continue
+        for method in sorted(methods - {"HEAD"}):
+            if (method, path) not in documented:
+                found.append(RestOperation(method, path, path))
     return found
 
 

@@ -34,7 +34,8 @@ class Operation:
 
 OPEN: Final = Operation(None)
 
-#: FastAPI operation ids, and the paths of the routes FastAPI adds itself (docs, OpenAPI document).
+#: FastAPI operation ids, and the paths of the routes outside the OpenAPI document (the document itself, the
+#: docs pages and their assets).
 REST_OPERATIONS: Final[dict[str, Operation]] = {
     "publishMessages": Operation(PUBLISH, "topic from the path"),
     "getTopic": Operation(DESCRIBE, "topic from the path; broker addresses need describe_cluster"),
@@ -51,8 +52,8 @@ REST_OPERATIONS: Final[dict[str, Operation]] = {
     "metrics": Operation(ADMIN),
     "/openapi.json": Operation(ADMIN),
     "/docs": Operation(ADMIN),
-    "/docs/oauth2-redirect": Operation(ADMIN),
     "/redoc": Operation(ADMIN),
+    "/docs/assets/{name}": Operation(ADMIN),
 }
 
 _GATEWAY = "/tubemq.gateway.v1.GatewayService/"
