@@ -289,6 +289,42 @@ class TlsSettings(BaseModel):
         return self
 
 
+class HttpSettings(BaseModel):
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["127.0.0.1", "::1"],
+        description='peers (IP addresses, CIDR networks; "*" = any) whose Forwarded, X-Forwarded-For, '
+        "-Proto, -Host, -Port, -Prefix and Host headers are believed: the client address, and the URLs the "
+        "API answers (baseUrl, Location); JSON list or comma-separated; empty = none",
+    )
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [item.strip() for item in text.split(",") if item.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for entry in value:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"http.trusted_proxies entry {entry!r} is not an IP address or CIDR network "
+                    '(host names are not resolved; "*" trusts every peer)'
+                ) from None
+        return value
+
+
 class AdminSettings(BaseModel):
     """Where /metrics, /docs, /redoc and /openapi.json are served."""
 
@@ -554,6 +590,7 @@ class Settings(BaseSettings):
     tubemq: TubeMQSettings = TubeMQSettings()
     tls: TlsSettings = TlsSettings()
     admin: AdminSettings = AdminSettings()
+    http: HttpSettings = HttpSettings()
 
     rate_limits: RateLimitSettings = RateLimitSettings()
     cors: CorsSettings = CorsSettings()

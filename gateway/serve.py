@@ -137,7 +137,9 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
     """uvicorn's configuration of an HTTP listener serving ``app``: TLS as the ``tls`` settings say (with
     the protocol class that puts the client certificate in the scope), no access log of uvicorn's own
     (the app logs one line per request), no logging setup (``configure_logging`` routes uvicorn's records
-    through the gateway's formatter). ``options`` are further ``uvicorn.Config`` arguments."""
+    through the gateway's formatter), no proxy headers (the app reads them from ``http.trusted_proxies``
+    itself, with uvicorn's middleware: ``gateway/api/proxy.py``). ``options`` are further
+    ``uvicorn.Config`` arguments."""
     import uvicorn
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -153,6 +155,7 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
         HeaderLimits(limits.max_header_bytes, limits.max_headers, limits.header_timeout),
     )
     options.setdefault("timeout_keep_alive", limits.keep_alive_timeout)
+    options.setdefault("proxy_headers", False)
     return uvicorn.Config(app, http=http, access_log=False, log_config=None, **tls, **options)
 
 

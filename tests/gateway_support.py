@@ -68,10 +68,12 @@ async def gateway(
     *,
     tls: TlsSettings | None = None,
     auth: dict[str, Any] | None = None,
+    http: dict[str, Any] | None = None,
     **consumer_settings: Any,
 ) -> AsyncIterator[Gateway]:
     """Start a gateway on the test cluster, on ``sock`` or a fresh loopback socket, over TLS with ``tls``,
-    with the ``auth`` settings when given. The socket is bound first so that the advertised URL is known."""
+    with the ``auth`` and ``http`` settings when given. The socket is bound first so that the advertised URL
+    is known."""
     sock = sock if sock is not None else bound_socket()
     port = sock.getsockname()[1]
     options: dict[str, Any] = {
@@ -91,6 +93,7 @@ async def gateway(
         consumers=ConsumerSettings(**options),
         tls=tls or TlsSettings(),
         auth=auth or {},
+        http=http or {},
     )
     runtime = Runtime(settings)
     await runtime.start()

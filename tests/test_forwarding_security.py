@@ -179,7 +179,15 @@ async def test_only_credentials_and_api_headers_are_forwarded(relay_peer: tuple[
         "accept-encoding",
         "user-agent",
         "connection",
+        # the public URL this replica worked out (its loopback client is a trusted proxy that sent a proxy
+        # header); the caller's own Forwarded and X-Forwarded-For never go out
+        "x-forwarded-proto",
+        "x-forwarded-host",
     }
+    assert (
+        head["x-forwarded-host"] == served.url.removeprefix("http://") and head["x-forwarded-proto"] == "http"
+    )
+    assert not any(name.startswith("x-forwarded") for name in again)  # no proxy header: nothing to carry
     assert head["authorization"] == "Bearer k1" and head["x-api-key"] == "k2"
     assert head["x-tubemq-forwarded-by"] == served.url and head["accept-encoding"] == "identity"
     # the cookie the "owner" set is neither kept nor replayed

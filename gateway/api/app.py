@@ -19,6 +19,7 @@ from gateway.api.docs import install_docs
 from gateway.api.errors import install_error_handlers
 from gateway.api.hot_path import HotPathMiddleware
 from gateway.api.openapi_doc import complete_openapi
+from gateway.api.proxy import ProxyHeadersMiddleware
 from gateway.api.request_limits import RequestLimitsMiddleware
 from gateway.api.routes_metrics import install_observability
 from gateway.api.tracing import TracingMiddleware
@@ -94,5 +95,9 @@ def create_app(
         app.add_middleware(TracingMiddleware)
     # Just inside CORS: any answer, errors included, may be compressed (gateway/api/compression.py).
     app.add_middleware(GzipMiddleware, settings=lambda: rt.settings.compression)
-    install_cors(app, rt.settings.cors)  # last: the outermost middleware (see gateway/api/cors.py)
+    install_cors(app, rt.settings.cors)  # outside the rest (see gateway/api/cors.py)
+    # Outermost: the client address and scheme behind a trusted proxy, for everything inside (proxy.py).
+    app.user_middleware.insert(
+        0, Middleware(ProxyHeadersMiddleware, trusted=rt.settings.http.trusted_proxies)
+    )
     return app

@@ -3,7 +3,8 @@
 With no origin configured the app sends no CORS header at all, so browsers keep pages of other origins
 from reading answers (and from sending anything but simple requests, which publish refuses: see its
 Content-Type rule). With origins configured, Starlette's ``CORSMiddleware`` answers preflights itself and
-adds the headers to every answer of an allowed origin. It must be the outermost middleware: a preflight
+adds the headers to every answer of an allowed origin. It must be outside every middleware that answers
+(only the proxy headers' rewrite of the client address is outside it): a preflight
 carries no credentials, so it has to be answered before authentication looks at the request, and error
 answers (401, 403, 429) need the headers too, or the page cannot read them.
 """

@@ -32,7 +32,7 @@ async def get_settings_dep(request: Request) -> Settings:
 
 def bind_caller_address(request: Request) -> None:
     """Hand the client's address down to the service layer, which keys anonymous callers' quotas by it.
-    (Behind a proxy it is the proxy's, unless the server trusts its forwarded-for headers.)"""
+    (Behind a proxy in http.trusted_proxies it is the X-Forwarded-For client: gateway/api/proxy.py.)"""
     client = request.scope.get("client")
     set_caller_address(client[0] if client else None)
 

@@ -10,7 +10,9 @@ This is not a general proxy, and a client must not be able to use it as one:
   :class:`~gateway.service.peers.PeerPolicy` (scheme, port, host allowlist) before anything connects; the
   service layer checks both when it locates the owner, and :meth:`Forwarder._build` checks the policy again;
 * only the caller's credentials (``Authorization``, ``x-api-key``) and the API's own request headers go out
-  (the owner authenticates and authorizes the call like any other); never ``Cookie``;
+  (the owner authenticates and authorizes the call like any other); never ``Cookie``, never the caller's
+  own ``Forwarded``/``X-Forwarded-*``: this replica sends the public URL it worked out itself
+  (``gateway/api/proxy.py``), which the owner believes only from a trusted proxy;
 * redirects are not followed, no cookie is ever stored or sent;
 * only the API's own answer headers come back (never ``Set-Cookie``), and only an answer that looks like the
   API's (JSON, an event stream or no body; no redirect): anything else is answered 502.
@@ -49,6 +51,7 @@ import httpx
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
+from gateway.api.proxy import forwarded_headers
 from gateway.service.consumers import Owner
 from gateway.service.errors import Gone, Unavailable, UpstreamError
 from gateway.service.peers import PeerPolicy
@@ -215,6 +218,9 @@ class Forwarder:
             subject = _client_cert_name(request.scope)
             if subject is not None:
                 headers[CLIENT_CERT_HEADER] = base64.urlsafe_b64encode(subject.encode()).decode("ascii")
+        # The URL the client reached the gateway at (when this replica believes its proxy), for the URLs in
+        # the owner's answer; the owner believes it only when this replica is one of its trusted proxies.
+        headers.update(forwarded_headers(request.scope))
         # The raw body of a stream is relayed as is, so it must not be compressed.
         headers["accept-encoding"] = "identity"
         url = base + request.url.path

@@ -7,8 +7,9 @@
   ``Retry-After`` on every 503, ``WWW-Authenticate`` on every 401, the answers of the request limits
   (413 and 408 where a body is read, 503 on every operation but the probes), and the headers of single
   operations (``X-TubeMQ-*`` of a raw publish, ``Location`` of a new consumer, ``Last-Event-ID``, the SSE
-  answer's cache headers). Answers the server gives to any path outside the operations (405 with
-  ``Allow``, 431, 408 for a slow request head) are under ``components.responses``.
+  answer's cache headers, the proxy headers of the operations whose answers carry URLs; ``X-Forwarded-For``,
+  read on every request, is under ``components.parameters``). Answers the server gives to any path outside
+  the operations (405 with ``Allow``, 431, 408 for a slow request head) are under ``components.responses``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,27 @@ PARAMETERS: dict[str, dict[str, Any]] = {
         "schema": _STRING,
     },
 }
+
+_PROXY_NOTE = "believed only from a peer in http.trusted_proxies"
+#: proxy headers: the URL the client used (consumer URLs) and the client's address (every operation)
+PROXY_PARAMETERS: dict[str, tuple[str, str]] = {
+    "Forwarded": ("Forwarded", "RFC 7239; proto= and host= of the last element name the URL the client used"),
+    "XForwardedProto": ("X-Forwarded-Proto", "the scheme the client used (last entry)"),
+    "XForwardedHost": ("X-Forwarded-Host", "host[:port] the client used (last entry)"),
+    "XForwardedPort": ("X-Forwarded-Port", "the port the client used, when X-Forwarded-Host names none"),
+    "XForwardedPrefix": ("X-Forwarded-Prefix", "the path prefix the proxy serves the gateway under"),
+    "XForwardedFor": ("X-Forwarded-For", "the client's address (uvicorn's rules), for anonymous quotas"),
+}
+for _key, (_name, _what) in PROXY_PARAMETERS.items():
+    PARAMETERS[_key] = {
+        "name": _name,
+        "in": "header",
+        "required": False,
+        "description": f"{_what}; {_PROXY_NOTE}",
+        "schema": _STRING,
+    }
+#: the operations whose answers carry URLs (baseUrl, Location)
+_URL_OPERATIONS = frozenset({"createConsumer", "describeConsumer"})
 
 #: the X-TubeMQ-* headers of a raw (application/octet-stream) publish
 RAW_PUBLISH_HEADERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -176,6 +198,10 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
                 "content": {"application/json": {"schema": {}}},
             },
         )
+    if op_id in _URL_OPERATIONS:
+        parameters += [
+            {"$ref": f"#/components/parameters/{key}"} for key in PROXY_PARAMETERS if key != "XForwardedFor"
+        ]
     if op_id == "createConsumer":
         responses["201"].setdefault("headers", {})["Location"] = _header_ref("Location")
     for status, answer in responses.items():

@@ -30,6 +30,7 @@ from gateway.api.deps import bind_caller_address
 from gateway.api.errors import RATE_LIMITED_DOC
 from gateway.api.forwarding import Forwarder
 from gateway.api.media_types import require_json_body
+from gateway.api.proxy import public_base_url
 from gateway.api.schemas import ErrorResponse
 from gateway.api.sse import EventStreamResponse
 from gateway.runtime import Runtime
@@ -175,7 +176,7 @@ async def create_consumer(
     )
     bind_caller_address(request)
     info = await service.create(group, spec)
-    base_url = service.base_url(group, info.instance_id)
+    base_url = service.base_url(group, info.instance_id, public_base_url(request.scope))
     return JSONResponse(
         {"instanceId": info.instance_id, "baseUrl": base_url, "group": group, "autoCommit": info.auto_commit},
         status_code=201,
@@ -332,7 +333,7 @@ async def describe_consumer(
     return _json(
         {
             "instanceId": instance_id,
-            "baseUrl": service.base_url(group, instance_id),
+            "baseUrl": service.base_url(group, instance_id, public_base_url(request.scope)),
             "group": group,
             "autoCommit": state.info.auto_commit,
             "partitions": [

@@ -294,10 +294,13 @@ class ConsumerService:
             )
         return Owner(ref.owner_url)
 
-    def base_url(self, group: str, instance_id: str) -> str:
-        owner = self.locate(group, instance_id)
-        url = self.advertised_url if owner is None else owner.url
-        return f"{url}/v1/consumers/{group}/instances/{instance_id}"
+    def base_url(self, group: str, instance_id: str, public_base: str | None = None) -> str:
+        """The instance's URL: under ``public_base`` (the URL clients reach the gateway at, through a
+        proxy) when given, else under the owner's advertised URL."""
+        if public_base is None:
+            owner = self.locate(group, instance_id)
+            public_base = self.advertised_url if owner is None else owner.url
+        return f"{public_base}/v1/consumers/{group}/instances/{instance_id}"
 
     def instance(self, group: str, instance_id: str) -> ConsumerInstance:
         """The local instance; NotFound for a malformed id, Gone for one this replica does not hold."""
