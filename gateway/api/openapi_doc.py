@@ -159,6 +159,14 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
     if op_id not in _PROBES:
         # RequestLimitsMiddleware: requests in progress above limits.max_concurrent_requests
         responses.setdefault("503", _error("the gateway is overloaded or cannot serve now; see Retry-After"))
+    if op_id not in _PROBES and op_id != "metrics":
+        responses.setdefault(
+            "502",
+            _error(
+                "TubeMQ refused the request (`error.tubemqErrorCode`), or the replica owning the consumer "
+                "instance gave an answer that is not the API's"
+            ),
+        )
     if method in _BODY_METHODS:
         responses.setdefault("413", _error("the request body is above its limit; `error.limit`"))
         responses.setdefault("408", _error("the request body stalled for limits.body_timeout seconds"))

@@ -12,12 +12,21 @@ import base64
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
 
 from gateway.api.deps import get_runtime
+from gateway.api.range_schemas import PartitionOffsetsResponse, RangePage
+from gateway.api.schemas import ErrorResponse
 from gateway.service.errors import Unavailable
 from gateway.service.ranges import RangeService
 
 router = APIRouter(prefix="/v1/topics", tags=["ranges"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "a parameter is invalid; `error.field` names it"},
+    404: {"model": ErrorResponse, "description": "the topic is not deployed, or has no such partition now"},
+    503: {"model": ErrorResponse, "description": "no master or broker answered in time; see Retry-After"},
+}
 
 
 def _service(request: Request) -> RangeService:
@@ -31,12 +40,18 @@ def _service(request: Request) -> RangeService:
     return service
 
 
+# The answers are built as plain dicts and sent as they are (a page holds up to 10000 messages): the models
+# only document them (response_model=None, responses={200: ...}).
 @router.get(
-    "/{topic}/partitions", operation_id="getPartitionOffsets", summary="Partitions with offset bounds"
+    "/{topic}/partitions",
+    operation_id="getPartitionOffsets",
+    summary="Partitions with offset bounds",
+    response_model=None,
+    responses={200: {"model": PartitionOffsetsResponse, "description": "every partition"}, **_ERRORS},
 )
-async def get_partitions(topic: str, request: Request) -> dict[str, Any]:
+async def get_partitions(topic: str, request: Request) -> JSONResponse:
     found = await _service(request).partitions(topic)
-    return {
+    body = {
         "topic": topic,
         "partitions": [
             {
@@ -50,12 +65,15 @@ async def get_partitions(topic: str, request: Request) -> dict[str, Any]:
             for p in found
         ],
     }
+    return JSONResponse(body)
 
 
 @router.get(
     "/{topic}/partitions/{partitionKey}/messages",
     operation_id="readRange",
     summary="Read the messages of one partition in [from, to), a page at a time",
+    response_model=None,
+    responses={200: {"model": RangePage, "description": "one page of the range"}, **_ERRORS},
 )
 async def read_range(
     topic: str,
@@ -64,9 +82,9 @@ async def read_range(
     start: Annotated[int, Query(alias="from", ge=0)],
     end: Annotated[int, Query(alias="to", ge=0)],
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
-) -> dict[str, Any]:
+) -> JSONResponse:
     page = await _service(request).read(topic, partitionKey, start, end, limit)
-    return {
+    body = {
         "topic": topic,
         "partitionKey": partitionKey,
         "from": page.start,
@@ -85,3 +103,4 @@ async def read_range(
             for m in page.messages
         ],
     }
+    return JSONResponse(body)
