@@ -28,6 +28,9 @@ class RangeMessage(BaseModel):
     messageId: int
     offset: int | None = Field(description="the message's index offset")
     value: str = Field(description="the message value, base64")
+    key: str | None = Field(
+        description="the key the message was published with (TubeMQ attribute `$msgKey$`), null without one"
+    )
     attributes: dict[str, str]
     streamId: str | None = Field(description="TubeMQ stream id ($msgType$)")
     msgTime: str | None = Field(description="message time yyyyMMddHHmm (producer local time)")
