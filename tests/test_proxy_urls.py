@@ -10,10 +10,12 @@ from typing import Any
 import httpx
 import pytest
 from consumer_support import Env, environment
+from fastapi import FastAPI, Request
 from gateway_support import bound_socket, gateway, peer_settings
 from starlette.types import Receive, Scope, Send
 
 from gateway.api.proxy import ProxyHeadersMiddleware, TrustedProxies, forwarded_headers, public_base_url
+from gateway.api.worker_listener import private_app
 from gateway.config import HttpSettings
 
 PROXY = {"x-forwarded-proto": "https", "x-forwarded-host": "api.example.com", "x-forwarded-prefix": "/gw"}
@@ -174,3 +176,20 @@ async def test_forwarding_keeps_to_the_owner_and_carries_the_public_url(env: Env
         assert owner.consumers.instance_count == 1 and other.consumers.instance_count == 0
         polled = await b.get(f"{path}/messages", params={"timeout_ms": 0}, headers=PROXY)
         assert polled.status_code == 200, polled.text
+
+
+async def test_a_sibling_workers_public_url_is_believed_on_the_private_listener_only() -> None:
+    # serve --workers N: a worker forwards to a sibling over that sibling's private unix socket (no peer
+    # address), sending the public URL it worked out; the public listener never believes it from that peer.
+    app = FastAPI()
+
+    @app.get("/base")
+    async def base(request: Request) -> dict[str, str | None]:
+        return {"base": public_base_url(request.scope)}
+
+    guarded = ProxyHeadersMiddleware(app, trusted=["127.0.0.1"])
+    for served, expected in ((private_app(app), "https://api.example.com/gw"), (guarded, None)):
+        transport = httpx.ASGITransport(app=served, client=("", 0))
+        async with httpx.AsyncClient(transport=transport, base_url="http://worker-1") as client:
+            answer = await client.get("/base", headers=PROXY)
+        assert answer.json() == {"base": expected}

@@ -20,6 +20,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.forwarding import CLIENT_CERT_HEADER
+from gateway.api.proxy import TRUSTED_PEER
 from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from gateway.observability.worker_merge import merge_worker_metrics
 from gateway.workers.context import WorkerContext
@@ -40,6 +41,9 @@ def private_app(app: FastAPI) -> ASGIApp:
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             scope = _with_forwarded_cert(scope)
+            # Only sibling workers reach this listener: the public URL a sibling worked out and sends on
+            # (X-Forwarded-*, gateway/api/proxy.py) is believed like a trusted proxy's.
+            scope[TRUSTED_PEER] = True
         if scope["type"] == "http" and scope["path"] == OWN_METRICS_PATH:
             metrics: GatewayMetrics = app.state.metrics
             body = metrics.render()
