@@ -37,6 +37,16 @@ CORS_EXPOSED_HEADERS = (
     "WWW-Authenticate",
 )
 
+def json_or_comma_list(value: Any) -> Any:
+    """A list setting as an environment variable may give it: a JSON list or comma-separated items."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return value
+
+
 #: shortest consumers.id_secret accepted
 MIN_ID_SECRET = 16
 
@@ -300,12 +310,7 @@ class HttpSettings(BaseModel):
     @field_validator("trusted_proxies", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [item.strip() for item in text.split(",") if item.strip()]
-        return value
+        return json_or_comma_list(value)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -488,13 +493,7 @@ class CorsSettings(BaseModel):
     @field_validator("allow_origins", "allow_headers", "expose_headers", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
-        """An environment variable may hold a JSON list or comma-separated items."""
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [item.strip() for item in text.split(",") if item.strip()]
-        return value
+        return json_or_comma_list(value)
 
 
 class JwtSettings(BaseModel):
