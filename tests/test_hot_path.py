@@ -88,8 +88,10 @@ def _comparable(r: httpx.Response) -> tuple[int, Any, dict[str, str]]:
     except ValueError:
         body = r.text
     if isinstance(body, dict):  # offsets and message ids differ between two stored messages
+        body.pop("requestId", None)  # an error body's request id (as X-Request-ID) differs per request
         for result in body.get("results", []):
-            for volatile in ("offset", "messageId", "appendTime", "partitionKey", "brokerId", "partitionId"):
+            volatile_fields = ("offset", "messageId", "appendTime", "partition", "partitionKey", "brokerId")
+            for volatile in (*volatile_fields, "partitionId"):
                 result.pop(volatile, None)
     headers.pop("content-length", None)
     return r.status_code, body, headers
