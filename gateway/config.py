@@ -37,6 +37,7 @@ CORS_EXPOSED_HEADERS = (
     "WWW-Authenticate",
 )
 
+
 def json_or_comma_list(value: Any) -> Any:
     """A list setting as an environment variable may give it: a JSON list or comma-separated items."""
     if isinstance(value, str):
