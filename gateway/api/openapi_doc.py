@@ -73,6 +73,21 @@ PROXY_PARAMETERS: dict[str, tuple[str, str]] = {
     "XForwardedPrefix": ("X-Forwarded-Prefix", "the path prefix the proxy serves the gateway under"),
     "XForwardedFor": ("X-Forwarded-For", "the client's address (uvicorn's rules), for anonymous quotas"),
 }
+#: W3C trace context, read on every request when tracing is on (gateway/api/tracing.py)
+PARAMETERS["Traceparent"] = {
+    "name": "traceparent",
+    "in": "header",
+    "required": False,
+    "description": "W3C trace context: the request's span continues this trace (tracing on)",
+    "schema": _STRING,
+}
+PARAMETERS["Tracestate"] = {
+    "name": "tracestate",
+    "in": "header",
+    "required": False,
+    "description": "W3C trace state, carried with traceparent (tracing on)",
+    "schema": _STRING,
+}
 for _key, (_name, _what) in PROXY_PARAMETERS.items():
     PARAMETERS[_key] = {
         "name": _name,
