@@ -146,6 +146,11 @@ async def test_broker_addresses_only_for_principals_allowed_to_describe_the_clus
     assert all(p["broker"].startswith("127.0.0.1:") for p in admin_view.json()["partitions"])
     grpc_view = await gw.stub.GetTopic(pb.GetTopicRequest(topic="demo"), metadata=gw.files.metadata("alice"))
     assert [p.broker for p in grpc_view.partitions] == ["", ""]
+    app_ranges = await gw.http.get("/v1/topics/demo/partitions", headers=gw.files.headers("alice"))
+    admin_ranges = await gw.http.get("/v1/topics/demo/partitions", headers=gw.files.headers("root"))
+    assert app_ranges.status_code == admin_ranges.status_code == 200, app_ranges.text
+    assert [p["broker"] for p in app_ranges.json()["partitions"]] == [None, None]
+    assert all(p["broker"].startswith("127.0.0.1:") for p in admin_ranges.json()["partitions"])
 
 
 async def test_admin_endpoints_need_admin(gw: SecureGateway) -> None:

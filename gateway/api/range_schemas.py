@@ -13,7 +13,9 @@ __all__ = ["PartitionOffsets", "PartitionOffsetsResponse", "RangeMessage", "Rang
 class PartitionOffsets(BaseModel):
     partitionKey: str = Field(description="brokerId:topic:partitionId")
     brokerId: int
-    broker: str = Field(description="host:port of the broker")
+    broker: str | None = Field(
+        description="host:port of the broker; null unless the caller may describe_cluster (auth on)"
+    )
     partitionId: int
     minOffset: int = Field(description="the first index offset the partition still holds")
     maxOffset: int = Field(description="the index offset the next message will get")

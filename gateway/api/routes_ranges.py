@@ -57,7 +57,7 @@ async def get_partitions(topic: str, request: Request) -> JSONResponse:
             {
                 "partitionKey": p.partition.partition_key,
                 "brokerId": p.partition.broker.broker_id,
-                "broker": str(p.partition.broker.address),
+                "broker": p.broker,
                 "partitionId": p.partition.partition_id,
                 "minOffset": p.bounds.min_offset,
                 "maxOffset": p.bounds.max_offset,

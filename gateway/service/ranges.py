@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.service.access import ALLOW_ALL, READ_RANGES, AccessPolicy
+from gateway.service.access import ALLOW_ALL, DESCRIBE_CLUSTER, READ_RANGES, AccessPolicy
 from gateway.service.errors import InvalidInput, NotFound, Unavailable, UpstreamError
 from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
@@ -35,6 +35,7 @@ __all__ = ["PartitionOffsets", "RangePage", "RangeService"]
 class PartitionOffsets:
     partition: Partition
     bounds: OffsetBounds
+    broker: str | None  # host:port; None for a caller not allowed describe_cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +84,9 @@ class RangeService:
     async def partitions(self, topic: str) -> list[PartitionOffsets]:
         """Every subscribable partition of ``topic`` with its store's bounds."""
         validate_topic(topic)
-        self._access.check(current_principal(), READ_RANGES, topic=topic)
+        principal = current_principal()
+        self._access.check(principal, READ_RANGES, topic=topic)
+        addresses = self._access.allows(principal, DESCRIBE_CLUSTER)
         layout = await self._layout(topic)
         if not layout.partitions:
             raise NotFound(
@@ -91,7 +94,10 @@ class RangeService:
             )
         async with _mapped():
             found = await asyncio.gather(*(self._reader.bounds(p) for p in layout.partitions))
-        return [PartitionOffsets(p, b) for p, b in zip(layout.partitions, found, strict=True)]
+        return [
+            PartitionOffsets(p, b, str(p.broker.address) if addresses else None)
+            for p, b in zip(layout.partitions, found, strict=True)
+        ]
 
     async def read(self, topic: str, key: str, start: int, end: int, max_messages: int) -> RangePage:
         """Read ``[start, end)`` of partition ``key``, stopping after the batch that reaches
