@@ -108,6 +108,12 @@ def test_bad_options_and_rows_fail_clearly(spark: Any, cluster: ClusterThread) -
         spark.range(3).write.format("tubemq").option("masters", cluster.masters).option("topic", "copy").mode(
             "append"
         ).save()
+    # an integer value would be that many zero bytes: refused before any task runs, like Kafka's sink
+    for number in (spark.range(3).toDF("value"), spark.createDataFrame([(0,)], "value int")):
+        with pytest.raises(Exception, match=r"'value' column must be string or binary, not (bigint|int)"):
+            number.write.format("tubemq").option("masters", cluster.masters).option("topic", "copy").mode(
+                "append"
+            ).save()
     assert (
         spark.read.format("tubemq").option("masters", cluster.masters).option("topic", "empty").load().count()
         == 0

@@ -69,7 +69,12 @@ def to_outgoing(index: Mapping[str, int], row: Sequence[Any]) -> OutgoingRow:
     value = row[index["value"]]
     if value is None:
         raise ValueError("a row has a null 'value': every message needs a body")
-    body = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    if isinstance(value, str):
+        body = value.encode("utf-8")
+    elif isinstance(value, bytes | bytearray | memoryview):
+        body = bytes(value)
+    else:
+        raise ValueError(f"a row's 'value' is {type(value).__name__}: it must be string or binary")
     fields = [row[index[name]] if name in index else None for name in _OPTIONAL]
     key, attributes, stream_id, msg_time = fields
     return (

@@ -41,7 +41,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, StringType, StructType
 
 from gateway.spark import backend
 from gateway.spark.core import PartitionRange, PlannedPartition
@@ -93,9 +93,11 @@ class TubeMQDataSource(DataSource):
         return TubeMQStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        check_value_type(schema)
         return TubeMQWriter(SourceOptions.parse(self.options), schema.fieldNames())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        check_value_type(schema)
         return TubeMQStreamWriter(SourceOptions.parse(self.options), schema.fieldNames())
 
 
@@ -210,6 +212,19 @@ def capped_offsets(start: dict[str, int], latest: dict[str, int], cap: int | Non
 
 
 # --- writing ------------------------------------------------------------------------------------------
+
+
+def check_value_type(schema: StructType) -> None:
+    """Refuse, before any task runs, a ``value`` column that is neither string nor binary (as Spark's Kafka
+    sink does): an integer would otherwise become that many zero bytes."""
+    if "value" not in schema.fieldNames():
+        backend.check_columns(schema.fieldNames())
+    kind = schema["value"].dataType
+    if not isinstance(kind, StringType | BinaryType):
+        raise ValueError(
+            f"the 'value' column must be string or binary, not {kind.simpleString()}: cast it first, "
+            "e.g. col('value').cast('string')"
+        )
 
 
 class TubeMQWriter(DataSourceWriter):
