@@ -17,8 +17,10 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 WORKDIR /src
 # Dependencies first, from pyproject.toml alone: a README or code change does not reinstall them.
 COPY pyproject.toml ./
+# Optional extras baked into the image, comma-separated: otel (OpenTelemetry, for tracing.enabled); "" for none.
+ARG EXTRAS=otel
 RUN --mount=type=cache,target=/root/.cache/pip \
-    /opt/venv/bin/python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+    /opt/venv/bin/python -c "import os, tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + [d for e in os.environ['EXTRAS'].split(',') if e.strip() for d in p['optional-dependencies'][e.strip()]]))" \
        > /tmp/requirements.txt \
     && /opt/venv/bin/pip install -r /tmp/requirements.txt
 # The project itself; setuptools reads README.md (the readme of pyproject.toml), so it comes here.

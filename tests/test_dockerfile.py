@@ -104,11 +104,29 @@ def test_the_dependency_list_command_reads_pyproject(tmp_path: Path) -> None:
     )
     assert command[0] == "/opt/venv/bin/python" and command[1] == "-c"
     (tmp_path / "pyproject.toml").write_bytes((ROOT / "pyproject.toml").read_bytes())
-    done = subprocess.run(
-        [sys.executable, "-c", command[2]], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == PYPROJECT["project"]["dependencies"]
+    project = PYPROJECT["project"]
+    default = next(args for word, args in stage("build") if word == "ARG" and args.startswith("EXTRAS="))
+    assert default == "EXTRAS=otel", "the image ships the otel extra, so tracing.enabled works in a pod"
+    for extras, expected in [
+        ("otel", project["dependencies"] + project["optional-dependencies"]["otel"]),
+        ("", project["dependencies"]),
+        (
+            " otel , spark",
+            project["dependencies"]
+            + project["optional-dependencies"]["otel"]
+            + project["optional-dependencies"]["spark"],
+        ),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-c", command[2]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"EXTRAS": extras, "PATH": os.environ.get("PATH", "")},
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == expected, extras
 
 
 def test_oci_labels() -> None:
