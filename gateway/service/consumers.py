@@ -34,7 +34,8 @@ from typing import Literal
 
 from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, CONSUME, AccessPolicy
-from gateway.service.errors import Gone, InvalidInput, NotFound, ServiceError, Unavailable, UpstreamError
+from gateway.service.core_errors import Doing, service_error
+from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
 from gateway.service.instance import CommitResult, ConsumerInstance, DeliveredMessage, StreamCursor
 from gateway.service.instance_id import (
     MalformedInstanceId,
@@ -402,7 +403,7 @@ class ConsumerService:
             with contextlib.suppress(Exception):
                 await consumer.close()
             if isinstance(exc, core.TubeMQError):
-                raise _start_error(exc, group) from exc
+                raise service_error(exc, Doing.JOIN, group=group) from exc
             raise
         finally:
             registry.creating -= 1
@@ -464,7 +465,7 @@ class ConsumerService:
                 try:
                     return await instance.commit(tokens, consumed=consumed)
                 except core.TubeMQError as exc:
-                    raise UpstreamError(f"committing failed: {exc}") from exc
+                    raise service_error(exc, Doing.COMMIT, group=group) from exc
 
     async def delete(self, group: str, instance_id: str) -> None:
         """Leave the group. An auto-commit instance commits what it delivered; anything uncommitted is
@@ -658,23 +659,3 @@ def _bounded(value: int | None, default: int, low: int, high: int, name: str) ->
     if not low <= chosen <= high:
         raise InvalidInput(f"{name} must be {low} to {high}, got {chosen}", field=name)
     return chosen
-
-
-def _start_error(exc: core.TubeMQError, group: str) -> ServiceError:
-    """Why a consumer could not join its group, as a service error."""
-    if isinstance(exc, core.TopicNotDeployed):
-        return NotFound(f"a subscribed topic is not deployed: {exc}", field="topics", errno=exc.errno)
-    if isinstance(exc, core.CertificateFailure):
-        return UpstreamError(
-            f"the TubeMQ master refused the gateway's credentials: {exc}; the operator must fix the "
-            "gateway's tubemq.auth settings",
-            errno=exc.errno,
-        )
-    if isinstance(exc, core.ServerError) and not exc.retriable:
-        return InvalidInput(
-            f"the TubeMQ master refused group {group!r}: {exc} (members of one group must subscribe the same "
-            "topics, filters and start settings)",
-            field="topics",
-            errno=exc.errno,
-        )
-    return Unavailable(f"no TubeMQ master accepted the consumer now ({exc}); retry later", retry_after=2.0)

@@ -14,14 +14,8 @@ from typing import Any
 
 from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, DESCRIBE, DESCRIBE_CLUSTER, PUBLISH, AccessPolicy
-from gateway.service.errors import (
-    InvalidInput,
-    NotFound,
-    PayloadTooLarge,
-    ServiceError,
-    Unavailable,
-    UpstreamError,
-)
+from gateway.service.core_errors import Doing, service_error
+from gateway.service.errors import InvalidInput, NotFound, PayloadTooLarge, ServiceError
 from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
@@ -183,34 +177,6 @@ def payload_size(message: OutgoingMessage) -> int:
     return len(message.value) + len(text)
 
 
-def map_core_error(exc: BaseException, topic: str, index: int | None = None) -> ServiceError:
-    """The one translation of client-core errors into service errors."""
-    if isinstance(exc, ServiceError):
-        return exc
-    if isinstance(exc, core.MessageTooLarge):
-        return PayloadTooLarge(str(exc), limit=exc.limit, field="value", index=index)
-    if isinstance(exc, core.TopicNotPublished):
-        return NotFound(str(exc), field="topic", resource_name=topic)
-    if isinstance(exc, core.NoPartition):
-        return Unavailable(str(exc), retry_after=1.0)
-    if isinstance(exc, core.ClientError):
-        return InvalidInput(str(exc), index=index)
-    if isinstance(exc, core.ServerError):
-        if exc.retriable:
-            return Unavailable(
-                f"TubeMQ could not take the message now: {exc}", retry_after=1.0, errno=exc.errno
-            )
-        return UpstreamError(f"TubeMQ refused the message: {exc}", errno=exc.errno, index=index)
-    if isinstance(exc, core.TubeMQError):
-        return Unavailable(
-            f"no TubeMQ broker could take topic {topic!r} now ({exc}); retry later",
-            retry_after=1.0,
-        )
-    if isinstance(exc, TimeoutError):
-        return Unavailable(f"publishing to topic {topic!r} timed out; retry later", retry_after=1.0)
-    raise exc
-
-
 class PublishService:
     """Publishes batches through one shared :class:`Producer`; ``quotas``, when given, limits each caller's
     messages and bytes per second (a refused batch raises RateLimited and sends nothing)."""
@@ -247,7 +213,7 @@ class PublishService:
                 resource_name=topic,
             ) from exc
         except Exception as exc:
-            raise map_core_error(exc, topic) from exc
+            raise service_error(exc, Doing.PUBLISH, topic=topic) from exc
 
     async def publish(
         self, topic: str, messages: Sequence[OutgoingMessage], *, raw: bool = False
@@ -352,7 +318,7 @@ class PublishService:
                 timeout=self._send_timeout,
             )
         except Exception as exc:
-            outcome.error = map_core_error(exc, topic, outcome.index)
+            outcome.error = service_error(exc, Doing.PUBLISH, topic=topic, index=outcome.index)
 
     async def topic(self, topic: str) -> TopicView:
         """What the gateway knows about a topic: partitions, brokers and the max message size. Broker

@@ -11,17 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from gateway.service.access import ALLOW_ALL, DESCRIBE_CLUSTER, READ_RANGES, AccessPolicy
-from gateway.service.errors import InvalidInput, NotFound, Unavailable, UpstreamError
+from gateway.service.core_errors import Doing, service_error
+from gateway.service.errors import InvalidInput, NotFound
 from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.client_id import consumer_id, local_ipv4
 from gateway.tubemq.consumer_batch import ConsumedMessage
-from gateway.tubemq.errors import ServerError, TopicNotDeployed, TransportError, TubeMQError
+from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.master import MasterClient
 from gateway.tubemq.meta import Partition
 from gateway.tubemq.pool import ConnectionPool
@@ -70,7 +71,7 @@ class RangeService:
         return f"<RangeService {self._master!r} {self._reader!r}>"
 
     async def _layout(self, topic: str) -> TopicLayout:
-        async with self._lock, _mapped():
+        async with self._lock, _mapped(topic):
             layout = await discover_partitions(
                 self._master,
                 topic,
@@ -92,7 +93,7 @@ class RangeService:
             raise NotFound(
                 f"topic {topic!r} has no subscribable partition now", field="topic", resource_name=topic
             )
-        async with _mapped():
+        async with _mapped(topic):
             found = await asyncio.gather(*(self._reader.bounds(p) for p in layout.partitions))
         return [
             PartitionOffsets(p, b, str(p.broker.address) if addresses else None)
@@ -115,7 +116,7 @@ class RangeService:
             )
         messages: list[ConsumedMessage] = []
         position = start
-        async with _mapped(), contextlib.aclosing(self._reader.read(partition, start, end)) as batches:
+        async with _mapped(topic), contextlib.aclosing(self._reader.read(partition, start, end)) as batches:
             async for batch in batches:
                 messages.extend(batch.messages)
                 position = batch.end
@@ -127,17 +128,9 @@ class RangeService:
 
 
 @contextlib.asynccontextmanager
-async def _mapped():  # type: ignore[no-untyped-def]
-    """Turn client-core errors into service errors."""
+async def _mapped(topic: str) -> AsyncIterator[None]:
+    """Client-core errors of reading ``topic`` as service errors (:mod:`gateway.service.core_errors`)."""
     try:
         yield
-    except TopicNotDeployed as exc:
-        raise NotFound(str(exc), field="topic", errno=exc.errno) from exc
-    except TransportError as exc:
-        raise Unavailable(f"TubeMQ cannot be reached: {exc}") from exc
-    except ServerError as exc:
-        if exc.retriable:
-            raise Unavailable(str(exc), errno=exc.errno) from exc
-        raise UpstreamError(str(exc), errno=exc.errno) from exc
     except TubeMQError as exc:
-        raise UpstreamError(str(exc)) from exc
+        raise service_error(exc, Doing.READ, topic=topic) from exc
