@@ -1,5 +1,5 @@
 """The error mappings as tables: core -> service (gateway/service/core_errors.py), service -> HTTP
-(gateway/api/errors.py) and service -> gRPC (gateway/grpc/errors.py), and the docstrings that document them."""
+(gateway/api/errors.py) and service -> gRPC (gateway/grpc/errors.py), and the docstrings documenting them."""
 
 from __future__ import annotations
 
@@ -73,8 +73,8 @@ def test_core_to_service_table(
     assert mapped.errno == errno
     assert str(exc) in mapped.message
     if kind is ErrorKind.UNAVAILABLE:
-        assert "retry" in mapped.message
-        assert getattr(mapped, "retry_after") == (2.0 if doing is Doing.JOIN else 1.0)
+        assert isinstance(mapped, errors.Unavailable) and "retry" in mapped.message
+        assert mapped.retry_after == (2.0 if doing is Doing.JOIN else 1.0)
 
 
 def test_every_row_of_the_core_table_is_reached() -> None:
