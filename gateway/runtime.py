@@ -19,10 +19,12 @@ from gateway.embedded.topics import load_topic_file, parse_topic_specs
 from gateway.observability import tracing
 from gateway.security.setup import Security, build_security
 from gateway.service.consumers import ConsumerService, PollLimits
+from gateway.service.errors import Unavailable
 from gateway.service.instance_id import normalize_base_url
 from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
 from gateway.service.quotas import Quotas, RateLimits
+from gateway.service.ranges import RangeService
 from gateway.tubemq.address import NodeAddress, parse_address_list
 from gateway.tubemq.breaker import BreakerState
 from gateway.tubemq.consumer_config import ConsumerConfig
@@ -34,6 +36,7 @@ from gateway.workers.context import WorkerContext
 
 log = logging.getLogger("gateway.runtime")
 _N = TypeVar("_N", int, float)
+_S = TypeVar("_S")
 
 
 class ConfigurationError(ValueError):
@@ -80,6 +83,7 @@ class Runtime:
     cluster: EmbeddedCluster | None = None
     publish: PublishService | None = None
     consumers: ConsumerService | None = None
+    ranges: RangeService | None = None
     masters: list[NodeAddress] = field(default_factory=list)
     quotas: Quotas | None = None
     draining: bool = False
@@ -164,6 +168,7 @@ class Runtime:
             )
             self.consumers = self._consumer_service(self.pool, id_secret, peers)
             await self.consumers.start()
+            self.ranges = RangeService(self.pool, self.masters, access=self.security.policy)
         except BaseException:
             await self.stop()
             raise
@@ -229,8 +234,21 @@ class Runtime:
         ready = not self.draining and bool(checks["usableBrokers"]) and (reachable or routes > 0)
         return ready, checks
 
+    def publisher(self) -> PublishService:
+        """The publish service; Unavailable while the runtime is starting or stopping."""
+        return _serving(self.publish)
+
+    def consumer_service(self) -> ConsumerService:
+        """The consumer service; Unavailable while the runtime is starting or stopping."""
+        return _serving(self.consumers)
+
+    def range_service(self) -> RangeService:
+        """The exact-range service; Unavailable while the runtime is starting or stopping."""
+        return _serving(self.ranges)
+
     async def stop(self) -> None:
         """Close in reverse order of start; safe to call on a partly started runtime."""
+        self.ranges = None  # holds no link of its own: its reads end with the pool below
         if self.consumers is not None:
             await self.consumers.close()
             self.consumers = None
@@ -247,6 +265,12 @@ class Runtime:
         if self._tracing:
             self._tracing = False
             tracing.shutdown()
+
+
+def _serving(service: _S | None) -> _S:
+    if service is None:
+        raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
+    return service
 
 
 def embedded_upstream(upstream: UpstreamOptions) -> UpstreamOptions:

@@ -220,8 +220,8 @@ def serve_process(settings: Settings, worker: WorkerContext | None = None) -> in
     stopped cleanly. ``worker``: this process is one of the replica's worker processes (``--workers N``):
     the ports are shared with its siblings (``SO_REUSEPORT``) and it serves a private listener too."""
     from gateway.api.app import create_app
-    from gateway.grpc.hosting import GatewayServer
     from gateway.grpc.server import create_grpc_server
+    from gateway.process_server import ProcessServer
     from gateway.runtime import Runtime
     from gateway.security.setup import SecurityConfigError
     from gateway.shutdown import ShutdownPlan
@@ -256,7 +256,7 @@ def serve_process(settings: Settings, worker: WorkerContext | None = None) -> in
             http_config(plain, private_app(app), lifespan="off", **common),
             private_socket(worker.http_socket(worker.index)),
         )
-    server = GatewayServer(
+    server = ProcessServer(
         config,
         runtime=runtime,
         grpc_server=grpc_server,

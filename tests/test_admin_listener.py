@@ -17,7 +17,7 @@ from gateway.api.app import create_app
 from gateway.api.docs import ASSETS
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
-from gateway.grpc.hosting import GatewayServer
+from gateway.process_server import ProcessServer
 from gateway.runtime import Runtime
 from gateway.serve import admin_config, http_config
 from gateway.shutdown import ShutdownPlan
@@ -39,7 +39,7 @@ async def test_by_default_they_stay_on_the_main_listener() -> None:
             assert (await client.get(path)).status_code == 200, path
 
 
-def _serving(cluster: EmbeddedCluster, admin_port: int = 0) -> tuple[GatewayServer, Runtime]:
+def _serving(cluster: EmbeddedCluster, admin_port: int = 0) -> tuple[ProcessServer, Runtime]:
     settings = gateway_settings(
         cluster, http_host="127.0.0.1", grpc={"enabled": False}, admin={"port": admin_port}
     )
@@ -50,7 +50,7 @@ def _serving(cluster: EmbeddedCluster, admin_port: int = 0) -> tuple[GatewayServ
     def drain() -> None:
         runtime.draining = True
 
-    server = GatewayServer(
+    server = ProcessServer(
         http_config(settings, app, host="127.0.0.1", port=0, log_level=None, timeout_graceful_shutdown=1),
         runtime=runtime,
         grpc_server=None,

@@ -18,7 +18,7 @@ from gateway.api.app import create_app
 from gateway.config import ConsumerSettings, ProducerSettings, Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import parse_topic_specs
-from gateway.grpc.hosting import GatewayServer
+from gateway.process_server import ProcessServer
 from gateway.runtime import Runtime
 from gateway.service.publish import OutgoingMessage, PublishService
 from gateway.shutdown import ShutdownPlan
@@ -33,7 +33,7 @@ PLAN = ShutdownPlan(grace_period=8.0)
 
 
 @asynccontextmanager
-async def gateway(cluster: EmbeddedCluster) -> AsyncIterator[tuple[GatewayServer, asyncio.Task[None], str]]:
+async def gateway(cluster: EmbeddedCluster) -> AsyncIterator[tuple[ProcessServer, asyncio.Task[None], str]]:
     settings = Settings(
         masters=",".join(str(a) for a in cluster.master_addresses),
         producer=ProducerSettings(heartbeat_interval=0.5),
@@ -47,7 +47,7 @@ async def gateway(cluster: EmbeddedCluster) -> AsyncIterator[tuple[GatewayServer
         log_config=None,
         timeout_graceful_shutdown=PLAN.requests_timeout,
     )
-    server = GatewayServer(config, runtime=runtime, grpc_server=None, on_drain=runtime.begin_drain, plan=PLAN)
+    server = ProcessServer(config, runtime=runtime, grpc_server=None, on_drain=runtime.begin_drain, plan=PLAN)
     async with serving(server) as (task, url):
         yield server, task, url
 

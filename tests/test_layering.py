@@ -298,3 +298,156 @@ def test_a_planted_import_is_caught(source: str, expected: bool) -> None:
     # The rules must be able to fail: read a made-up core module that breaks (or keeps) them.
     planted = GATEWAY / "tubemq" / "planted.py"
     assert any(core_breaks_rules(imp) for imp in imports_of(planted, source)) is expected
+
+
+# --- every package: which of the gateway's own packages and modules each may import -----------------------
+# Bottom to top (docs/architecture.md § Layers). A module may always import its own package, the package root
+# (``gateway.__version__``) and the stdlib; of the gateway, only what its row lists. The core and the
+# embedded cluster have their own, stricter tests above; gateway/workers/context.py and cpus.py are leaves.
+_ADAPTER_CORE = ("gateway.tubemq.events", "gateway.tubemq.pool", "gateway.tubemq.producer_send")
+_PROCESS = ("gateway.config", "gateway.tls", "gateway.shutdown", "gateway.workers.context")
+ALLOWED: dict[str, tuple[str, ...]] = {
+    # redaction of consumer instance ids is the one thing logs take from the service layer
+    "gateway.observability": ("gateway.tubemq", "gateway.service.instance_id"),
+    "gateway.service": ("gateway.tubemq", "gateway.observability"),
+    "gateway.config": ("gateway.service.peers", "gateway.tubemq.client_id"),
+    "gateway.upstream": ("gateway.config", "gateway.tubemq"),
+    "gateway.tls": ("gateway.config",),
+    "gateway.shutdown": (),
+    "gateway.spark": ("gateway.tubemq", "gateway.config", "gateway.upstream"),
+    "gateway.runtime": (
+        "gateway.tubemq",
+        "gateway.embedded",
+        "gateway.observability",
+        "gateway.service",
+        "gateway.security",
+        "gateway.config",
+        "gateway.upstream",
+        "gateway.workers.context",
+    ),
+    # the adapters: services through the runtime, never the embedded cluster or each other
+    "gateway.api": (
+        "gateway.runtime",
+        "gateway.service",
+        "gateway.security",
+        "gateway.observability",
+        *_PROCESS,
+        *_ADAPTER_CORE,
+    ),
+    "gateway.grpc": (
+        "gateway.runtime",
+        "gateway.service",
+        "gateway.security",
+        "gateway.observability",
+        *_PROCESS,
+        *_ADAPTER_CORE,
+    ),
+    # process wiring on top: HTTP and gRPC hosted in one process over the runtime; serve, the CLI, workers
+    "gateway.process_server": ("gateway.grpc", "gateway.runtime", *_PROCESS),
+    "gateway.serve": (
+        "gateway.api",
+        "gateway.grpc",
+        "gateway.process_server",
+        "gateway.runtime",
+        "gateway.security",
+        "gateway.observability",
+        "gateway.upstream",
+        "gateway.workers",
+        *_PROCESS,
+    ),
+    "gateway.workers": (
+        "gateway.serve",
+        "gateway.__main__",
+        "gateway.runtime",
+        "gateway.embedded",
+        "gateway.observability",
+        "gateway.upstream",
+        *_PROCESS,
+    ),
+}
+#: third-party frameworks each package must not touch (the web stack and metrics stay in the adapters and
+#: observability; the runtime wires services, it serves nothing)
+FORBIDDEN_THIRD_PARTY: dict[str, tuple[str, ...]] = {
+    "gateway.service": WEB_AND_METRICS,
+    "gateway.runtime": WEB_AND_METRICS,
+    "gateway.config": WEB_AND_METRICS,
+    "gateway.upstream": WEB_AND_METRICS,
+    "gateway.spark": WEB_AND_METRICS,
+    "gateway.observability": ("fastapi", "grpc", "grpc_health", "grpc_reflection", "uvicorn"),
+    "gateway.api": ("grpc", "grpc_health", "grpc_reflection"),
+    "gateway.grpc": ("fastapi", "starlette", "uvicorn"),
+}
+
+
+def _paths_of(name: str) -> tuple[Path, ...]:
+    relative = name.split(".", 1)[1]
+    single = GATEWAY / f"{relative}.py"
+    return (single,) if single.is_file() else modules(relative)
+
+
+def breaks_package_rules(owner: str, imp: Import) -> bool:
+    target = imp.target
+    if _within(target, FORBIDDEN_THIRD_PARTY.get(owner, ())):
+        return True
+    if target.split(".")[0] != "gateway" or target == "gateway" or _within(target, (owner,)):
+        return False
+    return not _within(target, ALLOWED[owner])
+
+
+def test_every_package_has_rules() -> None:
+    """A new package (or top-level module) under gateway/ must get a row here, so nothing grows unchecked."""
+    checked_elsewhere = {"gateway.tubemq", "gateway.embedded", "gateway.security", "gateway.__main__"}
+    found = {f"gateway.{p.stem}" for p in GATEWAY.glob("*.py") if p.stem != "__init__"}
+    found |= {f"gateway.{p.parent.name}" for p in GATEWAY.glob("*/*.py")}
+    assert found - checked_elsewhere == set(ALLOWED)
+
+
+@pytest.mark.parametrize("owner", sorted(ALLOWED))
+def test_each_package_imports_only_what_its_row_allows(owner: str) -> None:
+    paths = _paths_of(owner)
+    assert paths, owner
+    bad = _violations(paths, lambda imp: breaks_package_rules(owner, imp))
+    assert bad == [], f"{owner} may import {ALLOWED[owner]} of the gateway:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("owner", "source", "expected"),
+    [
+        ("gateway.observability", "from gateway.grpc.interceptors import GrpcCallFinished\n", True),
+        ("gateway.observability", "from gateway.api import app\n", True),
+        ("gateway.observability", "import grpc\n", True),
+        ("gateway.observability", "from gateway.service.instance_id import redact_text\n", False),
+        ("gateway.service", "from gateway.runtime import Runtime\n", True),
+        ("gateway.runtime", "from gateway.api.app import create_app\n", True),
+        ("gateway.runtime", "import fastapi\n", True),
+        ("gateway.api", "from gateway.grpc import errors\n", True),
+        ("gateway.api", "from gateway.embedded.cluster import EmbeddedCluster\n", True),
+        ("gateway.api", "from gateway.tubemq.producer import Producer\n", True),
+        ("gateway.grpc", "from gateway.api.errors import STATUS_BY_KIND\n", True),
+        ("gateway.grpc", "def f() -> None:\n    import fastapi\n", True),
+        ("gateway.grpc", "from gateway.service.errors import ServiceError\n", False),
+        ("gateway.spark", "from gateway.service.ranges import RangeService\n", True),
+        ("gateway.spark", "from gateway.tubemq.pool import ConnectionPool\n", False),
+    ],
+)
+def test_a_planted_package_import_is_caught(owner: str, source: str, expected: bool) -> None:
+    planted = GATEWAY / owner.split(".", 1)[1] / "planted.py"
+    assert any(breaks_package_rules(owner, imp) for imp in imports_of(planted, source)) is expected
+
+
+def test_the_runtime_owns_every_service() -> None:
+    """The adapters take services from the runtime (which starts and stops them); none builds its own."""
+    services = ("PublishService", "ConsumerService", "RangeService")
+
+    def builds(path: Path) -> list[str]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return [
+            f"{path.relative_to(ROOT)}:{node.lineno} builds {node.func.id}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in services
+        ]
+
+    bad = [line for path in (*modules("api"), *modules("grpc")) for line in builds(path)]
+    assert bad == [], "\n".join(bad)
+    runtime = builds(GATEWAY / "runtime.py")
+    assert {line.rsplit(" ", 1)[1] for line in runtime} == set(services)

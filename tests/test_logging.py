@@ -219,10 +219,10 @@ def test_event_logger_skips_work_when_level_disabled(capture: Capture) -> None:
 
 
 def test_grpc_call_ids_reach_the_log_lines(capture: Capture) -> None:
-    from gateway.grpc import interceptors
+    from gateway.observability import request_id
 
     def in_a_call() -> None:
-        interceptors._request_id.set("grpc-call-7")  # what the interceptor does for each call
+        request_id.bind("grpc-call-7")  # what the gRPC interceptor does for each call
         logging.getLogger("gateway.grpc.test").info("inside a call")
 
     contextvars.copy_context().run(in_a_call)

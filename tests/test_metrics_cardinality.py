@@ -18,9 +18,9 @@ from grpc_reflection.v1alpha import reflection_pb2
 
 from gateway.api.app import create_app
 from gateway.config import Settings
-from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
 from gateway.grpc.reflection import V1_DESCRIPTOR
+from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted
 from gateway.observability.metric_limits import HTTP_METHODS, MAX_NODES, OVERFLOW, series_bound
 from gateway.observability.metrics import GatewayMetrics
 from gateway.runtime import Runtime

@@ -12,7 +12,6 @@ from fastapi import Depends, Request
 
 from gateway.config import Settings
 from gateway.runtime import Runtime
-from gateway.service.errors import Unavailable
 from gateway.service.publish import PublishService
 from gateway.service.quotas import set_caller_address
 
@@ -38,10 +37,7 @@ def bind_caller_address(request: Request) -> None:
 
 
 async def get_publish_service(request: Request) -> PublishService:
-    service = get_runtime(request).publish
-    if service is None:
-        raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
-    return service
+    return get_runtime(request).publisher()
 
 
 RuntimeDep = Annotated[Runtime, Depends(runtime_dep)]

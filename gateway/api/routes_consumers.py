@@ -81,10 +81,7 @@ SSE_RETRY_MS = 1000
 
 
 def _consumers(request: Request) -> ConsumerService:
-    service = _runtime(request).consumers
-    if service is None:
-        raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
-    return service
+    return _runtime(request).consumer_service()
 
 
 async def get_consumers(request: Request) -> ConsumerService:

@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse
 from gateway.api.deps import get_runtime
 from gateway.api.range_schemas import PartitionOffsetsResponse, RangePage
 from gateway.api.schemas import ErrorResponse
-from gateway.service.errors import Unavailable
 from gateway.service.ranges import RangeService
 
 router = APIRouter(prefix="/v1/topics", tags=["ranges"])
@@ -30,14 +29,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 
 
 def _service(request: Request) -> RangeService:
-    service: RangeService | None = getattr(request.app.state, "ranges", None)
-    if service is None:
-        runtime = get_runtime(request)
-        if runtime.pool is None or not runtime.masters:
-            raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
-        service = RangeService(runtime.pool, runtime.masters, access=runtime.security.policy)
-        request.app.state.ranges = service
-    return service
+    return get_runtime(request).range_service()
 
 
 # The answers are built as plain dicts and sent as they are (a page holds up to 10000 messages): the models

@@ -44,10 +44,7 @@ class ConsumerRpcs:
     _siblings: GrpcSiblings | None
 
     def _consumers(self) -> ConsumerService:
-        service = self._runtime.consumers
-        if service is None:
-            raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
-        return service
+        return self._runtime.consumer_service()
 
     def _sibling_of(self, group: str, instance_id: str, context: grpc.aio.ServicerContext) -> Relay | None:
         """The sibling worker owning the instance, when the call must be relayed there (never twice), with

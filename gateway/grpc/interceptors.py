@@ -5,7 +5,7 @@ separate functions. Per call, in order:
 
 1. **Request id**: the client's ``x-request-id`` when it is a sane token, else a fresh one; sent back in
    the response trailers of every call (and also in the headers of streaming calls), and visible to logs
-   through :func:`current_request_id`.
+   through :func:`gateway.observability.request_id.current_request_id`.
 2. **Authentication and admission**: with a :class:`~gateway.security.setup.Security`, the method is
    looked up in :data:`gateway.security.operations.GRPC_METHODS` (health checks are open; a method
    missing from the table is refused), the caller is authenticated from the ``authorization`` /
@@ -17,49 +17,46 @@ separate functions. Per call, in order:
 3. **Errors**: a :class:`~gateway.service.errors.ServiceError` (or ``AdapterError``) leaving the servicer
    ends the call through :func:`gateway.grpc.errors.abort`; any other exception is logged with the
    request id and ends the call with INTERNAL.
-4. **Metrics**: a :class:`GrpcCallStarted` event when a call starts and a :class:`GrpcCallFinished` event
-   when it ends (method, type, code, seconds) on the runtime's event bus. A call the client cancelled (or
-   left) ends with CANCELLED. Streams count the messages they receive and send (an integer step per
-   message) and report them in :class:`GrpcStreamMessages` events, at most once per
-   :data:`REPORT_INTERVAL` and when they end, so a stream's traffic shows while it lasts.
+4. **Metrics** (events of :mod:`gateway.observability.grpc_events`): a :class:`GrpcCallStarted` event
+   when a call starts and a :class:`GrpcCallFinished` event when it ends (method, type, code, seconds) on
+   the runtime's event bus. A call the client cancelled (or left) ends with CANCELLED. Streams count the
+   messages they receive and send (an integer step per message) and report them in
+   :class:`GrpcStreamMessages` events, at most once per :data:`REPORT_INTERVAL` and when they end, so a
+   stream's traffic shows while it lasts.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from gateway.grpc import errors
 from gateway.grpc.siblings import forwarded_subject
-from gateway.grpc.wrapping import BIDI_STREAM as BIDI_STREAM  # the grpc_type names, re-exported for metrics
-from gateway.grpc.wrapping import CLIENT_STREAM as CLIENT_STREAM
-from gateway.grpc.wrapping import SERVER_STREAM as SERVER_STREAM
-from gateway.grpc.wrapping import UNARY as UNARY
 from gateway.grpc.wrapping import WrappingInterceptor
+from gateway.observability.grpc_events import (
+    BIDI_STREAM,
+    CLIENT_STREAM,
+    GrpcCallFinished,
+    GrpcCallStarted,
+    GrpcStreamMessages,
+)
+from gateway.observability.request_id import REQUEST_ID_HEADER as HTTP_REQUEST_ID_HEADER
+from gateway.observability.request_id import accepted, bind, new_request_id
 from gateway.security.credentials import from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
 from gateway.service.errors import ServiceError
 from gateway.service.principal import bind_principal
 from gateway.tls import GRPC_SUBJECT_KEY
-from gateway.tubemq.events import Event, EventBus
+from gateway.tubemq.events import EventBus
 
 log = logging.getLogger("gateway.grpc")
 
-REQUEST_ID_HEADER = "x-request-id"
-#: Accepted incoming ids: uuids, hex, base64url and the like, length-bounded so a client cannot inject log
-#: noise or oversized fields (the same rule as the HTTP side).
-_VALID_ID = re.compile(r"^[A-Za-z0-9._:+/=-]{1,128}$")
-
-_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("grpc_request_id", default=None)
+REQUEST_ID_HEADER = HTTP_REQUEST_ID_HEADER.lower()  # gRPC metadata keys are lower case
 
 #: ``authorize(method, metadata)``: return to let the call through, raise ``AuthError`` to refuse it.
 #: ``method`` is the full method name (``/tubemq.gateway.v1.GatewayService/Publish``); ``metadata`` maps each
@@ -67,34 +64,8 @@ _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("grpc_r
 Authorizer = Callable[[str, Mapping[str, str | bytes]], Awaitable[None]]
 
 
-def current_request_id() -> str | None:
-    """The id of the gRPC call being served in this task, if any."""
-    return _request_id.get()
-
-
 #: Seconds between two GrpcStreamMessages reports of one stream (while messages flow).
 REPORT_INTERVAL = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class GrpcCallStarted(Event):
-    """A gRPC call started. ``method`` is the full name (``/tubemq.gateway.v1.GatewayService/Publish``),
-    ``grpc_type`` one of ``unary``, ``client_stream``, ``server_stream``, ``bidi_stream``."""
-
-    method: str
-    grpc_type: str
-
-
-@dataclass(frozen=True, slots=True)
-class GrpcStreamMessages(Event):
-    """Messages a stream received from the client (client and bidi streams) and sent to it (server and
-    bidi streams) since its last report. Unary requests and responses are not reported here: a unary
-    call receives one message, and sends one when it ends OK."""
-
-    method: str
-    grpc_type: str
-    received: int
-    sent: int
 
 
 class _Flow:
@@ -106,18 +77,6 @@ class _Flow:
         self.received = 0
         self.sent = 0
         self.due = due
-
-
-@dataclass(frozen=True, slots=True)
-class GrpcCallFinished(Event):
-    """One gRPC call ended. ``code`` is the status code name (``OK``, ``INVALID_ARGUMENT``, ``CANCELLED``
-    when the client cancelled or went away...)."""
-
-    method: str
-    code: str
-    duration: float  # seconds
-    request_id: str
-    grpc_type: str = UNARY
 
 
 def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str | bytes]:
@@ -252,8 +211,8 @@ class GatewayInterceptor(WrappingInterceptor):
             events.emit(GrpcCallStarted(method, kind))
         metadata = _metadata(context)
         given = metadata.get(REQUEST_ID_HEADER)
-        request_id = given if isinstance(given, str) and _VALID_ID.match(given) else uuid.uuid4().hex
-        _request_id.set(request_id)  # each call runs in its own task, so this never leaks across calls
+        request_id = (accepted(given) if isinstance(given, str) else None) or new_request_id()
+        bind(request_id)  # each call runs in its own task, so this never leaks across calls
         tag = ((REQUEST_ID_HEADER, request_id),)
         # Trailers ride along with the status for free; sending headers early costs a unary call about a
         # third of its throughput, so only streams (where it matters to see the id early) get them, once

@@ -18,7 +18,6 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.publish_stream import publish_stream
 from gateway.grpc.siblings import GrpcSiblings
 from gateway.runtime import Runtime
-from gateway.service.errors import Unavailable
 from gateway.service.publish import PublishService
 from gateway.service.quotas import set_caller_address
 
@@ -62,10 +61,7 @@ class GatewayServicer(ConsumerRpcs):
         self._stopping = True
 
     def _publisher(self) -> PublishService:
-        service = self._runtime.publish
-        if service is None:
-            raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
-        return service
+        return self._runtime.publisher()
 
     # --- publishing ---------------------------------------------------------------------------------
 

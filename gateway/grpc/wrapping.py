@@ -13,11 +13,11 @@ from typing import Any
 
 import grpc
 
+from gateway.observability.grpc_events import BIDI_STREAM, CLIENT_STREAM, SERVER_STREAM, UNARY
+
 __all__ = ["BIDI_STREAM", "CLIENT_STREAM", "SERVER_STREAM", "UNARY", "WrappingInterceptor"]
 
-#: the gRPC method kinds handed to ``_unary`` / ``_streaming``: the metrics' ``grpc_type``, named as
-#: go-grpc-prometheus names them
-UNARY, CLIENT_STREAM, SERVER_STREAM, BIDI_STREAM = "unary", "client_stream", "server_stream", "bidi_stream"
+# the gRPC method kinds handed to ``_unary`` / ``_streaming`` are the metrics' ``grpc_type`` names
 
 
 class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints

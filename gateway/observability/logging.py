@@ -17,16 +17,11 @@
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import enum
-import itertools
 import json
 import logging
-import os
 import random
-import re
-import secrets
 import sys
 import time
 from collections.abc import Iterable
@@ -36,7 +31,14 @@ from typing import IO, Any
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.grpc.interceptors import current_request_id as grpc_request_id
+from gateway.observability.request_id import (
+    REQUEST_ID_HEADER,
+    accepted,
+    bind,
+    current_request_id,
+    new_request_id,
+    unbind,
+)
 from gateway.service.instance_id import redact_text
 from gateway.tubemq.events import EventBus, Subscription
 
@@ -53,36 +55,9 @@ __all__ = [
     "redact_library_logs",
 ]
 
-REQUEST_ID_HEADER = "X-Request-ID"
 #: The status logged (and counted by the metrics) for a request whose client went away before any answer.
 CLIENT_CLOSED = 499
 _HEADER_LOWER = REQUEST_ID_HEADER.lower().encode("latin-1")
-#: Accepted incoming ids: what proxies and tracing systems send (uuids, hex, base64url), length-bounded so a
-#: client cannot inject log noise or oversized fields.
-_VALID_ID = re.compile(r"^[A-Za-z0-9._:+/=-]{1,128}$")
-
-_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
-
-# Generated request ids: 16 random hex digits drawn once per process (again in a forked child) and a
-# 16-digit counter, 32 hex digits as uuid4().hex had; unique within the process and, with the random
-# prefix, across processes and restarts. uuid4 read the OS's random source on every request (a system call).
-_id_prefix = ""
-_id_counter = itertools.count()
-
-
-def _new_id_prefix() -> None:
-    global _id_prefix
-    _id_prefix = secrets.token_hex(8)
-
-
-_new_id_prefix()
-os.register_at_fork(after_in_child=_new_id_prefix)
-
-
-def new_request_id() -> str:
-    """A fresh request id (see above)."""
-    return f"{_id_prefix}{next(_id_counter) & 0xFFFFFFFFFFFFFFFF:016x}"
-
 
 _http_log = logging.getLogger("gateway.http")
 
@@ -92,11 +67,6 @@ _STANDARD_ATTRS = frozenset(
 )
 #: Extras that only make sense on a terminal (uvicorn's ANSI-coloured copy of the message).
 _DROPPED_EXTRAS = frozenset({"color_message"})
-
-
-def current_request_id() -> str | None:
-    """The id of the HTTP request or gRPC call being served in this task, if any."""
-    return _request_id.get() or grpc_request_id()
 
 
 def _jsonable(value: Any) -> Any:
@@ -224,7 +194,7 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send)
             return
         request_id = _incoming_id(scope) or new_request_id()
-        token = _request_id.set(request_id)
+        token = bind(request_id)
         started = time.perf_counter()
         status = 500
 
@@ -280,7 +250,7 @@ class RequestIdMiddleware:
                         "duration_seconds": round(time.perf_counter() - started, 6),
                     },
                 )
-            _request_id.reset(token)
+            unbind(token)
 
     def __repr__(self) -> str:
         return f"<RequestIdMiddleware header={REQUEST_ID_HEADER} quiet={sorted(self._quiet)}>"
@@ -302,7 +272,7 @@ def _incoming_id(scope: Scope) -> str | None:
     for key, value in scope.get("headers", ()):
         if key == _HEADER_LOWER:
             text = value.decode("latin-1")
-            return text if _VALID_ID.match(text) else None
+            return accepted(text)
     return None
 
 

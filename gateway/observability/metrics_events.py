@@ -11,7 +11,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.grpc.interceptors import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
+from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
 from gateway.observability.metrics_grpc import GrpcMetrics
 from gateway.tubemq import rpc
 from gateway.tubemq.breaker import ShieldReason

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.grpc.interceptors import (
+from gateway.observability.grpc_events import (
     CLIENT_STREAM,
     SERVER_STREAM,
     UNARY,

@@ -1,4 +1,4 @@
-"""GatewayServer: runtime, HTTP and gRPC in one event loop; startup failure and graceful shutdown order."""
+"""ProcessServer: runtime, HTTP and gRPC in one event loop; startup failure and graceful shutdown order."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import uvicorn
 
 from gateway.api.app import create_app
 from gateway.embedded.cluster import EmbeddedCluster
-from gateway.grpc.hosting import GatewayServer
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import create_grpc_server
+from gateway.process_server import ProcessServer
 from gateway.runtime import Runtime
 from gateway.shutdown import ShutdownPlan
 from tests.grpc_support import TOPICS, gateway_settings, message
@@ -28,7 +28,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
         yield c
 
 
-def _server(runtime: Runtime, plan: ShutdownPlan) -> GatewayServer:
+def _server(runtime: Runtime, plan: ShutdownPlan) -> ProcessServer:
     config = uvicorn.Config(
         create_app(runtime=runtime, owns_runtime=False),
         host="127.0.0.1",
@@ -40,7 +40,7 @@ def _server(runtime: Runtime, plan: ShutdownPlan) -> GatewayServer:
     def drain() -> None:
         runtime.draining = True
 
-    return GatewayServer(
+    return ProcessServer(
         config, runtime=runtime, grpc_server=create_grpc_server(runtime), on_drain=drain, plan=plan
     )
 

@@ -1,6 +1,7 @@
 """HTTP and gRPC in one process and one event loop, over one Runtime, with one graceful shutdown.
 
-:class:`GatewayServer` is the :class:`~gateway.shutdown.GracefulServer` that ``tubemq-gateway serve`` runs,
+:class:`ProcessServer` is the :class:`~gateway.shutdown.GracefulServer` that ``tubemq-gateway serve`` runs
+(the whole process's server, not the gRPC adapter's: that is :class:`gateway.grpc.server.GrpcServer`),
 extended with the runtime's lifecycle and the gRPC server:
 
 * start: the runtime, then the gRPC server, then the admin listener (when configured), then a worker
@@ -31,7 +32,7 @@ from gateway.shutdown import GracefulServer, ShutdownPlan
 log = logging.getLogger("gateway.serve")
 
 
-class GatewayServer(GracefulServer):
+class ProcessServer(GracefulServer):
     """Owns ``runtime`` (build the app with ``owns_runtime=False``) and ``grpc_server`` (None: HTTP only)."""
 
     def __init__(
