@@ -25,13 +25,14 @@ T = TypeVar("T")
 
 
 class ClusterThread:
-    """An :class:`EmbeddedCluster` plus a producer, on a private loop thread."""
+    """An :class:`EmbeddedCluster` plus a producer, on a private loop thread; ``cluster_options`` go to the
+    cluster (e.g. ``retention``)."""
 
-    def __init__(self, topics: Sequence[TopicSpec], brokers: int = 2) -> None:
+    def __init__(self, topics: Sequence[TopicSpec], brokers: int = 2, **cluster_options: Any) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.cluster = EmbeddedCluster(list(topics), brokers=brokers)
+        self.cluster = EmbeddedCluster(list(topics), brokers=brokers, **cluster_options)
         self.pool: ConnectionPool | None = None
         self.producer: Producer | None = None
         self.call(self._start())
@@ -123,6 +124,14 @@ def spark_session() -> Any:
 
         register(_SPARK)
     return _SPARK
+
+
+def read_tubemq(spark: Any, masters: str, **options: str) -> Any:
+    """A batch DataFrame of ``format("tubemq")`` over ``masters`` with ``options`` (e.g. ``topic``)."""
+    reader = spark.read.format("tubemq").option("masters", masters)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
 
 
 def serve_gateway(cluster: ClusterThread) -> tuple[str, Any]:

@@ -38,3 +38,32 @@ def test_source_options_defaults_and_checks() -> None:
     ):
         with pytest.raises(ValueError):
             SourceOptions.parse(bad)
+
+
+def test_several_topics_caps_data_loss_and_split_options() -> None:
+    both = SourceOptions.parse({"masters": "h", "topic": "a, b", "subscribe": "b,c"})
+    assert both.topics == ("a", "b", "c")
+    assert SourceOptions.parse({"masters": "h", "subscribe": "x"}).topic == "x"
+    with pytest.raises(ValueError, match="exactly one topic"):
+        _ = both.topic
+    base = {"masters": "h", "topic": "t"}
+    assert SourceOptions.parse(base).fail_on_data_loss is True
+    assert SourceOptions.parse({**base, "failOnDataLoss": "FALSE"}).fail_on_data_loss is False
+    assert SourceOptions.parse({**base, "maxOffsetsPerTrigger": "70"}).max_messages_per_trigger == 70
+    same = {**base, "maxOffsetsPerTrigger": "70", "maxMessagesPerTrigger": "70"}
+    assert SourceOptions.parse(same).max_messages_per_trigger == 70
+    assert SourceOptions.parse({**base, "minPartitions": "8"}).min_partitions == 8
+    for bad, match in (
+        ({"maxOffsetsPerTrigger": "70", "maxMessagesPerTrigger": "71"}, "give one of them"),
+        ({"failOnDataLoss": "yes"}, "failOnDataLoss must be 'true' or 'false'"),
+        ({"minPartitions": "0"}, "minPartitions must be >= 1"),
+        ({"maxOffsetsPerTrigger": "many"}, "maxOffsetsPerTrigger must be a whole number"),
+        ({"topic": " , "}, "option 'topic' is required"),
+        ({"startingTimestamp": "1700000000000"}, "no time-to-offset look-up"),
+        ({"startingOffsetsByTimestamp": "{}"}, "no time-to-offset look-up"),
+        ({"endingTimestamp": "1700000000000"}, "no time-to-offset look-up"),
+        ({"subscribePattern": "t.*"}, "cannot list the master's topics"),
+        ({"assign": '{"t": [0]}'}, "startingOffsets JSON"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            SourceOptions.parse({**base, **bad})

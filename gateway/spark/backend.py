@@ -10,6 +10,7 @@ every other column is ignored.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,19 @@ from gateway.spark.core import PartitionRange, PlannedPartition, get_core, plan_
 from gateway.spark.options import SourceOptions
 from gateway.tubemq.producer import Producer
 
-__all__ = ["WRITE_CHUNK", "OutgoingRow", "check_columns", "plan", "read_batches", "to_outgoing", "write_rows"]
+__all__ = [
+    "WRITE_CHUNK",
+    "DataLost",
+    "OutgoingRow",
+    "check_columns",
+    "data_loss",
+    "plan",
+    "read_batches",
+    "to_outgoing",
+    "write_rows",
+]
+
+log = logging.getLogger(__name__)
 
 WRITE_CHUNK = 1000
 """Rows sent concurrently by one write task before it waits for their answers."""
@@ -31,15 +44,37 @@ _OPTIONAL = ("key", "attributes", "stream_id", "msg_time")
 
 
 def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
-    """The topic's partitions by key, with their stores' bounds (asked now)."""
+    """The partitions of every topic of ``options`` by key, with their stores' bounds (asked now)."""
+    planned: dict[str, PlannedPartition] = {}
     if options.gateway is not None:
         from gateway.spark import rest
 
-        return rest.plan(options)
+        for topic in options.topics:
+            planned.update(rest.plan(options, topic))
+        return planned
     assert options.masters is not None
     masters = options.masters
     core = get_core(options.timeout, options.tubemq)
-    return core.run(plan_topic(core, masters, options.topic, options.group_prefix))
+
+    async def plan_all() -> list[dict[str, PlannedPartition]]:
+        return await asyncio.gather(
+            *(plan_topic(core, masters, topic, options.group_prefix) for topic in options.topics)
+        )
+
+    for found in core.run(plan_all()):
+        planned.update(found)
+    return planned
+
+
+class DataLost(RuntimeError):
+    """Messages a read should return are gone from the broker (``failOnDataLoss`` is true)."""
+
+
+def data_loss(options: SourceOptions, message: str) -> None:
+    """Raise :class:`DataLost` with ``message`` when ``failOnDataLoss`` is true, else log it and go on."""
+    if options.fail_on_data_loss:
+        raise DataLost(f"{message}; set option failOnDataLoss to false to read on from what exists")
+    log.warning("data lost: %s; reading on (failOnDataLoss is false)", message)
 
 
 def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
@@ -54,9 +89,25 @@ def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
     core = get_core(options.timeout, options.tubemq)
     reader = core.reader(options.group_prefix)
     reader.visit_token = task.visit_token
+    lost_before = reader.stats.lost_bytes
+    checked = not task.fail_on_data_loss
     for batch in core.iterate(reader.read(task.partition, task.start, task.end)):
+        if not checked:  # the first register has answered: did the broker skip expired entries?
+            checked = True
+            _check_expired(task, reader.stats.lost_bytes - lost_before)
         if batch.messages:
             yield from_messages(task.topic, task.key, batch.messages)
+    if not checked:
+        _check_expired(task, reader.stats.lost_bytes - lost_before)
+
+
+def _check_expired(task: PartitionRange, lost: int) -> None:
+    if lost > 0:
+        raise DataLost(
+            f"partition {task.key}: offsets {task.start}..{task.start + lost} expired before they were read "
+            f"(the broker's oldest is now {task.start + lost}); set option failOnDataLoss to false to read "
+            "on from what exists"
+        )
 
 
 def check_columns(columns: Sequence[str]) -> None:

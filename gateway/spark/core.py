@@ -53,6 +53,8 @@ class PartitionRange:
     start: int
     end: int
     visit_token: int = -2
+    fail_on_data_loss: bool = False
+    """Fail the task when the broker no longer holds ``start`` (expired since planning)."""
 
     @property
     def partition(self) -> Partition:
@@ -67,7 +69,13 @@ class PlannedPartition:
     bounds: OffsetBounds
     visit_token: int
 
-    def range(self, start: int, end: int) -> PartitionRange:
+    @property
+    def store(self) -> tuple[int, str, int]:
+        """(brokerId, topic, store index): partitions of one store share its index offsets."""
+        p = self.partition
+        return (p.broker.broker_id, p.topic, p.store_index)
+
+    def range(self, start: int, end: int, *, fail_on_data_loss: bool = False) -> PartitionRange:
         p = self.partition
         return PartitionRange(
             p.partition_key,
@@ -79,6 +87,7 @@ class PlannedPartition:
             start,
             end,
             self.visit_token,
+            fail_on_data_loss,
         )
 
 

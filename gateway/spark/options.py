@@ -7,14 +7,20 @@
 * ``gatewayToken``: with ``gateway``, the API key (or JWT) sent as ``Authorization: Bearer`` when the
   gateway requires authentication (the principal needs ``read_ranges`` to read, ``publish`` to write).
   Spark's default ``spark.redaction.regex`` hides options named like ``token`` in its UI and logs.
-* ``topic``: the topic (required).
+* ``topic``: the topic, or several as a comma list (Spark's Kafka source calls that ``subscribe``, which is
+  accepted too; both may be given and their topics add up). Writing needs exactly one topic.
 * ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"brokerId:topic:partitionId": offset}`` where -2
   means earliest and -1 latest; a partition left out of the JSON starts at earliest. Default: ``earliest``
   for batch reads, ``latest`` for streams.
 * ``endingOffsets``: batch reads only; ``latest`` (default) or JSON as above (a partition left out ends at
   latest). Ends past the store's current end are cut to it.
-* ``maxMessagesPerTrigger``: streams; at most this many index entries (so at most this many messages) per
-  micro-batch.
+* ``maxMessagesPerTrigger`` (or Kafka's name ``maxOffsetsPerTrigger``: one offset step, a 28-byte index
+  entry, is one message): streams; a micro-batch holds exactly this many messages when that many are
+  waiting (see :mod:`gateway.spark.source` for the one case where it holds fewer).
+* ``failOnDataLoss``: ``true`` (default) fails the query when messages it should read are gone: a checkpoint
+  past its partition's end (the store was lost or replaced) or before its oldest retained message (expired);
+  ``false`` logs a warning and reads on from what exists (from the oldest message after a replaced store).
+* ``minPartitions``: at least this many Spark tasks per read; large ranges are split (exactly) to get there.
 * ``timeout``: seconds for one TubeMQ or gateway call (default 10).
 * ``groupPrefix``: prefix of the private consumer groups range reads use (default ``tubemq_spark``).
 * ``tls`` (``true``/``false``), ``tls.caFile``, ``tls.certFile``, ``tls.keyFile``, ``tls.serverHostname``,
@@ -23,6 +29,10 @@
   task runs. Spark redacts options named like ``password`` in its UI and logs.
 
 Offsets are broker index offsets (see :mod:`gateway.tubemq.range_reader`).
+
+Kafka options TubeMQ cannot honour are refused with the reason (:data:`REFUSED_OPTIONS`): starting or ending
+by timestamp (the broker's binary protocol has no time-to-offset look-up; only its admin web API has one),
+``subscribePattern`` (a client cannot list the master's topics) and ``assign``.
 """
 
 from __future__ import annotations
@@ -33,11 +43,32 @@ from dataclasses import dataclass, field
 
 from gateway.config import TubeMQSettings
 
-__all__ = ["EARLIEST", "LATEST", "OffsetSpec", "SourceOptions", "parse_offset_spec"]
+__all__ = ["EARLIEST", "LATEST", "REFUSED_OPTIONS", "OffsetSpec", "SourceOptions", "parse_offset_spec"]
 
 EARLIEST = -2
 LATEST = -1
 DEFAULT_MASTER_PORT = 8715
+
+_BY_TIME = (
+    "TubeMQ cannot start or end a read at a time: its broker protocol has no time-to-offset look-up (only "
+    "the broker's admin web API has one); use startingOffsets/endingOffsets with index offsets instead"
+)
+REFUSED_OPTIONS = {
+    "startingtimestamp": _BY_TIME,
+    "startingoffsetsbytimestamp": _BY_TIME,
+    "startingoffsetsbytimestampstrategy": _BY_TIME,
+    "endingtimestamp": _BY_TIME,
+    "endingoffsetsbytimestamp": _BY_TIME,
+    "subscribepattern": (
+        "TubeMQ clients cannot list the master's topics, so a pattern cannot be resolved: name the topics "
+        "in option 'topic' (or 'subscribe') as a comma list"
+    ),
+    "assign": (
+        "TubeMQ partitions are assigned by key: name the topics in option 'topic' and pick partitions with "
+        'startingOffsets JSON {"brokerId:topic:partitionId": offset}'
+    ),
+}
+"""Kafka source options (lower case) whose meaning TubeMQ cannot provide, with the reason given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +121,7 @@ def parse_offset_spec(
 class SourceOptions:
     """The checked options (module docstring); picklable, so tasks carry them to executors."""
 
-    topic: str
+    topics: tuple[str, ...]
     masters: str | None
     gateway: str | None
     starting: OffsetSpec
@@ -100,26 +131,38 @@ class SourceOptions:
     group_prefix: str
     tubemq: TubeMQSettings = field(default_factory=TubeMQSettings)
     gateway_token: str | None = field(default=None, repr=False)
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+
+    @property
+    def topic(self) -> str:
+        """The one topic a write goes to (ValueError when the options name several)."""
+        if len(self.topics) != 1:
+            raise ValueError(f"writing needs exactly one topic in option 'topic', got {list(self.topics)}")
+        return self.topics[0]
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
         """Read Spark's options (keys are case-insensitive); raises ValueError for a bad or missing one."""
         lower = {k.lower(): v for k, v in options.items()}
-        topic = (lower.get("topic") or "").strip()
-        if not topic:
-            raise ValueError("option 'topic' is required")
+        refused = sorted(set(lower) & set(REFUSED_OPTIONS))
+        if refused:
+            raise ValueError(f"option {refused[0]!r} is not supported: {REFUSED_OPTIONS[refused[0]]}")
+        topics = _topics(lower)
         masters = (lower.get("masters") or "").strip() or None
         gateway = (lower.get("gateway") or "").strip().rstrip("/") or None
         if masters is None and gateway is None:
             raise ValueError("give option 'masters' (host:port,...) or option 'gateway' (http://host:port)")
         if gateway is not None and not gateway.startswith(("http://", "https://")):
             raise ValueError(f"option 'gateway' must be an http:// or https:// URL, got {gateway!r}")
-        cap_text = lower.get("maxmessagespertrigger")
-        cap = None
-        if cap_text is not None and cap_text.strip():
-            cap = int(cap_text)
-            if cap < 1:
-                raise ValueError(f"maxMessagesPerTrigger must be >= 1, got {cap}")
+        cap = _positive_int(lower, "maxmessagespertrigger", "maxMessagesPerTrigger")
+        offsets_cap = _positive_int(lower, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
+        if cap is not None and offsets_cap is not None and cap != offsets_cap:
+            raise ValueError(
+                f"maxMessagesPerTrigger ({cap}) and maxOffsetsPerTrigger ({offsets_cap}) mean the same "
+                "here (one index offset step per message): give one of them"
+            )
+        cap = cap if cap is not None else offsets_cap
         timeout = float(lower.get("timeout") or 10.0)
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
@@ -128,7 +171,7 @@ class SourceOptions:
         if token is not None and gateway is None:
             raise ValueError("option 'gatewayToken' needs option 'gateway'")
         return cls(
-            topic=topic,
+            topics=topics,
             masters=masters,
             gateway=gateway,
             starting=parse_offset_spec(
@@ -140,7 +183,40 @@ class SourceOptions:
             group_prefix=prefix,
             tubemq=_tubemq_settings(lower),
             gateway_token=token,
+            fail_on_data_loss=_boolean(lower, "failondataloss", "failOnDataLoss", default=True),
+            min_partitions=_positive_int(lower, "minpartitions", "minPartitions"),
         )
+
+
+def _topics(lower: Mapping[str, str]) -> tuple[str, ...]:
+    """The topics of ``topic`` and ``subscribe`` (comma lists), in order, each once."""
+    named = [t.strip() for key in ("topic", "subscribe") for t in (lower.get(key) or "").split(",")]
+    topics = tuple(dict.fromkeys(t for t in named if t))
+    if not topics:
+        raise ValueError("option 'topic' is required: a topic or a comma list of topics")
+    return topics
+
+
+def _positive_int(lower: Mapping[str, str], key: str, name: str) -> int | None:
+    text = (lower.get(key) or "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return value
+
+
+def _boolean(lower: Mapping[str, str], key: str, name: str, *, default: bool) -> bool:
+    text = (lower.get(key) or "").strip().lower()
+    if not text:
+        return default
+    if text not in ("true", "false"):
+        raise ValueError(f"{name} must be 'true' or 'false', got {lower[key]!r}")
+    return text == "true"
 
 
 _TLS_OPTIONS = {

@@ -63,15 +63,15 @@ def _check(response: httpx.Response) -> Any:
     return response.json()
 
 
-def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
-    doc = _check(_client(options).get(f"/v1/topics/{quote(options.topic)}/partitions"))
+def plan(options: SourceOptions, topic: str) -> dict[str, PlannedPartition]:
+    doc = _check(_client(options).get(f"/v1/topics/{quote(topic)}/partitions"))
     planned: dict[str, PlannedPartition] = {}
     for item in doc["partitions"]:
         # The address is shown only to principals allowed describe_cluster; the gateway reads for us, so
         # only the partition's identity (brokerId:topic:partitionId) matters here.
         host, _, port = (item["broker"] or "").rpartition(":")
         broker = BrokerInfo(item["brokerId"], host, int(port)) if port else BrokerInfo(item["brokerId"], "")
-        partition = Partition(broker, options.topic, item["partitionId"])
+        partition = Partition(broker, topic, item["partitionId"])
         bounds = OffsetBounds(item["minOffset"], item["maxOffset"])
         planned[partition.partition_key] = PlannedPartition(partition, bounds, -2)
     return planned

@@ -1,4 +1,4 @@
-"""The ``tubemq`` data source on PySpark's Python Data Source API (pyspark >= 4.0).
+"""The ``tubemq`` data source on PySpark's Python Data Source API (pyspark >= 4.2).
 
     from gateway.spark import TubeMQDataSource
     spark.dataSource.register(TubeMQDataSource)
@@ -12,12 +12,28 @@ message's index offset when the wire proves it, else null: see the range reader)
 ``stream_id`` (``$msgType$``), ``msg_time`` (``$msgTime$``, producer local time), ``append_time`` (always
 null: a TubeMQ fetch does not carry the broker's append time).
 
+**Several topics**: ``topic`` (or ``subscribe``) may name several, comma-separated; partition keys carry
+the topic, so offsets, ranges and rows keep them apart.
+
 **Streaming read**: the stream offset is the JSON map ``{"brokerId:topic:partitionId": offset}``; it lives
 only in Spark's checkpoint. Each micro-batch reads exactly ``[start, end)`` per partition, so a restarted
 query resumes at the checkpointed offsets with no message skipped or read twice. Partitions found later
-start at offset 0 (the broker clamps that to the store's oldest message) and keep their key; a partition
-whose broker is down keeps its last offset until it is back. ``maxMessagesPerTrigger`` caps the index
-entries a micro-batch covers, and so its messages (sibling entries count too, so a batch can hold fewer).
+start at their store's oldest message and keep their key; a partition whose broker is down keeps its last
+offset until it is back. ``maxMessagesPerTrigger`` (``maxOffsetsPerTrigger``) is exact: the partitions of
+a store share its index, one entry per message, so they end at one offset and a micro-batch holds exactly
+the cap when that many messages wait (fewer only while the partitions of a store still stand at different
+offsets, e.g. after a ``startingOffsets`` JSON set them apart). ``trigger(availableNow=True)`` notes what
+every partition holds when the run starts and reads exactly that, in micro-batches of the cap, then stops;
+a run after a crash first finishes the batch the crash cut, then reads on to its own start's end.
+``failOnDataLoss`` (default true) fails the query, naming the partition and the offsets, when its offset
+lies past the partition's end (the store was lost or replaced) or before its oldest message (expired, also
+checked when a task starts reading); false logs a warning and reads on from the oldest message.
+``minPartitions`` splits large ranges into several exact tasks.
+
+Query progress shows ``latestOffset`` (``reportLatestOffset``: what each partition held at the last
+planning). Spark 4.3 gives Python sources no hook for ``sources[].metrics`` (its Python micro-batch stream
+does not implement ``ReportsSourceMetrics``), so the lag per partition comes from
+:func:`gateway.spark.progress.source_lag` applied to a progress report.
 
 **Write** (batch and streaming): every row becomes one ``Producer.send`` (``value`` required, binary or
 string; optional ``key``, ``attributes``, ``stream_id``, ``msg_time``) through the process's one pooled
@@ -28,8 +44,9 @@ core; a task fails when any of its messages fails, so Spark retries it (delivery
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import itertools
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -41,6 +58,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from gateway.spark import backend
@@ -48,17 +66,12 @@ from gateway.spark.core import PartitionRange, PlannedPartition
 from gateway.spark.options import SourceOptions
 from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
 
-__all__ = ["SCHEMA", "TubeMQDataSource"]
+__all__ = ["SCHEMA", "TubeMQDataSource", "capped_offsets", "split_ranges"]
 
 SCHEMA = (
     "topic string, partition string, offset bigint, message_id bigint, key string, value binary, "
     "attributes map<string,string>, stream_id string, msg_time timestamp, append_time timestamp"
 )
-
-try:  # Spark >= 4.2: admission control through read limits
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
-except ImportError:  # pragma: no cover - older pyspark: latestOffset() is called without arguments
-    ReadLimit = ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
 
 
 class TubeMQInputPartition(InputPartition):
@@ -94,11 +107,18 @@ class TubeMQDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         check_value_type(schema)
-        return TubeMQWriter(SourceOptions.parse(self.options), schema.fieldNames())
+        return TubeMQWriter(_write_options(self.options), schema.fieldNames())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         check_value_type(schema)
-        return TubeMQStreamWriter(SourceOptions.parse(self.options), schema.fieldNames())
+        return TubeMQStreamWriter(_write_options(self.options), schema.fieldNames())
+
+
+def _write_options(given: Mapping[str, str]) -> SourceOptions:
+    """The options of a write: one topic (ValueError before any task runs otherwise)."""
+    options = SourceOptions.parse(given)
+    _ = options.topic
+    return options
 
 
 # --- reading ------------------------------------------------------------------------------------------
@@ -126,56 +146,102 @@ class TubeMQBatchReader(DataSourceReader):
             low, high = p.bounds.min_offset, p.bounds.max_offset
             start = opts.starting.resolve(key, low, high)
             end = min(opts.ending.resolve(key, low, high), high)
-            ranges.append(TubeMQInputPartition(p.range(start, max(start, end))))
-        return ranges
+            if start < low:
+                backend.data_loss(opts, f"partition {key}: startingOffsets {start} expired (oldest is {low})")
+            elif start > high:
+                backend.data_loss(opts, f"partition {key}: startingOffsets {start} is past its end {high}")
+            ranges.append(p.range(start, max(start, end), fail_on_data_loss=opts.fail_on_data_loss))
+        return [TubeMQInputPartition(r) for r in split_ranges(ranges, opts.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition)
 
 
-class TubeMQStreamReader(DataSourceStreamReader):
+class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets ``{partitionKey: offset}``; see the module docstring."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._last: dict[str, int] | None = None
         self._planned: dict[str, PlannedPartition] = {}
+        self._target: dict[str, int] | None = None
+        self._latest: dict[str, int] | None = None
 
     def initialOffset(self) -> dict[str, int]:
         planned = backend.plan(self.options)
         spec = self.options.starting
+        unknown = sorted(set(spec.per_partition) - set(planned))
+        if unknown:
+            raise ValueError(f"startingOffsets names partitions the topics do not have now: {unknown}")
         offsets = {
             key: spec.resolve(key, p.bounds.min_offset, p.bounds.max_offset) for key, p in planned.items()
         }
         self._last = offsets
         return offsets
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``trigger(availableNow=True)``: read up to what every partition holds now, then stop."""
+        self._target = {key: p.bounds.max_offset for key, p in backend.plan(self.options).items()}
+
     def getDefaultReadLimit(self) -> Any:
         cap = self.options.max_messages_per_trigger
-        if ReadMaxRows is None or cap is None:
-            return super().getDefaultReadLimit()
+        if cap is None:
+            return ReadAllAvailable()
         return ReadMaxRows(cap)
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        """What the partitions held at the last planning (``latestOffset`` in the query progress)."""
+        return self._latest
 
     def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
         begin = dict(start if start is not None else self._last or {})
         planned = self._planned = backend.plan(self.options)
-        cap: int | None = None
-        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
-            cap = limit.max_rows
-        elif limit is None:
+        self._latest = {key: p.bounds.max_offset for key, p in planned.items()}
+        floor = {key: self._floor(key, begin.get(key), p) for key, p in planned.items()}
+        latest = dict(self._latest)
+        if self._target is not None:  # availableNow: nothing past what was there when the run began
+            latest = {k: max(floor[k], min(v, self._target.get(k, floor[k]))) for k, v in latest.items()}
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if limit is None:
             cap = self.options.max_messages_per_trigger
-        latest = {key: p.bounds.max_offset for key, p in planned.items()}
-        floor = {key: max(begin.get(key, 0), p.bounds.min_offset) for key, p in planned.items()}
-        end = capped_offsets(floor, latest, cap)
-        # Never move a partition back; keep partitions that are not visible right now.
-        result = dict(begin)
-        for key, offset in end.items():
-            result[key] = max(offset, begin.get(key, 0))
+        end = capped_offsets(floor, latest, cap, {key: p.store for key, p in planned.items()})
+        result = dict(begin)  # partitions not visible right now keep their offset
+        result.update(end)
         self._last = result
         return result
 
+    def _floor(self, key: str, begin: int | None, planned: PlannedPartition) -> int:
+        """Where ``key`` reads on from: its offset, unless the broker no longer has it (failOnDataLoss)."""
+        low, high = planned.bounds.min_offset, planned.bounds.max_offset
+        if begin is None:  # found after the query began: from its oldest message
+            return low
+        if begin > high:
+            backend.data_loss(
+                self.options,
+                f"partition {key}: the query is at offset {begin}, past the partition's end {high} (its "
+                f"store was lost or replaced; messages {low}..{high} would be skipped)",
+            )
+            return low
+        if begin < low:
+            backend.data_loss(
+                self.options,
+                f"partition {key}: offsets {begin}..{low} expired before the query read them (oldest "
+                f"retained: {low})",
+            )
+            return low
+        return begin
+
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
-        wanted = {k: (start.get(k, 0), offset) for k, offset in end.items() if offset > start.get(k, 0)}
+        wanted: dict[str, tuple[int, int, bool]] = {}
+        for key, offset in end.items():
+            begin = start.get(key)
+            # Found during the query, or its store was replaced (failOnDataLoss false): from its oldest
+            # message (the broker clamps offset 0 up to it).
+            if begin is None or offset < begin:
+                wanted[key] = (0, offset, False)
+            elif offset > begin:
+                wanted[key] = (begin, offset, self.options.fail_on_data_loss)
+        wanted = {key: w for key, w in wanted.items() if w[1] > w[0]}
         if not wanted:
             return []
         planned = self._planned
@@ -184,7 +250,11 @@ class TubeMQStreamReader(DataSourceStreamReader):
         missing = sorted(set(wanted) - set(planned))
         if missing:
             raise RuntimeError(f"partitions {missing} of this micro-batch have no reachable broker now")
-        return [TubeMQInputPartition(planned[key].range(*wanted[key])) for key in sorted(wanted)]
+        ranges = [
+            planned[key].range(low, high, fail_on_data_loss=strict)
+            for key, (low, high, strict) in sorted(wanted.items())
+        ]
+        return [TubeMQInputPartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition)
@@ -193,22 +263,61 @@ class TubeMQStreamReader(DataSourceStreamReader):
         """Nothing to do: the offsets live in Spark's checkpoint only."""
 
 
-def capped_offsets(start: dict[str, int], latest: dict[str, int], cap: int | None) -> dict[str, int]:
-    """End offsets that cover at most ``cap`` index entries past ``start`` in total, shared in proportion
-    to each partition's backlog (largest remainders first); ``cap`` None means everything up to ``latest``."""
-    backlog = {key: max(0, latest[key] - start[key]) // INDEX_ENTRY_SIZE for key in latest}
+def capped_offsets(
+    start: Mapping[str, int],
+    latest: Mapping[str, int],
+    cap: int | None,
+    stores: Mapping[str, Hashable] | None = None,
+) -> dict[str, int]:
+    """End offsets covering at most ``cap`` index entries past ``start`` in total; ``cap`` None means
+    everything up to ``latest``.
+
+    Partitions of one store (``stores`` maps a key to its store; None: every key is a store of its own)
+    share its index: each entry is one message of one of them. A store's partitions therefore end at one
+    offset ``E`` (each at least at its start), so the batch holds exactly the entries in ``[s, E)`` when
+    they start at one offset ``s`` (which they do unless startingOffsets or a late partition set them
+    apart: then it holds fewer until they meet). The cap is shared by the stores in proportion to their
+    backlog, largest remainders first.
+    """
+    group: dict[Hashable, list[str]] = {}
+    for key in latest:
+        group.setdefault(stores[key] if stores is not None else key, []).append(key)
+    first = {store: min(start[k] for k in keys) for store, keys in group.items()}
+    last = {store: max(latest[k] for k in keys) for store, keys in group.items()}
+    backlog = {store: max(0, last[store] - first[store]) // INDEX_ENTRY_SIZE for store in group}
     total = sum(backlog.values())
     if cap is None or total <= cap:
         return {key: max(latest[key], start[key]) for key in latest}
-    share = {key: backlog[key] * cap // total for key in backlog}
+    share = {store: backlog[store] * cap // total for store in backlog}
     left = cap - sum(share.values())
-    for key in sorted(backlog, key=lambda k: (share[k] - backlog[k], k)):
+    for store in sorted(backlog, key=lambda s: (share[s] - backlog[s], str(s))):
         if left <= 0:
             break
-        if share[key] < backlog[key]:
-            share[key] += 1
+        if share[store] < backlog[store]:
+            share[store] += 1
             left -= 1
-    return {key: start[key] + INDEX_ENTRY_SIZE * share[key] for key in latest}
+    end: dict[str, int] = {}
+    for store, keys in group.items():
+        cut = first[store] + INDEX_ENTRY_SIZE * share[store]
+        for key in keys:
+            end[key] = max(start[key], min(cut, latest[key]))
+    return end
+
+
+def split_ranges(ranges: list[PartitionRange], min_partitions: int | None) -> list[PartitionRange]:
+    """``ranges`` cut into at least about ``min_partitions`` tasks (as Kafka's ``minPartitions``): each
+    non-empty range gets pieces in proportion to its size, cut at index entries (every piece is read
+    exactly, so the pieces together hold exactly the range's messages). None or few enough: unchanged."""
+    sizes = [(r.end - r.start) // INDEX_ENTRY_SIZE for r in ranges]
+    total = sum(sizes)
+    if min_partitions is None or total == 0 or len([n for n in sizes if n > 0]) >= min_partitions:
+        return ranges
+    pieces: list[PartitionRange] = []
+    for r, entries in zip(ranges, sizes, strict=True):
+        parts = max(1, min(entries, -(-entries * min_partitions // total)))
+        cuts = [r.start + INDEX_ENTRY_SIZE * (entries * i // parts) for i in range(parts)] + [r.end]
+        pieces.extend(replace(r, start=low, end=high) for low, high in itertools.pairwise(cuts))
+    return pieces
 
 
 # --- writing ------------------------------------------------------------------------------------------
