@@ -45,13 +45,11 @@ _OPTIONAL = ("key", "attributes", "stream_id", "msg_time")
 
 def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
     """The partitions of every topic of ``options`` by key, with their stores' bounds (asked now)."""
-    planned: dict[str, PlannedPartition] = {}
     if options.gateway is not None:
         from gateway.spark import rest
 
-        for topic in options.topics:
-            planned.update(rest.plan(options, topic))
-        return planned
+        return rest.plan(options)
+    planned: dict[str, PlannedPartition] = {}
     assert options.masters is not None
     masters = options.masters
     core = get_core(options.timeout, options.tubemq)

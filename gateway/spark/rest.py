@@ -63,7 +63,15 @@ def _check(response: httpx.Response) -> Any:
     return response.json()
 
 
-def plan(options: SourceOptions, topic: str) -> dict[str, PlannedPartition]:
+def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
+    """The partitions of every topic of ``options`` by key, with their stores' bounds."""
+    planned: dict[str, PlannedPartition] = {}
+    for topic in options.topics:
+        planned.update(_plan_topic(options, topic))
+    return planned
+
+
+def _plan_topic(options: SourceOptions, topic: str) -> dict[str, PlannedPartition]:
     doc = _check(_client(options).get(f"/v1/topics/{quote(topic)}/partitions"))
     planned: dict[str, PlannedPartition] = {}
     for item in doc["partitions"]:
