@@ -29,8 +29,8 @@ from gateway.tubemq.auth import Credentials
 # Not TubeMQ's own 8715/8123 (nor its 8716/8124 TLS and 8080/8081 web ports): an embedded cluster started
 # on a machine that also runs a real TubeMQ must neither fail to bind nor be taken for the real one. A
 # real cluster's masters keep 8715 as the port of an address given without one (gateway/upstream.py).
-DEFAULT_MASTER_PORT = 18715
-DEFAULT_BROKER_PORT_BASE = 18123
+EMBEDDED_MASTER_PORT = 18715
+EMBEDDED_BROKER_PORT_BASE = 18123
 AUTH_PASSWORD_ENV = "TUBEMQ_EMBEDDED_AUTH_PASSWORD"
 
 log = logging.getLogger("gateway")
@@ -68,14 +68,14 @@ def _add_embedded(commands: Any) -> None:
     embedded.add_argument(
         "--master-port",
         type=int,
-        default=DEFAULT_MASTER_PORT,
-        help=f"master port, 0 = any free port (default: {DEFAULT_MASTER_PORT}, not TubeMQ's 8715)",
+        default=EMBEDDED_MASTER_PORT,
+        help=f"master port, 0 = any free port (default: {EMBEDDED_MASTER_PORT}, not TubeMQ's 8715)",
     )
     embedded.add_argument(
         "--broker-port-base",
         type=int,
-        default=DEFAULT_BROKER_PORT_BASE,
-        help=f"broker i listens on BASE+i-1; 0 = any free ports (default: {DEFAULT_BROKER_PORT_BASE})",
+        default=EMBEDDED_BROKER_PORT_BASE,
+        help=f"broker i listens on BASE+i-1; 0 = any free ports (default: {EMBEDDED_BROKER_PORT_BASE})",
     )
     embedded.add_argument("--tls-cert", type=Path, help="PEM certificate: master and brokers listen with TLS")
     embedded.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert (if not inside it)")

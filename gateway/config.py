@@ -8,7 +8,6 @@ plain constructor arguments.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -629,9 +628,3 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         base.update(data)
     base.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**base)
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    """The process settings; tests build their own ``Settings`` and pass them to ``create_app``."""
-    return Settings()

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.embedded.balancer import Balancer
-from gateway.embedded.consumer_events import EventType
 from gateway.embedded.consumer_groups import ConsumerInfo, ConsumerRegistry, ConsumeType
 from gateway.embedded.master_common import BrokerDirectory
+from gateway.embedded.rebalance_queues import EventType
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.meta import Partition

@@ -15,7 +15,7 @@ from faultproxy import EchoHandler, heartbeat
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.api.routes_metrics import install_observability
+from gateway.api.telemetry import install_telemetry
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.server import RpcServer
 from gateway.embedded.topics import TopicSpec
@@ -289,7 +289,7 @@ async def test_http_metrics_by_route_and_the_metrics_endpoint() -> None:
         return {"group": group}
 
     runtime = Runtime()
-    metrics = install_observability(app, runtime, max_topics=5, max_groups=5)
+    metrics = install_telemetry(app, runtime, max_topics=5, max_groups=5)
     runtime.events.emit(SendCompleted("demo", 1, "ok", 0.001, None, 5))
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
@@ -355,7 +355,7 @@ async def test_a_client_leaving_before_the_answer_is_a_499_not_a_server_error(
     async def upload(topic: str, request: Request) -> dict[str, int]:
         return {"size": len(await request.body())}
 
-    metrics = install_observability(app, Runtime())
+    metrics = install_telemetry(app, Runtime())
     messages = [
         {"type": "http.request", "body": b"half of it", "more_body": True},
         {"type": "http.disconnect"},

@@ -28,8 +28,6 @@ from gateway.tubemq.pool import (
     PoolConnectFailed,
     PoolLinkOpened,
     PoolLinkReclaimed,
-    get_default_pool,
-    set_default_pool,
 )
 
 HEARTBEAT = 2
@@ -275,18 +273,6 @@ def test_a_pool_belongs_to_one_event_loop() -> None:
     asyncio.run(use())
     with pytest.raises(RuntimeError, match="another event loop"):
         asyncio.run(use())
-
-
-def test_default_pool() -> None:
-    mine = ConnectionPool()
-    previous = set_default_pool(mine)
-    try:
-        assert get_default_pool() is mine
-        set_default_pool(None)
-        fresh = get_default_pool()
-        assert fresh is not mine and get_default_pool() is fresh
-    finally:
-        set_default_pool(previous)
 
 
 def test_settings_are_validated() -> None:

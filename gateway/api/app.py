@@ -21,7 +21,7 @@ from gateway.api.hot_path import HotPathMiddleware
 from gateway.api.openapi_doc import complete_openapi
 from gateway.api.proxy import ProxyHeadersMiddleware
 from gateway.api.request_limits import RequestLimitsMiddleware
-from gateway.api.routes_metrics import install_observability
+from gateway.api.telemetry import install_telemetry
 from gateway.api.tracing import TracingMiddleware
 from gateway.config import Settings
 from gateway.observability import tracing
@@ -73,7 +73,7 @@ def create_app(
     app.include_router(routes_ranges.router)
     install_error_handlers(app)
     metrics = rt.settings.metrics
-    install_observability(
+    install_telemetry(
         app,
         rt,
         max_topics=metrics.max_topics,

@@ -1,22 +1,15 @@
-"""``GET /metrics`` and the app's observability wiring (metrics, request ids, event logs).
-
-``create_app`` calls :func:`install_observability` once; the metrics live on ``app.state.metrics``.
-"""
+"""``GET /metrics``: the metrics on ``app.state.metrics`` (:func:`gateway.api.telemetry.install_telemetry`
+puts them there), or every worker's with ``serve --workers N``."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from gateway.api.worker_listener import replica_metrics
-from gateway.observability.logging import EventLogger, RequestIdMiddleware, redact_library_logs
-from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics, HttpMetricsMiddleware
-from gateway.tubemq.events import EventBus
-from gateway.tubemq.pool import ConnectionPool
+from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 
-__all__ = ["ObservedRuntime", "install_observability", "router"]
+__all__ = ["router"]
 
 router = APIRouter(tags=["observability"])
 
@@ -34,41 +27,3 @@ async def metrics(request: Request) -> Response:
     if worker is not None:  # serve --workers N: every worker's metrics, labelled by worker
         return Response(await replica_metrics(registry, worker), media_type=CONTENT_TYPE_LATEST)
     return Response(registry.render(), media_type=CONTENT_TYPE_LATEST)
-
-
-class ObservedRuntime(Protocol):
-    """What observability reads from the runtime (``gateway.runtime.Runtime`` has it)."""
-
-    events: EventBus
-    pool: ConnectionPool | None
-    draining: bool
-
-    def readiness(self) -> tuple[bool, dict[str, object]]: ...
-
-
-def install_observability(
-    app: FastAPI,
-    runtime: ObservedRuntime,
-    *,
-    max_topics: int = 200,
-    max_groups: int = 200,
-    max_group_topics: int = 500,
-    serve_metrics: bool = True,
-    access_log_sample: float = 1.0,
-) -> GatewayMetrics:
-    """Subscribe fresh metrics and the event logger to ``runtime.events``, add the request-id and HTTP
-    metrics middlewares, and serve ``/metrics`` (unless ``serve_metrics`` is false: the admin listener
-    serves it). Returns the metrics (also ``app.state.metrics``)."""
-    gauges = GatewayMetrics(max_topics=max_topics, max_groups=max_groups, max_group_topics=max_group_topics)
-    gauges.subscribe(runtime.events)
-    gauges.bind_readiness(lambda: runtime.readiness()[0], lambda: runtime.draining)
-    gauges.bind_in_flight(lambda: runtime.pool.stats().in_flight if runtime.pool is not None else 0)
-    EventLogger().subscribe(runtime.events)
-    redact_library_logs()  # the forwarder's HTTP client logs URLs that name consumer instances
-    app.state.metrics = gauges
-    # Added last = outermost: the request id is set before the metrics middleware and the app run.
-    app.add_middleware(HttpMetricsMiddleware, metrics=gauges)
-    app.add_middleware(RequestIdMiddleware, sample=access_log_sample)
-    if serve_metrics:
-        app.include_router(router)
-    return gauges

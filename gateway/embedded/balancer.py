@@ -24,8 +24,8 @@ import random
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
-from gateway.embedded.consumer_events import ConsumerEvent, EventType
 from gateway.embedded.consumer_groups import ConsumeGroup, ConsumerRegistry
+from gateway.embedded.rebalance_queues import ConsumerEvent, EventType
 from gateway.tubemq.meta import Partition
 
 # topics -> their subscribable partitions on serving brokers, keyed by partition key, in partition order

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from gateway.embedded.consumer_events import ConsumerEvent, EventQueues
+from gateway.embedded.rebalance_queues import ConsumerEvent, EventQueues
 from gateway.tubemq.meta import Partition
 
 CLIENT_INCONSISTENT_CONSUMETYPE = 424

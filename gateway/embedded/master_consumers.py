@@ -10,22 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.embedded.consumer_events import ConsumerEvent
 from gateway.embedded.consumer_groups import (
     ConsumeGroup,
     ConsumerInfo,
     ConsumerRegistry,
     ConsumeType,
     GroupError,
-)
-from gateway.embedded.consumer_requests import (
-    SubscriptionReport,
-    check_consumer_topics,
-    flow_control_defaults,
-    parse_conditions,
-    parse_report,
-    parse_required_parts,
-    parse_subscribed,
 )
 from gateway.embedded.master_common import (
     BAD_REQUEST,
@@ -39,6 +29,16 @@ from gateway.embedded.master_common import (
     MasterState,
     SerialIds,
     check_field,
+)
+from gateway.embedded.rebalance_queues import ConsumerEvent
+from gateway.embedded.register_fields import (
+    SubscriptionReport,
+    check_consumer_topics,
+    flow_control_defaults,
+    parse_conditions,
+    parse_report,
+    parse_required_parts,
+    parse_subscribed,
 )
 from gateway.tubemq.meta import SubscribeInfo
 from gateway.tubemq.pb import MasterService_pb2 as pb

@@ -38,13 +38,25 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
 
 from gateway.embedded import store_file
 from gateway.embedded.msgid import MessageIdGenerator
-from gateway.embedded.store_file import BASE, FRAME, HEAD, MAGIC, MAGIC_V2, MAX_BODY, RECORD_HEAD, in_thread
+from gateway.embedded.store_file import RECORD_HEAD, in_thread
+from gateway.embedded.store_records import (
+    DATA_HEADER_BYTES,
+    DEFAULT_READ_BYTES,
+    DEFAULT_READ_ENTRIES,
+    INDEX_ENTRY_BYTES,
+    NO_MSG_TYPE,
+    AppendResult,
+    Entry,
+    ReadResult,
+    Retention,
+    StoredMessage,
+    store_path,
+)
 
 __all__ = [
     "DATA_HEADER_BYTES",
@@ -62,93 +74,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-INDEX_ENTRY_BYTES = 28
-DATA_HEADER_BYTES = 52
-DEFAULT_READ_BYTES = 512 * 1024
-DEFAULT_READ_ENTRIES = 1000
-NO_MSG_TYPE = -1
-
-
-def store_path(data_dir: Path, topic: str, store_index: int) -> Path:
-    """Where the file of one topic store lives: ``data_dir/<topic>/store-<n>.log``."""
-    return data_dir / topic / f"store-{store_index}.log"
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """How much a store keeps: at most ``max_bytes`` of payload and messages at most ``max_age`` seconds
-    old (None: no limit). The newest message is always kept."""
-
-    max_bytes: int | None = None
-    max_age: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_bytes is not None and self.max_bytes < 0:
-            raise ValueError(f"retention max_bytes must be >= 0, got {self.max_bytes}")
-        if self.max_age is not None and self.max_age <= 0:
-            raise ValueError(f"retention max_age must be > 0 seconds, got {self.max_age}")
-
-    @property
-    def unlimited(self) -> bool:
-        return self.max_bytes is None and self.max_age is None
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """One message as the broker stored it; ``offset`` is its index offset (a multiple of 28)."""
-
-    offset: int
-    message_id: int
-    partition_id: int
-    checksum: int
-    flag: int
-    data: bytes
-    msg_type_hash: int
-    append_time_ms: int
-    sent_addr: int
-
-
-class AppendResult(NamedTuple):
-    message_id: int
-    append_time_ms: int
-    append_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """Outcome of one read.
-
-    ``next_offset`` is the index position after the last entry examined (entries of other partitions and
-    filtered-out entries included); ``next_offset - start_offset`` is the pending advance the broker books.
-    ``lag_bytes`` is the data still behind the last returned message (0 when none was returned), i.e.
-    ``currDataDlt``.
-    """
-
-    messages: tuple[StoredMessage, ...]
-    start_offset: int
-    next_offset: int
-    max_offset: int
-    lag_bytes: int
-
-    @property
-    def advance(self) -> int:
-        return self.next_offset - self.start_offset
-
-
-@dataclass(slots=True)
-class _Entry:
-    partition_id: int
-    message_id: int
-    checksum: int
-    flag: int
-    msg_type_hash: int
-    append_time_ms: int
-    sent_addr: int
-    data_offset: int
-    data_len: int
-    file_pos: int
-    data: bytes | None
 
 
 class TopicStore:
@@ -178,14 +103,14 @@ class TopicStore:
         self._fsync = fsync
         self._ids = ids if ids is not None else MessageIdGenerator(clock=clock)
         self._clock = clock
-        self._entries: list[_Entry] = []
+        self._entries: list[Entry] = []
         self._data_max = 0
         self._last_by_partition: dict[int, int] = {}
         self._last_by_partition_type: dict[tuple[int, int], int] = {}
         self._fd: int | None = None
         self._file_size = 0
         self._closed = False
-        self._queue: list[tuple[_Entry, bytes, asyncio.Future[AppendResult]]] = []
+        self._queue: list[tuple[Entry, bytes, asyncio.Future[AppendResult]]] = []
         self._writer: asyncio.Task[None] | None = None
         self._lane = asyncio.Lock()  # held by a batch write or a compaction in flight
         if path is not None:
@@ -289,16 +214,16 @@ class TopicStore:
 
     def _prepare(
         self, pid: int, data: bytes, flag: int, type_hash: int, addr: int, checksum: int | None
-    ) -> tuple[_Entry, bytes]:
+    ) -> tuple[Entry, bytes]:
         crc = zlib.crc32(data) & 0x7FFFFFFF if checksum is None else checksum
         message_id = self._ids.next_id()
         append_ms = int(self._clock() * 1000)
-        entry = _Entry(pid, message_id, crc, flag, type_hash, append_ms, addr, 0, len(data), -1, data)
+        entry = Entry(pid, message_id, crc, flag, type_hash, append_ms, addr, 0, len(data), -1, data)
         if self.path is None:
             return entry, b""
         return entry, store_file.encode_record(pid, message_id, crc, flag, type_hash, append_ms, addr, data)
 
-    def _add(self, entry: _Entry) -> int:
+    def _add(self, entry: Entry) -> int:
         number = self._first + len(self._entries)
         entry.data_offset = self._data_max
         self._entries.append(entry)
@@ -357,7 +282,7 @@ class TopicStore:
         hashes = frozenset(filter_hashes) if filter_hashes else None
         if not self._has_match(partition_id, first, hashes):
             return PendingRead(self, [], ReadResult((), start, max_offset, max_offset, 0))
-        picked: list[tuple[int, _Entry]] = []
+        picked: list[tuple[int, Entry]] = []
         total = 0
         last_data_end = self._data_max
         number = first
@@ -384,14 +309,14 @@ class TopicStore:
             return self._last_by_partition.get(partition_id, -1) >= first
         return any(self._last_by_partition_type.get((partition_id, h), -1) >= first for h in hashes)
 
-    def _payloads(self, picked: list[tuple[int, _Entry]]) -> list[bytes]:
+    def _payloads(self, picked: list[tuple[int, Entry]]) -> list[bytes]:
         """The payloads of ``picked``, a file store's read with ``os.pread`` on the calling thread."""
         return [
             entry.data if entry.data is not None else self._pread(self._fd, entry.file_pos, entry.data_len)
             for _, entry in picked
         ]
 
-    async def _payloads_async(self, picked: list[tuple[int, _Entry]]) -> list[bytes]:
+    async def _payloads_async(self, picked: list[tuple[int, Entry]]) -> list[bytes]:
         """:meth:`_payloads` with the file reads in a worker thread, all in one job. The positions and a
         duplicate of the file descriptor are taken now, on the event loop, so a compaction swapping the file
         meanwhile (it closes the old descriptor and moves the records) cannot change what is read."""
@@ -416,20 +341,6 @@ class TopicStore:
         if len(data) != size:
             raise OSError(f"{self.path}: short read at {pos}")
         return data
-
-    @staticmethod
-    def _message(number: int, entry: _Entry, data: bytes) -> StoredMessage:
-        return StoredMessage(
-            number * INDEX_ENTRY_BYTES,
-            entry.message_id,
-            entry.partition_id,
-            entry.checksum,
-            entry.flag,
-            data,
-            entry.msg_type_hash,
-            entry.append_time_ms,
-            entry.sent_addr,
-        )
 
     # -- retention -----------------------------------------------------------------------------------
 
@@ -467,24 +378,14 @@ class TopicStore:
         if retention.unlimited or len(entries) <= 1:
             return 0
         now_ms = int((self._clock() if now is None else now) * 1000)
-        max_bytes, max_age = retention.max_bytes, retention.max_age
-        oldest_ms = now_ms - int(max_age * 1000) if max_age is not None else None
-        drop = 0
-        kept_bytes = self._bytes
-        while drop < len(entries) - 1:
-            entry = entries[drop]
-            too_big = max_bytes is not None and kept_bytes > max_bytes
-            too_old = oldest_ms is not None and entry.append_time_ms < oldest_ms
-            if not (too_big or too_old):
-                break
-            kept_bytes -= entry.data_len
-            if entry.file_pos >= 0:
-                self._dropped_file_bytes += RECORD_HEAD + entry.data_len
-            drop += 1
+        drop = retention.expired(entries, self._bytes, now_ms)
         if drop:
+            for entry in entries[:drop]:
+                self._bytes -= entry.data_len
+                if entry.file_pos >= 0:
+                    self._dropped_file_bytes += RECORD_HEAD + entry.data_len
             del entries[:drop]
             self._first += drop
-            self._bytes = kept_bytes
             log.info(
                 "retention dropped messages",
                 extra={"topic": self.topic, "store": self.store_index, "dropped": drop, "kept": len(entries)},
@@ -495,7 +396,7 @@ class TopicStore:
         dropped = self._dropped_file_bytes
         return self._fd is not None and dropped >= self._file_size - dropped
 
-    def _write_compacted(self, kept: list[_Entry]) -> tuple[int, list[int], int]:
+    def _write_compacted(self, kept: list[Entry]) -> tuple[int, list[int], int]:
         """Write the records of ``kept`` to a new file that replaces the store's file (see
         :func:`~gateway.embedded.store_file.write_compacted`)."""
         assert self._fd is not None and self.path is not None
@@ -503,7 +404,7 @@ class TopicStore:
         spans = [(entry.file_pos, entry.data_len) for entry in kept]
         return store_file.write_compacted(self.path, self._fd, self._first, first_data, spans, self._fsync)
 
-    def _swap_file(self, kept: list[_Entry], fd: int, moved: list[int], size: int) -> None:
+    def _swap_file(self, kept: list[Entry], fd: int, moved: list[int], size: int) -> None:
         old_fd, self._fd = self._fd, fd
         if old_fd is not None:
             os.close(old_fd)
@@ -515,76 +416,12 @@ class TopicStore:
     # -- file handling -------------------------------------------------------------------------------
 
     def _open_file(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            self._file_size = self._load(fd, path)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
-
-    def _load(self, fd: int, path: Path) -> int:
-        size = os.fstat(fd).st_size
-        head = os.pread(fd, len(MAGIC), 0)
-        if len(head) < len(MAGIC) and MAGIC.startswith(head):
-            os.ftruncate(fd, 0)  # created but never completed: start afresh
-            os.write(fd, MAGIC)
-            if self._fsync:
-                os.fsync(fd)
-                store_file.fsync_dir(path.parent)
-            return len(MAGIC)
-        if head == MAGIC_V2:
-            base = os.pread(fd, BASE.size, len(MAGIC_V2))
-            if len(base) < BASE.size:
-                raise ValueError(f"{path}: truncated header")
-            self._first, self._data_max = BASE.unpack(base)
-            pos = len(MAGIC_V2) + BASE.size
-        elif head == MAGIC:
-            pos = len(MAGIC)
-        else:
-            raise ValueError(f"{path} is not a message store file of this gateway")
-        with open(fd, "rb", closefd=False) as file:
-            file.seek(pos)
-            while pos < size:
-                entry = self._read_record(file, pos)
-                if entry is None:
-                    log.warning(
-                        "cutting a torn tail off a store file",
-                        extra={"path": str(path), "torn_bytes": size - pos, "offset": pos},
-                    )
-                    os.ftruncate(fd, pos)
-                    break
-                self._ids.observe(entry.message_id)
-                self._add(entry)
-                pos = entry.file_pos + entry.data_len
-        return pos
-
-    def _read_record(self, file: BinaryIO, pos: int) -> _Entry | None:
-        frame = file.read(FRAME.size)
-        if len(frame) < FRAME.size:
-            return None
-        body_len, crc = FRAME.unpack(frame)
-        if not HEAD.size <= body_len <= MAX_BODY:
-            return None
-        body = file.read(body_len)
-        if len(body) < body_len or zlib.crc32(body) != crc:
-            return None
-        pid, mid, checksum, flag, type_hash, append_ms, sent_addr = HEAD.unpack_from(body)
-        data_len = body_len - HEAD.size
-        return _Entry(
-            pid,
-            mid,
-            checksum,
-            flag,
-            type_hash,
-            append_ms,
-            sent_addr,
-            self._data_max,
-            data_len,
-            pos + RECORD_HEAD,
-            None,
-        )
+        loaded = store_file.open_log(path, self._fsync)
+        self._fd, self._file_size = loaded.fd, loaded.size
+        self._first, self._data_max = loaded.first, loaded.data_start
+        for entry in loaded.entries:
+            self._ids.observe(entry.message_id)
+            self._add(entry)
 
     def close(self) -> None:
         """Close the file (if any); the store cannot be appended to afterwards. A write or compaction in
@@ -620,7 +457,7 @@ class PendingRead:
 
     __slots__ = ("_picked", "_store", "result")
 
-    def __init__(self, store: TopicStore, picked: list[tuple[int, _Entry]], result: ReadResult) -> None:
+    def __init__(self, store: TopicStore, picked: list[tuple[int, Entry]], result: ReadResult) -> None:
         self._store = store
         self._picked = picked
         self.result = result
@@ -643,7 +480,6 @@ class PendingRead:
 
     def _with(self, payloads: list[bytes]) -> ReadResult:
         messages = tuple(
-            TopicStore._message(number, entry, data)
-            for (number, entry), data in zip(self._picked, payloads, strict=True)
+            entry.message(number, data) for (number, entry), data in zip(self._picked, payloads, strict=True)
         )
         return replace(self.result, messages=messages)

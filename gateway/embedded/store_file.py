@@ -10,12 +10,19 @@ its data position) instead. The functions here do blocking I/O: the store runs t
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
+
+from gateway.embedded.store_records import Entry
+
+# the store's logger: a torn tail cut on open is the store's news
+log = logging.getLogger("gateway.embedded.store")
 
 __all__ = [
     "BASE",
@@ -150,3 +157,94 @@ def write_compacted(
         raise
     os.close(fd)
     return os.open(path, os.O_RDWR | os.O_APPEND), moved, pos
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLog:
+    """A store file opened by :func:`open_log`: its descriptor (appending), its size after any torn tail
+    was cut, the entry number and Java data position its first record has, and its records in order."""
+
+    fd: int
+    size: int
+    first: int
+    data_start: int
+    entries: list[Entry]
+
+
+def open_log(path: Path, fsync: bool) -> LoadedLog:
+    """Open (or create) the store file at ``path`` and read every record; the first short or corrupt
+    record and everything after it is a torn tail from a crash and is cut off."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        return _load(fd, path, fsync)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _load(fd: int, path: Path, fsync: bool) -> LoadedLog:
+    size = os.fstat(fd).st_size
+    head = os.pread(fd, len(MAGIC), 0)
+    first = data_start = 0
+    if len(head) < len(MAGIC) and MAGIC.startswith(head):
+        os.ftruncate(fd, 0)  # created but never completed: start afresh
+        os.write(fd, MAGIC)
+        if fsync:
+            os.fsync(fd)
+            fsync_dir(path.parent)
+        return LoadedLog(fd, len(MAGIC), first, data_start, [])
+    if head == MAGIC_V2:
+        base = os.pread(fd, BASE.size, len(MAGIC_V2))
+        if len(base) < BASE.size:
+            raise ValueError(f"{path}: truncated header")
+        first, data_start = BASE.unpack(base)
+        pos = len(MAGIC_V2) + BASE.size
+    elif head == MAGIC:
+        pos = len(MAGIC)
+    else:
+        raise ValueError(f"{path} is not a message store file of this gateway")
+    entries: list[Entry] = []
+    with open(fd, "rb", closefd=False) as file:
+        file.seek(pos)
+        while pos < size:
+            entry = read_record(file, pos)
+            if entry is None:
+                log.warning(
+                    "cutting a torn tail off a store file",
+                    extra={"path": str(path), "torn_bytes": size - pos, "offset": pos},
+                )
+                os.ftruncate(fd, pos)
+                break
+            entries.append(entry)
+            pos = entry.file_pos + entry.data_len
+    return LoadedLog(fd, pos, first, data_start, entries)
+
+
+def read_record(file: BinaryIO, pos: int) -> Entry | None:
+    """The record at ``pos`` (``file`` is positioned there) as an index entry (its Java data position is
+    set when the store books it); None for a short or corrupt record (a torn tail)."""
+    frame = file.read(FRAME.size)
+    if len(frame) < FRAME.size:
+        return None
+    body_len, crc = FRAME.unpack(frame)
+    if not HEAD.size <= body_len <= MAX_BODY:
+        return None
+    body = file.read(body_len)
+    if len(body) < body_len or zlib.crc32(body) != crc:
+        return None
+    pid, mid, checksum, flag, type_hash, append_ms, sent_addr = HEAD.unpack_from(body)
+    data_len = body_len - HEAD.size
+    return Entry(
+        pid,
+        mid,
+        checksum,
+        flag,
+        type_hash,
+        append_ms,
+        sent_addr,
+        0,
+        data_len,
+        pos + RECORD_HEAD,
+        None,
+    )

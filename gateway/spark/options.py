@@ -47,7 +47,6 @@ __all__ = ["EARLIEST", "LATEST", "REFUSED_OPTIONS", "OffsetSpec", "SourceOptions
 
 EARLIEST = -2
 LATEST = -1
-DEFAULT_MASTER_PORT = 8715
 
 _BY_TIME = (
     "TubeMQ cannot start or end a read at a time: its broker protocol has no time-to-offset look-up (only "

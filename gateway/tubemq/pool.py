@@ -13,7 +13,7 @@ Connections merely answer questions (``in_flight``, ``is_idle``, ``is_closed``).
   running every ``min(idle_timeout / 4, 20)`` seconds (the C++ client's 3-minute rule, §7.8).
 * A broken link is dropped and replaced on next use; the pool never resends a request itself.
 
-One pool per process is the norm: pass it around, or use ``get_default_pool()``.
+One pool per process is the norm: the runtime builds it and passes it around.
 """
 
 from __future__ import annotations
@@ -40,8 +40,6 @@ __all__ = [
     "PoolLinkOpened",
     "PoolLinkReclaimed",
     "PoolStats",
-    "get_default_pool",
-    "set_default_pool",
 ]
 
 
@@ -432,21 +430,3 @@ def _load(link: Connection) -> int:
 def _consume_outcome(task: asyncio.Task[Connection]) -> None:
     if not task.cancelled():
         task.exception()
-
-
-_default_pool: ConnectionPool | None = None
-
-
-def get_default_pool() -> ConnectionPool:
-    """The process-wide pool, created with default settings on first use."""
-    global _default_pool
-    if _default_pool is None:
-        _default_pool = ConnectionPool()
-    return _default_pool
-
-
-def set_default_pool(pool: ConnectionPool | None) -> ConnectionPool | None:
-    """Replace the process-wide pool (None resets it); returns the previous one, which stays open."""
-    global _default_pool
-    previous, _default_pool = _default_pool, pool
-    return previous
