@@ -15,8 +15,8 @@ from typing import Any
 import grpc
 import httpx
 import uvicorn
-from consumer_support import eventually
 from fastapi import FastAPI
+from waiting import eventually
 
 from gateway.api.app import create_app
 from gateway.config import Settings

@@ -1,22 +1,28 @@
-"""Shared pieces of the consumer service, REST and forwarding tests: an embedded cluster with fast timings,
-a producer to publish with, and helpers that poll until a condition holds."""
+"""Shared pieces of the consumer tests: for the core's Consumer (``FAST`` timings, ``running_cluster``,
+``publish`` straight to a broker, ``drain``), and for the consumer service, REST and forwarding tests (an
+embedded cluster with fast timings and a producer: ``environment``). Waiting is ``waiting.eventually``."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.embedded.cluster import EmbeddedCluster
-from gateway.embedded.topics import parse_topic_specs
+from gateway.embedded.topics import TopicSpec, parse_topic_specs
 from gateway.service.consumers import ConsumerService
+from gateway.tubemq.consumer import Consumer
+from gateway.tubemq.consumer_batch import ConsumedBatch
 from gateway.tubemq.consumer_config import ConsumerConfig
+from gateway.tubemq.payload import encode_payload
+from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.tubemq.producer_requests import build_send_request
 from gateway.tubemq.producer_send import SendResult
+from gateway.tubemq.rpc import Method
 
 #: ``demo``: 8 partitions sharing one store; ``solo``: one partition (dense offsets)
 TOPICS = "demo:8,solo:1"
@@ -77,19 +83,102 @@ async def environment(topics: str = TOPICS) -> AsyncIterator[Env]:
             await pool.close()
 
 
-async def eventually(
-    check: Callable[[], Awaitable[bool]],
-    timeout: float = 10.0,  # noqa: ASYNC109 - bounds the retries, not one call
-    what: str = "condition",
-) -> None:
-    """Run ``check`` until it returns True; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout}s")
-        await asyncio.sleep(0.02)
-
-
 def bodies(prefix: str, count: int, size: int = 0) -> list[bytes]:
     """Distinct bodies ``prefix-i``, padded with dots to ``size`` bytes when given."""
     return [f"{prefix}-{i}".encode().ljust(size, b".") for i in range(count)]
+
+
+# --- the core consumer tests: a cluster, raw sends to a broker, polling a Consumer ---------------------
+
+FAST = ConsumerConfig(
+    heartbeat_interval=0.1,
+    broker_heartbeat_interval=0.2,
+    rpc_timeout=2.0,
+    register_retry_wait=0.05,
+    broker_register_retry_wait=0.05,
+    rebalance_confirm_wait=0.3,
+    close_rebalance_wait=1.0,
+    not_found_wait=0.02,
+    forbidden_wait=0.05,
+    moved_wait=0.02,
+    unavailable_wait=0.02,
+    error_wait=0.02,
+    transport_error_wait=0.02,
+    heartbeat_interval_after_fail=0.5,
+)
+
+
+def fast(**changes: Any) -> ConsumerConfig:
+    return replace(FAST, **changes)
+
+
+@asynccontextmanager
+async def running_cluster(
+    topics: Iterable[TopicSpec], *, brokers: int = 1, consumer_timeout: float = 30.0, standby: bool = False
+) -> AsyncIterator[EmbeddedCluster]:
+    """An embedded cluster on loopback whose master balances every 0.1 s."""
+    cluster = EmbeddedCluster(
+        list(topics),
+        brokers=brokers,
+        balance_period=0.1,
+        consumer_timeout=consumer_timeout,
+        standby_master=standby,
+    )
+    async with cluster:
+        yield cluster
+
+
+async def publish(
+    pool: ConnectionPool,
+    cluster: EmbeddedCluster,
+    topic: str,
+    bodies: Iterable[bytes],
+    *,
+    partition_ids: Iterable[int] | None = None,
+    broker_id: int = 1,
+    msg_type: str | None = None,
+) -> list[int]:
+    """Send each body to the next partition (round-robin); returns the append offsets."""
+    broker = cluster.broker(broker_id)
+    pids = list(partition_ids) if partition_ids is not None else broker.topics[topic].partition_ids()
+    offsets = []
+    for i, body in enumerate(bodies):
+        data, flag = encode_payload(body, None, msg_type, "202401311530" if msg_type else None)
+        request = build_send_request(
+            "test-producer",
+            topic,
+            pids[i % len(pids)],
+            data,
+            flag,
+            sent_addr=0,
+            visit_token=-2,
+            msg_type=msg_type,
+        )
+        answer = await pool.request(broker.address, Method.SEND_MESSAGE, request, 2.0)
+        assert isinstance(answer, broker_pb.SendMessageResponseB2P)
+        assert answer.errCode == 200, answer.errMsg
+        offsets.append(answer.appendOffset)
+    return offsets
+
+
+async def drain(
+    consumer: Consumer, want: int, *, seconds: float = 5.0, confirm: bool = True
+) -> list[ConsumedBatch]:
+    """Poll (and confirm) until ``want`` messages arrived or ``seconds`` passed."""
+    batches: list[ConsumedBatch] = []
+    got = 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while got < want and loop.time() < deadline:
+        batch = await consumer.poll(max(0.01, deadline - loop.time()))
+        if batch is None:
+            continue
+        batches.append(batch)
+        got += len(batch.messages)
+        if confirm:
+            await consumer.confirm(batch.confirm_context, consumed=True)
+    return batches
+
+
+def bodies_of(batches: Iterable[ConsumedBatch]) -> list[bytes]:
+    return [m.body for b in batches for m in b.messages]

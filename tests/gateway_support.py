@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 import uvicorn
-from consumer_support import Env, eventually
+from consumer_support import Env
+from waiting import eventually
 
 from gateway.api.app import create_app
 from gateway.config import ConsumerSettings, ProducerSettings, Settings, TlsSettings

@@ -19,10 +19,10 @@ import httpx
 import pytest
 import uvicorn
 from auth_support import MTLS_SUBJECT, SecureGateway, secure_gateway
-from consumer_support import eventually
 from fastapi import FastAPI
 from gateway_support import bound_socket
 from tls_support import make_pki
+from waiting import eventually
 
 from gateway.api.app import create_app
 from gateway.config import Settings, TlsSettings

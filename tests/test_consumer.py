@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from google.protobuf.message import Message
+from waiting import eventually
 
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
@@ -20,7 +20,7 @@ from gateway.tubemq.events import EventBus
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.pool import ConnectionPool
-from tests.consumer_helpers import bodies_of, drain, fast, publish, running_cluster
+from tests.consumer_support import bodies_of, drain, fast, publish, running_cluster
 
 
 async def test_one_consumer_receives_everything(pool: ConnectionPool) -> None:
@@ -44,14 +44,6 @@ async def test_one_consumer_receives_everything(pool: ConnectionPool) -> None:
             await consumer.close()
 
 
-async def wait_until(predicate: Callable[[], bool], seconds: float = 5.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
-
-
 def keys(consumer: Consumer) -> set[str]:
     return {p.partition_key for p in consumer.assignment()}
 
@@ -67,7 +59,7 @@ async def test_two_consumers_split_and_receive_each_message_once(pool: Connectio
         await a.start()
         await b.start()
         try:
-            await wait_until(lambda: len(keys(a)) == 2 and len(keys(b)) == 2)
+            await eventually(lambda: len(keys(a)) == 2 and len(keys(b)) == 2)
             assert keys(a) | keys(b) == ALL_DEMO
             sent = [f"m{i}".encode() for i in range(60)]
             await publish(pool, cluster, "demo", sent)
@@ -87,14 +79,14 @@ async def test_close_hands_partitions_over_with_unconfirmed_messages(pool: Conne
         await a.start()
         await b.start()
         try:
-            await wait_until(lambda: len(keys(a)) == 2 and len(keys(b)) == 2)
+            await eventually(lambda: len(keys(a)) == 2 and len(keys(b)) == 2)
             sent = [f"m{i}".encode() for i in range(40)]
             await publish(pool, cluster, "demo", sent)
             unconfirmed = await a.poll(2.0)
             assert unconfirmed is not None and unconfirmed.messages
             confirmed = await drain(a, 40, seconds=0.5)  # everything else a can see, confirmed
             await a.close()
-            await wait_until(lambda: keys(b) == ALL_DEMO)
+            await eventually(lambda: keys(b) == ALL_DEMO)
             got_b = await drain(b, 40 - len(bodies_of(confirmed)))
             # a's unconfirmed batch was rolled back by its unregistration and comes again to b
             assert set(bodies_of([unconfirmed])) <= set(bodies_of(got_b))
@@ -113,13 +105,13 @@ async def test_silent_member_expires_and_its_partitions_move(pool: ConnectionPoo
         await a.start()
         await b.start()
         try:
-            await wait_until(lambda: len(keys(a)) == 2 and len(keys(b)) == 2)
+            await eventually(lambda: len(keys(a)) == 2 and len(keys(b)) == 2)
             sent = [f"m{i}".encode() for i in range(20)]
             await publish(pool, cluster, "demo", sent)
             unconfirmed = await a.poll(2.0)
             assert unconfirmed is not None and unconfirmed.messages
             await pool_a.close()  # a goes silent: no heartbeat reaches the master or the brokers
-            await wait_until(lambda: keys(b) == ALL_DEMO, seconds=8.0)
+            await eventually(lambda: keys(b) == ALL_DEMO, timeout=8.0)
             got_b = await drain(b, 20)
             assert sorted(bodies_of(got_b)) == sorted(sent)
         finally:
@@ -220,7 +212,7 @@ async def test_stream_id_filter(pool: ConnectionPool) -> None:
         )
         async with consumer:
             assert await consumer.wait_for_assignment(5.0)
-            await wait_until(lambda: len(keys(consumer)) == 2)
+            await eventually(lambda: len(keys(consumer)) == 2)
             await publish(pool, cluster, "demo", [b"p1", b"p2"], msg_type="paid")
             await publish(pool, cluster, "demo", [b"n1", b"n2"], msg_type="new")
             await publish(pool, cluster, "demo", [b"x1"])
@@ -235,11 +227,11 @@ async def test_broker_restart_recovers_partitions(pool: ConnectionPool) -> None:
     async with running_cluster([TopicSpec("demo", 2)], brokers=2) as cluster:
         consumer = Consumer([cluster.master_address], "g-restart", {"demo": None}, pool=pool, config=fast())
         async with consumer:
-            await wait_until(lambda: len(keys(consumer)) == 4)
+            await eventually(lambda: len(keys(consumer)) == 4)
             await cluster.stop_broker(2)
-            await wait_until(lambda: {k[0] for k in keys(consumer)} == {"1"})
+            await eventually(lambda: {k[0] for k in keys(consumer)} == {"1"})
             await cluster.start_broker(2)
-            await wait_until(lambda: len(keys(consumer)) == 4, seconds=8.0)
+            await eventually(lambda: len(keys(consumer)) == 4, timeout=8.0)
             sent = [f"m{i}".encode() for i in range(8)]
             await publish(pool, cluster, "demo", sent[:4], broker_id=1)
             await publish(pool, cluster, "demo", sent[4:], broker_id=2)
@@ -288,8 +280,8 @@ async def test_requests_carry_the_fields_the_java_consumer_sends() -> None:
                 [cluster.master_address], "g-fields", {"demo": None}, pool=recording, config=fast()
             )
             async with consumer:
-                await wait_until(lambda: len(keys(consumer)) == 2)
-                await wait_until(
+                await eventually(lambda: len(keys(consumer)) == 2)
+                await eventually(
                     lambda: any(
                         isinstance(r, master_pb.HeartRequestC2M) and r.HasField("event")
                         for _, r in recording.sent
@@ -341,7 +333,7 @@ async def test_disconnect_waits_for_the_batch_out_to_be_confirmed(pool: Connecti
             masters, "g-wait", {"demo": None}, pool=pool, events=bus, config=fast(rebalance_confirm_wait=3.0)
         )
         async with a:
-            await wait_until(lambda: len(keys(a)) == 2)
+            await eventually(lambda: len(keys(a)) == 2)
             sent = [f"m{i}".encode() for i in range(20)]
             await publish(pool, cluster, "demo", sent)
             held = [await a.poll(2.0), await a.poll(2.0)]
@@ -352,7 +344,7 @@ async def test_disconnect_waits_for_the_batch_out_to_be_confirmed(pool: Connecti
                 for batch in held:
                     assert batch is not None
                     await a.confirm(batch.confirm_context)  # in time: committed, not rolled back
-                await wait_until(lambda: len(keys(a)) == 1 and len(keys(c)) == 1)
+                await eventually(lambda: len(keys(a)) == 1 and len(keys(c)) == 1)
                 assert await drain(c, 1, seconds=0.15) == []
                 assert sorted(bodies_of(held)) == sorted(sent)
 
@@ -366,9 +358,9 @@ async def test_master_that_forgot_the_consumer_gets_a_new_registration(pool: Con
             [cluster.master_address], "g-411", {"demo": None}, pool=pool, events=bus, config=fast()
         )
         async with consumer:
-            await wait_until(lambda: len(keys(consumer)) == 2)
+            await eventually(lambda: len(keys(consumer)) == 2)
             cluster.master.consumers.release(consumer.client_id, "g-411")
-            await wait_until(lambda: any(isinstance(e, ConsumerRegistered) and e.again for e in seen))
+            await eventually(lambda: any(isinstance(e, ConsumerRegistered) and e.again for e in seen))
             registered = next(e for e in seen if isinstance(e, ConsumerRegistered) and e.again)
             assert isinstance(registered, ConsumerRegistered) and registered.held == 2
             await publish(pool, cluster, "demo", [b"after"])

@@ -16,7 +16,7 @@ from gateway.tubemq.events import EventBus
 from gateway.tubemq.meta import BrokerInfo, Partition
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pool import ConnectionPool
-from tests.consumer_helpers import fast, publish, running_cluster
+from tests.consumer_support import fast, publish, running_cluster
 
 
 @pytest.fixture

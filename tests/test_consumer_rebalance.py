@@ -18,7 +18,7 @@ from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.rpc import Method
-from tests.consumer_helpers import fast, running_cluster
+from tests.consumer_support import fast, running_cluster
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from consumer_support import Env, bodies, environment, eventually
+from consumer_support import Env, bodies, environment
+from waiting import eventually
 
 from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable

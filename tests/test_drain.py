@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from waiting import eventually
 
 from gateway.api.app import create_app
 from gateway.config import ConsumerSettings, ProducerSettings, Settings
@@ -25,7 +26,6 @@ from gateway.shutdown import ShutdownPlan
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.producer_send import SendResult
-from tests.consumer_support import eventually
 from tests.test_shutdown import serving
 
 #: long enough that uvicorn's own request deadline would end a 30 s poll with an error if nothing answered it

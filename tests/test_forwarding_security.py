@@ -134,7 +134,8 @@ async def relay_peer(env: Env) -> AsyncIterator[tuple[Peer, Gateway]]:
     """A gateway allowed to forward to ``peer`` (a fake owner replica on another loopback port)."""
     async with Peer() as peer:
         options = {"id_secret": SECRET, "forward_allow": ["127.0.0.1"], "forward_ports": [peer.port]}
-        async with gateway(env, **options) as served:
+        # a peer slow to answer on a busy machine must not turn a refused answer (502) into a timeout (503)
+        async with gateway(env, **options, forward_timeout=10.0) as served:
             yield peer, served
 
 

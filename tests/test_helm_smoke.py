@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import uvicorn
 from chart_support import FULLNAME, SMOKE_SCRIPT, run_smoke_test, validate_manifests
-from consumer_support import eventually
 from deploy_tools import NAMESPACE, RELEASE, by_kind, one, render
+from waiting import eventually
 
 from gateway.api.app import create_app
 from gateway.config import Settings

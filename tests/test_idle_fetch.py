@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
-from consumer_support import FAST_CONSUMER, Env, environment, eventually
+from consumer_support import FAST_CONSUMER, Env, environment
+from waiting import eventually
 
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.tubemq.consumer_state import empty_fetch_wait

@@ -25,7 +25,7 @@ from gateway.tubemq.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.routes import RouteTable
-from tests.consumer_helpers import fast
+from tests.consumer_support import fast
 
 INVALID_UTF8 = [b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf8\x88\x80\x80"]
 MARK = "M{:03d}"  # 4 bytes, replaced by an invalid sequence of the same length

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import grpc
 import httpx
 import pytest
-from consumer_helpers import drain, fast
+from consumer_support import drain, fast
 from fastapi import FastAPI, Request
 from faultproxy import EchoHandler, heartbeat
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import eventually
 
 from gateway.api.telemetry import install_telemetry
 from gateway.embedded.cluster import EmbeddedCluster
@@ -70,14 +71,6 @@ def bus(metrics: GatewayMetrics) -> EventBus:
 
 def value(metrics: GatewayMetrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(P + name, labels)
-
-
-async def eventually(check: Callable[[], bool], within: float = 3.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not check():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
 
 
 @pytest.fixture

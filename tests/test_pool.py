@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 from faultproxy import EchoHandler, FaultProxy, heartbeat
+from waiting import eventually
 
 from gateway.embedded.server import RpcServer
 from gateway.tubemq.address import NodeAddress
@@ -37,14 +38,6 @@ HEARTBEAT = 2
 async def server() -> AsyncIterator[RpcServer]:
     async with RpcServer(EchoHandler()) as srv:
         yield srv
-
-
-async def eventually(check: Callable[[], bool], within: float = 3.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not check():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
 
 
 async def call(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.protobuf.message import Message
+from waiting import ManualClock, eventually
 
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.cluster import EmbeddedCluster
@@ -67,14 +68,6 @@ class Recorder:
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
-
-
-async def eventually(check: Callable[[], bool], within: float = 3.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not check():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -289,7 +282,9 @@ async def test_stopped_broker_is_shielded_and_sending_continues(
     config = ProducerConfig(
         heartbeat_interval=60.0, failure_threshold=3, failure_cooldown=0.5, send_timeout=3.0
     )
-    producer = Producer([master.address], pool=pool, config=config, events=rec.bus)
+    # The breaker's time is the test's: the cooldown cannot run out while 300 sends crawl on a busy machine.
+    clock = ManualClock()
+    producer = Producer([master.address], pool=pool, config=config, events=rec.bus, clock=clock)
     await producer.start()
     try:
         await producer.publish("demo")
@@ -308,7 +303,7 @@ async def test_stopped_broker_is_shielded_and_sending_continues(
         assert [p.available for p in topic_route.partitions] == [True, True, False, False]
         # the broker comes back: after the cooldown one trial send closes the breaker again
         await brokers[1].start()
-        await asyncio.sleep(0.5)
+        clock.advance(0.5)
         later = [await producer.send("demo", f"n{i}".encode()) for i in range(20)]
         assert {r.broker_id for r in later} == {1, 2}
         assert [e.broker_id for e in rec.of(BrokerUnshielded)] == [2]

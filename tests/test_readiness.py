@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from waiting import eventually
 
 from gateway.config import ProducerSettings, Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import parse_topic_specs
 from gateway.runtime import Runtime
 from gateway.tubemq.producer import Producer
-from tests.consumer_support import eventually
 
 FAILURES = 3
 

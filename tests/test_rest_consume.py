@@ -11,8 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from consumer_support import Env, environment, eventually
+from consumer_support import Env, environment
 from gateway_support import Gateway, SseReader, gateway
+from waiting import eventually
 
 
 @pytest.fixture
@@ -23,7 +24,8 @@ async def env() -> AsyncIterator[Env]:
 
 @pytest.fixture
 async def gw(env: Env) -> AsyncIterator[Gateway]:
-    async with gateway(env, lease=1.0) as served:
+    # A lease no poll gap on a busy machine reaches; the expiry test ends b's lease on purpose.
+    async with gateway(env, lease=10.0) as served:
         yield served
 
 
@@ -131,7 +133,8 @@ async def test_takeover_redelivers_uncommitted_messages(
         deleted = await http.delete(f"/v1/consumers/{group}/instances/{b}")
         assert deleted.status_code == 204
     else:
-        gw.consumers.lease = 0.5  # a keeps polling below; b stays idle from now on
+        # b stays idle from now on and its lease runs out (as if 10 s passed for b alone); a keeps polling
+        gw.consumers.instance(group, b).last_used -= gw.consumers.lease
     got_a: list[str] = []
 
     async def a_has_all() -> bool:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from waiting import eventually
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import INDEX_ENTRY_BYTES, Retention, TopicStore
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
-from tests.consumer_support import eventually
 
 
 class Clock:

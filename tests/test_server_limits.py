@@ -8,10 +8,10 @@ import asyncio
 import pytest
 from faultproxy import EchoHandler, heartbeat
 from test_server import HEARTBEAT, RawClient
+from waiting import eventually
 
 from gateway.embedded.server import RpcServer
 from gateway.tubemq.rpc import encode_request
-from tests.consumer_support import eventually
 
 BIG_ID = "x" * 8192  # echoed back: every answer is a little over 8 KiB
 

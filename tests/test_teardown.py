@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from google.protobuf.message import Message
+from waiting import eventually
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
@@ -29,8 +30,7 @@ from gateway.tubemq.consumer import Consumer
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.teardown import CloseOnce, cancel_and_wait
-from tests.consumer_helpers import fast
-from tests.consumer_support import eventually
+from tests.consumer_support import fast
 
 #: cancel points tried per subject: loop iterations 1..MAX_LOOPS, requests 1..MAX_REQUESTS
 MAX_LOOPS = 400

@@ -16,10 +16,11 @@ import grpc
 import httpx
 import pytest
 import uvicorn
-from consumer_support import environment, eventually
+from consumer_support import environment
 from gateway_support import bound_socket, gateway, peer_settings
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tls_support import Issued, Pki, make_pki, odd_subject
+from waiting import eventually
 
 from gateway import serve
 from gateway.api.app import create_app

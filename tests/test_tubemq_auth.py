@@ -42,7 +42,7 @@ from gateway.tubemq.range_reader import RangeReader
 from gateway.tubemq.rpc import Method
 from gateway.tubemq.topic_partitions import discover_partitions
 from gateway.upstream import upstream_options
-from tests.consumer_helpers import bodies_of, drain, fast
+from tests.consumer_support import bodies_of, drain, fast
 
 TOPICS = [TopicSpec("guarded", 2)]
 USER, PASSWORD = "gateway", "s3cret-pa55"

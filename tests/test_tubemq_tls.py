@@ -27,7 +27,7 @@ from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.routes import RouteTable
 from gateway.upstream import DEFAULT_MASTER_TLS_PORT, upstream_options
-from tests.consumer_helpers import bodies_of, drain, fast
+from tests.consumer_support import bodies_of, drain, fast
 from tests.tls_support import Pki, make_pki
 
 TOPICS = [TopicSpec("secure", 2)]

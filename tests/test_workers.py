@@ -19,9 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
-from consumer_support import eventually
 from gateway_support import SseReader
 from tls_support import make_pki
+from waiting import eventually
 from workers_support import WorkerGateway, owner_worker, samples, serve_command, start_workers
 
 WORKERS = 3

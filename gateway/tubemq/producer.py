@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -126,6 +127,7 @@ class Producer:
         pool: ConnectionPool,
         config: ProducerConfig | None = None,
         events: EventBus | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = cfg = config or ProducerConfig()
         self._pool = pool
@@ -145,6 +147,7 @@ class Producer:
             max_shielded_share=cfg.max_shielded_share,
             trial_timeout=cfg.rpc_timeout,
             on_change=self._breaker_changed,
+            clock=clock,
         )
         self._partitioner = Partitioner(failure_limit=cfg.partition_failure_limit, delay=cfg.partition_delay)
         self._session = ProducerSession(

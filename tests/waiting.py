@@ -1,0 +1,47 @@
+"""Waiting in tests: the one poller (wait until a condition holds, without timing anything) and a manual
+clock for the classes that take an injected one.
+
+``timeout`` only bounds a wait that would otherwise hang; it is generous on purpose (the machine running the
+suite may be busy) and is never what a test asserts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+
+__all__ = ["ManualClock", "eventually"]
+
+
+async def eventually(
+    check: Callable[[], bool | Awaitable[bool]],
+    timeout: float = 10.0,  # noqa: ASYNC109 - bounds the retries, not one call
+    what: str = "condition",
+    step: float = 0.01,
+) -> None:
+    """Call ``check`` (a plain or an async function) until it returns True; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout}s")
+        await asyncio.sleep(step)
+
+
+class ManualClock:
+    """A clock for the classes that take ``clock=``: time moves only when the test calls :meth:`advance`."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
