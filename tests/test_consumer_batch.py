@@ -50,6 +50,37 @@ def wire(body: bytes, msg_type: str | None = None, **attrs: str) -> broker_pb.Tr
     )
 
 
+ATTRIBUTE_SETS: list[tuple[str | None, dict[str, str]]] = [
+    (None, {}),
+    ("a", {}),
+    ("a", {"k": "v"}),
+    ("b", {"k": "v", "x": "y"}),
+]
+
+
+@given(st.lists(st.tuples(st.integers(0, len(ATTRIBUTE_SETS) - 1), st.binary(max_size=20)), max_size=12))
+def test_each_message_gets_its_own_attributes_and_body_in_any_mix(
+    items: list[tuple[int, bytes]],
+) -> None:
+    answer = broker_pb.GetMessageResponseB2C()
+    for i, (choice, body) in enumerate(items):
+        msg_type, attrs = ATTRIBUTE_SETS[choice]
+        data, flag = encode_payload(body, attrs or None, msg_type, "202401311530" if msg_type else None)
+        answer.messages.add(messageId=i, checkSum=crc32_checksum(data), payLoadData=data, flag=flag)
+    messages, stats = decode_messages(answer.messages, None, 0, exact=True)
+    assert stats.kept == len(items) and stats.bytes == sum(len(b) for _, b in items)
+    for i, (message, (choice, body)) in enumerate(zip(messages, items, strict=True)):
+        msg_type, attrs = ATTRIBUTE_SETS[choice]
+        assert (message.message_id, message.body, message.attributes) == (i, body, attrs)
+        assert message.stream_id == msg_type and message.offset == INDEX_ENTRY_SIZE * i
+        assert message.msg_time == ("202401311530" if msg_type else None)
+    # Messages with the same attribute text share one attributes dict (renderers cache by it).
+    by_choice = {}
+    for message, (choice, _) in zip(messages, items, strict=True):
+        if ATTRIBUTE_SETS[choice][1]:
+            assert by_choice.setdefault(choice, message.attributes) is message.attributes
+
+
 def test_decodes_the_real_java_batches() -> None:
     answers = captured_fetches()
     assert len(answers) == 3

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.api.consumer_render import render_event, render_message, render_poll
+from gateway.api.consumer_render import render_event, render_events, render_message, render_poll
 from gateway.service.instance import DeliveredMessage
 from gateway.tubemq.consumer_batch import ConsumedMessage
 
@@ -86,6 +86,35 @@ def test_one_message_is_one_line_and_one_event(message: DeliveredMessage, fmt: s
     assert json.loads(line) == expected(message, fmt)
     event = render_event(message, fmt)
     assert event == b"id: " + str(message.seq).encode() + b"\ndata: " + line + b"\n\n"
+
+
+@settings(max_examples=30)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 2), st.none() | text, st.none() | st.integers(0, 99)),
+        max_size=8,
+    ),
+    st.sampled_from(["base64", "utf8", "json"]),
+)
+def test_shared_attribute_dicts_and_interleaved_partitions_render_per_message(
+    picks: list[tuple[int, int, str | None, int | None]], fmt: str
+) -> None:
+    # Decoding shares one attributes dict among messages of the same attribute text; the renderer caches
+    # by it and by the partition run, so messages that share some fields and differ in others must each
+    # come out as themselves.
+    shared = [{}, {"a": "1"}, {"a": "1", "b": "\u2028"}]
+    wheres = [("t", "1:t:0", 1, 0), ("t", "1:t:1", 1, 1), ("u", "2:u:0", 2, 0)]
+    batch = [
+        DeliveredMessage(
+            i + 1,
+            *wheres[where],
+            ConsumedMessage(i, b"v%d" % i, shared[attrs], "s" if key else None, None, 0, i, offset, key),
+        )
+        for i, (attrs, where, key, offset) in enumerate(picks)
+    ]
+    assert json.loads(render_poll(batch, fmt)) == {"messages": [expected(m, fmt) for m in batch]}
+    events = render_events(batch, fmt)
+    assert events == b"".join(render_event(m, fmt) for m in batch)
 
 
 def test_values_that_do_not_fit_the_format_fall_back_to_base64() -> None:

@@ -168,6 +168,45 @@ async def test_byte_budget_buffers_the_rest_and_confirms_the_batch_when_all_is_c
     assert values(await service.poll("g-budget", instance, max_bytes=100, timeout=2.0)) == [b"after"]
 
 
+async def test_committing_everything_delivered_leaves_the_undelivered_rest_held(env: Env) -> None:
+    sent = bodies("all", 6, size=10)
+    await env.publish("solo", sent)
+    service = await env.service()
+    instance = (
+        await service.create("g-all", InstanceSpec({"solo": None}, start_position="earliest"))
+    ).instance_id
+    first = await service.poll("g-all", instance, max_messages=4, timeout=2.0)
+    assert values(first) == sent[:4]
+    result = await service.commit("g-all", instance, None)
+    assert (result.committed, result.rolled_back, result.stale, result.pending) == (4, 0, [], 0)
+    assert service.describe("g-all", instance).partitions[0].in_use  # 2 not delivered yet
+    again = await service.commit("g-all", instance, [m.token for m in first])
+    assert again.committed == 0 and again.stale == [m.token for m in first]
+    rest = await service.poll("g-all", instance, timeout=0)
+    assert values(rest) == sent[4:]
+    result = await service.commit("g-all", instance, None)
+    assert (result.committed, result.stale, result.pending) == (2, [], 0)
+    assert not service.describe("g-all", instance).partitions[0].in_use
+
+
+async def test_committing_everything_after_the_core_gave_the_batch_up_reports_it_stale(env: Env) -> None:
+    sent = bodies("gave-up", 3, size=10)
+    await env.publish("solo", sent)
+    service = await env.service()
+    instance_id = (
+        await service.create("g-gave-up", InstanceSpec({"solo": None}, start_position="earliest"))
+    ).instance_id
+    first = await service.poll("g-gave-up", instance_id, timeout=2.0)
+    assert values(first) == sent
+    instance = service.instance("g-gave-up", instance_id)
+    # The core releases the batch (as a rebalance racing the commit would) before the instance hears of it.
+    for context in list(instance._batches):
+        await instance.consumer.confirm(context, False)
+    result = await service.commit("g-gave-up", instance_id, None)
+    assert (result.committed, result.stale, result.pending) == (0, [m.token for m in first], 0)
+    assert values(await service.poll("g-gave-up", instance_id, timeout=2.0)) == sent  # they come again
+
+
 async def test_rollback_redelivers_and_old_tokens_become_stale(env: Env) -> None:
     sent = bodies("rb", 4)
     await env.publish("solo", sent)

@@ -16,9 +16,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.service.instance import DeliveredMessage
+from gateway.service.instance import DeliveredMessage, partition_runs
 
-__all__ = ["encode_value", "render_event", "render_message", "render_poll", "to_json"]
+__all__ = ["encode_value", "render_event", "render_events", "render_message", "render_poll", "to_json"]
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -30,41 +30,91 @@ def to_json(payload: Any) -> bytes:
 
 def render_poll(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
     """The body of a poll answer: ``{"messages": [...]}``."""
-    heads: dict[tuple[str, str, int, int], str] = {}
-    return b'{"messages":[' + b",".join(render_message(m, fmt, heads) for m in messages) + b"]}"
+    return b'{"messages":[' + b",".join(_render(messages, fmt, _POLL)) + b"]}"
+
+
+def render_events(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
+    """SSE events of ``messages``, one after the other (one write for a step)."""
+    return b"".join(_render(messages, fmt, _EVENT))
 
 
 def render_event(message: DeliveredMessage, fmt: str) -> bytes:
     """One SSE event: the token as id, the message as data."""
-    return b"id: " + message.token.encode() + b"\ndata: " + render_message(message, fmt) + b"\n\n"
+    return render_events((message,), fmt)
 
 
-def render_message(
-    m: DeliveredMessage, fmt: str, heads: dict[tuple[str, str, int, int], str] | None = None
-) -> bytes:
-    """One message as JSON; ``heads`` caches the per-partition fields across the messages of one answer."""
-    where = (m.topic, m.partition_key, m.broker_id, m.partition_id)
-    head = heads.get(where) if heads is not None else None
-    if head is None:
+def render_message(m: DeliveredMessage, fmt: str) -> bytes:
+    """One message as JSON."""
+    return _render((m,), fmt, _POLL)[0]
+
+
+# Each message is one %-format of bytes: the parts shared by many messages (its partition's fields, its
+# attribute fields) are rendered once per answer and cached; per message only the token, offset, message id
+# and value are formatted. ``%b`` takes bytes as they are, so only trusted fragments go there.
+_POLL = (
+    b'{"token":"%d",%b,"offset":%d,"messageId":"%d",%b,"encoding":"base64","value":"%b"}',
+    b'{"token":"%d",%b,"offset":null,"messageId":"%d",%b,"encoding":"base64","value":"%b"}',
+    b'{"token":"%d",%b,"offset":%d,"messageId":"%d",%b,%b}',
+    b'{"token":"%d",%b,"offset":null,"messageId":"%d",%b,%b}',
+)
+_EVENT = (
+    b'id: %d\ndata: {"token":"%d",%b,"offset":%d,"messageId":"%d",%b,"encoding":"base64","value":"%b"}\n\n',
+    b'id: %d\ndata: {"token":"%d",%b,"offset":null,"messageId":"%d",%b,"encoding":"base64","value":"%b"}\n\n',
+    b'id: %d\ndata: {"token":"%d",%b,"offset":%d,"messageId":"%d",%b,%b}\n\n',
+    b'id: %d\ndata: {"token":"%d",%b,"offset":null,"messageId":"%d",%b,%b}\n\n',
+)
+
+
+def _render(messages: Sequence[DeliveredMessage], fmt: str, templates: tuple[bytes, ...]) -> list[bytes]:
+    with_offset, without_offset, other_with_offset, other_without_offset = templates
+    event = templates is _EVENT
+    b64 = binascii.b2a_base64
+    out: list[bytes] = []
+    append = out.append
+    # The partition's fields once per run of messages of one partition.
+    # The attribute fields, by the identity of the attributes dict (decoding shares one per attribute
+    # text; every message is alive during the call, so ids are not reused) and the fields beside it.
+    metas: dict[tuple[int, str | None, str | None, str | None], bytes] = {}
+    for (topic, partition_key, broker_id, partition_id), run in partition_runs(messages):
         head = (
-            f'"topic":{_encode(m.topic)},"partitionKey":{_encode(m.partition_key)},'
-            f'"brokerId":{m.broker_id},"partitionId":{m.partition_id}'
-        )
-        if heads is not None:
-            heads[where] = head
-    msg = m.message
-    attributes = _encode(msg.attributes) if msg.attributes else "{}"
-    fields = (
-        f'{{"token":"{m.seq}",{head},"offset":{"null" if msg.offset is None else msg.offset},'
-        f'"messageId":"{msg.message_id}","key":{_optional(msg.key)},"streamId":{_optional(msg.stream_id)},'
-        f'"msgTime":{_optional(msg.msg_time)},"attributes":{attributes},'
-    )
-    if fmt != "base64":
-        value, encoding = encode_value(msg.body, fmt)
-        if encoding != "base64":
-            return f'{fields}"encoding":"{encoding}","value":{_encode(value)}}}'.encode()
-    value_b64 = binascii.b2a_base64(msg.body, newline=False)
-    return fields.encode() + b'"encoding":"base64","value":"' + value_b64 + b'"}'
+            f'"topic":{_encode(topic)},"partitionKey":{_encode(partition_key)},'
+            f'"brokerId":{broker_id},"partitionId":{partition_id}'
+        ).encode()
+        for m in run:
+            msg = m.message
+            attributes = msg.attributes
+            meta_key = (id(attributes) if attributes else 0, msg.key, msg.stream_id, msg.msg_time)
+            meta = metas.get(meta_key)
+            if meta is None:
+                attribute_text = _encode(attributes) if attributes else "{}"
+                meta = metas[meta_key] = (
+                    f'"key":{_optional(msg.key)},"streamId":{_optional(msg.stream_id)},'
+                    f'"msgTime":{_optional(msg.msg_time)},"attributes":{attribute_text}'
+                ).encode()
+            seq = m.seq
+            offset = msg.offset
+            if fmt == "base64":
+                value = b64(msg.body, newline=False)
+                template = with_offset if offset is not None else without_offset
+            else:
+                value = _other_value(msg.body, fmt)
+                template = other_with_offset if offset is not None else other_without_offset
+            if event:
+                if offset is None:
+                    append(template % (seq, seq, head, msg.message_id, meta, value))
+                else:
+                    append(template % (seq, seq, head, offset, msg.message_id, meta, value))
+            elif offset is None:
+                append(template % (seq, head, msg.message_id, meta, value))
+            else:
+                append(template % (seq, head, offset, msg.message_id, meta, value))
+    return out
+
+
+def _other_value(body: bytes, fmt: str) -> bytes:
+    value, encoding = encode_value(body, fmt)
+    text = f'"{value}"' if encoding == "base64" else _encode(value)
+    return f'"encoding":"{encoding}","value":{text}'.encode()
 
 
 def encode_value(body: bytes, fmt: str) -> tuple[Any, str]:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.api.consumer_render import render_event, render_poll, to_json
+from gateway.api.consumer_render import render_events, render_poll, to_json
 from gateway.api.consumer_schemas import (
     CommitRequest,
     CommitResponse,
@@ -300,7 +300,7 @@ async def stream_messages(
                     yield _gone_event(exc)
                     return
                 if messages:
-                    yield b"".join(render_event(m, format) for m in messages)
+                    yield render_events(messages, format)
                     quiet_since = time.monotonic()
                 elif time.monotonic() - quiet_since >= keepalive:
                     yield b": keep-alive\n\n"

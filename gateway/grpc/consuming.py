@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from gateway.grpc.consumed_wire import encode_consumed
 from gateway.grpc.convert import peer_host
 from gateway.grpc.errors import StreamSuperseded, renamed
 from gateway.grpc.interceptors import client_subject
@@ -23,7 +24,7 @@ from gateway.grpc.siblings import GrpcSiblings, Relay
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
 from gateway.service.errors import InvalidInput, Unavailable
-from gateway.service.instance import CommitResult, DeliveredMessage
+from gateway.service.instance import CommitResult
 from gateway.service.quotas import set_caller_address
 
 #: Service-layer field names (REST query parameters and headers) -> the proto3 JSON names of gRPC requests.
@@ -73,7 +74,9 @@ class ConsumerRpcs:
         info = await service.create(request.group, instance_spec(request))
         return consumer_instance(info)
 
-    async def Poll(self, request: pb.PollRequest, context: grpc.aio.ServicerContext) -> pb.PollResponse:
+    async def Poll(
+        self, request: pb.PollRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PollResponse | bytes:
         relay = self._sibling_of(request.group, request.instance_id, context)
         if relay is not None:
             return await relay.unary("Poll", request, pb.PollResponse)
@@ -85,7 +88,7 @@ class ConsumerRpcs:
                 max_bytes=request.max_bytes if request.HasField("max_bytes") else None,
                 timeout=request.timeout_ms / 1000 if request.HasField("timeout_ms") else None,
             )
-        return pb.PollResponse(messages=[consumed(m) for m in messages])
+        return encode_consumed(messages)  # a serialized PollResponse
 
     async def Commit(self, request: pb.CommitRequest, context: grpc.aio.ServicerContext) -> pb.CommitResponse:
         if request.all_delivered == bool(request.tokens):
@@ -110,7 +113,7 @@ class ConsumerRpcs:
 
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.SubscribeResponse]:
+    ) -> AsyncIterator[pb.SubscribeResponse | bytes]:
         relay = self._sibling_of(request.group, request.instance_id, context)
         if relay is not None:
             async for response in relay.stream("Subscribe", request, pb.SubscribeResponse):
@@ -145,7 +148,7 @@ class ConsumerRpcs:
                     )
                 messages = await cursor.next(count, size, self._step)
                 if messages:
-                    yield pb.SubscribeResponse(messages=[consumed(m) for m in messages])
+                    yield encode_consumed(messages)  # a serialized SubscribeResponse
 
 
 def _bounded(value: int | None, field: str, default: int, high: int) -> int:
@@ -194,29 +197,6 @@ def consumer_instance(info: InstanceInfo) -> pb.CreateConsumerResponse:
     return pb.CreateConsumerResponse(
         instance_id=info.instance_id, group=info.group, auto_commit=info.auto_commit, client_id=info.client_id
     )
-
-
-def consumed(delivered: DeliveredMessage) -> pb.ConsumedMessage:
-    m = delivered.message
-    out = pb.ConsumedMessage(
-        token=delivered.token,
-        topic=delivered.topic,
-        partition_key=delivered.partition_key,
-        broker_id=delivered.broker_id,
-        partition_id=delivered.partition_id,
-        message_id=m.message_id,
-        attributes=m.attributes,
-        value=m.body,
-    )
-    if m.offset is not None:
-        out.offset = m.offset
-    if m.key is not None:
-        out.key = m.key
-    if m.stream_id is not None:
-        out.stream_id = m.stream_id
-    if m.msg_time is not None:
-        out.msg_time = m.msg_time
-    return out
 
 
 def commit_response(result: CommitResult) -> pb.CommitResponse:

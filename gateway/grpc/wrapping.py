@@ -3,6 +3,9 @@
 A subclass says how to wrap a unary-answer behaviour (``_unary``) and a streaming one (``_streaming``); the
 handler of every method is wrapped on its first call and the wrapper is kept as long as grpc hands over the
 same handler object, so a call costs one dictionary look-up here.
+
+An answer a behaviour hands over as ``bytes`` is taken as already serialized (the consumer answers are
+encoded by hand in ``gateway/grpc/consumed_wire.py``); any other answer goes through the method's serializer.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # 
     def _wrap(self, method: str, handler: Any) -> Any:
         codec = {
             "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
+            "response_serializer": _bytes_or(handler.response_serializer),
         }
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
@@ -73,3 +76,15 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # 
         self, method: str, kind: str, behavior: Callable[..., Any]
     ) -> Callable[..., AsyncIterator[Any]]:
         """The wrapper of a behaviour that answers with a stream (server-streaming and bidi methods)."""
+
+
+def _bytes_or(serialize: Callable[[Any], bytes] | None) -> Callable[[Any], bytes] | None:
+    """The method's serializer, taking ``bytes`` answers as already serialized."""
+    if serialize is None:
+        return None
+    serializer = serialize  # bound for the closure, typed as not None
+
+    def serialize_or_pass(message: Any) -> bytes:
+        return message if type(message) is bytes else serializer(message)
+
+    return serialize_or_pass

@@ -29,7 +29,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,15 +40,16 @@ from gateway.tubemq.consumer_batch import ConsumedBatch, ConsumedMessage
 from gateway.tubemq.errors import ClientClosed, TubeMQError
 from gateway.tubemq.teardown import CloseOnce
 
-__all__ = ["CommitResult", "ConsumerInstance", "DeliveredMessage", "StreamCursor"]
+__all__ = ["CommitResult", "ConsumerInstance", "DeliveredMessage", "StreamCursor", "partition_runs"]
 
 log = logging.getLogger("gateway.service.consumers")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeliveredMessage:
-    """A message handed to the client. ``token`` commits it and is the SSE event id; ``offset`` is the
-    broker index offset when the core knows it exactly, else None."""
+    """A message handed to the client (read-only; not frozen, which would cost five times as much to build
+    per message). ``token`` commits it and is the SSE event id; ``offset`` is the broker index offset when
+    the core knows it exactly, else None."""
 
     seq: int
     topic: str
@@ -64,6 +65,36 @@ class DeliveredMessage:
     @property
     def offset(self) -> int | None:
         return self.message.offset
+
+
+def partition_runs(
+    messages: Sequence[DeliveredMessage],
+) -> Iterator[tuple[tuple[str, str, int, int], Sequence[DeliveredMessage]]]:
+    """Consecutive messages of one partition, as ((topic, partition_key, broker_id, partition_id), run):
+    renderers encode a partition's fields once per run."""
+    start = 0
+    count = len(messages)
+    while start < count:
+        first = messages[start]
+        topic, key, broker_id, partition_id = (
+            first.topic,
+            first.partition_key,
+            first.broker_id,
+            first.partition_id,
+        )
+        end = start + 1
+        while end < count:
+            m = messages[end]
+            if (
+                m.partition_key != key
+                or m.topic != topic
+                or m.broker_id != broker_id
+                or m.partition_id != partition_id
+            ):
+                break
+            end += 1
+        yield (topic, key, broker_id, partition_id), messages[start:end]
+        start = end
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +123,10 @@ class _Batch:
     live: bool = True
 
 
-@dataclass(slots=True)
-class _Entry:
-    batch: _Batch
-    message: ConsumedMessage
-
-
-@dataclass(slots=True)
-class _Pending:
-    batch: _Batch
-    delivered: DeliveredMessage
+#: a buffered message and its batch
+_Entry = tuple[_Batch, ConsumedMessage]
+#: a delivered, uncommitted message and its batch
+_Pending = tuple[_Batch, DeliveredMessage]
 
 
 @dataclass(slots=True)
@@ -229,31 +254,42 @@ class ConsumerInstance:
 
     def pending_after(self, seq: int) -> list[DeliveredMessage]:
         """Delivered, uncommitted messages with a token above ``seq``, in delivery order (SSE resume)."""
-        return [p.delivered for s, p in self._pending.items() if s > seq]
+        pending = self._pending
+        out: list[DeliveredMessage] = []
+        for s in reversed(pending):  # tokens rise in delivery order: stop at the first one not above seq
+            if s <= seq:
+                break
+            out.append(pending[s][1])
+        out.reverse()
+        return out
 
     def _take(self, budget: _Budget) -> None:
+        """Deliver from the front of the buffer within ``budget`` (one pass, no call per message)."""
         buffer = self._buffer
-        while buffer and len(budget.out) < budget.max_messages:
-            entry = buffer[0]
-            size = len(entry.message.body)
-            if budget.out and budget.used + size > budget.max_bytes:
-                return
+        out = budget.out
+        pending = self._pending
+        seqs = self._seq
+        limit = budget.max_messages
+        max_bytes = budget.max_bytes
+        used = budget.used
+        while buffer and len(out) < limit:
+            batch, message = buffer[0]
+            size = len(message.body)
+            if out and used + size > max_bytes:
+                break
             buffer.popleft()
-            budget.out.append(self._deliver(entry))
-            budget.used += size
-            if budget.used >= budget.max_bytes:
-                return
-
-    def _deliver(self, entry: _Entry) -> DeliveredMessage:
-        batch = entry.batch
-        seq = next(self._seq)
-        delivered = DeliveredMessage(
-            seq, batch.topic, batch.partition_key, batch.broker_id, batch.partition_id, entry.message
-        )
-        batch.undelivered -= 1
-        batch.uncommitted += 1
-        self._pending[seq] = _Pending(batch, delivered)
-        return delivered
+            seq = next(seqs)
+            delivered = DeliveredMessage(
+                seq, batch.topic, batch.partition_key, batch.broker_id, batch.partition_id, message
+            )
+            batch.undelivered -= 1
+            batch.uncommitted += 1
+            pending[seq] = (batch, delivered)
+            out.append(delivered)
+            used += size
+            if used >= max_bytes:
+                break
+        budget.used = used
 
     async def _fetch(self, timeout: float) -> bool:  # noqa: ASYNC109 - bounds the core's wait
         """Run one core poll into the buffer, or join the one still running; True if it added a batch.
@@ -297,7 +333,7 @@ class ConsumerInstance:
             undelivered=len(batch.messages),
         )
         self._batches[record.context] = record
-        self._buffer.extend(_Entry(record, message) for message in batch.messages)
+        self._buffer.extend(zip(itertools.repeat(record), batch.messages))
 
     # --- committing ---------------------------------------------------------------------------------
 
@@ -308,8 +344,10 @@ class ConsumerInstance:
         return await self._commit(tokens, consumed=consumed)
 
     async def _commit(self, tokens: Sequence[str] | None, *, consumed: bool) -> CommitResult:
+        if tokens is None and consumed:
+            return await self._commit_all()
         if tokens is None:
-            chosen = [(p.delivered.token, s) for s, p in self._pending.items()]
+            chosen = [(p[1].token, s) for s, p in self._pending.items()]
         else:
             chosen = [(token, _parse_token(token, i)) for i, token in enumerate(tokens)]
         stale: list[str] = []
@@ -319,8 +357,8 @@ class ConsumerInstance:
             if item is None:
                 stale.append(token)
                 continue
-            item.batch.uncommitted -= 1
-            touched.setdefault(item.batch, []).append(token)
+            item[0].uncommitted -= 1
+            touched.setdefault(item[0], []).append(token)
         rolled_back = 0
         if consumed:
             done = [b for b in touched if b.uncommitted == 0 and b.undelivered == 0]
@@ -335,6 +373,29 @@ class ConsumerInstance:
                 stale.extend(touched[batch])
                 committed -= len(touched[batch])
         return CommitResult(committed, rolled_back, stale, len(self._pending))
+
+    async def _commit_all(self) -> CommitResult:
+        """Commit every delivered message: per batch, not per message (auto-commit runs this every poll).
+        Every pending message's batch is live (a batch leaves ``_batches`` only once confirmed with nothing
+        pending, or discarded with its pending messages)."""
+        pending = self._pending
+        if not pending:
+            return CommitResult(0, 0, [], 0)
+        self._pending = {}
+        touched = [b for b in self._batches.values() if b.uncommitted]
+        committed = 0
+        for batch in touched:
+            committed += batch.uncommitted
+            batch.uncommitted = 0
+        done = [b for b in touched if b.undelivered == 0]
+        outcomes = await asyncio.gather(*(self._confirm(b, True) for b in done))
+        failed = {b for b, ok in zip(done, outcomes, strict=True) if not ok}
+        stale: list[str] = []
+        if failed:
+            # The core had already given those partitions up: their messages come again.
+            stale = [str(s) for s, p in pending.items() if p[0] in failed]
+            committed -= len(stale)
+        return CommitResult(committed, 0, stale, len(self._pending))
 
     async def _confirm(self, batch: _Batch, consumed: bool) -> bool:
         """Confirm a batch to the broker; False when the core no longer knows it (partition lost)."""
@@ -355,12 +416,12 @@ class ConsumerInstance:
         """Forget a batch's pending and buffered messages; returns how many were dropped."""
         self._batches.pop(batch.context, None)
         batch.live = False
-        dropped = [s for s, p in self._pending.items() if p.batch is batch]
+        dropped = [s for s, p in self._pending.items() if p[0] is batch]
         for seq in dropped:
             del self._pending[seq]
         before = len(self._buffer)
-        if any(e.batch is batch for e in self._buffer):
-            self._buffer = deque(e for e in self._buffer if e.batch is not batch)
+        if any(e[0] is batch for e in self._buffer):
+            self._buffer = deque(e for e in self._buffer if e[0] is not batch)
         return len(dropped) + before - len(self._buffer)
 
     async def expire_uncommitted(self, now: float) -> int:

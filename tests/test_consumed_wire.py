@@ -1,0 +1,81 @@
+"""The hand-built protobuf bytes of delivered messages parse as the PollResponse / SubscribeResponse the
+protobuf library builds from the same messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.grpc.consumed_wire import encode_consumed
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.service.instance import DeliveredMessage
+from gateway.tubemq.consumer_batch import ConsumedMessage
+
+text = st.text(max_size=200)
+int32 = st.integers(-(2**31), 2**31 - 1)
+shared_attributes = [{}, {"a": "1"}, {"ż": "ółw", "": ""}]
+
+messages = st.builds(
+    DeliveredMessage,
+    seq=st.integers(1, 2**62),
+    topic=st.sampled_from(["", "t", "topic-ż"]),
+    partition_key=st.sampled_from(["", "1:t:0", "2:t:1"]),
+    broker_id=st.sampled_from([0, 1, 2**31 - 1, -1]) | int32,
+    partition_id=st.sampled_from([0, 3]) | int32,
+    message=st.builds(
+        ConsumedMessage,
+        message_id=st.sampled_from([0, 1, -1]) | st.integers(-(2**63), 2**63 - 1),
+        body=st.binary(max_size=300),
+        attributes=st.sampled_from(shared_attributes) | st.dictionaries(text, text, max_size=3),
+        stream_id=st.none() | text,
+        msg_time=st.none() | st.just("202611232200"),
+        flag=st.just(0),
+        index=st.just(0),
+        offset=st.none() | st.integers(0, 2**62),
+        key=st.none() | text,
+    ),
+)
+
+
+def reference(m: DeliveredMessage) -> pb.ConsumedMessage:
+    msg = m.message
+    out = pb.ConsumedMessage(
+        token=str(m.seq),
+        topic=m.topic,
+        partition_key=m.partition_key,
+        broker_id=m.broker_id,
+        partition_id=m.partition_id,
+        message_id=msg.message_id,
+        attributes=msg.attributes,
+        value=msg.body,
+    )
+    optional: dict[str, Any] = {
+        "offset": msg.offset,
+        "key": msg.key,
+        "stream_id": msg.stream_id,
+        "msg_time": msg.msg_time,
+    }
+    for name, value in optional.items():
+        if value is not None:
+            setattr(out, name, value)
+    return out
+
+
+@settings(max_examples=200)
+@given(st.lists(messages, max_size=6))
+def test_parses_as_the_library_built_answers(batch: list[DeliveredMessage]) -> None:
+    data = encode_consumed(batch)
+    expected = [reference(m) for m in batch]
+    assert pb.PollResponse.FromString(data) == pb.PollResponse(messages=expected)
+    assert pb.SubscribeResponse.FromString(data) == pb.SubscribeResponse(messages=expected)
+    # presence is kept: an optional field set to its default is still set, an unset one is not
+    for got, m in zip(pb.PollResponse.FromString(data).messages, batch, strict=True):
+        assert got.HasField("offset") == (m.message.offset is not None)
+        assert got.HasField("key") == (m.message.key is not None)
+        assert got.HasField("stream_id") == (m.message.stream_id is not None)
+
+
+def test_an_empty_answer_is_empty() -> None:
+    assert encode_consumed([]) == b""
