@@ -179,3 +179,29 @@ async def test_consumer_start_against_a_master_answering_garbage_text_raises_pro
         with pytest.raises(ProtocolError, match="not UTF-8"):
             await consumer.start()
         await consumer.close()
+
+
+def _strings_below(descriptor: object, depth: int = 0) -> bool:
+    fields = descriptor.fields  # type: ignore[attr-defined]
+    if depth > 8:
+        return False
+    return any(
+        f.type == FieldDescriptor.TYPE_STRING
+        or (f.type == FieldDescriptor.TYPE_MESSAGE and _strings_below(f.message_type, depth + 1))
+        for f in fields
+    )
+
+
+def test_the_text_check_skips_exactly_the_message_fields_that_cannot_hold_text() -> None:
+    # A GetMessage answer's repeated TransferedMessage holds no string: its thousand items are not visited.
+    checked: dict[str, bool] = {}
+    for spec in rpc.METHODS.values():
+        for message_type in (spec.request_type, spec.response_type):
+            _, nested = rpc._text_plan(message_type)
+            kept = {name for name, _ in nested}
+            for f in message_type.DESCRIPTOR.fields:
+                if f.type == FieldDescriptor.TYPE_MESSAGE:
+                    checked[f"{message_type.__name__}.{f.name}"] = f.name in kept
+                    assert (f.name in kept) == _strings_below(f.message_type), f.full_name
+    assert checked["GetMessageResponseB2C.messages"] is False
+    assert any(checked.values())

@@ -259,13 +259,31 @@ _NO_TEXT: _TextPlan = ((), ())
 def _text_plan(message_type: type[Message]) -> _TextPlan:
     fields = message_type.DESCRIPTOR.fields
     strings = tuple((f.name, _repeated(f)) for f in fields if f.type == FieldDescriptor.TYPE_STRING)
+    # Only message fields whose type can hold a string somewhere: a GetMessage answer's thousand
+    # TransferedMessages (no strings) are then not visited one by one.
     nested = tuple(
         (f.name, _repeated(f))
         for f in fields
         if f.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP)
+        and _may_hold_text(f.message_type, set())
     )
     plan = _text_plans[message_type] = (strings, nested) if strings or nested else _NO_TEXT
     return plan
+
+
+def _may_hold_text(descriptor: Any, seen: set[str]) -> bool:
+    """Whether a message type has a string field, itself or in a message field at any depth."""
+    if descriptor.full_name in seen:
+        return False  # a cycle: that type's fields are being looked at already
+    seen.add(descriptor.full_name)
+    return any(
+        f.type == FieldDescriptor.TYPE_STRING
+        or (
+            f.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP)
+            and _may_hold_text(f.message_type, seen)
+        )
+        for f in descriptor.fields
+    )
 
 
 def _repeated(field: object) -> bool:
