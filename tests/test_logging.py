@@ -9,10 +9,13 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 from fastapi import FastAPI, HTTPException
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gateway.observability.logging import (
     REQUEST_ID_HEADER,
@@ -54,6 +57,22 @@ def capture() -> Iterator[Capture]:
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+
+
+@given(
+    st.floats(min_value=0, max_value=4e9, allow_nan=False)
+    | st.integers(0, 4 * 10**9).map(lambda s: s + 0.9995)
+)
+def test_timestamp_is_iso_8601_utc_milliseconds_as_datetime_writes_it(created: float) -> None:
+    # The formatter writes the date and time once per second and appends the milliseconds itself; the
+    # text must be what datetime writes, rounding at the millisecond and second boundaries included.
+    record = logging.LogRecord("gateway.test", logging.INFO, __file__, 1, "m", (), None)
+    record.created = created
+    formatter = JsonFormatter()
+    formatter.format(record)  # once with another second cached, once for this one
+    record.created = created + 1
+    expected = datetime.fromtimestamp(created + 1, UTC).isoformat(timespec="milliseconds")
+    assert json.loads(formatter.format(record))["ts"] == expected
 
 
 def test_one_json_object_per_line_with_extras_and_exception(capture: Capture) -> None:

@@ -1,0 +1,161 @@
+"""CPU per one-message publish through the gateway's ASGI app, in process, next to the service alone.
+
+Run from the repository root:
+``python bench/bench_app_publish.py --master 127.0.0.1:PORT [--requests N] [--concurrency C] [--rounds R]``
+(a loopback master: the real TubeMQ, or an embedded cluster started with ``tubemq-gateway embedded``).
+
+No sockets on the HTTP side and no load driver: each request is a synthetic ASGI ``http`` scope sent straight
+into the app (every middleware, the access log to ``/dev/null`` as JSON, metrics, limits, auth), so the
+process's own CPU time divided by the requests is the gateway's cost per request without uvicorn. The same
+count of direct ``PublishService.publish`` calls is printed next to it for scale (a lower bound of the core's
+share: alone, the concurrent sends share the connection's writes more than between HTTP requests).
+``PYTHONPATH=<other tree>`` runs another version for an A/B comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# The gateway comes from PYTHONPATH when set (an older tree for an A/B), else from this checkout.
+sys.path.append(str(Path(__file__).resolve().parent.parent))
+
+from benchloop import pick_loop
+
+from gateway.api.app import create_app
+from gateway.config import Settings
+from gateway.observability.logging import configure_logging
+from gateway.runtime import Runtime
+from gateway.service.publish import OutgoingMessage
+
+LOOPBACK = ("127.0.0.1", "[::1]", "localhost")
+
+
+class Driver:
+    """Sends one-message publish requests into an ASGI app and checks every answer is a 200."""
+
+    def __init__(self, app: Any, topic: str, size: int) -> None:
+        self.app = app
+        self.body = json.dumps({"messages": [{"value": "x" * size, "attributes": {"bench": "1"}}]}).encode()
+        self.path = f"/v1/topics/{topic}/messages"
+        self.headers = [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(self.body)).encode()),
+            (b"user-agent", b"bench"),
+        ]
+
+    async def one(self) -> None:
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": ("127.0.0.1", 8080),
+            "client": ("127.0.0.1", 50000),
+            "scheme": "http",
+            "method": "POST",
+            "root_path": "",
+            "path": self.path,
+            "raw_path": self.path.encode(),
+            "query_string": b"",
+            "headers": self.headers,
+            "state": {},
+        }
+        sent = False
+        status = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                await asyncio.Event().wait()  # a disconnect never comes in this bench
+            sent = True
+            return {"type": "http.request", "body": self.body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+
+        await self.app(scope, receive, send)
+        if status != 200:
+            raise SystemExit(f"publish answered {status}")
+
+
+async def run_many(work: Any, requests: int, concurrency: int) -> float:
+    """CPU seconds of this process for ``requests`` calls of ``work``, ``concurrency`` at a time."""
+    left = requests
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            await work()
+
+    cpu = time.process_time()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return time.process_time() - cpu
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    settings = Settings(masters=args.master, access_log_sample=args.access_log_sample)
+    runtime = Runtime(settings)
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        driver = Driver(app, args.topic, args.size)
+        service = runtime.publish
+        assert service is not None
+        message = [OutgoingMessage(b"x" * args.size, attributes={"bench": "1"})]
+
+        async def direct() -> None:
+            await service.publish(args.topic, list(message))
+
+        await run_many(driver.one, 200, args.concurrency)  # warm up: routes, metric children, links
+        await run_many(direct, 200, args.concurrency)
+        app_us, svc_us = [], []
+        for _ in range(args.rounds):
+            app_us.append(await run_many(driver.one, args.requests, args.concurrency) / args.requests * 1e6)
+            svc_us.append(await run_many(direct, args.requests, args.concurrency) / args.requests * 1e6)
+        app_med, svc_med = sorted(app_us)[len(app_us) // 2], sorted(svc_us)[len(svc_us) // 2]
+        print(
+            f"{args.label}one-message publish, {args.size} B, {args.concurrency} in flight, "
+            f"median of {args.rounds} x {args.requests}: app {app_med:.1f} us/request; "
+            f"PublishService.publish alone {svc_med:.1f}"
+        )
+    finally:
+        await runtime.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--master", required=True, help="TubeMQ master host:port (loopback only)")
+    parser.add_argument("--topic", default="demo", help="topic to publish to (default demo)")
+    parser.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
+    parser.add_argument("--requests", type=int, default=3000, help="requests per round (default 3000)")
+    parser.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds; medians are printed (default 5)")
+    parser.add_argument(
+        "--access-log-sample", type=float, default=1.0, help="the access log's sample (default 1.0)"
+    )
+    parser.add_argument("--label", default="", help="text printed before the result (an A/B's name)")
+    parser.add_argument("--no-uvloop", action="store_true", help="asyncio's own event loop")
+    args = parser.parse_args()
+    if args.master.rsplit(":", 1)[0] not in LOOPBACK:
+        parser.error("--master must be a loopback address (127.0.0.1 or [::1])")
+    if args.label:
+        args.label += ": "
+    configure_logging("info", "json", stream=open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
+    loop_factory, _ = pick_loop(args.no_uvloop)
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(main_async(args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
