@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 from collections.abc import Coroutine, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -132,6 +133,38 @@ def read_tubemq(spark: Any, masters: str, **options: str) -> Any:
     for name, value in options.items():
         reader = reader.option(name, value)
     return reader.load()
+
+
+def run_available_now(
+    spark: Any, masters: str, topic: str, out: Any, checkpoint: Any, **options: str
+) -> list[dict[str, Any]]:
+    """Stream ``topic`` (``startingOffsets`` earliest unless ``options`` say otherwise) into Parquet files at
+    ``out`` with ``trigger(availableNow=True)`` until the query stops by itself; returns its progress."""
+    reader = spark.readStream.format("tubemq").option("masters", masters).option("topic", topic)
+    for name, value in {"startingOffsets": "earliest", **options}.items():
+        reader = reader.option(name, value)
+    query = (
+        reader.load()
+        .select("partition", "message_id", "value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(300), "an availableNow query must stop by itself"
+    finally:
+        query.stop()
+    return list(query.recentProgress)
+
+
+def forget_last_commit(checkpoint: Any) -> None:
+    """Make ``checkpoint`` look as after a crash before its last micro-batch was committed."""
+    commits = Path(checkpoint) / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink(missing_ok=True)
 
 
 def serve_gateway(cluster: ClusterThread) -> tuple[str, Any]:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_support import ClusterThread, read_tubemq, spark_session
+from spark_support import ClusterThread, forget_last_commit, read_tubemq, spark_session
+from spark_support import run_available_now as available_now
 
 from gateway.embedded.store import Retention
 from gateway.embedded.topics import TopicSpec
@@ -32,29 +33,6 @@ def cluster() -> Iterator[ClusterThread]:
     running.close()
 
 
-def available_now(
-    spark: Any, masters: str, topic: str, out: Path, checkpoint: Path, **options: str
-) -> list[dict[str, Any]]:
-    """Run a ``trigger(availableNow=True)`` query to its own end; returns its progress reports."""
-    reader = spark.readStream.format("tubemq").option("masters", masters).option("topic", topic)
-    for name, value in {"startingOffsets": "earliest", **options}.items():
-        reader = reader.option(name, value)
-    query = (
-        reader.load()
-        .select("partition", "message_id", "value")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        assert query.awaitTermination(180), "an availableNow query must stop by itself"
-    finally:
-        query.stop()
-    return list(query.recentProgress)
-
-
 def stored_ids(spark: Any, out: Path) -> list[int]:
     return sorted(r.message_id for r in spark.read.parquet(str(out)).select("message_id").collect())
 
@@ -73,9 +51,7 @@ def test_available_now_reads_what_is_there_in_exact_batches_and_again_after_a_cr
 
     # A crash after the third batch's offsets were logged, before it was committed: the next run redoes
     # that batch, then reads everything there at its own start (not just the cut batch).
-    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-    for name in (str(last), f".{last}.crc"):
-        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    forget_last_commit(checkpoint)
     ids += cluster.publish("wide", 3000, 1500)
     progress = available_now(spark, cluster.masters, "wide", out, checkpoint, maxOffsetsPerTrigger="1000")
     batches = [p["numInputRows"] for p in progress if p["numInputRows"]]

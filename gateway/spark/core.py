@@ -210,6 +210,8 @@ class SparkCore:
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=5.0)
+            if not self._thread.is_alive():
+                self.loop.close()  # its self-pipe sockets too (else ResourceWarnings at exit)
 
 
 _lock = threading.Lock()

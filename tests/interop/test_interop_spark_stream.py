@@ -26,25 +26,12 @@ def write(spark: Any, topic: str, tag: str, first: int, count: int) -> None:
 
 
 def available_now(spark: Any, topic: str, starting: str, out: Path, checkpoint: Path) -> list[int]:
-    query = (
-        spark.readStream.format("tubemq")
-        .option("masters", MASTER)
-        .option("topic", topic)
-        .option("startingOffsets", starting)
-        .option("maxMessagesPerTrigger", "500")
-        .load()
-        .select("partition", "message_id", "value")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+    from spark_support import run_available_now
+
+    progress = run_available_now(
+        spark, MASTER, topic, out, checkpoint, startingOffsets=starting, maxMessagesPerTrigger="500"
     )
-    try:
-        assert query.awaitTermination(300), "an availableNow query must stop by itself"
-    finally:
-        query.stop()
-    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    return [p["numInputRows"] for p in progress if p["numInputRows"]]
 
 
 def tagged(spark: Any, out: Path, tag: str) -> list[str]:
@@ -53,7 +40,7 @@ def tagged(spark: Any, out: Path, tag: str) -> list[str]:
 
 
 def test_spark_streams_a_real_topic_exactly_with_available_now(tmp_path: Path) -> None:
-    from spark_support import spark_session
+    from spark_support import forget_last_commit, spark_session
 
     from gateway.spark.backend import plan
     from gateway.spark.options import SourceOptions
@@ -85,9 +72,7 @@ def test_spark_streams_a_real_topic_exactly_with_available_now(tmp_path: Path) -
         f"availableNow run 1: micro-batches {first}, {len(tagged(spark, out, tag))} rows of this run stored"
     )
     assert first[:4] == [500, 500, 500, 500]
-    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-    for name in (str(last), f".{last}.crc"):  # a crash before the last batch was committed
-        (checkpoint / "commits" / name).unlink(missing_ok=True)
+    forget_last_commit(checkpoint)  # a crash before the last batch was committed
     write(spark, topic, tag, 2000, 700)
     second = available_now(spark, topic, starting, out, checkpoint)
     got = tagged(spark, out, tag)
