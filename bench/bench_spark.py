@@ -1,4 +1,5 @@
-"""Rows per second of the ``tubemq`` Spark source (batch write and read) next to the client core's own rates.
+"""Rows per second of the ``tubemq`` Spark source (batch write and read, an availableNow stream with a
+trigger cap) next to the client core's own rates.
 
 Run from the repository root (needs ``pip install .[spark]`` and a JDK): ``python bench/bench_spark.py
 [--messages N] [--size B] [--partitions P]``. An embedded cluster (2 brokers) runs on a background loop in
@@ -13,6 +14,7 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Coroutine
@@ -128,12 +130,39 @@ def main() -> None:
         read_rates.append(args.messages / (time.perf_counter() - started))
         assert total == args.messages * args.size, total
 
+    cap = max(1, args.messages // 10)
+    stream = (
+        spark.readStream.format("tubemq")
+        .option("masters", masters)
+        .option("topic", "sparked")
+        .option("startingOffsets", "earliest")
+        .option("maxMessagesPerTrigger", str(cap))
+        .load()
+    )
+    with tempfile.TemporaryDirectory() as checkpoint:
+        started = time.perf_counter()
+        query = (
+            stream.select("value")
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        stream_rate = args.messages / (time.perf_counter() - started)
+        batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(batches) == args.messages and all(n == cap for n in batches[:-1]), batches
+
     print(f"messages={args.messages} value={args.size} B partitions={2 * args.partitions} (2 brokers)")
     print(f"core   send  (Producer, 1000 in flight)      {send_rate:12,.0f} msg/s")
     print(f"core   read  (RangeReader, all partitions)   {read_rate:12,.0f} msg/s")
     print(f"spark  write (format tubemq, local[2])       {write_rate:12,.0f} rows/s")
     print(f"spark  read  (format tubemq, local[2], cold) {read_rates[0]:12,.0f} rows/s")
     print(f"spark  read  (format tubemq, local[2], warm) {read_rates[1]:12,.0f} rows/s")
+    print(
+        f"spark  stream (availableNow, cap {cap}, noop)  {stream_rate:12,.0f} rows/s "
+        f"in {len(batches)} micro-batches (each exactly the cap but the last)"
+    )
     spark.stop()
     bg.run(cluster.stop())
 
