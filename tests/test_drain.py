@@ -109,6 +109,17 @@ class HangingProducer(Producer):
             raise Bug("a send failed in a way no outcome can hold")
         return await super().send(topic, body, **options)
 
+    async def send_batch(self, topic: str, messages: Any, **options: Any) -> list[SendResult | Exception]:
+        """The free messages of a publish (no key, no partition) travel here, together."""
+        if any(m[0] == b"hang" for m in messages):
+            self.hanging += 1
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        return await super().send_batch(topic, messages, **options)
+
 
 @pytest.mark.parametrize("concurrency", [256, 2])
 async def test_a_failed_publish_cancels_its_outstanding_sends(concurrency: int) -> None:
@@ -118,14 +129,31 @@ async def test_a_failed_publish_cancels_its_outstanding_sends(concurrency: int) 
         try:
             service = PublishService(producer, concurrency=concurrency)
             # The failing send goes first: with concurrency 2 the last message waits for a free slot.
-            batch = [OutgoingMessage(b"boom"), OutgoingMessage(b"hang"), OutgoingMessage(b"hang")]
+            # Keyed messages: each key is a chain of its own, sent concurrently like single sends.
+            batch = [
+                OutgoingMessage(b"boom", key="a"),
+                OutgoingMessage(b"hang", key="b"),
+                OutgoingMessage(b"hang", key="c"),
+            ]
             with pytest.raises(Bug):
                 await service.publish("demo", batch)
             assert producer.hanging >= 1 and producer.cancelled == producer.hanging
 
+            # Free messages (one batch send) hanging next to a keyed send that fails: the batch is cancelled.
+            producer.hanging = producer.cancelled = 0
+            batch = [OutgoingMessage(b"boom", key="a"), OutgoingMessage(b"hang"), OutgoingMessage(b"hang")]
+            with pytest.raises(Bug):
+                await service.publish("demo", batch)
+            assert producer.hanging == 1 and producer.cancelled == 1
+
             # A request cancelled by its client: the same.
             producer.hanging = producer.cancelled = 0
-            request = asyncio.create_task(service.publish("demo", [OutgoingMessage(b"hang")] * 3))
+            hangs = [
+                OutgoingMessage(b"hang", key="b"),
+                OutgoingMessage(b"hang", key="c"),
+                OutgoingMessage(b"hang"),
+            ]
+            request = asyncio.create_task(service.publish("demo", hangs))
             await eventually(lambda: _at_least(producer.hanging, 2), what="sends in flight")
             request.cancel()
             with pytest.raises(asyncio.CancelledError):

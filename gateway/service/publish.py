@@ -267,8 +267,9 @@ class PublishService:
             await self._send_one(topic, messages[0], outcomes[0])
             return outcomes
         # Messages pinned to one key or partition go out one after another so they stay in batch order;
-        # independent messages go out concurrently. A unit is a free message's index or a chain.
-        units: list[int | list[int]] = []
+        # free messages go out together (Producer.send_batch: one request each, written per broker in one
+        # go, at most ``concurrency`` in flight). A chain of pinned messages counts as one send in flight.
+        free: list[int] = []
         chains: dict[tuple[str, object], list[int]] = {}
         for i, message in enumerate(messages):
             if message.key is not None:
@@ -276,34 +277,67 @@ class PublishService:
             elif message.partition is not None:
                 pin = ("p", message.partition)
             else:
-                units.append(i)
+                free.append(i)
                 continue
             chain = chains.get(pin)
             if chain is None:
                 chain = chains[pin] = []
-                units.append(chain)
             chain.append(i)
 
         async def run_chain(indexes: list[int]) -> None:
             for i in indexes:
                 await self._send_one(topic, messages[i], outcomes[i])
 
-        def start(unit: int | list[int]) -> Coroutine[Any, Any, None]:
-            if isinstance(unit, int):
-                return self._send_one(topic, messages[unit], outcomes[unit])
-            return run_chain(unit)
-
-        if len(units) <= self._concurrency:
-            await _all_or_none([start(unit) for unit in units])
+        if not chains:
+            await self._send_free(topic, messages, free, outcomes, self._concurrency)
             return outcomes
+        window = self._concurrency - len(chains)
+        if window >= 1:
+            sends = [run_chain(chain) for chain in chains.values()]
+            if free:
+                sends.append(self._send_free(topic, messages, free, outcomes, window))
+            await _all_or_none(sends)
+            return outcomes
+        # More chains than sends allowed in flight: every unit (a chain or a free message) takes a turn.
         gate = asyncio.Semaphore(self._concurrency)
 
         async def gated(unit: int | list[int]) -> None:
             async with gate:
-                await start(unit)
+                if isinstance(unit, int):
+                    await self._send_one(topic, messages[unit], outcomes[unit])
+                else:
+                    await run_chain(unit)
 
+        units: list[int | list[int]] = [*free, *chains.values()]
         await _all_or_none([gated(unit) for unit in units])
         return outcomes
+
+    async def _send_free(
+        self,
+        topic: str,
+        messages: Sequence[OutgoingMessage],
+        indexes: list[int],
+        outcomes: list[PublishOutcome],
+        window: int,
+    ) -> None:
+        """Send the messages at ``indexes`` (no key, no partition) in windows of at most ``window``."""
+        for start in range(0, len(indexes), window):
+            part = indexes[start : start + window]
+            try:
+                results = await self._producer.send_batch(
+                    topic,
+                    [(m.value, m.attributes, m.stream_id, m.msg_time) for m in (messages[i] for i in part)],
+                    timeout=self._send_timeout,
+                )
+            except Exception as exc:  # the whole batch: producer closed, topic unpublished or unrouted
+                for i in part:
+                    outcomes[i].error = service_error(exc, Doing.PUBLISH, topic=topic, index=i)
+                continue
+            for i, result in zip(part, results, strict=True):
+                if isinstance(result, SendResult):
+                    outcomes[i].result = result
+                else:
+                    outcomes[i].error = service_error(result, Doing.PUBLISH, topic=topic, index=i)
 
     async def _send_one(self, topic: str, message: OutgoingMessage, outcome: PublishOutcome) -> None:
         try:

@@ -29,7 +29,7 @@ import logging
 import socket
 import ssl as _ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -349,6 +349,114 @@ class Connection:
             if events is not None and events.has_subscribers:
                 events.emit(RequestCompleted(self.address, method, outcome, now - started))
 
+    async def request_many(
+        self,
+        method: int,
+        requests: Sequence[Message],
+        timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
+        service: int | None = None,
+    ) -> list[Message | TubeMQError]:
+        """Send ``requests`` as ``method`` in one write and return, in order, each one's parsed response or
+        the error that ended it (``ConnectionClosed``, ``RequestTimeout``, ``ProtocolError``, a
+        ``RemoteException``): one failure never hides another request's answer.
+
+        Each request keeps its own serial number and answer; only the bookkeeping is shared: one waiter
+        and one timer for the whole batch (``timeout`` seconds, sent to the node in ms). Raises only
+        what stops the batch before anything is sent (a closed link, a bad ``timeout`` or message) and
+        ``CancelledError``.
+        """
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        writer = self._writer
+        if self._state is not ConnectionState.OPEN or writer is None:
+            raise self._closed_error()
+        count = len(requests)
+        if count == 0:
+            return []
+        timeout_ms = max(1, round(timeout * 1000))
+        serials = [self._next_serial() for _ in range(count)]
+        frames = [
+            encode_request(s, method, r, timeout_ms, service) for s, r in zip(serials, requests, strict=True)
+        ]
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        left = count
+
+        def countdown(_: object) -> None:
+            nonlocal left
+            left -= 1
+            if left == 0 and not waiter.done():
+                waiter.set_result(None)
+
+        futures: list[asyncio.Future[RpcResponse]] = []
+        pending = self.pending
+        for serial in serials:
+            future: asyncio.Future[RpcResponse] = loop.create_future()
+            future.add_done_callback(countdown)
+            pending[serial] = future
+            futures.append(future)
+        self.idle_since = None
+        started = self._clock()
+        deadline = loop.time() + timeout
+        timer = loop.call_at(deadline, _expire_all, futures)
+        results: list[Message | TubeMQError] = []
+        try:
+            outbox = self._outbox
+            was_empty = not outbox
+            outbox.extend(frames)
+            if was_empty:
+                loop.call_soon(self._flush)
+            self.requests_sent += count
+            self.last_activity = started
+            if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await self._drain(writer)
+                except TimeoutError:
+                    _expire_all(futures)
+                except ConnectionClosed:
+                    pass  # _terminate failed every pending request with the reason
+            await waiter
+            timed_out = False
+            for future in futures:
+                results.append(self._answer_of(future, method, timeout))
+                if type(results[-1]) is RequestTimeout:
+                    timed_out = True
+            if timed_out and self.last_read < started:
+                self._terminate(CloseReason.NO_ANSWER, None)
+            return results
+        finally:
+            timer.cancel()
+            for serial in serials:
+                pending.pop(serial, None)
+            now = self._clock()
+            if not pending:
+                self.idle_since = now
+            events = self._events
+            if events is not None and events.has_subscribers:
+                seconds = now - started
+                for i in range(count):
+                    outcome = _outcome_of(results[i]) if i < len(results) else Outcome.CANCELLED
+                    events.emit(RequestCompleted(self.address, method, outcome, seconds))
+
+    def _answer_of(
+        self, future: asyncio.Future[RpcResponse], method: int, timeout: float
+    ) -> Message | TubeMQError:
+        exc = future.exception()
+        if exc is not None:
+            if isinstance(exc, TimeoutError):
+                return RequestTimeout(f"no answer from {self.address} to method {method} within {timeout:g}s")
+            if isinstance(exc, TubeMQError):
+                return exc
+            raise exc
+        answer = future.result()
+        if answer.method != method:
+            return ProtocolError(f"{self.address} answered a method {method} call as method {answer.method}")
+        try:
+            return parse_response(method, answer.data)
+        except ProtocolError as error:
+            return error
+
     def _flush(self) -> None:
         # Frames queued during one loop iteration leave in a single write (one syscall, not one each).
         outbox = self._outbox
@@ -494,6 +602,24 @@ def _enable_keepalive(sock: socket.socket | None) -> None:
 def _expire(future: asyncio.Future[RpcResponse]) -> None:
     if not future.done():
         future.set_exception(TimeoutError())
+
+
+def _expire_all(futures: list[asyncio.Future[RpcResponse]]) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_exception(TimeoutError())
+
+
+def _outcome_of(result: object) -> Outcome:
+    if isinstance(result, RemoteException):
+        return Outcome.REMOTE_EXCEPTION
+    if isinstance(result, ConnectionClosed):
+        return Outcome.CLOSED
+    if isinstance(result, ProtocolError):
+        return Outcome.PROTOCOL_ERROR
+    if isinstance(result, RequestTimeout):
+        return Outcome.TIMEOUT
+    return Outcome.OK
 
 
 def _describe(exc: BaseException | None) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl as _ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
@@ -30,7 +30,7 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.auth import Credentials
 from gateway.tubemq.backoff import Backoff, ExponentialBackoff
 from gateway.tubemq.connection import CloseReason, Connection
-from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout
+from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout, TubeMQError
 from gateway.tubemq.events import Event, EventBus
 
 __all__ = [
@@ -196,6 +196,26 @@ class ConnectionPool:
         if remaining <= 0:
             raise RequestTimeout(f"no time left to send method {method} to {address} after connecting")
         return await link.request(method, request, remaining, service)
+
+    async def request_many(
+        self,
+        address: NodeAddress,
+        method: int,
+        requests: Sequence[Message],
+        timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
+        service: int | None = None,
+    ) -> list[Message | TubeMQError]:
+        """``request`` for several requests to one node, written together over one pooled link: returns each
+        one's response or error in order (``Connection.request_many``). Raises, for the whole batch, what
+        keeps it from being sent: ``ConnectError``, ``RequestTimeout`` while connecting, ``ClientClosed``.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        link = await self._acquire(address, timeout)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise RequestTimeout(f"no time left to send method {method} to {address} after connecting")
+        return await link.request_many(method, requests, remaining, service)
 
     def preconnect(self, addresses: Iterable[NodeAddress]) -> None:
         """Start opening links to ``addresses`` in the background (nodes in backoff are skipped)."""

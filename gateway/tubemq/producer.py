@@ -38,13 +38,17 @@ from gateway.tubemq.payload import (
     ipv4_to_sent_addr,
 )
 from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.producer_batch import BatchItem, send_batch
 from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
 from gateway.tubemq.producer_send import SendContext, SendResult, send_message
 from gateway.tubemq.producer_session import ProducerSession
 from gateway.tubemq.routes import RouteTable, TopicRoute
 from gateway.tubemq.teardown import CloseOnce
 
-__all__ = ["PartitionRoute", "Producer", "ProducerConfig", "SendResult", "TopicRouteInfo"]
+__all__ = ["BatchMessage", "PartitionRoute", "Producer", "ProducerConfig", "SendResult", "TopicRouteInfo"]
+
+#: A message for ``Producer.send_batch``: ``(body, attributes, stream_id, msg_time)``.
+BatchMessage = tuple[bytes, Mapping[str, str] | None, str | None, str | datetime | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,6 +382,56 @@ class Producer:
             partition=partition,
             deadline=asyncio.get_running_loop().time() + budget,
         )
+
+    async def send_batch(
+        self,
+        topic: str,
+        messages: Sequence[BatchMessage],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the deadline travels down to every attempt
+    ) -> list[SendResult | Exception]:
+        """Send several messages without key or partition, each its own request and broker answer
+        (``producer_batch``); returns, in order, each message's result or the error ``send`` would have
+        raised for it. A message is ``(body, attributes, stream_id, msg_time)`` as ``send`` takes them.
+        Raises (for the whole batch) only when the producer is closed or the topic unpublished or unrouted.
+        """
+        self._check_open()
+        if topic not in self._session.topics:
+            raise TopicNotPublished(topic)
+        route = self._routes.route(topic)
+        if route is None:
+            raise NoPartition(topic)
+        limit = route.max_msg_size
+        results: list[SendResult | Exception | None] = [None] * len(messages)
+        items: list[BatchItem] = []
+        slots: list[int] = []
+        for i, (body, attributes, stream_id, msg_time) in enumerate(messages):
+            try:
+                if not body:
+                    raise ClientError("message body must not be empty")
+                time_text = format_msg_time(msg_time) if isinstance(msg_time, datetime) else msg_time
+                msg_type = stream_id.strip() if stream_id is not None and stream_id.strip() else None
+                msg_time_text = time_text.strip() if time_text is not None and time_text.strip() else None
+                attr_text = build_attribute_text(attributes, msg_type, msg_time_text)
+                size = len(body) + len(attr_text)
+                if size > limit:
+                    raise MessageTooLarge(size, limit, topic)
+            except ClientError as exc:
+                results[i] = exc
+                continue
+            data, flag = encode_payload_text(body, attr_text)
+            items.append((data, flag, msg_type, msg_time_text))
+            slots.append(i)
+        if items:
+            budget = self.config.send_timeout if timeout is None else timeout
+            deadline = asyncio.get_running_loop().time() + budget
+            for i, result in zip(
+                slots,
+                await send_batch(self._send_context, topic, items, deadline=deadline),
+                strict=True,
+            ):
+                results[i] = result
+        return [r for r in results if r is not None]
 
     # --- internals -----------------------------------------------------------------------------------
 

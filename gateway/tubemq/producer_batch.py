@@ -1,0 +1,213 @@
+"""Free messages of one topic sent together: ``send_message``'s rules, one batch of requests per broker.
+
+TubeMQ takes one message per ``SendMessageRequestP2B``, so each message is still its own request with its own
+serial number and its own broker answer; what a batch shares is the bookkeeping around them. Each attempt
+round chooses a partition for every message still unsent (round robin, shielding and back-off exactly as a
+lone send), groups the requests by broker and writes each group in one go over the pooled link
+(``ConnectionPool.request_many``: one waiter and one timer per group, no task per message). Every answer is
+then judged alone, as ``send_message`` judges it: 200 is success; transport errors and retriable codes move
+that message to the next round, avoiding what failed it; other codes end it at once. Rounds stop after
+``max_attempts`` or at the deadline. Messages with a key or an explicit partition are not sent here: they keep
+their order by going out one after another (``send_message``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from gateway.tubemq.errors import (
+    RemoteException,
+    RequestTimeout,
+    ServerError,
+    TransportError,
+    TubeMQError,
+    for_code,
+)
+from gateway.tubemq.partitioner import PartitionRef
+from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.producer_requests import build_send_request
+from gateway.tubemq.producer_send import (
+    SERVICE_UNAVAILABLE,
+    SUCCESS,
+    SendContext,
+    SendResult,
+    _broker_token,
+    _choose,
+    _completed,
+    _result,
+)
+from gateway.tubemq.routes import TopicRoute
+from gateway.tubemq.rpc import Method, Service
+
+__all__ = ["BatchItem", "send_batch"]
+
+#: One encoded message: ``(data, flag, msg_type, msg_time)``, as ``send_message`` takes them.
+BatchItem = tuple[bytes, int, str | None, str | None]
+
+_NO_AVOID: set[PartitionRef] = set()  # never written: _avoid() gives a message its own set
+
+
+async def send_batch(
+    ctx: SendContext, topic: str, items: Sequence[BatchItem], *, deadline: float
+) -> list[SendResult | Exception]:
+    """Send every item before the loop time ``deadline``; returns, in order, each item's result or the
+    error that ended it (what ``send_message`` would have raised for it alone)."""
+    loop = asyncio.get_running_loop()
+    count = len(items)
+    results: list[SendResult | Exception | None] = [None] * count
+    last_errors: list[Exception | None] = [None] * count
+    avoids: list[set[PartitionRef] | None] = [None] * count
+    todo = list(range(count))
+    for _ in range(ctx.max_attempts):
+        if not todo:
+            break
+        if deadline - loop.time() <= 0:
+            break
+        route = ctx.routes.route(topic)
+        groups: dict[int, list[tuple[int, PartitionRef]]] = {}
+        for i in todo:
+            try:
+                target = _choose(ctx, topic, route, None, None, avoids[i] or _NO_AVOID)
+            except TubeMQError as exc:
+                results[i] = exc
+                continue
+            # Counted at once: a HALF_OPEN broker admits one trial, so the next choice sees it taken.
+            ctx.breaker.begin_attempt(target.broker_id)
+            group = groups.get(target.broker_id)
+            if group is None:
+                group = groups[target.broker_id] = []
+            group.append((i, target))
+        if not groups:
+            todo = []
+            break
+        assert route is not None
+        timeout = min(max(deadline - loop.time(), 0.001), ctx.rpc_timeout)
+        started = loop.time()
+        rounds = [
+            _send_group(ctx, topic, route, broker_id, members, items, timeout)
+            for broker_id, members in groups.items()
+        ]
+        if len(rounds) == 1:
+            answers = [await rounds[0]]
+        else:
+            answers = await asyncio.gather(*rounds)
+        seconds = loop.time() - started
+        todo = []
+        for members, group_answers in zip(groups.values(), answers, strict=True):
+            for (i, target), answer in zip(members, group_answers, strict=True):
+                outcome = _judge(ctx, topic, route, target, answer, items[i], seconds, avoids, i)
+                if isinstance(outcome, SendResult) or not _retriable(outcome):
+                    results[i] = outcome
+                else:
+                    last_errors[i] = outcome
+                    todo.append(i)
+    for i in todo:
+        error = last_errors[i]
+        results[i] = (
+            error
+            if error is not None
+            else RequestTimeout(f"no time left to send to topic {topic!r} within the deadline")
+        )
+    done: list[SendResult | Exception] = []
+    for result in results:
+        assert result is not None
+        done.append(result)
+    return done
+
+
+async def _send_group(
+    ctx: SendContext,
+    topic: str,
+    route: TopicRoute,
+    broker_id: int,
+    members: list[tuple[int, PartitionRef]],
+    items: Sequence[BatchItem],
+    timeout: float,  # noqa: ASYNC109 - sent on the wire with each request
+) -> list[object]:
+    """One broker's requests of a round; a failure before sending becomes every member's answer."""
+    visit_token = ctx.routes.visit_token
+    auth_token = ctx.routes.auth_token or _broker_token(ctx)
+    requests = []
+    for i, target in members:
+        data, flag, msg_type, msg_time = items[i]
+        requests.append(
+            build_send_request(
+                ctx.client_id,
+                topic,
+                target.partition_id,
+                data,
+                flag,
+                sent_addr=ctx.sent_addr,
+                visit_token=visit_token,
+                auth_token=auth_token,
+                msg_type=msg_type,
+                msg_time=msg_time,
+            )
+        )
+    try:
+        answers: list[object] = list(
+            await ctx.pool.request_many(
+                route.brokers[broker_id], Method.SEND_MESSAGE, requests, timeout, Service.BROKER_WRITE
+            )
+        )
+    except Exception as exc:  # connect failure, pool closed: the same fate for every member
+        return [exc] * len(members)
+    return answers
+
+
+def _retriable(outcome: Exception) -> bool:
+    """Whether a message whose attempt ended with ``outcome`` goes to the next round."""
+    if isinstance(outcome, TransportError):
+        return True
+    return isinstance(outcome, (RemoteException, ServerError)) and outcome.retriable
+
+
+def _judge(
+    ctx: SendContext,
+    topic: str,
+    route: TopicRoute,
+    target: PartitionRef,
+    answer: object,
+    item: BatchItem,
+    seconds: float,
+    avoids: list[set[PartitionRef] | None],
+    i: int,
+) -> SendResult | Exception:
+    """Book one answer as ``send_message`` does: breaker, partition back-off, event, what to avoid next."""
+    if isinstance(answer, (TransportError, RemoteException)):
+        if isinstance(answer, RemoteException) and not answer.retriable:
+            ctx.breaker.record_rejected(target.broker_id)
+            _completed(ctx, topic, target, "transport", seconds)
+            return answer
+        ctx.breaker.record_failure(target.broker_id)
+        ctx.partitioner.record_failure(topic, target)
+        _completed(ctx, topic, target, "transport", seconds)
+        _avoid(avoids, i).update(p for p in route.partitions if p.broker_id == target.broker_id)
+        return answer
+    if isinstance(answer, Exception):
+        return answer  # not a send outcome (a closed pool, a bug): the caller maps or raises it
+    assert isinstance(answer, broker_pb.SendMessageResponseB2P)
+    if answer.success and answer.errCode == SUCCESS:
+        ctx.breaker.record_success(target.broker_id)
+        ctx.partitioner.record_success(topic, target)
+        _completed(ctx, topic, target, "ok", seconds, size=len(item[0]))
+        return _result(topic, route, target, answer)
+    error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
+    ctx.partitioner.record_failure(topic, target)
+    if error.errno == SERVICE_UNAVAILABLE:
+        ctx.breaker.record_unavailable(target.broker_id)
+        _completed(ctx, topic, target, "unavailable", seconds, error.errno)
+        _avoid(avoids, i).update(p for p in route.partitions if p.broker_id == target.broker_id)
+    else:
+        ctx.breaker.record_rejected(target.broker_id)
+        _completed(ctx, topic, target, "rejected", seconds, error.errno)
+        _avoid(avoids, i).add(target)
+    return error
+
+
+def _avoid(avoids: list[set[PartitionRef] | None], i: int) -> set[PartitionRef]:
+    avoid = avoids[i]
+    if avoid is None:
+        avoid = avoids[i] = set()
+    return avoid
