@@ -125,9 +125,13 @@ async def test_batch_results_are_each_messages_own_answer(
                 ids.add((result.broker_id, result.partition_id, result.append_offset))
             assert len(ids) == 300, "one stored message per request"
             assert {r.broker_id for r in results if isinstance(r, SendResult)} == {1, 2}
-            assert sum(1 for e in rec.of(SendCompleted) if e.outcome == "ok") == 300
+            sends = rec.of(SendCompleted)
+            assert sum(e.count for e in sends if e.outcome == "ok") == 300 and len(sends) <= 2, "per broker"
+            assert sum(e.bytes for e in sends) == sum(
+                len(stored(brokers, r).data) for r in results if isinstance(r, SendResult)
+            )
             requests = [e for e in rec.of(RequestCompleted) if e.method == 13]
-            assert len(requests) == 300 and {e.outcome for e in requests} == {Outcome.OK}
+            assert sum(e.count for e in requests) == 300 and {e.outcome for e in requests} == {Outcome.OK}
             assert all(not link.pending for b in brokers for link in pool.links(b.address))
         finally:
             await producer.close()
@@ -228,7 +232,7 @@ async def test_silent_broker_times_out_and_messages_move(
                 results = await producer.send_batch("demo", messages)
                 assert all(isinstance(r, SendResult) and r.broker_id == 1 for r in results)
                 timeouts = [e for e in rec.of(RequestCompleted) if e.outcome is Outcome.TIMEOUT]
-                assert len(timeouts) == scripted.calls >= 1
+                assert sum(e.count for e in timeouts) == scripted.calls >= 1
                 assert [e.broker_id for e in rec.of(BrokerShielded)] == [2]
                 for (body, _, _, _), result in zip(messages, results, strict=True):
                     assert isinstance(result, SendResult)

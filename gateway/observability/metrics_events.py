@@ -176,8 +176,9 @@ class EventMetrics:
         children = self._request_children.get((e.method, e.outcome))
         if children is None:
             children = self._request_children[(e.method, e.outcome)] = self._request_labels(e)
-        children[0].inc()
-        children[1].observe(e.seconds)
+        children[0].inc(e.count)
+        for _ in range(e.count):  # a batch's requests share one duration
+            children[1].observe(e.seconds)
 
     def _request_labels(self, e: RequestCompleted) -> tuple[Any, Any]:
         method = method_name(e.method)
@@ -219,12 +220,11 @@ class EventMetrics:
         children = self._sent_children.get((topic, e.outcome))
         if children is None:
             children = self._sent_children[(topic, e.outcome)] = self._sent_labels(topic, e.outcome)
-        children[0].observe(e.seconds)
+        for _ in range(e.count):  # a batch round's sends share one duration
+            children[0].observe(e.seconds)
+        children[1].inc(e.count)
         if e.outcome == "ok":
-            children[1].inc()
             children[2].inc(e.bytes)
-        else:
-            children[1].inc()
 
     def _sent_labels(self, topic: str, outcome: str) -> tuple[Any, ...]:
         """(send duration, published messages, published bytes) for ``ok``, else (duration, errors)."""

@@ -46,7 +46,14 @@ from gateway.tubemq.errors import (
 )
 from gateway.tubemq.events import Event, EventBus
 from gateway.tubemq.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
-from gateway.tubemq.rpc import RpcFailure, RpcResponse, decode_response, encode_request, parse_response
+from gateway.tubemq.rpc import (
+    RpcFailure,
+    RpcResponse,
+    decode_response,
+    encode_request,
+    encode_requests,
+    parse_response,
+)
 
 __all__ = [
     "CloseReason",
@@ -124,12 +131,13 @@ class ConnectionTerminated(Event):
 
 @dataclass(frozen=True, slots=True)
 class RequestCompleted(Event):
-    """One request ended (successfully or not) after ``seconds``."""
+    """``count`` requests (one, or those of a batch that ended alike) ended after ``seconds``."""
 
     address: NodeAddress
     method: int
     outcome: Outcome
     seconds: float
+    count: int = 1
 
 
 class Connection:
@@ -352,13 +360,14 @@ class Connection:
     async def request_many(
         self,
         method: int,
-        requests: Sequence[Message],
+        requests: Sequence[Message | bytes],
         timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
         service: int | None = None,
     ) -> list[Message | TubeMQError]:
-        """Send ``requests`` as ``method`` in one write and return, in order, each one's parsed response or
-        the error that ended it (``ConnectionClosed``, ``RequestTimeout``, ``ProtocolError``, a
-        ``RemoteException``): one failure never hides another request's answer.
+        """Send ``requests`` (messages, or serialized ones as ``rpc.encode_requests`` takes) as ``method``
+        in one write and return, in order, each one's parsed response or the error that ended it
+        (``ConnectionClosed``, ``RequestTimeout``, ``ProtocolError``, a ``RemoteException``): one failure
+        never hides another request's answer.
 
         Each request keeps its own serial number and answer; only the bookkeeping is shared: one waiter
         and one timer for the whole batch (``timeout`` seconds, sent to the node in ms). Raises only
@@ -375,9 +384,7 @@ class Connection:
             return []
         timeout_ms = max(1, round(timeout * 1000))
         serials = [self._next_serial() for _ in range(count)]
-        frames = [
-            encode_request(s, method, r, timeout_ms, service) for s, r in zip(serials, requests, strict=True)
-        ]
+        frames = encode_requests(serials, method, requests, timeout_ms, service)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         left = count
@@ -434,10 +441,15 @@ class Connection:
                 self.idle_since = now
             events = self._events
             if events is not None and events.has_subscribers:
-                seconds = now - started
-                for i in range(count):
-                    outcome = _outcome_of(results[i]) if i < len(results) else Outcome.CANCELLED
-                    events.emit(RequestCompleted(self.address, method, outcome, seconds))
+                # One event per outcome, not per request: the batch shares its duration.
+                tally: dict[Outcome, int] = {}
+                for result in results:
+                    outcome = _outcome_of(result)
+                    tally[outcome] = tally.get(outcome, 0) + 1
+                if len(results) < count:
+                    tally[Outcome.CANCELLED] = count - len(results)
+                for outcome, n in tally.items():
+                    events.emit(RequestCompleted(self.address, method, outcome, now - started, n))
 
     def _answer_of(
         self, future: asyncio.Future[RpcResponse], method: int, timeout: float
@@ -611,6 +623,8 @@ def _expire_all(futures: list[asyncio.Future[RpcResponse]]) -> None:
 
 
 def _outcome_of(result: object) -> Outcome:
+    if not isinstance(result, TubeMQError):
+        return Outcome.OK
     if isinstance(result, RemoteException):
         return Outcome.REMOTE_EXCEPTION
     if isinstance(result, ConnectionClosed):

@@ -112,6 +112,17 @@ def encode_frame(serial: int, payload: bytes | bytearray | memoryview) -> bytes:
     return result
 
 
+def encode_frame_parts(serial: int, parts: list[bytes]) -> bytes:
+    """``encode_frame(serial, b"".join(parts))`` with one copy of the parts when they fit one block."""
+    size = 0
+    for part in parts:
+        size += len(part)
+    if size > BLOCK_SIZE or not _INT32_MIN <= serial <= _INT32_MAX:
+        return encode_frame(serial, b"".join(parts))
+    parts.insert(0, _HEADER_ONE_BLOCK.pack(_TOKEN_SIGNED, serial, 1, size))
+    return b"".join(parts)
+
+
 class _State(Enum):
     HEADER = "header"
     LENGTH = "block length"

@@ -201,7 +201,7 @@ class ConnectionPool:
         self,
         address: NodeAddress,
         method: int,
-        requests: Sequence[Message],
+        requests: Sequence[Message | bytes],
         timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
         service: int | None = None,
     ) -> list[Message | TubeMQError]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from google.protobuf.message import Message
+
 from gateway.tubemq.errors import (
     RemoteException,
     RequestTimeout,
@@ -26,16 +28,15 @@ from gateway.tubemq.errors import (
 )
 from gateway.tubemq.partitioner import PartitionRef
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.producer_requests import build_send_request
+from gateway.tubemq.producer_events import SendCompleted
 from gateway.tubemq.producer_send import (
     SERVICE_UNAVAILABLE,
     SUCCESS,
     SendContext,
     SendResult,
-    _broker_token,
     _choose,
-    _completed,
     _result,
+    send_template,
 )
 from gateway.tubemq.routes import TopicRoute
 from gateway.tubemq.rpc import Method, Service
@@ -44,6 +45,9 @@ __all__ = ["BatchItem", "send_batch"]
 
 #: One encoded message: ``(data, flag, msg_type, msg_time)``, as ``send_message`` takes them.
 BatchItem = tuple[bytes, int, str | None, str | None]
+
+#: (broker id, outcome, error code) -> [attempts, stored bytes] of one round, for ``SendCompleted``.
+_Tally = dict[tuple[int, str, int | None], list[int]]
 
 _NO_AVOID: set[PartitionRef] = set()  # never written: _avoid() gives a message its own set
 
@@ -93,15 +97,20 @@ async def send_batch(
         else:
             answers = await asyncio.gather(*rounds)
         seconds = loop.time() - started
+        tally: _Tally = {}
         todo = []
         for members, group_answers in zip(groups.values(), answers, strict=True):
             for (i, target), answer in zip(members, group_answers, strict=True):
-                outcome = _judge(ctx, topic, route, target, answer, items[i], seconds, avoids, i)
+                outcome = _judge(ctx, topic, route, target, answer, items[i], tally, avoids, i)
                 if isinstance(outcome, SendResult) or not _retriable(outcome):
                     results[i] = outcome
                 else:
                     last_errors[i] = outcome
                     todo.append(i)
+        if ctx.events is not None:
+            # One event per (broker, outcome) of the round, not per message: they share one duration.
+            for (broker_id, kind, code), (n, size) in tally.items():
+                ctx.events.emit(SendCompleted(topic, broker_id, kind, seconds, code, size, n))
     for i in todo:
         error = last_errors[i]
         results[i] = (
@@ -126,25 +135,11 @@ async def _send_group(
     timeout: float,  # noqa: ASYNC109 - sent on the wire with each request
 ) -> list[object]:
     """One broker's requests of a round; a failure before sending becomes every member's answer."""
-    visit_token = ctx.routes.visit_token
-    auth_token = ctx.routes.auth_token or _broker_token(ctx)
-    requests = []
+    encode = send_template(ctx, topic).encode
+    requests: list[Message | bytes] = []
     for i, target in members:
         data, flag, msg_type, msg_time = items[i]
-        requests.append(
-            build_send_request(
-                ctx.client_id,
-                topic,
-                target.partition_id,
-                data,
-                flag,
-                sent_addr=ctx.sent_addr,
-                visit_token=visit_token,
-                auth_token=auth_token,
-                msg_type=msg_type,
-                msg_time=msg_time,
-            )
-        )
+        requests.append(encode(target.partition_id, data, flag, msg_type, msg_time))
     try:
         answers: list[object] = list(
             await ctx.pool.request_many(
@@ -170,7 +165,7 @@ def _judge(
     target: PartitionRef,
     answer: object,
     item: BatchItem,
-    seconds: float,
+    tally: _Tally,
     avoids: list[set[PartitionRef] | None],
     i: int,
 ) -> SendResult | Exception:
@@ -178,11 +173,11 @@ def _judge(
     if isinstance(answer, (TransportError, RemoteException)):
         if isinstance(answer, RemoteException) and not answer.retriable:
             ctx.breaker.record_rejected(target.broker_id)
-            _completed(ctx, topic, target, "transport", seconds)
+            _tally(tally, target.broker_id, "transport")
             return answer
         ctx.breaker.record_failure(target.broker_id)
         ctx.partitioner.record_failure(topic, target)
-        _completed(ctx, topic, target, "transport", seconds)
+        _tally(tally, target.broker_id, "transport")
         _avoid(avoids, i).update(p for p in route.partitions if p.broker_id == target.broker_id)
         return answer
     if isinstance(answer, Exception):
@@ -191,19 +186,28 @@ def _judge(
     if answer.success and answer.errCode == SUCCESS:
         ctx.breaker.record_success(target.broker_id)
         ctx.partitioner.record_success(topic, target)
-        _completed(ctx, topic, target, "ok", seconds, size=len(item[0]))
+        _tally(tally, target.broker_id, "ok", size=len(item[0]))
         return _result(topic, route, target, answer)
     error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
     ctx.partitioner.record_failure(topic, target)
     if error.errno == SERVICE_UNAVAILABLE:
         ctx.breaker.record_unavailable(target.broker_id)
-        _completed(ctx, topic, target, "unavailable", seconds, error.errno)
+        _tally(tally, target.broker_id, "unavailable", error.errno)
         _avoid(avoids, i).update(p for p in route.partitions if p.broker_id == target.broker_id)
     else:
         ctx.breaker.record_rejected(target.broker_id)
-        _completed(ctx, topic, target, "rejected", seconds, error.errno)
+        _tally(tally, target.broker_id, "rejected", error.errno)
         _avoid(avoids, i).add(target)
     return error
+
+
+def _tally(tally: _Tally, broker_id: int, outcome: str, code: int | None = None, *, size: int = 0) -> None:
+    entry = tally.get((broker_id, outcome, code))
+    if entry is None:
+        tally[(broker_id, outcome, code)] = [1, size]
+    else:
+        entry[0] += 1
+        entry[1] += size
 
 
 def _avoid(avoids: list[set[PartitionRef] | None], i: int) -> set[PartitionRef]:

@@ -63,11 +63,11 @@ class BrokerUnshielded(Event):
 
 @dataclass(frozen=True, slots=True)
 class SendCompleted(Event):
-    """One send attempt ended after ``seconds``.
+    """``count`` send attempts (one, or those of a batch round that ended alike) ended after ``seconds``.
 
     ``outcome`` is ``"ok"``, ``"rejected"`` (an errCode answer, see ``error_code``), ``"unavailable"``
     (503) or ``"transport"`` (no answer: connect failure, lost link, timeout, RPC exception).
-    ``bytes`` is the size of the stored payload (body and attributes) when ``ok``, else 0.
+    ``bytes`` is the size of the stored payloads (body and attributes) when ``ok``, else 0.
     """
 
     topic: str
@@ -76,3 +76,4 @@ class SendCompleted(Event):
     seconds: float
     error_code: int | None = None
     bytes: int = 0
+    count: int = 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_left
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.tubemq.breaker import BrokerBreaker
 from gateway.tubemq.errors import (
@@ -37,7 +37,7 @@ from gateway.tubemq.partitioner import Partitioner, PartitionRef
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pool import ConnectionPool
 from gateway.tubemq.producer_events import SendCompleted
-from gateway.tubemq.producer_requests import build_send_request
+from gateway.tubemq.producer_requests import SendRequestTemplate, build_send_request
 from gateway.tubemq.routes import RouteTable, TopicRoute
 from gateway.tubemq.rpc import Method, Service
 
@@ -77,6 +77,21 @@ class SendContext:
     rpc_timeout: float
     max_attempts: int
     events: EventBus | None
+    templates: dict[tuple[str, int, str | None], SendRequestTemplate] = field(default_factory=dict)
+    """Batch sends' request templates by (topic, visit token, auth token); see ``send_template``."""
+
+
+def send_template(ctx: SendContext, topic: str) -> SendRequestTemplate:
+    """The request template of ``topic`` under the current tokens (built when they change)."""
+    key = (topic, ctx.routes.visit_token, ctx.routes.auth_token or _broker_token(ctx))
+    template = ctx.templates.get(key)
+    if template is None:
+        if len(ctx.templates) >= 1024:  # stale tokens and dropped topics: start afresh
+            ctx.templates.clear()
+        template = ctx.templates[key] = SendRequestTemplate(
+            ctx.client_id, topic, sent_addr=ctx.sent_addr, visit_token=key[1], auth_token=key[2]
+        )
+    return template
 
 
 async def send_message(

@@ -21,6 +21,7 @@ Java peers do (§1.8).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, TypeVar, cast
@@ -37,6 +38,7 @@ from gateway.tubemq.frame import (
     decode_delimited,
     encode_delimited,
     encode_frame,
+    encode_frame_parts,
     encode_varint,
 )
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
@@ -390,19 +392,50 @@ def encode_request(
         raise ValueError(f"method {method} is not served; pass service= to send it anyway")
     if timeout_ms <= 0:
         raise ValueError(f"timeout_ms must be > 0 (the server drops expired calls), got {timeout_ms}")
-    inner = _serialize(request)
-    body_head = b"".join(
-        (b"\x08", _int_varint(method), b"\x10", _int_varint(timeout_ms), b"\x1a", encode_varint(len(inner)))
+    return _request_frame(
+        serial, _request_prefix(service, protocol_ver), _body_head(method, timeout_ms), _serialize(request)
     )
-    payload = b"".join(
-        (
-            _request_prefix(service, protocol_ver),
-            encode_varint(len(body_head) + len(inner)),
-            body_head,
-            inner,
+
+
+def encode_requests(
+    serials: Sequence[int],
+    method: int,
+    requests: Sequence[Message | bytes],
+    timeout_ms: int,
+    service: int | None = None,
+) -> list[bytes]:
+    """The request frames of several calls of ``method`` sharing ``timeout_ms`` (``encode_request`` each).
+
+    A request given as ``bytes`` is an already serialized message of the method's request type (e.g. from
+    ``producer_requests.SendRequestTemplate``); it is framed as it is, without the type check.
+    """
+    spec = METHODS.get(method)
+    if spec is not None and service is None:
+        service = spec.service
+    if service is None or timeout_ms <= 0:
+        raise ValueError(
+            f"method {method} needs a service and a timeout > 0 ms, got {service} and {timeout_ms}"
         )
-    )
-    return encode_frame(serial, payload)
+    prefix = _request_prefix(service, PROTOCOL_VERSION)
+    head = _body_head(method, timeout_ms)
+    frames: list[bytes] = []
+    for serial, request in zip(serials, requests, strict=True):
+        if isinstance(request, bytes):
+            frames.append(_request_frame(serial, prefix, head, request))
+        else:
+            frames.append(encode_request(serial, method, request, timeout_ms, service))
+    return frames
+
+
+def _body_head(method: int, timeout_ms: int) -> bytes:
+    """``RequestBody`` up to its ``request`` field's tag: method (1), timeout (2), then field 3's tag."""
+    return b"".join((b"\x08", _int_varint(method), b"\x10", _int_varint(timeout_ms), b"\x1a"))
+
+
+def _request_frame(serial: int, prefix: bytes, body_head: bytes, inner: bytes) -> bytes:
+    inner_len = encode_varint(len(inner))
+    body_len = encode_varint(len(body_head) + len(inner_len) + len(inner))
+    return encode_frame_parts(serial, [prefix, body_len, body_head, inner_len, inner])
 
 
 def decode_response(frame: Frame) -> RpcResponse | RpcFailure:
