@@ -22,6 +22,7 @@ from gateway.tubemq.frame import (
     decode_varint,
     encode_delimited,
     encode_frame,
+    encode_frame_parts,
     encode_varint,
 )
 
@@ -350,3 +351,13 @@ def test_capture_connection_streams_decode_in_one_go() -> None:
             stream = bytes.fromhex("".join(call[key] for call in calls))
             frames = feed_in_pieces(FrameDecoder(), stream, list(range(7, len(stream), 13)))
             assert [f.serial for f in frames] == [call["serial"] for call in calls]
+
+
+@given(serials, st.lists(st.binary(max_size=5000), max_size=5))
+def test_encode_frame_parts_equals_encode_frame_of_the_join(serial: int, parts: list[bytes]) -> None:
+    assert encode_frame_parts(serial, list(parts)) == encode_frame(serial, b"".join(parts))
+
+
+def test_encode_frame_parts_rejects_what_encode_frame_rejects() -> None:
+    with pytest.raises(ValueError, match="serial"):
+        encode_frame_parts(1 << 31, [b"x"])

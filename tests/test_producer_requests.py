@@ -8,19 +8,22 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.partitioner import PartitionRef
 from gateway.tubemq.payload import build_attribute_text, decode_payload, encode_payload, ipv4_to_sent_addr
 from gateway.tubemq.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.producer_requests import (
+    SendRequestTemplate,
     build_close_request,
     build_heartbeat_request,
     build_register_request,
     build_send_request,
 )
 from gateway.tubemq.routes import DEFAULT_MAX_MSG_SIZE, MAX_MAX_MSG_SIZE, RouteTable
-from gateway.tubemq.rpc import encode_request
+from gateway.tubemq.rpc import encode_request, encode_requests
 
 CAPTURE = json.loads((Path(__file__).parent / "tubemq-real-capture.json").read_text())
 
@@ -98,6 +101,69 @@ def test_send_request_matches_the_java_bytes() -> None:
         # Java's size check counts body bytes plus attribute characters
         text = build_attribute_text(decoded.attributes, decoded.msg_type, decoded.msg_time)
         assert len(decoded.body) + len(text) == len(data) - 4
+
+
+def test_send_template_matches_the_java_frames() -> None:
+    for call in captured(13):
+        fields = call["request"]
+        envelope = call["request_envelope"]
+        data = base64.b64decode(fields["data"])
+        decoded = decode_payload(data, fields["flag"])
+        template = SendRequestTemplate(
+            fields["clientId"],
+            fields["topicName"],
+            sent_addr=fields["sentAddr"],
+            visit_token=int(fields["authInfo"]["visitAuthorizedToken"]),
+        )
+        inner = template.encode(
+            fields["partitionId"], data, fields["flag"], decoded.msg_type, decoded.msg_time
+        )
+        (frame,) = encode_requests(
+            [call["serial"]], 13, [inner], envelope["timeout"], envelope["request_header"]["serviceType"]
+        )
+        assert frame.hex() == call["request_frame_hex"]
+
+
+_texts = st.one_of(st.none(), st.text(max_size=40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    client_id=st.text(min_size=1, max_size=60),
+    topic=st.text(min_size=1, max_size=60),
+    partition_id=st.integers(-(2**31), 2**31 - 1),
+    data=st.binary(max_size=3000),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    sent_addr=st.integers(-(2**31), 2**31 - 1),
+    visit_token=st.integers(-(2**63), 2**63 - 1),
+    auth_token=_texts,
+    msg_type=_texts,
+    msg_time=_texts,
+)
+def test_send_template_writes_protobufs_bytes(
+    client_id: str,
+    topic: str,
+    partition_id: int,
+    data: bytes,
+    flag: int,
+    sent_addr: int,
+    visit_token: int,
+    auth_token: str | None,
+    msg_type: str | None,
+    msg_time: str | None,
+) -> None:
+    for text in (client_id, topic, auth_token, msg_type, msg_time):
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:
+            assume(False)
+    options: dict[str, Any] = {"sent_addr": sent_addr, "visit_token": visit_token, "auth_token": auth_token}
+    expected = build_send_request(
+        client_id, topic, partition_id, data, flag, msg_type=msg_type, msg_time=msg_time, **options
+    )
+    template = SendRequestTemplate(client_id, topic, **options)
+    for _ in range(2):  # the second call takes the cached partition head
+        assert template.encode(partition_id, data, flag, msg_type, msg_time) == expected.SerializeToString()
 
 
 def test_send_request_optional_fields() -> None:

@@ -383,3 +383,38 @@ def test_arbitrary_payloads_fail_only_with_our_errors(payload: bytes, serial: in
 )
 def test_java_class_name(name: str, version: int, expected: str) -> None:
     assert rpc.java_class_name(name, version) == expected
+
+
+@given(
+    st.lists(st.binary(max_size=12_000), min_size=1, max_size=4),
+    st.integers(-(1 << 31), (1 << 31) - 1),
+    st.integers(1, 1 << 40),
+)
+def test_encode_requests_frames_messages_and_bytes_like_encode_request(
+    bodies: list[bytes], first: int, timeout_ms: int
+) -> None:
+    messages = [
+        BrokerService_pb2.SendMessageRequestP2B(
+            clientId="c", topicName="t", partitionId=i, data=body, flag=0, checkSum=-1, sentAddr=1
+        )
+        for i, body in enumerate(bodies)
+    ]
+    serials = [(first + i) if first + i < (1 << 31) else i for i in range(len(messages))]
+    expected = [rpc.encode_request(s, 13, m, timeout_ms) for s, m in zip(serials, messages, strict=True)]
+    assert rpc.encode_requests(serials, 13, messages, timeout_ms) == expected
+    raw = [m.SerializeToString() for m in messages]
+    assert rpc.encode_requests(serials, 13, raw, timeout_ms, rpc.Service.BROKER_WRITE) == expected
+    mixed: list[Message | bytes] = [raw[0], *messages[1:]]
+    assert rpc.encode_requests(serials, 13, mixed, timeout_ms) == expected
+    for frame, message in zip(expected, messages, strict=True):
+        assert rpc.parse_request(rpc.decode_request(one_frame(frame))) == message
+
+
+def test_encode_requests_refuses_what_encode_request_refuses() -> None:
+    close = MasterService_pb2.CloseRequestP2M(clientId="p")
+    with pytest.raises(ValueError, match="timeout"):
+        rpc.encode_requests([1], rpc.Method.PRODUCER_CLOSE, [close], 0)
+    with pytest.raises(ValueError, match="service"):
+        rpc.encode_requests([1], 11, [b""], 1000)
+    with pytest.raises(ValueError, match="takes CloseRequestC2M"):
+        rpc.encode_requests([1], rpc.Method.CONSUMER_CLOSE, [close], 1000)

@@ -247,10 +247,13 @@ class PublishService:
         limit = (await self.ensure_topic(topic)).max_msg_size
         single = len(messages) == 1
         total = 0
+        texts: list[str] = []  # each message's attribute text, built (and checked) once
         for i, message in enumerate(messages):
             prefix = "message" if raw else f"messages[{i}]"
             validate_message(message, None if raw else i, prefix)
-            size = payload_size(message)
+            text = build_attribute_text(message.attributes, message.stream_id, message.msg_time, message.key)
+            texts.append(text)
+            size = len(message.value) + len(text)
             if size > limit:
                 raise PayloadTooLarge(
                     f"message of {size} bytes is above the topic's limit of {limit} bytes",
@@ -289,13 +292,13 @@ class PublishService:
                 await self._send_one(topic, messages[i], outcomes[i])
 
         if not chains:
-            await self._send_free(topic, messages, free, outcomes, self._concurrency)
+            await self._send_free(topic, messages, texts, free, outcomes, self._concurrency)
             return outcomes
         window = self._concurrency - len(chains)
         if window >= 1:
             sends = [run_chain(chain) for chain in chains.values()]
             if free:
-                sends.append(self._send_free(topic, messages, free, outcomes, window))
+                sends.append(self._send_free(topic, messages, texts, free, outcomes, window))
             await _all_or_none(sends)
             return outcomes
         # More chains than sends allowed in flight: every unit (a chain or a free message) takes a turn.
@@ -316,6 +319,7 @@ class PublishService:
         self,
         topic: str,
         messages: Sequence[OutgoingMessage],
+        texts: list[str],
         indexes: list[int],
         outcomes: list[PublishOutcome],
         window: int,
@@ -327,6 +331,7 @@ class PublishService:
                 results = await self._producer.send_batch(
                     topic,
                     [(m.value, m.attributes, m.stream_id, m.msg_time) for m in (messages[i] for i in part)],
+                    texts=[texts[i] for i in part],
                     timeout=self._send_timeout,
                 )
             except Exception as exc:  # the whole batch: producer closed, topic unpublished or unrouted

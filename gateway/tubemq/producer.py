@@ -388,13 +388,18 @@ class Producer:
         topic: str,
         messages: Sequence[BatchMessage],
         *,
+        texts: Sequence[str] | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - the deadline travels down to every attempt
     ) -> list[SendResult | Exception]:
         """Send several messages without key or partition, each its own request and broker answer
         (``producer_batch``); returns, in order, each message's result or the error ``send`` would have
         raised for it. A message is ``(body, attributes, stream_id, msg_time)`` as ``send`` takes them.
         Raises (for the whole batch) only when the producer is closed or the topic unpublished or unrouted.
+        ``texts``, when given, holds each message's attribute text as ``build_attribute_text`` built it from
+        the same fields (the caller built, so checked, it already); it is then not built again.
         """
+        if texts is not None and len(texts) != len(messages):
+            raise ValueError(f"{len(texts)} attribute texts for {len(messages)} messages")
         self._check_open()
         if topic not in self._session.topics:
             raise TopicNotPublished(topic)
@@ -412,7 +417,10 @@ class Producer:
                 time_text = format_msg_time(msg_time) if isinstance(msg_time, datetime) else msg_time
                 msg_type = stream_id.strip() if stream_id is not None and stream_id.strip() else None
                 msg_time_text = time_text.strip() if time_text is not None and time_text.strip() else None
-                attr_text = build_attribute_text(attributes, msg_type, msg_time_text)
+                if texts is None:
+                    attr_text = build_attribute_text(attributes, msg_type, msg_time_text)
+                else:
+                    attr_text = texts[i]
                 size = len(body) + len(attr_text)
                 if size > limit:
                     raise MessageTooLarge(size, limit, topic)

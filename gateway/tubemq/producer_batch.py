@@ -36,6 +36,7 @@ from gateway.tubemq.producer_send import (
     SendResult,
     _choose,
     _result,
+    place_of,
     send_template,
 )
 from gateway.tubemq.routes import TopicRoute
@@ -98,10 +99,11 @@ async def send_batch(
             answers = await asyncio.gather(*rounds)
         seconds = loop.time() - started
         tally: _Tally = {}
+        places: dict[PartitionRef, tuple[str, int]] = {}  # this round's route: key and index per partition
         todo = []
         for members, group_answers in zip(groups.values(), answers, strict=True):
             for (i, target), answer in zip(members, group_answers, strict=True):
-                outcome = _judge(ctx, topic, route, target, answer, items[i], tally, avoids, i)
+                outcome = _judge(ctx, topic, route, target, answer, items[i], tally, places, avoids, i)
                 if isinstance(outcome, SendResult) or not _retriable(outcome):
                     results[i] = outcome
                 else:
@@ -166,6 +168,7 @@ def _judge(
     answer: object,
     item: BatchItem,
     tally: _Tally,
+    places: dict[PartitionRef, tuple[str, int]],
     avoids: list[set[PartitionRef] | None],
     i: int,
 ) -> SendResult | Exception:
@@ -187,7 +190,10 @@ def _judge(
         ctx.breaker.record_success(target.broker_id)
         ctx.partitioner.record_success(topic, target)
         _tally(tally, target.broker_id, "ok", size=len(item[0]))
-        return _result(topic, route, target, answer)
+        place = places.get(target)
+        if place is None:
+            place = places[target] = place_of(topic, route, target)
+        return _result(topic, route, target, answer, place)
     error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
     ctx.partitioner.record_failure(topic, target)
     if error.errno == SERVICE_UNAVAILABLE:

@@ -41,7 +41,7 @@ from gateway.tubemq.producer_requests import SendRequestTemplate, build_send_req
 from gateway.tubemq.routes import RouteTable, TopicRoute
 from gateway.tubemq.rpc import Method, Service
 
-__all__ = ["SendContext", "SendResult", "send_message"]
+__all__ = ["SendContext", "SendResult", "place_of", "send_message", "send_template"]
 
 SUCCESS = 200
 SERVICE_UNAVAILABLE = 503
@@ -209,8 +209,13 @@ def _choose(
 
 
 def _result(
-    topic: str, route: TopicRoute, target: PartitionRef, answer: broker_pb.SendMessageResponseB2P
+    topic: str,
+    route: TopicRoute,
+    target: PartitionRef,
+    answer: broker_pb.SendMessageResponseB2P,
+    place: tuple[str, int] | None = None,
 ) -> SendResult:
+    """The result of a stored message; ``place`` is ``(target.key(topic), its index)`` when known."""
     if answer.HasField("messageId"):
         message_id = answer.messageId
     else:
@@ -221,13 +226,18 @@ def _result(
     return SendResult(
         topic=topic,
         partition_id=target.partition_id,
-        partition_key=target.key(topic),
+        partition_key=target.key(topic) if place is None else place[0],
         broker_id=target.broker_id,
         message_id=message_id,
         append_time_ms=answer.appendTime if answer.HasField("appendTime") else -1,
         append_offset=answer.appendOffset if answer.HasField("appendOffset") else -1,
-        partition_index=_index_of(route, target),
+        partition_index=_index_of(route, target) if place is None else place[1],
     )
+
+
+def place_of(topic: str, route: TopicRoute, target: PartitionRef) -> tuple[str, int]:
+    """``(partition key, index in the route)`` of ``target``, what ``_result`` reports."""
+    return target.key(topic), _index_of(route, target)
 
 
 def _index_of(route: TopicRoute, target: PartitionRef) -> int:

@@ -36,6 +36,7 @@ from gateway.tubemq.frame import (
     Frame,
     FrameError,
     decode_delimited,
+    decode_varint,
     encode_delimited,
     encode_frame,
     encode_frame_parts,
@@ -357,6 +358,7 @@ def _response_prefix(status: int, protocol_ver: int | None) -> bytes:
 for _service in Service:
     _request_prefix(_service, PROTOCOL_VERSION)
 _SUCCESS_PREFIX = _response_prefix(STATUS_SUCCESS, PROTOCOL_VERSION)
+_SUCCESS_PREFIX_LEN = len(_SUCCESS_PREFIX)
 
 
 # --- client side -----------------------------------------------------------------------------------
@@ -444,7 +446,12 @@ def decode_response(frame: Frame) -> RpcResponse | RpcFailure:
     try:
         if payload.startswith(_SUCCESS_PREFIX):
             # The usual answer: headers are the cached constant bytes, only the body needs parsing.
-            (raw_body,) = decode_delimited(memoryview(payload)[len(_SUCCESS_PREFIX) :], 1)
+            size, start = decode_varint(payload, _SUCCESS_PREFIX_LEN)
+            if size > len(payload) - start:
+                raise FrameError(
+                    f"body announces {size} bytes at offset {start}, but only {len(payload) - start} remain"
+                )
+            raw_body = payload[start : start + size]
             status = STATUS_SUCCESS
         else:
             raw_conn, raw_header, raw_body = decode_delimited(payload, 3)
