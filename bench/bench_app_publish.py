@@ -125,8 +125,8 @@ async def main_async(args: argparse.Namespace) -> None:
         app_med, svc_med = sorted(app_us)[len(app_us) // 2], sorted(svc_us)[len(svc_us) // 2]
         print(
             f"{args.label}one-message publish, {args.size} B, {args.concurrency} in flight, "
-            f"median of {args.rounds} x {args.requests}: app {app_med:.1f} us/request; "
-            f"PublishService.publish alone {svc_med:.1f}"
+            f"median of {args.rounds} x {args.requests}: app {app_med:.1f} us/request "
+            f"(min {min(app_us):.1f}); PublishService.publish alone {svc_med:.1f} (min {min(svc_us):.1f})"
         )
     finally:
         await runtime.stop()
