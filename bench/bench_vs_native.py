@@ -254,11 +254,16 @@ def rest_publish(
 
 
 def rest_latency(gw: Gateway, args: argparse.Namespace, rate: float, cpus: set[int] | None) -> Sample:
-    """hey at ``rate`` requests/s of one message each (spread over the single-message connections): p99."""
+    """hey at ``rate`` requests/s of one message each, spread over ``--half-connections``: p99.
+
+    hey paces each connection with its own ticker, and all of them start together, so the connections send
+    in bursts of that many requests at once; one gateway process serves a burst one request after another,
+    and the last answer of a burst waits for all the others (the p99). With 1 connection the requests come
+    one at a time, as the Java sync producer's loop sends them."""
     if shutil.which("hey") is None:
         return Sample(0.0, note="hey not installed")
     url = f"{gw.url}/v1/topics/{args.topic}/messages"
-    connections = args.single_connections
+    connections = args.half_connections or args.single_connections
     with tempfile.TemporaryDirectory() as tmp:
         body_file = Path(tmp) / "body.json"
         body_file.write_bytes(publish_body(1, args.size))
@@ -450,6 +455,7 @@ CASES = (
 
 
 def run_all(args: argparse.Namespace, gw: Gateway, drivers: set[int] | None) -> dict[str, Case]:
+    half_c = args.half_connections or args.single_connections
     cases = {
         "native-async": Case("native async producer (Java)"),
         "rest-batch": Case(f"REST publish, {BATCH}-msg JSON batches", "native-async"),
@@ -457,7 +463,7 @@ def run_all(args: argparse.Namespace, gw: Gateway, drivers: set[int] | None) -> 
         "grpc-stream": Case(f"gRPC PublishStream, {BATCH}-msg requests", "native-async"),
         "native-sync": Case("native sync producer (Java)"),
         "rest-single": Case("REST publish, 1 msg/request (peak)", "native-sync"),
-        "rest-half": Case("REST publish, 1 msg/request, half peak", "native-sync"),
+        "rest-half": Case(f"REST publish, 1 msg/req, half peak, {half_c} conn", "native-sync"),
         "grpc-single": Case("gRPC Publish, 1 msg/call", "native-sync"),
         "native-consume": Case("native pull consumer (Java)"),
         "rest-poll": Case("REST long poll (max 1000)", "native-consume"),
@@ -560,6 +566,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1, help="rounds of every case; medians (default 1)")
     parser.add_argument("--batch-connections", type=int, default=8, help="batched publish (default 8)")
     parser.add_argument("--single-connections", type=int, default=32, help="one-message publish (default 32)")
+    parser.add_argument(
+        "--half-connections",
+        type=int,
+        default=0,
+        help="connections of the half-peak latency case (default: --single-connections; hey sends in bursts "
+        "of this many, 1 paces requests one at a time like the Java sync producer)",
+    )
     parser.add_argument("--streams", type=int, default=4, help="PublishStream streams (default 4)")
     parser.add_argument(
         "--consume-messages", type=int, default=200_000, help="messages per consume case (default 200000)"
