@@ -11,24 +11,26 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 __all__ = ["ManualClock", "eventually"]
 
 
 async def eventually(
-    check: Callable[[], bool | Awaitable[bool]],
+    check: Callable[[], Any | Awaitable[Any]],
     timeout: float = 10.0,  # noqa: ASYNC109 - bounds the retries, not one call
     what: str = "condition",
     step: float = 0.01,
-) -> None:
-    """Call ``check`` (a plain or an async function) until it returns True; fail after ``timeout`` seconds."""
+) -> Any:
+    """Call ``check`` (a plain or an async function) until it returns something true, and return that;
+    fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         result = check()
         if inspect.isawaitable(result):
             result = await result
         if result:
-            return
+            return result
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {timeout}s")
         await asyncio.sleep(step)

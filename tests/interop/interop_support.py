@@ -33,6 +33,7 @@ import grpc
 import httpx
 import pytest
 import uvicorn
+from waiting import eventually
 
 from gateway.api.app import create_app
 from gateway.config import ConsumerSettings, PoolSettings, ProducerSettings, Settings
@@ -353,13 +354,4 @@ async def real_gateway(**groups: Any) -> AsyncIterator[RealGateway]:
 
 async def wait_until(check: Callable[[], Any], timeout: float, what: str, step: float = 0.5) -> Any:  # noqa: ASYNC109
     """Await ``check()`` (sync or async) until truthy; its value. Fails the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(step)
+    return await eventually(check, timeout, what, step)
