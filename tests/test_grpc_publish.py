@@ -36,7 +36,10 @@ async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
 
 @pytest.fixture
 async def gw(cluster: EmbeddedCluster) -> AsyncIterator[Gateway]:
-    settings = gateway_settings(cluster, limits={"max_batch_messages": 200})
+    # Timeouts far above any send on a busy machine: a send retried after a timeout may be stored twice,
+    # which the read-back checks would see; these tests check ordering and acks, not timeouts.
+    producer = {"rpc_timeout": 30.0, "send_timeout": 60.0}
+    settings = gateway_settings(cluster, limits={"max_batch_messages": 200}, producer=producer)
     async with running_gateway(cluster, settings, stream_window=64) as gateway:
         yield gateway
 

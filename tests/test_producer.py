@@ -530,7 +530,8 @@ async def test_embedded_cluster_with_standby_and_a_broker_restart(
         [TopicSpec("demo", 2)], brokers=2, data_dir=tmp_path, standby_master=True
     ) as cluster:
         config = ProducerConfig(heartbeat_interval=60.0, failure_cooldown=0.3)
-        producer = Producer(cluster.master_addresses, pool=pool, config=config, events=rec.bus)
+        clock = ManualClock()  # the cooldown ends when the test says so, not when a busy machine lets it
+        producer = Producer(cluster.master_addresses, pool=pool, config=config, events=rec.bus, clock=clock)
         await producer.start()
         try:
             assert producer.master == cluster.master_address
@@ -541,7 +542,7 @@ async def test_embedded_cluster_with_standby_and_a_broker_restart(
                     await cluster.stop_broker(2)
                 if i == 60:
                     await cluster.start_broker(2)
-                    await asyncio.sleep(0.35)  # past the cooldown: the next send to broker 2 is the trial
+                    clock.advance(0.35)  # past the cooldown: the next send to broker 2 is the trial
                 body = f"c{i}".encode()
                 sent.append((body, await producer.send("demo", body)))
             assert [e.broker_id for e in rec.of(BrokerShielded)] == [2]
