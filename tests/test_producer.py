@@ -303,7 +303,8 @@ async def test_stopped_broker_is_shielded_and_sending_continues(
         assert [p.available for p in topic_route.partitions] == [True, True, False, False]
         # the broker comes back: after the cooldown one trial send closes the breaker again
         await brokers[1].start()
-        clock.advance(0.5)
+        clock.advance(0.5)  # past the breaker's cooldown: the next send to broker 2 is the trial
+        await asyncio.sleep(0.1)  # past the pool's 0.05 s reconnect backoff (a lower bound: load only adds)
         later = [await producer.send("demo", f"n{i}".encode()) for i in range(20)]
         assert {r.broker_id for r in later} == {1, 2}
         assert [e.broker_id for e in rec.of(BrokerUnshielded)] == [2]
@@ -543,6 +544,7 @@ async def test_embedded_cluster_with_standby_and_a_broker_restart(
                 if i == 60:
                     await cluster.start_broker(2)
                     clock.advance(0.35)  # past the cooldown: the next send to broker 2 is the trial
+                    await asyncio.sleep(0.1)  # past the pool's 0.05 s reconnect backoff (load only adds)
                 body = f"c{i}".encode()
                 sent.append((body, await producer.send("demo", body)))
             assert [e.broker_id for e in rec.of(BrokerShielded)] == [2]
