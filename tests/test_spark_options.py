@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.spark.options import EARLIEST, LATEST, SourceOptions, parse_offset_spec
+from gateway.spark.options import EARLIEST, KNOWN_OPTIONS, LATEST, SourceOptions, parse_offset_spec
 
 
 def test_offset_specs_resolve_words_json_and_defaults() -> None:
@@ -67,3 +67,26 @@ def test_several_topics_caps_data_loss_and_split_options() -> None:
     ):
         with pytest.raises(ValueError, match=match):
             SourceOptions.parse({**base, **bad})
+
+
+def test_only_known_options_pass_and_offsets_are_index_offsets() -> None:
+    base = {"masters": "h", "topic": "t"}
+    for name in KNOWN_OPTIONS:  # every known name is accepted (values that parse)
+        value = {"gateway": "http://gw:1", "tls": "false", "tls.verify": "true"}.get(name, "1")
+        if name in ("startingOffsets", "endingOffsets"):
+            value = "earliest"
+        elif name in ("failOnDataLoss",):
+            value = "true"
+        elif name in ("tls.caFile", "tls.certFile", "tls.keyFile", "auth.username", "auth.password"):
+            continue  # need files or a pair: test_spark_upstream covers them
+        extra = {"gateway": "http://gw:1"} if name == "gatewayToken" else {}
+        SourceOptions.parse({**base, **extra, name.upper(): value})
+    assert SourceOptions.parse({**base, "checkpointLocation": "/x", "queryName": "q"}).topics == ("t",)
+    with pytest.raises(ValueError, match=r"unknown option 'kafka.bootstrap.servers'.*: masters, gateway"):
+        SourceOptions.parse({**base, "kafka.bootstrap.servers": "h:9092"})
+    with pytest.raises(ValueError, match="'endingOffsets' is for batch reads only"):
+        SourceOptions.parse({**base, "endingOffsets": "latest"}, streaming=True)
+    assert SourceOptions.parse({**base, "endingOffsets": "latest"}).ending.default == LATEST
+    assert parse_offset_spec('{"1:t:0": 56, "1:t:1": 0}', EARLIEST, "x").per_partition["1:t:0"] == 56
+    with pytest.raises(ValueError, match=r"offset 30 of '1:t:0' is not an index offset.*start at 28 and 56"):
+        parse_offset_spec('{"1:t:0": 30}', EARLIEST, "startingOffsets")

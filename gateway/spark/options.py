@@ -12,8 +12,11 @@
 * ``startingOffsets``: ``earliest``, ``latest`` or JSON ``{"brokerId:topic:partitionId": offset}`` where -2
   means earliest and -1 latest; a partition left out of the JSON starts at earliest. Default: ``earliest``
   for batch reads, ``latest`` for streams.
-* ``endingOffsets``: batch reads only; ``latest`` (default) or JSON as above (a partition left out ends at
-  latest). Ends past the store's current end are cut to it.
+* ``endingOffsets``: batch reads only (a stream refuses it, as Kafka's does); ``latest`` (default) or JSON
+  as above (a partition left out ends at latest). Ends past the store's current end are cut to it.
+
+JSON offsets are index offsets: multiples of 28 (one 28-byte index entry per message); any other value is
+refused rather than rounded. A JSON key must name a partition the topics have when the read is planned.
 * ``maxMessagesPerTrigger`` (or Kafka's name ``maxOffsetsPerTrigger``: one offset step, a 28-byte index
   entry, is one message): streams; a micro-batch holds exactly this many messages when that many are
   waiting (see :mod:`gateway.spark.source` for the one case where it holds fewer).
@@ -30,6 +33,10 @@
 
 Offsets are broker index offsets (see :mod:`gateway.tubemq.range_reader`).
 
+Every option must be one of :data:`KNOWN_OPTIONS` (Spark's own ``checkpointLocation`` and ``queryName`` of
+a stream write pass too); any other name is refused with the list of known ones, so a misspelt or a Kafka
+option that means nothing here does not pass silently.
+
 Kafka options TubeMQ cannot honour are refused with the reason (:data:`REFUSED_OPTIONS`): starting or ending
 by timestamp (the broker's binary protocol has no time-to-offset look-up; only its admin web API has one),
 ``subscribePattern`` (a client cannot list the master's topics) and ``assign``.
@@ -42,11 +49,48 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gateway.config import TubeMQSettings
+from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
 
-__all__ = ["EARLIEST", "LATEST", "REFUSED_OPTIONS", "OffsetSpec", "SourceOptions", "parse_offset_spec"]
+__all__ = [
+    "EARLIEST",
+    "KNOWN_OPTIONS",
+    "LATEST",
+    "REFUSED_OPTIONS",
+    "OffsetSpec",
+    "SourceOptions",
+    "parse_offset_spec",
+]
 
 EARLIEST = -2
 LATEST = -1
+
+KNOWN_OPTIONS = (
+    "masters",
+    "gateway",
+    "gatewayToken",
+    "topic",
+    "subscribe",
+    "startingOffsets",
+    "endingOffsets",
+    "maxMessagesPerTrigger",
+    "maxOffsetsPerTrigger",
+    "failOnDataLoss",
+    "minPartitions",
+    "timeout",
+    "groupPrefix",
+    "tls",
+    "tls.caFile",
+    "tls.certFile",
+    "tls.keyFile",
+    "tls.serverHostname",
+    "tls.verify",
+    "auth.username",
+    "auth.password",
+)
+"""Every option the source reads (the module docstring says what each means); names are case-insensitive."""
+
+_SPARK_OWN = frozenset({"checkpointlocation", "queryname"})
+"""Options Spark itself adds to a stream write's options."""
 
 _BY_TIME = (
     "TubeMQ cannot start or end a read at a time: its broker protocol has no time-to-offset look-up (only "
@@ -110,6 +154,12 @@ def parse_offset_spec(
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < EARLIEST:
             raise ValueError(f"{option}: offset of {key!r} must be an integer >= -2, got {value!r}")
+        if value >= 0 and value % INDEX_ENTRY_SIZE:
+            below = value - value % INDEX_ENTRY_SIZE
+            raise ValueError(
+                f"{option}: offset {value} of {key!r} is not an index offset (a multiple of {INDEX_ENTRY_SIZE}: one "
+                f"index entry per message); the entries around it start at {below} and {below + INDEX_ENTRY_SIZE}"
+            )
         if key.count(":") != 2:
             raise ValueError(f"{option}: {key!r} is not a partition key brokerId:topic:partitionId")
         offsets[key] = value
@@ -144,9 +194,7 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
         """Read Spark's options (keys are case-insensitive); raises ValueError for a bad or missing one."""
         lower = {k.lower(): v for k, v in options.items()}
-        refused = sorted(set(lower) & set(REFUSED_OPTIONS))
-        if refused:
-            raise ValueError(f"option {refused[0]!r} is not supported: {REFUSED_OPTIONS[refused[0]]}")
+        _check_names(options, lower, streaming=streaming)
         topics = _topics(lower)
         masters = (lower.get("masters") or "").strip() or None
         gateway = (lower.get("gateway") or "").strip().rstrip("/") or None
@@ -184,6 +232,28 @@ class SourceOptions:
             gateway_token=token,
             fail_on_data_loss=_boolean(lower, "failondataloss", "failOnDataLoss", default=True),
             min_partitions=_positive_int(lower, "minpartitions", "minPartitions"),
+        )
+
+
+_KNOWN_LOWER = frozenset(name.lower() for name in KNOWN_OPTIONS)
+
+
+def _check_names(options: Mapping[str, str], lower: Mapping[str, str], *, streaming: bool) -> None:
+    """Refuse Kafka options TubeMQ cannot honour (with the reason), ``endingOffsets`` on a stream, and any
+    name that is not a known option (naming the known ones)."""
+    refused = sorted(set(lower) & set(REFUSED_OPTIONS))
+    if refused:
+        raise ValueError(f"option {refused[0]!r} is not supported: {REFUSED_OPTIONS[refused[0]]}")
+    if streaming and "endingoffsets" in lower:
+        raise ValueError(
+            "option 'endingOffsets' is for batch reads only: a stream reads on as messages arrive (use "
+            "spark.read for a fixed range, or trigger(availableNow=True) to stop at what is there now)"
+        )
+    unknown = sorted(k for k in options if k.lower() not in _KNOWN_LOWER | _SPARK_OWN)
+    if unknown:
+        raise ValueError(
+            f"unknown option {unknown[0]!r} for format('tubemq'); the known options are: "
+            + ", ".join(KNOWN_OPTIONS)
         )
 
 

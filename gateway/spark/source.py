@@ -12,6 +12,10 @@ message's index offset when the wire proves it, else null: see the range reader)
 ``stream_id`` (``$msgType$``), ``msg_time`` (``$msgTime$``, producer local time), ``append_time`` (always
 null: a TubeMQ fetch does not carry the broker's append time).
 
+A topic none of whose partitions is subscribable yet (not deployed on a broker, or subscribing is off there)
+reads as no rows, with a warning in the driver's log; a topic the master does not know fails the read with
+the master's error.
+
 **Several topics**: ``topic`` (or ``subscribe``) may name several, comma-separated; partition keys carry
 the topic, so offsets, ranges and rows keep them apart.
 
@@ -35,7 +39,11 @@ planning). Spark 4.3 gives Python sources no hook for ``sources[].metrics`` (its
 does not implement ``ReportsSourceMetrics``), so the lag per partition comes from
 :func:`gateway.spark.progress.source_lag` applied to a progress report.
 
-**Write** (batch and streaming): every row becomes one ``Producer.send`` (``value`` required, binary or
+**Write** (batch and streaming): save mode ``append`` adds the rows; ``overwrite`` is refused, as Spark's
+Kafka sink refuses it (a topic cannot be replaced). Kafka also takes the default mode, ErrorIfExists, as
+append; a Python data source cannot: Spark itself refuses ErrorIfExists and Ignore for every Python data
+source before the source is asked (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``), so writes say
+``mode("append")``. Every row becomes one ``Producer.send`` (``value`` required, binary or
 string; optional ``key``, ``attributes``, ``stream_id``, ``msg_time``) through the process's one pooled
 core; a task fails when any of its messages fails, so Spark retries it (delivery is at-least-once).
 
@@ -45,6 +53,7 @@ core; a task fails when any of its messages fails, so Spark retries it (delivery
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -67,6 +76,8 @@ from gateway.spark.options import SourceOptions
 from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
 
 __all__ = ["SCHEMA", "TubeMQDataSource", "capped_offsets", "split_ranges"]
+
+log = logging.getLogger(__name__)
 
 SCHEMA = (
     "topic string, partition string, offset bigint, message_id bigint, key string, value binary, "
@@ -106,6 +117,11 @@ class TubeMQDataSource(DataSource):
         return TubeMQStreamReader(SourceOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise ValueError(
+                "save mode 'overwrite' is not allowed for tubemq (as for Spark's Kafka sink): a topic's messages "
+                "cannot be replaced; use mode('append') to add the rows"
+            )
         check_value_type(schema)
         return TubeMQWriter(_write_options(self.options), schema.fieldNames())
 
@@ -125,7 +141,10 @@ def _write_options(given: Mapping[str, str]) -> SourceOptions:
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
-    assert isinstance(partition, TubeMQInputPartition)
+    if not isinstance(partition, TubeMQInputPartition):
+        # When partitions() plans none (no partition of the topics is subscribable yet), Spark still runs
+        # one task, with a placeholder InputPartition(None): it reads nothing.
+        return iter(())
     return backend.read_batches(options, partition.range)
 
 
@@ -136,6 +155,12 @@ class TubeMQBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.options
         planned = backend.plan(opts)
+        if not planned:
+            log.warning(
+                "topics %s list no subscribable partition yet (not deployed on a broker, or subscribing "
+                "is off there): the read returns no rows",
+                list(opts.topics),
+            )
         for spec, name in ((opts.starting, "startingOffsets"), (opts.ending, "endingOffsets")):
             unknown = sorted(set(spec.per_partition) - set(planned))
             if unknown:
