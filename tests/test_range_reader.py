@@ -313,6 +313,34 @@ async def test_private_groups_are_reused_and_read_nothing_twice(
     assert await read_all(reader, part, end, end + 280) == []
 
 
+async def test_runs_in_other_processes_share_a_few_group_names(
+    brokers: list[EmbeddedBroker], pool: ConnectionPool, clock: FakeClock
+) -> None:
+    """Every reader object stands for one Spark worker process or run: with one prefix they leave as many
+    groups behind as reads ran at once on a partition, not one set per run (issue #15, item 11)."""
+    log = Log(brokers[0], "mixed")
+    for i in range(30):
+        log.append(i % 3)
+    end = brokers[0].store("mixed").max_offset
+    parts = [partition(brokers[0], "mixed", pid) for pid in range(3)]
+    for _ in range(30):
+        run = RangeReader(pool, group_prefix="runs")
+        got = await asyncio.gather(*(read_all(run, p, 0, end) for p in parts))
+        assert [[m.message_id for m in g] for g in got] == [log.expected(pid, 0, end) for pid in range(3)]
+    assert {g for g, _, _ in brokers[0].offsets._committed} == {"runs_0"}
+    # Two processes reading one partition at once: the broker's 410 sends the second to the next name.
+    twins = [RangeReader(pool, group_prefix="runs") for _ in range(2)]
+    both = await asyncio.gather(*(read_all(r, parts[0], 0, end) for r in twins))
+    assert [m.message_id for m in both[0]] == [m.message_id for m in both[1]] == log.expected(0, 0, end)
+    # A process that died holding runs_0 on the partition: the next run reads on with another name.
+    dead = RangeReader(pool, group_prefix="runs")
+    await dead._register(parts[0], "runs_0", 0)
+    assert [
+        m.message_id for m in await read_all(RangeReader(pool, group_prefix="runs"), parts[0], 0, end)
+    ] == (log.expected(0, 0, end))
+    assert {g for g, _, _ in brokers[0].offsets._committed} == {"runs_0", "runs_1"}
+
+
 async def test_a_partition_the_broker_does_not_have_raises(
     brokers: list[EmbeddedBroker], reader: RangeReader
 ) -> None:

@@ -38,8 +38,12 @@ def test_a_topic_with_no_subscribable_partition_reads_as_no_rows(spark: Any, clu
         read_tubemq(spark, cluster.masters, topic="nosuch").collect()
 
 
-def test_unknown_and_misplaced_options_are_refused(spark: Any, cluster: ClusterThread, tmp_path: Path) -> None:
-    with pytest.raises(Exception, match=r"(?s)unknown option 'maxrecordspertrigger'.*known options are: masters"):
+def test_unknown_and_misplaced_options_are_refused(
+    spark: Any, cluster: ClusterThread, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        Exception, match=r"(?s)unknown option 'maxrecordspertrigger'.*known options are: masters"
+    ):
         read_tubemq(spark, cluster.masters, topic="rows", maxRecordsPerTrigger="5").collect()
     key = f"{cluster.cluster.brokers[0].broker_id}:rows:0"
     with pytest.raises(Exception, match=r"(?s)offset 30 of .* is not an index offset"):
@@ -74,11 +78,22 @@ def test_save_modes_are_kafkas(spark: Any, cluster: ClusterThread) -> None:
         writer = frame.write.format("tubemq").option("masters", cluster.masters).option("topic", "target")
         (writer.mode(mode) if mode else writer).save()
 
-    with pytest.raises(Exception, match="'overwrite' is not allowed for tubemq.*mode\\('append'\\)"):
+    with pytest.raises(Exception, match=r"(?s)'overwrite' is not allowed for tubemq.*mode\('append'\)"):
         write("overwrite")
     # Spark refuses ErrorIfExists (the default) and Ignore for every Python data source before asking it.
     for mode in (None, "ignore"):
         with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
             write(mode)
     write("append")
-    assert sorted(r.value for r in read_tubemq(spark, cluster.masters, topic="target").collect()) == [b"a", b"b"]
+    assert sorted(r.value for r in read_tubemq(spark, cluster.masters, topic="target").collect()) == [
+        b"a",
+        b"b",
+    ]
+
+
+def test_reader_runs_reuse_their_private_groups(spark: Any, cluster: ClusterThread) -> None:
+    cluster.publish("rows", 0, 200)
+    for _ in range(10):
+        assert read_tubemq(spark, cluster.masters, topic="rows", groupPrefix="reruns").count() == 200
+    committed = cluster.cluster.brokers[0].offsets._committed
+    assert {group for group, _, _ in committed if group.startswith("reruns")} == {"reruns_0"}

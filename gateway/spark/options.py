@@ -155,10 +155,11 @@ def parse_offset_spec(
         if isinstance(value, bool) or not isinstance(value, int) or value < EARLIEST:
             raise ValueError(f"{option}: offset of {key!r} must be an integer >= -2, got {value!r}")
         if value >= 0 and value % INDEX_ENTRY_SIZE:
-            below = value - value % INDEX_ENTRY_SIZE
+            step = INDEX_ENTRY_SIZE
+            below = value - value % step
             raise ValueError(
-                f"{option}: offset {value} of {key!r} is not an index offset (a multiple of {INDEX_ENTRY_SIZE}: one "
-                f"index entry per message); the entries around it start at {below} and {below + INDEX_ENTRY_SIZE}"
+                f"{option}: offset {value} of {key!r} is not an index offset (a multiple of {step}: one "
+                f"index entry per message); the entries around it start at {below} and {below + step}"
             )
         if key.count(":") != 2:
             raise ValueError(f"{option}: {key!r} is not a partition key brokerId:topic:partitionId")

@@ -119,8 +119,8 @@ class TubeMQDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:
             raise ValueError(
-                "save mode 'overwrite' is not allowed for tubemq (as for Spark's Kafka sink): a topic's messages "
-                "cannot be replaced; use mode('append') to add the rows"
+                "save mode 'overwrite' is not allowed for tubemq (as for Spark's Kafka sink): a topic's "
+                "messages cannot be replaced; use mode('append') to add the rows"
             )
         check_value_type(schema)
         return TubeMQWriter(_write_options(self.options), schema.fieldNames())

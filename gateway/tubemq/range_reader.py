@@ -44,9 +44,13 @@ the batch not yet delivered (a forced offset also drops the pending advance, so 
 ``max_retries`` times in a row; 452/500/503 wait ``retry_wait`` seconds and fetch again within the same
 budget; other error codes raise :class:`~gateway.tubemq.errors.ServerError` at once.
 
-**Private groups.** Group names are ``<prefix>_<random>_<n>``, unique per reader object and leased to one
-read at a time, then reused: a reader leaves at most as many groups behind on a broker (each with one
-offset record, as any consumer group does) as it ran reads at once.
+**Private groups.** Group names are ``<prefix>_<n>`` for small ``n``, the same in every process: a read
+takes the lowest name this reader is not using on that partition and registers with it; when the broker answers 410 (another
+client holds that group on the partition, or its stale registration is being dropped) the read takes the
+next name. Every reader with the same prefix - other processes, later runs, other hosts - so shares a few
+names, and a broker keeps one offset record per name and partition (as for any consumer group) for at most
+as many names as reads ran at once on one partition, however many runs there were. Reads never depend on
+a group's committed offset: each forces its own start.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ from gateway.tubemq.consumer_requests import (
     build_partition_register_request,
     build_partition_unregister_request,
 )
-from gateway.tubemq.errors import TransportError, for_code
+from gateway.tubemq.errors import PartitionOccupied, TransportError, for_code
 from gateway.tubemq.meta import Partition
 from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.pool import ConnectionPool
@@ -80,6 +84,7 @@ _NO_DATA = 404
 _RE_REGISTER = frozenset({411, 412})
 _WAIT_AND_RETRY = frozenset({452, 500, 503})
 _UNDEFINED = -2
+_MAX_GROUP_TRIES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +132,24 @@ class _Batch:
 
 @dataclass(slots=True)
 class _Lease:
-    names: list[str] = field(default_factory=list)
-    next_number: int = 0
+    """Group numbers this reader uses now, per partition key."""
+
+    in_use: dict[str, set[int]] = field(default_factory=dict)
+    highest: int = -1
+
+    def take(self, key: str) -> int:
+        """The lowest number not in use on partition ``key``, marked in use."""
+        used = self.in_use.setdefault(key, set())
+        number = next(n for n in range(len(used) + 1) if n not in used)
+        used.add(number)
+        self.highest = max(self.highest, number)
+        return number
+
+    def give_back(self, key: str, numbers: list[int]) -> None:
+        used = self.in_use.get(key, set())
+        used.difference_update(numbers)
+        if not used:
+            self.in_use.pop(key, None)
 
 
 class RangeReader:
@@ -156,22 +177,20 @@ class RangeReader:
         self.retry_wait = retry_wait
         self.max_retries = max_retries
         self.stats = RangeStats()
-        self._prefix = f"{group_prefix}_{secrets.token_hex(4)}"
-        self.client_id = consumer_id(self._prefix)
+        self._prefix = group_prefix
+        self.client_id = consumer_id(f"{group_prefix}_{secrets.token_hex(4)}")
         self._lease = _Lease()
 
     def __repr__(self) -> str:
-        return f"<RangeReader {self._prefix} free_groups={len(self._lease.names)} {self.stats}>"
+        return f"<RangeReader {self._prefix} groups_used={self._lease.highest + 1} {self.stats}>"
 
     # --- public API ----------------------------------------------------------------------------------
 
     async def bounds(self, partition: Partition) -> OffsetBounds:
         """The store's minimum and maximum offset: a register forcing offset 0 answers the minimum (the
         clamp) and the maximum; the registration is dropped again at once."""
-        async with self._group() as group:
-            answer = await self._register(partition, group, 0)
-            await self._unregister(partition, group)
-        return OffsetBounds(answer.currOffset, answer.maxOffset)
+        async with self._claim(partition, 0) as (_, answer):
+            return OffsetBounds(answer.currOffset, answer.maxOffset)
 
     async def read(self, partition: Partition, start: int, end: int) -> AsyncGenerator[RangeBatch, None]:
         """Yield P's messages with entries in ``[start, end)``, one :class:`RangeBatch` per broker batch, in
@@ -179,19 +198,18 @@ class RangeReader:
         self.stats.reads += 1
         if end <= start:
             return
-        async with self._group() as group:
-            try:
-                async for messages in self._read(partition, group, start, end):
-                    yield messages
-            finally:
-                await self._unregister(partition, group)
+        async with self._claim(partition, start) as (group, answer):
+            if answer.currOffset > start:
+                self.stats.lost_bytes += answer.currOffset - start
+            async for messages in self._read(partition, group, int(answer.currOffset), end):
+                yield messages
 
     # --- the read loop ---------------------------------------------------------------------------------
 
     async def _read(
-        self, partition: Partition, group: str, start: int, end: int
+        self, partition: Partition, group: str, position: int, end: int
     ) -> AsyncIterator[RangeBatch]:
-        position = await self._start_at(partition, group, start, first=True)
+        """Fetch on from ``position``, where ``group`` is registered now."""
         pending: _Batch | None = None
         failures = 0
         while position < end:
@@ -236,10 +254,8 @@ class RangeReader:
         self.stats.retries += 1
         return failures + 1
 
-    async def _start_at(self, partition: Partition, group: str, offset: int, *, first: bool = False) -> int:
+    async def _start_at(self, partition: Partition, group: str, offset: int) -> int:
         answer = await self._register(partition, group, offset)
-        if first and answer.currOffset > offset:
-            self.stats.lost_bytes += answer.currOffset - offset
         return int(answer.currOffset)
 
     async def _finish(self, partition: Partition, batch: _Batch, batch_end: int, end: int) -> RangeBatch:
@@ -265,33 +281,29 @@ class RangeReader:
         """The id of P's first message with an entry at or after ``end``, if one lies before
         ``batch_end``; else None (or an id that is not in the batch)."""
         self.stats.probes += 1
-        async with self._group() as group:
-            try:
-                await self._start_at(partition, group, end)
-                failures = 0
-                while True:
-                    try:
-                        answer = await self._fetch(partition, group)
-                    except TransportError as exc:
-                        failures = self._count_failure(failures, exc)
-                        await self._start_at(partition, group, end)
-                        continue
-                    code = answer.errCode
-                    if code == _SUCCESS:
-                        if answer.messages:
-                            return int(answer.messages[0].messageId)
-                        if answer.currOffset >= batch_end:
-                            return None
-                    elif code == _NO_DATA:
+        async with self._claim(partition, end) as (group, _):
+            failures = 0
+            while True:
+                try:
+                    answer = await self._fetch(partition, group)
+                except TransportError as exc:
+                    failures = self._count_failure(failures, exc)
+                    await self._start_at(partition, group, end)
+                    continue
+                code = answer.errCode
+                if code == _SUCCESS:
+                    if answer.messages:
+                        return int(answer.messages[0].messageId)
+                    if answer.currOffset >= batch_end:
                         return None
-                    elif code in _RE_REGISTER or code in _WAIT_AND_RETRY:
-                        failures = self._count_failure(failures, for_code(code, answer.errMsg))
-                        await asyncio.sleep(self.retry_wait if code in _WAIT_AND_RETRY else 0)
-                        await self._start_at(partition, group, end)
-                    else:
-                        raise for_code(code, answer.errMsg)
-            finally:
-                await self._unregister(partition, group)
+                elif code == _NO_DATA:
+                    return None
+                elif code in _RE_REGISTER or code in _WAIT_AND_RETRY:
+                    failures = self._count_failure(failures, for_code(code, answer.errMsg))
+                    await asyncio.sleep(self.retry_wait if code in _WAIT_AND_RETRY else 0)
+                    await self._start_at(partition, group, end)
+                else:
+                    raise for_code(code, answer.errMsg)
 
     # --- calls -----------------------------------------------------------------------------------------
 
@@ -354,14 +366,28 @@ class RangeReader:
         return await self.pool.request(partition.broker.address, method, request, self.rpc_timeout)
 
     @asynccontextmanager
-    async def _group(self) -> AsyncIterator[str]:
+    async def _claim(
+        self, partition: Partition, offset: int
+    ) -> AsyncIterator[tuple[str, broker_pb.RegisterResponseB2C]]:
+        """Register ``partition`` at ``offset`` under the lowest group name free here and at the broker
+        (module docstring); yields the name and the register answer, unregisters on the way out."""
         lease = self._lease
-        if lease.names:
-            name = lease.names.pop()
-        else:
-            name = f"{self._prefix}_{lease.next_number}"
-            lease.next_number += 1
+        tried: list[int] = []
         try:
-            yield name
+            while True:
+                number = lease.take(partition.partition_key)
+                tried.append(number)
+                group = f"{self._prefix}_{number}"
+                try:
+                    answer = await self._register(partition, group, offset)
+                except PartitionOccupied:
+                    if len(tried) >= _MAX_GROUP_TRIES:
+                        raise
+                    continue
+                try:
+                    yield group, answer
+                finally:
+                    await self._unregister(partition, group)
+                return
         finally:
-            lease.names.append(name)
+            lease.give_back(partition.partition_key, tried)
