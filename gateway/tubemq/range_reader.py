@@ -45,12 +45,12 @@ the batch not yet delivered (a forced offset also drops the pending advance, so 
 budget; other error codes raise :class:`~gateway.tubemq.errors.ServerError` at once.
 
 **Private groups.** Group names are ``<prefix>_<n>`` for small ``n``, the same in every process: a read
-takes the lowest name this reader is not using on that partition and registers with it; when the broker answers 410 (another
-client holds that group on the partition, or its stale registration is being dropped) the read takes the
-next name. Every reader with the same prefix - other processes, later runs, other hosts - so shares a few
-names, and a broker keeps one offset record per name and partition (as for any consumer group) for at most
-as many names as reads ran at once on one partition, however many runs there were. Reads never depend on
-a group's committed offset: each forces its own start.
+takes the lowest name this reader is not using on that partition and registers with it; when the broker
+answers 410 (another client holds that group on the partition, or its stale registration is being dropped)
+the read takes the next name. Every reader with the same prefix - other processes, later runs, other hosts -
+so shares a few names, and a broker keeps one offset record per name and partition (as for any consumer
+group) for at most as many names as reads ran at once on one partition, however many runs there were.
+Reads never depend on a group's committed offset: each forces its own start.
 """
 
 from __future__ import annotations
