@@ -348,3 +348,32 @@ async def test_a_partition_the_broker_does_not_have_raises(
         await read_all(reader, partition(brokers[0], "mixed", 7), 0, 28)
     with pytest.raises(ValueError):
         RangeReader(reader.pool, group_prefix="9bad")
+
+
+async def test_a_stream_id_filter_reads_exactly_those_messages_of_the_range(
+    brokers: list[EmbeddedBroker], reader: RangeReader
+) -> None:
+    log = Log(brokers[0], "mixed")
+    kinds: dict[int, str | None] = {}
+    rng = random.Random(15)
+    for _ in range(400):
+        kind = rng.choice(["a", "b", "c", None])
+        log.append(rng.randrange(3), size=rng.choice([16, 30_000]), stream_id=kind)
+        kinds[log.counter] = kind
+    top = brokers[0].store("mixed").max_offset
+    for pid, start, end in ((0, 0, top), (1, 28 * 37, 28 * 251), (2, 28 * 5, 28 * 390)):
+        wanted = {
+            m
+            for off, m, body in log.by_partition[pid]
+            if start <= off < end and kinds[_n(body)] in ("a", "c")
+        }
+        got: list[ConsumedMessage] = []
+        async with aclosing(reader.read(partition(brokers[0], "mixed", pid), start, end, ["c", "a"])) as it:
+            async for batch in it:
+                got.extend(batch.messages)
+        assert [m.message_id for m in got] == [m for _, m, _ in log.by_partition[pid] if m in wanted]
+        assert {m.stream_id for m in got} <= {"a", "c"}
+
+
+def _n(body: bytes) -> int:
+    return int(body[1 : body.index(b"-")])

@@ -21,7 +21,12 @@ def spark() -> Any:
     return spark_session()
 
 
-TOPICS = [TopicSpec("rows", 2, 2), TopicSpec("hidden", 2, accept_subscribe=False), TopicSpec("target", 2)]
+TOPICS = [
+    TopicSpec("rows", 2, 2),
+    TopicSpec("hidden", 2, accept_subscribe=False),
+    TopicSpec("target", 2),
+    TopicSpec("kinds", 3),
+]
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +102,35 @@ def test_reader_runs_reuse_their_private_groups(spark: Any, cluster: ClusterThre
         assert read_tubemq(spark, cluster.masters, topic="rows", groupPrefix="reruns").count() == 200
     committed = cluster.cluster.brokers[0].offsets._committed
     assert {group for group, _, _ in committed if group.startswith("reruns")} == {"reruns_0"}
+
+
+def test_stream_id_filter_as_option_and_pushed_down(spark: Any, cluster: ClusterThread) -> None:
+    from gateway.spark import register
+
+    cluster.publish("kinds", 0, 600)  # stream ids s0, s1, s2 in turn
+
+    def plan(frame: Any) -> str:
+        return str(frame._jdf.queryExecution().executedPlan().toString())
+
+    def numbers(frame: Any) -> list[int]:
+        return sorted(int(r.value[4:]) for r in frame.select("value").collect())
+
+    only = read_tubemq(spark, cluster.masters, topic="kinds", streamId="s1")
+    assert numbers(only) == [n for n in range(600) if n % 3 == 1]
+    conf = "spark.sql.python.filterPushdown.enabled"
+    spark.conf.set(conf, "true")
+    register(spark)
+    try:
+        frame = read_tubemq(spark, cluster.masters, topic="kinds")
+        picked = frame.where("stream_id = 's2'")
+        assert numbers(picked) == [n for n in range(600) if n % 3 == 2]
+        assert "= s2)" not in plan(picked)  # the source took the filter: Spark does not evaluate it again
+        both = frame.where("stream_id in ('s0', 's2') and message_id > 0")
+        assert numbers(both) == [n for n in range(600) if n % 3 != 1]
+        assert "IN (s0,s2)" not in plan(both) and "> 0)" in plan(both)
+        with_option = read_tubemq(spark, cluster.masters, topic="kinds", streamId="s0,s1")
+        assert numbers(with_option.where("stream_id = 's1'")) == [n for n in range(600) if n % 3 == 1]
+        assert numbers(with_option.where("stream_id = 's2'")) == []
+    finally:
+        spark.conf.set(conf, "false")
+        register(spark)

@@ -8,7 +8,9 @@ __all__ = ["register"]
 
 
 def register(spark: Any) -> None:
-    """Register ``format("tubemq")`` with a SparkSession."""
-    from gateway.spark.source import TubeMQDataSource
+    """Register ``format("tubemq")`` with a SparkSession; with ``spark.sql.python.filterPushdown.enabled``
+    true, batch reads take ``stream_id`` filters down to the broker (:mod:`gateway.spark.source`)."""
+    from gateway.spark.source import TubeMQDataSource, TubeMQFilteringDataSource
 
-    spark.dataSource.register(TubeMQDataSource)
+    pushdown = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower() == "true"
+    spark.dataSource.register(TubeMQFilteringDataSource if pushdown else TubeMQDataSource)

@@ -89,7 +89,7 @@ def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
     reader.visit_token = task.visit_token
     lost_before = reader.stats.lost_bytes
     checked = not task.fail_on_data_loss
-    for batch in core.iterate(reader.read(task.partition, task.start, task.end)):
+    for batch in core.iterate(reader.read(task.partition, task.start, task.end, options.stream_ids)):
         if not checked:  # the first register has answered: did the broker skip expired entries?
             checked = True
             _check_expired(task, reader.stats.lost_bytes - lost_before)

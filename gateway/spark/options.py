@@ -24,6 +24,10 @@ refused rather than rounded. A JSON key must name a partition the topics have wh
   past its partition's end (the store was lost or replaced) or before its oldest retained message (expired);
   ``false`` logs a warning and reads on from what exists (from the oldest message after a replaced store).
 * ``minPartitions``: at least this many Spark tasks per read; large ranges are split (exactly) to get there.
+* ``streamId``: only messages with one of these stream ids (``$msgType$``; a comma list, at most 500, each
+  at most 256 characters), filtered by the broker (TubeMQ's filter items): messages of other stream ids, or
+  sent without one, are not fetched. A batch query's ``where stream_id = 'x'`` or ``stream_id in (...)``
+  does the same when ``spark.sql.python.filterPushdown.enabled`` is true (see :mod:`gateway.spark.source`).
 * ``timeout``: seconds for one TubeMQ or gateway call (default 10).
 * ``groupPrefix``: prefix of the private consumer groups range reads use (default ``tubemq_spark``).
 * ``tls`` (``true``/``false``), ``tls.caFile``, ``tls.certFile``, ``tls.keyFile``, ``tls.serverHostname``,
@@ -45,7 +49,7 @@ by timestamp (the broker's binary protocol has no time-to-offset look-up; only i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gateway.config import TubeMQSettings
@@ -76,6 +80,7 @@ KNOWN_OPTIONS = (
     "maxOffsetsPerTrigger",
     "failOnDataLoss",
     "minPartitions",
+    "streamId",
     "timeout",
     "groupPrefix",
     "tls",
@@ -183,6 +188,8 @@ class SourceOptions:
     gateway_token: str | None = field(default=None, repr=False)
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
+    stream_ids: tuple[str, ...] = ()
+    """Only these stream ids (empty: all)."""
 
     @property
     def topic(self) -> str:
@@ -233,6 +240,7 @@ class SourceOptions:
             gateway_token=token,
             fail_on_data_loss=_boolean(lower, "failondataloss", "failOnDataLoss", default=True),
             min_partitions=_positive_int(lower, "minpartitions", "minPartitions"),
+            stream_ids=stream_id_filter(lower.get("streamid") or "", "streamId"),
         )
 
 
@@ -256,6 +264,25 @@ def _check_names(options: Mapping[str, str], lower: Mapping[str, str], *, stream
             f"unknown option {unknown[0]!r} for format('tubemq'); the known options are: "
             + ", ".join(KNOWN_OPTIONS)
         )
+
+
+MAX_STREAM_IDS = 500
+MAX_STREAM_ID_LENGTH = 256
+
+
+def stream_id_filter(text: str | Sequence[str], name: str) -> tuple[str, ...]:
+    """Stream ids to filter on (a comma list or the values of a pushed-down filter), sorted, each once;
+    ValueError naming ``name`` past TubeMQ's limits (§6.10: 500 items of at most 256 characters)."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    ids = tuple(sorted({item.strip() for item in items if item.strip()}))
+    if len(ids) > MAX_STREAM_IDS:
+        raise ValueError(f"{name}: at most {MAX_STREAM_IDS} stream ids, got {len(ids)}")
+    long = [item for item in ids if len(item) > MAX_STREAM_ID_LENGTH]
+    if long:
+        raise ValueError(
+            f"{name}: stream id {long[0][:40]!r}... is longer than {MAX_STREAM_ID_LENGTH} characters"
+        )
+    return ids
 
 
 def _topics(lower: Mapping[str, str]) -> tuple[str, ...]:

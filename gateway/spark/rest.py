@@ -92,6 +92,8 @@ def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
     while position < task.end:
         page = _check(client.get(path, params={"from": position, "to": task.end, "limit": PAGE_MESSAGES}))
         messages = page["messages"]
+        if options.stream_ids:  # the gateway's range API has no stream-id filter: filtered here
+            messages = [m for m in messages if m["streamId"] in options.stream_ids]
         if messages:
             yield record_batch(
                 task.topic,

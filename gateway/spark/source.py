@@ -47,6 +47,15 @@ source before the source is asked (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``), so wr
 string; optional ``key``, ``attributes``, ``stream_id``, ``msg_time``) through the process's one pooled
 core; a task fails when any of its messages fails, so Spark retries it (delivery is at-least-once).
 
+**Stream-id filter**: option ``streamId`` (a comma list) reads only messages of those stream ids, filtered
+by the broker (TubeMQ's filter items) and checked again here against hash collisions; exact ranges stay
+exact (the broker steps over other stream ids' entries as over sibling partitions'). In a batch query,
+``where stream_id = 'x'`` and ``stream_id in ('x', 'y')`` are pushed down to the same filter when
+``spark.sql.python.filterPushdown.enabled`` is true when :func:`gateway.spark.register` runs (it then
+registers :class:`TubeMQFilteringDataSource`; Spark 4.3 refuses a Python reader that can take filters while
+pushdown is off, so the plain source has none). Through a gateway (``gateway`` option) the filter applies
+to the rows the gateway returns.
+
 ``option("gateway", "http://...")`` sends all of it through a tubemq-gateway's REST API instead.
 """
 
@@ -64,6 +73,9 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    EqualTo,
+    Filter,
+    In,
     InputPartition,
     WriterCommitMessage,
 )
@@ -72,10 +84,10 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from gateway.spark import backend
 from gateway.spark.core import PartitionRange, PlannedPartition
-from gateway.spark.options import SourceOptions
+from gateway.spark.options import SourceOptions, stream_id_filter
 from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
 
-__all__ = ["SCHEMA", "TubeMQDataSource", "capped_offsets", "split_ranges"]
+__all__ = ["SCHEMA", "TubeMQDataSource", "TubeMQFilteringDataSource", "capped_offsets", "split_ranges"]
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +142,15 @@ class TubeMQDataSource(DataSource):
         return TubeMQStreamWriter(_write_options(self.options), schema.fieldNames())
 
 
+class TubeMQFilteringDataSource(TubeMQDataSource):
+    """``format("tubemq")`` whose batch reader takes ``stream_id`` filters to the broker: registered by
+    :func:`gateway.spark.register` when ``spark.sql.python.filterPushdown.enabled`` is true (Spark refuses a
+    reader with ``pushFilters`` while that is false)."""
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return TubeMQFilteringBatchReader(SourceOptions.parse(self.options))
+
+
 def _write_options(given: Mapping[str, str]) -> SourceOptions:
     """The options of a write: one topic (ValueError before any task runs otherwise)."""
     options = SourceOptions.parse(given)
@@ -180,6 +201,45 @@ class TubeMQBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition)
+
+
+class TubeMQFilteringBatchReader(TubeMQBatchReader):
+    """A batch reader that takes ``stream_id = 'x'`` and ``stream_id IN (...)`` filters down to the broker's
+    stream-id filter (the other filters stay with Spark)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        wanted = set(self.options.stream_ids) if self.options.stream_ids else None
+        taken: list[Filter] = []
+        for item in filters:
+            values = _stream_id_values(item)
+            if values is None:
+                yield item
+                continue
+            narrowed = values if wanted is None else wanted & values
+            if not narrowed:  # nothing can match: Spark's own filter returns no rows
+                yield item
+                continue
+            wanted = narrowed
+            taken.append(item)
+        if taken and wanted is not None:
+            self.options = replace(
+                self.options, stream_ids=stream_id_filter(sorted(wanted), "stream_id filter")
+            )
+
+
+def _stream_id_values(item: Filter) -> set[str] | None:
+    """The stream ids a ``stream_id`` equality or IN filter keeps; None for any other filter."""
+    if getattr(item, "attribute", None) != ("stream_id",):
+        return None
+    if isinstance(item, EqualTo):
+        values: tuple[Any, ...] = (item.value,)
+    elif isinstance(item, In):
+        values = tuple(item.value)
+    else:
+        return None
+    if not values or not all(isinstance(v, str) and v.strip() == v and v for v in values):
+        return None
+    return set(values)
 
 
 class TubeMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -58,7 +58,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -192,22 +192,34 @@ class RangeReader:
         async with self._claim(partition, 0) as (_, answer):
             return OffsetBounds(answer.currOffset, answer.maxOffset)
 
-    async def read(self, partition: Partition, start: int, end: int) -> AsyncGenerator[RangeBatch, None]:
+    async def read(
+        self, partition: Partition, start: int, end: int, stream_ids: Collection[str] = ()
+    ) -> AsyncGenerator[RangeBatch, None]:
         """Yield P's messages with entries in ``[start, end)``, one :class:`RangeBatch` per broker batch, in
-        order. Close the iterator (``contextlib.aclosing``) when stopping early: that unregisters."""
+        order. Close the iterator (``contextlib.aclosing``) when stopping early: that unregisters.
+
+        ``stream_ids`` (non-empty): only messages whose stream id (``$msgType$``) is one of them, filtered by
+        the broker (its filter items, §6.10; a message sent without a stream id never matches) and again
+        here against hash collisions, as the Java client does. The cut stays exact: the broker steps over
+        entries that do not match as over sibling partitions' entries."""
         self.stats.reads += 1
         if end <= start:
             return
-        async with self._claim(partition, start) as (group, answer):
+        filters = tuple(sorted(set(stream_ids)))
+        async with self._claim(partition, start, filters) as (group, answer):
             if answer.currOffset > start:
                 self.stats.lost_bytes += answer.currOffset - start
-            async for messages in self._read(partition, group, int(answer.currOffset), end):
-                yield messages
+            async for batch in self._read(partition, group, int(answer.currOffset), end, filters):
+                if filters:
+                    kept = [m for m in batch.messages if m.stream_id in filters]
+                    self.stats.messages -= len(batch.messages) - len(kept)
+                    batch = RangeBatch(batch.start, batch.end, kept)
+                yield batch
 
     # --- the read loop ---------------------------------------------------------------------------------
 
     async def _read(
-        self, partition: Partition, group: str, position: int, end: int
+        self, partition: Partition, group: str, position: int, end: int, filters: tuple[str, ...]
     ) -> AsyncIterator[RangeBatch]:
         """Fetch on from ``position``, where ``group`` is registered now."""
         pending: _Batch | None = None
@@ -217,29 +229,37 @@ class RangeReader:
                 answer = await self._fetch(partition, group)
             except TransportError as exc:
                 failures = self._count_failure(failures, exc)
-                position = await self._start_at(partition, group, pending.start if pending else position)
+                position = await self._start_at(
+                    partition, group, pending.start if pending else position, filters
+                )
                 pending = None
                 continue
             code = answer.errCode
             if code == _SUCCESS:
                 failures = 0
                 if pending is not None:
-                    yield await self._finish(partition, pending, answer.currOffset, end)
+                    yield await self._finish(partition, pending, answer.currOffset, end, filters)
                     pending = None
                 position = answer.currOffset
                 if position >= end:
                     break
                 pending = _Batch(position, answer.messages)
                 if position + INDEX_ENTRY_SIZE * len(answer.messages) > end:
-                    yield await self._finish(partition, pending, await self._commit(partition, group), end)
+                    yield await self._finish(
+                        partition, pending, await self._commit(partition, group), end, filters
+                    )
                     break
             elif code == _NO_DATA:
                 if pending is not None:
-                    yield await self._finish(partition, pending, await self._commit(partition, group), end)
+                    yield await self._finish(
+                        partition, pending, await self._commit(partition, group), end, filters
+                    )
                 break
             elif code in _RE_REGISTER:
                 failures = self._count_failure(failures, for_code(code, answer.errMsg))
-                position = await self._start_at(partition, group, pending.start if pending else position)
+                position = await self._start_at(
+                    partition, group, pending.start if pending else position, filters
+                )
                 pending = None
             elif code in _WAIT_AND_RETRY:
                 failures = self._count_failure(failures, for_code(code, answer.errMsg))
@@ -254,11 +274,13 @@ class RangeReader:
         self.stats.retries += 1
         return failures + 1
 
-    async def _start_at(self, partition: Partition, group: str, offset: int) -> int:
-        answer = await self._register(partition, group, offset)
+    async def _start_at(self, partition: Partition, group: str, offset: int, filters: tuple[str, ...]) -> int:
+        answer = await self._register(partition, group, offset, filters)
         return int(answer.currOffset)
 
-    async def _finish(self, partition: Partition, batch: _Batch, batch_end: int, end: int) -> RangeBatch:
+    async def _finish(
+        self, partition: Partition, batch: _Batch, batch_end: int, end: int, filters: tuple[str, ...]
+    ) -> RangeBatch:
         """Decode a batch whose end is known and keep the messages before ``end`` (module docstring)."""
         count = len(batch.wire)
         dense = batch_end - batch.start == INDEX_ENTRY_SIZE * count
@@ -267,7 +289,7 @@ class RangeReader:
             if dense:
                 keep = min(count, -(-(end - batch.start) // INDEX_ENTRY_SIZE))
             else:
-                first_after = await self._probe(partition, end, batch_end)
+                first_after = await self._probe(partition, end, batch_end, filters)
                 ids = [m.messageId for m in batch.wire]
                 if first_after is not None and first_after in ids:
                     keep = ids.index(first_after)
@@ -277,18 +299,20 @@ class RangeReader:
         self.stats.dropped += stats.bad_checksum + stats.bad_payload
         return RangeBatch(batch.start, min(batch_end, end), messages)
 
-    async def _probe(self, partition: Partition, end: int, batch_end: int) -> int | None:
+    async def _probe(
+        self, partition: Partition, end: int, batch_end: int, filters: tuple[str, ...]
+    ) -> int | None:
         """The id of P's first message with an entry at or after ``end``, if one lies before
         ``batch_end``; else None (or an id that is not in the batch)."""
         self.stats.probes += 1
-        async with self._claim(partition, end) as (group, _):
+        async with self._claim(partition, end, filters) as (group, _):
             failures = 0
             while True:
                 try:
                     answer = await self._fetch(partition, group)
                 except TransportError as exc:
                     failures = self._count_failure(failures, exc)
-                    await self._start_at(partition, group, end)
+                    await self._start_at(partition, group, end, filters)
                     continue
                 code = answer.errCode
                 if code == _SUCCESS:
@@ -301,13 +325,15 @@ class RangeReader:
                 elif code in _RE_REGISTER or code in _WAIT_AND_RETRY:
                     failures = self._count_failure(failures, for_code(code, answer.errMsg))
                     await asyncio.sleep(self.retry_wait if code in _WAIT_AND_RETRY else 0)
-                    await self._start_at(partition, group, end)
+                    await self._start_at(partition, group, end, filters)
                 else:
                     raise for_code(code, answer.errMsg)
 
     # --- calls -----------------------------------------------------------------------------------------
 
-    async def _register(self, partition: Partition, group: str, offset: int) -> broker_pb.RegisterResponseB2C:
+    async def _register(
+        self, partition: Partition, group: str, offset: int, filters: tuple[str, ...] = ()
+    ) -> broker_pb.RegisterResponseB2C:
         request = build_partition_register_request(
             self.client_id,
             group,
@@ -315,6 +341,7 @@ class RangeReader:
             read_status=_READ_NORMAL,
             visit_token=self.visit_token,
             offset=max(offset, 0),
+            filters=filters,
         )
         answer = await self._call(partition, Method.CONSUMER_BROKER_REGISTER, request)
         assert isinstance(answer, broker_pb.RegisterResponseB2C)
@@ -367,7 +394,7 @@ class RangeReader:
 
     @asynccontextmanager
     async def _claim(
-        self, partition: Partition, offset: int
+        self, partition: Partition, offset: int, filters: tuple[str, ...] = ()
     ) -> AsyncIterator[tuple[str, broker_pb.RegisterResponseB2C]]:
         """Register ``partition`` at ``offset`` under the lowest group name free here and at the broker
         (module docstring); yields the name and the register answer, unregisters on the way out."""
@@ -379,7 +406,7 @@ class RangeReader:
                 tried.append(number)
                 group = f"{self._prefix}_{number}"
                 try:
-                    answer = await self._register(partition, group, offset)
+                    answer = await self._register(partition, group, offset, filters)
                 except PartitionOccupied:
                     if len(tried) >= _MAX_GROUP_TRIES:
                         raise
