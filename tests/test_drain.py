@@ -98,12 +98,7 @@ class HangingProducer(Producer):
 
     async def send(self, topic: str, body: bytes, **options: Any) -> SendResult:
         if body == b"hang":
-            self.hanging += 1
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                self.cancelled += 1
-                raise
+            await self._hang()
         if body == b"boom":
             await asyncio.sleep(0.05)
             raise Bug("a send failed in a way no outcome can hold")
@@ -112,13 +107,16 @@ class HangingProducer(Producer):
     async def send_batch(self, topic: str, messages: Any, **options: Any) -> list[SendResult | Exception]:
         """The free messages of a publish (no key, no partition) travel here, together."""
         if any(m[0] == b"hang" for m in messages):
-            self.hanging += 1
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                self.cancelled += 1
-                raise
+            await self._hang()
         return await super().send_batch(topic, messages, **options)
+
+    async def _hang(self) -> None:
+        self.hanging += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
 
 
 @pytest.mark.parametrize("concurrency", [256, 2])

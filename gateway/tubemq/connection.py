@@ -173,6 +173,7 @@ class Connection:
         self._outbox: list[bytes] = []
         self._serial = 0
         self.pending: dict[int, asyncio.Future[RpcResponse]] = {}
+        self._waits: dict[int, _BatchWait] = {}  # serial -> its request_many batch
         self.unknown_answers = 0
         """Answers whose serial number was not pending (expired, cancelled or never sent)."""
         self.requests_sent = 0
@@ -386,26 +387,21 @@ class Connection:
         serials = [self._next_serial() for _ in range(count)]
         frames = encode_requests(serials, method, requests, timeout_ms, service)
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        left = count
-
-        def countdown(_: object) -> None:
-            nonlocal left
-            left -= 1
-            if left == 0 and not waiter.done():
-                waiter.set_result(None)
-
+        # The reader counts the batch's answers down (no done-callback per request): see _dispatch.
+        batch = _BatchWait(count, loop.create_future())
+        waits = self._waits
         futures: list[asyncio.Future[RpcResponse]] = []
         pending = self.pending
         for serial in serials:
             future: asyncio.Future[RpcResponse] = loop.create_future()
-            future.add_done_callback(countdown)
             pending[serial] = future
+            waits[serial] = batch
             futures.append(future)
+        waiter = batch.waiter
         self.idle_since = None
         started = self._clock()
         deadline = loop.time() + timeout
-        timer = loop.call_at(deadline, _expire_all, futures)
+        timer = loop.call_at(deadline, _expire_all, futures, batch)
         results: list[Message | TubeMQError] = []
         try:
             outbox = self._outbox
@@ -420,7 +416,7 @@ class Connection:
                     async with asyncio.timeout_at(deadline):
                         await self._drain(writer)
                 except TimeoutError:
-                    _expire_all(futures)
+                    _expire_all(futures, batch)
                 except ConnectionClosed:
                     pass  # _terminate failed every pending request with the reason
             await waiter
@@ -436,6 +432,7 @@ class Connection:
             timer.cancel()
             for serial in serials:
                 pending.pop(serial, None)
+                waits.pop(serial, None)
             now = self._clock()
             if not pending:
                 self.idle_since = now
@@ -527,10 +524,20 @@ class Connection:
         if isinstance(answer, RpcFailure):
             exc = answer.to_exception()
             future.set_exception(exc)
+            self._answered(frame.serial)
             if exc.is_io_exception:
                 self._terminate(CloseReason.REMOTE_IO_EXCEPTION, exc)
         else:
             future.set_result(answer)
+            self._answered(frame.serial)
+
+    def _answered(self, serial: int) -> None:
+        """Count an answer of a ``request_many`` batch; its waiter wakes with the last one."""
+        batch = self._waits.pop(serial, None)
+        if batch is not None:
+            batch.left -= 1
+            if batch.left <= 0:
+                batch.wake()
 
     # --- closing -------------------------------------------------------------------------------------
 
@@ -556,6 +563,9 @@ class Connection:
             if not future.done():
                 future.set_exception(self._closed_error())
                 failed += 1
+        for batch in self._waits.values():
+            batch.wake()
+        self._waits.clear()
         if self._writer is not None:
             transport = self._writer.transport
             # A link that failed has nothing worth flushing; drop it at once.
@@ -616,10 +626,25 @@ def _expire(future: asyncio.Future[RpcResponse]) -> None:
         future.set_exception(TimeoutError())
 
 
-def _expire_all(futures: list[asyncio.Future[RpcResponse]]) -> None:
+class _BatchWait:
+    """The requests of one ``request_many`` call still unanswered, and the future their caller awaits."""
+
+    __slots__ = ("left", "waiter")
+
+    def __init__(self, left: int, waiter: asyncio.Future[None]) -> None:
+        self.left = left
+        self.waiter = waiter
+
+    def wake(self) -> None:
+        if not self.waiter.done():
+            self.waiter.set_result(None)
+
+
+def _expire_all(futures: list[asyncio.Future[RpcResponse]], batch: _BatchWait) -> None:
     for future in futures:
         if not future.done():
             future.set_exception(TimeoutError())
+    batch.wake()
 
 
 def _outcome_of(result: object) -> Outcome:

@@ -189,12 +189,7 @@ class ConnectionPool:
         Raises what ``Connection.request`` raises, plus ``ConnectError`` (including fail-fast during the
         backoff period) and ``ClientClosed`` once the pool is closed.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        link = await self._acquire(address, timeout)
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise RequestTimeout(f"no time left to send method {method} to {address} after connecting")
+        link, remaining = await self._link_within(address, method, timeout)
         return await link.request(method, request, remaining, service)
 
     async def request_many(
@@ -209,12 +204,7 @@ class ConnectionPool:
         one's response or error in order (``Connection.request_many``). Raises, for the whole batch, what
         keeps it from being sent: ``ConnectError``, ``RequestTimeout`` while connecting, ``ClientClosed``.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        link = await self._acquire(address, timeout)
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise RequestTimeout(f"no time left to send method {method} to {address} after connecting")
+        link, remaining = await self._link_within(address, method, timeout)
         return await link.request_many(method, requests, remaining, service)
 
     def preconnect(self, addresses: Iterable[NodeAddress]) -> None:
@@ -360,6 +350,21 @@ class ConnectionPool:
             raise RuntimeError(f"{self!r} is bound to another event loop; use one pool per loop")
 
     # --- I/O -----------------------------------------------------------------------------------------
+
+    async def _link_within(
+        self,
+        address: NodeAddress,
+        method: int,
+        timeout: float,  # noqa: ASYNC109 - what remains of it goes on the wire
+    ) -> tuple[Connection, float]:
+        """A link to ``address`` and the seconds of ``timeout`` left once it is there."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        link = await self._acquire(address, timeout)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise RequestTimeout(f"no time left to send method {method} to {address} after connecting")
+        return link, remaining
 
     async def _acquire(self, address: NodeAddress, within: float) -> Connection:
         plan = self._assign(address, self._clock())
