@@ -109,6 +109,12 @@ def test_expired_offsets_fail_the_query_unless_told_otherwise(spark: Any, tmp_pa
             StreamingQueryException, match=r"partition 1:aging:0: offsets 2800\.\.\d+ expired"
         ):
             available_now(spark, keeping.masters, "aging", out, checkpoint)
+        # A batch read from an expired offset fails the same way, or reads on from the oldest.
+        from_start = {"startingOffsets": '{"1:aging:0": 2800}', "topic": "aging"}
+        with pytest.raises(Exception, match=r"partition 1:aging:0: startingOffsets 2800 expired"):
+            read_tubemq(spark, keeping.masters, **from_start).count()
+        oldest = read_tubemq(spark, keeping.masters, **from_start, failOnDataLoss="false")
+        assert 0 < oldest.count() < 1000
         available_now(spark, keeping.masters, "aging", out, checkpoint, failOnDataLoss="false")
         got = stored_ids(spark, out)
         assert len(got) == len(set(got)) and 100 < len(got) < 1100
