@@ -1,5 +1,6 @@
 """Planning arithmetic of the tubemq Spark source without Spark: the exact trigger cap over stores that hold
-several partitions, exact splits of large ranges (``minPartitions``) and the lag read from progress."""
+several partitions, exact splits of large ranges (``minPartitions``), the lag read from progress, and a task
+that finds its start expired (``failOnDataLoss``) against an embedded cluster."""
 
 from __future__ import annotations
 
@@ -83,3 +84,36 @@ def test_lag_per_partition_comes_from_the_progress_report() -> None:
     assert (lag["minOffsetsBehindLatest"], lag["maxOffsetsBehindLatest"]) == (0, 10)
     assert lag["avgOffsetsBehindLatest"] == 5
     assert source_lag({"endOffset": None, "latestOffset": None}) == {"partitions": {}}
+
+
+def test_a_task_fails_when_its_start_expired_after_planning() -> None:
+    """The executor's check: planning saw the offsets, then retention dropped them before the task read."""
+    import time
+
+    from spark_support import ClusterThread
+
+    from gateway.embedded.store import Retention
+    from gateway.embedded.topics import TopicSpec
+    from gateway.spark.backend import DataLost, plan, read_batches
+    from gateway.spark.options import SourceOptions
+
+    cluster = ClusterThread(
+        [TopicSpec("expiring")], brokers=1, retention=Retention(max_bytes=10_000), retention_interval=0.2
+    )
+    try:
+        cluster.publish("expiring", 0, 100)
+        options = SourceOptions.parse({"masters": cluster.masters, "topic": "expiring"})
+        planned = plan(options)["1:expiring:0"]
+        strict = planned.range(0, planned.bounds.max_offset, fail_on_data_loss=True)
+        cluster.publish("expiring", 100, 1000)
+        deadline = time.monotonic() + 60
+        while plan(options)["1:expiring:0"].bounds.min_offset == 0:
+            assert time.monotonic() < deadline, "retention did not run"
+            time.sleep(0.2)
+        with pytest.raises(DataLost, match=r"partition 1:expiring:0: offsets 0\.\.\d+ expired before"):
+            list(read_batches(options, strict))
+        lenient = planned.range(0, planned.bounds.max_offset)
+        rows = sum(batch.num_rows for batch in read_batches(options, lenient))
+        assert rows < 100  # no error: only what is left of the planned range
+    finally:
+        cluster.close()
