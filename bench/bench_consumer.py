@@ -21,13 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.consumer_config import ConsumerConfig, StartPosition
-from gateway.tubemq.payload import encode_payload
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer_requests import build_send_request
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.consumer.config import ConsumerConfig, StartPosition
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.requests import build_send_request
+from gateway.tubemq.wire.payload import encode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.rpc import Method
 
 TOPIC = "bench"
 SEND_IN_FLIGHT = 64

@@ -30,7 +30,7 @@ from gateway.config import ConsumerSettings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.server import CallContext
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.wire.rpc import Method
 
 TOPIC = "idle"
 

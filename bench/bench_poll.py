@@ -28,10 +28,10 @@ from gateway.config import ConsumerSettings, RateLimitSettings, Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.consumer_config import ConsumerConfig, StartPosition
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.consumer.config import ConsumerConfig, StartPosition
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer
 
 TOPIC = "bench"
 

@@ -21,8 +21,8 @@ from benchloop import pick_loop
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.master import EmbeddedMaster
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
 
 TOPIC = "bench"
 

@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gateway.tubemq.address import NodeAddress  # noqa: E402
-from gateway.tubemq.pool import ConnectionPool  # noqa: E402
-from gateway.tubemq.producer import Producer  # noqa: E402
+from gateway.tubemq.net.pool import ConnectionPool  # noqa: E402
+from gateway.tubemq.producer.client import Producer  # noqa: E402
 
 TOPIC = "bench"
 DRIVERS = ("hey", "wrk", "httpx")

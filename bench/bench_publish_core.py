@@ -28,8 +28,8 @@ from benchloop import pick_loop
 
 from gateway.service.publish import OutgoingMessage, PublishService
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
 
 _EMBEDDED = """
 import asyncio, sys

@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gateway.api.consumer_render import render_events, render_poll
 from gateway.grpc.consumed_wire import encode_consumed
 from gateway.service.instance import ConsumerInstance
-from gateway.tubemq.consumer_batch import ConsumedBatch, decode_messages
-from gateway.tubemq.payload import crc32_checksum, encode_payload
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.consumer.batch import ConsumedBatch, decode_messages
+from gateway.tubemq.wire.payload import crc32_checksum, encode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 ATTRIBUTES: dict[str, tuple[dict[str, str] | None, str | None, str | None]] = {
     "none": (None, None, None),

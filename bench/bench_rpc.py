@@ -25,8 +25,8 @@ from google.protobuf.message import Message
 
 from gateway.embedded.server import CallContext, RpcServer
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.connection import Connection
-from gateway.tubemq.pb.MasterService_pb2 import HeartRequestP2M, HeartResponseM2P
+from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.wire.pb.MasterService_pb2 import HeartRequestP2M, HeartResponseM2P
 
 TIMEOUT = 10.0
 
@@ -56,7 +56,7 @@ async def broker_send_target() -> AsyncIterator[Target]:
     """An embedded broker (in memory) storing a 1 KiB message per round trip (SendMessage, method 13)."""
     from gateway.embedded.broker import EmbeddedBroker
     from gateway.embedded.topics import TopicSpec
-    from gateway.tubemq.pb.BrokerService_pb2 import SendMessageRequestP2B
+    from gateway.tubemq.wire.pb.BrokerService_pb2 import SendMessageRequestP2B
 
     body = b"x" * 1024
 

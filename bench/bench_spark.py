@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.spark.core import plan_topic
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")

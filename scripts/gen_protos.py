@@ -6,10 +6,10 @@ Run from anywhere with the dev dependencies installed (grpcio-tools)::
     python scripts/gen_protos.py                 # writes into the repository
     python scripts/gen_protos.py --out-root DIR  # writes the same tree under DIR (stale check)
 
-* ``proto/wire/*.proto`` (TubeMQ's own wire messages) -> ``gateway/tubemq/pb/<Name>_pb2.py`` and
+* ``proto/wire/*.proto`` (TubeMQ's own wire messages) -> ``gateway/tubemq/wire/pb/<Name>_pb2.py`` and
   ``.pyi``. The include root is ``proto/wire`` itself, so the descriptors are registered as ``RPC.proto``
   etc. (as upstream) and the files need no imports between them: the generated modules import nothing of
-  ours and work from inside the ``gateway.tubemq.pb`` package.
+  ours and work from inside the ``gateway.tubemq.wire.pb`` package.
 * ``proto/tubemq/gateway/**/*.proto`` (the public API) -> ``gateway/grpc/pb/tubemq/gateway/...`` with
   ``_pb2.py``, ``.pyi`` and ``_pb2_grpc.py``; the include root is ``proto`` (the buf module root, so the
   descriptors are registered as ``tubemq/gateway/v1/gateway.proto``, the name reflection clients see).
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # (proto include root, the folder under it whose .proto files are generated, output package dir, also
 # generate gRPC stubs)
 TARGETS: tuple[tuple[str, str, str, bool], ...] = (
-    ("proto/wire", ".", "gateway/tubemq/pb", False),
+    ("proto/wire", ".", "gateway/tubemq/wire/pb", False),
     ("proto", "tubemq/gateway", "gateway/grpc/pb", True),
 )
 #: Imported protos that are not ours (google/rpc/status.proto, as googleapis has it): on the include path for

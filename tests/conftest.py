@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.net.pool import ConnectionPool
 
 # Property tests check correctness, not speed: on a loaded 2-core CI machine a single example can take
 # longer than hypothesis' default 200 ms deadline, which would make the suite flaky without finding a bug.

@@ -13,16 +13,16 @@ from typing import Any
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec, parse_topic_specs
 from gateway.service.consumers import ConsumerService
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.consumer_batch import ConsumedBatch
-from gateway.tubemq.consumer_config import ConsumerConfig
-from gateway.tubemq.payload import encode_payload
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.tubemq.producer_requests import build_send_request
-from gateway.tubemq.producer_send import SendResult
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.consumer.batch import ConsumedBatch
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.consumer.config import ConsumerConfig
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
+from gateway.tubemq.producer.requests import build_send_request
+from gateway.tubemq.producer.send import SendResult
+from gateway.tubemq.wire.payload import encode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.rpc import Method
 
 #: ``demo``: 8 partitions sharing one store; ``solo``: one partition (dense offsets)
 TOPICS = "demo:8,solo:1"

@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from gateway.embedded.server import CallContext, RemoteFault
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR
-from gateway.tubemq.pb.MasterService_pb2 import HeartRequestP2M, HeartResponseM2P
+from gateway.tubemq.wire.pb.MasterService_pb2 import HeartRequestP2M, HeartResponseM2P
 
 
 class _Pair:

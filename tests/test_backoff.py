@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.tubemq.backoff import Backoff, ConstantBackoff, ExponentialBackoff
+from gateway.tubemq.net.backoff import Backoff, ConstantBackoff, ExponentialBackoff
 
 
 def test_constant() -> None:

@@ -15,7 +15,7 @@ from gateway.embedded.master_common import BrokerDirectory
 from gateway.embedded.rebalance_queues import EventType
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.meta import Partition
+from gateway.tubemq.wire.meta import Partition
 
 
 @dataclass

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.tubemq.breaker import BreakerState, BreakerTransition, BrokerBreaker, ShieldReason
+from gateway.tubemq.net.breaker import BreakerState, BreakerTransition, BrokerBreaker, ShieldReason
 
 
 class FakeClock:

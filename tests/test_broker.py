@@ -14,9 +14,9 @@ from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.server import CallContext, RemoteFault
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.payload import crc32_checksum, java_string_hash
-from gateway.tubemq.pb import BrokerService_pb2 as pb
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.wire.payload import crc32_checksum, java_string_hash
+from gateway.tubemq.wire.pb import BrokerService_pb2 as pb
+from gateway.tubemq.wire.rpc import Method
 
 TOPICS = [TopicSpec("demo", 3), TopicSpec("multi", 2, 2)]
 TIMEOUT = 30.0

@@ -25,9 +25,9 @@ from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.server import CallContext
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.connection import Connection
-from gateway.tubemq.pb import BrokerService_pb2 as pb
-from gateway.tubemq.rpc import METHODS, Method
+from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.wire.pb import BrokerService_pb2 as pb
+from gateway.tubemq.wire.rpc import METHODS, Method
 
 CAPTURE = json.loads((Path(__file__).parent / "tubemq-real-capture.json").read_text(encoding="utf-8"))
 OFFSET_FIELDS = {"appendOffset", "currOffset", "maxOffset"}

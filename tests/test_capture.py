@@ -12,9 +12,9 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from gateway.tubemq import rpc
-from gateway.tubemq.frame import Frame, FrameDecoder, decode_delimited
-from gateway.tubemq.pb import RPC_pb2
+from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire.frame import Frame, FrameDecoder, decode_delimited
+from gateway.tubemq.wire.pb import RPC_pb2
 
 CAPTURE = json.loads((Path(__file__).parent / "tubemq-real-capture.json").read_text())
 CALLS: list[tuple[str, dict[str, Any]]] = [

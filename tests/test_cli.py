@@ -13,12 +13,12 @@ import pytest
 from gateway.__main__ import AUTH_PASSWORD_ENV, build_parser, main
 from gateway.config import TubeMQSettings
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.connection import Connection
 from gateway.tubemq.errors import CertificateFailure
-from gateway.tubemq.pb import MasterService_pb2 as pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer
+from gateway.tubemq.wire.pb import MasterService_pb2 as pb
+from gateway.tubemq.wire.rpc import Method
 from gateway.upstream import upstream_options
 from tests.tls_support import make_pki
 

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from gateway import __version__
-from gateway.tubemq import client_id
-from gateway.tubemq.client_id import consumer_id, local_ipv4, producer_id
+from gateway.tubemq.wire import client_id
+from gateway.tubemq.wire.client_id import consumer_id, local_ipv4, producer_id
 
 
 def test_producer_id_layout() -> None:

@@ -9,12 +9,12 @@ import pytest
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec, parse_topic_specs
-from gateway.tubemq.connection import Connection
 from gateway.tubemq.errors import StandbyException
-from gateway.tubemq.meta import parse_subscribe_info
-from gateway.tubemq.pb import BrokerService_pb2 as bpb
-from gateway.tubemq.pb import MasterService_pb2 as pb
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.wire.meta import parse_subscribe_info
+from gateway.tubemq.wire.pb import BrokerService_pb2 as bpb
+from gateway.tubemq.wire.pb import MasterService_pb2 as pb
+from gateway.tubemq.wire.rpc import Method
 
 
 def heartbeat(checksum: int) -> pb.HeartRequestP2M:

@@ -16,15 +16,6 @@ from waiting import eventually
 
 from gateway.embedded.server import RpcServer
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.connection import (
-    CloseReason,
-    Connection,
-    ConnectionOpened,
-    ConnectionState,
-    ConnectionTerminated,
-    Outcome,
-    RequestCompleted,
-)
 from gateway.tubemq.errors import (
     ConnectError,
     ConnectionClosed,
@@ -35,8 +26,17 @@ from gateway.tubemq.errors import (
     StandbyException,
 )
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.frame import FrameDecoder, encode_frame
-from gateway.tubemq.pb.MasterService_pb2 import HeartResponseM2P
+from gateway.tubemq.net.connection import (
+    CloseReason,
+    Connection,
+    ConnectionOpened,
+    ConnectionState,
+    ConnectionTerminated,
+    Outcome,
+    RequestCompleted,
+)
+from gateway.tubemq.wire.frame import FrameDecoder, encode_frame
+from gateway.tubemq.wire.pb.MasterService_pb2 import HeartResponseM2P
 
 HEARTBEAT = 2
 STANDBY = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
@@ -214,7 +214,7 @@ async def test_answers_for_unknown_serials_are_counted() -> None:
     answer = HeartResponseM2P(success=True, errCode=200, errMsg="OK!", brokerCheckSum=-1, topicInfos=["r"])
 
     async def reply_twice(data: bytes, writer: asyncio.StreamWriter) -> None:
-        from gateway.tubemq.rpc import encode_response
+        from gateway.tubemq.wire.rpc import encode_response
 
         for frame in decoder.feed(data):
             writer.write(encode_response(frame.serial + 1000, HEARTBEAT, answer))
@@ -237,8 +237,8 @@ async def test_answers_for_unknown_serials_are_counted() -> None:
 
 async def test_an_answer_of_another_method_is_a_protocol_error() -> None:
     async def wrong_method(data: bytes, writer: asyncio.StreamWriter) -> None:
-        from gateway.tubemq.pb.MasterService_pb2 import CloseResponseM2P
-        from gateway.tubemq.rpc import encode_response
+        from gateway.tubemq.wire.pb.MasterService_pb2 import CloseResponseM2P
+        from gateway.tubemq.wire.rpc import encode_response
 
         for frame in decoder.feed(data):
             close = CloseResponseM2P(success=True, errCode=200, errMsg="OK!")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gateway.grpc.consumed_wire import encode_consumed
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.instance import DeliveredMessage
-from gateway.tubemq.consumer_batch import ConsumedMessage
+from gateway.tubemq.consumer.batch import ConsumedMessage
 
 text = st.text(max_size=200)
 int32 = st.integers(-(2**31), 2**31 - 1)

@@ -12,14 +12,14 @@ from waiting import eventually
 
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer import Consumer, InvalidConfirmContext
-from gateway.tubemq.consumer_config import BoundConsumption, StartPosition
-from gateway.tubemq.consumer_events import ConsumerRegistered, FetchOutcome, PartitionReleased, RebalanceEvent
+from gateway.tubemq.consumer.client import Consumer, InvalidConfirmContext
+from gateway.tubemq.consumer.config import BoundConsumption, StartPosition
+from gateway.tubemq.consumer.events import ConsumerRegistered, FetchOutcome, PartitionReleased, RebalanceEvent
 from gateway.tubemq.errors import ClientClosed, TopicNotDeployed, TransportError
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from tests.consumer_support import bodies_of, drain, fast, publish, running_cluster
 
 

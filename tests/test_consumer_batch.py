@@ -11,16 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer_batch import (
+from gateway.tubemq.consumer.batch import (
     INDEX_ENTRY_SIZE,
     ConsumedBatch,
     decode_messages,
     is_dense_to_end,
     lag_entries,
 )
-from gateway.tubemq.consumer_config import BoundConsumption, ConsumerConfig, StartPosition
-from gateway.tubemq.payload import crc32_checksum, encode_payload
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.consumer.config import BoundConsumption, ConsumerConfig, StartPosition
+from gateway.tubemq.wire.payload import crc32_checksum, encode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 CAPTURE = Path(__file__).parent / "tubemq-real-capture.json"
 

@@ -8,14 +8,14 @@ import pytest
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.consumer_events import FetchOutcome, PartitionReleased
-from gateway.tubemq.consumer_fetch import Fetcher
-from gateway.tubemq.consumer_rebalance import Rebalancer
-from gateway.tubemq.consumer_state import ConsumerContext
+from gateway.tubemq.consumer.events import FetchOutcome, PartitionReleased
+from gateway.tubemq.consumer.fetch import Fetcher
+from gateway.tubemq.consumer.rebalance import Rebalancer
+from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.meta import BrokerInfo, Partition
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.wire.meta import BrokerInfo, Partition
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from tests.consumer_support import fast, publish, running_cluster
 
 

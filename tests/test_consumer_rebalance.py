@@ -9,15 +9,15 @@ import pytest
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.consumer_events import PartitionRegisterFailed, PartitionReleased
-from gateway.tubemq.consumer_rebalance import EventType, Rebalancer, RebalanceTask
-from gateway.tubemq.consumer_state import ConsumerContext
+from gateway.tubemq.consumer.events import PartitionRegisterFailed, PartitionReleased
+from gateway.tubemq.consumer.rebalance import EventType, Rebalancer, RebalanceTask
+from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.meta import BrokerInfo, Partition
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.wire.meta import BrokerInfo, Partition
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.rpc import Method
 from tests.consumer_support import fast, running_cluster
 
 

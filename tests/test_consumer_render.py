@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gateway.api.consumer_render import render_event, render_events, render_message, render_poll
 from gateway.service.instance import DeliveredMessage
-from gateway.tubemq.consumer_batch import ConsumedMessage
+from gateway.tubemq.consumer.batch import ConsumedMessage
 
 text = st.text(max_size=30)
 json_values = st.recursive(

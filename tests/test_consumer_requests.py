@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from gateway.tubemq.consumer_requests import (
+from gateway.tubemq.consumer.requests import (
     build_partition_register_request,
     build_partition_unregister_request,
 )
-from gateway.tubemq.meta import BrokerInfo, Partition
-from gateway.tubemq.rpc import OP_REGISTER, OP_UNREGISTER, encode_request
+from gateway.tubemq.wire.meta import BrokerInfo, Partition
+from gateway.tubemq.wire.rpc import OP_REGISTER, OP_UNREGISTER, encode_request
 
 CAPTURE = json.loads((Path(__file__).parent / "tubemq-real-capture.json").read_text())
 BROKER = BrokerInfo(1, "127.0.0.1", 8123)

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from gateway.tubemq.consumer_state import PartitionCache
-from gateway.tubemq.meta import BrokerInfo, Partition
+from gateway.tubemq.consumer.state import PartitionCache
+from gateway.tubemq.wire.meta import BrokerInfo, Partition
 
 BROKER = BrokerInfo(1, "127.0.0.1", 8123)
 

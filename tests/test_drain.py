@@ -23,9 +23,9 @@ from gateway.process_server import ProcessServer
 from gateway.runtime import Runtime
 from gateway.service.publish import OutgoingMessage, PublishService
 from gateway.shutdown import ShutdownPlan
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.tubemq.producer_send import SendResult
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
+from gateway.tubemq.producer.send import SendResult
 from tests.test_shutdown import serving
 
 #: long enough that uvicorn's own request deadline would end a 30 s poll with an error if nothing answered it

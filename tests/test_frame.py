@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.tubemq.errors import ProtocolError
-from gateway.tubemq.frame import (
+from gateway.tubemq.wire.frame import (
     BLOCK_SIZE,
     DEFAULT_MAX_FRAME_BYTES,
     MAX_LIST_SIZE,

@@ -12,7 +12,7 @@ from consumer_support import FAST_CONSUMER, Env, environment
 from waiting import eventually
 
 from gateway.service.consumers import ConsumerService, InstanceSpec
-from gateway.tubemq.consumer_state import empty_fetch_wait
+from gateway.tubemq.consumer.state import empty_fetch_wait
 
 BASE = 0.05
 CAP = 0.4

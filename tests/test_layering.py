@@ -46,18 +46,36 @@ ABOVE_CORE = (
     "gateway.workers",
     "gateway.__main__",
 )
-# Inside the core, each module may import its own layer and the ones listed before it (§ "Layers").
-CORE_LAYERS: tuple[frozenset[str], ...] = (
-    frozenset(
-        {"errors", "events", "backoff", "address", "meta", "payload", "client_id", "pb", "auth", "teardown"}
-    ),
-    frozenset({"frame"}),
-    frozenset({"rpc"}),
-    frozenset({"connection"}),
-    frozenset({"pool"}),
-    frozenset({"master"}),
-)
-SANS_IO = ("frame", "rpc")
+# Inside the core (docs/architecture.md § "Layers"): a module may import its own rank and the ranks below it.
+# Keys are paths under gateway/tubemq; a subpackage key covers every module in it (its face included).
+CORE_RANKS: dict[str, int] = {
+    # the shared vocabulary: error classes, the event bus, broker addresses
+    "errors": 0,
+    "events": 0,
+    "address": 0,
+    # wire: protobuf messages and payload/metadata codecs, then framing, then the RPC envelope
+    "wire.pb": 1,
+    "wire.payload": 1,
+    "wire.meta": 1,
+    "wire.client_id": 1,
+    "wire.auth": 1,
+    "wire.frame": 2,
+    "wire.rpc": 3,
+    "wire": 3,
+    # net: leaf helpers, then one link, the pool of links, the master client
+    "net.backoff": 1,
+    "net.breaker": 1,
+    "net.teardown": 1,
+    "net.connection": 4,
+    "net.pool": 5,
+    "net.master": 6,
+    "net": 6,
+    # the two clients side by side, then the partition-explicit readers built on the consumer's codecs
+    "producer": 7,
+    "consumer": 7,
+    "ranges": 8,
+}
+SANS_IO = ("wire/frame.py", "wire/rpc.py")
 IO_MODULES = ("asyncio", "socket", "ssl", "selectors")
 
 
@@ -125,16 +143,27 @@ def _third_party(target: str) -> bool:
 
 
 def _core_module(target: str) -> str | None:
-    """``errors`` for ``gateway.tubemq.errors.X``; None outside the core."""
+    """``wire.rpc`` for ``gateway.tubemq.wire.rpc.X``, ``errors`` for ``gateway.tubemq.errors``; None outside
+    the core and for the package root."""
     parts = target.split(".")
-    return parts[2] if parts[:2] == ["gateway", "tubemq"] and len(parts) > 2 else None
+    if parts[:2] != ["gateway", "tubemq"] or len(parts) < 3:
+        return None
+    rest = parts[2:]
+    for size in range(len(rest), 0, -1):
+        if ".".join(rest[:size]) in CORE_RANKS:
+            return ".".join(rest[:size])
+    return ".".join(rest)
+
+
+def _core_module_of(path: Path) -> str:
+    return _core_module(_module_name(path)) or ""
 
 
 def _layer(name: str) -> int:
-    for rank, layer in enumerate(CORE_LAYERS):
-        if name in layer:
-            return rank
-    return len(CORE_LAYERS)
+    rank = CORE_RANKS.get(name)
+    if rank is None:
+        raise AssertionError(f"gateway.tubemq.{name} has no rank in CORE_RANKS: give it one")
+    return rank
 
 
 def _violations(paths: tuple[Path, ...], broken: Callable[[Import], bool]) -> list[str]:
@@ -157,12 +186,12 @@ def test_the_walker_sees_the_packages_it_checks() -> None:
 
 
 def test_the_walker_resolves_relative_and_submodule_imports() -> None:
-    inner = GATEWAY / "tubemq" / "pool.py"
-    assert "gateway.tubemq.connection" in {imp.target for imp in imports_of(inner)}
-    node = ast.parse("from ..service import errors\nfrom . import rpc\n").body
+    inner = GATEWAY / "tubemq" / "net" / "pool.py"
+    assert "gateway.tubemq.net.connection" in {imp.target for imp in imports_of(inner)}
+    node = ast.parse("from ...service import errors\nfrom . import connection\n").body
     assert isinstance(node[0], ast.ImportFrom) and isinstance(node[1], ast.ImportFrom)
     assert _resolve_from(node[0], inner) == "gateway.service"
-    assert _resolve_from(node[1], inner) == "gateway.tubemq"
+    assert _resolve_from(node[1], inner) == "gateway.tubemq.net"
 
 
 def test_the_package_root_is_a_leaf() -> None:
@@ -245,7 +274,7 @@ def test_security_is_framework_free_and_below_the_adapters() -> None:
         ("import starlette.types\n", True),
         ("from gateway.api import errors\n", True),
         ("from gateway.service.consumers import ConsumerService\n", True),
-        ("from gateway.tubemq import pool\n", True),
+        ("from gateway.tubemq.net import pool\n", True),
         ("from gateway.service.principal import Principal\n", False),
         ("import jwt\n", False),
         ("from . import rules\n", False),
@@ -256,20 +285,43 @@ def test_a_planted_security_import_is_caught(source: str, expected: bool) -> Non
     assert any(security_breaks_rules(imp) for imp in imports_of(planted, source)) is expected
 
 
+def test_every_core_module_has_a_rank() -> None:
+    for path in modules("tubemq"):
+        if path.parent != GATEWAY / "tubemq" or path.name != "__init__.py":
+            _layer(_core_module_of(path))
+
+
 def test_core_modules_import_only_their_own_layer_or_lower() -> None:
     def upward(imp: Import) -> bool:
-        own, target = imp.path.stem, _core_module(imp.target)
-        return target is not None and _layer(target) > _layer(own)
+        target = _core_module(imp.target)
+        return target is not None and _layer(target) > _layer(_core_module_of(imp.path))
 
-    bad = _violations(modules("tubemq"), upward)
-    assert bad == [], "frame <- rpc <- connection <- pool <- master <- the rest:\n" + "\n".join(bad)
+    bad = _violations(tuple(p for p in modules("tubemq") if p != GATEWAY / "tubemq" / "__init__.py"), upward)
+    assert bad == [], "shared <- wire <- net <- producer | consumer <- ranges:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("where", "source", "expected"),
+    [
+        ("wire/planted.py", "from gateway.tubemq.net.pool import ConnectionPool\n", True),
+        ("wire/frame.py", "from .rpc import RpcRequest\n", True),
+        ("net/connection.py", "from gateway.tubemq.net.master import MasterClient\n", True),
+        ("producer/planted.py", "from gateway.tubemq.ranges.reader import RangeReader\n", True),
+        ("net/pool.py", "from gateway.tubemq.wire import rpc\n", False),
+        ("ranges/planted.py", "from gateway.tubemq.consumer.batch import ConsumedBatch\n", False),
+    ],
+)
+def test_a_planted_upward_core_import_is_caught(where: str, source: str, expected: bool) -> None:
+    planted = GATEWAY / "tubemq" / where
+    own = _core_module_of(planted)
+    ranks = [_layer(t) for imp in imports_of(planted, source) if (t := _core_module(imp.target))]
+    assert (max(ranks) > _layer(own)) is expected
 
 
 def test_producer_and_consumer_do_not_import_each_other() -> None:
     def crossing(imp: Import) -> bool:
-        own, target = imp.path.stem, _core_module(imp.target) or ""
-        sides = {name.split("_")[0] for name in (own, target)}
-        return sides == {"producer", "consumer"}
+        own, target = _core_module_of(imp.path), _core_module(imp.target) or ""
+        return {own.split(".")[0], target.split(".")[0]} == {"producer", "consumer"}
 
     bad = _violations(modules("tubemq"), crossing)
     assert bad == [], "\n".join(bad)
@@ -277,9 +329,9 @@ def test_producer_and_consumer_do_not_import_each_other() -> None:
 
 @pytest.mark.parametrize("name", SANS_IO)
 def test_the_codecs_are_sans_io(name: str) -> None:
-    path = GATEWAY / "tubemq" / f"{name}.py"
+    path = GATEWAY / "tubemq" / name
     bad = [str(imp) for imp in imports_of(path) if _within(imp.target, IO_MODULES)]
-    assert bad == [], f"{name}.py works on bytes only:\n" + "\n".join(bad)
+    assert bad == [], f"{name} works on bytes only:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize(
@@ -289,7 +341,7 @@ def test_the_codecs_are_sans_io(name: str) -> None:
         ("from gateway.service.errors import ServiceError\n", True),
         ("from ..observability import metrics\n", True),
         ("def f() -> None:\n    from gateway.api import app\n", True),
-        ("from gateway.tubemq import rpc\n", False),
+        ("from gateway.tubemq.wire import rpc\n", False),
         ("from . import rpc\n", False),
         ("import google.protobuf.message\n", False),
     ],
@@ -304,13 +356,13 @@ def test_a_planted_import_is_caught(source: str, expected: bool) -> None:
 # Bottom to top (docs/architecture.md § Layers). A module may always import its own package, the package root
 # (``gateway.__version__``) and the stdlib; of the gateway, only what its row lists. The core and the
 # embedded cluster have their own, stricter tests above; gateway/workers/context.py and cpus.py are leaves.
-_ADAPTER_CORE = ("gateway.tubemq.events", "gateway.tubemq.pool", "gateway.tubemq.producer_send")
+_ADAPTER_CORE = ("gateway.tubemq.events", "gateway.tubemq.net.pool", "gateway.tubemq.producer.send")
 _PROCESS = ("gateway.config", "gateway.tls", "gateway.shutdown", "gateway.workers.context")
 ALLOWED: dict[str, tuple[str, ...]] = {
     # redaction of consumer instance ids is the one thing logs take from the service layer
     "gateway.observability": ("gateway.tubemq", "gateway.service.instance_id"),
     "gateway.service": ("gateway.tubemq", "gateway.observability"),
-    "gateway.config": ("gateway.service.peers", "gateway.tubemq.client_id"),
+    "gateway.config": ("gateway.service.peers", "gateway.tubemq.wire.client_id"),
     "gateway.upstream": ("gateway.config", "gateway.tubemq"),
     "gateway.tls": ("gateway.config",),
     "gateway.shutdown": (),
@@ -422,12 +474,12 @@ def test_each_package_imports_only_what_its_row_allows(owner: str) -> None:
         ("gateway.runtime", "import fastapi\n", True),
         ("gateway.api", "from gateway.grpc import errors\n", True),
         ("gateway.api", "from gateway.embedded.cluster import EmbeddedCluster\n", True),
-        ("gateway.api", "from gateway.tubemq.producer import Producer\n", True),
+        ("gateway.api", "from gateway.tubemq.producer.client import Producer\n", True),
         ("gateway.grpc", "from gateway.api.errors import STATUS_BY_KIND\n", True),
         ("gateway.grpc", "def f() -> None:\n    import fastapi\n", True),
         ("gateway.grpc", "from gateway.service.errors import ServiceError\n", False),
         ("gateway.spark", "from gateway.service.ranges import RangeService\n", True),
-        ("gateway.spark", "from gateway.tubemq.pool import ConnectionPool\n", False),
+        ("gateway.spark", "from gateway.tubemq.net.pool import ConnectionPool\n", False),
     ],
 )
 def test_a_planted_package_import_is_caught(owner: str, source: str, expected: bool) -> None:

@@ -15,16 +15,16 @@ from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.tubemq import rpc
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.consumer_rebalance import RebalanceTask
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.consumer.rebalance import RebalanceTask
 from gateway.tubemq.errors import ProtocolError
-from gateway.tubemq.frame import Frame, FrameDecoder
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.tubemq.routes import RouteTable
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
+from gateway.tubemq.producer.routes import RouteTable
+from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire.frame import Frame, FrameDecoder
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from tests.consumer_support import fast
 
 INVALID_UTF8 = [b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf8\x88\x80\x80"]

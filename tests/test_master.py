@@ -18,11 +18,11 @@ from gateway.embedded.master import EmbeddedMaster
 from gateway.embedded.server import CallContext, RemoteFault
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.connection import Connection
 from gateway.tubemq.errors import StandbyException
-from gateway.tubemq.meta import parse_subscribe_info
-from gateway.tubemq.pb import MasterService_pb2 as pb
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.wire.meta import parse_subscribe_info
+from gateway.tubemq.wire.pb import MasterService_pb2 as pb
+from gateway.tubemq.wire.rpc import Method
 
 CAPTURE = Path(__file__).with_name("tubemq-real-capture.json")
 STANDBY = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"

@@ -17,10 +17,10 @@ from gateway.tubemq.errors import (
     StandbyException,
 )
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.master import MasterClient, MasterSwitched
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.net.master import MasterClient, MasterSwitched
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.rpc import Method
 
 STANDBY = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
 

@@ -19,8 +19,8 @@ from gateway_support import Gateway, SseReader, gateway
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from gateway.tubemq.consumer_batch import ConsumedMessage
-from gateway.tubemq.payload import TOKEN_MSG_KEY
+from gateway.tubemq.consumer.batch import ConsumedMessage
+from gateway.tubemq.wire.payload import TOKEN_MSG_KEY
 from tests.grpc_support import gateway_settings, message, running_gateway
 
 # keys a client may send: the usual, and one with every character the attribute text reserves

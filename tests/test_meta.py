@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.meta import (
+from gateway.tubemq.wire.meta import (
     BrokerInfo,
     FailureInfo,
     MetaFormatError,

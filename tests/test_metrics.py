@@ -26,9 +26,9 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
 from gateway.observability.metrics import OVERFLOW, GatewayMetrics
 from gateway.observability.metrics_grpc import go_code
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.consumer_config import StartPosition
-from gateway.tubemq.consumer_events import (
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.consumer.config import StartPosition
+from gateway.tubemq.consumer.events import (
     ConsumerClosed,
     ConsumerRegistered,
     FetchOutcome,
@@ -39,10 +39,10 @@ from gateway.tubemq.consumer_events import (
 )
 from gateway.tubemq.errors import ConnectError
 from gateway.tubemq.events import Event, EventBus
-from gateway.tubemq.master import MasterSwitched
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.tubemq.producer_events import (
+from gateway.tubemq.net.master import MasterSwitched
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
+from gateway.tubemq.producer.events import (
     BrokerShielded,
     BrokerUnshielded,
     HeartbeatFailed,

@@ -24,17 +24,8 @@ from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted
 from gateway.observability.metric_limits import HTTP_METHODS, MAX_NODES, OVERFLOW, series_bound
 from gateway.observability.metrics import GatewayMetrics
 from gateway.runtime import Runtime
-from gateway.tubemq import rpc
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.breaker import ShieldReason
-from gateway.tubemq.connection import (
-    CloseReason,
-    ConnectionOpened,
-    ConnectionTerminated,
-    Outcome,
-    RequestCompleted,
-)
-from gateway.tubemq.consumer_events import (
+from gateway.tubemq.consumer.events import (
     ConsumerRegistered,
     FetchOutcome,
     OffsetCommitted,
@@ -42,10 +33,19 @@ from gateway.tubemq.consumer_events import (
     PartitionRegisterFailed,
     RebalanceEvent,
 )
-from gateway.tubemq.consumer_rebalance import EventType
+from gateway.tubemq.consumer.rebalance import EventType
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.pool import PoolConnectFailed, PoolLinkOpened
-from gateway.tubemq.producer_events import BrokerShielded, SendCompleted
+from gateway.tubemq.net.breaker import ShieldReason
+from gateway.tubemq.net.connection import (
+    CloseReason,
+    ConnectionOpened,
+    ConnectionTerminated,
+    Outcome,
+    RequestCompleted,
+)
+from gateway.tubemq.net.pool import PoolConnectFailed, PoolLinkOpened
+from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
+from gateway.tubemq.wire import rpc
 
 #: The documented worst case of one replica with the default caps (README, "Metrics").
 DOCUMENTED_BOUND = 25_000

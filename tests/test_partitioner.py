@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.tubemq.errors import ClientError, NoPartition
-from gateway.tubemq.partitioner import Partitioner, PartitionRef
+from gateway.tubemq.producer.partitioner import Partitioner, PartitionRef
 
 PARTS = sorted(PartitionRef(b, p) for b in (1, 2) for p in (0, 1, 2, 10000))
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.tubemq.errors import ClientError, InvalidAttribute
-from gateway.tubemq.payload import (
+from gateway.tubemq.wire.payload import (
     FLAG_HAS_ATTRIBUTES,
     TOKEN_MSG_KEY,
     DecodedPayload,

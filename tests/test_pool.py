@@ -13,23 +13,23 @@ from waiting import eventually
 
 from gateway.embedded.server import RpcServer
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.backoff import ConstantBackoff
-from gateway.tubemq.connection import (
+from gateway.tubemq.errors import ClientClosed, ConnectError, ConnectionClosed, RequestTimeout
+from gateway.tubemq.events import EventBus
+from gateway.tubemq.net.backoff import ConstantBackoff
+from gateway.tubemq.net.connection import (
     KEEPALIVE_COUNT,
     KEEPALIVE_IDLE,
     KEEPALIVE_INTERVAL,
     CloseReason,
     ConnectionTerminated,
 )
-from gateway.tubemq.errors import ClientClosed, ConnectError, ConnectionClosed, RequestTimeout
-from gateway.tubemq.events import EventBus
-from gateway.tubemq.pb.MasterService_pb2 import HeartResponseM2P
-from gateway.tubemq.pool import (
+from gateway.tubemq.net.pool import (
     ConnectionPool,
     PoolConnectFailed,
     PoolLinkOpened,
     PoolLinkReclaimed,
 )
+from gateway.tubemq.wire.pb.MasterService_pb2 import HeartResponseM2P
 
 HEARTBEAT = 2
 

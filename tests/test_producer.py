@@ -19,7 +19,6 @@ from gateway.embedded.master import EmbeddedMaster
 from gateway.embedded.server import CallContext, RpcServer
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.backoff import ConstantBackoff
 from gateway.tubemq.errors import (
     BadRequest,
     ClientClosed,
@@ -32,18 +31,19 @@ from gateway.tubemq.errors import (
     TopicNotPublished,
 )
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.master import MasterSwitched
-from gateway.tubemq.payload import decode_payload, java_string_hash
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig, SendResult
-from gateway.tubemq.producer_events import (
+from gateway.tubemq.net.backoff import ConstantBackoff
+from gateway.tubemq.net.master import MasterSwitched
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig, SendResult
+from gateway.tubemq.producer.events import (
     BrokerShielded,
     BrokerUnshielded,
     HeartbeatFailed,
     ProducerRegistered,
     SendCompleted,
 )
+from gateway.tubemq.wire.payload import decode_payload, java_string_hash
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 FAST = ProducerConfig(
     heartbeat_interval=0.2,

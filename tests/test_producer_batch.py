@@ -23,14 +23,14 @@ from gateway.embedded.topics import TopicSpec
 from gateway.service.errors import UpstreamError
 from gateway.service.publish import OutgoingMessage, PublishService
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.backoff import ConstantBackoff
-from gateway.tubemq.connection import Connection, Outcome, RequestCompleted
 from gateway.tubemq.errors import BadRequest, ClientError, MessageTooLarge, RequestTimeout
-from gateway.tubemq.payload import DecodedPayload, decode_payload
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig, SendResult
-from gateway.tubemq.producer_events import BrokerShielded, SendCompleted
+from gateway.tubemq.net.backoff import ConstantBackoff
+from gateway.tubemq.net.connection import Connection, Outcome, RequestCompleted
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig, SendResult
+from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
+from gateway.tubemq.wire.payload import DecodedPayload, decode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from tests import test_producer
 from tests.test_producer import Recorder, stored
 

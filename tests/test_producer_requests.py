@@ -12,18 +12,23 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.partitioner import PartitionRef
-from gateway.tubemq.payload import build_attribute_text, decode_payload, encode_payload, ipv4_to_sent_addr
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.producer_requests import (
+from gateway.tubemq.producer.partitioner import PartitionRef
+from gateway.tubemq.producer.requests import (
     SendRequestTemplate,
     build_close_request,
     build_heartbeat_request,
     build_register_request,
     build_send_request,
 )
-from gateway.tubemq.routes import DEFAULT_MAX_MSG_SIZE, MAX_MAX_MSG_SIZE, RouteTable
-from gateway.tubemq.rpc import encode_request, encode_requests
+from gateway.tubemq.producer.routes import DEFAULT_MAX_MSG_SIZE, MAX_MAX_MSG_SIZE, RouteTable
+from gateway.tubemq.wire.payload import (
+    build_attribute_text,
+    decode_payload,
+    encode_payload,
+    ipv4_to_sent_addr,
+)
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.rpc import encode_request, encode_requests
 
 CAPTURE = json.loads((Path(__file__).parent / "tubemq-real-capture.json").read_text())
 

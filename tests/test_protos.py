@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from gateway.tubemq.pb import BrokerService_pb2, MasterService_pb2, RPC_pb2
+from gateway.tubemq.wire.pb import BrokerService_pb2, MasterService_pb2, RPC_pb2
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gen_protos.py"
@@ -46,7 +46,7 @@ def test_generated_modules_are_fresh(tmp_path: Path) -> None:
         assert sorted(committed) == sorted(fresh), f"{out_rel}: run python scripts/gen_protos.py"
         stale = [name for name in fresh if fresh[name] != committed[name]]
         assert not stale, f"{out_rel}: stale {stale}; run python scripts/gen_protos.py"
-    assert _generated(tmp_path, "gateway/tubemq/pb"), "no tubemq modules generated"
+    assert _generated(tmp_path, "gateway/tubemq/wire/pb"), "no tubemq modules generated"
 
 
 def test_generation_is_deterministic(tmp_path: Path) -> None:
@@ -67,8 +67,8 @@ def test_script_runs_from_the_command_line(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "gateway/tubemq/pb/RPC_pb2.py" in done.stdout.split()
-    assert (tmp_path / "gateway/tubemq/pb/__init__.py").is_file()
+    assert "gateway/tubemq/wire/pb/RPC_pb2.py" in done.stdout.split()
+    assert (tmp_path / "gateway/tubemq/wire/pb/__init__.py").is_file()
 
 
 @pytest.mark.parametrize("module", [RPC_pb2, MasterService_pb2, BrokerService_pb2])

@@ -17,15 +17,15 @@ from faultproxy import FaultProxy
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.master import EmbeddedMaster
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.backoff import ConstantBackoff
-from gateway.tubemq.consumer_batch import ConsumedMessage
+from gateway.tubemq.consumer.batch import ConsumedMessage
 from gateway.tubemq.errors import InternalServerError, TopicNotDeployed
-from gateway.tubemq.master import MasterClient
-from gateway.tubemq.meta import BrokerInfo, Partition
-from gateway.tubemq.payload import encode_payload, java_string_hash
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.range_reader import OffsetBounds, RangeReader
-from gateway.tubemq.topic_partitions import TopicLayout, discover_partitions, parse_topic_meta
+from gateway.tubemq.net.backoff import ConstantBackoff
+from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.ranges.partitions import TopicLayout, discover_partitions, parse_topic_meta
+from gateway.tubemq.ranges.reader import OffsetBounds, RangeReader
+from gateway.tubemq.wire.meta import BrokerInfo, Partition
+from gateway.tubemq.wire.payload import encode_payload, java_string_hash
 
 TOPICS = [
     TopicSpec("mixed", 3),  # three partitions share one store: their entries interleave

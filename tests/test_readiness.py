@@ -12,7 +12,7 @@ from gateway.config import ProducerSettings, Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import parse_topic_specs
 from gateway.runtime import Runtime
-from gateway.tubemq.producer import Producer
+from gateway.tubemq.producer.client import Producer
 
 FAILURES = 3
 

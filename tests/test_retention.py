@@ -11,8 +11,8 @@ from waiting import eventually
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import INDEX_ENTRY_BYTES, Retention, TopicStore
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
 
 
 class Clock:

@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse
 from gateway.api.routes_topics import _result, render_all_stored
 from gateway.service.errors import Unavailable
 from gateway.service.publish import PublishOutcome
-from gateway.tubemq.producer_send import SendResult
+from gateway.tubemq.producer.send import SendResult
 
 _INTS = st.integers(-(2**63), 2**63 - 1)
 _RESULTS = st.builds(SendResult, st.text(), _INTS, st.text(), _INTS, _INTS, _INTS, _INTS, _INTS)

@@ -12,11 +12,11 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.tubemq import rpc
 from gateway.tubemq.errors import ProtocolError, ServiceStoppingException, StandbyException
-from gateway.tubemq.frame import Frame as WireFrame
-from gateway.tubemq.frame import FrameDecoder, decode_delimited, encode_delimited, encode_frame
-from gateway.tubemq.pb import BrokerService_pb2, MasterService_pb2, RPC_pb2
+from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire.frame import Frame as WireFrame
+from gateway.tubemq.wire.frame import FrameDecoder, decode_delimited, encode_delimited, encode_frame
+from gateway.tubemq.wire.pb import BrokerService_pb2, MasterService_pb2, RPC_pb2
 
 SERVED = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 16, 17, 18, 20, 21, 22}
 UNSERVED = {11, 12, 14, 19}

@@ -11,7 +11,7 @@ from test_server import HEARTBEAT, RawClient
 from waiting import eventually
 
 from gateway.embedded.server import RpcServer
-from gateway.tubemq.rpc import encode_request
+from gateway.tubemq.wire.rpc import encode_request
 
 BIG_ID = "x" * 8192  # echoed back: every answer is a little over 8 KiB
 

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.shutdown import GracefulServer, ShutdownPlan
-from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.net.pool import ConnectionPool
 from tests.tubemq_readback import read_topic
 
 

@@ -17,7 +17,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.spark import backend
 from gateway.spark.core import get_core
 from gateway.spark.options import SourceOptions
-from gateway.tubemq.auth import Credentials
+from gateway.tubemq.wire.auth import Credentials
 from tests.tls_support import make_pki
 
 pytest.importorskip("pyarrow")

@@ -16,10 +16,10 @@ from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import INDEX_ENTRY_BYTES, NO_MSG_TYPE, AppendResult, Retention, TopicStore
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.consumer_config import ConsumerConfig, StartPosition
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.consumer.config import ConsumerConfig, StartPosition
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
 
 
 async def put(store: TopicStore, partition_id: int, data: bytes) -> AppendResult:

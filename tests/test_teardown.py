@@ -26,10 +26,10 @@ from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.tubemq.teardown import CloseOnce, cancel_and_wait
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.net.teardown import CloseOnce, cancel_and_wait
+from gateway.tubemq.producer.client import Producer, ProducerConfig
 from tests.consumer_support import fast
 
 #: cancel points tried per subject: loop iterations 1..MAX_LOOPS, requests 1..MAX_REQUESTS

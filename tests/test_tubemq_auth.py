@@ -22,25 +22,25 @@ from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.errors import UpstreamError
-from gateway.tubemq.auth import Credentials, auth_signature, parse_broker_token
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.consumer_config import StartPosition
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.consumer.config import StartPosition
 from gateway.tubemq.errors import CertificateFailure
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.master import MasterClient
-from gateway.tubemq.payload import encode_payload
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.tubemq.producer_requests import (
+from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
+from gateway.tubemq.producer.requests import (
     build_heartbeat_request,
     build_register_request,
     build_send_request,
 )
-from gateway.tubemq.range_reader import RangeReader
-from gateway.tubemq.rpc import Method
-from gateway.tubemq.topic_partitions import discover_partitions
+from gateway.tubemq.ranges.partitions import discover_partitions
+from gateway.tubemq.ranges.reader import RangeReader
+from gateway.tubemq.wire.auth import Credentials, auth_signature, parse_broker_token
+from gateway.tubemq.wire.payload import encode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.rpc import Method
 from gateway.upstream import upstream_options
 from tests.consumer_support import bodies_of, drain, fast
 

@@ -17,15 +17,15 @@ from gateway.config import Settings, TubeMQSettings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
-from gateway.tubemq.connection import ConnectionOpened
-from gateway.tubemq.consumer import Consumer
-from gateway.tubemq.consumer_config import StartPosition
+from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.consumer.config import StartPosition
 from gateway.tubemq.errors import ConnectError, TransportError
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.meta import default_broker_port, parse_broker_info
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.tubemq.routes import RouteTable
+from gateway.tubemq.net.connection import ConnectionOpened
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.client import Producer, ProducerConfig
+from gateway.tubemq.producer.routes import RouteTable
+from gateway.tubemq.wire.meta import default_broker_port, parse_broker_info
 from gateway.upstream import DEFAULT_MASTER_TLS_PORT, upstream_options
 from tests.consumer_support import bodies_of, drain, fast
 from tests.tls_support import Pki, make_pki

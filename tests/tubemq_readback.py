@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.tubemq import rpc
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.payload import decode_payload
-from gateway.tubemq.pb import BrokerService_pb2 as pb
-from gateway.tubemq.pool import ConnectionPool
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire.payload import decode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as pb
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
-from gateway.tubemq.auth import Credentials, parse_broker_token
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.wire.auth import Credentials, parse_broker_token
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.rpc import Method
 
 __all__ = ["CERTIFICATE_FAILURE", "ServerAuth", "refusal"]
 

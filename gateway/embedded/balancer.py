@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from gateway.embedded.consumer_groups import ConsumeGroup, ConsumerRegistry
 from gateway.embedded.rebalance_queues import ConsumerEvent, EventType
-from gateway.tubemq.meta import Partition
+from gateway.tubemq.wire.meta import Partition
 
 # topics -> their subscribable partitions on serving brokers, keyed by partition key, in partition order
 PartitionSource = Callable[[Iterable[str]], dict[str, Partition]]

@@ -43,9 +43,9 @@ from gateway.embedded.store import NO_MSG_TYPE, AppendResult, Retention, TopicSt
 from gateway.embedded.topics import DEFAULT_MAX_MSG_SIZE, TopicSpec
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR
-from gateway.tubemq.payload import crc32_checksum, java_string_hash
-from gateway.tubemq.pb import BrokerService_pb2 as pb
-from gateway.tubemq.rpc import METHODS, Method
+from gateway.tubemq.wire.payload import crc32_checksum, java_string_hash
+from gateway.tubemq.wire.pb import BrokerService_pb2 as pb
+from gateway.tubemq.wire.rpc import METHODS, Method
 
 __all__ = ["MAX_MSG_SIZE_SLACK", "EmbeddedBroker"]
 

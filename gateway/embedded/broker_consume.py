@@ -39,10 +39,10 @@ from gateway.embedded.broker_common import (
 from gateway.embedded.offsets import OffsetManager
 from gateway.embedded.store import DEFAULT_READ_BYTES, PendingRead, ReadResult, TopicStore
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.meta import FailureInfo, parse_partition
-from gateway.tubemq.payload import java_string_hash
-from gateway.tubemq.pb import BrokerService_pb2 as pb
-from gateway.tubemq.rpc import OP_REGISTER, OP_UNREGISTER
+from gateway.tubemq.wire.meta import FailureInfo, parse_partition
+from gateway.tubemq.wire.payload import java_string_hash
+from gateway.tubemq.wire.pb import BrokerService_pb2 as pb
+from gateway.tubemq.wire.rpc import OP_REGISTER, OP_UNREGISTER
 
 __all__ = ["ConsumerService", "Registration", "index_read_entries"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from gateway.embedded.rebalance_queues import ConsumerEvent, EventQueues
-from gateway.tubemq.meta import Partition
+from gateway.tubemq.wire.meta import Partition
 
 CLIENT_INCONSISTENT_CONSUMETYPE = 424
 CLIENT_INCONSISTENT_TOPICSET = 425

@@ -42,8 +42,8 @@ from gateway.embedded.master_producers import ProducerCalls, ProducerRegistry
 from gateway.embedded.server import CallContext, RemoteFault, RpcServer
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR
-from gateway.tubemq.pb import MasterService_pb2 as pb
-from gateway.tubemq.rpc import METHODS
+from gateway.tubemq.wire.pb import MasterService_pb2 as pb
+from gateway.tubemq.wire.rpc import METHODS
 
 __all__ = ["BrokerView", "EmbeddedMaster"]
 

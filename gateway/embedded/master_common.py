@@ -13,7 +13,7 @@ from typing import Protocol
 
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.meta import (
+from gateway.tubemq.wire.meta import (
     DEFAULT_BROKER_PORT,
     DEFAULT_BROKER_TLS_PORT,
     BrokerInfo,
@@ -23,7 +23,7 @@ from gateway.tubemq.meta import (
     format_broker_info,
     format_topic_info,
 )
-from gateway.tubemq.pb import MasterService_pb2 as pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as pb
 
 SUCCESS = 200
 BAD_REQUEST = 400

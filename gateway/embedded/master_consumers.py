@@ -40,8 +40,8 @@ from gateway.embedded.register_fields import (
     parse_required_parts,
     parse_subscribed,
 )
-from gateway.tubemq.meta import SubscribeInfo
-from gateway.tubemq.pb import MasterService_pb2 as pb
+from gateway.tubemq.wire.meta import SubscribeInfo
+from gateway.tubemq.wire.pb import MasterService_pb2 as pb
 
 V2Answer = pb.RegisterResponseM2CV2 | pb.HeartResponseM2CV2 | pb.GetPartMetaResponseM2C
 

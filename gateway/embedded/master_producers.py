@@ -24,7 +24,7 @@ from gateway.embedded.master_common import (
     MasterState,
     check_field,
 )
-from gateway.tubemq.pb import MasterService_pb2 as pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as pb
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from gateway.tubemq.meta import Partition
+from gateway.tubemq.wire.meta import Partition
 
 
 class EventType(IntEnum):

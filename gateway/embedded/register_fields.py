@@ -18,8 +18,8 @@ from gateway.embedded.master_common import (
     FieldError,
     java_set,
 )
-from gateway.tubemq.meta import BrokerInfo, Partition, parse_subscribe_info
-from gateway.tubemq.pb import MasterService_pb2 as pb
+from gateway.tubemq.wire.meta import BrokerInfo, Partition, parse_subscribe_info
+from gateway.tubemq.wire.pb import MasterService_pb2 as pb
 
 
 def check_consumer_topics(topics: Iterable[str], deployed: set[str]) -> frozenset[str]:

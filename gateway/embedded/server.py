@@ -44,8 +44,8 @@ from google.protobuf.message import Message
 
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR, STATUS_FATAL, ProtocolError
-from gateway.tubemq.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
-from gateway.tubemq.rpc import (
+from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
+from gateway.tubemq.wire.rpc import (
     METHODS,
     SERVICE_METHODS,
     RpcDecodeError,

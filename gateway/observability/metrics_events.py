@@ -13,17 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
 from gateway.observability.metrics_grpc import GrpcMetrics
-from gateway.tubemq import rpc
-from gateway.tubemq.breaker import ShieldReason
-from gateway.tubemq.connection import (
-    CloseReason,
-    ConnectionOpened,
-    ConnectionTerminated,
-    Outcome,
-    RequestCompleted,
-)
-from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
-from gateway.tubemq.consumer_events import (
+from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE
+from gateway.tubemq.consumer.events import (
     ConsumerClosed,
     ConsumerRegistered,
     FetchOutcome,
@@ -33,18 +24,27 @@ from gateway.tubemq.consumer_events import (
     PartitionReleased,
     RebalanceEvent,
 )
-from gateway.tubemq.consumer_events import HeartbeatFailed as ConsumerHeartbeatFailed
+from gateway.tubemq.consumer.events import HeartbeatFailed as ConsumerHeartbeatFailed
 from gateway.tubemq.events import EventBus, Subscription
-from gateway.tubemq.master import MasterSwitched
-from gateway.tubemq.pool import PoolConnectFailed, PoolLinkOpened, PoolLinkReclaimed
-from gateway.tubemq.producer_events import (
+from gateway.tubemq.net.breaker import ShieldReason
+from gateway.tubemq.net.connection import (
+    CloseReason,
+    ConnectionOpened,
+    ConnectionTerminated,
+    Outcome,
+    RequestCompleted,
+)
+from gateway.tubemq.net.master import MasterSwitched
+from gateway.tubemq.net.pool import PoolConnectFailed, PoolLinkOpened, PoolLinkReclaimed
+from gateway.tubemq.producer.events import (
     BrokerShielded,
     BrokerUnshielded,
     ProducerRegistered,
     RegisterFailed,
     SendCompleted,
 )
-from gateway.tubemq.producer_events import HeartbeatFailed as ProducerHeartbeatFailed
+from gateway.tubemq.producer.events import HeartbeatFailed as ProducerHeartbeatFailed
+from gateway.tubemq.wire import rpc
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics

@@ -50,13 +50,13 @@ from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer import MAX_FILTER_ITEM_LENGTH, AssignedPartition, Consumer
-from gateway.tubemq.consumer_config import BoundConsumption, ConsumerConfig, StartPosition
-from gateway.tubemq.consumer_events import PartitionReleased
+from gateway.tubemq.consumer.client import MAX_FILTER_ITEM_LENGTH, AssignedPartition, Consumer
+from gateway.tubemq.consumer.config import BoundConsumption, ConsumerConfig, StartPosition
+from gateway.tubemq.consumer.events import PartitionReleased
 from gateway.tubemq.events import EventBus, Subscription
-from gateway.tubemq.meta import MetaFormatError
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.teardown import CloseOnce, cancel_and_wait
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.net.teardown import CloseOnce, cancel_and_wait
+from gateway.tubemq.wire.meta import MetaFormatError
 
 __all__ = ["ConsumerService", "InstanceInfo", "InstanceSpec", "InstanceState", "Owner", "PollLimits"]
 
@@ -239,7 +239,8 @@ class ConsumerService:
 
     async def close(self) -> None:
         """Close every instance (auto-commit instances commit what they delivered). Safe to call twice and
-        safe to cancel: the steps run to their end in a task of their own (:mod:`gateway.tubemq.teardown`)."""
+        safe to cancel: the steps run to their end in a task of their own
+        (:mod:`gateway.tubemq.net.teardown`)."""
         self._closing = True
         await self._closer()
 

@@ -35,10 +35,10 @@ from typing import Any
 
 from gateway.service.errors import Gone, InvalidInput, Unavailable
 from gateway.service.instance_id import redact
-from gateway.tubemq.consumer import Consumer, InvalidConfirmContext
-from gateway.tubemq.consumer_batch import ConsumedBatch, ConsumedMessage
+from gateway.tubemq.consumer.batch import ConsumedBatch, ConsumedMessage
+from gateway.tubemq.consumer.client import Consumer, InvalidConfirmContext
 from gateway.tubemq.errors import ClientClosed, TubeMQError
-from gateway.tubemq.teardown import CloseOnce
+from gateway.tubemq.net.teardown import CloseOnce
 
 __all__ = ["CommitResult", "ConsumerInstance", "DeliveredMessage", "StreamCursor", "partition_runs"]
 
@@ -444,7 +444,7 @@ class ConsumerInstance:
         else not confirmed is rolled back by the core and redelivered to the group.
 
         Safe to call twice and safe to cancel: the first call's steps run to their end in a task of their
-        own (:mod:`gateway.tubemq.teardown`); later calls wait for them."""
+        own (:mod:`gateway.tubemq.net.teardown`); later calls wait for them."""
         if self._closer is None:
             self.closed_reason = reason
             name = f"consumer-instance-close-{self.instance_id}"

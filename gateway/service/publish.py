@@ -20,15 +20,15 @@ from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
-from gateway.tubemq.breaker import BreakerState
-from gateway.tubemq.payload import (
+from gateway.tubemq.net.breaker import BreakerState
+from gateway.tubemq.producer.client import Producer, TopicRouteInfo
+from gateway.tubemq.producer.send import SendResult
+from gateway.tubemq.wire.payload import (
     build_attribute_text,
     parse_msg_time,
     validate_attribute_key,
     validate_attribute_value,
 )
-from gateway.tubemq.producer import Producer, TopicRouteInfo
-from gateway.tubemq.producer_send import SendResult
 
 _RESERVED = (",", "=", "$msgType$", "$msgTime$")
 _RESERVED_RE = re.compile("|".join(re.escape(token) for token in _RESERVED))

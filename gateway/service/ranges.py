@@ -1,8 +1,8 @@
 """Offset ranges over the gateway: a topic's partitions with their offset bounds, and exact range reads.
 
 For clients that cannot reach the brokers themselves (e.g. Spark executors, ``option("gateway", ...)``). It
-wraps :func:`gateway.tubemq.topic_partitions.discover_partitions` and
-:class:`gateway.tubemq.range_reader.RangeReader`: a page of a range read ends at a broker batch boundary,
+wraps :func:`gateway.tubemq.ranges.partitions.discover_partitions` and
+:class:`gateway.tubemq.ranges.reader.RangeReader`: a page of a range read ends at a broker batch boundary,
 ``next``, so that the client continues exactly there (``next == to`` when the range is done).
 """
 
@@ -20,14 +20,14 @@ from gateway.service.errors import InvalidInput, NotFound
 from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.client_id import consumer_id, local_ipv4
-from gateway.tubemq.consumer_batch import ConsumedMessage
+from gateway.tubemq.consumer.batch import ConsumedMessage
 from gateway.tubemq.errors import TubeMQError
-from gateway.tubemq.master import MasterClient
-from gateway.tubemq.meta import Partition
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.range_reader import OffsetBounds, RangeReader
-from gateway.tubemq.topic_partitions import TopicLayout, discover_partitions
+from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.ranges.partitions import TopicLayout, discover_partitions
+from gateway.tubemq.ranges.reader import OffsetBounds, RangeReader
+from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
+from gateway.tubemq.wire.meta import Partition
 
 __all__ = ["PartitionOffsets", "RangePage", "RangeService"]
 

@@ -35,7 +35,7 @@ refused rather than rounded. A JSON key must name a partition the topics have wh
   gateway's ``tubemq`` settings (README, "TLS and authentication towards TubeMQ"); files are read where the
   task runs. Spark redacts options named like ``password`` in its UI and logs.
 
-Offsets are broker index offsets (see :mod:`gateway.tubemq.range_reader`).
+Offsets are broker index offsets (see :mod:`gateway.tubemq.ranges.reader`).
 
 Every option must be one of :data:`KNOWN_OPTIONS` (Spark's own ``checkpointLocation`` and ``queryName`` of
 a stream write pass too); any other name is refused with the list of known ones, so a misspelt or a Kafka
@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gateway.config import TubeMQSettings
-from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
+from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE
 
 __all__ = [
     "EARLIEST",

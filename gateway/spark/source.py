@@ -6,7 +6,7 @@
 
 **Batch read**: one Spark partition per TubeMQ partition, each reading exactly its ``[start, end)`` of index
 offsets (``startingOffsets`` / ``endingOffsets``, planned once on the driver) with the exact cut of
-:mod:`gateway.tubemq.range_reader`. Columns: ``topic``, ``partition`` (partition key), ``offset`` (the
+:mod:`gateway.tubemq.ranges.reader`. Columns: ``topic``, ``partition`` (partition key), ``offset`` (the
 message's index offset when the wire proves it, else null: see the range reader), ``message_id``, ``key``
 (the key it was published with: the ``$msgKey$`` attribute, else null), ``value``, ``attributes``,
 ``stream_id`` (``$msgType$``), ``msg_time`` (``$msgTime$``, producer local time), ``append_time`` (always
@@ -85,7 +85,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from gateway.spark import backend
 from gateway.spark.core import PartitionRange, PlannedPartition
 from gateway.spark.options import SourceOptions, stream_id_filter
-from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE
+from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE
 
 __all__ = ["SCHEMA", "TubeMQDataSource", "TubeMQFilteringDataSource", "capped_offsets", "split_ranges"]
 

@@ -32,7 +32,7 @@ from interop_support import (
 )
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
+from gateway.tubemq.producer.events import BrokerShielded, BrokerUnshielded
 
 
 def outage_settings(heartbeat_interval: float) -> dict[str, Any]:

@@ -16,20 +16,20 @@ import logging
 import platform
 from collections.abc import Callable
 
-from gateway.tubemq.backoff import ExponentialBackoff
 from gateway.tubemq.errors import ClientClosed, RequestTimeout, ServerError, TubeMQError, for_code
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.master import MasterClient
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.producer_events import HeartbeatFailed, ProducerRegistered, RegisterFailed
-from gateway.tubemq.producer_requests import (
+from gateway.tubemq.net.backoff import ExponentialBackoff
+from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.net.teardown import cancel_and_wait
+from gateway.tubemq.producer.events import HeartbeatFailed, ProducerRegistered, RegisterFailed
+from gateway.tubemq.producer.requests import (
     build_close_request,
     build_heartbeat_request,
     build_register_request,
 )
-from gateway.tubemq.routes import RouteTable
-from gateway.tubemq.rpc import Method
-from gateway.tubemq.teardown import cancel_and_wait
+from gateway.tubemq.producer.routes import RouteTable
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.rpc import Method
 
 __all__ = ["ProducerSession"]
 

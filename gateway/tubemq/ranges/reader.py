@@ -64,17 +64,17 @@ from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
-from gateway.tubemq.client_id import consumer_id
-from gateway.tubemq.consumer_batch import INDEX_ENTRY_SIZE, ConsumedMessage, decode_messages
-from gateway.tubemq.consumer_requests import (
+from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE, ConsumedMessage, decode_messages
+from gateway.tubemq.consumer.requests import (
     build_partition_register_request,
     build_partition_unregister_request,
 )
 from gateway.tubemq.errors import PartitionOccupied, TransportError, for_code
-from gateway.tubemq.meta import Partition
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.wire.client_id import consumer_id
+from gateway.tubemq.wire.meta import Partition
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.rpc import Method
 
 __all__ = ["OffsetBounds", "RangeBatch", "RangeReader", "RangeStats"]
 
@@ -156,7 +156,7 @@ class RangeReader:
     """Exact range reads over ``pool`` (module docstring). Times are seconds.
 
     ``visit_token`` is the master's ``visitAuthorizedToken`` (see
-    :func:`gateway.tubemq.topic_partitions.discover_partitions`); ``rpc_timeout`` bounds one call.
+    :func:`gateway.tubemq.ranges.partitions.discover_partitions`); ``rpc_timeout`` bounds one call.
     """
 
     def __init__(

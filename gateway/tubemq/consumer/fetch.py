@@ -13,13 +13,13 @@ the broker then reads the same data again.
 
 from __future__ import annotations
 
-from gateway.tubemq import rpc
-from gateway.tubemq.consumer_batch import ConsumedBatch, decode_messages, is_dense_to_end, lag_entries
-from gateway.tubemq.consumer_events import FetchOutcome
-from gateway.tubemq.consumer_rebalance import Rebalancer
-from gateway.tubemq.consumer_state import ConsumerContext, Selection, empty_fetch_wait
+from gateway.tubemq.consumer.batch import ConsumedBatch, decode_messages, is_dense_to_end, lag_entries
+from gateway.tubemq.consumer.events import FetchOutcome
+from gateway.tubemq.consumer.rebalance import Rebalancer
+from gateway.tubemq.consumer.state import ConsumerContext, Selection, empty_fetch_wait
 from gateway.tubemq.errors import TubeMQError
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 __all__ = ["Fetcher"]
 

@@ -32,7 +32,7 @@ from google.protobuf.message import DecodeError, EncodeError, Message
 from gateway.tubemq.errors import STATUS_ERROR as STATUS_ERROR  # re-exported: answer statuses live here too
 from gateway.tubemq.errors import STATUS_FATAL as STATUS_FATAL
 from gateway.tubemq.errors import ProtocolError, RemoteException, remote_exception
-from gateway.tubemq.frame import (
+from gateway.tubemq.wire.frame import (
     Frame,
     FrameError,
     decode_delimited,
@@ -42,9 +42,9 @@ from gateway.tubemq.frame import (
     encode_frame_parts,
     encode_varint,
 )
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.pb import RPC_pb2 as rpc_pb
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.pb import RPC_pb2 as rpc_pb
 
 PROTOCOL_VERSION = 3
 """``protocolVer`` of ``org.apache.inlong`` clients (2: ``com.apache``, 1: ``com.tencent``)."""

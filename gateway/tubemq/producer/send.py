@@ -22,7 +22,6 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gateway.tubemq.breaker import BrokerBreaker
 from gateway.tubemq.errors import (
     NoPartition,
     RemoteException,
@@ -33,13 +32,14 @@ from gateway.tubemq.errors import (
     for_code,
 )
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.partitioner import Partitioner, PartitionRef
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer_events import SendCompleted
-from gateway.tubemq.producer_requests import SendRequestTemplate, build_send_request
-from gateway.tubemq.routes import RouteTable, TopicRoute
-from gateway.tubemq.rpc import Method, Service
+from gateway.tubemq.net.breaker import BrokerBreaker
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.producer.events import SendCompleted
+from gateway.tubemq.producer.partitioner import Partitioner, PartitionRef
+from gateway.tubemq.producer.requests import SendRequestTemplate, build_send_request
+from gateway.tubemq.producer.routes import RouteTable, TopicRoute
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.rpc import Method, Service
 
 __all__ = ["SendContext", "SendResult", "place_of", "send_message", "send_template"]
 

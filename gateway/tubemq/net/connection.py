@@ -1,7 +1,7 @@
 """One asyncio TCP (optionally TLS) link to a TubeMQ node, multiplexing requests by serial number.
 
 A :class:`Connection` writes each request as one pre-encoded frame and keeps a future per serial number
-in ``pending``; one reader task feeds a :class:`~gateway.tubemq.frame.FrameDecoder` and resolves the
+in ``pending``; one reader task feeds a :class:`~gateway.tubemq.wire.frame.FrameDecoder` and resolves the
 futures as answers arrive, in whatever order the node sends them (§1.1, §1.6).
 
 Failure rules:
@@ -45,8 +45,8 @@ from gateway.tubemq.errors import (
     TubeMQError,
 )
 from gateway.tubemq.events import Event, EventBus
-from gateway.tubemq.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
-from gateway.tubemq.rpc import (
+from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
+from gateway.tubemq.wire.rpc import (
     RpcFailure,
     RpcResponse,
     decode_response,

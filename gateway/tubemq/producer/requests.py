@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateway.tubemq.frame import encode_varint
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.frame import encode_varint
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 
 __all__ = [
     "NO_CHECKSUM",

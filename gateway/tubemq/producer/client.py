@@ -24,26 +24,26 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.breaker import BreakerState, BreakerTransition, BrokerBreaker, BrokerHealth
-from gateway.tubemq.client_id import local_ipv4, producer_id
 from gateway.tubemq.errors import ClientClosed, ClientError, MessageTooLarge, NoPartition, TopicNotPublished
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.master import MasterClient
-from gateway.tubemq.meta import default_broker_port
-from gateway.tubemq.partitioner import Partitioner
-from gateway.tubemq.payload import (
+from gateway.tubemq.net.breaker import BreakerState, BreakerTransition, BrokerBreaker, BrokerHealth
+from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.net.teardown import CloseOnce
+from gateway.tubemq.producer.batch import BatchItem, send_batch
+from gateway.tubemq.producer.events import BrokerShielded, BrokerUnshielded
+from gateway.tubemq.producer.partitioner import Partitioner
+from gateway.tubemq.producer.routes import RouteTable, TopicRoute
+from gateway.tubemq.producer.send import SendContext, SendResult, send_message
+from gateway.tubemq.producer.session import ProducerSession
+from gateway.tubemq.wire.client_id import local_ipv4, producer_id
+from gateway.tubemq.wire.meta import default_broker_port
+from gateway.tubemq.wire.payload import (
     build_attribute_text,
     encode_payload_text,
     format_msg_time,
     ipv4_to_sent_addr,
 )
-from gateway.tubemq.pool import ConnectionPool
-from gateway.tubemq.producer_batch import BatchItem, send_batch
-from gateway.tubemq.producer_events import BrokerShielded, BrokerUnshielded
-from gateway.tubemq.producer_send import SendContext, SendResult, send_message
-from gateway.tubemq.producer_session import ProducerSession
-from gateway.tubemq.routes import RouteTable, TopicRoute
-from gateway.tubemq.teardown import CloseOnce
 
 __all__ = ["BatchMessage", "PartitionRoute", "Producer", "ProducerConfig", "SendResult", "TopicRouteInfo"]
 
@@ -318,7 +318,7 @@ class Producer:
         """Stop the session and tell the master (``CloseRequestP2M``); idempotent. The pool stays open.
 
         Safe to cancel: the steps run in a task of their own that a cancelled caller does not stop
-        (:mod:`gateway.tubemq.teardown`); a later ``close()`` waits for it."""
+        (:mod:`gateway.tubemq.net.teardown`); a later ``close()`` waits for it."""
         self._closed = True
         await self._closer()
 

@@ -31,8 +31,8 @@ from urllib.parse import quote_plus
 
 from google.protobuf.message import Message
 
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 
 __all__ = ["Credentials", "auth_signature", "parse_broker_token"]
 

@@ -18,7 +18,7 @@ commits the batch (the broker's offset moves past it); ``consumed=False`` rolls 
 messages come again from the next fetch of that partition, in this consumer or, after a rebalance, in
 another member of the group. Delivery is therefore at-least-once.
 
-Offsets: see :mod:`gateway.tubemq.consumer_batch`. ``confirm`` returns the committed offset, which for a
+Offsets: see :mod:`gateway.tubemq.consumer.batch`. ``confirm`` returns the committed offset, which for a
 batch confirmed as consumed is the offset right after it.
 """
 
@@ -30,24 +30,24 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.tubemq import rpc
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.client_id import consumer_id, local_ipv4
-from gateway.tubemq.consumer_batch import ConsumedBatch
-from gateway.tubemq.consumer_config import ConsumerConfig
-from gateway.tubemq.consumer_events import ConsumerClosed, OffsetCommitted
-from gateway.tubemq.consumer_fetch import Fetcher
-from gateway.tubemq.consumer_heartbeat import BrokerHeartbeat, MasterSession
-from gateway.tubemq.consumer_rebalance import Rebalancer
-from gateway.tubemq.consumer_state import ConsumerContext
+from gateway.tubemq.consumer.batch import ConsumedBatch
+from gateway.tubemq.consumer.config import ConsumerConfig
+from gateway.tubemq.consumer.events import ConsumerClosed, OffsetCommitted
+from gateway.tubemq.consumer.fetch import Fetcher
+from gateway.tubemq.consumer.heartbeat import BrokerHeartbeat, MasterSession
+from gateway.tubemq.consumer.rebalance import Rebalancer
+from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.errors import ClientClosed, ClientError, TubeMQError, for_code
-from gateway.tubemq.master import MasterClient
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.teardown import CloseOnce, cancel_and_wait
+from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.net.teardown import CloseOnce, cancel_and_wait
+from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 if TYPE_CHECKING:
     from gateway.tubemq.events import EventBus
-    from gateway.tubemq.pool import ConnectionPool
+    from gateway.tubemq.net.pool import ConnectionPool
 
 __all__ = ["AssignedPartition", "Consumer", "InvalidConfirmContext"]
 
@@ -173,7 +173,7 @@ class Consumer:
         yet is rolled back) and tell the master. Errors of the goodbye calls are swallowed.
 
         Safe to call twice and safe to cancel: the steps run in a task of their own that a cancelled
-        caller does not stop (:mod:`gateway.tubemq.teardown`); a later ``close()`` waits for it.
+        caller does not stop (:mod:`gateway.tubemq.net.teardown`); a later ``close()`` waits for it.
         """
         if not self._closed:
             self._closed = True

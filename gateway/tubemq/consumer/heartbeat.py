@@ -26,14 +26,14 @@ import contextlib
 import logging
 import time
 
-from gateway.tubemq import rpc
-from gateway.tubemq.backoff import Backoff, ConstantBackoff, ExponentialBackoff
-from gateway.tubemq.consumer_events import ConsumerRegistered, HeartbeatFailed
-from gateway.tubemq.consumer_rebalance import Rebalancer, RebalanceTask
-from gateway.tubemq.consumer_state import ConsumerContext
+from gateway.tubemq.consumer.events import ConsumerRegistered, HeartbeatFailed
+from gateway.tubemq.consumer.rebalance import Rebalancer, RebalanceTask
+from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.errors import ServerError, TubeMQError, for_code
-from gateway.tubemq.master import MasterClient
-from gateway.tubemq.meta import (
+from gateway.tubemq.net.backoff import Backoff, ConstantBackoff, ExponentialBackoff
+from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire.meta import (
     BrokerInfo,
     MetaFormatError,
     Partition,
@@ -41,8 +41,8 @@ from gateway.tubemq.meta import (
     format_topic_condition,
     parse_failure_info,
 )
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 
 __all__ = ["BrokerHeartbeat", "MasterSession"]
 

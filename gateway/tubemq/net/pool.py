@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.auth import Credentials
-from gateway.tubemq.backoff import Backoff, ExponentialBackoff
-from gateway.tubemq.connection import CloseReason, Connection
 from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout, TubeMQError
 from gateway.tubemq.events import Event, EventBus
+from gateway.tubemq.net.backoff import Backoff, ExponentialBackoff
+from gateway.tubemq.net.connection import CloseReason, Connection
+from gateway.tubemq.wire.auth import Credentials
 
 __all__ = [
     "ConnectionPool",

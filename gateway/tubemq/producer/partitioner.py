@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from gateway.tubemq.errors import ClientError, NoPartition
-from gateway.tubemq.payload import java_string_hash
+from gateway.tubemq.wire.payload import java_string_hash
 
 
 @dataclass(frozen=True, slots=True, order=True)

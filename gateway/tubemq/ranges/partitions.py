@@ -9,7 +9,7 @@ cannot be subscribed now (``statusId`` 0): those are left out. Partition ids are
 ``store * 10000 + index``; entries naming a broker the master did not list are skipped.
 
 How far each partition reaches (its store's minimum and maximum index offset) is a broker question:
-:meth:`gateway.tubemq.range_reader.RangeReader.bounds`.
+:meth:`gateway.tubemq.ranges.reader.RangeReader.bounds`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gateway.tubemq.errors import TubeMQError, for_code
-from gateway.tubemq.master import MasterClient
-from gateway.tubemq.meta import (
+from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.wire.meta import (
     STORE_PARTITION_BASE,
     BrokerInfo,
     MetaFormatError,
@@ -28,8 +28,8 @@ from gateway.tubemq.meta import (
     default_broker_port,
     parse_broker_info,
 )
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.rpc import Method
 
 __all__ = ["TopicLayout", "discover_partitions", "parse_topic_meta"]
 

@@ -22,22 +22,22 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from gateway.tubemq import rpc
-from gateway.tubemq.consumer_events import (
+from gateway.tubemq.consumer.events import (
     PartitionRegistered,
     PartitionRegisterFailed,
     PartitionReleased,
     RebalanceEvent,
 )
-from gateway.tubemq.consumer_requests import (
+from gateway.tubemq.consumer.requests import (
     build_partition_register_request,
     build_partition_unregister_request,
 )
-from gateway.tubemq.consumer_state import ConsumerContext
+from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.errors import TubeMQError
-from gateway.tubemq.meta import MetaFormatError, Partition, parse_subscribe_info
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire.meta import MetaFormatError, Partition, parse_subscribe_info
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 
 __all__ = ["EventType", "RebalanceTask", "Rebalancer"]
 

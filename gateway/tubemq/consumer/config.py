@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from gateway.tubemq.meta import format_required_partitions, parse_partition_key
+from gateway.tubemq.wire.meta import format_required_partitions, parse_partition_key
 
 __all__ = ["BoundConsumption", "ConsumerConfig", "StartPosition"]
 
@@ -76,7 +76,7 @@ class BoundConsumption:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerConfig:
-    """Behaviour and timing of a :class:`~gateway.tubemq.consumer.Consumer` (seconds unless noted)."""
+    """Behaviour and timing of a :class:`~gateway.tubemq.consumer.client.Consumer` (seconds unless noted)."""
 
     start_position: StartPosition = StartPosition.LATEST
     bound: BoundConsumption | None = None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, decode_payload
+from gateway.tubemq.wire.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, decode_payload
 
 __all__ = [
     "INDEX_ENTRY_SIZE",

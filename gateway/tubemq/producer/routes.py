@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.meta import (
+from gateway.tubemq.producer.partitioner import PartitionRef
+from gateway.tubemq.wire.meta import (
     DEFAULT_BROKER_PORT,
     BrokerInfo,
     MetaFormatError,
     parse_broker_info,
     parse_topic_info,
 )
-from gateway.tubemq.partitioner import PartitionRef
-from gateway.tubemq.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 
 __all__ = ["DEFAULT_MAX_MSG_SIZE", "MAX_MAX_MSG_SIZE", "UNDEFINED_CONFIG_ID", "RouteTable", "TopicRoute"]
 

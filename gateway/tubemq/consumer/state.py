@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 
 from google.protobuf.message import Message
 
-from gateway.tubemq.consumer_config import ConsumerConfig
-from gateway.tubemq.meta import BrokerInfo, Partition
-from gateway.tubemq.rpc import Method
+from gateway.tubemq.consumer.config import ConsumerConfig
+from gateway.tubemq.wire.meta import BrokerInfo, Partition
+from gateway.tubemq.wire.rpc import Method
 
 if TYPE_CHECKING:
     from gateway.tubemq.events import EventBus
-    from gateway.tubemq.pool import ConnectionPool
+    from gateway.tubemq.net.pool import ConnectionPool
 
 __all__ = ["ConsumerContext", "PartitionCache", "PartitionState", "Selection", "empty_fetch_wait"]
 

@@ -26,10 +26,10 @@ from gateway.tubemq.errors import (
     TubeMQError,
     for_code,
 )
-from gateway.tubemq.partitioner import PartitionRef
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.producer_events import SendCompleted
-from gateway.tubemq.producer_send import (
+from gateway.tubemq.producer.events import SendCompleted
+from gateway.tubemq.producer.partitioner import PartitionRef
+from gateway.tubemq.producer.routes import TopicRoute
+from gateway.tubemq.producer.send import (
     SERVICE_UNAVAILABLE,
     SUCCESS,
     SendContext,
@@ -39,8 +39,8 @@ from gateway.tubemq.producer_send import (
     place_of,
     send_template,
 )
-from gateway.tubemq.routes import TopicRoute
-from gateway.tubemq.rpc import Method, Service
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.rpc import Method, Service
 
 __all__ = ["BatchItem", "send_batch"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateway.tubemq.meta import Partition
-from gateway.tubemq.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.rpc import OP_REGISTER, OP_UNREGISTER
+from gateway.tubemq.wire.meta import Partition
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.rpc import OP_REGISTER, OP_UNREGISTER
 
 __all__ = ["build_partition_register_request", "build_partition_unregister_request"]
 

@@ -27,7 +27,7 @@ from gateway.tubemq.errors import RemoteException, TransportError, TubeMQError
 
 if TYPE_CHECKING:
     from gateway.tubemq.events import EventBus
-    from gateway.tubemq.pool import ConnectionPool
+    from gateway.tubemq.net.pool import ConnectionPool
 
 __all__ = ["MasterClient", "MasterSwitched"]
 
