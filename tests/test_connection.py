@@ -26,15 +26,8 @@ from gateway.tubemq.errors import (
     StandbyException,
 )
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.net.connection import (
-    CloseReason,
-    Connection,
-    ConnectionOpened,
-    ConnectionState,
-    ConnectionTerminated,
-    Outcome,
-    RequestCompleted,
-)
+from gateway.tubemq.net.connection import Connection, Outcome, RequestCompleted
+from gateway.tubemq.net.link import CloseReason, ConnectionOpened, ConnectionState, ConnectionTerminated
 from gateway.tubemq.wire.frame import FrameDecoder, encode_frame
 from gateway.tubemq.wire.pb.MasterService_pb2 import HeartResponseM2P
 

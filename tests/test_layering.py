@@ -59,14 +59,19 @@ CORE_RANKS: dict[str, int] = {
     "wire.meta": 1,
     "wire.client_id": 1,
     "wire.auth": 1,
+    "wire.methods": 1,
+    "wire.strict": 1,
     "wire.frame": 2,
     "wire.rpc": 3,
     "wire": 3,
-    # net: leaf helpers, then one link, the pool of links, the master client
+    # net: leaf helpers, then one link (the socket, then the request multiplexer on it), the pool of links
+    # (its records, then its behaviour), the master client
     "net.backoff": 1,
     "net.breaker": 1,
     "net.teardown": 1,
+    "net.link": 4,
     "net.connection": 4,
+    "net.pool_state": 5,
     "net.pool": 5,
     "net.master": 6,
     "net": 6,
@@ -75,7 +80,7 @@ CORE_RANKS: dict[str, int] = {
     "consumer": 7,
     "ranges": 8,
 }
-SANS_IO = ("wire/frame.py", "wire/rpc.py")
+SANS_IO = ("wire/frame.py", "wire/rpc.py", "wire/methods.py", "wire/strict.py")
 IO_MODULES = ("asyncio", "socket", "ssl", "selectors")
 
 
@@ -306,6 +311,9 @@ def test_core_modules_import_only_their_own_layer_or_lower() -> None:
         ("wire/planted.py", "from gateway.tubemq.net.pool import ConnectionPool\n", True),
         ("wire/frame.py", "from .rpc import RpcRequest\n", True),
         ("net/connection.py", "from gateway.tubemq.net.master import MasterClient\n", True),
+        ("net/link.py", "from gateway.tubemq.net.pool import ConnectionPool\n", True),
+        ("wire/methods.py", "from gateway.tubemq.wire.rpc import encode_request\n", True),
+        ("net/pool_state.py", "from gateway.tubemq.net.connection import Connection\n", False),
         ("producer/planted.py", "from gateway.tubemq.ranges.reader import RangeReader\n", True),
         ("net/pool.py", "from gateway.tubemq.wire import rpc\n", False),
         ("ranges/planted.py", "from gateway.tubemq.consumer.batch import ConsumedBatch\n", False),

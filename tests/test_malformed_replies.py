@@ -22,7 +22,7 @@ from gateway.tubemq.errors import ProtocolError
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.producer.routes import RouteTable
-from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire import rpc, strict
 from gateway.tubemq.wire.frame import Frame, FrameDecoder
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from tests.consumer_support import fast
@@ -197,7 +197,7 @@ def test_the_text_check_skips_exactly_the_message_fields_that_cannot_hold_text()
     checked: dict[str, bool] = {}
     for spec in rpc.METHODS.values():
         for message_type in (spec.request_type, spec.response_type):
-            _, nested = rpc._text_plan(message_type)
+            _, nested = strict._text_plan(message_type)
             kept = {name for name, _ in nested}
             for f in message_type.DESCRIPTOR.fields:
                 if f.type == FieldDescriptor.TYPE_MESSAGE:

@@ -36,14 +36,9 @@ from gateway.tubemq.consumer.events import (
 from gateway.tubemq.consumer.rebalance import EventType
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.breaker import ShieldReason
-from gateway.tubemq.net.connection import (
-    CloseReason,
-    ConnectionOpened,
-    ConnectionTerminated,
-    Outcome,
-    RequestCompleted,
-)
-from gateway.tubemq.net.pool import PoolConnectFailed, PoolLinkOpened
+from gateway.tubemq.net.connection import Outcome, RequestCompleted
+from gateway.tubemq.net.link import CloseReason, ConnectionOpened, ConnectionTerminated
+from gateway.tubemq.net.pool_state import PoolConnectFailed, PoolLinkOpened
 from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
 from gateway.tubemq.wire import rpc
 

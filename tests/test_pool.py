@@ -16,19 +16,15 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import ClientClosed, ConnectError, ConnectionClosed, RequestTimeout
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.backoff import ConstantBackoff
-from gateway.tubemq.net.connection import (
+from gateway.tubemq.net.link import (
     KEEPALIVE_COUNT,
     KEEPALIVE_IDLE,
     KEEPALIVE_INTERVAL,
     CloseReason,
     ConnectionTerminated,
 )
-from gateway.tubemq.net.pool import (
-    ConnectionPool,
-    PoolConnectFailed,
-    PoolLinkOpened,
-    PoolLinkReclaimed,
-)
+from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.net.pool_state import PoolConnectFailed, PoolLinkOpened, PoolLinkReclaimed
 from gateway.tubemq.wire.pb.MasterService_pb2 import HeartResponseM2P
 
 HEARTBEAT = 2

@@ -21,7 +21,7 @@ from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import StartPosition
 from gateway.tubemq.errors import ConnectError, TransportError
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.net.connection import ConnectionOpened
+from gateway.tubemq.net.link import ConnectionOpened
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.producer.routes import RouteTable

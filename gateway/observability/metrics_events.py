@@ -27,15 +27,10 @@ from gateway.tubemq.consumer.events import (
 from gateway.tubemq.consumer.events import HeartbeatFailed as ConsumerHeartbeatFailed
 from gateway.tubemq.events import EventBus, Subscription
 from gateway.tubemq.net.breaker import ShieldReason
-from gateway.tubemq.net.connection import (
-    CloseReason,
-    ConnectionOpened,
-    ConnectionTerminated,
-    Outcome,
-    RequestCompleted,
-)
+from gateway.tubemq.net.connection import Outcome, RequestCompleted
+from gateway.tubemq.net.link import CloseReason, ConnectionOpened, ConnectionTerminated
 from gateway.tubemq.net.master import MasterSwitched
-from gateway.tubemq.net.pool import PoolConnectFailed, PoolLinkOpened, PoolLinkReclaimed
+from gateway.tubemq.net.pool_state import PoolConnectFailed, PoolLinkOpened, PoolLinkReclaimed
 from gateway.tubemq.producer.events import (
     BrokerShielded,
     BrokerUnshielded,

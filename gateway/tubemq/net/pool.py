@@ -22,7 +22,6 @@ import asyncio
 import ssl as _ssl
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
 
@@ -30,83 +29,20 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout, TubeMQError
 from gateway.tubemq.events import Event, EventBus
 from gateway.tubemq.net.backoff import Backoff, ExponentialBackoff
-from gateway.tubemq.net.connection import CloseReason, Connection
+from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.net.link import CloseReason
+from gateway.tubemq.net.pool_state import (
+    NodeLinks,
+    NodeStats,
+    Plan,
+    PoolConnectFailed,
+    PoolLinkOpened,
+    PoolLinkReclaimed,
+    PoolStats,
+)
 from gateway.tubemq.wire.auth import Credentials
 
-__all__ = [
-    "ConnectionPool",
-    "NodeStats",
-    "PoolConnectFailed",
-    "PoolLinkOpened",
-    "PoolLinkReclaimed",
-    "PoolStats",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class PoolLinkOpened(Event):
-    """The pool added a link to ``address``; ``links`` is how many it now holds there."""
-
-    address: NodeAddress
-    links: int
-
-
-@dataclass(frozen=True, slots=True)
-class PoolLinkReclaimed(Event):
-    """An idle link to ``address`` was closed after ``idle_seconds`` without traffic."""
-
-    address: NodeAddress
-    idle_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class PoolConnectFailed(Event):
-    """Opening a link to ``address`` failed ``failures`` times in a row; next try in ``retry_in`` s."""
-
-    address: NodeAddress
-    failures: int
-    retry_in: float
-    error: str
-
-
-@dataclass(frozen=True, slots=True)
-class NodeStats:
-    open_links: int
-    in_flight: int
-    connecting: bool
-    connect_failures: int
-    """Consecutive failed attempts (reset by a successful connect)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PoolStats:
-    nodes: dict[NodeAddress, NodeStats]
-    open_links: int
-    in_flight: int
-    idle_reclaims: int
-    connect_failures: int
-    """Failed connect attempts over the pool's life."""
-    unknown_answers: int
-    """Answers for serials no longer pending (late or duplicate), over the pool's life."""
-
-
-@dataclass(eq=False)
-class _Node:
-    address: NodeAddress
-    links: list[Connection] = field(default_factory=list)
-    connecting: asyncio.Task[Connection] | None = None
-    failures: int = 0
-    retry_at: float = 0.0
-    last_error: str = ""
-
-
-@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs more, and this is per request
-class _Plan:
-    """The outcome of one decision: use a link, wait for a connect, or fail fast."""
-
-    link: Connection | None = None
-    connect: asyncio.Task[Connection] | None = None
-    error: ConnectError | None = None
+__all__ = ["ConnectionPool"]
 
 
 class ConnectionPool:
@@ -152,7 +88,7 @@ class ConnectionPool:
         self._events = events
         self._backoff: Backoff = backoff or ExponentialBackoff(base=0.1, cap=10.0)
         self._clock = clock
-        self._nodes: dict[NodeAddress, _Node] = {}
+        self._nodes: dict[NodeAddress, NodeLinks] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -274,13 +210,13 @@ class ConnectionPool:
 
     # --- decisions (synchronous: never await in here) -------------------------------------------------
 
-    def _node(self, address: NodeAddress) -> _Node:
+    def _node(self, address: NodeAddress) -> NodeLinks:
         node = self._nodes.get(address)
         if node is None:
-            node = self._nodes[address] = _Node(address)
+            node = self._nodes[address] = NodeLinks(address)
         return node
 
-    def _prune(self, node: _Node) -> None:
+    def _prune(self, node: NodeLinks) -> None:
         """Forget links that closed on their own (peer gone, garbage, IOException answer)."""
         for link in node.links:  # a plain loop: this runs on every request
             if link.is_closed:
@@ -292,7 +228,7 @@ class ConnectionPool:
                 self._retired_unknown_answers += link.unknown_answers
         node.links = [c for c in node.links if not c.is_closed]
 
-    def _assign(self, address: NodeAddress, now: float) -> _Plan:
+    def _assign(self, address: NodeAddress, now: float) -> Plan:
         self._check_open()
         self._ensure_sweeper()
         node = self._node(address)
@@ -306,17 +242,17 @@ class ConnectionPool:
                 and now >= node.retry_at
             ):
                 self._start_connect(node)
-            return _Plan(link=best)
+            return Plan(link=best)
         if node.connecting is not None:
-            return _Plan(connect=node.connecting)
+            return Plan(connect=node.connecting)
         if now < node.retry_at:
-            return _Plan(
+            return Plan(
                 error=ConnectError(
                     f"cannot connect to {address}: {node.failures} failed attempt(s), last: "
                     f"{node.last_error}; next attempt in {node.retry_at - now:.2f}s"
                 )
             )
-        return _Plan(connect=self._start_connect(node))
+        return Plan(connect=self._start_connect(node))
 
     def _collect_idle(self, now: float) -> list[Connection]:
         """Begin closing idle links, forget closed ones and empty nodes; return links to wait for."""
@@ -387,14 +323,14 @@ class ConnectionPool:
                 raise ClientClosed("the connection pool was closed while connecting") from None
             raise
 
-    def _start_connect(self, node: _Node) -> asyncio.Task[Connection]:
+    def _start_connect(self, node: NodeLinks) -> asyncio.Task[Connection]:
         task = asyncio.get_running_loop().create_task(self._open(node), name=f"tubemq-connect-{node.address}")
         node.connecting = task
         # Background attempts may have no waiter; their failure is recorded on the node instead.
         task.add_done_callback(_consume_outcome)
         return task
 
-    async def _open(self, node: _Node) -> Connection:
+    async def _open(self, node: NodeLinks) -> Connection:
         link = Connection(
             node.address,
             ssl=self._ssl,
@@ -418,7 +354,7 @@ class ConnectionPool:
         self._emit(PoolLinkOpened(node.address, len(node.links)))
         return link
 
-    def _connect_failed(self, node: _Node, exc: ConnectError) -> None:
+    def _connect_failed(self, node: NodeLinks, exc: ConnectError) -> None:
         node.failures += 1
         self._connect_failures += 1
         delay = self._backoff.compute(node.failures)

@@ -1,11 +1,11 @@
-"""TubeMQ RPC envelopes and the method table, sans-IO (protocol doc §1.3-§1.6, §2, §3.1, §8.2).
+"""TubeMQ RPC envelopes, sans-IO (protocol doc §1.3-§1.6, §3.1, §8.2).
 
 A request payload is three varint-delimited messages, ``RpcConnHeader{flag=0}``,
 ``RequestHeader{serviceType, protocolVer}`` and ``RequestBody{method, timeout, request}``; an answer
 is ``RpcConnHeader{flag=1}``, ``ResponseHeader{status, protocolVer}`` and either
 ``RspResponseBody{method, data}`` (SUCCESS) or ``RspExceptionBody{exceptionName, stackTrace}``
 (ERROR/FATAL). ``request`` and ``data`` hold the serialized method-specific message named by
-:data:`METHODS`.
+:data:`METHODS` (the method table, :mod:`gateway.tubemq.wire.methods`, re-exported here).
 
 Client side: :func:`encode_request`, then :func:`decode_response` and :func:`parse_response` (or
 :func:`parse_as`). Server side: :func:`decode_request`, :func:`check_service`, :func:`parse_request`,
@@ -14,20 +14,17 @@ answer the Java server would give (:meth:`RpcDecodeError.answer`).
 
 The headers are the same for every call of a service, so their bytes are built once and cached, and
 ``RequestBody``/``RspResponseBody`` are written by hand around the inner message's bytes (one copy
-fewer than building the envelope message); the tests check these bytes against protobuf's own.
-Protobuf's Python parser does not enforce ``required`` fields, so every parse here checks them, as the
-Java peers do (§1.8).
+fewer than building the envelope message); the tests check these bytes against protobuf's own. Every
+parse checks required fields and UTF-8 text as the Java peers do (:mod:`gateway.tubemq.wire.strict`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import IntEnum
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
-from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import DecodeError, EncodeError, Message
+from google.protobuf.message import EncodeError, Message
 
 from gateway.tubemq.errors import STATUS_ERROR as STATUS_ERROR  # re-exported: answer statuses live here too
 from gateway.tubemq.errors import STATUS_FATAL as STATUS_FATAL
@@ -42,115 +39,25 @@ from gateway.tubemq.wire.frame import (
     encode_frame_parts,
     encode_varint,
 )
-from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.methods import METHODS as METHODS  # re-exported: rpc.Method, rpc.METHODS, ...
+from gateway.tubemq.wire.methods import OP_REGISTER as OP_REGISTER
+from gateway.tubemq.wire.methods import OP_UNREGISTER as OP_UNREGISTER
+from gateway.tubemq.wire.methods import SERVICE_METHODS as SERVICE_METHODS
+from gateway.tubemq.wire.methods import Method as Method
+from gateway.tubemq.wire.methods import MethodSpec as MethodSpec
+from gateway.tubemq.wire.methods import Service as Service
 from gateway.tubemq.wire.pb import RPC_pb2 as rpc_pb
+from gateway.tubemq.wire.strict import parse_strict as _parse
 
 PROTOCOL_VERSION = 3
 """``protocolVer`` of ``org.apache.inlong`` clients (2: ``com.apache``, 1: ``com.tencent``)."""
 FLAG_REQUEST = 0
 FLAG_RESPONSE = 1
 STATUS_SUCCESS = 0
-OP_REGISTER = 31
-"""``RegisterRequestC2B.opType`` to register at a broker (method 15)."""
-OP_UNREGISTER = 32
-"""``RegisterRequestC2B.opType`` to unregister from a broker (method 15)."""
-
 INVALID_PROTOBUF_EXCEPTION = "com.google.protobuf.InvalidProtocolBufferException"
 JAVA_EXCEPTION = "java.lang.Exception"
 _READ_PARAMS_PREFIX = "IPC server unable to read call parameters:"
 _HANDLE_REQUEST_PREFIX = "IPC server handle request error :"
-
-
-class Service(IntEnum):
-    """``RequestHeader.serviceType`` (Java ``RpcConstants``)."""
-
-    MASTER = 1
-    BROKER_READ = 2
-    BROKER_WRITE = 3
-
-
-class Method(IntEnum):
-    """``RequestBody.method`` ids (§2). 11, 12, 14 and 19 are declared but never served."""
-
-    PRODUCER_REGISTER = 1
-    PRODUCER_HEARTBEAT = 2
-    PRODUCER_CLOSE = 3
-    CONSUMER_REGISTER = 4
-    CONSUMER_HEARTBEAT = 5
-    CONSUMER_CLOSE = 6
-    BROKER_REGISTER = 7
-    BROKER_HEARTBEAT = 8
-    BROKER_CLOSE = 9
-    PRODUCER_BROKER_REGISTER = 11
-    PRODUCER_BROKER_HEARTBEAT = 12
-    SEND_MESSAGE = 13
-    PRODUCER_BROKER_CLOSE = 14
-    CONSUMER_BROKER_REGISTER = 15
-    CONSUMER_BROKER_HEARTBEAT = 16
-    GET_MESSAGES = 17
-    CONSUMER_COMMIT = 18
-    CONSUMER_BROKER_CLOSE = 19
-    CONSUMER_REGISTER_V2 = 20
-    CONSUMER_HEARTBEAT_V2 = 21
-    CONSUMER_GET_PART_META = 22
-
-
-@dataclass(frozen=True, slots=True)
-class MethodSpec:
-    """One served method: its Java name, the service it is sent to, and its message types."""
-
-    method: Method
-    name: str
-    service: Service
-    request_type: type[Message]
-    response_type: type[Message]
-
-
-# id, Java name, service, request type, response type (types in MasterService for service 1, else in
-# BrokerService). Java and C++ send method 13 to the write service, Go to the read one; both are served.
-_TABLE = """
- 1 producerRegisterP2M        1 RegisterRequestP2M    RegisterResponseM2P
- 2 producerHeartbeatP2M       1 HeartRequestP2M       HeartResponseM2P
- 3 producerCloseClientP2M     1 CloseRequestP2M       CloseResponseM2P
- 4 consumerRegisterC2M        1 RegisterRequestC2M    RegisterResponseM2C
- 5 consumerHeartbeatC2M       1 HeartRequestC2M       HeartResponseM2C
- 6 consumerCloseClientC2M     1 CloseRequestC2M       CloseResponseM2C
- 7 brokerRegisterB2M          1 RegisterRequestB2M    RegisterResponseM2B
- 8 brokerHeartbeatB2M         1 HeartRequestB2M       HeartResponseM2B
- 9 brokerCloseClientB2M       1 CloseRequestB2M       CloseResponseM2B
-13 sendMessageP2B             3 SendMessageRequestP2B SendMessageResponseB2P
-15 consumerRegisterC2B        2 RegisterRequestC2B    RegisterResponseB2C
-16 consumerHeartbeatC2B       2 HeartBeatRequestC2B   HeartBeatResponseB2C
-17 getMessagesC2B             2 GetMessageRequestC2B  GetMessageResponseB2C
-18 consumerCommitC2B          2 CommitOffsetRequestC2B CommitOffsetResponseB2C
-20 consumerRegisterC2MV2      1 RegisterRequestC2MV2  RegisterResponseM2CV2
-21 consumerHeartbeatC2MV2     1 HeartRequestC2MV2     HeartResponseM2CV2
-22 consumerGetPartMetaInfoC2M 1 GetPartMetaRequestC2M GetPartMetaResponseM2C
-"""
-
-
-def _build_methods() -> dict[int, MethodSpec]:
-    table: dict[int, MethodSpec] = {}
-    for line in _TABLE.strip().splitlines():
-        method, name, service, request, response = line.split()
-        module = master_pb if int(service) == Service.MASTER else broker_pb
-        request_type: type[Message] = getattr(module, request)
-        response_type: type[Message] = getattr(module, response)
-        spec = MethodSpec(Method(int(method)), name, Service(int(service)), request_type, response_type)
-        table[spec.method] = spec
-    return table
-
-
-METHODS: dict[int, MethodSpec] = _build_methods()
-"""Every served method id -> its spec (11, 12, 14 and 19 are absent: the Java server rejects them)."""
-
-SERVICE_METHODS: dict[int, frozenset[int]] = {
-    Service.MASTER: frozenset({1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21, 22}),
-    Service.BROKER_READ: frozenset(range(11, 20)),
-    Service.BROKER_WRITE: frozenset({11, 12, 13, 14}),
-}
-"""Method ids each service accepts (Java ``PbEnDecoder.isValidServiceTypeAndMethod``, §1.5 rule 3)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,97 +139,6 @@ def _serialize(message: Message) -> bytes:
         return message.SerializeToString()
     except EncodeError as exc:
         raise ValueError(f"cannot encode {type(message).__name__}: {exc}") from exc
-
-
-def _parse(message_type: type[_MessageT], data: bytes) -> _MessageT:
-    """Parse ``data``; raise ``ValueError`` naming the problem (corrupt bytes or missing fields)."""
-    message = message_type()
-    try:
-        message.ParseFromString(data)
-    except DecodeError as exc:
-        raise ValueError(f"{message_type.__name__}: {exc}") from exc
-    if not message.IsInitialized():
-        # Same wording as Java's UninitializedMessageException, which peers report back.
-        missing = ", ".join(cast(Any, message).FindInitializationErrors())
-        raise ValueError(f"Message missing required fields: {missing}")
-    plan = _text_plans.get(message_type)
-    if plan is None:
-        plan = _text_plan(message_type)
-    if plan is not _NO_TEXT:
-        _check_text(message, plan, message_type.__name__)
-    return message
-
-
-# (string fields, message fields) of a message type, each as (name, repeated); built once per type
-_TextPlan = tuple[tuple[tuple[str, bool], ...], tuple[tuple[str, bool], ...]]
-_text_plans: dict[type[Message], _TextPlan] = {}
-_NO_TEXT: _TextPlan = ((), ())
-
-
-def _text_plan(message_type: type[Message]) -> _TextPlan:
-    fields = message_type.DESCRIPTOR.fields
-    strings = tuple((f.name, _repeated(f)) for f in fields if f.type == FieldDescriptor.TYPE_STRING)
-    # Only message fields whose type can hold a string somewhere: a GetMessage answer's thousand
-    # TransferedMessages (no strings) are then not visited one by one.
-    nested = tuple(
-        (f.name, _repeated(f))
-        for f in fields
-        if f.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP)
-        and _may_hold_text(f.message_type, set())
-    )
-    plan = _text_plans[message_type] = (strings, nested) if strings or nested else _NO_TEXT
-    return plan
-
-
-def _may_hold_text(descriptor: Any, seen: set[str]) -> bool:
-    """Whether a message type has a string field, itself or in a message field at any depth."""
-    if descriptor.full_name in seen:
-        return False  # a cycle: that type's fields are being looked at already
-    seen.add(descriptor.full_name)
-    return any(
-        f.type == FieldDescriptor.TYPE_STRING
-        or (
-            f.type in (FieldDescriptor.TYPE_MESSAGE, FieldDescriptor.TYPE_GROUP)
-            and _may_hold_text(f.message_type, seen)
-        )
-        for f in descriptor.fields
-    )
-
-
-def _repeated(field: object) -> bool:
-    # ``label`` is gone from protobuf 7's descriptors, ``is_repeated`` missing from older ones.
-    flag = getattr(field, "is_repeated", None)
-    if flag is not None:
-        return bool(flag)
-    return bool(getattr(field, "label", None) == FieldDescriptor.LABEL_REPEATED)
-
-
-def _check_text(message: Message, plan: _TextPlan, path: str) -> None:
-    """Raise ValueError when a string field holds bytes that are not UTF-8.
-
-    Protobuf's Python parser accepts such bytes in proto2 ``string`` fields and hands them out as
-    ``bytes`` (Java would decode them with replacement characters); every reader here expects ``str``."""
-    strings, nested = plan
-    for name, repeated in strings:
-        value = getattr(message, name)
-        if repeated:
-            for item in value:
-                if type(item) is not str:
-                    raise ValueError(f"{path}.{name} holds bytes that are not UTF-8")
-        elif type(value) is not str:
-            raise ValueError(f"{path}.{name} holds bytes that are not UTF-8")
-    for name, repeated in nested:
-        if repeated:
-            for item in getattr(message, name):
-                _check_text(item, _plan_of(item), f"{path}.{name}")
-        elif message.HasField(name):
-            item = getattr(message, name)
-            _check_text(item, _plan_of(item), f"{path}.{name}")
-
-
-def _plan_of(message: Message) -> _TextPlan:
-    plan = _text_plans.get(type(message))
-    return plan if plan is not None else _text_plan(type(message))
 
 
 _CONN_REQUEST = encode_delimited(rpc_pb.RpcConnHeader(flag=FLAG_REQUEST).SerializeToString())
