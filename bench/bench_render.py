@@ -35,6 +35,8 @@ ATTRIBUTES: dict[str, tuple[dict[str, str] | None, str | None, str | None]] = {
     "stream": (None, "orders", "202611232200"),
     "custom": ({"region": "eu", "source": "bench"}, "orders", "202611232200"),
 }
+#: message ids as brokers make them (milliseconds since an epoch in the high bits): 8-byte varints
+BASE_ID = 1_700_000_000_000 << 22
 
 
 def answer(count: int, size: int, attributes: str) -> broker_pb.GetMessageResponseB2C:
@@ -48,7 +50,7 @@ def answer(count: int, size: int, attributes: str) -> broker_pb.GetMessageRespon
             data, flag = body, 0
         else:
             data, flag = encode_payload(body, attrs, stream, when)
-        out.messages.add(messageId=i + 1, checkSum=crc32_checksum(data), payLoadData=data, flag=flag)
+        out.messages.add(messageId=BASE_ID + i, checkSum=crc32_checksum(data), payLoadData=data, flag=flag)
     return out
 
 

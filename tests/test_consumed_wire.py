@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.grpc.consumed_wire import encode_consumed
+from gateway.grpc.consumed_wire import _varint, encode_consumed
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.instance import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedMessage
@@ -79,3 +79,26 @@ def test_parses_as_the_library_built_answers(batch: list[DeliveredMessage]) -> N
 
 def test_an_empty_answer_is_empty() -> None:
     assert encode_consumed([]) == b""
+
+
+def _reference_varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        if not value:
+            out.append(low)
+            return bytes(out)
+        out.append(low | 0x80)
+
+
+@settings(max_examples=500)
+@given(
+    st.integers(-(2**63), 2**64 - 1)
+    | st.integers(0, 64)
+    .flatmap(lambda bits: st.sampled_from([2**bits - 1, 2**bits, -(2**bits)]))
+    .filter(lambda v: -(2**63) <= v < 2**64)
+)
+def test_varints_of_every_length(value: int) -> None:
+    # the hand-built answers' varints: every byte length, the boundaries between lengths, negatives
+    assert _varint(value) == _reference_varint(value)
