@@ -377,3 +377,34 @@ async def test_a_stream_id_filter_reads_exactly_those_messages_of_the_range(
 
 def _n(body: bytes) -> int:
     return int(body[1 : body.index(b"-")])
+
+
+async def test_offsets_are_set_exactly_where_the_answer_places_messages(
+    brokers: list[EmbeddedBroker], reader: RangeReader
+) -> None:
+    log = Log(brokers[0], "mixed")
+    for i in range(30):
+        log.append(i % 3)
+    stretch = brokers[0].store("mixed").max_offset
+    for _ in range(20):
+        log.append(1)  # partition 1 alone
+    end = brokers[0].store("mixed").max_offset
+    for i in range(30):
+        log.append(i % 3)  # after planning: the batch read from `stretch` holds siblings' entries past `end`
+    top = brokers[0].store("mixed").max_offset
+    part = partition(brokers[0], "mixed", 1)
+    offsets = log.offset_of(1)
+
+    # The probe cuts the batch at `end`; what it keeps fills [stretch, end), so each message is placed.
+    got = await read_all(reader, part, stretch, end)
+    assert [m.message_id for m in got] == log.expected(1, stretch, end)
+    assert [m.offset for m in got] == [offsets[m.message_id] for m in got] == list(range(stretch, end, 28))
+    assert reader.stats.probes == 1
+
+    # One batch over the whole store: 40 of its 80 entries are partition 1's, and nothing in the answer
+    # says which (message ids only rise in index order on this embedded store, not on a real broker).
+    batches = reader.stats.batches
+    mixed = await read_all(reader, part, 0, top)
+    assert reader.stats.batches == batches + 1
+    assert [m.message_id for m in mixed] == log.expected(1, 0, top)
+    assert [m.offset for m in mixed] == [None] * 40

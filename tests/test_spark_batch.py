@@ -20,7 +20,13 @@ def spark() -> Any:
     return spark_session()
 
 
-TOPICS = [TopicSpec("events", 3, 2), TopicSpec("copy", 2), TopicSpec("empty", 2), TopicSpec("viagw", 2)]
+TOPICS = [
+    TopicSpec("events", 3, 2),
+    TopicSpec("copy", 2),
+    TopicSpec("empty", 2),
+    TopicSpec("viagw", 2),
+    TopicSpec("placed", 4),  # four partitions share each broker's one store
+]
 
 
 @pytest.fixture(scope="module")
@@ -136,3 +142,60 @@ def test_reads_and_writes_through_a_gateway(spark: Any, cluster: ClusterThread) 
         assert sorted(r.message_id for r in direct.collect()) == sorted(r.message_id for r in back)
     finally:
         stop()
+
+
+def test_offsets_are_exact_where_the_broker_answer_places_them(spark: Any, cluster: ClusterThread) -> None:
+    from gateway.spark.backend import plan
+    from gateway.spark.options import SourceOptions
+
+    def send(keys: list[str], tag: str) -> dict[bytes, int]:
+        """Send one message per key; each value -> its index offset from the broker's answer."""
+
+        async def go() -> dict[bytes, int]:
+            assert cluster.producer is not None
+            await cluster.producer.publish("placed")
+            sent: dict[bytes, int] = {}
+            for n, key in enumerate(keys):
+                body = f"{tag}-{n}".encode()
+                sent[body] = (await cluster.producer.send("placed", body, partition=key)).append_offset
+            return sent
+
+        return cluster.call(go())
+
+    def ends() -> dict[str, int]:
+        planned = plan(SourceOptions.parse({"masters": cluster.masters, "topic": "placed"}))
+        return {key: p.bounds.max_offset for key, p in planned.items()}
+
+    def read(starting: dict[str, int] | str, ending: dict[str, int] | str = "latest") -> list[Any]:
+        frame = (
+            spark.read.format("tubemq")
+            .option("masters", cluster.masters)
+            .option("topic", "placed")
+            .option("startingOffsets", starting if isinstance(starting, str) else json.dumps(starting))
+            .option("endingOffsets", ending if isinstance(ending, str) else json.dumps(ending))
+            .load()
+        )
+        return list(frame.collect())
+
+    keys = [f"1:placed:{n}" for n in range(4)]
+    truth = send([keys[n % 4] for n in range(40)], "spread")
+    solo_start = ends()
+    truth |= send([keys[2]] * 30, "solo")
+    solo_end = ends()
+    truth |= send([keys[n % 4] for n in range(20)], "after")
+
+    # Every partition's read spans entries of its siblings: the answer places none of its messages.
+    rows = read("earliest")
+    assert sorted(r.value for r in rows) == sorted(truth)
+    assert [r.offset for r in rows] == [None] * len(rows)
+
+    # From where partition 2 alone was written to where that stopped: its messages fill the span, so each is
+    # at its exact offset, although its broker batch reaches on into siblings' entries (a probe cuts it).
+    solo = read(solo_start, solo_end)
+    assert sorted(r.value for r in solo) == sorted(v for v in truth if v.startswith(b"solo-"))
+    assert {r.partition for r in solo} == {keys[2]}
+    assert [r.offset for r in solo] == [truth[r.value] for r in solo]
+    # On to the end: the batch holds 35 of partition 2's messages among 50 entries, and nothing says which.
+    later = read(solo_start)
+    assert sorted(r.value for r in later) == sorted(v for v in truth if not v.startswith(b"spread-"))
+    assert [r.offset for r in later] == [None] * 50

@@ -63,6 +63,11 @@ async def test_spark_reads_and_writes_a_real_topic(java_root: Path) -> None:
         rows = read_range(spark, topic, starting)
         mine = {r.value.decode(): r for r in rows if r.value.startswith(tag.encode())}
         assert set(mine) == {f"{tag}-{e['i']}" for e in sent}, f"spark read {len(rows)} rows"
+        placed = sum(r.offset is not None for r in rows)
+        print(
+            f"real TubeMQ {topic}: {len(rows)} rows read, {placed} with offset, {len(rows) - placed} without",
+            flush=True,
+        )
         for event in sent:
             row = mine[f"{tag}-{event['i']}"]
             context = f"row {row} vs java {event}"
