@@ -24,7 +24,7 @@ from gateway.embedded.auth import ServerAuth
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
 from gateway.security.cli import add_keys_parser
 from gateway.serve import add_serve_parser
-from gateway.tubemq.wire.auth import Credentials
+from gateway.tubemq.wire import Credentials
 
 # Not TubeMQ's own 8715/8123 (nor its 8716/8124 TLS and 8080/8081 web ports): an embedded cluster started
 # on a machine that also runs a real TubeMQ must neither fail to bind nor be taken for the real one. A

@@ -611,7 +611,7 @@ class Settings(BaseSettings):
         scheme = "https" if self.tls.enabled else "http"
         host = self.http_host
         if host in ("0.0.0.0", "::", ""):
-            from gateway.tubemq.wire.client_id import local_ipv4
+            from gateway.tubemq.wire import local_ipv4
 
             host = local_ipv4()
         elif ":" in host:

@@ -26,11 +26,10 @@ from gateway.service.publish import PublishService
 from gateway.service.quotas import Quotas, RateLimits
 from gateway.service.ranges import RangeService
 from gateway.tubemq.address import NodeAddress, parse_address_list
-from gateway.tubemq.consumer.config import ConsumerConfig
+from gateway.tubemq.consumer import ConsumerConfig
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.net.breaker import BreakerState
-from gateway.tubemq.net.pool import ConnectionPool
-from gateway.tubemq.producer.client import Producer, ProducerConfig
+from gateway.tubemq.net import BreakerState, ConnectionPool
+from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.upstream import UpstreamOptions, upstream_options
 from gateway.workers.context import WorkerContext
 

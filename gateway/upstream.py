@@ -11,7 +11,7 @@ import ssl
 from dataclasses import dataclass
 
 from gateway.config import TubeMQAuthSettings, TubeMQSettings, TubeMQTLSSettings
-from gateway.tubemq.wire.auth import Credentials
+from gateway.tubemq.wire import Credentials
 
 __all__ = ["DEFAULT_MASTER_PORT", "DEFAULT_MASTER_TLS_PORT", "UpstreamOptions", "upstream_options"]
 

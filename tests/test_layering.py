@@ -7,6 +7,7 @@ even inside a function body or an ``if TYPE_CHECKING:`` block. Generated protobu
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,6 +90,7 @@ class Import:
     path: Path
     line: int
     target: str  # absolute dotted name; a submodule when `from pkg import submodule` names one
+    name: str = ""  # the name taken from ``target`` by ``from target import name`` (not a submodule)
 
     def __str__(self) -> str:
         return f"{self.path.relative_to(ROOT)}:{self.line} imports {self.target}"
@@ -125,8 +127,10 @@ def imports_of(path: Path, source: str | None = None) -> list[Import]:
             module = _resolve_from(node, path)
             for alias in node.names:
                 candidate = f"{module}.{alias.name}"
-                target = candidate if _is_local_module(candidate) else module
-                found.append(Import(path, node.lineno, target))
+                if _is_local_module(candidate):
+                    found.append(Import(path, node.lineno, candidate))
+                else:
+                    found.append(Import(path, node.lineno, module, alias.name))
     return found
 
 
@@ -364,13 +368,18 @@ def test_a_planted_import_is_caught(source: str, expected: bool) -> None:
 # Bottom to top (docs/architecture.md § Layers). A module may always import its own package, the package root
 # (``gateway.__version__``) and the stdlib; of the gateway, only what its row lists. The core and the
 # embedded cluster have their own, stricter tests above; gateway/workers/context.py and cpus.py are leaves.
-_ADAPTER_CORE = ("gateway.tubemq.events", "gateway.tubemq.net.pool", "gateway.tubemq.producer.send")
+# An entry "module:Name" allows only that name from the module (a core face); "module" allows all of it.
+_ADAPTER_CORE = (
+    "gateway.tubemq.events",
+    "gateway.tubemq.net:ConnectionPool",
+    "gateway.tubemq.producer:SendResult",
+)
 _PROCESS = ("gateway.config", "gateway.tls", "gateway.shutdown", "gateway.workers.context")
 ALLOWED: dict[str, tuple[str, ...]] = {
     # redaction of consumer instance ids is the one thing logs take from the service layer
     "gateway.observability": ("gateway.tubemq", "gateway.service.instance_id"),
     "gateway.service": ("gateway.tubemq", "gateway.observability"),
-    "gateway.config": ("gateway.service.peers", "gateway.tubemq.wire.client_id"),
+    "gateway.config": ("gateway.service.peers", "gateway.tubemq.wire:local_ipv4"),
     "gateway.upstream": ("gateway.config", "gateway.tubemq"),
     "gateway.tls": ("gateway.config",),
     "gateway.shutdown": (),
@@ -445,13 +454,20 @@ def _paths_of(name: str) -> tuple[Path, ...]:
     return (single,) if single.is_file() else modules(relative)
 
 
+def _allows(entry: str, imp: Import) -> bool:
+    module, _, name = entry.partition(":")
+    if name:
+        return imp.target == module and imp.name == name
+    return _within(imp.target, (module,))
+
+
 def breaks_package_rules(owner: str, imp: Import) -> bool:
     target = imp.target
     if _within(target, FORBIDDEN_THIRD_PARTY.get(owner, ())):
         return True
     if target.split(".")[0] != "gateway" or target == "gateway" or _within(target, (owner,)):
         return False
-    return not _within(target, ALLOWED[owner])
+    return not any(_allows(entry, imp) for entry in ALLOWED[owner])
 
 
 def test_every_package_has_rules() -> None:
@@ -483,11 +499,15 @@ def test_each_package_imports_only_what_its_row_allows(owner: str) -> None:
         ("gateway.api", "from gateway.grpc import errors\n", True),
         ("gateway.api", "from gateway.embedded.cluster import EmbeddedCluster\n", True),
         ("gateway.api", "from gateway.tubemq.producer.client import Producer\n", True),
+        ("gateway.api", "from gateway.tubemq.producer import Producer\n", True),
+        ("gateway.api", "from gateway.tubemq.producer import SendResult\n", False),
+        ("gateway.config", "from gateway.tubemq.wire import local_ipv4\n", False),
+        ("gateway.config", "from gateway.tubemq.wire import Credentials\n", True),
         ("gateway.grpc", "from gateway.api.errors import STATUS_BY_KIND\n", True),
         ("gateway.grpc", "def f() -> None:\n    import fastapi\n", True),
         ("gateway.grpc", "from gateway.service.errors import ServiceError\n", False),
         ("gateway.spark", "from gateway.service.ranges import RangeService\n", True),
-        ("gateway.spark", "from gateway.tubemq.net.pool import ConnectionPool\n", False),
+        ("gateway.spark", "from gateway.tubemq.net import ConnectionPool\n", False),
     ],
 )
 def test_a_planted_package_import_is_caught(owner: str, source: str, expected: bool) -> None:
@@ -511,3 +531,108 @@ def test_the_runtime_owns_every_service() -> None:
     assert bad == [], "\n".join(bad)
     runtime = builds(GATEWAY / "runtime.py")
     assert {line.rsplit(" ", 1)[1] for line in runtime} == set(services)
+
+
+# --- the core's faces: above the core, only gateway.tubemq.<subpackage> and the shared vocabulary ----------
+# Each core subpackage's __init__.py exports (``__all__``) what the layers above use; the modules behind it
+# are the core's business, free to split and rename. The embedded cluster is a peer speaking the wire, not a
+# user of the client: it may use the wire's modules (codecs, protobuf messages, the RPC server side) and the
+# shared vocabulary, and nothing of the client (net, producer, consumer, ranges), face or module.
+CORE_FACES = tuple(f"gateway.tubemq.{sub}" for sub in ("wire", "net", "producer", "consumer", "ranges"))
+CORE_SHARED = ("gateway.tubemq.errors", "gateway.tubemq.events", "gateway.tubemq.address")
+
+
+def reaches_past_a_face(imp: Import) -> bool:
+    target = imp.target
+    return (
+        _within(target, ("gateway.tubemq",)) and target not in CORE_FACES and not _within(target, CORE_SHARED)
+    )
+
+
+def embedded_reaches_the_client(imp: Import) -> bool:
+    return _within(imp.target, ("gateway.tubemq",)) and not _within(
+        imp.target, (*CORE_SHARED, "gateway.tubemq.wire")
+    )
+
+
+def _above_the_core() -> tuple[Path, ...]:
+    return tuple(
+        path for path in modules("") if path.relative_to(GATEWAY).parts[0] not in ("tubemq", "embedded")
+    )
+
+
+def test_the_layers_above_use_the_core_through_its_faces() -> None:
+    paths = _above_the_core()
+    assert GATEWAY / "runtime.py" in paths and len(paths) > 50
+    bad = _violations(paths, reaches_past_a_face)
+    assert bad == [], (
+        f"above the core, import {', '.join(CORE_FACES)} or {', '.join(CORE_SHARED)} only:\n" + "\n".join(bad)
+    )
+
+
+def test_the_embedded_cluster_speaks_the_wire_without_the_client() -> None:
+    bad = _violations(modules("embedded"), embedded_reaches_the_client)
+    assert bad == [], "gateway/embedded may import the wire and the shared vocabulary only:\n" + "\n".join(
+        bad
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from gateway.tubemq.producer.client import Producer\n", True),
+        ("from gateway.tubemq.wire import rpc\n", True),
+        ("import gateway.tubemq.net.pool\n", True),
+        ("def f() -> None:\n    from gateway.tubemq.consumer.events import FetchOutcome\n", True),
+        ("from gateway.tubemq import net\n", False),
+        ("from gateway.tubemq.producer import Producer\n", False),
+        ("from gateway.tubemq import errors as core\n", False),
+        ("from gateway.tubemq.errors import InvalidAttribute\n", False),
+        ("from gateway.service.errors import ServiceError\n", False),
+    ],
+)
+def test_a_planted_import_past_a_face_is_caught(source: str, expected: bool) -> None:
+    planted = GATEWAY / "service" / "planted.py"
+    assert any(reaches_past_a_face(imp) for imp in imports_of(planted, source)) is expected
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from gateway.tubemq.net import ConnectionPool\n", True),
+        ("from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE\n", True),
+        ("from gateway.tubemq.ranges import RangeReader\n", True),
+        ("from gateway.tubemq.wire.rpc import decode_request\n", False),
+        ("from gateway.tubemq.wire.pb import RPC_pb2\n", False),
+        ("from gateway.tubemq.address import NodeAddress\n", False),
+    ],
+)
+def test_a_planted_embedded_import_of_the_client_is_caught(source: str, expected: bool) -> None:
+    planted = GATEWAY / "embedded" / "planted.py"
+    assert any(embedded_reaches_the_client(imp) for imp in imports_of(planted, source)) is expected
+
+
+@pytest.mark.parametrize("face", CORE_FACES)
+def test_each_face_imports_alone_and_pulls_nothing_above_it(face: str) -> None:
+    """Each face imports on its own (no cycle), exports every name it lists, and loads only its package and
+    the ranks below: ``gateway.tubemq.wire`` never loads ``net``, the producer never the consumer."""
+    code = (
+        f"import sys, {face} as face\n"
+        "missing = [n for n in face.__all__ if not hasattr(face, n)]\n"
+        "assert face.__all__ and not missing, missing\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('gateway'))))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert run.returncode == 0, run.stderr
+    own = face.rsplit(".", 1)[1]
+    loaded = {_core_module(name) for name in run.stdout.split()} - {None, own}
+    above = sorted(
+        name
+        for name in loaded
+        if name is not None
+        and (
+            _layer(name.split(".")[0]) > _layer(own) or {own, name.split(".")[0]} == {"producer", "consumer"}
+        )
+    )
+    assert above == [], f"{face} loads {above}"
+    assert not [m for m in run.stdout.split() if m.split(".")[1:2] not in (["tubemq"], [])], run.stdout

@@ -14,7 +14,7 @@ from gateway.api.routes_metrics import router
 from gateway.observability.logging import EventLogger, RequestIdMiddleware, redact_library_logs
 from gateway.observability.metrics import GatewayMetrics, HttpMetricsMiddleware
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.net import ConnectionPool
 
 __all__ = ["ObservedRuntime", "install_telemetry"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from gateway.grpc.errors import error_status
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.publish import OutgoingMessage, PublishOutcome, TopicView
-from gateway.tubemq.producer.send import SendResult
+from gateway.tubemq.producer import SendResult
 
 
 def outgoing(message: pb.Message) -> OutgoingMessage:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
 from gateway.observability.metrics_grpc import GrpcMetrics
-from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE
-from gateway.tubemq.consumer.events import (
+from gateway.tubemq.consumer import (
+    INDEX_ENTRY_SIZE,
     ConsumerClosed,
     ConsumerRegistered,
     FetchOutcome,
@@ -24,22 +24,29 @@ from gateway.tubemq.consumer.events import (
     PartitionReleased,
     RebalanceEvent,
 )
-from gateway.tubemq.consumer.events import HeartbeatFailed as ConsumerHeartbeatFailed
+from gateway.tubemq.consumer import HeartbeatFailed as ConsumerHeartbeatFailed
 from gateway.tubemq.events import EventBus, Subscription
-from gateway.tubemq.net.breaker import ShieldReason
-from gateway.tubemq.net.connection import Outcome, RequestCompleted
-from gateway.tubemq.net.link import CloseReason, ConnectionOpened, ConnectionTerminated
-from gateway.tubemq.net.master import MasterSwitched
-from gateway.tubemq.net.pool_state import PoolConnectFailed, PoolLinkOpened, PoolLinkReclaimed
-from gateway.tubemq.producer.events import (
+from gateway.tubemq.net import (
+    CloseReason,
+    ConnectionOpened,
+    ConnectionTerminated,
+    MasterSwitched,
+    Outcome,
+    PoolConnectFailed,
+    PoolLinkOpened,
+    PoolLinkReclaimed,
+    RequestCompleted,
+    ShieldReason,
+)
+from gateway.tubemq.producer import (
     BrokerShielded,
     BrokerUnshielded,
     ProducerRegistered,
     RegisterFailed,
     SendCompleted,
 )
-from gateway.tubemq.producer.events import HeartbeatFailed as ProducerHeartbeatFailed
-from gateway.tubemq.wire import rpc
+from gateway.tubemq.producer import HeartbeatFailed as ProducerHeartbeatFailed
+from gateway.tubemq.wire import METHODS, Method
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics
@@ -62,11 +69,11 @@ def _store_of(partition_key: str) -> tuple[str, int]:
 
 def method_name(method: int) -> str:
     """The Java name of a TubeMQ method (bounded: the method table), ``unknown`` otherwise."""
-    spec = rpc.METHODS.get(method)
+    spec = METHODS.get(method)
     if spec is not None:
         return spec.name
     try:
-        return rpc.Method(method).name.lower()
+        return Method(method).name.lower()
     except ValueError:
         return "unknown"
 

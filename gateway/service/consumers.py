@@ -50,13 +50,18 @@ from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer.client import MAX_FILTER_ITEM_LENGTH, AssignedPartition, Consumer
-from gateway.tubemq.consumer.config import BoundConsumption, ConsumerConfig, StartPosition
-from gateway.tubemq.consumer.events import PartitionReleased
+from gateway.tubemq.consumer import (
+    MAX_FILTER_ITEM_LENGTH,
+    AssignedPartition,
+    BoundConsumption,
+    Consumer,
+    ConsumerConfig,
+    PartitionReleased,
+    StartPosition,
+)
 from gateway.tubemq.events import EventBus, Subscription
-from gateway.tubemq.net.pool import ConnectionPool
-from gateway.tubemq.net.teardown import CloseOnce, cancel_and_wait
-from gateway.tubemq.wire.meta import MetaFormatError
+from gateway.tubemq.net import CloseOnce, ConnectionPool, cancel_and_wait
+from gateway.tubemq.wire import MetaFormatError
 
 __all__ = ["ConsumerService", "InstanceInfo", "InstanceSpec", "InstanceState", "Owner", "PollLimits"]
 

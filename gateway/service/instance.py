@@ -35,10 +35,9 @@ from typing import Any
 
 from gateway.service.errors import Gone, InvalidInput, Unavailable
 from gateway.service.instance_id import redact
-from gateway.tubemq.consumer.batch import ConsumedBatch, ConsumedMessage
-from gateway.tubemq.consumer.client import Consumer, InvalidConfirmContext
+from gateway.tubemq.consumer import ConsumedBatch, ConsumedMessage, Consumer, InvalidConfirmContext
 from gateway.tubemq.errors import ClientClosed, TubeMQError
-from gateway.tubemq.net.teardown import CloseOnce
+from gateway.tubemq.net import CloseOnce
 
 __all__ = ["CommitResult", "ConsumerInstance", "DeliveredMessage", "StreamCursor", "partition_runs"]
 

@@ -20,10 +20,9 @@ from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
-from gateway.tubemq.net.breaker import BreakerState
-from gateway.tubemq.producer.client import Producer, TopicRouteInfo
-from gateway.tubemq.producer.send import SendResult
-from gateway.tubemq.wire.payload import (
+from gateway.tubemq.net import BreakerState
+from gateway.tubemq.producer import Producer, SendResult, TopicRouteInfo
+from gateway.tubemq.wire import (
     build_attribute_text,
     parse_msg_time,
     validate_attribute_key,

@@ -20,14 +20,11 @@ from gateway.service.errors import InvalidInput, NotFound
 from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer.batch import ConsumedMessage
+from gateway.tubemq.consumer import ConsumedMessage
 from gateway.tubemq.errors import TubeMQError
-from gateway.tubemq.net.master import MasterClient
-from gateway.tubemq.net.pool import ConnectionPool
-from gateway.tubemq.ranges.partitions import TopicLayout, discover_partitions
-from gateway.tubemq.ranges.reader import OffsetBounds, RangeReader
-from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
-from gateway.tubemq.wire.meta import Partition
+from gateway.tubemq.net import ConnectionPool, MasterClient
+from gateway.tubemq.ranges import OffsetBounds, RangeReader, TopicLayout, discover_partitions
+from gateway.tubemq.wire import Partition, consumer_id, local_ipv4
 
 __all__ = ["PartitionOffsets", "RangePage", "RangeService"]
 

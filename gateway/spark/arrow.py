@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from gateway.tubemq.consumer.batch import ConsumedMessage
+from gateway.tubemq.consumer import ConsumedMessage
 from gateway.tubemq.errors import InvalidAttribute
-from gateway.tubemq.wire.payload import parse_msg_time
+from gateway.tubemq.wire import parse_msg_time
 
 __all__ = ["ARROW_SCHEMA", "from_messages", "msg_time_of", "record_batch"]
 

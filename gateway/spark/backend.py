@@ -18,7 +18,7 @@ from typing import Any
 from gateway.spark.arrow import from_messages
 from gateway.spark.core import PartitionRange, PlannedPartition, get_core, plan_topic
 from gateway.spark.options import SourceOptions
-from gateway.tubemq.producer.client import Producer
+from gateway.tubemq.producer import Producer
 
 __all__ = [
     "WRITE_CHUNK",

@@ -26,13 +26,10 @@ from typing import Any, TypeVar
 
 from gateway.config import TubeMQSettings
 from gateway.tubemq.address import parse_address_list
-from gateway.tubemq.net.master import MasterClient
-from gateway.tubemq.net.pool import ConnectionPool
-from gateway.tubemq.producer.client import Producer, ProducerConfig
-from gateway.tubemq.ranges.partitions import TopicLayout, discover_partitions
-from gateway.tubemq.ranges.reader import OffsetBounds, RangeReader
-from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
-from gateway.tubemq.wire.meta import BrokerInfo, Partition
+from gateway.tubemq.net import ConnectionPool, MasterClient
+from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.tubemq.ranges import OffsetBounds, RangeReader, TopicLayout, discover_partitions
+from gateway.tubemq.wire import BrokerInfo, Partition, consumer_id, local_ipv4
 from gateway.upstream import UpstreamOptions, upstream_options
 
 __all__ = ["PartitionRange", "PlannedPartition", "SparkCore", "get_core", "plan_topic"]

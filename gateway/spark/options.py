@@ -53,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gateway.config import TubeMQSettings
-from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE
+from gateway.tubemq.consumer import INDEX_ENTRY_SIZE
 
 __all__ = [
     "EARLIEST",

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE
+from gateway.tubemq.consumer import INDEX_ENTRY_SIZE
 
 __all__ = ["source_lag"]
 

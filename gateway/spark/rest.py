@@ -21,9 +21,8 @@ import httpx
 from gateway.spark.arrow import record_batch
 from gateway.spark.core import PartitionRange, PlannedPartition
 from gateway.spark.options import SourceOptions
-from gateway.tubemq.ranges.reader import OffsetBounds
-from gateway.tubemq.wire.meta import BrokerInfo, Partition
-from gateway.tubemq.wire.payload import format_msg_time
+from gateway.tubemq.ranges import OffsetBounds
+from gateway.tubemq.wire import BrokerInfo, Partition, format_msg_time
 
 __all__ = ["PAGE_MESSAGES", "close_clients", "plan", "read_batches", "send_chunk"]
 

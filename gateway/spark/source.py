@@ -85,7 +85,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from gateway.spark import backend
 from gateway.spark.core import PartitionRange, PlannedPartition
 from gateway.spark.options import SourceOptions, stream_id_filter
-from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE
+from gateway.tubemq.consumer import INDEX_ENTRY_SIZE
 
 __all__ = ["SCHEMA", "TubeMQDataSource", "TubeMQFilteringDataSource", "capped_offsets", "split_ranges"]
 

@@ -1,0 +1,47 @@
+"""The consumer: group membership through the master, partition leases, fetches, commits.
+
+This face is what the layers above the core use of the consumer: ``Consumer`` and its config, the
+consumed message types, and its events (for metrics and logs).
+"""
+
+from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE, ConsumedBatch, ConsumedMessage
+from gateway.tubemq.consumer.client import (
+    MAX_FILTER_ITEM_LENGTH,
+    AssignedPartition,
+    Consumer,
+    InvalidConfirmContext,
+)
+from gateway.tubemq.consumer.config import BoundConsumption, ConsumerConfig, StartPosition
+from gateway.tubemq.consumer.events import (
+    ConsumerClosed,
+    ConsumerRegistered,
+    FetchOutcome,
+    HeartbeatFailed,
+    OffsetCommitted,
+    PartitionRegistered,
+    PartitionRegisterFailed,
+    PartitionReleased,
+    RebalanceEvent,
+)
+
+__all__ = [
+    "INDEX_ENTRY_SIZE",
+    "MAX_FILTER_ITEM_LENGTH",
+    "AssignedPartition",
+    "BoundConsumption",
+    "ConsumedBatch",
+    "ConsumedMessage",
+    "Consumer",
+    "ConsumerClosed",
+    "ConsumerConfig",
+    "ConsumerRegistered",
+    "FetchOutcome",
+    "HeartbeatFailed",
+    "InvalidConfirmContext",
+    "OffsetCommitted",
+    "PartitionRegisterFailed",
+    "PartitionRegistered",
+    "PartitionReleased",
+    "RebalanceEvent",
+    "StartPosition",
+]

@@ -1,0 +1,33 @@
+"""The wire: TubeMQ's codecs, sans-IO (frames, RPC envelopes, metadata strings, message payloads).
+
+This face is what the layers above the core use of the wire; the core's own modules and the embedded
+cluster (a peer speaking the wire) import its modules directly. It imports nothing of ``net``.
+"""
+
+from gateway.tubemq.wire.auth import Credentials
+from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
+from gateway.tubemq.wire.meta import BrokerInfo, MetaFormatError, Partition
+from gateway.tubemq.wire.methods import METHODS, Method
+from gateway.tubemq.wire.payload import (
+    build_attribute_text,
+    format_msg_time,
+    parse_msg_time,
+    validate_attribute_key,
+    validate_attribute_value,
+)
+
+__all__ = [
+    "METHODS",
+    "BrokerInfo",
+    "Credentials",
+    "MetaFormatError",
+    "Method",
+    "Partition",
+    "build_attribute_text",
+    "consumer_id",
+    "format_msg_time",
+    "local_ipv4",
+    "parse_msg_time",
+    "validate_attribute_key",
+    "validate_attribute_value",
+]
