@@ -9,6 +9,19 @@ never serves with uvicorn's h11 parser, which has no place for these limits (``g
 
 The header section is fed to the parser at most up to the limit: bytes past it are looked at only once the
 parser has seen the headers end, so nothing above ``max_header_bytes`` (plus one read) is ever buffered.
+
+Two savings per request on the way (issue #13, a one-message publish through a real server):
+
+* one timer per connection, not two per request: uvicorn arms a keep-alive timer after every response and
+  cancels it at the next bytes, and the header deadline was armed and cancelled likewise. Here each response
+  only moves the connection's deadlines forward; the one timer fires at most once per deadline's length, and
+  re-arms itself for a deadline that moved on. Same outcome as before: a connection that sends no byte is
+  closed silently at the earlier of the keep-alive timeout and the header timeout, one that began a request
+  gets a 408 at the header timeout.
+* one write per answer: what a request's cycle writes in one run of its task (the status line and headers,
+  then the body of an answer that is whole) goes to the socket in one ``writelines``, not one send each
+  (:class:`ResponseWriter`); a piece alone is written at the next turn of the event loop at the latest, so a
+  streamed answer's headers are never held back.
 """
 
 from __future__ import annotations
@@ -22,14 +35,22 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["CONNECTION_EXTENSION", "HeaderLimits", "connection_extension", "guarded_protocol"]
+__all__ = [
+    "CONNECTION_EXTENSION",
+    "HeaderLimits",
+    "ResponseWriter",
+    "connection_extension",
+    "guarded_protocol",
+]
 
 #: the ASGI scope extension the guarded protocol adds (a streamed answer uses it to notice a client that
 #: stopped reading and to give its memory back):
 #: ``abort()`` drops the connection at once, unsent data included;
 #: ``unsent()`` the bytes written and not yet taken by the client (the transport's buffer plus the
 #: kernel's send queue; on Linux, where the kernel tells it);
-#: ``writable()`` waits until the transport's buffer has drained below its low-water mark
+#: ``writable()`` waits until the transport's buffer has drained below its low-water mark;
+#: ``body_buffered()`` is true once the server holds the request's whole body (or the client left): then the
+#: app's ``receive`` answers without waiting
 CONNECTION_EXTENSION = "gateway.connection"
 
 #: the ioctl giving a socket's send queue (SIOCOUTQ, the same number as TIOCOUTQ), Linux only
@@ -65,6 +86,51 @@ class HeaderLimits:
         self.timeout = timeout
 
 
+class ResponseWriter:
+    """The transport as a request's cycle sees it (uvicorn's cycle uses ``write``, ``close`` and
+    ``is_closing``): a write is held until the next write, which sends both in one ``writelines``, or until
+    the next turn of the event loop; ``flush`` sends what is held now (before any other write on the
+    transport), ``close`` sends it and closes. Held bytes are dropped when the transport is closing already
+    (aborted, or the connection lost)."""
+
+    __slots__ = ("_held", "_later", "_loop", "transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._held = b""
+        self._later: asyncio.Handle | None = None
+
+    def write(self, data: bytes) -> None:
+        later = self._later
+        if later is None:
+            self._held = data
+            self._later = self._loop.call_soon(self.flush)
+            return
+        later.cancel()
+        self._later = None
+        held, self._held = self._held, b""
+        if not self.transport.is_closing():
+            self.transport.writelines((held, data))
+
+    def flush(self) -> None:
+        later = self._later
+        if later is None:
+            return
+        later.cancel()  # harmless when it is the call running now
+        self._later = None
+        held, self._held = self._held, b""
+        if not self.transport.is_closing():
+            self.transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+
 def _plain(status: bytes, message: str) -> bytes:
     body = json.dumps({"error": {"code": "bad_request_head", "message": message}}).encode()
     return b"".join(
@@ -91,15 +157,31 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
             self._head_bytes = 0
             self._head_count = 0
             self._too_many = False
+            self._head_deadline = 0.0  # loop time: a begun header section must have ended by then
+            self._idle_deadline = 0.0  # loop time: a connection that sent no byte of it is closed then
             self._head_timer: asyncio.TimerHandle | None = None
+            self._timer_at = 0.0
             self._fd = -1
+            self._writer: ResponseWriter | None = None
 
-        def _enter_head(self) -> None:
+        def _enter_head(self, keep_alive: float | None = None) -> None:
+            """Wait for a request's header section: from now on (after a response: ``keep_alive``, the
+            keep-alive timeout, bounds the wait for its first byte too)."""
             self._in_head = True
             self._head_bytes = 0
             self._head_count = 0
-            self._cancel_head_timer()
-            self._head_timer = self.loop.call_later(self._limits.timeout, self._head_timed_out)
+            now = self.loop.time()
+            self._head_deadline = now + self._limits.timeout
+            idle = self._head_deadline if keep_alive is None else now + min(keep_alive, self._limits.timeout)
+            self._idle_deadline = idle
+            if self._head_timer is None or self._timer_at > idle:
+                self._arm(idle)
+
+        def _arm(self, when: float) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._timer_at = when
+            self._head_timer = self.loop.call_at(when, self._head_timed_out)
 
         def _cancel_head_timer(self) -> None:
             if self._head_timer is not None:
@@ -109,7 +191,12 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
         def _head_timed_out(self) -> None:
             self._head_timer = None
             if not self._in_head or self.transport.is_closing():
+                return  # the next wait for a header section arms the timer again
+            deadline = self._head_deadline if self._head_bytes else self._idle_deadline
+            if self.loop.time() < deadline:
+                self._arm(deadline)  # a later request's deadline
                 return
+            self._flush()
             if self._head_bytes:
                 self.transport.write(
                     _plain(b"408 Request Timeout", "the request headers did not arrive in time")
@@ -119,13 +206,20 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
         def _refuse_head(self, message: str) -> None:
             self._cancel_head_timer()
             self._in_head = False
+            self._flush()
             self.transport.write(_plain(b"431 Request Header Fields Too Large", message))
             self.transport.close()
+
+        def _flush(self) -> None:
+            """Send what the response writer holds, before the protocol writes on the transport itself."""
+            if self._writer is not None:
+                self._writer.flush()
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             sock = transport.get_extra_info("socket")
             self._fd = sock.fileno() if sock is not None else -1
+            self._writer = ResponseWriter(self.transport, self.loop)
             self._enter_head()
 
         def _unsent(self) -> int:
@@ -141,6 +235,7 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
         def data_received(self, data: bytes) -> None:
             if self.transport.is_closing():
                 return
+            self._flush()  # an answer held in the writer goes out before any the parser may write
             if not self._in_head:
                 super().data_received(data)
                 return
@@ -167,26 +262,43 @@ def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> typ
             super().on_header(name, value)
 
         def send_400_response(self, msg: str) -> None:
+            self._flush()
             if self._too_many:
                 self._refuse_head(f"more than {self._limits.max_count} request headers")
                 return
             super().send_400_response(msg)
 
         def on_headers_complete(self) -> None:
-            self._in_head = False
-            self._cancel_head_timer()
+            self._in_head = False  # the timer, left armed, finds nothing to do when it fires
             extensions = self.scope.setdefault("extensions", {})
-            extensions[CONNECTION_EXTENSION] = {
+            extension = extensions[CONNECTION_EXTENSION] = {
                 "abort": self.transport.abort,
                 "unsent": self._unsent,
                 "writable": self.flow.drain,
             }
             super().on_headers_complete()
+            cycle = self.cycle
+            if cycle is not None and cycle.scope is self.scope:
+                cycle.transport = self._writer
+                extension["body_buffered"] = lambda: not cycle.more_body or cycle.disconnected
+
+        def shutdown(self) -> None:
+            self._flush()  # a graceful shutdown closes an idle connection: with its last answer sent
+            super().shutdown()
 
         def on_response_complete(self) -> None:
-            pipelined = bool(self.pipeline)
-            super().on_response_complete()
-            if not pipelined and not self.transport.is_closing():
-                self._enter_head()
+            # uvicorn's, except that the wait for the next request is bounded by this protocol's one
+            # timer (``_enter_head``) rather than a keep-alive timer armed here and cancelled at the next
+            # bytes received.
+            self.server_state.total_requests += 1
+            if self.transport.is_closing():
+                return
+            self._unset_keepalive_if_required()
+            self.flow.resume_reading()
+            if self.pipeline:
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self._enter_head(self.timeout_keep_alive)
 
     return GuardedHttpToolsProtocol

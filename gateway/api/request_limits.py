@@ -4,7 +4,9 @@
   its route's limit has been read (at once when Content-Length announces more), chunked bodies included, so
   no body is ever buffered past its limit. Publish takes ``limits.max_request_bytes``; every other route
   (consumer creation, commits: small JSON documents) ``limits.max_control_body_bytes``.
-* A body that stalls (no piece for ``limits.body_timeout`` seconds) is answered 408.
+* A body that stalls (no piece for ``limits.body_timeout`` seconds) is answered 408. (No deadline is set
+  when the server says it holds the whole body already, the usual case of a small publish: the
+  ``body_buffered`` of the connection extension, ``gateway/api/http_guard.py``.)
 * Bytes of publish bodies held at once across all requests (being read or being published) are bounded by
   ``limits.max_inflight_publish_bytes``, and requests in progress by ``limits.max_concurrent_requests``
   (the health probes are not counted); above either the answer is 503 with ``Retry-After``.
@@ -23,6 +25,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.api.http_guard import connection_extension
 from gateway.api.schemas import error_document
 from gateway.config import LimitSettings
 
@@ -102,7 +105,9 @@ class RequestLimitsMiddleware:
                     return
                 break
         self.active += 1
-        reader = _BodyReader(self, receive, limit, limits, publish)
+        extension = connection_extension(scope)
+        buffered = extension.get("body_buffered") if extension is not None else None
+        reader = _BodyReader(self, receive, limit, limits, publish, buffered)
         started = False
 
         async def guarded_send(message: Message) -> None:
@@ -132,6 +137,7 @@ class _BodyReader:
     """The app's ``receive``: counts the body against the limits and sets a deadline on each piece."""
 
     __slots__ = (
+        "_buffered",
         "_done",
         "_limit",
         "_limits",
@@ -151,8 +157,10 @@ class _BodyReader:
         limit: int,
         limits: LimitSettings,
         publish: bool,
+        buffered: Callable[[], bool] | None = None,
     ) -> None:
         self._owner = owner
+        self._buffered = buffered
         self._receive = receive
         self._limit = limit
         self._limits = limits
@@ -169,8 +177,11 @@ class _BodyReader:
         if self.refusal is not None:
             return {"type": "http.disconnect"}
         try:
-            async with asyncio.timeout(self._limits.body_timeout):
-                message = await self._receive()
+            if self._buffered is not None and self._buffered():
+                message = await self._receive()  # answers at once: no deadline (and no timer) needed
+            else:
+                async with asyncio.timeout(self._limits.body_timeout):
+                    message = await self._receive()
         except TimeoutError:
             return self._refuse(
                 _Refused(
