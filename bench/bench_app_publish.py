@@ -9,6 +9,11 @@ into the app (every middleware, the access log to ``/dev/null`` as JSON, metrics
 process's own CPU time divided by the requests is the gateway's cost per request without uvicorn. The same
 count of direct ``PublishService.publish`` calls is printed next to it for scale (a lower bound of the core's
 share: alone, the concurrent sends share the connection's writes more than between HTTP requests).
+
+With ``--protocol`` the requests go in one layer further out, as bytes into the HTTP protocol the gateway
+serves with (uvicorn's httptools protocol with the gateway's guard, ``gateway.serve.http_config``), one
+protocol instance per connection over an in-memory transport: the parser, uvicorn's request cycle, the
+guard's timers and the response writes are counted too; only the socket system calls are not.
 ``PYTHONPATH=<other tree>`` runs another version for an A/B comparison.
 """
 
@@ -87,6 +92,93 @@ class Driver:
             raise SystemExit(f"publish answered {status}")
 
 
+class MemoryTransport(asyncio.Transport):
+    """What the protocol writes is parsed for whole answers (by Content-Length); ``answered`` resolves at
+    the end of each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffer = bytearray()
+        self.answered: asyncio.Future[int] | None = None
+        self.closing = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 50000), "sockname": ("127.0.0.1", 8080)}.get(name, default)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.buffer += data
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = bytes(self.buffer[:end]).lower()
+        at = head.find(b"content-length: ")
+        length = int(head[at + 16 :].split(b"\r\n", 1)[0]) if at >= 0 else 0
+        if len(self.buffer) >= end + 4 + length:
+            status = int(head[9:12])
+            del self.buffer[: end + 4 + length]
+            if self.answered is not None and not self.answered.done():
+                self.answered.set_result(status)
+
+    def writelines(self, data: Any) -> None:
+        self.write(b"".join(data))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
+        self.closing = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+class ProtocolDriver:
+    """Sends one-message publish requests as bytes into the gateway's HTTP protocol, one connection per
+    request in flight."""
+
+    def __init__(self, app: Any, settings: Settings, topic: str, size: int, connections: int) -> None:
+        from uvicorn.server import ServerState
+
+        from gateway.serve import http_config
+
+        config = http_config(settings, app, host="127.0.0.1", port=8080, lifespan="off")
+        config.load()
+        body = json.dumps({"messages": [{"value": "x" * size, "attributes": {"bench": "1"}}]}).encode()
+        self.request = (
+            f"POST /v1/topics/{topic}/messages HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\nuser-agent: bench\r\n\r\n"
+        ).encode() + body
+        state = ServerState()
+        self.idle: list[tuple[asyncio.Protocol, MemoryTransport]] = []
+        for _ in range(connections):
+            protocol = config.http_protocol_class(config=config, server_state=state, app_state={})
+            transport = MemoryTransport()
+            protocol.connection_made(transport)
+            self.idle.append((protocol, transport))
+
+    async def one(self) -> None:
+        protocol, transport = self.idle.pop()
+        transport.answered = asyncio.get_running_loop().create_future()
+        protocol.data_received(self.request)
+        status = await transport.answered
+        self.idle.append((protocol, transport))
+        if status != 200:
+            raise SystemExit(f"publish answered {status}")
+
+    def close(self) -> None:
+        for protocol, _ in self.idle:
+            protocol.connection_lost(None)
+
+
 async def run_many(work: Any, requests: int, concurrency: int) -> float:
     """CPU seconds of this process for ``requests`` calls of ``work``, ``concurrency`` at a time."""
     left = requests
@@ -108,7 +200,9 @@ async def main_async(args: argparse.Namespace) -> None:
     await runtime.start()
     try:
         app = create_app(runtime=runtime)
-        driver = Driver(app, args.topic, args.size)
+        driver: Driver | ProtocolDriver = Driver(app, args.topic, args.size)
+        if args.protocol:
+            driver = ProtocolDriver(app, settings, args.topic, args.size, args.concurrency)
         service = runtime.publish
         assert service is not None
         message = [OutgoingMessage(b"x" * args.size, attributes={"bench": "1"})]
@@ -123,9 +217,12 @@ async def main_async(args: argparse.Namespace) -> None:
             app_us.append(await run_many(driver.one, args.requests, args.concurrency) / args.requests * 1e6)
             svc_us.append(await run_many(direct, args.requests, args.concurrency) / args.requests * 1e6)
         app_med, svc_med = sorted(app_us)[len(app_us) // 2], sorted(svc_us)[len(svc_us) // 2]
+        if isinstance(driver, ProtocolDriver):
+            driver.close()
+        way = "protocol" if args.protocol else "app"
         print(
             f"{args.label}one-message publish, {args.size} B, {args.concurrency} in flight, "
-            f"median of {args.rounds} x {args.requests}: app {app_med:.1f} us/request "
+            f"median of {args.rounds} x {args.requests}: {way} {app_med:.1f} us/request "
             f"(min {min(app_us):.1f}); PublishService.publish alone {svc_med:.1f} (min {min(svc_us):.1f})"
         )
     finally:
@@ -145,6 +242,11 @@ def main() -> int:
     )
     parser.add_argument("--label", default="", help="text printed before the result (an A/B's name)")
     parser.add_argument("--no-uvloop", action="store_true", help="asyncio's own event loop")
+    parser.add_argument(
+        "--protocol",
+        action="store_true",
+        help="requests as bytes into the HTTP protocol (uvicorn's, guarded)",
+    )
     args = parser.parse_args()
     if args.master.rsplit(":", 1)[0] not in LOOPBACK:
         parser.error("--master must be a loopback address (127.0.0.1 or [::1])")
