@@ -7,7 +7,7 @@ import contextlib
 
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 from hypothesis import given
 from hypothesis import strategies as st
@@ -418,3 +418,42 @@ def test_encode_requests_refuses_what_encode_request_refuses() -> None:
         rpc.encode_requests([1], 11, [b""], 1000)
     with pytest.raises(ValueError, match="takes CloseRequestC2M"):
         rpc.encode_requests([1], rpc.Method.CONSUMER_CLOSE, [close], 1000)
+
+
+def _success_answer(serial: int, body: bytes) -> WireFrame:
+    header = RPC_pb2.ResponseHeader(status=RPC_pb2.ResponseHeader.SUCCESS, protocolVer=3).SerializeToString()
+    return WireFrame(serial, encode_delimited(CONN_RSP, header, body))
+
+
+@given(
+    st.one_of(
+        # as Java writes it, with any method (one-byte varints take the hand-read path) and data
+        st.builds(
+            lambda method, data: RPC_pb2.RspResponseBody(method=method, data=data).SerializeToString(),
+            st.integers(-(1 << 31), (1 << 31) - 1) | st.integers(0, 127),
+            st.binary(max_size=300),
+        ),
+        # the hand-read layout spoiled: trailing or missing bytes, repeated or unknown fields, any bytes
+        st.builds(
+            lambda data, tail: b"\x08\x03\x12" + bytes([len(data)]) + data + tail,
+            st.binary(max_size=100),
+            st.sampled_from([b"", b"\x08\x04", b"\x12\x01z", b"\x18\x01", b"\x00", b"\x12"]),
+        ),
+        st.builds(lambda data: b"\x08\x03\x12" + bytes([len(data) + 1]) + data, st.binary(max_size=100)),
+        st.binary(max_size=40).map(lambda b: b"\x08\x03\x12" + b),
+        st.binary(max_size=40),
+    )
+)
+def test_success_answers_read_as_protobuf_reads_their_body(body: bytes) -> None:
+    # The usual answer's body is read by hand; it must give what protobuf's parse gives, or fail likewise.
+    expected: rpc.RpcResponse | None
+    try:
+        parsed = RPC_pb2.RspResponseBody.FromString(body)
+        expected = rpc.RpcResponse(7, parsed.method, parsed.data) if parsed.IsInitialized() else None
+    except DecodeError:
+        expected = None
+    if expected is None:
+        with pytest.raises(ProtocolError, match="serial 7"):
+            rpc.decode_response(_success_answer(7, body))
+    else:
+        assert rpc.decode_response(_success_answer(7, body)) == expected

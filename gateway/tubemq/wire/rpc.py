@@ -76,9 +76,11 @@ class RpcRequest:
     body: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RpcResponse:
-    """A SUCCESS answer (client side); ``data`` is the serialized inner response of ``method``."""
+    """A SUCCESS answer (client side); ``data`` is the serialized inner response of ``method``. Treat it
+    as read-only (not frozen: one is built per answer, and a frozen dataclass costs twice as much to build).
+    """
 
     serial: int
     method: int
@@ -262,12 +264,33 @@ def decode_response(frame: Frame) -> RpcResponse | RpcFailure:
     try:
         if payload.startswith(_SUCCESS_PREFIX):
             # The usual answer: headers are the cached constant bytes, only the body needs parsing.
-            size, start = decode_varint(payload, _SUCCESS_PREFIX_LEN)
+            # (one-byte lengths read inline: a send's answer is some 30 bytes)
+            size = payload[_SUCCESS_PREFIX_LEN] if len(payload) > _SUCCESS_PREFIX_LEN else 0x80
+            if size < 0x80:
+                start = _SUCCESS_PREFIX_LEN + 1
+            else:
+                size, start = decode_varint(payload, _SUCCESS_PREFIX_LEN)
             if size > len(payload) - start:
                 raise FrameError(
                     f"body announces {size} bytes at offset {start}, but only {len(payload) - start} remain"
                 )
-            raw_body = payload[start : start + size]
+            end = start + size
+            # RspResponseBody as Java writes it: method (one varint byte), data, nothing else. Read by
+            # hand, this is one copy of the data and no protobuf message; any other layout is parsed.
+            if (
+                size >= 3
+                and payload[start] == 0x08
+                and payload[start + 1] < 0x80
+                and payload[start + 2] == 0x12
+            ):
+                data_size = payload[start + 3] if size > 3 else 0x80
+                if data_size < 0x80:
+                    data_start = start + 4
+                else:
+                    data_size, data_start = decode_varint(payload, start + 3)
+                if data_start + data_size == end:
+                    return RpcResponse(frame.serial, payload[start + 1], payload[data_start:end])
+            raw_body = payload[start:end]
             status = STATUS_SUCCESS
         else:
             raw_conn, raw_header, raw_body = decode_delimited(payload, 3)
