@@ -222,7 +222,10 @@ class BrokerBreaker:
     # -- internals -------------------------------------------------------------------------------------
 
     def _broker(self, broker_id: int) -> _Broker:
-        return self._brokers.setdefault(broker_id, _Broker())
+        broker = self._brokers.get(broker_id)
+        if broker is None:  # (not setdefault: that would build a record per send only to drop it)
+            broker = self._brokers[broker_id] = _Broker()
+        return broker
 
     def _answered(self, broker_id: int, broker: _Broker) -> None:
         broker.failures = 0
