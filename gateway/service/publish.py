@@ -250,7 +250,10 @@ class PublishService:
         for i, message in enumerate(messages):
             prefix = "message" if raw else f"messages[{i}]"
             validate_message(message, None if raw else i, prefix)
-            text = build_attribute_text(message.attributes, message.stream_id, message.msg_time, message.key)
+            # validate_message checked every part as build_attribute_text would (and more): not again
+            text = build_attribute_text(
+                message.attributes, message.stream_id, message.msg_time, message.key, checked=True
+            )
             texts.append(text)
             size = len(message.value) + len(text)
             if size > limit:

@@ -139,28 +139,38 @@ def build_attribute_text(
     msg_type: str | None = None,
     msg_time: str | None = None,
     key: str | None = None,
+    *,
+    checked: bool = False,
 ) -> str:
     """Build the attribute text like the Java client: ``$msgType$`` first, ``$msgTime$`` second, then
     ``$msgKey$`` (a non-empty ``key``, escaped by :func:`encode_key`), then the user items in insertion
     order. Blank ``msg_type``/``msg_time`` are left out; both are trimmed.
+
+    Each part is checked (InvalidAttribute) unless ``checked`` says the caller has already checked every
+    one as this would: ``msg_type`` with :func:`validate_attribute_value`, ``msg_time`` with
+    :func:`parse_msg_time`, each attribute with :func:`validate_attribute_key` and
+    :func:`validate_attribute_value` (the publish service does, to name the offending field).
 
     The Java producer checks ``len(body) + len(text)`` (text in characters) against the topic's limit.
     """
     items: list[str] = []
     if msg_type is not None and msg_type.strip():
         msg_type = msg_type.strip()
-        validate_attribute_value(msg_type)
+        if not checked:
+            validate_attribute_value(msg_type)
         items.append(f"{TOKEN_MSG_TYPE}={msg_type}")
     if msg_time is not None and msg_time.strip():
         msg_time = msg_time.strip()
-        parse_msg_time(msg_time)
+        if not checked:
+            parse_msg_time(msg_time)
         items.append(f"{TOKEN_MSG_TIME}={msg_time}")
     if key:
         items.append(f"{TOKEN_MSG_KEY}={encode_key(key)}")
     if attributes:
         for key, value in attributes.items():
-            validate_attribute_key(key)
-            validate_attribute_value(value)
+            if not checked:
+                validate_attribute_key(key)
+                validate_attribute_value(value)
             items.append(f"{key}={value}")
     return _ITEM_SEP.join(items)
 
