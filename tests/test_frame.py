@@ -267,7 +267,19 @@ def test_varint_round_trip(value: int) -> None:
     assert decode_varint(b"\xaa" + encoded + b"\xbb", 1) == (value, 1 + len(encoded))
 
 
-@pytest.mark.parametrize(("value", "encoded"), [(0, "00"), (127, "7f"), (128, "8001"), (300, "ac02")])
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [
+        (0, "00"),
+        (127, "7f"),
+        (128, "8001"),
+        (300, "ac02"),
+        (16383, "ff7f"),
+        (16384, "808001"),
+        (2097151, "ffff7f"),
+        (2097152, "80808001"),
+    ],
+)
 def test_varint_known_values(value: int, encoded: str) -> None:
     assert encode_varint(value).hex() == encoded
 

@@ -321,6 +321,11 @@ def encode_varint(value: int) -> bytes:
     """Return ``value`` (0 <= value < 2**64) as a protobuf varint (unsigned LEB128, 1..10 bytes)."""
     if 0 <= value < 128:
         return _SMALL_VARINTS[value]
+    # Lengths of message bodies and requests: two or three bytes, without the loop (a third of its cost).
+    if 0 <= value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if 0 <= value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
     if not 0 <= value < _UINT64_LIMIT:
         raise ValueError(f"varint value {value} is outside 0..2**64-1")
     out = bytearray()
