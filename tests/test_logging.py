@@ -228,6 +228,27 @@ def test_event_logger_one_line_per_event_with_levels(capture: Capture) -> None:
     assert "idle" in repr(events)
 
 
+def test_a_grpc_call_event_is_one_line_with_every_field(capture: Capture) -> None:
+    from gateway.observability.grpc_events import GrpcCallFinished
+
+    events = EventLogger()
+    call = GrpcCallFinished("/tubemq.gateway.v1.GatewayService/Publish", "OK", 0.00025, "req-1", "unary")
+    events(call)
+    events(call)  # the second line of a kind comes from the kind's cached field names
+    first, second = (e for e in capture.entries if e["logger"] == "gateway.events")
+    assert {k: v for k, v in first.items() if k != "ts"} == {k: v for k, v in second.items() if k != "ts"}
+    assert {k: first[k] for k in ("msg", "level", "event", "method", "code", "request_id", "grpc_type")} == {
+        "msg": "GrpcCallFinished",
+        "level": "info",
+        "event": "GrpcCallFinished",
+        "method": "/tubemq.gateway.v1.GatewayService/Publish",
+        "code": "OK",
+        "request_id": "req-1",
+        "grpc_type": "unary",
+    }
+    assert first["duration"] == 0.00025
+
+
 def test_event_logger_skips_work_when_level_disabled(capture: Capture) -> None:
     logger = logging.getLogger("gateway.events.quiet")
     logger.setLevel(logging.INFO)
