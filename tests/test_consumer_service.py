@@ -281,7 +281,7 @@ async def test_stream_cursor_resends_pending_after_the_resume_token(env: Env) ->
     assert [m.token for m in await from_start.next(10, 1000, 0)] == [first[0].token, first[2].token]
     with pytest.raises(InvalidInput) as bad:
         service.open_stream("g-cur", instance, "abc")
-    assert bad.value.field == "Last-Event-ID"
+    assert bad.value.field == "resume_after"
 
 
 async def test_ids_and_limits(env: Env) -> None:

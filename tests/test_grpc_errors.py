@@ -22,6 +22,7 @@ from gateway.service.errors import (
     Unauthenticated,
     Unavailable,
     UpstreamError,
+    renamed_fields,
 )
 from tests.grpc_support import describe
 
@@ -197,9 +198,9 @@ def test_retry_after_is_at_least_one_second_and_absent_when_not_retryable() -> N
 
 
 def test_renamed_maps_service_field_names() -> None:
-    with pytest.raises(InvalidInput) as caught, errors.renamed({"max_messages": "maxMessages"}):
+    with pytest.raises(InvalidInput) as caught, renamed_fields({"max_messages": "maxMessages"}):
         raise InvalidInput("max_messages must be 1 to 10", field="max_messages")
     assert caught.value.field == "maxMessages"
-    with pytest.raises(NotFound) as other, errors.renamed({"max_messages": "maxMessages"}):
+    with pytest.raises(NotFound) as other, renamed_fields({"max_messages": "maxMessages"}):
         raise NotFound("no instance", field="instanceId")
     assert other.value.field == "instanceId"

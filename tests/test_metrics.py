@@ -45,7 +45,7 @@ from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.producer.events import (
     BrokerShielded,
     BrokerUnshielded,
-    HeartbeatFailed,
+    ProducerHeartbeatFailed,
     ProducerRegistered,
     RegisterFailed,
     SendCompleted,
@@ -163,9 +163,9 @@ def test_shielded_brokers_and_master_session(metrics: GatewayMetrics, bus: Event
     bus.emit(BrokerUnshielded(2))
     assert value(metrics, "shielded_brokers") == 1 and value(metrics, "broker_shielded", broker_id="2") == 0
     assert value(metrics, "broker_shield_events_total", reason="failures") == 2
-    bus.emit(HeartbeatFailed("p1", "timeout", False))
+    bus.emit(ProducerHeartbeatFailed("p1", "timeout", False))
     assert value(metrics, "master_session_up", role="producer") == 1
-    bus.emit(HeartbeatFailed("p1", "not registered", True))
+    bus.emit(ProducerHeartbeatFailed("p1", "not registered", True))
     assert value(metrics, "master_session_up", role="producer") == 0
     bus.emit(RegisterFailed("p1", "down", 1, 1.0))
     bus.emit(MasterSwitched(NodeAddress("m", 1), NodeAddress("m", 2), "standby"))

@@ -38,7 +38,7 @@ from gateway.tubemq.producer.client import Producer, ProducerConfig, SendResult
 from gateway.tubemq.producer.events import (
     BrokerShielded,
     BrokerUnshielded,
-    HeartbeatFailed,
+    ProducerHeartbeatFailed,
     ProducerRegistered,
     SendCompleted,
 )
@@ -359,7 +359,7 @@ async def test_master_restart_leads_to_reregistration(
         async with EmbeddedMaster(brokers, host=address.host, port=address.port) as second:
             await eventually(lambda: producer.client_id in second.producers.producers)
             await eventually(lambda: second.producers.producers[producer.client_id].topics == {"demo"})
-            assert rec.of(HeartbeatFailed)
+            assert rec.of(ProducerHeartbeatFailed)
             # The master records the producer before its answer reaches the client: wait for the event.
             await eventually(lambda: [e.again for e in rec.of(ProducerRegistered)][-1] is True)
             assert producer.registered
@@ -379,7 +379,7 @@ async def test_forgotten_producer_gets_411_and_registers_again(
         try:
             await producer.publish("demo")
             await eventually(lambda: len(rec.of(ProducerRegistered)) >= 2)
-            assert any(e.error.startswith("411") and e.reregister for e in rec.of(HeartbeatFailed))
+            assert any(e.error.startswith("411") and e.reregister for e in rec.of(ProducerHeartbeatFailed))
             assert producer.published_topics == {"demo"}
             assert (await producer.send("demo", b"still here")).message_id > 0
         finally:

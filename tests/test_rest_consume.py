@@ -228,6 +228,10 @@ async def test_instance_errors(http: httpx.AsyncClient) -> None:
     assert other_group.status_code == 404
     too_long = await http.get(f"{base}/messages", params={"timeout_ms": 10_000_000})
     assert too_long.status_code == 400 and too_long.json()["error"]["field"] == "timeout_ms"
+    by_header = await http.get(f"{base}/stream", headers={"Last-Event-ID": "x1"})
+    by_query = await http.get(f"{base}/stream", params={"last_event_id": "x1"})
+    for bad_resume in (by_header, by_query):
+        assert bad_resume.status_code == 400 and bad_resume.json()["error"]["field"] == "Last-Event-ID"
     bad_token = await http.post(f"{base}/commits", json={"tokens": ["nope"]})
     assert bad_token.status_code == 400 and bad_token.json()["error"]["field"] == "tokens[0]"
     stale = await commit(http, "r-inst", instance, tokens=["99"])

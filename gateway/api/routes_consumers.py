@@ -35,12 +35,14 @@ from gateway.api.schemas import ErrorResponse
 from gateway.api.sse import EventStreamResponse
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
-from gateway.service.errors import Gone, InvalidInput, Unavailable
+from gateway.service.errors import Gone, InvalidInput, Unavailable, renamed_fields
 from gateway.tls import forwarding_ssl_context
 
 __all__ = ["close_forwarder", "router"]
 
 router = APIRouter(prefix="/v1/consumers", tags=["consumers"])
+#: The service's parameter names -> this API's query parameter and header names.
+_FIELDS = {"timeout": "timeout_ms", "resume_after": "Last-Event-ID"}
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "a parameter is invalid; `error.field` names it"},
@@ -208,9 +210,10 @@ async def poll_messages(
     if owner is not None:
         wait = service.limits.timeout if timeout is None else timeout
         return await forwarder.forward(request, owner, extra_wait=max(wait, service.assignment_wait))
-    messages = await service.poll(
-        group, instance_id, max_messages=max_messages, max_bytes=max_bytes, timeout=timeout
-    )
+    with renamed_fields(_FIELDS):
+        messages = await service.poll(
+            group, instance_id, max_messages=max_messages, max_bytes=max_bytes, timeout=timeout
+        )
     return Response(render_poll(messages, format), media_type="application/json")
 
 
@@ -275,7 +278,8 @@ async def stream_messages(
     owner = _owner(service, forwarder, request, group, instance_id)
     if owner is not None:
         return await forwarder.stream(request, owner)
-    cursor = service.open_stream(group, instance_id, last_event_header or last_event_id)
+    with renamed_fields(_FIELDS):
+        cursor = service.open_stream(group, instance_id, last_event_header or last_event_id)
     lim = service.limits
     count = max_messages or lim.max_messages
     runtime = _runtime(request)

@@ -17,22 +17,22 @@ import grpc
 
 from gateway.grpc.consumed_wire import encode_consumed
 from gateway.grpc.convert import peer_host
-from gateway.grpc.errors import StreamSuperseded, renamed
+from gateway.grpc.errors import StreamSuperseded
 from gateway.grpc.interceptors import client_subject
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.siblings import GrpcSiblings, Relay
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
-from gateway.service.errors import InvalidInput, Unavailable
+from gateway.service.errors import InvalidInput, Unavailable, renamed_fields
 from gateway.service.instance import CommitResult
 from gateway.service.quotas import set_caller_address
 
-#: Service-layer field names (REST query parameters and headers) -> the proto3 JSON names of gRPC requests.
+#: The service's parameter names -> the proto3 JSON names of the gRPC request fields.
 _FIELDS = {
     "max_messages": "maxMessages",
     "max_bytes": "maxBytes",
-    "timeout_ms": "timeoutMs",
-    "Last-Event-ID": "resumeToken",
+    "timeout": "timeoutMs",
+    "resume_after": "resumeToken",
 }
 
 
@@ -80,7 +80,7 @@ class ConsumerRpcs:
         relay = self._sibling_of(request.group, request.instance_id, context)
         if relay is not None:
             return await relay.unary("Poll", request, pb.PollResponse)
-        with renamed(_FIELDS):
+        with renamed_fields(_FIELDS):
             messages = await self._consumers().poll(
                 request.group,
                 request.instance_id,
@@ -120,7 +120,7 @@ class ConsumerRpcs:
                 yield response
             return
         service = self._consumers()
-        with renamed(_FIELDS):
+        with renamed_fields(_FIELDS):
             cursor = service.open_stream(request.group, request.instance_id, request.resume_token or None)
         limits = service.limits
         count = _bounded(

@@ -35,14 +35,13 @@ Every failed call ends with a ``google.rpc.Status`` (same code and message as th
 
 A message of a publish that failed alone carries the same ``google.rpc.Status`` in its result.
 Field names in errors are the proto3 JSON names (``messages[2].streamId``, ``maxMessages``), which are also
-the REST names; :func:`renamed` maps the few the service layer spells after REST query parameters.
+the REST names; the consumer RPCs map the service's parameter names (``max_messages``, ``timeout``...) to
+theirs with :func:`gateway.service.errors.renamed_fields`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import grpc
@@ -242,14 +241,3 @@ async def abort_internal(
     """End a call that failed on a bug with INTERNAL, naming the request id to look up in the logs."""
     message = f"internal error; the gateway logged it under request id {request_id}"
     await _abort(context, error_status(AdapterError(message)), extra)
-
-
-@contextmanager
-def renamed(fields: Mapping[str, str]) -> Iterator[None]:
-    """Rename the ``field`` of an InvalidInput raised inside, for the names gRPC spells differently."""
-    try:
-        yield
-    except ServiceError as exc:
-        if exc.field is not None and exc.field in fields:
-            exc.field = fields[exc.field]
-        raise

@@ -16,6 +16,7 @@ from gateway.observability.metrics_grpc import GrpcMetrics
 from gateway.tubemq.consumer import (
     INDEX_ENTRY_SIZE,
     ConsumerClosed,
+    ConsumerHeartbeatFailed,
     ConsumerRegistered,
     FetchOutcome,
     OffsetCommitted,
@@ -24,7 +25,6 @@ from gateway.tubemq.consumer import (
     PartitionReleased,
     RebalanceEvent,
 )
-from gateway.tubemq.consumer import HeartbeatFailed as ConsumerHeartbeatFailed
 from gateway.tubemq.events import EventBus, Subscription
 from gateway.tubemq.net import (
     CloseReason,
@@ -41,11 +41,11 @@ from gateway.tubemq.net import (
 from gateway.tubemq.producer import (
     BrokerShielded,
     BrokerUnshielded,
+    ProducerHeartbeatFailed,
     ProducerRegistered,
     RegisterFailed,
     SendCompleted,
 )
-from gateway.tubemq.producer import HeartbeatFailed as ProducerHeartbeatFailed
 from gateway.tubemq.wire import METHODS, Method
 
 if TYPE_CHECKING:

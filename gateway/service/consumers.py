@@ -441,7 +441,7 @@ class ConsumerService:
         size = _bounded(max_bytes, instance.max_bytes or lim.max_bytes, 1, lim.max_bytes_limit, "max_bytes")
         wait = lim.timeout if timeout is None else timeout
         if not 0 <= wait <= lim.max_timeout:
-            raise InvalidInput(f"timeout must be 0 to {lim.max_timeout * 1000:.0f} ms", field="timeout_ms")
+            raise InvalidInput(f"timeout must be 0 to {lim.max_timeout * 1000:.0f} ms", field="timeout")
         async with self.using(instance):
             if not tracing.enabled():
                 return await instance.poll(count, size, wait)
@@ -479,17 +479,17 @@ class ConsumerService:
         instance = self.instance(group, instance_id)
         await self._close(instance, "deleted", commit=instance.auto_commit)
 
-    def open_stream(self, group: str, instance_id: str, last_event_id: str | None) -> StreamCursor:
-        """A push cursor that resumes after ``last_event_id`` (a token); without it the stream starts by
-        sending every message delivered and not committed yet. Wrap its use in :meth:`using`."""
+    def open_stream(self, group: str, instance_id: str, resume_after: str | None) -> StreamCursor:
+        """A push cursor that resumes after the event id ``resume_after`` (a token the stream sent); without
+        it the stream starts by sending every message delivered and not committed yet. Wrap its use in
+        :meth:`using`."""
         instance = self.instance(group, instance_id)
         after = 0
-        if last_event_id:
-            text = last_event_id.strip()
+        if resume_after:
+            text = resume_after.strip()
             if not text.isascii() or not text.isdigit() or len(text) > 18:
                 raise InvalidInput(
-                    f"Last-Event-ID {last_event_id!r} is not an event id of this stream",
-                    field="Last-Event-ID",
+                    f"{resume_after!r} is not an event id of this stream", field="resume_after"
                 )
             after = int(text)
         return StreamCursor(instance, after)

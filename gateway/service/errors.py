@@ -13,10 +13,18 @@ Each error has a ``kind`` that the adapters translate, in one place each, to an 
      ├── Unauthenticated     -> 401 / UNAUTHENTICATED    no, malformed, unknown or expired credentials
      └── PermissionDenied    -> 403 / PERMISSION_DENIED  a known principal lacks the right; names the
                                                          principal, the action and the resource
+
+A ``field`` is named in the service's own words: a body field by its proto3 JSON name, which REST and gRPC
+share (``startPosition``, ``messages[2].streamId``); a call parameter by the service method's parameter name
+(``max_messages``, ``max_bytes``, ``timeout``, ``resume_after``), which each adapter maps to its own
+spelling (REST ``timeout_ms`` and ``Last-Event-ID``, gRPC ``timeoutMs`` and ``resumeToken``) with
+:func:`renamed_fields`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
 
@@ -69,6 +77,18 @@ class ServiceError(Exception):
 
 class InvalidInput(ServiceError):
     kind = ErrorKind.INVALID
+
+
+@contextmanager
+def renamed_fields(fields: Mapping[str, str]) -> Iterator[None]:
+    """Rename the ``field`` of a ServiceError raised inside to an adapter's spelling (``fields``: the
+    service's name -> the adapter's); other fields and other exceptions pass unchanged."""
+    try:
+        yield
+    except ServiceError as exc:
+        if exc.field is not None and exc.field in fields:
+            exc.field = fields[exc.field]
+        raise
 
 
 class PayloadTooLarge(ServiceError):

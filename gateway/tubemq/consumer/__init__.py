@@ -14,9 +14,9 @@ from gateway.tubemq.consumer.client import (
 from gateway.tubemq.consumer.config import BoundConsumption, ConsumerConfig, StartPosition
 from gateway.tubemq.consumer.events import (
     ConsumerClosed,
+    ConsumerHeartbeatFailed,
     ConsumerRegistered,
     FetchOutcome,
-    HeartbeatFailed,
     OffsetCommitted,
     PartitionRegistered,
     PartitionRegisterFailed,
@@ -34,9 +34,9 @@ __all__ = [
     "Consumer",
     "ConsumerClosed",
     "ConsumerConfig",
+    "ConsumerHeartbeatFailed",
     "ConsumerRegistered",
     "FetchOutcome",
-    "HeartbeatFailed",
     "InvalidConfirmContext",
     "OffsetCommitted",
     "PartitionRegisterFailed",

@@ -12,9 +12,9 @@ from gateway.tubemq.events import Event
 
 __all__ = [
     "ConsumerClosed",
+    "ConsumerHeartbeatFailed",
     "ConsumerRegistered",
     "FetchOutcome",
-    "HeartbeatFailed",
     "OffsetCommitted",
     "PartitionRegisterFailed",
     "PartitionRegistered",
@@ -119,8 +119,9 @@ class OffsetCommitted(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatFailed(Event):
-    """A heartbeat failed; ``target`` is ``master`` or ``broker:<address>``."""
+class ConsumerHeartbeatFailed(Event):
+    """A consumer's heartbeat failed; ``target`` is ``master`` or ``broker:<address>``, ``consecutive`` the
+    failures in a row to it."""
 
     client_id: str
     group: str

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import time
 
-from gateway.tubemq.consumer.events import ConsumerRegistered, HeartbeatFailed
+from gateway.tubemq.consumer.events import ConsumerHeartbeatFailed, ConsumerRegistered
 from gateway.tubemq.consumer.rebalance import Rebalancer, RebalanceTask
 from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.errors import ServerError, TubeMQError, for_code
@@ -223,7 +223,7 @@ class MasterSession:
         if task is not None:
             self._rebalancer.finished.appendleft(task)
         self.failures += 1
-        ctx.emit(HeartbeatFailed(ctx.client_id, ctx.group, "master", error, self.failures))
+        ctx.emit(ConsumerHeartbeatFailed(ctx.client_id, ctx.group, "master", error, self.failures))
 
     def _held_subscribe_info(self) -> list[str]:
         ctx = self._ctx
@@ -294,4 +294,4 @@ class BrokerHeartbeat:
     def _note_failure(self, broker: BrokerInfo, error: str) -> None:
         ctx = self._ctx
         count = self._failures[broker] = self._failures.get(broker, 0) + 1
-        ctx.emit(HeartbeatFailed(ctx.client_id, ctx.group, f"broker:{broker.address}", error, count))
+        ctx.emit(ConsumerHeartbeatFailed(ctx.client_id, ctx.group, f"broker:{broker.address}", error, count))

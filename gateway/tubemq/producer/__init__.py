@@ -8,7 +8,7 @@ from gateway.tubemq.producer.client import Producer, ProducerConfig, TopicRouteI
 from gateway.tubemq.producer.events import (
     BrokerShielded,
     BrokerUnshielded,
-    HeartbeatFailed,
+    ProducerHeartbeatFailed,
     ProducerRegistered,
     RegisterFailed,
     SendCompleted,
@@ -18,9 +18,9 @@ from gateway.tubemq.producer.send import SendResult
 __all__ = [
     "BrokerShielded",
     "BrokerUnshielded",
-    "HeartbeatFailed",
     "Producer",
     "ProducerConfig",
+    "ProducerHeartbeatFailed",
     "ProducerRegistered",
     "RegisterFailed",
     "SendCompleted",

@@ -10,7 +10,7 @@ from gateway.tubemq.events import Event
 __all__ = [
     "BrokerShielded",
     "BrokerUnshielded",
-    "HeartbeatFailed",
+    "ProducerHeartbeatFailed",
     "ProducerRegistered",
     "RegisterFailed",
     "SendCompleted",
@@ -38,8 +38,12 @@ class RegisterFailed(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatFailed(Event):
-    """A heartbeat failed; ``reregister`` tells whether the producer registers again next."""
+class ProducerHeartbeatFailed(Event):
+    """A producer's heartbeat to the master failed; ``reregister`` tells whether it registers again next.
+
+    Not one event with :class:`~gateway.tubemq.consumer.events.ConsumerHeartbeatFailed`: the consumer's
+    covers broker heartbeats too and counts failures in a row, the producer's says whether the session is
+    lost; logs name each by its class, metrics count both in ``master_heartbeat_failures`` by role."""
 
     client_id: str
     error: str

@@ -21,7 +21,7 @@ from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.backoff import ExponentialBackoff
 from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.teardown import cancel_and_wait
-from gateway.tubemq.producer.events import HeartbeatFailed, ProducerRegistered, RegisterFailed
+from gateway.tubemq.producer.events import ProducerHeartbeatFailed, ProducerRegistered, RegisterFailed
 from gateway.tubemq.producer.requests import (
     build_close_request,
     build_heartbeat_request,
@@ -180,7 +180,7 @@ class ProducerSession:
                     )
                     self.registered = False
                     self._settle(self._take_waiters(), exc)
-                    self._emit(HeartbeatFailed(self._client_id, repr(exc), reregister=True))
+                    self._emit(ProducerHeartbeatFailed(self._client_id, repr(exc), reregister=True))
 
     async def _pause(self, delay: float) -> None:
         """Sleep ``delay`` seconds, or less when ``heartbeat_now`` wakes the task."""
@@ -237,7 +237,7 @@ class ProducerSession:
         except TubeMQError as exc:
             self.registered = False
             self.master_failures += 1
-            self._emit(HeartbeatFailed(self._client_id, str(exc), reregister=True))
+            self._emit(ProducerHeartbeatFailed(self._client_id, str(exc), reregister=True))
             self._settle(waiters, exc)
             return
         self.master_failures = 0
@@ -251,12 +251,14 @@ class ProducerSession:
         elif answer.errCode == HB_NO_NODE or "register" in answer.errMsg.lower():
             self.registered = False
             self._emit(
-                HeartbeatFailed(self._client_id, f"{answer.errCode}: {answer.errMsg}", reregister=True)
+                ProducerHeartbeatFailed(
+                    self._client_id, f"{answer.errCode}: {answer.errMsg}", reregister=True
+                )
             )
             self._waiters[:0] = waiters  # answered by the heartbeat that follows the re-registration
         else:
             error = for_code(answer.errCode, answer.errMsg)
-            self._emit(HeartbeatFailed(self._client_id, str(error), reregister=False))
+            self._emit(ProducerHeartbeatFailed(self._client_id, str(error), reregister=False))
             self._settle(waiters, error)
 
     # --- helpers -------------------------------------------------------------------------------------
