@@ -23,14 +23,7 @@ from jwks_support import (
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.security.jwt_auth import JwksCache, JwtAuthenticator
 from gateway.service.errors import Unauthenticated, Unavailable
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.waiting import ManualClock
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +42,7 @@ async def issuer(key_a: SigningKey) -> AsyncIterator[JwksServer]:
         yield served
 
 
-def _authenticator(url: str, clock: Clock, **options: object) -> JwtAuthenticator:
+def _authenticator(url: str, clock: ManualClock, **options: object) -> JwtAuthenticator:
     cache = JwksCache(url, refresh_interval=30.0, clock=clock)
     settings = {"issuer": ISSUER, "audience": [AUDIENCE], "algorithms": ["RS256", "ES256"], "leeway": 5.0}
     settings.update(options)
@@ -57,7 +50,7 @@ def _authenticator(url: str, clock: Clock, **options: object) -> JwtAuthenticato
 
 
 async def test_a_valid_token_names_the_principal_and_roles(issuer: JwksServer, key_a: SigningKey) -> None:
-    auth = _authenticator(issuer.url, Clock())
+    auth = _authenticator(issuer.url, ManualClock())
     principal = await auth.authenticate(key_a.token(roles=["app", "ops"], scope="read write"))
     assert principal.name == "jwt-user" and principal.method == "jwt"
     assert principal.roles == {"app", "ops", "read", "write"}
@@ -68,7 +61,7 @@ async def test_a_valid_token_names_the_principal_and_roles(issuer: JwksServer, k
 async def test_an_ec_key_works_too() -> None:
     key = SigningKey.ec("ec-1")
     async with jwks_server(key) as served:
-        auth = _authenticator(served.url, Clock())
+        auth = _authenticator(served.url, ManualClock())
         assert (await auth.authenticate(key.token())).name == "jwt-user"
         await auth.close()
 
@@ -108,7 +101,7 @@ async def test_tokens_that_must_be_refused(
         "other_key_same_kid": lambda: SigningKey("key-a", key_b.private, "RS256").token(),
         "garbage": lambda: "eyJhbGciOi.not-base64!.x",
     }
-    auth = _authenticator(issuer.url, Clock())
+    auth = _authenticator(issuer.url, ManualClock())
     with pytest.raises(Unauthenticated, match=complaint):
         await auth.authenticate(tokens[case]())
     await auth.close()
@@ -121,7 +114,7 @@ def _tamper(token: str) -> str:
 
 async def test_a_key_type_that_does_not_fit_the_algorithm_is_refused(issuer: JwksServer) -> None:
     ec_key = SigningKey.ec("key-a")  # an ES256 token naming the RSA key's kid
-    auth = _authenticator(issuer.url, Clock())
+    auth = _authenticator(issuer.url, ManualClock())
     with pytest.raises(Unauthenticated, match="does not fit"):
         await auth.authenticate(ec_key.token())
     await auth.close()
@@ -130,12 +123,12 @@ async def test_a_key_type_that_does_not_fit_the_algorithm_is_refused(issuer: Jwk
 async def test_key_rotation_is_picked_up_without_a_restart(
     issuer: JwksServer, key_a: SigningKey, key_b: SigningKey
 ) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = _authenticator(issuer.url, clock)
     assert (await auth.authenticate(key_a.token(sub="before"))).name == "before"
     assert issuer.fetches == 1
     issuer.keys = [key_b]  # the issuer rotates: key-b signs from now on, key-a is retired
-    clock.now += 31  # past the refresh interval
+    clock.advance(31)  # past the refresh interval
     assert (await auth.authenticate(key_b.token(sub="after"))).name == "after"
     assert issuer.fetches == 2
     with pytest.raises(Unauthenticated, match="unknown kid"):
@@ -144,16 +137,16 @@ async def test_key_rotation_is_picked_up_without_a_restart(
 
 
 async def test_unknown_key_ids_cannot_flood_the_issuer(issuer: JwksServer, key_a: SigningKey) -> None:
-    clock = Clock()
+    clock = ManualClock()
     auth = _authenticator(issuer.url, clock)
     await auth.authenticate(key_a.token())
     for i in range(50):
         with pytest.raises(Unauthenticated, match="unknown kid"):
             await auth.authenticate(key_a.token(kid=f"made-up-{i}"))
-        clock.now += 0.5
+        clock.advance(0.5)
     # 25 s of made-up key ids within a 30 s refresh interval: not one more fetch
     assert issuer.fetches == 1
-    clock.now += 10
+    clock.advance(10)
     with pytest.raises(Unauthenticated):
         await auth.authenticate(key_a.token(kid="made-up-late"))
     assert issuer.fetches == 2
@@ -161,7 +154,7 @@ async def test_unknown_key_ids_cannot_flood_the_issuer(issuer: JwksServer, key_a
 
 
 async def test_a_verified_token_is_remembered(issuer: JwksServer, key_a: SigningKey) -> None:
-    auth = _authenticator(issuer.url, Clock())
+    auth = _authenticator(issuer.url, ManualClock())
     token = key_a.token()
     first = await auth.authenticate(token)
     issuer.keys = []  # not asked again: the second use is a cache hit
@@ -172,7 +165,7 @@ async def test_a_verified_token_is_remembered(issuer: JwksServer, key_a: Signing
 async def test_an_unreachable_issuer_is_unavailable_not_a_crash() -> None:
     async with jwks_server() as served:
         url = served.url  # closed when the block ends
-    auth = _authenticator(url, Clock())
+    auth = _authenticator(url, ManualClock())
     with pytest.raises(Unavailable, match="jwks_url"):
         await auth.authenticate(SigningKey.rsa("k").token())
     await auth.close()

@@ -16,6 +16,7 @@ from gateway.embedded.rebalance_queues import EventType
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.wire.meta import Partition
+from tests.waiting import ManualClock
 
 
 @dataclass
@@ -28,18 +29,10 @@ class StaticBroker:
     is_serving: bool = True
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def make(
     *specs: TopicSpec, brokers: int = 1, seed: int = 7, timeout: float = 30.0
-) -> tuple[ConsumerRegistry, Balancer, list[StaticBroker], Clock]:
-    clock = Clock()
+) -> tuple[ConsumerRegistry, Balancer, list[StaticBroker], ManualClock]:
+    clock = ManualClock(100.0)
     nodes = [StaticBroker(i, NodeAddress("127.0.0.1", 8122 + i), {s.name: s for s in specs}) for i in (1, 2)]
     nodes = nodes[:brokers]
     directory = BrokerDirectory(nodes, clock_ms=lambda: 1)
@@ -173,11 +166,11 @@ def test_release_and_expiry_return_partitions_to_the_others() -> None:
     drain(registry)
     assert len(held(registry, "a")) == 4
     join(registry, "c")
-    clock.now += 4
+    clock.advance(4)
     registry.touch("a", "g")
-    clock.now += 2
+    clock.advance(2)
     assert registry.expire() == ["c@g"] and "c" not in registry.groups["g"].consumers
-    clock.now += 4
+    clock.advance(4)
     assert registry.expire() == ["a@g"] and "g" not in registry.groups
 
 

@@ -7,22 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.tubemq.net.breaker import BreakerState, BreakerTransition, BrokerBreaker, ShieldReason
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.waiting import ManualClock
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
-def make(clock: FakeClock, **kwargs: float) -> tuple[BrokerBreaker, list[BreakerTransition]]:
+def make(clock: ManualClock, **kwargs: float) -> tuple[BrokerBreaker, list[BreakerTransition]]:
     changes: list[BreakerTransition] = []
     breaker = BrokerBreaker(clock=clock, on_change=changes.append, **kwargs)  # type: ignore[arg-type]
     return breaker, changes
@@ -34,13 +27,13 @@ def fail(breaker: BrokerBreaker, broker_id: int, times: int) -> None:
         breaker.record_failure(broker_id)
 
 
-def test_unknown_brokers_are_available(clock: FakeClock) -> None:
+def test_unknown_brokers_are_available(clock: ManualClock) -> None:
     breaker, changes = make(clock)
     assert breaker.is_available(7)
     assert changes == []
 
 
-def test_503_shields_for_the_unavailable_cooldown_then_one_trial(clock: FakeClock) -> None:
+def test_503_shields_for_the_unavailable_cooldown_then_one_trial(clock: ManualClock) -> None:
     breaker, changes = make(clock, unavailable_cooldown=50.0)
     breaker.track([1, 2])
     breaker.begin_attempt(1)
@@ -48,9 +41,9 @@ def test_503_shields_for_the_unavailable_cooldown_then_one_trial(clock: FakeCloc
     assert not breaker.is_available(1)
     assert breaker.is_available(2)
     assert changes == [BreakerTransition(1, BreakerState.CLOSED, BreakerState.OPEN, ShieldReason.UNAVAILABLE)]
-    clock.now += 49.9
+    clock.advance(49.9)
     assert not breaker.is_available(1)
-    clock.now += 0.2
+    clock.advance(0.2)
     assert breaker.is_available(1)
     assert changes[-1].new is BreakerState.HALF_OPEN
     breaker.begin_attempt(1)
@@ -60,7 +53,7 @@ def test_503_shields_for_the_unavailable_cooldown_then_one_trial(clock: FakeCloc
     assert changes[-1] == BreakerTransition(1, BreakerState.HALF_OPEN, BreakerState.CLOSED, None)
 
 
-def test_consecutive_failures_shield_one_of_two_brokers(clock: FakeClock) -> None:
+def test_consecutive_failures_shield_one_of_two_brokers(clock: ManualClock) -> None:
     breaker, changes = make(clock, failure_threshold=3, failure_window=10.0, failure_cooldown=5.0)
     breaker.track([1, 2])
     fail(breaker, 2, 2)
@@ -73,18 +66,18 @@ def test_consecutive_failures_shield_one_of_two_brokers(clock: FakeClock) -> Non
     assert breaker.is_available(1)
 
 
-def test_failures_outside_the_window_do_not_add_up(clock: FakeClock) -> None:
+def test_failures_outside_the_window_do_not_add_up(clock: ManualClock) -> None:
     breaker, _ = make(clock, failure_threshold=3, failure_window=10.0)
     breaker.track([1, 2])
     fail(breaker, 1, 2)
-    clock.now += 11
+    clock.advance(11)
     fail(breaker, 1, 2)
     assert breaker.is_available(1)
     fail(breaker, 1, 1)
     assert not breaker.is_available(1)
 
 
-def test_an_answer_resets_the_consecutive_count(clock: FakeClock) -> None:
+def test_an_answer_resets_the_consecutive_count(clock: ManualClock) -> None:
     breaker, _ = make(clock, failure_threshold=3)
     breaker.track([1, 2])
     fail(breaker, 1, 2)
@@ -96,48 +89,48 @@ def test_an_answer_resets_the_consecutive_count(clock: FakeClock) -> None:
     assert breaker.is_available(1)
 
 
-def test_failed_trial_reopens_and_trial_timeout_frees_the_slot(clock: FakeClock) -> None:
+def test_failed_trial_reopens_and_trial_timeout_frees_the_slot(clock: ManualClock) -> None:
     breaker, changes = make(clock, failure_threshold=1, failure_cooldown=5.0, trial_timeout=2.0)
     breaker.track([1, 2])
     fail(breaker, 1, 1)
-    clock.now += 5
+    clock.advance(5)
     assert breaker.is_available(1)
     fail(breaker, 1, 1)
     assert not breaker.is_available(1)
     assert changes[-1] == BreakerTransition(
         1, BreakerState.HALF_OPEN, BreakerState.OPEN, ShieldReason.FAILURES
     )
-    clock.now += 5
+    clock.advance(5)
     breaker.begin_attempt(1)  # a trial that never reports back
     assert not breaker.is_available(1)
-    clock.now += 2
+    clock.advance(2)
     assert breaker.is_available(1)
 
 
-def test_late_failures_of_sends_started_before_opening_do_not_extend(clock: FakeClock) -> None:
+def test_late_failures_of_sends_started_before_opening_do_not_extend(clock: ManualClock) -> None:
     breaker, _ = make(clock, failure_threshold=1, failure_cooldown=5.0)
     breaker.track([1, 2])
     fail(breaker, 1, 1)
-    clock.now += 4
+    clock.advance(4)
     breaker.record_failure(1)
-    clock.now += 1
+    clock.advance(1)
     assert breaker.is_available(1)
 
 
-def test_503_in_half_open_reopens_for_the_unavailable_cooldown(clock: FakeClock) -> None:
+def test_503_in_half_open_reopens_for_the_unavailable_cooldown(clock: ManualClock) -> None:
     breaker, _ = make(clock, failure_threshold=1, failure_cooldown=1.0, unavailable_cooldown=50.0)
     breaker.track([1, 2])
     fail(breaker, 1, 1)
-    clock.now += 1
+    clock.advance(1)
     breaker.begin_attempt(1)
     breaker.record_unavailable(1)
-    clock.now += 49
+    clock.advance(49)
     assert not breaker.is_available(1)
-    clock.now += 1
+    clock.advance(1)
     assert breaker.is_available(1)
 
 
-def test_quality_rule_needs_at_least_four_brokers(clock: FakeClock) -> None:
+def test_quality_rule_needs_at_least_four_brokers(clock: ManualClock) -> None:
     breaker, _ = make(clock, check_interval=30.0, failure_threshold=1000)
     breaker.track([1, 2, 3])
     for _ in range(100):
@@ -145,11 +138,11 @@ def test_quality_rule_needs_at_least_four_brokers(clock: FakeClock) -> None:
             breaker.begin_attempt(bid)
             if bid != 3:
                 breaker.record_success(bid)
-    clock.now += 30
+    clock.advance(30)
     assert all(breaker.is_available(b) for b in (1, 2, 3))
 
 
-def test_quality_rule_shields_the_worst_of_seven(clock: FakeClock) -> None:
+def test_quality_rule_shields_the_worst_of_seven(clock: ManualClock) -> None:
     breaker, changes = make(clock, check_interval=30.0, quality_cooldown=30.0, failure_threshold=1000)
     brokers = list(range(1, 8))
     breaker.track(brokers)
@@ -158,16 +151,16 @@ def test_quality_rule_shields_the_worst_of_seven(clock: FakeClock) -> None:
             breaker.begin_attempt(bid)
             if bid != 4:
                 breaker.record_success(bid)
-    clock.now += 30
+    clock.advance(30)
     # round(7 * 0.15) = 1 broker may be held; broker 4 answered nothing out of 100 sends
     assert not breaker.is_available(4)
     assert [b for b in brokers if not breaker.is_available(b)] == [4]
     assert changes == [BreakerTransition(4, BreakerState.CLOSED, BreakerState.OPEN, ShieldReason.QUALITY)]
-    clock.now += 30
+    clock.advance(30)
     assert breaker.is_available(4)
 
 
-def test_quality_rule_ignores_brokers_with_few_sends(clock: FakeClock) -> None:
+def test_quality_rule_ignores_brokers_with_few_sends(clock: ManualClock) -> None:
     breaker, _ = make(clock, check_interval=30.0, failure_threshold=1000)
     brokers = list(range(1, 8))
     breaker.track(brokers)
@@ -176,18 +169,18 @@ def test_quality_rule_ignores_brokers_with_few_sends(clock: FakeClock) -> None:
             breaker.begin_attempt(bid)
             if bid != 4:
                 breaker.record_success(bid)
-    clock.now += 30
+    clock.advance(30)
     # 20 sends * 0.1 = 2, not > 2: too little evidence
     assert breaker.is_available(4)
 
 
-def test_track_drops_removed_brokers_and_snapshot_reports(clock: FakeClock) -> None:
+def test_track_drops_removed_brokers_and_snapshot_reports(clock: ManualClock) -> None:
     breaker, _ = make(clock, failure_threshold=1, failure_cooldown=5.0)
     breaker.track([1, 2, 3])
     breaker.begin_attempt(1)
     breaker.record_success(1)
     fail(breaker, 2, 1)
-    clock.now += 2
+    clock.advance(2)
     snap = {h.broker_id: h for h in breaker.snapshot()}
     assert snap[1].sends == 1 and snap[1].successes == 1 and snap[1].state is BreakerState.CLOSED
     assert snap[2].state is BreakerState.OPEN and snap[2].reason is ShieldReason.FAILURES
@@ -215,7 +208,7 @@ _OPS = st.lists(
 @settings(max_examples=300)
 @given(_OPS)
 def test_all_closed_and_the_shield_cap_agree_with_the_snapshot(ops: list[tuple[str, int, float]]) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     breaker = BrokerBreaker(clock=clock, failure_threshold=2, max_shielded_share=0.5)
     breaker.track([1, 2, 3])
     for op, broker_id, seconds in ops:
@@ -232,7 +225,7 @@ def test_all_closed_and_the_shield_cap_agree_with_the_snapshot(ops: list[tuple[s
         elif op == "attempt":
             breaker.begin_attempt(broker_id)
         else:
-            clock.now += seconds
+            clock.advance(seconds)
         closed = breaker.all_closed()
         states = [h.state for h in breaker.snapshot()]
         assert closed == all(s is BreakerState.CLOSED for s in states)

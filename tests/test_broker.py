@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,26 +16,19 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.wire.payload import crc32_checksum, java_string_hash
 from gateway.tubemq.wire.pb import BrokerService_pb2 as pb
 from gateway.tubemq.wire.rpc import Method
+from tests.waiting import ManualClock
 
 TOPICS = [TopicSpec("demo", 3), TopicSpec("multi", 2, 2)]
 TIMEOUT = 30.0
 
 
-@dataclass
-class FakeClock:
-    now: float = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def broker(clock: FakeClock) -> AsyncIterator[EmbeddedBroker]:
+async def broker(clock: ManualClock) -> AsyncIterator[EmbeddedBroker]:
     b = EmbeddedBroker(1, TOPICS, consumer_timeout=TIMEOUT, clock=clock, max_msg_size=1000)
     await b.start()
     yield b
@@ -252,10 +244,10 @@ async def test_register_held_by_a_live_consumer_is_410(broker: EmbeddedBroker) -
 
 
 async def test_register_over_a_timed_out_holder_removes_it_but_still_answers_410(
-    broker: EmbeddedBroker, clock: FakeClock
+    broker: EmbeddedBroker, clock: ManualClock
 ) -> None:
     register(broker, "c1")
-    clock.now += TIMEOUT
+    clock.advance(TIMEOUT)
     answer = register(broker, "c2")
     assert answer.errCode == 410
     assert answer.errMsg == "[Duplicated Register] Remove Invalid Consumer Register c1#g:demo:0"
@@ -332,25 +324,25 @@ async def test_heartbeat_reports_failed_partitions(broker: EmbeddedBroker) -> No
 
 
 async def test_heartbeat_and_fetch_keep_a_registration_alive(
-    broker: EmbeddedBroker, clock: FakeClock
+    broker: EmbeddedBroker, clock: ManualClock
 ) -> None:
     register(broker, "c1", 0)
     register(broker, "c1", 1)
     for _ in range(3):
-        clock.now += TIMEOUT * 0.6
+        clock.advance(TIMEOUT * 0.6)
         heartbeat(broker, "c1", [0])
         get(broker, "c1", 1)
     assert broker.expire_registrations() == 0
-    clock.now += TIMEOUT
+    clock.advance(TIMEOUT)
     assert broker.expire_registrations() == 2
     assert list(heartbeat(broker, "c1", [0]).failureInfo) == ["411:1:127.0.0.1:8123#demo:0"]
 
 
-async def test_timeout_discards_the_pending_batch(broker: EmbeddedBroker, clock: FakeClock) -> None:
+async def test_timeout_discards_the_pending_batch(broker: EmbeddedBroker, clock: ManualClock) -> None:
     await send(broker, 0)
     register(broker, "c1", read_status=0)
     assert len(get(broker, "c1").messages) == 1
-    clock.now += TIMEOUT
+    clock.advance(TIMEOUT)
     assert get(broker, "c1").errCode == 411  # checked lazily, before any sweep ran
     assert broker.offsets.pending("g", "demo", 0) == 0
     register(broker, "c2", read_status=0)
@@ -536,7 +528,7 @@ async def test_handle_dispatches_by_method_and_refuses_others(broker: EmbeddedBr
     assert fault.value.exception_name == "java.lang.Exception"
 
 
-async def test_stopped_broker_answers_503(clock: FakeClock) -> None:
+async def test_stopped_broker_answers_503(clock: ManualClock) -> None:
     b = EmbeddedBroker(1, TOPICS, clock=clock)
     await b.start()
     consumers = b.consumers
@@ -554,7 +546,7 @@ async def test_stopped_broker_answers_503(clock: FakeClock) -> None:
     assert heartbeat(b, "c", []).errCode == 503
 
 
-async def test_memory_broker_keeps_messages_across_restart_on_the_same_port(clock: FakeClock) -> None:
+async def test_memory_broker_keeps_messages_across_restart_on_the_same_port(clock: ManualClock) -> None:
     b = EmbeddedBroker(1, TOPICS, clock=clock)
     await b.start()
     port = b.address.port

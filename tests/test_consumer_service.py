@@ -3,12 +3,11 @@ expiry and rollback, start offsets, filters, byte budgets, auto-commit and strea
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
 from consumer_support import Env, bodies, environment
-from waiting import eventually
+from waiting import ManualClock, eventually
 
 from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
@@ -230,13 +229,16 @@ async def test_rollback_redelivers_and_old_tokens_become_stale(env: Env) -> None
 
 async def test_commit_timeout_rolls_back_forgotten_messages(env: Env) -> None:
     await env.publish("solo", bodies("late", 3))
-    service = await env.service(commit_timeout=0.3)
+    clock = ManualClock()
+    service = await env.service(commit_timeout=0.3, clock=clock)
     instance = (
         await service.create("g-late", InstanceSpec({"solo": None}, start_position="earliest"))
     ).instance_id
     first = await service.poll("g-late", instance, timeout=2.0)
     assert len(first) == 3
-    await asyncio.sleep(0.4)
+    clock.advance(0.3)
+    assert await service.poll("g-late", instance, timeout=0) == []  # not yet past the commit timeout
+    clock.advance(0.1)
     again = await service.poll("g-late", instance, timeout=2.0)
     assert values(again) == values(first)
     result = await service.commit("g-late", instance, [m.token for m in first])

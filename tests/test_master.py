@@ -23,6 +23,7 @@ from gateway.tubemq.net.connection import Connection
 from gateway.tubemq.wire.meta import parse_subscribe_info
 from gateway.tubemq.wire.pb import MasterService_pb2 as pb
 from gateway.tubemq.wire.rpc import Method
+from tests.waiting import ManualClock
 
 CAPTURE = Path(__file__).with_name("tubemq-real-capture.json")
 STANDBY = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
@@ -45,14 +46,6 @@ class StaticBroker:
         if not self.is_serving:
             raise RuntimeError(f"broker {self.broker_id} is not started")
         return self.listen
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def brokers(*specs: TopicSpec, count: int = 1) -> list[StaticBroker]:
@@ -131,7 +124,7 @@ async def test_producer_register_rejects_bad_fields(request_: pb.RegisterRequest
 
 
 async def test_producer_register_heartbeat_close_and_expiry() -> None:
-    clock = Clock()
+    clock = ManualClock()
     nodes = brokers(TopicSpec("demo", 3), TopicSpec("pub_off", 2, accept_publish=False), count=2)
     nodes[1].listen = NodeAddress("10.0.0.2", 9123)
     master = EmbeddedMaster(nodes, producer_timeout=5.0, clock=clock)
@@ -157,7 +150,7 @@ async def test_producer_register_heartbeat_close_and_expiry() -> None:
     assert beat.brokerCheckSum > checksum and list(beat.brokerInfos) == ["1:127.0.0.1: ", "2:10.0.0.2:9123"]
     assert list(beat.topicInfos) == ["demo#2:3:1#"]
 
-    clock.now += 6
+    clock.advance(6)
     expired = await call(master, Method.PRODUCER_HEARTBEAT, p_heartbeat())
     assert (expired.success, expired.errCode, expired.brokerCheckSum) == (False, 411, -1)
     assert expired.errMsg == "Invalid node id:p1, you have to append node first!"
@@ -286,7 +279,7 @@ async def test_bound_members_must_agree(changes: dict[str, Any], code: int, text
 
 
 async def test_consumer_heartbeat_of_unknown_group_or_consumer_gets_411() -> None:
-    clock = Clock()
+    clock = ManualClock()
     master = EmbeddedMaster(brokers(TopicSpec("demo", 3)), consumer_timeout=5.0, clock=clock)
     beat = pb.HeartRequestC2M(clientId="c1", groupName="g", reportSubscribeInfo=False)
     answer = await call(master, Method.CONSUMER_HEARTBEAT, beat)
@@ -297,7 +290,7 @@ async def test_consumer_heartbeat_of_unknown_group_or_consumer_gets_411() -> Non
     assert (
         answer.errMsg == "Update consumer node exception:Invalid node id:c1@g, you have to append node first!"
     )
-    clock.now += 6  # c0 expires; its group goes with it
+    clock.advance(6)  # c0 expires; its group goes with it
     answer = await call(
         master,
         Method.CONSUMER_HEARTBEAT,

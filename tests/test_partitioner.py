@@ -11,16 +11,9 @@ from hypothesis import strategies as st
 
 from gateway.tubemq.errors import ClientError, NoPartition
 from gateway.tubemq.producer.partitioner import Partitioner, PartitionRef
+from tests.waiting import ManualClock
 
 PARTS = sorted(PartitionRef(b, p) for b in (1, 2) for p in (0, 1, 2, 10000))
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def everyone(_: int) -> bool:
@@ -63,7 +56,7 @@ def test_round_robin_avoids_tried_partitions_while_others_remain() -> None:
 
 
 def test_partition_backoff_after_more_than_three_failures() -> None:
-    clock = FakeClock()
+    clock = ManualClock(50.0)
     partitioner = Partitioner(failure_limit=3, delay=3.0, clock=clock)
     bad = PARTS[0]
     for _ in range(3):
@@ -73,14 +66,14 @@ def test_partition_backoff_after_more_than_three_failures() -> None:
     assert partitioner.is_delayed("demo", bad)
     picks = {partitioner.round_robin("demo", PARTS, everyone) for _ in range(50)}
     assert bad not in picks
-    clock.now += 3.0
+    clock.advance(3.0)
     assert not partitioner.is_delayed("demo", bad)
     picks = {partitioner.round_robin("demo", PARTS, everyone) for _ in range(50)}
     assert bad in picks
 
 
 def test_all_delayed_still_picks_something() -> None:
-    partitioner = Partitioner(failure_limit=0, clock=FakeClock())
+    partitioner = Partitioner(failure_limit=0, clock=ManualClock(50.0))
     for p in PARTS:
         partitioner.record_failure("demo", p)
     assert all(partitioner.is_delayed("demo", p) for p in PARTS)
@@ -88,7 +81,7 @@ def test_all_delayed_still_picks_something() -> None:
 
 
 def test_success_resets_the_failure_count() -> None:
-    partitioner = Partitioner(failure_limit=3, clock=FakeClock())
+    partitioner = Partitioner(failure_limit=3, clock=ManualClock(50.0))
     p = PARTS[1]
     for _ in range(3):
         partitioner.record_failure("demo", p)

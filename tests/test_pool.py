@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from faultproxy import EchoHandler, FaultProxy, heartbeat
-from waiting import eventually
+from waiting import ManualClock, eventually
 
 from gateway.embedded.server import RpcServer
 from gateway.tubemq.address import NodeAddress
@@ -113,19 +113,23 @@ async def test_failed_node_fails_fast_during_backoff() -> None:
     bus = EventBus()
     failures: list[PoolConnectFailed] = []
     bus.subscribe(failures.append, PoolConnectFailed)
-    async with ConnectionPool(backoff=ConstantBackoff(0.3), events=bus) as pool:
+    clock = ManualClock()
+    async with ConnectionPool(backoff=ConstantBackoff(0.3), events=bus, clock=clock) as pool:
         with pytest.raises(ConnectError, match=f"127.0.0.1:{port}"):
             await call(pool, address, "x")
         with pytest.raises(
             ConnectError,
-            match=r"1 failed attempt\(s\), last: ConnectionRefusedError.*next attempt in 0\.[0-3]\ds",
+            match=r"1 failed attempt\(s\), last: ConnectionRefusedError.*next attempt in 0\.30s",
         ):
             await call(pool, address, "x")
         assert pool.stats().connect_failures == 1
         assert pool.stats().nodes[address].connect_failures == 1
         assert failures and failures[0].address == address and failures[0].retry_in == 0.3
         async with RpcServer(EchoHandler(), port=port) as srv:
-            await asyncio.sleep(0.3)
+            with pytest.raises(ConnectError, match=r"next attempt in 0\.10s"):
+                clock.advance(0.2)  # still in the backoff, though the node is up again
+                await call(pool, srv.address, "up")
+            clock.advance(0.1)
             assert await call(pool, srv.address, "up") == "up"
             assert pool.stats().nodes[address].connect_failures == 0
 

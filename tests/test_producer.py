@@ -77,6 +77,19 @@ async def pool() -> AsyncIterator[ConnectionPool]:
 
 
 @pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def clocked_pool(clock: ManualClock) -> AsyncIterator[ConnectionPool]:
+    """A pool whose reconnect backoff runs on the test's clock: given to a producer with the same clock, one
+    ``clock.advance`` ends the breaker's cooldown and the pool's backoff alike, however busy the machine."""
+    async with ConnectionPool(connect_timeout=1.0, backoff=ConstantBackoff(0.05), clock=clock) as p:
+        yield p
+
+
+@pytest.fixture
 async def brokers() -> AsyncIterator[list[EmbeddedBroker]]:
     started = [EmbeddedBroker(i, [TopicSpec("demo", 2), TopicSpec("other", 1)]) for i in (1, 2)]
     for broker in started:
@@ -275,16 +288,16 @@ async def test_topic_route_lists_brokers(producer: Producer, brokers: list[Embed
 
 
 async def test_stopped_broker_is_shielded_and_sending_continues(
-    master: EmbeddedMaster, brokers: list[EmbeddedBroker], pool: ConnectionPool
+    master: EmbeddedMaster, brokers: list[EmbeddedBroker], clocked_pool: ConnectionPool, clock: ManualClock
 ) -> None:
     rec = Recorder()
     # no heartbeat during the run: the master's view cannot hide the stopped broker, the breaker must
     config = ProducerConfig(
         heartbeat_interval=60.0, failure_threshold=3, failure_cooldown=0.5, send_timeout=3.0
     )
-    # The breaker's time is the test's: the cooldown cannot run out while 300 sends crawl on a busy machine.
-    clock = ManualClock()
-    producer = Producer([master.address], pool=pool, config=config, events=rec.bus, clock=clock)
+    # The breaker's and the pool's time is the test's: the cooldown cannot run out while 300 sends crawl on a
+    # busy machine.
+    producer = Producer([master.address], pool=clocked_pool, config=config, events=rec.bus, clock=clock)
     await producer.start()
     try:
         await producer.publish("demo")
@@ -303,8 +316,9 @@ async def test_stopped_broker_is_shielded_and_sending_continues(
         assert [p.available for p in topic_route.partitions] == [True, True, False, False]
         # the broker comes back: after the cooldown one trial send closes the breaker again
         await brokers[1].start()
-        clock.advance(0.5)  # past the breaker's cooldown: the next send to broker 2 is the trial
-        await asyncio.sleep(0.1)  # past the pool's 0.05 s reconnect backoff (a lower bound: load only adds)
+        clock.advance(
+            0.5
+        )  # past the breaker's cooldown and the pool's backoff: the next send to 2 is the trial
         later = [await producer.send("demo", f"n{i}".encode()) for i in range(20)]
         assert {r.broker_id for r in later} == {1, 2}
         assert [e.broker_id for e in rec.of(BrokerUnshielded)] == [2]
@@ -524,15 +538,17 @@ async def test_broker_stopped_under_concurrent_load_loses_no_acknowledged_messag
 
 
 async def test_embedded_cluster_with_standby_and_a_broker_restart(
-    tmp_path: Path, pool: ConnectionPool
+    tmp_path: Path, clocked_pool: ConnectionPool, clock: ManualClock
 ) -> None:
     rec = Recorder()
     async with EmbeddedCluster(
         [TopicSpec("demo", 2)], brokers=2, data_dir=tmp_path, standby_master=True
     ) as cluster:
         config = ProducerConfig(heartbeat_interval=60.0, failure_cooldown=0.3)
-        clock = ManualClock()  # the cooldown ends when the test says so, not when a busy machine lets it
-        producer = Producer(cluster.master_addresses, pool=pool, config=config, events=rec.bus, clock=clock)
+        # the cooldown (and the pool's backoff) ends when the test says so, not when a busy machine lets it
+        producer = Producer(
+            cluster.master_addresses, pool=clocked_pool, config=config, events=rec.bus, clock=clock
+        )
         await producer.start()
         try:
             assert producer.master == cluster.master_address
@@ -543,8 +559,9 @@ async def test_embedded_cluster_with_standby_and_a_broker_restart(
                     await cluster.stop_broker(2)
                 if i == 60:
                     await cluster.start_broker(2)
-                    clock.advance(0.35)  # past the cooldown: the next send to broker 2 is the trial
-                    await asyncio.sleep(0.1)  # past the pool's 0.05 s reconnect backoff (load only adds)
+                    clock.advance(
+                        0.35
+                    )  # past the cooldown and the pool's backoff: the next send to 2 is the trial
                 body = f"c{i}".encode()
                 sent.append((body, await producer.send("demo", body)))
             assert [e.broker_id for e in rec.of(BrokerShielded)] == [2]

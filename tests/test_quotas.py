@@ -12,17 +12,10 @@ from gateway.runtime import build_quotas
 from gateway.service.errors import RateLimited
 from gateway.service.principal import ANONYMOUS, Principal, principal_scope
 from gateway.service.quotas import Quotas, RateLimits, caller_key, set_caller_address
+from tests.waiting import ManualClock
 
 ALICE = Principal("alice", "api_key")
 BOB = Principal("bob", "api_key")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def as_caller(principal: Principal, address: str | None, action: object) -> object:
@@ -43,7 +36,7 @@ def refused(action: object) -> RateLimited:
 
 
 def test_a_bucket_allows_its_burst_then_refills_at_the_rate() -> None:
-    clock = Clock()
+    clock = ManualClock()
     quotas = Quotas(RateLimits(publish_messages_per_second=10, burst_seconds=2), clock=clock)
     with principal_scope(ALICE):
         for _ in range(4):
@@ -53,16 +46,16 @@ def test_a_bucket_allows_its_burst_then_refills_at_the_rate() -> None:
         assert error.quota.name == "messages" and error.quota.quota == 20 and error.quota.window == 2
         assert error.quota.remaining == 0
         assert "alice" in error.message and "10 messages per second" in error.message
-        clock.now += 0.5  # five messages refilled
+        clock.advance(0.5)  # five messages refilled
         quotas.charge_publish(5, 1)
         refused(lambda: quotas.charge_publish(1, 1))
-        clock.now += 60  # a long pause fills the bucket up to its burst, not beyond
+        clock.advance(60)  # a long pause fills the bucket up to its burst, not beyond
         quotas.charge_publish(20, 1)
         assert refused(lambda: quotas.charge_publish(1, 1)).retry_after == pytest.approx(0.1)
 
 
 def test_a_refused_request_spends_nothing() -> None:
-    clock = Clock()
+    clock = ManualClock()
     quotas = Quotas(RateLimits(publish_messages_per_second=10, burst_seconds=1), clock=clock)
     with principal_scope(ALICE):
         quotas.charge_publish(8, 1)
@@ -73,7 +66,7 @@ def test_a_refused_request_spends_nothing() -> None:
 
 
 def test_bytes_have_their_own_bucket_and_the_longer_wait_is_reported() -> None:
-    clock = Clock()
+    clock = ManualClock()
     limits = RateLimits(publish_messages_per_second=1000, publish_bytes_per_second=1000, burst_seconds=1)
     quotas = Quotas(limits, clock=clock)
     with principal_scope(ALICE):
@@ -86,19 +79,19 @@ def test_bytes_have_their_own_bucket_and_the_longer_wait_is_reported() -> None:
 
 
 def test_a_request_above_the_burst_passes_on_a_full_bucket_and_leaves_debt() -> None:
-    clock = Clock()
+    clock = ManualClock()
     quotas = Quotas(RateLimits(publish_bytes_per_second=100, burst_seconds=1), clock=clock)
     with principal_scope(ALICE):
         quotas.charge_publish(1, 250)  # never refused for good: the bucket was full
         error = refused(lambda: quotas.charge_publish(1, 1))
         assert error.retry_after == pytest.approx(1.51)  # 150 of debt, then 1 byte
-        clock.now += 2.5  # back to full (100), not to 100 + the debt's worth
+        clock.advance(2.5)  # back to full (100), not to 100 + the debt's worth
         quotas.charge_publish(1, 250)
         refused(lambda: quotas.charge_publish(1, 1))
 
 
 def test_principals_and_anonymous_addresses_have_separate_buckets() -> None:
-    clock = Clock()
+    clock = ManualClock()
     quotas = Quotas(RateLimits(publish_messages_per_second=1, burst_seconds=1), clock=clock)
 
     def spend() -> None:
@@ -119,7 +112,7 @@ def test_principals_and_anonymous_addresses_have_separate_buckets() -> None:
 
 
 def test_overrides_by_principal_name_and_unlimited() -> None:
-    clock = Clock()
+    clock = ManualClock()
     quotas = Quotas(
         RateLimits(publish_messages_per_second=1, burst_seconds=1, max_instances=1),
         {"alice": RateLimits(publish_messages_per_second=0, max_instances=0), "anonymous": RateLimits()},
@@ -136,7 +129,7 @@ def test_overrides_by_principal_name_and_unlimited() -> None:
 
 
 def test_nothing_is_tracked_when_everything_is_unlimited() -> None:
-    quotas = Quotas(RateLimits(), clock=Clock())
+    quotas = Quotas(RateLimits(), clock=ManualClock())
     assert not quotas.limits_publish and not quotas.limits_instances
     with principal_scope(ALICE):
         quotas.charge_publish(10**6, 10**12)
@@ -145,7 +138,7 @@ def test_nothing_is_tracked_when_everything_is_unlimited() -> None:
 
 
 def test_instance_cap_per_caller_and_release() -> None:
-    quotas = Quotas(RateLimits(max_instances=2), clock=Clock())
+    quotas = Quotas(RateLimits(max_instances=2), clock=ManualClock())
     with principal_scope(ALICE):
         keys = [quotas.claim_instance(30.0), quotas.claim_instance(30.0)]
         assert keys == ["alice", "alice"]
@@ -166,12 +159,12 @@ def test_instance_cap_per_caller_and_release() -> None:
 
 
 def test_bucket_state_is_bounded_and_full_buckets_are_dropped() -> None:
-    clock = Clock()
+    clock = ManualClock()
     quotas = Quotas(RateLimits(publish_messages_per_second=10, burst_seconds=1), max_callers=3, clock=clock)
     for i in range(10):
         as_caller(ANONYMOUS, f"client-{i}", lambda: quotas.charge_publish(10, 1))
     assert quotas.tracked_callers == 3  # the least recently used were dropped beyond max_callers
-    clock.now += 5  # everyone is full again: equal to a fresh bucket, so dropped as new callers come
+    clock.advance(5)  # everyone is full again: equal to a fresh bucket, so dropped as new callers come
     as_caller(ANONYMOUS, "client-new", lambda: quotas.charge_publish(10, 1))
     assert quotas.tracked_callers == 1
     with pytest.raises(RateLimited):  # a kept bucket still remembers it is empty

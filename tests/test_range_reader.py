@@ -26,20 +26,13 @@ from gateway.tubemq.ranges.partitions import TopicLayout, discover_partitions, p
 from gateway.tubemq.ranges.reader import OffsetBounds, RangeReader
 from gateway.tubemq.wire.meta import BrokerInfo, Partition
 from gateway.tubemq.wire.payload import encode_payload, java_string_hash
+from tests.waiting import ManualClock
 
 TOPICS = [
     TopicSpec("mixed", 3),  # three partitions share one store: their entries interleave
     TopicSpec("solo", 1, 2),  # two stores of one partition each: every batch is dense
     TopicSpec("readonly", 2, accept_publish=False),
 ]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -49,12 +42,12 @@ async def pool() -> AsyncIterator[ConnectionPool]:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-async def brokers(clock: FakeClock) -> AsyncIterator[list[EmbeddedBroker]]:
+async def brokers(clock: ManualClock) -> AsyncIterator[list[EmbeddedBroker]]:
     started = [EmbeddedBroker(i, TOPICS, consumer_timeout=30.0, clock=clock) for i in (1, 2)]
     for broker in started:
         await broker.start()
@@ -261,7 +254,7 @@ async def test_ranges_stay_exact_while_messages_keep_arriving(
 
 
 async def test_a_lost_registration_is_taken_up_again_without_gaps(
-    brokers: list[EmbeddedBroker], reader: RangeReader, clock: FakeClock
+    brokers: list[EmbeddedBroker], reader: RangeReader, clock: ManualClock
 ) -> None:
     log = Log(brokers[0], "mixed")
     for i in range(60):
@@ -272,7 +265,7 @@ async def test_a_lost_registration_is_taken_up_again_without_gaps(
     async with aclosing(reader.read(part, 0, end)) as batches:
         async for batch in batches:
             got.extend(batch.messages)
-            clock.now += 60.0  # every registration times out before the next fetch
+            clock.advance(60.0)  # every registration times out before the next fetch
     assert [m.message_id for m in got] == log.expected(0, 0, end)
     assert reader.stats.retries >= 2
 
@@ -314,7 +307,7 @@ async def test_private_groups_are_reused_and_read_nothing_twice(
 
 
 async def test_runs_in_other_processes_share_a_few_group_names(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, clock: FakeClock
+    brokers: list[EmbeddedBroker], pool: ConnectionPool, clock: ManualClock
 ) -> None:
     """Every reader object stands for one Spark worker process or run: with one prefix they leave as many
     groups behind as reads ran at once on a partition, not one set per run (issue #15, item 11)."""

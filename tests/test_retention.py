@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from waiting import eventually
+from waiting import ManualClock, eventually
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import INDEX_ENTRY_BYTES, Retention, TopicStore
@@ -15,19 +15,11 @@ from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def fill(store: TopicStore, clock: Clock, count: int, size: int) -> list[int]:
+def fill(store: TopicStore, clock: ManualClock, count: int, size: int) -> list[int]:
     offsets = []
     for i in range(count):
         offsets.append(store.append(0, f"{i:04d}".encode().ljust(size, b"."), 0).append_offset)
-        clock.now += 1.0
+        clock.advance(1.0)
     return offsets
 
 
@@ -36,7 +28,7 @@ def bodies(store: TopicStore) -> list[bytes]:
 
 
 def test_size_retention_drops_the_oldest_and_keeps_offsets() -> None:
-    clock = Clock()
+    clock = ManualClock()
     store = TopicStore("t", 0, clock=clock, retention=Retention(max_bytes=100))
     offsets = fill(store, clock, 10, 30)
     assert store.enforce_retention() == 7  # 3 x 30 bytes fit in 100
@@ -49,18 +41,18 @@ def test_size_retention_drops_the_oldest_and_keeps_offsets() -> None:
 
 
 def test_age_retention_keeps_the_newest_even_when_old() -> None:
-    clock = Clock()
+    clock = ManualClock()
     store = TopicStore("t", 0, clock=clock, retention=Retention(max_age=3.5))
     fill(store, clock, 10, 10)  # appended at 1000 .. 1009, now 1010: older than 1006.5 goes
     assert store.enforce_retention() == 7
     assert bodies(store) == [b"0007", b"0008", b"0009"]
-    clock.now += 100
+    clock.advance(100)
     assert store.enforce_retention() == 2  # the last message stays
     assert bodies(store) == [b"0009"]
 
 
 def test_no_retention_keeps_everything() -> None:
-    clock = Clock()
+    clock = ManualClock()
     store = TopicStore("t", 0, clock=clock)
     fill(store, clock, 5, 10)
     assert store.enforce_retention() == 0 and store.min_offset == 0
@@ -69,7 +61,7 @@ def test_no_retention_keeps_everything() -> None:
 
 
 def test_a_file_store_is_compacted_and_reopens_with_the_same_offsets(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = ManualClock()
     path = tmp_path / "t" / "store-0.log"
     store = TopicStore("t", 0, path=path, clock=clock, retention=Retention(max_bytes=5000))
     offsets = fill(store, clock, 20, 1000)
