@@ -4,7 +4,8 @@ This face is what the layers above the core use of the producer: ``Producer`` an
 route and result types, and its events (for metrics and logs).
 """
 
-from gateway.tubemq.producer.client import Producer, ProducerConfig, TopicRouteInfo
+from gateway.tubemq.producer.client import Producer
+from gateway.tubemq.producer.config import ProducerConfig, TopicRouteInfo
 from gateway.tubemq.producer.events import (
     BrokerShielded,
     BrokerUnshielded,
