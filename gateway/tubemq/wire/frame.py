@@ -146,6 +146,7 @@ class FrameDecoder:
         "_max_frame_bytes",
         "_partial",
         "_payload",
+        "_payload_bytes",
         "_serial",
         "_state",
     )
@@ -157,7 +158,10 @@ class FrameDecoder:
         self._max_frame_bytes = max_frame_bytes
         self._state = _State.HEADER
         self._partial = bytearray()  # an incomplete header or block length
-        self._payload = bytearray()  # block bytes of the frame in progress
+        # Block bytes of the frame in progress, as pieces joined once when it completes: a large answer
+        # then lands in fresh memory once (growing a buffer and copying it out touched it twice).
+        self._payload: list[bytes] = []
+        self._payload_bytes = 0
         self._serial = 0
         self._blocks_left = 0
         self._block_left = 0
@@ -179,7 +183,7 @@ class FrameDecoder:
     @property
     def buffered_bytes(self) -> int:
         """Bytes held for the frame in progress (0 between frames)."""
-        return len(self._partial) + len(self._payload)
+        return len(self._partial) + self._payload_bytes
 
     @property
     def at_frame_boundary(self) -> bool:
@@ -210,7 +214,8 @@ class FrameDecoder:
         self._state = _State.FAILED
         self._error = message
         self._partial = bytearray()
-        self._payload = bytearray()
+        self._payload = []
+        self._payload_bytes = 0
 
     def _consume(self, view: memoryview, frames: list[Frame]) -> None:
         pos = 0
@@ -263,7 +268,8 @@ class FrameDecoder:
             frames.append(Frame(self._serial, view[pos : pos + take].tobytes()))
             self._state = _State.HEADER
             return pos + take
-        self._payload += view[pos : pos + take]
+        self._payload.append(view[pos : pos + take].tobytes())
+        self._payload_bytes += take
         self._block_left -= take
         if self._block_left == 0:
             self._block_done(frames)
@@ -290,11 +296,13 @@ class FrameDecoder:
         """Take the blocks lying whole at ``pos`` (a block length is due) into the payload; return where
         they stop. A large answer comes in 8192-byte blocks, some 65 to a 530 KB GetMessage answer: one
         unpack and one append each here, instead of two turns of the state machine. A block that is cut
-        off, too long or negative is left to the general state machine (which reads or refuses it)."""
+        off, too long or negative is left to the general state machine (which reads or refuses it).
+        Each block is copied out of the chunk (8 KiB, reused memory); the frame's pieces are joined once."""
         unpack = _LENGTH.unpack_from
-        payload = self._payload
+        append = self._payload.append
         blocks_left = self._blocks_left
         body = self._body_bytes
+        taken = self._payload_bytes
         room = self._max_frame_bytes - body
         while end - pos >= _PREFIX_SIZE:
             (length,) = unpack(view, pos)
@@ -304,15 +312,15 @@ class FrameDecoder:
             room -= _PREFIX_SIZE + length
             body += _PREFIX_SIZE + length
             pos = start + length
-            payload += view[start:pos]
+            append(view[start:pos].tobytes())
+            taken += length
             blocks_left -= 1
             if not blocks_left:
                 self._body_bytes = body
                 self._blocks_left = 0
-                frames.append(Frame(self._serial, bytes(payload)))
-                self._payload = bytearray()
-                self._state = _State.HEADER
+                self._complete(frames)
                 return pos
+        self._payload_bytes = taken
         self._body_bytes = body
         self._blocks_left = blocks_left
         return pos
@@ -347,8 +355,13 @@ class FrameDecoder:
         if self._blocks_left:
             self._state = _State.LENGTH
             return
-        frames.append(Frame(self._serial, bytes(self._payload)))
-        self._payload = bytearray()
+        self._complete(frames)
+
+    def _complete(self, frames: list[Frame]) -> None:
+        pieces = self._payload
+        frames.append(Frame(self._serial, pieces[0] if len(pieces) == 1 else b"".join(pieces)))
+        self._payload = []
+        self._payload_bytes = 0
         self._state = _State.HEADER
 
 
