@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from gateway.tubemq.net.connection import Connection
 from gateway.tubemq.wire.meta import parse_subscribe_info
 from gateway.tubemq.wire.pb import MasterService_pb2 as pb
 from gateway.tubemq.wire.rpc import Method
-from tests.waiting import ManualClock
+from tests.waiting import ManualClock, eventually
 
 CAPTURE = Path(__file__).with_name("tubemq-real-capture.json")
 STANDBY = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
@@ -573,31 +573,24 @@ class ToyConsumer:
         await self.link.close()
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Poll a condition the master and the toy consumers reach on their own (bounded: 5 s)."""
-    async with asyncio.timeout(5.0):
-        while not condition():  # noqa: ASYNC110 - state changes inside other tasks, nothing to wait on
-            await asyncio.sleep(0.01)
-
-
 async def test_two_consumers_split_a_group_and_take_over_on_close_and_expiry(master: EmbeddedMaster) -> None:
     a, b, c = (ToyConsumer(master, cid) for cid in ("a", "b", "c"))
     every = {f"1:demo:{i}" for i in range(4)}
     try:
         await a.start()
-        await until(lambda: set(a.held) == every)
+        await eventually(lambda: set(a.held) == every)
         assert a.events[0][1] == 10  # ONLY_CONNECT
         await b.start()
-        await until(lambda: len(a.held) == len(b.held) == 2)
+        await eventually(lambda: len(a.held) == len(b.held) == 2)
         assert set(a.held) | set(b.held) == every
         assert master.consumers.groups["g"].not_allocated is False
         await b.stop(close=True)
-        await until(lambda: set(a.held) == every)
+        await eventually(lambda: set(a.held) == every)
         await c.start()
-        await until(lambda: len(a.held) == len(c.held) == 2)
+        await eventually(lambda: len(a.held) == len(c.held) == 2)
         await c.stop(close=False)  # silent: released once consumer_timeout passes
         group = master.consumers.groups["g"]
-        await until(lambda: "c" not in group.consumers and set(a.held) == every)
+        await eventually(lambda: "c" not in group.consumers and set(a.held) == every)
         ids = [rid for rid, _ in a.events]
         assert ids == sorted(ids) and len(set(ids)) == len(ids)
     finally:
