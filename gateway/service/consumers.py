@@ -1,15 +1,17 @@
-"""Consumer instances for HTTP clients: create, poll, commit, delete, and expiry of idle instances.
+"""Consumer instances for remote clients: create, poll, commit, delete, and expiry of idle instances.
 
-Framework-free; the REST adapter (``gateway/api/routes_consumers.py``) parses requests and calls one method
-here. Every instance is a member of its TubeMQ consumer group (a core :class:`Consumer`) living in this
-replica; its id names the replica (:mod:`gateway.service.instance_id`) so that another replica can forward
-requests to it. :meth:`ConsumerService.locate` tells the adapter which replica owns an id. A replica of
-several worker processes (``serve --workers N``) runs one service per worker; its ids also name the owning
-worker, and ``locate`` tells a sibling worker's instance apart from another replica's (:class:`Owner`).
+Framework-free; the REST adapter (``gateway/api/routes_consumers.py``) and the gRPC one
+(``gateway/grpc/consuming.py``) parse requests and call one method here. Every instance is a member of its
+TubeMQ consumer group (a core :class:`Consumer`) living in this replica; its id names the replica
+(:mod:`gateway.service.instance_id`) so that another replica can forward requests to it.
+:meth:`ConsumerService.locate` tells the adapter which replica owns an id. A replica of several worker
+processes (``serve --workers N``) runs one service per worker; its ids also name the owning worker, and
+``locate`` tells a sibling worker's instance apart from another replica's (:class:`Owner`).
 
-Errors (``gateway.service.errors``): a malformed id or an id of another group -> NotFound; an id this
-replica issued but no longer knows (deleted, expired, or the replica restarted) -> Gone, telling the client
-to create a new instance; bad parameters -> InvalidInput naming the REST field; too many instances or no
+Errors (``gateway.service.errors``): a malformed id or an id of another group -> NotFound; an id this replica
+issued but no longer knows (deleted, expired, or the replica restarted) -> Gone, telling the client to create
+a new instance; bad parameters -> InvalidInput naming the field (a body field by its JSON name, a call
+parameter by this service's parameter name, which each adapter renames to its own); too many instances or no
 master -> Unavailable; a topic the caller may not consume in the group -> PermissionDenied.
 
 Ownership: an instance belongs to the principal that created it (``current_principal()`` at create). For

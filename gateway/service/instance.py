@@ -1,7 +1,7 @@
-"""One consumer instance: a core :class:`Consumer` plus what its HTTP client was given and has not committed.
+"""One consumer instance: a core :class:`Consumer` plus what its client was given and has not committed.
 
-The core hands out one batch per partition fetch and keeps the partition until the batch is confirmed. An
-HTTP client reads with its own limits (messages and bytes per poll), so the instance sits in between:
+The core hands out one batch per partition fetch and keeps the partition until the batch is confirmed. A
+remote client reads with its own limits (messages and bytes per poll), so the instance sits in between:
 
 * a fetched batch's messages go to the instance's **buffer**; a poll delivers from the front of the buffer
   within its budget and the remainder waits for the next poll;
@@ -480,10 +480,10 @@ class ConsumerInstance:
 
 
 class StreamCursor:
-    """Push consumption over one connection (Server-Sent Events) of an instance.
+    """Push consumption over one connection of an instance (REST Server-Sent Events, a gRPC server stream).
 
     The cursor is the last token sent on this connection. Each step first sends what is pending (delivered,
-    not committed) above the cursor, so a client resuming with ``Last-Event-ID`` gets again everything it may
+    not committed) above the cursor, so a client resuming after an event id gets again everything it may
     have missed, then polls for new messages. Opening a cursor supersedes the instance's previous one: a
     client that reconnects while the old connection still looks alive takes over, and messages the old
     connection delivered meanwhile reach the new one as pending.
