@@ -20,6 +20,7 @@ from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
+from gateway.tubemq.wire.rpc import Method
 from tests.consumer_support import bodies_of, drain, fast, publish, running_cluster
 
 
@@ -272,6 +273,10 @@ def captured_field_sets() -> dict[tuple[int, int], set[str]]:
     return fields
 
 
+def _broker_heartbeats(pool: RecordingPool) -> int:
+    return sum(1 for method, _ in pool.sent if method == Method.CONSUMER_BROKER_HEARTBEAT)
+
+
 async def test_requests_carry_the_fields_the_java_consumer_sends() -> None:
     recording = RecordingPool()
     try:
@@ -289,7 +294,8 @@ async def test_requests_carry_the_fields_the_java_consumer_sends() -> None:
                 )
                 await publish(recording, cluster, "demo", [b"x", b"y"])
                 await drain(consumer, 2)
-                await asyncio.sleep(0.3)  # a broker heartbeat
+                before = _broker_heartbeats(recording)
+                await eventually(lambda: _broker_heartbeats(recording) > before, what="a broker heartbeat")
     finally:
         await recording.close()
     ours: dict[tuple[int, int], set[str]] = {}

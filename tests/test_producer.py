@@ -40,6 +40,7 @@ from gateway.tubemq.producer.events import (
     BrokerUnshielded,
     ProducerHeartbeatFailed,
     ProducerRegistered,
+    RegisterFailed,
     SendCompleted,
 )
 from gateway.tubemq.wire.payload import decode_payload, java_string_hash
@@ -369,7 +370,8 @@ async def test_master_restart_leads_to_reregistration(
     try:
         await producer.publish("demo")
         await first.stop()
-        await asyncio.sleep(0.3)  # heartbeats fail meanwhile; registration is retried with backoff
+        # heartbeats fail meanwhile, and registration is retried (with backoff) while the master is away
+        await eventually(lambda: rec.of(ProducerHeartbeatFailed) and rec.of(RegisterFailed))
         async with EmbeddedMaster(brokers, host=address.host, port=address.port) as second:
             await eventually(lambda: producer.client_id in second.producers.producers)
             await eventually(lambda: second.producers.producers[producer.client_id].topics == {"demo"})
