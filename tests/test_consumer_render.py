@@ -10,7 +10,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.api.consumer_render import render_event, render_events, render_message, render_poll
+from gateway.api.consumer_render import (
+    _other_value,
+    _utf8_value,
+    render_event,
+    render_events,
+    render_message,
+    render_poll,
+)
 from gateway.service.instance import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedMessage
 
@@ -128,3 +135,15 @@ def test_values_that_do_not_fit_the_format_fall_back_to_base64() -> None:
     assert one(b"[" * 100_000, "json")[1] == "base64"
     assert one(b' {"a": [1, 2]} ', "json") == ({"a": [1, 2]}, "json")
     assert one("żółw".encode(), "utf8") == ("żółw", "utf8")
+
+
+@settings(max_examples=300)
+@given(
+    bodies
+    | st.lists(st.sampled_from([b"a", b" ", b'"', b"\\", b"\x00", b"\x1f", b"\x7f", b"\n", b"\xc5\xbc"])).map(
+        b"".join
+    )
+)
+def test_plain_ascii_utf8_values_go_in_as_they_are_with_the_same_bytes(body: bytes) -> None:
+    # the shortcut for text that needs no escaping gives byte for byte what the JSON encoder gives
+    assert _utf8_value(body) == _other_value(body, "utf8")
