@@ -66,8 +66,9 @@ class Env:
 
 
 @asynccontextmanager
-async def environment(topics: str = TOPICS) -> AsyncIterator[Env]:
-    async with EmbeddedCluster(parse_topic_specs(topics), balance_period=0.1) as cluster:
+async def environment(topics: str = TOPICS, **cluster_options: Any) -> AsyncIterator[Env]:
+    """``cluster_options`` go to the cluster (e.g. ``id_clock``)."""
+    async with EmbeddedCluster(parse_topic_specs(topics), balance_period=0.1, **cluster_options) as cluster:
         pool = ConnectionPool()
         producer = Producer(
             cluster.master_addresses, pool=pool, config=ProducerConfig(heartbeat_interval=0.5)

@@ -7,6 +7,7 @@ messages of partition P in ``[start, end)`` are known exactly, and a read must r
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -16,6 +17,7 @@ from faultproxy import FaultProxy
 
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.master import EmbeddedMaster
+from gateway.embedded.msgid import ID_EPOCH, ID_PERIOD_NS
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.consumer.batch import ConsumedMessage
 from gateway.tubemq.errors import InternalServerError, TopicNotDeployed
@@ -395,9 +397,36 @@ async def test_offsets_are_set_exactly_where_the_answer_places_messages(
     assert reader.stats.probes == 1
 
     # One batch over the whole store: 40 of its 80 entries are partition 1's, and nothing in the answer
-    # says which (message ids only rise in index order on this embedded store, not on a real broker).
+    # says which (message ids do not follow index order: tests/test_msgid.py).
     batches = reader.stats.batches
     mixed = await read_all(reader, part, 0, top)
     assert reader.stats.batches == batches + 1
     assert [m.message_id for m in mixed] == log.expected(1, 0, top)
     assert [m.offset for m in mixed] == [None] * 40
+
+
+async def test_a_probe_places_the_end_when_ids_repeat_across_a_turn_of_the_id_cycle(
+    clock: ManualClock, reader: RangeReader
+) -> None:
+    # A real broker's id generator mirrors around each turn of its cycle: a message drawn d ns before the
+    # top gets the same id as one drawn d ns after it. With the id clock moving 1 ns per message through
+    # the turn, partition 0's batch holds its id sequence forwards then backwards, and the first message
+    # at or after `end` has the id of one of its messages before `end`.
+    top = ID_EPOCH + ID_PERIOD_NS // 2
+    ticks = itertools.count(top - 20)
+    broker = EmbeddedBroker(3, TOPICS, clock=clock, id_clock=lambda: next(ticks))
+    await broker.start()
+    try:
+        log = Log(broker, "mixed")
+        for i in range(41):
+            log.append(i % 2)  # entry i: partition i % 2, id clock top - 20 + i
+        end = 28 * 21
+        kept = log.expected(0, 0, end)
+        after = [mid for off, mid, _ in log.by_partition[0] if off >= end]
+        assert after[0] in kept and kept[-1] != after[0]  # a single id would cut the batch too early
+        got = await read_all(reader, partition(broker, "mixed", 0), 0, end)
+        assert reader.stats.probes == 1
+        assert [m.body for m in got] == [body for off, _, body in log.by_partition[0] if off < end]
+        assert [m.message_id for m in got] == kept
+    finally:
+        await broker.stop()

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.embedded.msgid import ID_EPOCH_MS, MessageIdGenerator
+from gateway.embedded.msgid import id_for
 from gateway.embedded.store import DATA_HEADER_BYTES, INDEX_ENTRY_BYTES, TopicStore, store_path
 
 
@@ -33,11 +33,12 @@ def test_offsets_are_28_times_the_store_sequence_across_partitions() -> None:
 
 
 def test_append_assigns_checksum_ids_and_time() -> None:
-    store = TopicStore("demo", 0, clock=lambda: 1_700_000_000.5)
+    nanos = iter([123_456_789_000, 123_456_790_000])
+    store = TopicStore("demo", 0, clock=lambda: 1_700_000_000.5, id_clock=lambda: next(nanos))
     first = store.append(0, b"hello", 1, 96354, -1062731510)
     second = store.append(0, b"hello", 1)
     assert first.append_time_ms == 1_700_000_000_500
-    assert 0 < first.message_id < second.message_id < 2**63
+    assert (first.message_id, second.message_id) == (id_for(123_456_789_000), id_for(123_456_790_000))
     (msg, _) = store.read(0, 0).messages
     assert msg.checksum == 907060870 == crc(b"hello")
     assert (msg.flag, msg.msg_type_hash, msg.sent_addr, msg.offset) == (1, 96354, -1062731510, 0)
@@ -155,7 +156,6 @@ def test_file_store_survives_reopen(tmp_path: Path) -> None:
     assert got[0].append_time_ms == acks[1].append_time_ms
     later = reopened.append(10000, b"after", 0)
     assert later.append_offset == 140
-    assert later.message_id > max(a.message_id for a in acks)
     reopened.close()
 
 
@@ -237,23 +237,6 @@ def test_failed_write_leaves_the_store_unchanged(tmp_path: Path) -> None:
     assert store.max_offset == 28
     store._fd = None
     assert path.stat().st_size == size
-
-
-def test_message_ids_are_time_based_and_strictly_increasing() -> None:
-    now = [1_700_000_000.0]
-    ids = MessageIdGenerator(worker_id=3, clock=lambda: now[0])
-    first = ids.next_id()
-    assert first >> 22 == 1_700_000_000_000 - ID_EPOCH_MS
-    assert (first >> 12) & 0x3FF == 3
-    burst = [ids.next_id() for _ in range(5000)]  # more than one millisecond's sequence space
-    assert burst == sorted(set(burst)) and burst[0] > first
-    now[0] -= 10  # clock steps back
-    assert ids.next_id() > burst[-1]
-    fresh = MessageIdGenerator(clock=lambda: now[0])
-    fresh.observe(burst[-1])
-    assert fresh.next_id() > burst[-1]
-    with pytest.raises(ValueError):
-        MessageIdGenerator(worker_id=1024)
 
 
 def test_repr_shows_state() -> None:

@@ -36,7 +36,6 @@ from gateway.embedded.broker_common import (
     java_trim,
 )
 from gateway.embedded.broker_consume import ConsumerService
-from gateway.embedded.msgid import MessageIdGenerator
 from gateway.embedded.offsets import OffsetManager
 from gateway.embedded.server import CallContext, RemoteFault, RpcServer
 from gateway.embedded.store import NO_MSG_TYPE, AppendResult, Retention, TopicStore
@@ -61,7 +60,9 @@ class EmbeddedBroker:
 
     ``consumer_timeout`` (seconds) is how long a consumer's partition registration lives without a
     heartbeat or fetch; ``max_msg_size`` (bytes) is the cluster's max message size; ``clock`` (monotonic
-    seconds) drives registration expiry; ``fsync`` forces every append and offsets rewrite to disk.
+    seconds) drives registration expiry; ``id_clock`` (monotonic nanoseconds, the broker's ``nanoTime``)
+    drives message ids (:mod:`gateway.embedded.msgid`); ``fsync`` forces every append and offsets rewrite
+    to disk.
     ``auth`` refuses sends and consumer registrations/heartbeats without a valid broker token (415).
     """
 
@@ -79,6 +80,7 @@ class EmbeddedBroker:
         auth: ServerAuth | None = None,
         fsync: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        id_clock: Callable[[], int] = time.monotonic_ns,
         retention: Retention | None = None,
         retention_interval: float = 10.0,
     ) -> None:
@@ -100,6 +102,7 @@ class EmbeddedBroker:
         self._auth = auth
         self._fsync = fsync
         self._clock = clock
+        self._id_clock = id_clock
         self.retention = retention
         self._retention_interval = retention_interval
         self._retention_due = 0.0
@@ -123,13 +126,12 @@ class EmbeddedBroker:
             raise RuntimeError(f"{self!r} is already started")
         stores, offsets = self._stores, self._offsets
         if stores is None or offsets is None or self.data_dir is not None:
-            ids = MessageIdGenerator(worker_id=self.broker_id % 1024)
             # Reading the store files can take a while: keep it off the event loop.
             stores = await asyncio.to_thread(
                 StoreTable,
                 self.topics.values(),
                 self.data_dir,
-                ids=ids,
+                id_clock=self._id_clock,
                 fsync=self._fsync,
                 retention=self.retention,
             )

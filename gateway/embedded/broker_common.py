@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from gateway.embedded.msgid import MessageIdGenerator
 from gateway.embedded.store import Retention, TopicStore, store_path
 from gateway.embedded.topics import TopicSpec
 
@@ -132,9 +131,9 @@ class StoreTable:
         topics: Iterable[TopicSpec],
         data_dir: Path | None,
         *,
-        ids: MessageIdGenerator,
         fsync: bool = False,
         clock: Callable[[], float] = time.time,
+        id_clock: Callable[[], int] = time.monotonic_ns,
         retention: Retention | None = None,
     ) -> None:
         self._topics = {spec.name: spec for spec in topics}
@@ -144,7 +143,13 @@ class StoreTable:
                 for index in range(spec.stores):
                     path = store_path(data_dir, spec.name, index) if data_dir is not None else None
                     self._stores[(spec.name, index)] = TopicStore(
-                        spec.name, index, path=path, fsync=fsync, ids=ids, clock=clock, retention=retention
+                        spec.name,
+                        index,
+                        path=path,
+                        fsync=fsync,
+                        clock=clock,
+                        id_clock=id_clock,
+                        retention=retention,
                     )
         except BaseException:
             self.close()

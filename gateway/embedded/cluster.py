@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import random
 import ssl as _ssl
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gateway.embedded.auth import ServerAuth
@@ -34,7 +35,9 @@ class EmbeddedCluster:
     ``consumer_timeout`` to the master (heartbeat expiry) and to the brokers (registration expiry),
     ``max_msg_size`` (bytes) to both. ``ssl`` makes every node listen with TLS;
     ``auth`` makes the master and brokers authenticate clients (``embedded.auth``); ``fsync`` makes the
-    brokers force every append and offsets write to disk (``embedded.fsync``).
+    brokers force every append and offsets write to disk (``embedded.fsync``); ``id_clock`` (monotonic
+    nanoseconds) is every broker's clock for message ids, which rise and fall with it as on a real broker
+    (:mod:`gateway.embedded.msgid`).
     """
 
     def __init__(
@@ -58,6 +61,7 @@ class EmbeddedCluster:
         retention: Retention | None = None,
         retention_interval: float = 10.0,
         fsync: bool = False,
+        id_clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         if not topics:
             raise ValueError("an embedded cluster needs at least one topic")
@@ -82,6 +86,7 @@ class EmbeddedCluster:
                 retention=retention,
                 retention_interval=retention_interval,
                 fsync=fsync,
+                id_clock=id_clock,
             )
             for broker_id, port in enumerate(ports, start=1)
         ]

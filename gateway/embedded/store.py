@@ -80,7 +80,9 @@ class TopicStore(IndexedStore):
     """The message log of one (topic, store index); in memory when ``path`` is None, else file-backed.
 
     Opening a file store reads the whole file once to rebuild the in-memory index (and cuts a torn tail).
-    The index and the reads are :class:`~gateway.embedded.store_reads.IndexedStore`'s.
+    The index and the reads are :class:`~gateway.embedded.store_reads.IndexedStore`'s. Message ids come
+    from the store's own generator on ``id_clock`` (nanoseconds): they follow the real broker's cycle,
+    not index order (:mod:`gateway.embedded.msgid`).
     """
 
     def __init__(
@@ -90,8 +92,8 @@ class TopicStore(IndexedStore):
         *,
         path: Path | None = None,
         fsync: bool = False,
-        ids: MessageIdGenerator | None = None,
         clock: Callable[[], float] = time.time,
+        id_clock: Callable[[], int] = time.monotonic_ns,
         retention: Retention | None = None,
     ) -> None:
         super().__init__(path)
@@ -100,7 +102,7 @@ class TopicStore(IndexedStore):
         self._dropped_file_bytes = 0
         self.store_index = store_index
         self._fsync = fsync
-        self._ids = ids if ids is not None else MessageIdGenerator(clock=clock)
+        self._ids = MessageIdGenerator(clock=id_clock)  # one per store, as on a real broker
         self._clock = clock
         self._file_size = 0
         self._closed = False
@@ -284,7 +286,6 @@ class TopicStore(IndexedStore):
         self._fd, self._file_size = loaded.fd, loaded.size
         self._first, self._data_max = loaded.first, loaded.data_start
         for entry in loaded.entries:
-            self._ids.observe(entry.message_id)
             self._add(entry)
 
     def close(self) -> None:

@@ -28,11 +28,14 @@ known exactly, and:
      span is one of them (each message takes one entry), so message ``j`` sits at ``c_i + 28 * j`` and
      ``k = ceil((end - c_i) / 28)`` capped at ``n`` — this is always the case on a store with one partition;
   2. *probe*: otherwise a second private group registers P with ``currOffset`` forced to ``end`` and fetches
-     until the first message arrives (or the read passes ``c_{i+1}``, or 404). That message is P's first
-     message with an entry ``>= end``. Message ids are unique, so if it is in the batch at wire position
-     ``k`` the batch's first ``k`` messages are ``< end`` and the rest are not; if it is not in the batch (or
-     nothing came) every message of the batch is ``< end``. Messages inside one partition keep their entry
-     order, so nothing else can be misplaced.
+     until messages arrive (or the read passes ``c_{i+1}``, or 404). They are P's first messages with
+     entries ``>= end``, in entry order, so the batch's messages from ``end`` on are the same messages as
+     the probe's first ones: the batch splits at the first wire position ``k`` from which its ids run on
+     exactly as the probe's do (the first ``k`` messages are ``< end``, the rest are not); with no such
+     position (or nothing came) every message of the batch is ``< end``. A whole run is matched, not the
+     first id alone, because a real broker's ids are not unique: a store's generator gives the same id to
+     messages drawn as far before a turn of its id cycle as after it (:mod:`gateway.embedded.msgid`), and
+     a store restarts its generator when it reopens.
 
 A batch whose end is already known to pass ``end`` (``c_i + 28 * n > end``: its messages take ``n``
 entries from ``c_i`` on) is closed at once with a CommitOffset instead of another fetch, so a range read
@@ -300,10 +303,8 @@ class RangeReader:
             if dense:
                 keep = min(count, -(-(end - batch.start) // INDEX_ENTRY_SIZE))
             else:
-                first_after = await self._probe(partition, end, batch_end, filters)
-                ids = [m.messageId for m in batch.wire]
-                if first_after is not None and first_after in ids:
-                    keep = ids.index(first_after)
+                after = await self._probe(partition, end, batch_end, filters)
+                keep = _split_point([m.messageId for m in batch.wire], after)
                 # The kept messages are all of P's entries in [start, end): when they fill that span, each
                 # sits at start + 28 * j even though the whole batch was not dense.
                 dense = stop - batch.start == INDEX_ENTRY_SIZE * keep
@@ -315,9 +316,9 @@ class RangeReader:
 
     async def _probe(
         self, partition: Partition, end: int, batch_end: int, filters: tuple[str, ...]
-    ) -> int | None:
-        """The id of P's first message with an entry at or after ``end``, if one lies before
-        ``batch_end``; else None (or an id that is not in the batch)."""
+    ) -> list[int]:
+        """The ids of P's first messages with entries at or after ``end`` (one answer's worth), when the
+        first lies before ``batch_end``; else none (or ids that are not in the batch)."""
         self.stats.probes += 1
         async with self._claim(partition, end, filters) as (group, _):
             failures = 0
@@ -331,11 +332,11 @@ class RangeReader:
                 code = answer.errCode
                 if code == _SUCCESS:
                     if answer.messages:
-                        return int(answer.messages[0].messageId)
+                        return [m.messageId for m in answer.messages]
                     if answer.currOffset >= batch_end:
-                        return None
+                        return []
                 elif code == _NO_DATA:
-                    return None
+                    return []
                 elif code in _RE_REGISTER or code in _WAIT_AND_RETRY:
                     failures = self._count_failure(failures, for_code(code, answer.errMsg))
                     await asyncio.sleep(self.retry_wait if code in _WAIT_AND_RETRY else 0)
@@ -432,3 +433,14 @@ class RangeReader:
                 return
         finally:
             lease.give_back(partition.partition_key, tried)
+
+
+def _split_point(ids: Sequence[int], after: Sequence[int]) -> int:
+    """The first position in a batch's ``ids`` from which they run on as ``after`` (the probe's ids from
+    ``end`` on) does, as far as both go; ``len(ids)`` when there is none (module docstring, rule 2)."""
+    if after:
+        for k in range(len(ids)):
+            span = min(len(ids) - k, len(after))
+            if ids[k : k + span] == after[:span]:
+                return k
+    return len(ids)
