@@ -4,6 +4,7 @@ This face is what the layers above the core use of ``ranges`` (the range service
 """
 
 from gateway.tubemq.ranges.partitions import TopicLayout, discover_partitions
-from gateway.tubemq.ranges.reader import OffsetBounds, RangeReader
+from gateway.tubemq.ranges.reader import RangeReader
+from gateway.tubemq.ranges.records import OffsetBounds
 
 __all__ = ["OffsetBounds", "RangeReader", "TopicLayout", "discover_partitions"]

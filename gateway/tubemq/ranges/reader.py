@@ -73,17 +73,18 @@ import contextlib
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
-from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE, ConsumedMessage, decode_messages
+from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE, decode_messages
 from gateway.tubemq.consumer.requests import (
     build_partition_register_request,
     build_partition_unregister_request,
 )
 from gateway.tubemq.errors import PartitionOccupied, TransportError, for_code
 from gateway.tubemq.net.pool import ConnectionPool
+from gateway.tubemq.ranges.records import GroupLease, OffsetBounds, RangeBatch, RangeStats
 from gateway.tubemq.wire.client_id import consumer_id
 from gateway.tubemq.wire.meta import Partition
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
@@ -100,69 +101,10 @@ _UNDEFINED = -2
 _MAX_GROUP_TRIES = 64
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetBounds:
-    """A partition's store: ``min_offset`` (oldest entry kept) and ``max_offset`` (next write position)."""
-
-    min_offset: int
-    max_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class RangeBatch:
-    """Messages of one broker batch that lie in the range, in order: every message of the partition with an
-    entry in ``[start, end)`` (``end`` never passes the range's end), so a read that stops after this
-    batch resumes exactly at ``end``."""
-
-    start: int
-    end: int
-    messages: list[ConsumedMessage]
-
-
-@dataclass(slots=True)
-class RangeStats:
-    """What reads did: counts add up over every read of one :class:`RangeReader`.
-
-    ``dropped``: messages whose CRC or attribute prefix was bad (dropped as Java does); ``probes``: extra
-    reads that split a straddling batch; ``lost_bytes``: index bytes the broker skipped because a read
-    started below the store's minimum (expired data).
-    """
-
-    reads: int = 0
-    batches: int = 0
-    messages: int = 0
-    dropped: int = 0
-    probes: int = 0
-    retries: int = 0
-    lost_bytes: int = 0
-
-
 @dataclass(slots=True)
 class _Batch:
     start: int
     wire: Sequence[broker_pb.TransferedMessage]
-
-
-@dataclass(slots=True)
-class _Lease:
-    """Group numbers this reader uses now, per partition key."""
-
-    in_use: dict[str, set[int]] = field(default_factory=dict)
-    highest: int = -1
-
-    def take(self, key: str) -> int:
-        """The lowest number not in use on partition ``key``, marked in use."""
-        used = self.in_use.setdefault(key, set())
-        number = next(n for n in range(len(used) + 1) if n not in used)
-        used.add(number)
-        self.highest = max(self.highest, number)
-        return number
-
-    def give_back(self, key: str, numbers: list[int]) -> None:
-        used = self.in_use.get(key, set())
-        used.difference_update(numbers)
-        if not used:
-            self.in_use.pop(key, None)
 
 
 class RangeReader:
@@ -192,7 +134,7 @@ class RangeReader:
         self.stats = RangeStats()
         self._prefix = group_prefix
         self.client_id = consumer_id(f"{group_prefix}_{secrets.token_hex(4)}")
-        self._lease = _Lease()
+        self._lease = GroupLease()
 
     def __repr__(self) -> str:
         return f"<RangeReader {self._prefix} groups_used={self._lease.highest + 1} {self.stats}>"
