@@ -13,7 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.tubemq.wire.frame import FrameDecoder, encode_frame
+from gateway.tubemq.wire.frame import encode_frame
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
 
 SIZES = {"100 B": 100, "1 KiB": 1024, "64 KiB": 64 * 1024}
 CHUNK = 64 * 1024

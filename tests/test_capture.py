@@ -12,8 +12,9 @@ import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from gateway.tubemq.wire import rpc
-from gateway.tubemq.wire.frame import Frame, FrameDecoder, decode_delimited
+from gateway.tubemq.wire import rpc, rpc_server
+from gateway.tubemq.wire.frame import Frame, decode_delimited
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
 from gateway.tubemq.wire.pb import RPC_pb2
 
 CAPTURE = json.loads((Path(__file__).parent / "tubemq-real-capture.json").read_text())
@@ -45,8 +46,8 @@ def test_capture_is_not_empty() -> None:
 def test_request_decodes_to_the_recorded_fields(call: dict[str, Any]) -> None:
     frame = only_frame(call["request_frame_hex"])
     assert frame.serial == call["serial"]
-    request = rpc.decode_request(frame)
-    rpc.check_service(request)
+    request = rpc_server.decode_request(frame)
+    rpc_server.check_service(request)
     envelope = call["request_envelope"]
     assert request.method == call["method"]
     assert request.timeout_ms == envelope["timeout"]
@@ -58,7 +59,7 @@ def test_request_decodes_to_the_recorded_fields(call: dict[str, Any]) -> None:
 
     spec = rpc.METHODS[request.method]
     assert spec.request_type.DESCRIPTOR.name == call["request_type"]
-    message = rpc.parse_request(request)
+    message = rpc_server.parse_request(request)
     assert as_dict(message) == call["request"]
 
 
@@ -88,7 +89,10 @@ def test_reencoding_gives_the_captured_bytes(call: dict[str, Any]) -> None:
     assert encoded.hex() == call["request_frame_hex"]
 
     response = json_format.ParseDict(call["response"], spec.response_type())
-    assert rpc.encode_response(call["serial"], call["method"], response).hex() == call["response_frame_hex"]
+    assert (
+        rpc_server.encode_response(call["serial"], call["method"], response).hex()
+        == call["response_frame_hex"]
+    )
 
 
 def test_each_connection_decodes_as_one_stream_in_any_split() -> None:
@@ -106,7 +110,7 @@ def test_each_connection_decodes_as_one_stream_in_any_split() -> None:
             assert [frame.serial for frame in frames] == [call["serial"] for call in conn["calls"]]
             for frame, call in zip(frames, conn["calls"], strict=True):
                 if side == "request_frame_hex":
-                    assert rpc.decode_request(frame).method == call["method"]
+                    assert rpc_server.decode_request(frame).method == call["method"]
                 else:
                     answer = rpc.decode_response(frame)
                     assert isinstance(answer, rpc.RpcResponse) and answer.method == call["method"]

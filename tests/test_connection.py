@@ -28,7 +28,8 @@ from gateway.tubemq.errors import (
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.connection import Connection, Outcome, RequestCompleted
 from gateway.tubemq.net.link import CloseReason, ConnectionOpened, ConnectionState, ConnectionTerminated
-from gateway.tubemq.wire.frame import FrameDecoder, encode_frame
+from gateway.tubemq.wire.frame import encode_frame
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
 from gateway.tubemq.wire.pb.MasterService_pb2 import HeartResponseM2P
 
 HEARTBEAT = 2
@@ -207,7 +208,7 @@ async def test_answers_for_unknown_serials_are_counted() -> None:
     answer = HeartResponseM2P(success=True, errCode=200, errMsg="OK!", brokerCheckSum=-1, topicInfos=["r"])
 
     async def reply_twice(data: bytes, writer: asyncio.StreamWriter) -> None:
-        from gateway.tubemq.wire.rpc import encode_response
+        from gateway.tubemq.wire.rpc_server import encode_response
 
         for frame in decoder.feed(data):
             writer.write(encode_response(frame.serial + 1000, HEARTBEAT, answer))
@@ -231,7 +232,7 @@ async def test_answers_for_unknown_serials_are_counted() -> None:
 async def test_an_answer_of_another_method_is_a_protocol_error() -> None:
     async def wrong_method(data: bytes, writer: asyncio.StreamWriter) -> None:
         from gateway.tubemq.wire.pb.MasterService_pb2 import CloseResponseM2P
-        from gateway.tubemq.wire.rpc import encode_response
+        from gateway.tubemq.wire.rpc_server import encode_response
 
         for frame in decoder.feed(data):
             close = CloseResponseM2P(success=True, errCode=200, errMsg="OK!")

@@ -16,7 +16,6 @@ from gateway.tubemq.wire.frame import (
     DEFAULT_MAX_FRAME_BYTES,
     MAX_LIST_SIZE,
     Frame,
-    FrameDecoder,
     FrameError,
     decode_delimited,
     decode_varint,
@@ -25,6 +24,7 @@ from gateway.tubemq.wire.frame import (
     encode_frame_parts,
     encode_varint,
 )
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
 
 CAPTURE = Path(__file__).with_name("tubemq-real-capture.json")
 

@@ -63,7 +63,9 @@ CORE_RANKS: dict[str, int] = {
     "wire.methods": 1,
     "wire.strict": 1,
     "wire.frame": 2,
+    "wire.frame_decoder": 2,
     "wire.rpc": 3,
+    "wire.rpc_server": 3,
     "wire": 3,
     # net: leaf helpers, then one link (the socket, then the request multiplexer on it), the pool of links
     # (its records, then its behaviour), the master client
@@ -81,7 +83,14 @@ CORE_RANKS: dict[str, int] = {
     "consumer": 7,
     "ranges": 8,
 }
-SANS_IO = ("wire/frame.py", "wire/rpc.py", "wire/methods.py", "wire/strict.py")
+SANS_IO = (
+    "wire/frame.py",
+    "wire/frame_decoder.py",
+    "wire/rpc.py",
+    "wire/rpc_server.py",
+    "wire/methods.py",
+    "wire/strict.py",
+)
 IO_MODULES = ("asyncio", "socket", "ssl", "selectors")
 
 
@@ -602,7 +611,7 @@ def test_a_planted_import_past_a_face_is_caught(source: str, expected: bool) -> 
         ("from gateway.tubemq.net import ConnectionPool\n", True),
         ("from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE\n", True),
         ("from gateway.tubemq.ranges import RangeReader\n", True),
-        ("from gateway.tubemq.wire.rpc import decode_request\n", False),
+        ("from gateway.tubemq.wire.rpc_server import decode_request\n", False),
         ("from gateway.tubemq.wire.pb import RPC_pb2\n", False),
         ("from gateway.tubemq.address import NodeAddress\n", False),
     ],

@@ -22,8 +22,9 @@ from gateway.tubemq.errors import ProtocolError
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.producer.routes import RouteTable
-from gateway.tubemq.wire import rpc, strict
-from gateway.tubemq.wire.frame import Frame, FrameDecoder
+from gateway.tubemq.wire import rpc, rpc_server, strict
+from gateway.tubemq.wire.frame import Frame
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from tests.consumer_support import fast
 
@@ -118,7 +119,7 @@ def test_mutated_answers_parse_or_fail_as_protocol_errors_and_their_readers_cope
 
 @given(st.binary(max_size=64), st.sampled_from(INVALID_UTF8))
 def test_an_exception_answer_with_non_utf8_text_is_a_protocol_error(tail: bytes, bad: bytes) -> None:
-    frame = rpc.encode_exception(7, rpc.STATUS_ERROR, "java.lang.Exception", "MARK" + tail.hex())
+    frame = rpc_server.encode_exception(7, rpc.STATUS_ERROR, "java.lang.Exception", "MARK" + tail.hex())
     decoded = FrameDecoder().feed(frame)
     assert len(decoded) == 1
     payload = decoded[0].payload.replace(b"MARK", bad.ljust(4, b"a"), 1)
@@ -138,9 +139,9 @@ async def bad_master() -> AsyncIterator[NodeAddress]:
         try:
             while data := await reader.read(65536):
                 for frame in decoder.feed(data):
-                    request = rpc.decode_request(frame)
+                    request = rpc_server.decode_request(frame)
                     body, _ = RESPONSES[request.method]
-                    answer = rpc.encode_response(
+                    answer = rpc_server.encode_response(
                         frame.serial, request.method, rpc.parse_response(request.method, body)
                     )
                     assert body in answer

@@ -13,9 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.tubemq.errors import ProtocolError, ServiceStoppingException, StandbyException
-from gateway.tubemq.wire import rpc
+from gateway.tubemq.wire import rpc, rpc_server
 from gateway.tubemq.wire.frame import Frame as WireFrame
-from gateway.tubemq.wire.frame import FrameDecoder, decode_delimited, encode_delimited, encode_frame
+from gateway.tubemq.wire.frame import decode_delimited, encode_delimited, encode_frame
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
 from gateway.tubemq.wire.pb import BrokerService_pb2, MasterService_pb2, RPC_pb2
 
 SERVED = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 16, 17, 18, 20, 21, 22}
@@ -81,13 +82,13 @@ def test_round_trip_every_method(method: int) -> None:
     spec = rpc.METHODS[method]
     request = filled(spec.request_type)
     frame = rpc.encode_request(7, method, request, 2500)
-    decoded = rpc.decode_request(one_frame(frame))
-    assert decoded == rpc.RpcRequest(7, method, spec.service, 3, 2500, request.SerializeToString())
-    rpc.check_service(decoded)
-    assert rpc.parse_request(decoded) == request
+    decoded = rpc_server.decode_request(one_frame(frame))
+    assert decoded == rpc_server.RpcRequest(7, method, spec.service, 3, 2500, request.SerializeToString())
+    rpc_server.check_service(decoded)
+    assert rpc_server.parse_request(decoded) == request
 
     response = filled(spec.response_type)
-    answer = rpc.decode_response(one_frame(rpc.encode_response(7, method, response)))
+    answer = rpc.decode_response(one_frame(rpc_server.encode_response(7, method, response)))
     assert answer == rpc.RpcResponse(7, method, response.SerializeToString())
     assert isinstance(answer, rpc.RpcResponse)
     assert rpc.parse_response(answer.method, answer.data) == response
@@ -131,7 +132,7 @@ def test_hand_written_request_body_matches_protobuf(
     frame = rpc.encode_request(serial, method, inner_message, timeout, service)
     payload = reference_request_payload(service, method, timeout, inner_message.SerializeToString())
     assert frame == encode_frame(serial, payload)
-    assert rpc.decode_request(one_frame(frame)).method == method
+    assert rpc_server.decode_request(one_frame(frame)).method == method
 
 
 @given(
@@ -141,7 +142,7 @@ def test_hand_written_request_body_matches_protobuf(
 )
 def test_hand_written_response_body_matches_protobuf(method: int, data: bytes, ver: int) -> None:
     response = BrokerService_pb2.TransferedMessage(messageId=1, checkSum=-1, payLoadData=data, flag=0)
-    frame = rpc.encode_response(-5, method, response, protocol_ver=ver)
+    frame = rpc_server.encode_response(-5, method, response, protocol_ver=ver)
     payload = encode_delimited(
         RPC_pb2.RpcConnHeader(flag=1).SerializeToString(),
         RPC_pb2.ResponseHeader(status=RPC_pb2.ResponseHeader.SUCCESS, protocolVer=ver).SerializeToString(),
@@ -158,8 +159,8 @@ def test_large_request_spans_several_blocks() -> None:
     request.data = bytes(range(256)) * 100
     frame = rpc.encode_request(3, rpc.Method.SEND_MESSAGE, request, 10000)
     assert int.from_bytes(frame[8:12], "big") == 4  # listSize: 25.6 KB in 8192-byte blocks
-    decoded = rpc.decode_request(one_frame(frame))
-    assert rpc.parse_request(decoded) == request
+    decoded = rpc_server.decode_request(one_frame(frame))
+    assert rpc_server.parse_request(decoded) == request
 
 
 def test_encode_request_rejects_bad_calls() -> None:
@@ -173,16 +174,18 @@ def test_encode_request_rejects_bad_calls() -> None:
     with pytest.raises(ValueError, match="not served"):
         rpc.encode_request(1, 11, close, 1000)
     # An unserved method can still be sent on purpose (to exercise a server's FATAL answer).
-    decoded = rpc.decode_request(one_frame(rpc.encode_request(1, 11, close, 1000, rpc.Service.BROKER_WRITE)))
+    decoded = rpc_server.decode_request(
+        one_frame(rpc.encode_request(1, 11, close, 1000, rpc.Service.BROKER_WRITE))
+    )
     assert (decoded.method, decoded.service_type) == (11, 3)
 
 
 def test_explicit_service_and_protocol_version() -> None:
     request = filled(BrokerService_pb2.SendMessageRequestP2B)
     frame = rpc.encode_request(9, 13, request, 500, rpc.Service.BROKER_READ, protocol_ver=2)
-    decoded = rpc.decode_request(one_frame(frame))
+    decoded = rpc_server.decode_request(one_frame(frame))
     assert (decoded.service_type, decoded.protocol_ver) == (2, 2)
-    rpc.check_service(decoded)  # Go sends method 13 to the read service; it is accepted
+    rpc_server.check_service(decoded)  # Go sends method 13 to the read service; it is accepted
 
 
 @pytest.mark.parametrize(
@@ -193,7 +196,7 @@ def test_explicit_service_and_protocol_version() -> None:
     ],
 )
 def test_exception_answers(status: int, name: str, expected: type[Exception]) -> None:
-    frame = rpc.encode_exception(-3, status, name, "not the active master")
+    frame = rpc_server.encode_exception(-3, status, name, "not the active master")
     answer = rpc.decode_response(one_frame(frame))
     assert answer == rpc.RpcFailure(-3, status, name, "not the active master")
     assert isinstance(answer, rpc.RpcFailure)
@@ -207,18 +210,20 @@ def test_error_answer_carries_protocol_version_and_fatal_does_not() -> None:
         parts = decode_delimited(one_frame(frame).payload, 3)
         return RPC_pb2.ResponseHeader.FromString(parts[1])
 
-    error = header(rpc.encode_exception(1, rpc.STATUS_ERROR, rpc.JAVA_EXCEPTION, "x", 2))
+    error = header(rpc_server.encode_exception(1, rpc.STATUS_ERROR, rpc_server.JAVA_EXCEPTION, "x", 2))
     assert (error.status, error.HasField("protocolVer"), error.protocolVer) == (1, True, 2)
-    fatal = header(rpc.encode_exception(1, rpc.STATUS_FATAL, rpc.INVALID_PROTOBUF_EXCEPTION, "y"))
+    fatal = header(
+        rpc_server.encode_exception(1, rpc.STATUS_FATAL, rpc_server.INVALID_PROTOBUF_EXCEPTION, "y")
+    )
     assert (fatal.status, fatal.HasField("protocolVer")) == (2, False)
     assert not fatal.HasField("serviceType")
     with pytest.raises(ValueError, match="ERROR"):
-        rpc.encode_exception(1, rpc.STATUS_SUCCESS, "x", "y")
+        rpc_server.encode_exception(1, rpc.STATUS_SUCCESS, "x", "y")
 
 
 def test_encode_response_rejects_incomplete_message() -> None:
     with pytest.raises(ValueError, match="errCode"):
-        rpc.encode_response(1, 3, MasterService_pb2.CloseResponseM2P(success=True, errMsg="OK!"))
+        rpc_server.encode_response(1, 3, MasterService_pb2.CloseResponseM2P(success=True, errMsg="OK!"))
 
 
 def raw_frame(serial: int, *parts: bytes) -> WireFrame:
@@ -244,8 +249,8 @@ CONN_RSP = RPC_pb2.RpcConnHeader(flag=1).SerializeToString()
     ],
 )
 def test_malformed_request_envelopes_get_a_fatal_answer(payload: bytes) -> None:
-    with pytest.raises(rpc.RpcDecodeError) as caught:
-        rpc.decode_request(WireFrame(42, payload))
+    with pytest.raises(rpc_server.RpcDecodeError) as caught:
+        rpc_server.decode_request(WireFrame(42, payload))
     error = caught.value
     assert isinstance(error, ProtocolError)
     assert (error.serial, error.status) == (42, rpc.STATUS_FATAL)
@@ -257,18 +262,18 @@ def test_malformed_request_envelopes_get_a_fatal_answer(payload: bytes) -> None:
 
 def test_absent_optional_header_fields_read_as_zero() -> None:
     body = RPC_pb2.RequestBody(method=3).SerializeToString()
-    decoded = rpc.decode_request(raw_frame(1, CONN_REQ, b"", body))
-    assert decoded == rpc.RpcRequest(1, 3, 0, 0, 0, b"")
-    with pytest.raises(rpc.RpcDecodeError) as caught:
-        rpc.check_service(decoded)
+    decoded = rpc_server.decode_request(raw_frame(1, CONN_REQ, b"", body))
+    assert decoded == rpc_server.RpcRequest(1, 3, 0, 0, 0, b"")
+    with pytest.raises(rpc_server.RpcDecodeError) as caught:
+        rpc_server.check_service(decoded)
     assert (caught.value.status, caught.value.detail) == (rpc.STATUS_ERROR, "Service Type is invalid!")
 
 
 @pytest.mark.parametrize(("service", "method"), [(1, 13), (1, 15), (2, 1), (3, 15), (3, 17), (2, 20)])
 def test_method_sent_to_the_wrong_service_gets_an_error_answer(service: int, method: int) -> None:
-    request = rpc.RpcRequest(5, method, service, 3, 1000, b"")
-    with pytest.raises(rpc.RpcDecodeError) as caught:
-        rpc.check_service(request)
+    request = rpc_server.RpcRequest(5, method, service, 3, 1000, b"")
+    with pytest.raises(rpc_server.RpcDecodeError) as caught:
+        rpc_server.check_service(request)
     error = caught.value
     assert (error.status, error.exception_name) == (rpc.STATUS_ERROR, "java.lang.Exception")
     assert error.detail == f"Unsupported method {method}in service type {service}!"
@@ -277,20 +282,20 @@ def test_method_sent_to_the_wrong_service_gets_an_error_answer(service: int, met
 
 @pytest.mark.parametrize("method", sorted(UNSERVED | {0, 10, 23, -1}))
 def test_unserved_method_gets_a_fatal_answer(method: int) -> None:
-    with pytest.raises(rpc.RpcDecodeError) as caught:
-        rpc.parse_request(rpc.RpcRequest(5, method, 2, 3, 1000, b""))
+    with pytest.raises(rpc_server.RpcDecodeError) as caught:
+        rpc_server.parse_request(rpc_server.RpcRequest(5, method, 2, 3, 1000, b""))
     error = caught.value
     assert (error.status, error.exception_name) == (rpc.STATUS_FATAL, "java.lang.Exception")
     assert error.detail == f"IPC server handle request error :Unsupported method ID :{method}"
 
 
 def test_unparsable_inner_request_gets_a_fatal_answer() -> None:
-    with pytest.raises(rpc.RpcDecodeError) as caught:
-        rpc.parse_request(rpc.RpcRequest(5, 3, 1, 3, 1000, b"\x0a\x05ab"))
-    assert caught.value.exception_name == rpc.INVALID_PROTOBUF_EXCEPTION
+    with pytest.raises(rpc_server.RpcDecodeError) as caught:
+        rpc_server.parse_request(rpc_server.RpcRequest(5, 3, 1, 3, 1000, b"\x0a\x05ab"))
+    assert caught.value.exception_name == rpc_server.INVALID_PROTOBUF_EXCEPTION
     assert caught.value.status == rpc.STATUS_FATAL
-    with pytest.raises(rpc.RpcDecodeError) as caught:
-        rpc.parse_request(rpc.RpcRequest(5, 6, 1, 3, 1000, b"\x0a\x01p"))
+    with pytest.raises(rpc_server.RpcDecodeError) as caught:
+        rpc_server.parse_request(rpc_server.RpcRequest(5, 6, 1, 3, 1000, b"\x0a\x01p"))
     assert (
         caught.value.detail == "IPC server handle request error :Message missing required fields: groupName"
     )
@@ -340,14 +345,14 @@ def test_parse_helpers_raise_protocol_error() -> None:
 def test_arbitrary_payloads_fail_only_with_our_errors(payload: bytes, serial: int) -> None:
     frame = WireFrame(serial, payload)
     try:
-        request = rpc.decode_request(frame)
-    except rpc.RpcDecodeError as exc:
+        request = rpc_server.decode_request(frame)
+    except rpc_server.RpcDecodeError as exc:
         assert exc.serial == serial
     else:
         try:
-            rpc.check_service(request)
-            rpc.parse_request(request)
-        except rpc.RpcDecodeError as exc:
+            rpc_server.check_service(request)
+            rpc_server.parse_request(request)
+        except rpc_server.RpcDecodeError as exc:
             assert exc.serial == serial
     try:
         answer = rpc.decode_response(frame)
@@ -382,7 +387,7 @@ def test_arbitrary_payloads_fail_only_with_our_errors(payload: bytes, serial: in
     ],
 )
 def test_java_class_name(name: str, version: int, expected: str) -> None:
-    assert rpc.java_class_name(name, version) == expected
+    assert rpc_server.java_class_name(name, version) == expected
 
 
 @given(
@@ -407,7 +412,7 @@ def test_encode_requests_frames_messages_and_bytes_like_encode_request(
     mixed: list[Message | bytes] = [raw[0], *messages[1:]]
     assert rpc.encode_requests(serials, 13, mixed, timeout_ms) == expected
     for frame, message in zip(expected, messages, strict=True):
-        assert rpc.parse_request(rpc.decode_request(one_frame(frame))) == message
+        assert rpc_server.parse_request(rpc_server.decode_request(one_frame(frame))) == message
 
 
 def test_encode_requests_refuses_what_encode_request_refuses() -> None:

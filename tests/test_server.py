@@ -11,7 +11,8 @@ from faultproxy import EchoHandler, heartbeat
 
 from gateway.embedded.server import CallContext, RemoteFault, RpcServer, service_offers
 from gateway.tubemq.errors import STATUS_ERROR, STATUS_FATAL
-from gateway.tubemq.wire.frame import Frame, FrameDecoder, decode_delimited, encode_delimited, encode_frame
+from gateway.tubemq.wire.frame import Frame, decode_delimited, encode_delimited, encode_frame
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
 from gateway.tubemq.wire.pb.MasterService_pb2 import HeartResponseM2P
 from gateway.tubemq.wire.pb.RPC_pb2 import (
     RequestBody,

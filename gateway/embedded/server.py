@@ -44,10 +44,10 @@ from google.protobuf.message import Message
 
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR, STATUS_FATAL, ProtocolError
-from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
-from gateway.tubemq.wire.rpc import (
-    METHODS,
-    SERVICE_METHODS,
+from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
+from gateway.tubemq.wire.methods import METHODS, SERVICE_METHODS
+from gateway.tubemq.wire.rpc_server import (
     RpcDecodeError,
     RpcRequest,
     check_service,

@@ -1,7 +1,7 @@
 """One asyncio TCP (optionally TLS) link to a TubeMQ node: open it, read frames, write frames, close it.
 
 :class:`Link` owns the socket's life and nothing about requests: ``connect`` opens it (TCP keepalive on),
-one reader task feeds a :class:`~gateway.tubemq.wire.frame.FrameDecoder` and hands every frame to
+one reader task feeds a :class:`~gateway.tubemq.wire.frame_decoder.FrameDecoder` and hands every frame to
 ``_dispatch``, frames queued during one loop iteration leave in one write, and ``_terminate`` closes it
 synchronously, for a reason (:class:`CloseReason`). What a frame means and which request it answers is
 the business of the subclass, :class:`~gateway.tubemq.net.connection.Connection`, which fills in
@@ -26,7 +26,8 @@ from enum import Enum
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import ConnectError, ConnectionClosed, ProtocolError, TubeMQError
 from gateway.tubemq.events import Event, EventBus
-from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame, FrameDecoder
+from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
 
 __all__ = [
     "KEEPALIVE_COUNT",

@@ -11,9 +11,9 @@ Choices where the wire leaves room (all checked against the Java source, apache/
   because the Java decoder rejects blocks longer than 8192 bytes and the C++ client does too. An empty
   payload is sent as one empty block: a frame with ``listSize`` 0 is never completed by the Java
   decoder (it would swallow the following frame's bytes), while one zero-length block is accepted.
-* The decoder accepts blocks of any non-negative length, bounded only by ``max_frame_bytes`` (more
-  lenient than Java, which caps a block at 8192 bytes). It rejects ``listSize`` 0 outright instead of
-  desynchronising like Java does.
+* The decoder (:mod:`gateway.tubemq.wire.frame_decoder`) accepts blocks of any non-negative length,
+  bounded only by ``max_frame_bytes`` (more lenient than Java, which caps a block at 8192 bytes). It
+  rejects ``listSize`` 0 outright instead of desynchronising like Java does.
 * ``decode_delimited`` ignores bytes after the requested parts by default, as Java's
   ``parseDelimitedFrom`` sequence on the server and the client does; pass ``exact=True`` to refuse them.
 """
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from enum import Enum
 
 from gateway.tubemq.errors import ProtocolError
 
@@ -33,7 +32,6 @@ __all__ = [
     "HEADER_SIZE",
     "MAX_LIST_SIZE",
     "Frame",
-    "FrameDecoder",
     "FrameError",
     "decode_delimited",
     "decode_varint",
@@ -50,20 +48,22 @@ MAX_LIST_SIZE = 3584
 """Largest block count the Java decoder accepts ((20 MiB + 8 MiB) / 8192)."""
 HEADER_SIZE = 12
 """Bytes of the frame header: token, serial, listSize."""
-_PREFIX_SIZE = 4
-DEFAULT_MAX_FRAME_BYTES = MAX_LIST_SIZE * (BLOCK_SIZE + _PREFIX_SIZE)
+PREFIX_SIZE = 4
+"""Bytes of a block's length prefix."""
+DEFAULT_MAX_FRAME_BYTES = MAX_LIST_SIZE * (BLOCK_SIZE + PREFIX_SIZE)
 """Default bound on a frame's bytes after its header (block length prefixes + block bytes): the largest
 frame a Java peer may send, 3584 full blocks."""
 
-_TOKEN_SIGNED = BEGIN_TOKEN - (1 << 32)
+TOKEN_SIGNED = BEGIN_TOKEN - (1 << 32)
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 _UINT64_LIMIT = 1 << 64
 _MAX_VARINT_BYTES = 10
 
-_HEADER = struct.Struct(">iii")
-_HEADER_ONE_BLOCK = struct.Struct(">iiii")
-_LENGTH = struct.Struct(">i")
+# The header and length layouts, shared with the decoder (frame_decoder.py).
+HEADER_STRUCT = struct.Struct(">iii")
+HEADER_ONE_BLOCK_STRUCT = struct.Struct(">iiii")
+LENGTH_STRUCT = struct.Struct(">i")
 _SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
@@ -93,18 +93,18 @@ def encode_frame(serial: int, payload: bytes | bytearray | memoryview) -> bytes:
     size = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
     if size <= BLOCK_SIZE:
         # The common case (every rpc request): one header pack and one concatenation.
-        return _HEADER_ONE_BLOCK.pack(_TOKEN_SIGNED, serial, 1, size) + payload
+        return HEADER_ONE_BLOCK_STRUCT.pack(TOKEN_SIGNED, serial, 1, size) + payload
     blocks = -(-size // BLOCK_SIZE)
     if blocks > MAX_LIST_SIZE:
         raise ValueError(f"payload of {size} bytes needs {blocks} blocks, above the limit of {MAX_LIST_SIZE}")
     with memoryview(payload) as raw, raw.cast("B") as view:
-        parts: list[bytes | memoryview] = [_HEADER.pack(_TOKEN_SIGNED, serial, blocks)]
-        full = _LENGTH.pack(BLOCK_SIZE)
+        parts: list[bytes | memoryview] = [HEADER_STRUCT.pack(TOKEN_SIGNED, serial, blocks)]
+        full = LENGTH_STRUCT.pack(BLOCK_SIZE)
         for start in range(0, size - BLOCK_SIZE, BLOCK_SIZE):
             parts.append(full)
             parts.append(view[start : start + BLOCK_SIZE])
         last = (blocks - 1) * BLOCK_SIZE
-        parts.append(_LENGTH.pack(size - last))
+        parts.append(LENGTH_STRUCT.pack(size - last))
         parts.append(view[last:])
         # join copies each slice exactly once into the result.
         result = b"".join(parts)
@@ -119,250 +119,8 @@ def encode_frame_parts(serial: int, parts: list[bytes]) -> bytes:
         size += len(part)
     if size > BLOCK_SIZE or not _INT32_MIN <= serial <= _INT32_MAX:
         return encode_frame(serial, b"".join(parts))
-    parts.insert(0, _HEADER_ONE_BLOCK.pack(_TOKEN_SIGNED, serial, 1, size))
+    parts.insert(0, HEADER_ONE_BLOCK_STRUCT.pack(TOKEN_SIGNED, serial, 1, size))
     return b"".join(parts)
-
-
-class _State(Enum):
-    HEADER = "header"
-    LENGTH = "block length"
-    BLOCK = "block bytes"
-    FAILED = "failed"
-
-
-class FrameDecoder:
-    """Incremental frame decoder: feed it any split of the byte stream, get completed frames.
-
-    Only the bytes of the frame in progress are kept (at most ``max_frame_bytes`` plus a partial
-    header). Block lengths are checked against ``max_frame_bytes`` before any block byte is buffered.
-    After the first ``FrameError`` every further ``feed`` raises ``FrameError`` too.
-    """
-
-    __slots__ = (
-        "_block_left",
-        "_blocks_left",
-        "_body_bytes",
-        "_error",
-        "_max_frame_bytes",
-        "_partial",
-        "_payload",
-        "_payload_bytes",
-        "_serial",
-        "_state",
-    )
-
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        """``max_frame_bytes`` bounds a frame's size after its header, prefixes included, in bytes."""
-        if max_frame_bytes < _PREFIX_SIZE:
-            raise ValueError(f"max_frame_bytes must be at least {_PREFIX_SIZE}, got {max_frame_bytes}")
-        self._max_frame_bytes = max_frame_bytes
-        self._state = _State.HEADER
-        self._partial = bytearray()  # an incomplete header or block length
-        # Block bytes of the frame in progress, as pieces joined once when it completes: a large answer
-        # then lands in fresh memory once (growing a buffer and copying it out touched it twice).
-        self._payload: list[bytes] = []
-        self._payload_bytes = 0
-        self._serial = 0
-        self._blocks_left = 0
-        self._block_left = 0
-        self._body_bytes = 0  # bytes after the header announced so far, prefixes included
-        self._error = ""
-
-    def __repr__(self) -> str:
-        if self._state is _State.HEADER and not self._partial:
-            where = "between frames"
-        elif self._state is _State.FAILED:
-            where = f"failed: {self._error}"
-        else:
-            where = (
-                f"in frame serial={self._serial}, {self._state.value}, blocks_left={self._blocks_left}, "
-                f"buffered={self.buffered_bytes}"
-            )
-        return f"<FrameDecoder {where}, max_frame_bytes={self._max_frame_bytes}>"
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes held for the frame in progress (0 between frames)."""
-        return len(self._partial) + self._payload_bytes
-
-    @property
-    def at_frame_boundary(self) -> bool:
-        """True when no partial frame is held, i.e. the stream may end here cleanly."""
-        return self._state is _State.HEADER and not self._partial
-
-    @property
-    def failed(self) -> bool:
-        """True once a ``FrameError`` was raised; the decoder then refuses all input."""
-        return self._state is _State.FAILED
-
-    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
-        """Consume ``data`` and return the frames it completes, in stream order."""
-        if self._state is _State.FAILED:
-            raise FrameError(
-                f"frame decoder already failed: {self._error}; close the link, the stream cannot resync"
-            )
-        frames: list[Frame] = []
-        with memoryview(data) as raw, raw.cast("B") as view:
-            try:
-                self._consume(view, frames)
-            except FrameError as exc:
-                self._fail(str(exc))
-                raise
-        return frames
-
-    def _fail(self, message: str) -> None:
-        self._state = _State.FAILED
-        self._error = message
-        self._partial = bytearray()
-        self._payload = []
-        self._payload_bytes = 0
-
-    def _consume(self, view: memoryview, frames: list[Frame]) -> None:
-        pos = 0
-        end = len(view)
-        while pos < end:
-            if self._state is _State.HEADER and not self._partial:
-                pos = self._whole_frames(view, pos, end, frames)
-                if pos == end:
-                    return
-            if self._state is _State.BLOCK:
-                pos = self._read_block(view, pos, end, frames)
-                continue
-            if self._state is _State.LENGTH and not self._partial:
-                pos = self._whole_blocks(view, pos, end, frames)
-                if pos == end or self._state is not _State.LENGTH:
-                    continue
-            need = HEADER_SIZE if self._state is _State.HEADER else _PREFIX_SIZE
-            got = self._read_fixed(view, pos, end, need)
-            if got is None:
-                return
-            fields, at, pos = got
-            if self._state is _State.HEADER:
-                self._start_frame(*_HEADER.unpack_from(fields, at))
-            else:
-                self._start_block(_LENGTH.unpack_from(fields, at)[0])
-                if self._block_left == 0:
-                    # An empty block must complete now, not when the next chunk arrives.
-                    self._block_done(frames)
-            self._partial.clear()
-
-    def _read_fixed(
-        self, view: memoryview, pos: int, end: int, need: int
-    ) -> tuple[bytearray | memoryview, int, int] | None:
-        """Get ``need`` bytes (header or block length) as ``(buffer, offset, new pos)``, or None if short."""
-        if self._partial:
-            take = min(need - len(self._partial), end - pos)
-            self._partial += view[pos : pos + take]
-            if len(self._partial) < need:
-                return None
-            return self._partial, 0, pos + take
-        if end - pos >= need:
-            return view, pos, pos + need
-        self._partial += view[pos:end]
-        return None
-
-    def _read_block(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
-        take = min(self._block_left, end - pos)
-        if take == self._block_left and self._blocks_left == 1 and not self._payload:
-            # The whole payload lies in this chunk: copy it once, skipping the payload buffer.
-            frames.append(Frame(self._serial, view[pos : pos + take].tobytes()))
-            self._state = _State.HEADER
-            return pos + take
-        self._payload.append(view[pos : pos + take].tobytes())
-        self._payload_bytes += take
-        self._block_left -= take
-        if self._block_left == 0:
-            self._block_done(frames)
-        return pos + take
-
-    def _whole_frames(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
-        """Slice out complete single-block frames lying at ``pos``; return where they stop.
-
-        The hot path for rpc traffic (payloads under 8192 bytes): one unpack per frame. Anything
-        else, including every malformed header, is left to the general state machine.
-        """
-        unpack = _HEADER_ONE_BLOCK.unpack_from
-        limit = self._max_frame_bytes - _PREFIX_SIZE
-        while end - pos >= HEADER_SIZE + _PREFIX_SIZE:
-            token, serial, list_size, length = unpack(view, pos)
-            start = pos + HEADER_SIZE + _PREFIX_SIZE
-            if token != _TOKEN_SIGNED or list_size != 1 or not 0 <= length <= limit or length > end - start:
-                break
-            pos = start + length
-            frames.append(Frame(serial, view[start:pos].tobytes()))
-        return pos
-
-    def _whole_blocks(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
-        """Take the blocks lying whole at ``pos`` (a block length is due) into the payload; return where
-        they stop. A large answer comes in 8192-byte blocks, some 65 to a 530 KB GetMessage answer: one
-        unpack and one append each here, instead of two turns of the state machine. A block that is cut
-        off, too long or negative is left to the general state machine (which reads or refuses it).
-        Each block is copied out of the chunk (8 KiB, reused memory); the frame's pieces are joined once."""
-        unpack = _LENGTH.unpack_from
-        append = self._payload.append
-        blocks_left = self._blocks_left
-        body = self._body_bytes
-        taken = self._payload_bytes
-        room = self._max_frame_bytes - body
-        while end - pos >= _PREFIX_SIZE:
-            (length,) = unpack(view, pos)
-            start = pos + _PREFIX_SIZE
-            if not 0 <= length <= end - start or _PREFIX_SIZE + length > room:
-                break
-            room -= _PREFIX_SIZE + length
-            body += _PREFIX_SIZE + length
-            pos = start + length
-            append(view[start:pos].tobytes())
-            taken += length
-            blocks_left -= 1
-            if not blocks_left:
-                self._body_bytes = body
-                self._blocks_left = 0
-                self._complete(frames)
-                return pos
-        self._payload_bytes = taken
-        self._body_bytes = body
-        self._blocks_left = blocks_left
-        return pos
-
-    def _start_frame(self, token: int, serial: int, list_size: int) -> None:
-        if token != _TOKEN_SIGNED:
-            raw = _LENGTH.pack(token).hex(" ")
-            raise FrameError(f"wrong begin token {raw}, expected ff 7f f4 fe: not a TubeMQ stream")
-        if list_size <= 0 or list_size > MAX_LIST_SIZE:
-            why = "a frame needs at least one block" if list_size == 0 else f"allowed 1..{MAX_LIST_SIZE}"
-            raise FrameError(f"frame serial={serial} has listSize {list_size}: {why}")
-        self._serial = serial
-        self._blocks_left = list_size
-        self._body_bytes = 0
-        self._state = _State.LENGTH
-
-    def _start_block(self, length: int) -> None:
-        if length < 0:
-            raise FrameError(f"frame serial={self._serial} has a negative block length {length}")
-        body = self._body_bytes + _PREFIX_SIZE + length
-        if body > self._max_frame_bytes:
-            raise FrameError(
-                f"frame serial={self._serial} grows to {body} bytes with a {length}-byte block, "
-                f"above max_frame_bytes={self._max_frame_bytes}"
-            )
-        self._body_bytes = body
-        self._block_left = length
-        self._state = _State.BLOCK
-
-    def _block_done(self, frames: list[Frame]) -> None:
-        self._blocks_left -= 1
-        if self._blocks_left:
-            self._state = _State.LENGTH
-            return
-        self._complete(frames)
-
-    def _complete(self, frames: list[Frame]) -> None:
-        pieces = self._payload
-        frames.append(Frame(self._serial, pieces[0] if len(pieces) == 1 else b"".join(pieces)))
-        self._payload = []
-        self._payload_bytes = 0
-        self._state = _State.HEADER
 
 
 def encode_varint(value: int) -> bytes:

@@ -7,10 +7,9 @@ is ``RpcConnHeader{flag=1}``, ``ResponseHeader{status, protocolVer}`` and either
 (ERROR/FATAL). ``request`` and ``data`` hold the serialized method-specific message named by
 :data:`METHODS` (the method table, :mod:`gateway.tubemq.wire.methods`, re-exported here).
 
-Client side: :func:`encode_request`, then :func:`decode_response` and :func:`parse_response` (or
-:func:`parse_as`). Server side: :func:`decode_request`, :func:`check_service`, :func:`parse_request`,
-then :func:`encode_response` or :func:`encode_exception`; every :class:`RpcDecodeError` carries the
-answer the Java server would give (:meth:`RpcDecodeError.answer`).
+This module is the envelope's shared bytes and the client side: :func:`encode_request`, then
+:func:`decode_response` and :func:`parse_response` (or :func:`parse_as`). The server side (the embedded
+cluster's) is :mod:`gateway.tubemq.wire.rpc_server`.
 
 The headers are the same for every call of a service, so their bytes are built once and cached, and
 ``RequestBody``/``RspResponseBody`` are written by hand around the inner message's bytes (one copy
@@ -35,7 +34,6 @@ from gateway.tubemq.wire.frame import (
     decode_delimited,
     decode_varint,
     encode_delimited,
-    encode_frame,
     encode_frame_parts,
     encode_varint,
 )
@@ -54,26 +52,6 @@ PROTOCOL_VERSION = 3
 FLAG_REQUEST = 0
 FLAG_RESPONSE = 1
 STATUS_SUCCESS = 0
-INVALID_PROTOBUF_EXCEPTION = "com.google.protobuf.InvalidProtocolBufferException"
-JAVA_EXCEPTION = "java.lang.Exception"
-_READ_PARAMS_PREFIX = "IPC server unable to read call parameters:"
-_HANDLE_REQUEST_PREFIX = "IPC server handle request error :"
-
-
-@dataclass(frozen=True, slots=True)
-class RpcRequest:
-    """A decoded request envelope (server side); absent header fields read as 0, as in Java.
-
-    ``timeout_ms`` is the client's deadline in milliseconds (0 or less: Java never answers);
-    ``body`` is the serialized inner request, see :func:`parse_request`.
-    """
-
-    serial: int
-    method: int
-    service_type: int
-    protocol_ver: int
-    timeout_ms: int
-    body: bytes
 
 
 @dataclass(slots=True)
@@ -101,26 +79,7 @@ class RpcFailure:
         return remote_exception(self.status, self.exception_name, self.message)
 
 
-class RpcDecodeError(ProtocolError):
-    """Server side: a request the node cannot accept. ``answer()`` is the frame Java would send back.
-
-    ``status`` is FATAL for unreadable envelopes, unknown methods and unparsable inner requests, ERROR
-    for a method sent to the wrong service; ``exception_name`` and ``detail`` fill ``RspExceptionBody``.
-    """
-
-    def __init__(self, serial: int, status: int, exception_name: str, detail: str) -> None:
-        super().__init__(f"serial {serial}: {exception_name}: {detail}")
-        self.serial = serial
-        self.status = status
-        self.exception_name = exception_name
-        self.detail = detail
-
-    def answer(self, protocol_ver: int = PROTOCOL_VERSION) -> bytes:
-        """The whole answer frame (an ERROR answer carries ``protocol_ver``, a FATAL one none)."""
-        return encode_exception(self.serial, self.status, self.exception_name, self.detail, protocol_ver)
-
-
-# --- wire helpers ------------------------------------------------------------------------------------
+# --- wire helpers (the server side, rpc_server.py, uses them too) -------------------------------------
 
 _MessageT = TypeVar("_MessageT", bound=Message)
 
@@ -129,14 +88,14 @@ _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
 
-def _int_varint(value: int) -> bytes:
+def int_varint(value: int) -> bytes:
     """A protobuf int32/int64 value: negatives take ten bytes (two's complement on 64 bits)."""
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise ValueError(f"{value} does not fit an int64")
     return encode_varint(value & _UINT64_MASK)
 
 
-def _serialize(message: Message) -> bytes:
+def serialize(message: Message) -> bytes:
     try:
         return message.SerializeToString()
     except EncodeError as exc:
@@ -160,7 +119,7 @@ def _request_prefix(service: int, protocol_ver: int) -> bytes:
     return prefix
 
 
-def _response_prefix(status: int, protocol_ver: int | None) -> bytes:
+def response_prefix(status: int, protocol_ver: int | None) -> bytes:
     key = (status, protocol_ver)
     prefix = _response_prefixes.get(key)
     if prefix is None:
@@ -175,7 +134,7 @@ def _response_prefix(status: int, protocol_ver: int | None) -> bytes:
 
 for _service in Service:
     _request_prefix(_service, PROTOCOL_VERSION)
-_SUCCESS_PREFIX = _response_prefix(STATUS_SUCCESS, PROTOCOL_VERSION)
+_SUCCESS_PREFIX = response_prefix(STATUS_SUCCESS, PROTOCOL_VERSION)
 _SUCCESS_PREFIX_LEN = len(_SUCCESS_PREFIX)
 
 
@@ -213,7 +172,7 @@ def encode_request(
     if timeout_ms <= 0:
         raise ValueError(f"timeout_ms must be > 0 (the server drops expired calls), got {timeout_ms}")
     return _request_frame(
-        serial, _request_prefix(service, protocol_ver), _body_head(method, timeout_ms), _serialize(request)
+        serial, _request_prefix(service, protocol_ver), _body_head(method, timeout_ms), serialize(request)
     )
 
 
@@ -249,7 +208,7 @@ def encode_requests(
 
 def _body_head(method: int, timeout_ms: int) -> bytes:
     """``RequestBody`` up to its ``request`` field's tag: method (1), timeout (2), then field 3's tag."""
-    return b"".join((b"\x08", _int_varint(method), b"\x10", _int_varint(timeout_ms), b"\x1a"))
+    return b"".join((b"\x08", int_varint(method), b"\x10", int_varint(timeout_ms), b"\x1a"))
 
 
 def _request_frame(serial: int, prefix: bytes, body_head: bytes, inner: bytes) -> bytes:
@@ -319,111 +278,3 @@ def parse_as(message_type: type[_MessageT], data: bytes) -> _MessageT:
         return _parse(message_type, data)
     except ValueError as exc:
         raise ProtocolError(f"unreadable {message_type.__name__}: {exc}") from exc
-
-
-# --- server side -----------------------------------------------------------------------------------
-
-
-def decode_request(frame: Frame) -> RpcRequest:
-    """Decode a request envelope; raise :class:`RpcDecodeError` (FATAL) when it cannot be read."""
-    payload = frame.payload
-    try:
-        raw_conn, raw_header, raw_body = decode_delimited(payload, 3)
-        _parse(rpc_pb.RpcConnHeader, raw_conn)
-        header = _parse(rpc_pb.RequestHeader, raw_header)
-        body = _parse(rpc_pb.RequestBody, raw_body)
-    except (ValueError, FrameError) as exc:
-        raise RpcDecodeError(
-            frame.serial, STATUS_FATAL, INVALID_PROTOBUF_EXCEPTION, f"{_READ_PARAMS_PREFIX}{exc}"
-        ) from exc
-    return RpcRequest(
-        frame.serial, body.method, header.serviceType, header.protocolVer, body.timeout, body.request
-    )
-
-
-def check_service(request: RpcRequest) -> None:
-    """Raise :class:`RpcDecodeError` (ERROR, ``java.lang.Exception``) when the request's service does
-    not serve its method, with the Java server's message."""
-    accepted = SERVICE_METHODS.get(request.service_type)
-    if accepted is None:
-        detail = "Service Type is invalid!"
-    elif request.method not in accepted:
-        detail = f"Unsupported method {request.method}in service type {request.service_type}!"
-    else:
-        return
-    raise RpcDecodeError(request.serial, STATUS_ERROR, JAVA_EXCEPTION, detail)
-
-
-def parse_request(request: RpcRequest) -> Message:
-    """Parse the inner request of a decoded envelope as its method's request type.
-
-    Raises :class:`RpcDecodeError` (FATAL) for a method that is not served ("Unsupported method ID")
-    or an unparsable inner request, as the Java server answers.
-    """
-    spec = METHODS.get(request.method)
-    if spec is None:
-        raise RpcDecodeError(
-            request.serial,
-            STATUS_FATAL,
-            JAVA_EXCEPTION,
-            f"{_HANDLE_REQUEST_PREFIX}Unsupported method ID :{request.method}",
-        )
-    try:
-        return _parse(spec.request_type, request.body)
-    except ValueError as exc:
-        raise RpcDecodeError(
-            request.serial, STATUS_FATAL, INVALID_PROTOBUF_EXCEPTION, f"{_HANDLE_REQUEST_PREFIX}{exc}"
-        ) from exc
-
-
-def encode_response(
-    serial: int, method: int, response: Message, *, protocol_ver: int = PROTOCOL_VERSION
-) -> bytes:
-    """Return the whole SUCCESS answer frame; ``protocol_ver`` should echo the request's.
-
-    Raises ``ValueError`` when ``response`` misses a required field (Java would fail the same way).
-    """
-    data = _serialize(response)
-    body_head = b"".join((b"\x08", _int_varint(method), b"\x12", encode_varint(len(data))))
-    payload = b"".join(
-        (
-            _response_prefix(STATUS_SUCCESS, protocol_ver),
-            encode_varint(len(body_head) + len(data)),
-            body_head,
-            data,
-        )
-    )
-    return encode_frame(serial, payload)
-
-
-def encode_exception(
-    serial: int, status: int, exception_name: str, message: str, protocol_ver: int = PROTOCOL_VERSION
-) -> bytes:
-    """Return the whole ERROR (1) or FATAL (2) answer frame.
-
-    As the Java server does, an ERROR answer carries ``protocol_ver`` and a FATAL one none (§8.2).
-    ``exception_name`` is sent as given; see :func:`java_class_name` for older protocol versions.
-    """
-    if status not in (STATUS_ERROR, STATUS_FATAL):
-        raise ValueError(f"exception status must be ERROR (1) or FATAL (2), got {status}")
-    body = rpc_pb.RspExceptionBody(exceptionName=exception_name, stackTrace=message).SerializeToString()
-    prefix = _response_prefix(status, protocol_ver if status == STATUS_ERROR else None)
-    return encode_frame(serial, prefix + encode_delimited(body))
-
-
-_CLASS_PREFIXES = {3: "org.apache.inlong.tubemq.", 2: "com.apache.tubemq.", 1: "com.tencent.tubemq."}
-
-
-def java_class_name(name: str, protocol_ver: int) -> str:
-    """Rewrite a TubeMQ class name's package prefix for a peer of ``protocol_ver`` (§8.2).
-
-    ``name`` may use any version's prefix; names outside TubeMQ (``java.``, ``com.google.``) and
-    unknown versions are returned unchanged.
-    """
-    target = _CLASS_PREFIXES.get(protocol_ver)
-    if target is None:
-        return name
-    for prefix in _CLASS_PREFIXES.values():
-        if name.startswith(prefix):
-            return target + name[len(prefix) :]
-    return name
