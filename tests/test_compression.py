@@ -12,9 +12,12 @@ import httpx
 import pytest
 from consumer_support import Env, environment
 from gateway_support import Gateway, SseReader, gateway
+from hypothesis import given
+from hypothesis import strategies as st
+from starlette.datastructures import MutableHeaders
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.api.compression import GzipMiddleware, accepts_gzip
+from gateway.api.compression import GzipMiddleware, _compressible, _is_json, accepts_gzip
 from gateway.config import CompressionSettings
 
 GZIP = {"accept-encoding": "gzip"}
@@ -155,3 +158,18 @@ async def test_streamed_answers_pass_through_chunk_by_chunk() -> None:
 )
 def test_accept_encoding(header: str, accepted: bool) -> None:
     assert accepts_gzip([header.encode()]) is accepted
+
+
+_NAMES = st.sampled_from([b"content-type", b"content-encoding", b"content-length", b"vary", b"x-request-id"])
+_VALUES = st.sampled_from(
+    [b"application/json", b"application/problem+json; charset=utf-8", b"text/plain", b"gzip", b"", b"12"]
+)
+
+
+@given(st.lists(st.tuples(_NAMES, _VALUES), max_size=6))
+def test_which_answers_may_be_compressed_is_read_from_the_raw_headers_as_starlette_reads_them(
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    view = MutableHeaders(raw=list(headers))
+    expected = "content-encoding" not in view and _is_json(view.get("content-type", ""))
+    assert _compressible(headers) is expected

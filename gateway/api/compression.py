@@ -63,6 +63,19 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _compressible(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether an answer with these (ASGI: lower-case) headers may be compressed: JSON by its first
+    Content-Type, and no Content-Encoding. Read from the raw pairs: building Starlette's header view for
+    every answer cost more than the rest of this middleware on a small one."""
+    content_type: bytes | None = None
+    for name, value in headers:
+        if name == b"content-encoding":
+            return False
+        if name == b"content-type" and content_type is None:
+            content_type = value
+    return content_type is not None and _is_json(content_type.decode("latin-1"))
+
+
 class GzipMiddleware:
     """See the module docstring. ``settings`` is read per request (``enabled``, ``min_bytes``, ``level``)."""
 
@@ -78,7 +91,6 @@ class GzipMiddleware:
         if not settings.enabled:
             await self.app(scope, receive, send)
             return
-        accepted = accepts_gzip(v for k, v in scope["headers"] if k == b"accept-encoding")
         start: Message | None = None
         passing = False
 
@@ -88,8 +100,7 @@ class GzipMiddleware:
                 await send(message)
                 return
             if message["type"] == "http.response.start":
-                headers = MutableHeaders(raw=message["headers"])
-                if "content-encoding" in headers or not _is_json(headers.get("content-type", "")):
+                if not _compressible(message.get("headers", ())):
                     passing = True
                     await send(message)
                     return
@@ -107,7 +118,8 @@ class GzipMiddleware:
                 return
             headers = MutableHeaders(raw=head["headers"])
             headers.add_vary_header("Accept-Encoding")
-            if accepted:
+            # Read only here: most answers (a publish's) are small and never need it.
+            if accepts_gzip(v for k, v in scope["headers"] if k == b"accept-encoding"):
                 body = await _compress(body, settings.level)
                 headers["Content-Encoding"] = "gzip"
                 headers["Content-Length"] = str(len(body))
