@@ -26,7 +26,7 @@ from gateway.tubemq.errors import (
     StandbyException,
 )
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.net.connection import Connection, Outcome, RequestCompleted
+from gateway.tubemq.net.connection import _WRITE_HIGH_WATER, Connection, Outcome, RequestCompleted
 from gateway.tubemq.net.link import CloseReason, ConnectionOpened, ConnectionState, ConnectionTerminated
 from gateway.tubemq.wire.frame import encode_frame
 from gateway.tubemq.wire.frame_decoder import FrameDecoder
@@ -339,6 +339,52 @@ async def test_idle_questions(conn: Connection) -> None:
     assert conn.idle_since is None and not conn.is_idle(now + 100, 1.0)
     await task
     assert conn.idle_since is not None and conn.idle_since >= now
+
+
+async def _writes_held_back(
+    link: Connection, proxy: FaultProxy
+) -> tuple[list[asyncio.Task[str]], asyncio.Task[str]]:
+    """Stall ``proxy`` and write past the link's high-water mark; return the calls written and one more
+    that waits for the socket to drain (nothing of it is sent yet)."""
+    proxy.stall()
+    big = "x" * (1 << 20)
+    written = [asyncio.create_task(call(link, f"{i}{big}", wait=60.0)) for i in range(16)]
+    transport = link._transport
+    assert transport is not None
+    await eventually(
+        lambda: transport.get_write_buffer_size() > _WRITE_HIGH_WATER, what="a full write buffer"
+    )
+    waiting = asyncio.create_task(call(link, "after the backlog", wait=60.0))
+    protocol = link._protocol
+    assert protocol is not None
+    await eventually(lambda: protocol._waiters, what="a call waiting for the socket to drain")
+    assert not any(task.done() for task in [*written, waiting])
+    return written, waiting
+
+
+async def test_writes_wait_while_the_peer_reads_nothing_and_flow_when_it_reads(server: RpcServer) -> None:
+    async with FaultProxy(server.address) as proxy:
+        link = Connection(proxy.address)
+        await link.connect(1.0)
+        written, waiting = await _writes_held_back(link, proxy)
+        proxy.resume()
+        assert await waiting == "after the backlog"
+        assert [len(await task) for task in written] == [(1 << 20) + len(str(i)) for i in range(16)]
+        assert link.is_open and link.unknown_answers == 0
+        await link.close()
+
+
+async def test_a_link_cut_while_a_call_waits_to_write_fails_it(server: RpcServer) -> None:
+    async with FaultProxy(server.address) as proxy:
+        link = Connection(proxy.address)
+        await link.connect(1.0)
+        written, waiting = await _writes_held_back(link, proxy)
+        proxy.cut()
+        for task in [*written, waiting]:
+            with pytest.raises(ConnectionClosed):
+                await task
+        assert link.close_reason in (CloseReason.RESET, CloseReason.PEER_CLOSED)
+        await link.close()
 
 
 @pytest.fixture(scope="module")

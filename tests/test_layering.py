@@ -72,6 +72,7 @@ CORE_RANKS: dict[str, int] = {
     "net.backoff": 1,
     "net.breaker": 1,
     "net.teardown": 1,
+    "net.link_protocol": 1,
     "net.link": 4,
     "net.connection": 4,
     "net.pool_state": 5,

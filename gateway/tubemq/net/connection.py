@@ -1,6 +1,6 @@
 """A TubeMQ link that multiplexes requests by serial number: :class:`Connection`.
 
-A :class:`Connection` is a :class:`~gateway.tubemq.net.link.Link` (the socket, its reader task, its
+A :class:`Connection` is a :class:`~gateway.tubemq.net.link.Link` (the socket, its reads, its
 close) that writes each request as one pre-encoded frame and keeps a future per serial number in
 ``pending``; the link's reader hands it every frame and it resolves the futures as answers arrive, in
 whatever order the node sends them (§1.1, §1.6).
@@ -161,8 +161,8 @@ class Connection(Link):
         """
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        writer = self._writer
-        if self._state is not ConnectionState.OPEN or writer is None:
+        transport = self._transport
+        if self._state is not ConnectionState.OPEN or transport is None:
             raise self._closed_error()
         serial = self._next_serial()
         data = encode_request(serial, method, request, max(1, round(timeout * 1000)), service)
@@ -184,9 +184,9 @@ class Connection(Link):
                 loop.call_soon(self._flush)
             self.requests_sent += 1
             self.last_activity = started
-            if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            if transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
                 async with asyncio.timeout_at(deadline):
-                    await self._drain(writer)
+                    await self._drain()
             answer = await future
             if answer.method != method:
                 raise ProtocolError(
@@ -199,12 +199,14 @@ class Connection(Link):
             raise
         except ConnectionClosed:
             outcome = Outcome.CLOSED
+            _retrieved(future)  # failed by the close while this call waited to write, never awaited
             raise
         except ProtocolError:
             outcome = Outcome.PROTOCOL_ERROR
             raise
         except TimeoutError:
             outcome = Outcome.TIMEOUT
+            _retrieved(future)
             if self.last_read < started:
                 self._terminate(CloseReason.NO_ANSWER, None)
             raise RequestTimeout(
@@ -212,6 +214,7 @@ class Connection(Link):
             ) from None
         except asyncio.CancelledError:
             outcome = Outcome.CANCELLED
+            _retrieved(future)
             raise
         finally:
             timer.cancel()
@@ -242,8 +245,8 @@ class Connection(Link):
         """
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        writer = self._writer
-        if self._state is not ConnectionState.OPEN or writer is None:
+        transport = self._transport
+        if self._state is not ConnectionState.OPEN or transport is None:
             raise self._closed_error()
         count = len(requests)
         if count == 0:
@@ -276,10 +279,10 @@ class Connection(Link):
                 loop.call_soon(self._flush)
             self.requests_sent += count
             self.last_activity = started
-            if writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            if transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
                 try:
                     async with asyncio.timeout_at(deadline):
-                        await self._drain(writer)
+                        await self._drain()
                 except TimeoutError:
                     _expire_all(futures, batch)
                 except ConnectionClosed:
@@ -365,6 +368,12 @@ class Connection(Link):
             batch.wake()
         self._waits.clear()
         return failed
+
+
+def _retrieved(future: asyncio.Future[RpcResponse]) -> None:
+    """Mark a future's exception as seen when its call ends without awaiting it (else asyncio logs it)."""
+    if future.done() and not future.cancelled():
+        future.exception()
 
 
 def _expire(future: asyncio.Future[RpcResponse]) -> None:

@@ -1,7 +1,8 @@
 """One asyncio TCP (optionally TLS) link to a TubeMQ node: open it, read frames, write frames, close it.
 
 :class:`Link` owns the socket's life and nothing about requests: ``connect`` opens it (TCP keepalive on),
-one reader task feeds a :class:`~gateway.tubemq.wire.frame_decoder.FrameDecoder` and hands every frame to
+its protocol (:class:`~gateway.tubemq.net.link_protocol.LinkProtocol`) has the loop read into one reused
+buffer and feeds it to a :class:`~gateway.tubemq.wire.frame_decoder.FrameDecoder`, handing every frame to
 ``_dispatch``, frames queued during one loop iteration leave in one write, and ``_terminate`` closes it
 synchronously, for a reason (:class:`CloseReason`). What a frame means and which request it answers is
 the business of the subclass, :class:`~gateway.tubemq.net.connection.Connection`, which fills in
@@ -26,6 +27,7 @@ from enum import Enum
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import ConnectError, ConnectionClosed, ProtocolError, TubeMQError
 from gateway.tubemq.events import Event, EventBus
+from gateway.tubemq.net.link_protocol import LinkProtocol
 from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
 from gateway.tubemq.wire.frame_decoder import FrameDecoder
 
@@ -42,8 +44,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_READ_CHUNK = 256 * 1024
-_STREAM_LIMIT = 4 * 1024 * 1024
 #: TCP keepalive: first probe after this many idle seconds, then every INTERVAL, dead after COUNT unanswered
 KEEPALIVE_IDLE = 30
 KEEPALIVE_INTERVAL = 10
@@ -91,7 +91,7 @@ class ConnectionTerminated(Event):
 
 
 class Link:
-    """The socket half of a connection: state, opening, the reader task, batched writes and closing.
+    """The socket half of a connection: state, opening, reading, batched writes and closing.
 
     ``ssl`` turns on TLS; ``server_hostname`` is the name the certificate must carry (default: the
     address's host; the context decides whether it is checked). ``clock`` returns monotonic seconds
@@ -117,9 +117,8 @@ class Link:
         self._state = ConnectionState.NEW
         self._close_reason: CloseReason | None = None
         self._close_error: BaseException | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
-        self._transport: asyncio.WriteTransport | None = None
+        self._protocol: LinkProtocol | None = None
+        self._transport: asyncio.Transport | None = None
         self._outbox: list[bytes] = []
         now = clock()
         self.last_activity = now
@@ -132,7 +131,7 @@ class Link:
     # --- the two hooks of the request layer ----------------------------------------------------------
 
     def _dispatch(self, frame: Frame) -> None:
-        """Handle one frame read from the peer (called by the reader task, in order)."""
+        """Handle one frame read from the peer (called as reads complete it, in order)."""
         raise NotImplementedError
 
     def _fail_pending(self) -> int:
@@ -160,10 +159,10 @@ class Link:
     @property
     def socket(self) -> socket.socket | None:
         """The underlying socket while open (for inspection; never read or write it)."""
-        writer = self._writer
-        if writer is None or self._state is not ConnectionState.OPEN:
+        transport = self._transport
+        if transport is None or self._state is not ConnectionState.OPEN:
             return None
-        sock: socket.socket | None = writer.get_extra_info("socket")
+        sock: socket.socket | None = transport.get_extra_info("socket")
         return sock
 
     # --- opening -------------------------------------------------------------------------------------
@@ -174,15 +173,20 @@ class Link:
             raise RuntimeError(f"connect() called on a {self._state.value} connection")
         self._state = ConnectionState.CONNECTING
         started = self._clock()
+        loop = asyncio.get_running_loop()
+        protocol = self._protocol = LinkProtocol(loop, self._made, self._received, self._ended)
         try:
             async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(
+                await loop.create_connection(
+                    lambda: protocol,
                     self.address.host,
                     self.address.port,
                     ssl=self._ssl,
                     server_hostname=self._server_hostname if self._ssl is not None else None,
-                    limit=_STREAM_LIMIT,
                 )
+            if self._state is ConnectionState.CLOSED:
+                # The peer sent garbage or closed before the handshake's end was seen here.
+                raise self._closed_error()
         except BaseException as exc:
             self._state = ConnectionState.CLOSED
             self._close_reason = CloseReason.CONNECT_FAILED
@@ -191,17 +195,14 @@ class Link:
                 raise
             why = f"timed out after {timeout:g}s" if isinstance(exc, TimeoutError) else _describe(exc)
             raise ConnectError(f"cannot connect to {self.address}: {why}") from exc
-        self._writer = writer
-        self._transport = writer.transport
-        _enable_keepalive(writer.get_extra_info("socket"))
+        transport = self._transport
+        assert transport is not None  # set by connection_made
+        _enable_keepalive(transport.get_extra_info("socket"))
         self._state = ConnectionState.OPEN
         now = self._clock()
         self.last_read = now
         self.last_activity = now
         self.idle_since = now
-        self._read_task = asyncio.get_running_loop().create_task(
-            self._read_loop(reader), name=f"tubemq-read-{self.address}"
-        )
         if self._events is not None:
             self._events.emit(ConnectionOpened(self.address, self._ssl is not None, now - started))
 
@@ -215,47 +216,58 @@ class Link:
         if self._state is ConnectionState.OPEN and self._transport is not None:
             self._transport.write(data)
 
-    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+    async def _drain(self) -> None:
         """Wait for the socket buffer to drain; a broken socket closes the link."""
         try:
-            await writer.drain()
+            protocol = self._protocol
+            if protocol is None:
+                raise ConnectionResetError("not connected")
+            await protocol.drain()
         except OSError as exc:
             self._terminate(CloseReason.RESET, exc)
             raise self._closed_error() from exc
 
     # --- reading -------------------------------------------------------------------------------------
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        reason = CloseReason.PEER_CLOSED
-        error: BaseException | None = None
-        feed = self._decoder.feed
+    def _made(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+
+    def _received(self, data: memoryview) -> None:
+        """Bytes read from the socket (into the protocol's reused buffer): frames go to ``_dispatch``."""
+        if self._state is ConnectionState.CLOSED:
+            return
+        self.last_activity = self.last_read = self._clock()
         dispatch = self._dispatch
         try:
-            while True:
-                data = await reader.read(_READ_CHUNK)
-                if not data:
-                    if not self._decoder.at_frame_boundary:
-                        reason = CloseReason.PROTOCOL_ERROR
-                        error = ProtocolError(f"{self.address} closed the link inside a frame")
-                    break
-                self.last_activity = self.last_read = self._clock()
-                for frame in feed(data):
-                    dispatch(frame)
-                    if self._state is ConnectionState.CLOSED:
-                        return
+            for frame in self._decoder.feed(data):
+                dispatch(frame)
+                if self.is_closed:
+                    return
         except ProtocolError as exc:
-            reason, error = CloseReason.PROTOCOL_ERROR, exc
+            self._terminate(CloseReason.PROTOCOL_ERROR, exc)
         except OSError as exc:
-            reason, error = CloseReason.RESET, exc
-        except asyncio.CancelledError:
-            # close() has already terminated the link; otherwise the loop is shutting down.
-            self._terminate(CloseReason.LOCAL, None)
-            return
+            self._terminate(CloseReason.RESET, exc)
         except Exception as exc:
             # A bug must not leave requests hanging: fail them and say why.
             log.exception("connection reader failed: %r", self, extra={"address": str(self.address)})
-            reason, error = CloseReason.INTERNAL_ERROR, exc
-        self._terminate(reason, error)
+            self._terminate(CloseReason.INTERNAL_ERROR, exc)
+
+    def _ended(self, exc: Exception | None) -> None:
+        """The peer closed its side (``exc`` None) or the socket failed: close the link."""
+        if self._state is ConnectionState.CLOSED:
+            return
+        if isinstance(exc, OSError):
+            self._terminate(CloseReason.RESET, exc)
+        elif exc is not None:
+            log.error(
+                "connection reader failed: %r", self, exc_info=exc, extra={"address": str(self.address)}
+            )
+            self._terminate(CloseReason.INTERNAL_ERROR, exc)
+        elif not self._decoder.at_frame_boundary:
+            error = ProtocolError(f"{self.address} closed the link inside a frame")
+            self._terminate(CloseReason.PROTOCOL_ERROR, error)
+        else:
+            self._terminate(CloseReason.PEER_CLOSED, None)
 
     # --- closing -------------------------------------------------------------------------------------
 
@@ -277,16 +289,13 @@ class Link:
         self._close_reason = reason
         self._close_error = error
         failed = self._fail_pending()
-        if self._writer is not None:
-            transport = self._writer.transport
+        transport = self._transport
+        if transport is not None:
             # A link that failed has nothing worth flushing; drop it at once.
             if reason is CloseReason.LOCAL or reason is CloseReason.IDLE:
                 transport.close()
             else:
                 transport.abort()
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
         if self._events is not None:
             message = _describe(error) if error is not None else None
             self._events.emit(ConnectionTerminated(self.address, reason, message, failed))
@@ -296,17 +305,15 @@ class Link:
         self._terminate(reason, None)
 
     async def wait_closed(self) -> None:
-        """Wait until the reader task has ended and the socket is released."""
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task():
-            await asyncio.wait({task})
-        writer = self._writer
-        if writer is not None:
-            try:
-                async with asyncio.timeout(1.0):
-                    await writer.wait_closed()
-            except (OSError, TimeoutError):
-                writer.transport.abort()
+        """Wait until the socket is released (at most a second after closing starts, then it is dropped)."""
+        protocol, transport = self._protocol, self._transport
+        if protocol is None or transport is None:
+            return
+        lost = protocol.lost
+        if not lost.done():
+            await asyncio.wait({lost}, timeout=1.0)
+            if not lost.done():
+                transport.abort()
 
     async def close(self, reason: CloseReason = CloseReason.LOCAL) -> None:
         """Close the link (pending requests fail with ConnectionClosed) and release the socket."""
