@@ -15,6 +15,7 @@ Events (opened, terminated) go to an optional :class:`~gateway.tubemq.events.Eve
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 import socket
@@ -90,7 +91,7 @@ class ConnectionTerminated(Event):
     failed_requests: int
 
 
-class Link:
+class Link(abc.ABC):
     """The socket half of a connection: state, opening, reading, batched writes and closing.
 
     ``ssl`` turns on TLS; ``server_hostname`` is the name the certificate must carry (default: the
@@ -130,9 +131,9 @@ class Link:
 
     # --- the two hooks of the request layer ----------------------------------------------------------
 
+    @abc.abstractmethod
     def _dispatch(self, frame: Frame) -> None:
         """Handle one frame read from the peer (called as reads complete it, in order)."""
-        raise NotImplementedError
 
     def _fail_pending(self) -> int:
         """Fail whatever waits for an answer, the link having closed; return how many were failed."""
