@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# Runs the gateway on a fresh machine: creates .venv if needed, installs the project, and starts it.
+# Runs the gateway: creates .venv if needed, installs the project when it or its dependencies changed since the
+# last install (scripts/venv.sh), and starts it at once (no pip, no index needed, on a complete .venv).
 # With no master configured it runs on the embedded TubeMQ-compatible cluster. Extra arguments go to the CLI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e .
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
+ensure_venv ""
 if [ "$#" -eq 0 ]; then set -- serve; fi
 exec .venv/bin/tubemq-gateway "$@"

@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# Runs the whole check suite on a fresh machine: creates .venv if needed, installs the project with its
-# dev extras, then ruff, mypy (strict on gateway/) and pytest. Extra arguments go to pytest.
+# Runs the whole check suite: creates .venv if needed, installs the project with its dev extras when it or its
+# dependencies changed since the last install (scripts/venv.sh; a clean clone, as in CI, always installs),
+# then ruff, mypy (strict on gateway/) and pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PY" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[dev,spark,otel]'
+# shellcheck source=scripts/venv.sh
+. scripts/venv.sh
+ensure_venv dev,spark,otel
 echo "== ruff"
 .venv/bin/ruff check gateway tests bench scripts
 .venv/bin/ruff format --check gateway tests bench scripts
