@@ -28,6 +28,8 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 SEL = 'job=~"$job",namespace=~"$namespace",pod=~"$pod"'
 RI = "$__rate_interval"
 PREFIX = "tubemq_gateway_"
+#: the label telling a replica's worker processes apart (gateway/observability/worker_merge.py)
+WORKER = "worker"
 PUBLISH_ROUTE = "/v1/topics/{topic}/messages"
 POLL_ROUTE = "/v1/consumers/{group}/instances/{instance_id}/messages"
 #: gRPC codes that mean the server failed (as HTTP 5xx do); Canceled (the client went away) and the
@@ -52,6 +54,15 @@ def gauge(metric: str, agg: str = "sum", by: str = "", match: str = "") -> str:
     labels = f"{SEL},{match}" if match else SEL
     grouping = f" by ({by})" if by else ""
     return f"{agg}{grouping} ({PREFIX}{metric}{{{labels}}})"
+
+
+def replicas(metric: str, per_replica: str = "min", match: str = "") -> str:
+    """How many replicas (pods) report ``metric`` 1: each replica's worker processes export one series
+    each (label ``worker``, README "Worker processes"), so they are folded into the replica first
+    (``min``: every worker reports 1; ``max``: one does), then the replicas are summed. Without workers
+    there is no ``worker`` label and the fold changes nothing."""
+    labels = f"{SEL},{match}" if match else SEL
+    return f"sum ({per_replica} without ({WORKER}) ({PREFIX}{metric}{{{labels}}}))"
 
 
 @dataclass
@@ -89,8 +100,9 @@ def rows() -> list[Row]:
             [
                 Panel(
                     "Ready replicas",
-                    "Gateway pods that report ready (master session, usable broker, not draining).",
-                    [(gauge("ready"), "ready")],
+                    "Gateway pods whose every worker process reports ready (master session, usable "
+                    "broker, not draining).",
+                    [(replicas("ready"), "ready")],
                     kind="stat",
                     width=4,
                     height=4,
@@ -125,8 +137,8 @@ def rows() -> list[Row]:
                 ),
                 Panel(
                     "Master sessions up",
-                    "Pods whose producer holds a registered master session.",
-                    [(gauge("master_session_up", match='role="producer"'), "up")],
+                    "Pods in which every worker's producer holds a registered master session.",
+                    [(replicas("master_session_up", match='role="producer"'), "up")],
                     kind="stat",
                     width=4,
                     height=4,

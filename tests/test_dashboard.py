@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import json
 import re
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -21,8 +19,8 @@ import grpc
 import httpx
 import pytest
 import uvicorn
-import yaml
-from deploy_tools import NAMESPACE, RELEASE, ROOT, alert_rules_file, prometheus_tool, render
+from deploy_tools import NAMESPACE, ROOT, prometheus_tool
+from prometheus_support import JOB, concrete, free_port, query, running_prometheus
 
 from gateway.api.app import create_app
 from gateway.config import Settings
@@ -136,18 +134,6 @@ def queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
 
 # --- a real Prometheus scraping a real gateway under a little publish/poll load ---------------------------
 
-JOB = (
-    f"{RELEASE}-tubemq-gateway"  # the job name the chart's alert rules select (ServiceMonitor: Service name)
-)
-RATE_WINDOW = "10s"
-SCRAPE = "1s"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @dataclass
 class Target:
@@ -159,7 +145,7 @@ class Target:
 async def _gateway() -> AsyncIterator[Target]:
     """The gateway on the embedded cluster: its runtime, the app under uvicorn and the gRPC server, on
     loopback ports (as ``tubemq-gateway serve`` hosts them)."""
-    port = _free_port()
+    port = free_port()
     settings = Settings(
         masters="",
         http_host="127.0.0.1",
@@ -225,63 +211,6 @@ async def _publish_and_poll(target: Target, stop: asyncio.Event) -> int:
     return polled
 
 
-def _prometheus_config(directory: Path, target: str, rules: Path) -> Path:
-    config = {
-        "global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE, "scrape_timeout": SCRAPE},
-        "rule_files": [str(rules)],
-        "scrape_configs": [
-            {
-                "job_name": JOB,
-                "static_configs": [{"targets": [target], "labels": {"namespace": NAMESPACE}}],
-            }
-        ],
-    }
-    path = directory / "prometheus.yml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    return path
-
-
-async def _query(prom: httpx.AsyncClient, expr: str) -> list[dict[str, Any]]:
-    answer = await prom.get("/api/v1/query", params={"query": expr})
-    body = answer.json()
-    assert answer.status_code == 200 and body["status"] == "success", f"{expr}: {body}"
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
-
-
-@asynccontextmanager
-async def _prometheus(directory: Path, target: str) -> AsyncIterator[httpx.AsyncClient]:
-    """A real Prometheus scraping ``target`` every second with the chart's alert rules, until it has
-    scraped the gateway once; yields an HTTP client on its API."""
-    prometheus, promtool = prometheus_tool("prometheus"), prometheus_tool("promtool")
-    rules = alert_rules_file(render({"metrics": {"prometheusRule": {"enabled": True}}}), directory)
-    config = _prometheus_config(directory, target, rules)
-    pipe, merged = asyncio.subprocess.PIPE, asyncio.subprocess.STDOUT
-    checked = await asyncio.create_subprocess_exec(
-        promtool, "check", "config", str(config), stdout=pipe, stderr=merged
-    )
-    output, _ = await checked.communicate()
-    assert checked.returncode == 0, output.decode()
-    port = _free_port()
-    with (directory / "prometheus.log").open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            prometheus,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={directory / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-            stdout=log,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as prom:
-                await _until_scraped(prom, proc)
-                yield prom
-        finally:
-            proc.terminate()
-            await proc.wait()
-
-
 @pytest.mark.slow  # several seconds: a real Prometheus needs a few scrapes of a gateway under load
 async def test_every_panel_returns_data_from_a_real_prometheus(
     dashboard: dict[str, Any], tmp_path: Path
@@ -291,21 +220,15 @@ async def test_every_panel_returns_data_from_a_real_prometheus(
     async with _gateway() as target:
         load = asyncio.create_task(_publish_and_poll(target, stop))
         try:
-            async with _prometheus(tmp_path, target.http) as prom:
+            async with running_prometheus(tmp_path, [target.http]) as prom:
                 # Several scrapes of a gateway under load are needed before every rate has samples.
                 deadline = time.monotonic() + 30
                 while True:
                     assert not load.done(), load.exception() if load.done() else None
                     empty = []
                     for title, expr in queries(dashboard):
-                        concrete = (
-                            expr.replace("$job", JOB)
-                            .replace("$namespace", ".*")  # the variables' "All"
-                            .replace("$pod", ".*")
-                            .replace("$__rate_interval", RATE_WINDOW)
-                        )
-                        if not await _query(prom, concrete):
-                            empty.append(f"{title}: {concrete}")
+                        if not await query(prom, concrete(expr)):
+                            empty.append(f"{title}: {concrete(expr)}")
                     if not empty:
                         break
                     assert time.monotonic() < deadline, "panels without data:\n" + "\n".join(empty)
@@ -318,19 +241,6 @@ async def test_every_panel_returns_data_from_a_real_prometheus(
             stop.set()
             polled = await load
     assert polled > 0
-
-
-async def _until_scraped(prom: httpx.AsyncClient, proc: asyncio.subprocess.Process) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        assert proc.returncode is None, "prometheus exited"
-        with contextlib.suppress(httpx.HTTPError):
-            if (await prom.get("/-/ready")).status_code == 200 and await _query(
-                prom, f'up{{job="{JOB}"}} == 1'
-            ):
-                return
-        await asyncio.sleep(0.2)
-    raise AssertionError("prometheus did not scrape the gateway in 20 s")
 
 
 async def _alerts_evaluate_quietly(prom: httpx.AsyncClient) -> None:
@@ -358,7 +268,7 @@ async def _alerts_evaluate_quietly(prom: httpx.AsyncClient) -> None:
         assert rule["health"] == "ok", (name, rule.get("lastError"))
         assert rule["state"] == "inactive", (name, rule["alerts"])
     # The expressions select this gateway: with its labels, the ready replicas sum is 1, not empty.
-    ready = await _query(prom, f'sum(tubemq_gateway_ready{{namespace="{NAMESPACE}",job="{JOB}"}})')
+    ready = await query(prom, f'sum(tubemq_gateway_ready{{namespace="{NAMESPACE}",job="{JOB}"}})')
     assert ready and float(ready[0]["value"][1]) == 1
 
 
