@@ -75,7 +75,8 @@ class ProducerSettings(BaseModel):
         3,
         ge=1,
         description="master calls in a row without an answer before /readyz may turn unready (it stays "
-        "ready while a published topic's cached route has a usable broker)",
+        "ready while a published topic's cached route has a usable broker); also the answered heartbeats in "
+        "a row that list no partition for any published topic (a broker outage) before /readyz turns unready",
     )
 
 
@@ -266,6 +267,24 @@ class ShutdownSettings(BaseModel):
         if self.drain_delay >= self.grace_period:
             raise ValueError("shutdown.drain_delay must be shorter than shutdown.grace_period")
         return self
+
+
+class SupervisorSettings(BaseModel):
+    """How ``serve --workers N`` restarts a worker that exits on its own (gateway.workers.restarts)."""
+
+    restart_backoff: float = Field(
+        1.0,
+        gt=0,
+        description="seconds before restarting a worker whose last run failed soon after start; "
+        "doubles with each such failure in a row",
+    )
+    restart_backoff_max: float = Field(30.0, gt=0, description="the longest wait before a restart")
+    max_restarts: int = Field(
+        0,
+        ge=0,
+        description="failures in a row (each soon after its start) of one worker after which the replica "
+        "stops with exit status 1; 0 = no limit (the replica stops only when every worker is failing)",
+    )
 
 
 class TlsSettings(BaseModel):
@@ -602,6 +621,7 @@ class Settings(BaseSettings):
     compression: CompressionSettings = CompressionSettings()
     tracing: TracingSettings = TracingSettings()
     auth: AuthSettings = AuthSettings()
+    supervisor: SupervisorSettings = SupervisorSettings()
 
     def advertised_url(self) -> str:
         """The base URL other replicas use to reach this one: ``consumers.advertised_url``, else derived

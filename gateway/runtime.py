@@ -216,7 +216,9 @@ class Runtime:
         """Ready = not draining, at least one broker usable, and a master reachable - or, while no master
         answers (``master_failures_before_unready`` calls in a row), at least one published topic whose
         cached route still has a usable broker (sends work without a master; a fail-over must not turn
-        every replica unready at once)."""
+        every replica unready at once); and not while every published topic has been without partitions
+        for as many heartbeats in a row (``routesLost``: a broker outage the master reports; ready again at
+        the first heartbeat that lists partitions)."""
         producer = self.producer
         reachable = producer is not None and producer.master_reachable
         routes = producer.usable_routes() if producer is not None else 0
@@ -230,7 +232,9 @@ class Runtime:
             if producer is None
             else sum(1 for h in producer.broker_health() if h.state is not BreakerState.OPEN),
         }
-        ready = not self.draining and bool(checks["usableBrokers"]) and (reachable or routes > 0)
+        lost = producer is not None and producer.routes_lost
+        checks["routesLost"] = lost
+        ready = not self.draining and bool(checks["usableBrokers"]) and (reachable or routes > 0) and not lost
         return ready, checks
 
     def publisher(self) -> PublishService:

@@ -58,6 +58,7 @@ async def test_master_failures_turn_unready_only_without_a_usable_route(
             "masterFailures": 0,
             "usableRoutes": 1,
             "usableBrokers": 1,
+            "routesLost": False,
         },
     )
 

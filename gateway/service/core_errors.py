@@ -11,7 +11,8 @@ field and the retry delay)::
     TopicNotDeployed (431)     NotFound topic    404         the master does not know the topic
     CertificateFailure (415)   UpstreamError     502         the gateway's own credentials: operator's fault
     ClientClosed               Unavailable       503         the gateway is stopping; another replica can
-    NoPartition                Unavailable       503         no partition can take it now
+    NoPartition                Unavailable       503         no partition can take it now (PartitionsAway:
+                                                             a broker outage; Retry-After 5 s)
     other ClientError          InvalidInput      400         a local check of the client's input failed
     ServerError, joining,      InvalidInput      400         the master refused the group's settings (e.g.
       not retriable                                          members disagree on topics or filters)
@@ -111,8 +112,14 @@ def _closing(f: Failure) -> ServiceError:
     )
 
 
+#: Retry-After of a broker outage: the master lists a stopped broker's partitions again only once it has
+#: registered and reported its topics, seconds after it starts
+OUTAGE_RETRY_AFTER = 5.0
+
+
 def _no_partition(f: Failure) -> ServiceError:
-    return Unavailable(str(f.exc), retry_after=f.retry_after)
+    retry_after = OUTAGE_RETRY_AFTER if isinstance(f.exc, core.PartitionsAway) else f.retry_after
+    return Unavailable(str(f.exc), retry_after=retry_after)
 
 
 def _bad_input(f: Failure) -> ServiceError:

@@ -202,6 +202,9 @@ class PublishService:
         validate_topic(topic)
         try:
             return await self._producer.publish(topic)
+        except core.PartitionsAway as exc:
+            # seen with partitions, brokers still configured: an outage (503 + Retry-After), not a 404
+            raise service_error(exc, Doing.PUBLISH, topic=topic) from exc
         except core.NoPartition as exc:
             # The master lists no publishable partition: the topic is not deployed, or none of its
             # brokers is online. From the client side the two look the same.

@@ -29,6 +29,7 @@ translate this tree once, at their boundary::
         ├── MessageTooLarge              body + attributes exceed the topic's limit
         ├── TopicNotPublished            the producer has not published the topic
         ├── NoPartition                  the topic has no partition available for sending
+        │   └── PartitionsAway           retriable: it had partitions, its brokers are offline now
         └── ClientClosed                 the producer/consumer/session was closed
 
 ``retriable`` means "the same request may succeed if sent again later (possibly to another node)".
@@ -36,6 +37,7 @@ translate this tree once, at their boundary::
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import ClassVar
 
 
@@ -404,6 +406,23 @@ class NoPartition(ClientError):
             f"no partition of topic {topic!r} is available: no broker accepts it now; "
             "check that the topic is deployed and its brokers are online, then retry"
         )
+
+
+class PartitionsAway(NoPartition):
+    """A topic that had partitions has none now while the brokers that held them are still configured: a
+    broker outage (a stopped broker's partitions leave the master's answers until it registers again), so
+    the same send may succeed later; a topic never seen with partitions raises plain ``NoPartition``."""
+
+    retriable = True
+
+    def __init__(self, topic: str, brokers: Collection[int]) -> None:
+        self.brokers = tuple(sorted(brokers))
+        super().__init__(topic)
+        self.message = (
+            f"topic {topic!r} has no publishable partition now: broker(s) {list(self.brokers)} that held its "
+            "partitions are offline (stopped or restarting); retry later"
+        )
+        self.args = (self.message,)
 
 
 class ClientClosed(ClientError):

@@ -20,8 +20,10 @@ What it does, in order:
    and release their partitions on the way out) and removes the directory.
 
 A worker that exits on its own is started again (same index, so its siblings keep their ids; the instances it
-held are gone, answered 410) when it had run for :data:`RESTART_AFTER` seconds; one that fails sooner (it
-cannot bind, a setting is wrong) stops the replica with exit status 1.
+held are gone, answered 410); one that fails within :data:`RESTART_AFTER` seconds of its start is started
+again with a growing backoff while the others keep serving, and the replica stops with exit status 1 only
+when every worker is failing (a setting is wrong, a port is taken) or ``supervisor.max_restarts`` is passed
+(:mod:`gateway.workers.restarts`).
 
 Why ``SO_REUSEPORT`` and not one listening socket inherited by every worker: grpc.aio binds its port itself
 (with ``SO_REUSEPORT``, its default on Linux) and cannot serve an inherited socket, and one mechanism for all
@@ -51,12 +53,13 @@ from gateway.runtime import embedded_cluster, embedded_upstream
 from gateway.serve import reuse_port_socket
 from gateway.upstream import upstream_options
 from gateway.workers.context import WorkerContext
+from gateway.workers.restarts import GiveUp, RestartPolicy
 
 __all__ = ["RESTART_AFTER", "Supervisor", "per_worker_limits", "supervise"]
 
 log = logging.getLogger("gateway.workers")
 
-#: seconds a worker must have run for it to be restarted when it exits on its own
+#: seconds a worker must have run for its exit not to count as a failure soon after start
 RESTART_AFTER = 10.0
 #: seconds past the grace period the supervisor waits for workers before killing them
 KILL_MARGIN = 5.0
@@ -235,32 +238,76 @@ class Supervisor:
         log.info("worker process started", extra={"worker": context.index, "pid": process.pid})
 
     async def _watch(self, settings: Settings, contexts: list[WorkerContext]) -> None:
-        """Until a signal (or a worker failing early): restart workers that exit on their own."""
+        """Until a signal (or the replica given up): start again workers that exit on their own, each after
+        its own backoff (gateway.workers.restarts) while the others keep serving."""
+        policy = self._restart_policy(settings)
+        for index in self._workers:
+            policy.started(index)
+        pending: dict[asyncio.Task[None], int] = {}  # delayed restarts
         stop = asyncio.create_task(self._stop.wait())
         try:
             while not self._stopping:
-                exits = {asyncio.create_task(w.process.wait()): w for w in self._workers.values()}
-                done, _ = await asyncio.wait({stop, *exits}, return_when=asyncio.FIRST_COMPLETED)
+                waiting = set(pending.values())
+                exits = {
+                    asyncio.create_task(w.process.wait()): w
+                    for w in self._workers.values()
+                    if w.index not in waiting
+                }
+                done, _ = await asyncio.wait({stop, *exits, *pending}, return_when=asyncio.FIRST_COMPLETED)
                 for task in exits:
                     task.cancel()
                 if self._stopping:
                     return
+                for delayed in [t for t in pending if t in done]:
+                    index = pending.pop(delayed)
+                    await self._spawn(settings, contexts[index])
+                    policy.started(index)
                 for task, worker in exits.items():
-                    if task not in done:
-                        continue
-                    ran = time.monotonic() - worker.started
-                    extra = {"worker": worker.index, "exit_code": task.result(), "seconds": round(ran, 1)}
-                    if ran < RESTART_AFTER:
-                        log.error("a worker process failed soon after it started: stopping", extra=extra)
-                        self._failed = True
-                        self._begin_stop(signal.SIGTERM)
+                    if task in done and not self._restart_later(policy, worker, pending):
                         return
-                    log.error("a worker process exited: starting it again", extra=extra)
-                    await asyncio.sleep(1.0)
-                    if not self._stopping:
-                        await self._spawn(settings, contexts[worker.index])
         finally:
             stop.cancel()
+            for delayed in pending:
+                delayed.cancel()
+
+    def _restart_policy(self, settings: Settings) -> RestartPolicy:
+        s = settings.supervisor
+        return RestartPolicy(
+            self.count,
+            RESTART_AFTER,
+            backoff=s.restart_backoff,
+            backoff_max=s.restart_backoff_max,
+            max_restarts=s.max_restarts,
+        )
+
+    def _restart_later(
+        self, policy: RestartPolicy, worker: _Worker, pending: dict[asyncio.Task[None], int]
+    ) -> bool:
+        """Schedule worker's restart (True), or stop the replica when the policy gives it up (False)."""
+        decision = policy.exited(worker.index)
+        extra: dict[str, object] = {
+            "worker": worker.index,
+            "exit_code": worker.process.returncode,
+            "seconds": round(time.monotonic() - worker.started, 1),
+        }
+        if isinstance(decision, GiveUp):
+            log.error(f"stopping the replica: {decision.reason}", extra=extra)
+            self._failed = True
+            self._begin_stop(signal.SIGTERM)
+            return False
+        extra.update(
+            {
+                "restart_in": decision.delay,
+                "failures_in_a_row": decision.failures,
+                "serving": policy.serving(),
+            }
+        )
+        if decision.failures:
+            log.error("a worker process failed soon after it started: starting it again later", extra=extra)
+        else:
+            log.error("a worker process exited: starting it again", extra=extra)
+        pending[asyncio.create_task(asyncio.sleep(decision.delay))] = worker.index
+        return True
 
     def _on_signal(self, sig: int) -> None:
         if self._stopping:

@@ -1,6 +1,7 @@
 """The real broker stopped and started under a running gateway: publishes fail with a mapped, retriable
 error (never a 5xx other than 503, never a hang), the broker is shielded, the gateway turns unready, and
-everything recovers once the broker is back; a topic the cluster does not have is unpublishable (404).
+everything recovers once the broker is back (and a topic whose partitions the master stops listing is an
+outage, 503, not a 404); a topic the cluster does not have is unpublishable (404).
 
 The broker is stopped with SIGTERM to the pid the harness recorded (checked to be its broker), and started
 again with the harness's ``start.sh`` (which only starts what is not running). The suite holds the cluster's
@@ -99,8 +100,10 @@ def _explained(observed: dict[str, Any], events: list[object]) -> Iterator[None]
 async def test_publish_and_consume_across_a_broker_restart() -> None:
     """Two gateways see the outage differently. ``stale`` heartbeats the master rarely, so it keeps sending
     to the stopped broker: 503 with Retry-After, the broker shielded, /readyz unready. ``fresh`` heartbeats
-    every second and learns from the real master that the topic has no publishable partition any more: 404.
-    Both publish again once the broker is back, and a consumer instance receives what was published."""
+    every second and learns from the real master that the topic's partitions are gone while its broker is
+    still configured: an outage, 503 with Retry-After (it was a 404 that clients took as permanent), and
+    /readyz unready (``routesLost``). Both publish again once the broker is back, and a consumer instance
+    receives what was published."""
     topic = require_topic(DEMO)
     tag = run_tag("outage")
     async with real_gateway(**outage_settings(600.0)) as stale, real_gateway(**outage_settings(1.0)) as fresh:
@@ -137,16 +140,29 @@ async def test_publish_and_consume_across_a_broker_restart() -> None:
             observed["stale_grpc"] = await grpc_publish_code(stale, topic, f"{tag}-grpc-down")
             assert observed["stale_grpc"] == "UNAVAILABLE", observed
 
-            # fresh routes: the real master no longer lists a publishable partition of the topic
-            async def not_found() -> bool:
+            # fresh routes: the real master no longer lists the topic's partitions (it drops a stopped
+            # broker's) but keeps the broker configured: an outage, 503 + Retry-After, never a 404
+            async def routes_dropped() -> bool:
                 status = await publish_status(fresh, topic, f"{tag}-fresh-down")
                 observed.setdefault("fresh", []).append(status)
-                return status == 404
+                return (
+                    fresh.runtime.producer is not None and fresh.runtime.producer.topic_route(topic) is None
+                )
 
-            await wait_until(not_found, 30.0, "the fresh gateway to see no publishable partition", step=1.0)
-            assert set(observed["fresh"]) <= {503, 404}, observed
+            await wait_until(routes_dropped, 30.0, "the fresh gateway to see no partition", step=1.0)
+            for i in range(3):
+                observed["fresh"].append(await publish_status(fresh, topic, f"{tag}-fresh-away{i}"))
+            assert set(observed["fresh"]) == {503}, observed
             observed["fresh_grpc"] = await grpc_publish_code(fresh, topic, f"{tag}-grpc-down")
-            assert observed["fresh_grpc"] == "NOT_FOUND", observed
+            assert observed["fresh_grpc"] == "UNAVAILABLE", observed
+
+            async def fresh_unready() -> bool:
+                ready = await fresh.http.get("/readyz")
+                observed["fresh_readyz"] = ready.json()
+                return ready.status_code == 503
+
+            await wait_until(fresh_unready, 30.0, "the fresh gateway to turn unready", step=1.0)
+            assert observed["fresh_readyz"]["checks"]["routesLost"] is True, observed
 
             # the consumer instance keeps answering: empty polls, no error
             poll = await stale.http.get(f"{base}/messages", params={"timeout_ms": 500})

@@ -23,7 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.errors import ClientClosed, ClientError, MessageTooLarge, NoPartition, TopicNotPublished
+from gateway.tubemq.errors import (
+    ClientClosed,
+    ClientError,
+    MessageTooLarge,
+    NoPartition,
+    PartitionsAway,
+    TopicNotPublished,
+)
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.breaker import BreakerState, BreakerTransition, BrokerBreaker, BrokerHealth
 from gateway.tubemq.net.master import MasterClient
@@ -148,6 +155,27 @@ class Producer:
             and self._session.master_failures < self.config.master_failures_before_unready
         )
 
+    @property
+    def routes_lost(self) -> bool:
+        """Every published topic has been without partitions for ``master_failures_before_unready``
+        answered heartbeats in a row (a broker outage the master reports): nothing can be published."""
+        return bool(self._session.topics) and (
+            self._session.unroutable_heartbeats >= self.config.master_failures_before_unready
+        )
+
+    def _no_route(self, topic: str) -> NoPartition:
+        away = self._routes.partitions_away(topic)
+        return PartitionsAway(topic, away) if away else NoPartition(topic)
+
+    def partitions_away(self) -> dict[str, frozenset[int]]:
+        """Published topics in an outage (``RouteTable.partitions_away``): topic -> the offline brokers."""
+        away = {}
+        for topic in self._session.topics:
+            brokers = self._routes.partitions_away(topic)
+            if brokers:
+                away[topic] = brokers
+        return away
+
     def usable_routes(self) -> int:
         """Published topics with a partition on a broker that is not shielded: sends to them work without
         a master, on the route learnt last."""
@@ -210,7 +238,9 @@ class Producer:
     async def publish(self, topic: str) -> TopicRouteInfo:
         """Add ``topic`` to the published set and heartbeat at once to learn its partitions.
 
-        Raises ``NoPartition`` when the master lists no publishable partition for it, a ``TubeMQError``
+        Raises ``PartitionsAway`` when it had partitions that are gone while their brokers are still
+        configured (an outage: retriable), ``NoPartition`` when the master lists no publishable partition
+        for it otherwise, a ``TubeMQError``
         when the master cannot be reached within ``publish_timeout``.
         """
         self._check_open()
@@ -231,6 +261,10 @@ class Producer:
             raise
         route = self.topic_route(name)
         if route is None:
+            away = self._routes.partitions_away(name)
+            if away:
+                # an outage, not an unknown topic: keep it published so the heartbeats see it come back
+                raise PartitionsAway(name, away)
             if added:
                 self._session.remove_topic(name)
             raise NoPartition(name)
@@ -291,7 +325,7 @@ class Producer:
             raise ClientError("message body must not be empty")
         route = self._routes.route(topic)
         if route is None:
-            raise NoPartition(topic)
+            raise self._no_route(topic)
         time_text = format_msg_time(msg_time) if isinstance(msg_time, datetime) else msg_time
         msg_type = stream_id.strip() if stream_id is not None and stream_id.strip() else None
         msg_time_text = time_text.strip() if time_text is not None and time_text.strip() else None
@@ -335,7 +369,7 @@ class Producer:
             raise TopicNotPublished(topic)
         route = self._routes.route(topic)
         if route is None:
-            raise NoPartition(topic)
+            raise self._no_route(topic)
         limit = route.max_msg_size
         results: list[SendResult | Exception | None] = [None] * len(messages)
         items: list[BatchItem] = []

@@ -59,6 +59,8 @@ class RouteTable:
     skipped: int = 0
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     topics: dict[str, TopicRoute] = field(default_factory=dict)
+    #: the brokers each topic had partitions on when it last had any (kept while its partitions are away)
+    last_seen_on: dict[str, frozenset[int]] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (
@@ -92,6 +94,16 @@ class RouteTable:
 
     def forget_topic(self, topic: str) -> None:
         self.topics.pop(topic, None)
+        self.last_seen_on.pop(topic, None)
+
+    def partitions_away(self, topic: str) -> frozenset[int]:
+        """The brokers of an outage of ``topic``: it had partitions, the master lists none now, and brokers
+        it had them on are still in the broker list (the master keeps a configured broker listed while it is
+        stopped, and drops its partitions). Empty when the topic has a route, was never seen with partitions,
+        or its brokers left the cluster: then the topic is simply not publishable."""
+        if topic in self.topics:
+            return frozenset()
+        return frozenset(b for b in self.last_seen_on.get(topic, ()) if b in self.brokers)
 
     def _apply_brokers(self, checksum: int, infos: Iterable[str]) -> bool:
         if checksum == self.broker_checksum:
@@ -141,4 +153,5 @@ class RouteTable:
                 brokers=MappingProxyType(addresses),
                 max_msg_size=limit or self.cluster_max_msg_size,
             )
+            self.last_seen_on[info.topic] = frozenset(used)
         self.topics = topics

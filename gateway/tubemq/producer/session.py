@@ -72,6 +72,9 @@ class ProducerSession:
         self.registered = False
         self.master_failures = 0
         """Master calls in a row (heartbeats, registrations) that no master answered; 0 after an answer."""
+        self.unroutable_heartbeats = 0
+        """Answered heartbeats in a row that listed no partition for any published topic (a broker outage
+        when the topics had partitions); 0 once one has a route again."""
         self._register_sent = False
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -245,6 +248,8 @@ class ProducerSession:
         if answer.success and answer.errCode == SUCCESS:
             if self._routes.apply_heartbeat(answer):
                 self._on_brokers()
+            routed = any(topic in self._routes.topics for topic in self.topics)
+            self.unroutable_heartbeats = 0 if routed else self.unroutable_heartbeats + 1
             self._settle(waiters, None)
         elif answer.errCode == NOT_READY:
             self._settle(waiters, None)  # Java keeps the metadata it has

@@ -1,0 +1,140 @@
+"""A broker outage the master reports (a stopped broker's partitions leave its answers while the broker stays
+configured) is a transient 503 + Retry-After on REST and UNAVAILABLE on gRPC, not a 404; /readyz turns
+unready after ``master_failures_before_unready`` such heartbeats and ready again once the partitions return;
+a topic the gateway never saw with partitions is still 404."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+from grpc_support import detail_of, message, running_gateway
+from waiting import eventually
+
+from gateway.api.app import create_app
+from gateway.config import Settings
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.topics import TopicSpec
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.runtime import Runtime
+from gateway.tubemq.errors import NoPartition, PartitionsAway
+
+TOPICS = [TopicSpec("demo", 2), TopicSpec("other", 1)]
+FAILURES = 2
+
+
+def settings(cluster: EmbeddedCluster) -> Settings:
+    return Settings(
+        masters=",".join(str(a) for a in cluster.master_addresses),
+        producer={
+            "heartbeat_interval": 0.1,
+            "rpc_timeout": 1.0,
+            "send_timeout": 2.0,
+            "master_failures_before_unready": FAILURES,
+        },
+        grpc={"enabled": True, "port": 0},
+    )
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    async with EmbeddedCluster(TOPICS, brokers=1, data_dir=tmp_path / "data") as c:
+        yield c
+
+
+async def publish(client: httpx.AsyncClient, topic: str, value: str) -> httpx.Response:
+    return await client.post(f"/v1/topics/{topic}/messages", json={"messages": [{"value": value}]})
+
+
+async def test_stopped_broker_is_503_then_200_and_readiness_follows(cluster: EmbeddedCluster) -> None:
+    async with running_gateway(cluster, settings(cluster)) as gw:
+        runtime: Runtime = gw.runtime
+        app = create_app(runtime=runtime)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            assert (await publish(client, "demo", "before")).status_code == 200
+            assert (await client.get("/readyz")).status_code == 200
+            producer = runtime.producer
+            assert producer is not None
+
+            await cluster.stop_broker(1)  # clean stop: the master drops its partitions, keeps it listed
+
+            async def routes_gone() -> bool:
+                return producer.topic_route("demo") is None
+
+            await eventually(routes_gone, what="the master to stop listing demo's partitions")
+            r = await publish(client, "demo", "during")
+            assert r.status_code == 503, r.text
+            assert int(r.headers["retry-after"]) >= 1
+            body = r.json()["error"]
+            assert body["code"] == "unavailable" and "offline" in body["message"], body
+            with pytest.raises(PartitionsAway):
+                await producer.publish("demo")
+
+            try:
+                await gw.stub.Publish(pb.PublishRequest(topic="demo", messages=[message("during")]))
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() is grpc.StatusCode.UNAVAILABLE, exc
+                assert (detail_of(exc).retry_after_seconds or 0) >= 1
+            else:
+                raise AssertionError("a publish during the outage succeeded")
+
+            # a topic this gateway never saw with partitions is unknown, not an outage
+            nowhere = await publish(client, "other", "x")
+            assert nowhere.status_code == 404, nowhere.text
+            with pytest.raises(NoPartition) as caught:
+                await producer.publish("other")
+            assert not isinstance(caught.value, PartitionsAway)
+
+            async def unready() -> bool:
+                return (await client.get("/readyz")).status_code == 503
+
+            await eventually(unready, what="/readyz to turn unready during the outage")
+            checks = (await client.get("/readyz")).json()["checks"]
+            assert checks["routesLost"] is True and checks["usableRoutes"] == 0, checks
+
+            await cluster.start_broker(1)
+
+            async def publishes() -> bool:
+                return (await publish(client, "demo", "after")).status_code == 200
+
+            await eventually(publishes, what="a publish after the broker is back")
+            ready = await client.get("/readyz")
+            assert ready.status_code == 200, ready.text
+            assert ready.json()["checks"]["routesLost"] is False
+
+
+async def test_readiness_waits_for_the_configured_heartbeats_without_partitions(
+    cluster: EmbeddedCluster,
+) -> None:
+    """The hysteresis: one heartbeat listing no partition keeps the replica ready; the
+    ``master_failures_before_unready``-th in a row turns it unready; the first with partitions, ready."""
+    custom = settings(cluster)
+    custom = custom.model_copy(
+        update={"producer": custom.producer.model_copy(update={"heartbeat_interval": 3600.0})}
+    )
+    async with running_gateway(cluster, custom) as gw:
+        producer = gw.runtime.producer
+        assert producer is not None
+        await producer.publish("demo")
+        session = producer._session  # heartbeats by hand: no timing involved
+        await cluster.stop_broker(1)
+        await session.heartbeat_now(2.0)
+        assert producer.topic_route("demo") is None
+        ready, checks = gw.runtime.readiness()
+        assert ready and checks["routesLost"] is False, checks
+        for _ in range(FAILURES - 1):
+            await session.heartbeat_now(2.0)
+        ready, checks = gw.runtime.readiness()
+        assert not ready and checks["routesLost"] is True, checks
+        await cluster.start_broker(1)
+
+        async def back() -> bool:
+            await session.heartbeat_now(2.0)
+            return producer.topic_route("demo") is not None
+
+        await eventually(back, what="demo's partitions to return")
+        ready, checks = gw.runtime.readiness()
+        assert ready and checks["routesLost"] is False, checks

@@ -1,0 +1,163 @@
+"""A crash-looping worker is started again with a growing backoff while its siblings keep serving; the
+replica stops only when every worker fails (or one passes ``supervisor.max_restarts``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from waiting import ManualClock
+from workers_support import WorkerGateway, start_workers
+
+from gateway.workers.restarts import GiveUp, Restart, RestartPolicy
+
+FAST_RESTARTS = {"TUBEMQ_GATEWAY_SUPERVISOR__RESTART_BACKOFF": "0.5"}
+
+
+def test_policy_backs_off_and_gives_up_only_when_every_worker_fails() -> None:
+    clock = ManualClock()
+    policy = RestartPolicy(3, 100.0, backoff=1.0, backoff_max=5.0, clock=clock)
+    for index in range(3):
+        policy.started(index)
+    clock.advance(1.0)
+    delays = []
+    for _ in range(5):  # worker 0 crash-loops
+        decision = policy.exited(0)
+        assert isinstance(decision, Restart)
+        delays.append(decision.delay)
+        clock.advance(decision.delay)
+        policy.started(0)
+        clock.advance(0.5)
+    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]
+    assert policy.serving() == 3 and policy.failing(0) and not policy.failing(1)
+    assert isinstance(policy.exited(1), Restart)  # 0 and 1 failing, 2 serves
+    decision = policy.exited(2)
+    assert isinstance(decision, GiveUp) and "every worker" in decision.reason
+
+
+def test_a_worker_that_ran_long_enough_starts_over() -> None:
+    clock = ManualClock()
+    policy = RestartPolicy(2, 10.0, backoff=1.0, clock=clock)
+    policy.started(0)
+    policy.started(1)
+    assert policy.exited(0) == Restart(1.0, 1)
+    policy.started(0)
+    clock.advance(10.0)  # ran healthy_after seconds: no longer failing, and its next exit is not a failure
+    assert not policy.failing(0)
+    assert policy.exited(1) == Restart(1.0, 0)  # worker 1 also ran 10 s
+    policy.started(1)
+    assert policy.exited(0) == Restart(1.0, 0)
+
+
+def test_max_restarts_is_a_limit_per_worker() -> None:
+    clock = ManualClock()
+    policy = RestartPolicy(2, 10.0, max_restarts=2, clock=clock)
+    policy.started(0)
+    policy.started(1)
+    clock.advance(15.0)  # worker 1 is healthy throughout
+    policy.started(0)
+    assert isinstance(policy.exited(0), Restart)
+    policy.started(0)
+    assert isinstance(policy.exited(0), Restart)
+    policy.started(0)
+    decision = policy.exited(0)
+    assert isinstance(decision, GiveUp) and "max_restarts" in decision.reason
+
+
+def _starts(gw: WorkerGateway, worker: int) -> list[dict[str, Any]]:
+    return [r for r in gw.records() if r.get("msg") == "worker process started" and r["worker"] == worker]
+
+
+def _kill_next_start(gw: WorkerGateway, worker: int, seen: int, timeout: float = 60.0) -> int:
+    """SIGKILL worker's next start (the one after ``seen`` starts) as soon as it is logged; the new count."""
+    deadline = time.monotonic() + timeout
+    while len(starts := _starts(gw, worker)) <= seen:
+        assert gw.proc.poll() is None, gw.log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"worker {worker} not started again"
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(starts[-1]["pid"], signal.SIGKILL)
+    return len(starts)
+
+
+def test_a_crash_looping_worker_backs_off_while_the_other_serves(tmp_path: Path) -> None:
+    gw = start_workers(tmp_path, 2, "--embedded-topics", "cl:2", env=FAST_RESTARTS)
+    try:
+        first = _starts(gw, 0)
+        statuses: list[int] = []
+
+        async def publish_and_probe() -> None:
+            async with gw.shared() as client:  # a new connection each: the kernel picks a listening worker
+                for _ in range(3):
+                    r = await client.post("/v1/topics/cl/messages", json={"messages": [{"value": "x"}]})
+                    statuses.append(r.status_code)
+                    statuses.append((await client.get("/readyz")).status_code)
+
+        seen = len(_starts(gw, 1)) - 1
+        for _ in range(4):  # the first kill is of the running worker, then of each restart at once
+            seen = _kill_next_start(gw, 1, seen)
+            asyncio.run(publish_and_probe())
+        assert gw.proc.poll() is None, "the supervisor stopped over one worker's crash loop"
+        assert _starts(gw, 0) == first, "worker 0 was restarted"
+        assert set(statuses) == {200}, statuses
+        delays = [
+            r["restart_in"]
+            for r in gw.records()
+            if r.get("msg", "").startswith("a worker process failed soon after") and r["worker"] == 1
+        ]
+        assert delays[:4] == [0.5, 1.0, 2.0, 4.0], delays
+
+        async def back() -> bool:
+            async with gw.pinned(1) as one:
+                try:
+                    return (await one.get("/readyz")).status_code == 200
+                except Exception:
+                    return False
+
+        deadline = time.monotonic() + 60
+        while not asyncio.run(back()):
+            assert time.monotonic() < deadline, "worker 1 did not come back after its crash loop"
+            time.sleep(0.3)
+    finally:
+        gw.stop()
+
+
+def test_every_worker_failing_stops_the_replica(tmp_path: Path) -> None:
+    gw = start_workers(tmp_path, 2, "--embedded-topics", "cl:1", env=FAST_RESTARTS)
+    try:
+        seen = {w: len(_starts(gw, w)) - 1 for w in (0, 1)}
+        deadline = time.monotonic() + 90
+        while gw.proc.poll() is None:
+            assert time.monotonic() < deadline, "the supervisor kept going with every worker failing"
+            for worker in (0, 1):
+                if len(_starts(gw, worker)) > seen[worker]:
+                    seen[worker] = _kill_next_start(gw, worker, seen[worker])
+            time.sleep(0.05)
+        assert gw.proc.wait(timeout=60) == 1
+        assert any("every worker" in r.get("msg", "") for r in gw.records()), gw.log.read_text()[-3000:]
+    finally:
+        gw.stop()
+
+
+@pytest.mark.parametrize("limit", [1])
+def test_max_restarts_stops_the_replica(tmp_path: Path, limit: int) -> None:
+    env = {**FAST_RESTARTS, "TUBEMQ_GATEWAY_SUPERVISOR__MAX_RESTARTS": str(limit)}
+    gw = start_workers(tmp_path, 2, "--embedded-topics", "cl:1", env=env)
+    try:
+        seen = len(_starts(gw, 1)) - 1
+        deadline = time.monotonic() + 60
+        while gw.proc.poll() is None:
+            assert time.monotonic() < deadline, "max_restarts did not stop the replica"
+            if len(_starts(gw, 1)) > seen:
+                seen = _kill_next_start(gw, 1, seen)
+            time.sleep(0.05)
+        assert gw.proc.wait(timeout=60) == 1
+        assert any("max_restarts" in r.get("msg", "") for r in gw.records())
+    finally:
+        gw.stop()
