@@ -44,8 +44,10 @@ async def test_partitions_and_paged_ranges_are_exact(
     end = 28 * 200
     for part in doc["partitions"]:
         key, pid = part["partitionKey"], part["partitionId"]
-        expected = [m.message_id for m in store.read(pid, 0, max_entries=10_000).messages if m.offset < end]
-        got: list[int] = []
+        expected = [
+            str(m.message_id) for m in store.read(pid, 0, max_entries=10_000).messages if m.offset < end
+        ]
+        got: list[str] = []
         position = 0
         while position < end:
             page = (

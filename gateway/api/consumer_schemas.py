@@ -3,29 +3,29 @@ from plain dicts on the hot path and documented by them)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
-ValueFormat = Literal["base64", "utf8", "json"]
+from gateway.api.contract_types import (
+    Attributes,
+    Encoding,
+    MessageValue,
+    StartOffsets,
+    StartPosition,
+    StreamFilters,
+)
+
+#: how a poll or stream shows values (the query parameter ``format``)
+ValueFormat = Encoding
 
 
 class CreateConsumerRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     topics: list[str] = Field(min_length=1, description="topics to consume")
-    filters: dict[str, list[str]] | None = Field(
-        None,
-        description="per topic, the stream ids ($msgType$) to deliver; a topic not listed gets every message",
-    )
-    startPosition: Literal["latest", "earliest", "offsets"] = Field(
-        "latest",
-        description="where a group without a stored offset starts: latest (end), earliest (oldest "
-        "message), or offsets (bound consumption: start the partitions in `offsets` exactly there)",
-    )
-    offsets: dict[str, int] | None = Field(
-        None,
-        description="partitionKey (brokerId:topic:partitionId) -> broker index offset; startPosition offsets",
+    filters: StreamFilters | None = Field(None, description="stream ids to deliver, per topic")
+    startPosition: StartPosition = Field("latest", description="where a new group starts")
+    offsets: StartOffsets | None = Field(
+        None, description="the start of each partition; startPosition offsets"
     )
     sessionKey: str | None = Field(
         None, description="offsets only: one key shared by every instance of the group taking part"
@@ -63,9 +63,9 @@ class ConsumedMessageOut(BaseModel):
     )
     streamId: str | None = None
     msgTime: str | None = Field(None, description="yyyyMMddHHmm, producer local time")
-    attributes: dict[str, str]
-    value: object = Field(description="the value in `encoding`")
-    encoding: ValueFormat = Field(
+    attributes: Attributes
+    value: MessageValue = Field(description="the value in `encoding`")
+    encoding: Encoding = Field(
         description="the requested format, or base64 for a value that is not valid UTF-8 (utf8) or JSON "
         "(json)"
     )

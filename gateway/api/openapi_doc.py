@@ -15,11 +15,13 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from fastapi import FastAPI
 
 from gateway.api.auth import document_security
+from gateway.api.openapi_examples import add_examples
 from gateway.api.schemas import PublishRequest
 
 __all__ = ["complete_openapi"]
@@ -125,6 +127,19 @@ SERVER_RESPONSES: dict[str, dict[str, Any]] = {
     },
 }
 
+#: where the API is: the gateway ./scripts/run.sh serves, and any other by its scheme and host[:port]
+SERVERS: list[dict[str, Any]] = [
+    {"url": "http://localhost:8080", "description": "the gateway ./scripts/run.sh serves"},
+    {
+        "url": "{scheme}://{host}",
+        "description": "a deployed gateway, or the ingress in front of it",
+        "variables": {
+            "scheme": {"enum": ["http", "https"], "default": "https"},
+            "host": {"default": "tubemq-gateway.example.com", "description": "host[:port]"},
+        },
+    },
+]
+
 _PROBES = frozenset({"liveness", "readiness"})
 _BODY_METHODS = frozenset({"post", "put", "patch"})
 
@@ -144,6 +159,9 @@ def complete_openapi(app: FastAPI) -> None:
         schemas["PublishRequest"] = extra
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)
+        for component in schemas.values():
+            _defaults_in_words(component)
+        schema["servers"] = copy.deepcopy(SERVERS)
         document_security(schema)
         components["headers"] = copy.deepcopy(HEADERS)
         components["parameters"] = copy.deepcopy(PARAMETERS)
@@ -155,6 +173,24 @@ def complete_openapi(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _defaults_in_words(component: dict[str, Any]) -> None:
+    """A property's default goes into its description instead of a ``default`` keyword.
+
+    Generators read ``default`` as "always present": openapi-typescript (defaultNonNullable, on unless
+    told otherwise) types such a property of a named schema as required, so a request body without it
+    does not compile. The gateway applies the defaults it names, so a client may always leave them out;
+    a ``default: null`` says nothing beyond "optional" and goes. Property titles go too."""
+    for prop in component.get("properties", {}).values():
+        prop.pop("title", None)  # pydantic's "Sessionkey": generators name inline types after it
+        if "default" not in prop:
+            continue
+        default = prop.pop("default")
+        if default is not None:
+            described = prop.get("description", "").rstrip(".")
+            literal = json.dumps(default)
+            prop["description"] = f"{described} (default {literal})" if described else f"default {literal}"
 
 
 def _error(description: str, **headers: str) -> dict[str, Any]:
@@ -227,6 +263,7 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
         ]
     if op_id == "createConsumer":
         responses["201"].setdefault("headers", {})["Location"] = _header_ref("Location")
+    add_examples(operation)
     for status, answer in responses.items():
         headers = answer.setdefault("headers", {})
         if status in ("503", "429"):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from gateway.api.contract_types import Attributes
+
 __all__ = ["PartitionOffsets", "PartitionOffsetsResponse", "RangeMessage", "RangePage"]
 
 
@@ -27,13 +29,13 @@ class PartitionOffsetsResponse(BaseModel):
 
 
 class RangeMessage(BaseModel):
-    messageId: int
+    messageId: str = Field(description="broker-assigned 64-bit id, as a decimal string (as publish and poll)")
     offset: int | None = Field(description="the message's index offset")
     value: str = Field(description="the message value, base64")
     key: str | None = Field(
         description="the key the message was published with (TubeMQ attribute `$msgKey$`), null without one"
     )
-    attributes: dict[str, str]
+    attributes: Attributes
     streamId: str | None = Field(description="TubeMQ stream id ($msgType$)")
     msgTime: str | None = Field(description="message time yyyyMMddHHmm (producer local time)")
 

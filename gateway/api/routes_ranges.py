@@ -84,7 +84,7 @@ async def read_range(
         "next": page.next,
         "messages": [
             {
-                "messageId": m.message_id,
+                "messageId": str(m.message_id),
                 "offset": m.offset,
                 "value": base64.b64encode(m.body).decode("ascii"),
                 "key": m.key,

@@ -6,10 +6,11 @@ responses from plain dicts, so no model is instantiated per message.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from gateway.api.contract_types import Attributes, Encoding, MessageValue
 from gateway.observability.logging import current_request_id
 
 
@@ -43,17 +44,17 @@ def error_document(error: dict[str, Any]) -> dict[str, Any]:
 
 
 class MessageIn(BaseModel):
-    value: str | int | float | bool | dict[str, object] | list[object] | None = Field(
+    value: MessageValue = Field(
         description="the message value; text for utf8, base64 text for base64, any JSON for json"
     )
-    encoding: Literal["utf8", "base64", "json"] = Field("utf8", description="how `value` is encoded")
+    encoding: Encoding = Field("utf8", description="how `value` is written")
     key: str | None = Field(
         None,
         description="messages with one key go to one partition, in order; consumers get the key back (it "
         "travels as the TubeMQ attribute `$msgKey$`, which Java consumers read with getAttrValue)",
     )
     partition: int | None = Field(None, ge=0, description="index into GET /v1/topics/{topic} partitions")
-    attributes: dict[str, str] | None = Field(
+    attributes: Attributes | None = Field(
         None,
         description="string attributes; ',' and '=' are reserved, and so are the names $msgType$, "
         "$msgTime$ and $msgKey$ (400)",

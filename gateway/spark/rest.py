@@ -98,7 +98,7 @@ def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
                 task.topic,
                 task.key,
                 [m["offset"] for m in messages],
-                [m["messageId"] for m in messages],
+                [int(m["messageId"]) for m in messages],
                 [m.get("key") for m in messages],
                 [base64.b64decode(m["value"]) for m in messages],
                 [m["attributes"] for m in messages],

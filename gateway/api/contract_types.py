@@ -1,0 +1,99 @@
+"""The named types of the REST contract: every enum, map and union a field of ``openapi.yaml`` uses.
+
+Each is a ``TypeAliasType``, so pydantic validates it as the plain type it stands for (a ``Literal`` stays a
+``str``, a map a ``dict``) and the OpenAPI document gets it once, as a named schema under
+``components/schemas`` that fields reference. Code generators name their types after these (``Encoding``,
+``StartPosition``, ``Attributes``) instead of after the field that first used an inline schema
+(``CreateConsumerRequestStartposition``, ``MessageInAttributesType0``); ``tests/test_client_models.py``
+generates a Python client and checks that no model is named after a position.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+from typing_extensions import TypeAliasType
+
+__all__ = [
+    "Attributes",
+    "Encoding",
+    "MessageValue",
+    "ReadinessChecks",
+    "StartOffsets",
+    "StartPosition",
+    "StreamFilters",
+]
+
+Encoding = TypeAliasType(
+    "Encoding",
+    Annotated[
+        Literal["utf8", "base64", "json"],
+        Field(
+            description="how a message value is written in JSON: utf8 (text), base64 (text holding any "
+            "bytes), json (the value is the JSON it holds)"
+        ),
+    ],
+)
+
+StartPosition = TypeAliasType(
+    "StartPosition",
+    Annotated[
+        Literal["latest", "earliest", "offsets"],
+        Field(
+            description="where a group without a stored offset starts: latest (end), earliest (oldest "
+            "message), or offsets (bound consumption: start the partitions in `offsets` exactly there)"
+        ),
+    ],
+)
+
+Attributes = TypeAliasType(
+    "Attributes",
+    Annotated[
+        dict[str, str],
+        Field(description="a message's string attributes by name (',' and '=' are reserved in both)"),
+    ],
+)
+
+StreamFilters = TypeAliasType(
+    "StreamFilters",
+    Annotated[
+        dict[str, list[str]],
+        Field(
+            description="per topic, the stream ids ($msgType$) to deliver; a topic not listed gets every "
+            "message"
+        ),
+    ],
+)
+
+StartOffsets = TypeAliasType(
+    "StartOffsets",
+    Annotated[
+        dict[str, int],
+        Field(description="partitionKey (brokerId:topic:partitionId) -> broker index offset"),
+    ],
+)
+
+#: any JSON value: a union of every JSON type, which generators type as their "any" (TypeScript
+#: ``unknown``, Python ``Any``, Java ``Object``/``JsonNode``) instead of a union of inline types
+MessageValue = TypeAliasType(
+    "MessageValue",
+    Annotated[
+        object,
+        Field(
+            description="a message value, any JSON value: text for utf8, base64 text for base64, any JSON "
+            "(object, array, string, number, boolean, null) for json"
+        ),
+    ],
+)
+
+ReadinessChecks = TypeAliasType(
+    "ReadinessChecks",
+    Annotated[
+        dict[str, object],
+        Field(
+            description="what readiness rests on: draining, auth, masterSession, masterFailures, "
+            "usableRoutes, usableBrokers"
+        ),
+    ],
+)

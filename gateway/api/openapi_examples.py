@@ -1,0 +1,230 @@
+"""An example for every operation of the OpenAPI document: its request body (where it takes one), its success
+answer and its typical error, taken from a gateway serving ``./scripts/run.sh`` (topic ``demo``).
+
+``tests/test_openapi.py`` checks that every operation has them and that each example is valid against the
+schema it illustrates; ``openapi_doc.complete_openapi`` puts them in the document.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = ["OPERATION_EXAMPLES", "add_examples"]
+
+_INSTANCE = "aHR0cDovL2xvY2FsaG9zdDo4MDgw.EnytENYoMqzxd80sJbbgcA.KWcc0lyDVsLRF-2N"
+_BASE_URL = f"http://localhost:8080/v1/consumers/orders-etl/instances/{_INSTANCE}"
+_REQUEST_ID = "d4f704af9c6d4b570000000000000002"
+
+
+def _error(code: str, message: str, **fields: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **fields}, "requestId": _REQUEST_ID}
+
+
+_BAD_TOPIC = _error(
+    "invalid_argument",
+    "invalid topic name '1x': use 2-64 ASCII letters, digits or '_', starting with a letter",
+    field="topic",
+)
+_GONE = _error(
+    "gone",
+    f"consumer instance {_INSTANCE} is gone (deleted); create a new instance with POST "
+    "/v1/consumers/orders-etl",
+)
+_CONSUMED: Final = {
+    "token": "1",
+    "topic": "demo",
+    "partitionKey": "1:demo:1",
+    "brokerId": 1,
+    "partitionId": 1,
+    "offset": None,
+    "messageId": "3002347702949249024",
+    "key": "customer-42",
+    "streamId": None,
+    "msgTime": None,
+    "attributes": {"region": "eu"},
+    "encoding": "utf8",
+    "value": "hello",
+}
+_PARTITIONS: Final = [{"partitionKey": f"1:demo:{i}", "brokerId": 1, "partitionId": i} for i in range(2)]
+
+#: operationId -> {"request": body, "responses": {status: body}}; a str body is a text media type's example
+OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
+    "publishMessages": {
+        "request": {
+            "messages": [
+                {"value": "hello", "key": "customer-42", "attributes": {"region": "eu"}},
+                {"value": {"any": "json"}, "encoding": "json", "streamId": "orders"},
+            ]
+        },
+        "responses": {
+            "200": {
+                "topic": "demo",
+                "results": [
+                    {
+                        "index": 0,
+                        "status": 200,
+                        "partition": 1,
+                        "partitionKey": "1:demo:1",
+                        "brokerId": 1,
+                        "partitionId": 1,
+                        "offset": 0,
+                        "messageId": "3002347702949249024",
+                        "appendTime": 1795731471903,
+                    },
+                    {
+                        "index": 1,
+                        "status": 200,
+                        "partition": 3,
+                        "partitionKey": "1:demo:3",
+                        "brokerId": 1,
+                        "partitionId": 3,
+                        "offset": 28,
+                        "messageId": "3002347503090663424",
+                        "appendTime": 1795731471903,
+                    },
+                ],
+            },
+            "400": _error(
+                "invalid_argument",
+                "encoding must be utf8, base64 or json, got 'x'",
+                field="messages[1].encoding",
+                index=1,
+            ),
+        },
+    },
+    "getTopic": {
+        "responses": {
+            "200": {
+                "topic": "demo",
+                "maxMessageSize": 1048576,
+                "partitions": [
+                    {**p, "index": p["partitionId"], "broker": "127.0.0.1:18123"} for p in _PARTITIONS
+                ],
+                "shieldedBrokers": [],
+            },
+            "400": _BAD_TOPIC,
+        },
+    },
+    "createConsumer": {
+        "request": {"topics": ["demo"], "startPosition": "earliest"},
+        "responses": {
+            "201": {
+                "instanceId": _INSTANCE,
+                "baseUrl": _BASE_URL,
+                "group": "orders-etl",
+                "autoCommit": False,
+            },
+            "400": _error(
+                "invalid_argument",
+                "startPosition: Input should be 'latest', 'earliest' or 'offsets'",
+                field="startPosition",
+            ),
+        },
+    },
+    "pollMessages": {"responses": {"200": {"messages": [_CONSUMED]}, "410": _GONE}},
+    "commitMessages": {
+        "request": {"tokens": ["1"]},
+        "responses": {
+            "200": {"committed": 1, "rolledBack": 0, "stale": [], "pending": 0},
+            "400": _error("invalid_argument", "tokens: Input should be a valid list", field="tokens"),
+        },
+    },
+    "streamMessages": {
+        "responses": {
+            "200": "retry: 1000\n\nid: 1\ndata: "
+            '{"token":"1","topic":"demo","partitionKey":"1:demo:1","brokerId":1,"partitionId":1,'
+            '"offset":null,"messageId":"3002347702949249024","key":"customer-42","streamId":null,'
+            '"msgTime":null,"attributes":{"region":"eu"},"encoding":"utf8","value":"hello"}\n\n',
+            "410": _GONE,
+        }
+    },
+    "describeConsumer": {
+        "responses": {
+            "200": {
+                "instanceId": _INSTANCE,
+                "baseUrl": _BASE_URL,
+                "group": "orders-etl",
+                "autoCommit": False,
+                "partitions": [
+                    {**p, "topic": "demo", "currOffset": 56, "maxOffset": 56, "inUse": False}
+                    for p in _PARTITIONS
+                ],
+                "pendingMessages": 0,
+                "bufferedMessages": 0,
+            },
+            "410": _GONE,
+        }
+    },
+    "deleteConsumer": {"responses": {"410": _GONE}},
+    "liveness": {"responses": {"200": {"status": "ok"}}},
+    "readiness": {
+        "responses": {
+            "200": {
+                "ready": True,
+                "checks": {
+                    "draining": False,
+                    "auth": "open",
+                    "masterSession": True,
+                    "masterFailures": 0,
+                    "usableRoutes": 1,
+                    "usableBrokers": 1,
+                },
+            }
+        }
+    },
+    "getPartitionOffsets": {
+        "responses": {
+            "200": {
+                "topic": "demo",
+                "partitions": [
+                    {**p, "broker": "127.0.0.1:18123", "minOffset": 0, "maxOffset": 56} for p in _PARTITIONS
+                ],
+            },
+            "400": _BAD_TOPIC,
+        }
+    },
+    "readRange": {
+        "responses": {
+            "200": {
+                "topic": "demo",
+                "partitionKey": "1:demo:1",
+                "from": 0,
+                "to": 56,
+                "next": 56,
+                "messages": [
+                    {
+                        "messageId": "3002347702949249024",
+                        "offset": None,
+                        "value": "aGVsbG8=",
+                        "key": "customer-42",
+                        "attributes": {"region": "eu"},
+                        "streamId": None,
+                        "msgTime": None,
+                    }
+                ],
+            },
+            "400": _BAD_TOPIC,
+        }
+    },
+    "metrics": {
+        "responses": {
+            "200": "# HELP tubemq_gateway_published_messages_total Messages stored by a broker.\n"
+            "# TYPE tubemq_gateway_published_messages_total counter\n"
+            'tubemq_gateway_published_messages_total{topic="demo"} 2.0\n'
+        }
+    },
+}
+
+
+def add_examples(operation: dict[str, Any]) -> None:
+    """Put the operation's examples under its JSON request body and its answers' first media type."""
+    examples = OPERATION_EXAMPLES.get(operation.get("operationId", ""))
+    if examples is None:
+        return
+    if "request" in examples:
+        body = operation["requestBody"]["content"]["application/json"]
+        body["example"] = examples["request"]
+    for status, example in examples["responses"].items():
+        content = operation["responses"][status].setdefault("content", {})
+        media_type = next(iter(content))
+        content[media_type]["example"] = example
