@@ -128,8 +128,13 @@ def rows() -> list[Row]:
                 ),
                 Panel(
                     "Shielded brokers",
-                    "Brokers the gateway stopped sending to after failures (highest over the pods).",
-                    [(gauge("shielded_brokers", "max"), "shielded")],
+                    "Brokers that some gateway pod stopped sending to after failures (see Brokers).",
+                    [
+                        (
+                            f"count (max by (broker_id) ({PREFIX}broker_shielded{{{SEL}}}) > 0) or vector(0)",
+                            "shielded",
+                        )
+                    ],
                     kind="stat",
                     width=4,
                     height=4,
@@ -419,11 +424,6 @@ def rows() -> list[Row]:
                     unit="ops",
                 ),
                 Panel(
-                    "Shielded brokers",
-                    "Brokers shielded by each pod's producer.",
-                    [(gauge("shielded_brokers", "max", by="pod"), "{{pod}}")],
-                ),
-                Panel(
                     "Broker shield events",
                     "Brokers shielded per second, by reason.",
                     [(rate("broker_shield_events_total", "reason"), "{{reason}}")],
@@ -438,7 +438,57 @@ def rows() -> list[Row]:
                 ),
             ],
         ),
+        brokers_row(),
     ]
+
+
+def brokers_row() -> Row:
+    """Which broker is bad: shield state and error ratios per broker id (and per node address for every
+    TubeMQ request, masters included)."""
+    fetch_failed = 'outcome=~"unavailable|error|transport"'
+
+    def by_broker(metric: str, failed: str, by: str = "broker_id") -> str:
+        return f"{rate(metric, by, failed)} / {rate(metric, by)}"
+
+    return Row(
+        "Brokers",
+        [
+            Panel(
+                "Shielded brokers by broker",
+                "Pods shielding each broker (0: none; the producer stopped sending to it after failures "
+                "or 503 answers and sends a trial message now and then).",
+                [
+                    (
+                        f"sum by (broker_id) (max without ({WORKER}) ({PREFIX}broker_shielded{{{SEL}}}))",
+                        "broker {{broker_id}}",
+                    )
+                ],
+                width=6,
+            ),
+            Panel(
+                "Publish errors by broker",
+                "Failed send attempts (rejected, unavailable, transport) over all send attempts, by broker.",
+                [(by_broker("broker_sends_total", 'outcome!="ok"'), "broker {{broker_id}}")],
+                unit="percentunit",
+                width=6,
+            ),
+            Panel(
+                "Fetch errors by broker",
+                "Reads the broker failed (unavailable, error, transport) over all reads, by broker.",
+                [(by_broker("broker_fetches_total", fetch_failed), "broker {{broker_id}}")],
+                unit="percentunit",
+                width=6,
+            ),
+            Panel(
+                "Request errors by node",
+                "TubeMQ requests that did not end ok (cancelled ones aside) over all requests, by master or "
+                "broker address.",
+                [(by_broker("node_requests_total", 'outcome!~"ok|cancelled"', "node"), "{{node}}")],
+                unit="percentunit",
+                width=6,
+            ),
+        ],
+    )
 
 
 def _panel_json(panel: Panel, pid: int, x: int, y: int) -> dict[str, Any]:

@@ -116,11 +116,17 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 {"eval_time": "25m", "alertname": "TubeMQGatewayPublishErrors", "exp_alerts": []},
             ],
         },
-        {  # a broker shielded for good, another one briefly
+        {  # broker 2 shielded for good by both workers of gw-0 and by gw-1; broker 3 briefly; broker 1 never
             "interval": "1m",
             "input_series": [
-                _series("tubemq_gateway_shielded_brokers", "1x30"),
-                {"series": f'tubemq_gateway_shielded_brokers{{{SEL},pod="gw-1"}}', "values": "1 1 1 0x27"},
+                _series("tubemq_gateway_broker_shielded", "1x30", broker_id="2", worker="0"),
+                _series("tubemq_gateway_broker_shielded", "1x30", broker_id="2", worker="1"),
+                {
+                    "series": f'tubemq_gateway_broker_shielded{{{SEL},pod="gw-1",broker_id="2"}}',
+                    "values": "1x30",
+                },
+                _series("tubemq_gateway_broker_shielded", "1 1 1 0x27", broker_id="3", worker="0"),
+                _series("tubemq_gateway_broker_shielded", "0x30", broker_id="1", worker="0"),
             ],
             "alert_rule_test": [
                 {"eval_time": "5m", "alertname": "TubeMQGatewayBrokersShielded", "exp_alerts": []},
@@ -131,7 +137,8 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                         _expect(
                             rules,
                             "TubeMQGatewayBrokersShielded",
-                            "1 TubeMQ broker(s) shielded by the gateway",
+                            "TubeMQ broker 2 is shielded by 2 gateway pod(s)",  # pods, not workers
+                            broker_id="2",
                         )
                     ],
                 },

@@ -118,13 +118,16 @@ def test_covers_what_operators_asked_for(dashboard: dict[str, Any]) -> None:
         "http_request_duration_seconds_bucket",
         "publish_errors_total",
         "pool_open_links",
-        "shielded_brokers",
+        "broker_shielded",
+        "broker_sends_total",
+        "broker_fetches_total",
+        "node_requests_total",
         "consumer_lag_messages",
         "consumer_instances",
     ):
         assert f"tubemq_gateway_{metric}" in exprs, metric
     rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
-    assert rows == ["Overview", "Publish", "Consume", "HTTP and gRPC", "TubeMQ links"]
+    assert rows == ["Overview", "Publish", "Consume", "HTTP and gRPC", "TubeMQ links", "Brokers"]
 
 
 def queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:

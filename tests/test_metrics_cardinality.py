@@ -43,7 +43,7 @@ from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
 from gateway.tubemq.wire import rpc
 
 #: The documented worst case of one replica with the default caps (README, "Metrics").
-DOCUMENTED_BOUND = 25_000
+DOCUMENTED_BOUND = 30_000
 FETCH_OUTCOMES = ("ok", "empty", "not_found", "speed_limit", "forbidden", "moved", "unavailable", "dropped",
                   "error", "transport")  # fmt: skip
 #: far past the default caps (200 topics, 200 groups, 500 pairs, 256 nodes)
@@ -85,6 +85,15 @@ def _hammer_core(bus: EventBus) -> None:
         bus.emit(PoolConnectFailed(address, 1, 1.0, "refused"))
         bus.emit(ConnectionTerminated(address, CloseReason.RESET, None, 0))
         bus.emit(BrokerShielded(n, ShieldReason.FAILURES.value))
+        # every broker id and node address with every outcome of sends, reads and requests
+        for outcome in ("ok", "rejected", "unavailable", "transport", "odd"):
+            bus.emit(SendCompleted("topic-0", n, outcome, 0.001, None, 10))
+        for outcome in FETCH_OUTCOMES:
+            bus.emit(
+                FetchOutcome("client-0", "group-0", "topic-0", f"{n}:topic-0:0", outcome, 200, 1, 1, 0.01)
+            )
+        for outcome in Outcome:
+            bus.emit(RequestCompleted(address, rpc.Method.GET_MESSAGES, outcome, 0.001))
     for method in [*rpc.METHODS, 999, -1]:
         for outcome in Outcome:
             bus.emit(RequestCompleted(NodeAddress("127.0.0.1", 1), method, outcome, 0.001))
@@ -146,6 +155,18 @@ async def test_series_stay_under_the_documented_bound() -> None:
     for label in ("topic", "group", "group_topic", "node", "broker_id"):
         overflowed = sample("tubemq_gateway_label_overflow_total", {"label": label})
         assert overflowed is not None and overflowed > 0, label
+    for family, label in (
+        ("broker_sends", "broker_id"),
+        ("broker_fetches", "broker_id"),
+        ("node_requests", "node"),
+    ):
+        values = {
+            s.labels[label]
+            for f in metrics.registry.collect()
+            if f.name == f"tubemq_gateway_{family}"
+            for s in f.samples
+        }
+        assert len(values) == MAX_NODES + 1 and OVERFLOW in values, family  # capped, the rest counted apart
     assert (
         sample("tubemq_gateway_published_messages_total", {"topic": OVERFLOW}) == TOPICS - 200
     )  # every topic past the cap, once per successful send

@@ -111,10 +111,12 @@ def series_bound(
     # polled messages and bytes, redeliveries, commits (ok, error), lag, fetches by outcome
     per_pair = 2 + 1 + 2 + 1 + fetch_outcomes
     per_group = 3 + rebalance_events  # instances, partitions, register failures, rebalances
-    per_node = 2  # open links, connect failures
+    per_node = 2 + rpc_outcomes  # open links, connect failures, requests by outcome
+    # shielded, send attempts by outcome (ok and the publish error reasons), reads by outcome
+    per_broker = 1 + 4 + fetch_outcomes
     http = http_routes * http_methods * (http_codes + histogram) + 2 * http_methods * long_histogram
     grpc = grpc_methods * (3 + grpc_codes + len(GRPC_BUCKETS) + 3 + long_histogram)  # started, msgs
     tubemq = rpc_methods * (rpc_outcomes + len(RPC_BUCKETS) + 3)
     fixed = 200  # send and fetch time by outcome, link closes, shield reasons, master sessions, gauges...
-    nodes = (MAX_NODES + 1) * per_node + (MAX_NODES + 1)  # + broker_shielded per broker id
+    nodes = (MAX_NODES + 1) * (per_node + per_broker)  # node addresses and broker ids, each + __overflow__
     return topics * per_topic + pairs * per_pair + groups * per_group + nodes + http + grpc + tubemq + fixed

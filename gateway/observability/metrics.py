@@ -18,7 +18,8 @@ of their own (``*_long_*_duration_seconds``, buckets up to an hour), so the requ
 only requests whose time is the gateway's.
 
 Labels are bounded: route templates, methods, codes, outcomes, reasons; node addresses and broker ids
-(bounded by the cluster, and capped at :data:`MAX_NODES`); topics, consumer groups and (group, topic)
+(bounded by the cluster, and capped at :data:`MAX_NODES`; the per-node and per-broker families have only
+an outcome besides); topics, consumer groups and (group, topic)
 pairs (capped: past ``max_topics`` / ``max_groups`` / ``max_group_topics`` distinct values, new ones are
 counted under ``__overflow__`` and ``tubemq_gateway_label_overflow_total`` tells). Never message keys,
 client ids, request ids or instance ids. :func:`series_bound` is the resulting worst case per replica.
@@ -247,6 +248,22 @@ class GatewayMetrics:
         self.idle_reclaims = counter("pool_idle_reclaims_total", "Links closed by the pool after idling.")
         self.connect_failures = counter("pool_connect_failures_total", "Failed link opens.", ("node",))
         self.link_closes = counter("pool_link_closes_total", "Links closed, by reason.", ("reason",))
+
+        # Which TubeMQ node or broker fails: per node address (masters and brokers) and per broker id, both
+        # capped (MAX_NODES), never multiplied by topic, group or method.
+        self.node_requests = counter(
+            "node_requests_total", "TubeMQ requests by node address and outcome.", ("node", "outcome")
+        )
+        self.broker_sends = counter(
+            "broker_sends_total",
+            "Send attempts by broker id and outcome: ok, rejected, unavailable, transport.",
+            ("broker_id", "outcome"),
+        )
+        self.broker_fetches = counter(
+            "broker_fetches_total",
+            "Broker reads (GetMessage) by broker id and outcome.",
+            ("broker_id", "outcome"),
+        )
 
         # Brokers and master
         self.shielded_brokers = gauge("shielded_brokers", "Brokers the producer does not send to now.")

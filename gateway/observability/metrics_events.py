@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
+from gateway.observability.metrics_brokers import PUBLISH_ERROR_REASONS, BrokerMetrics
 from gateway.observability.metrics_grpc import GrpcMetrics
 from gateway.tubemq.consumer import (
     INDEX_ENTRY_SIZE,
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EventMetrics"]
 
-#: ``SendCompleted.outcome`` values other than ``ok``; zero-initialised per topic so ratios have data.
-PUBLISH_ERROR_REASONS = ("rejected", "unavailable", "transport")
 _STORE_PARTITION_BASE = 10000
 
 
@@ -103,6 +102,7 @@ class EventMetrics:
         self._sent_children: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._subscription: Subscription | None = None
         self._grpc = GrpcMetrics(metrics)
+        self._brokers = BrokerMetrics(metrics)
         self._handlers: dict[type, Callable[[Any], None]] = {
             RequestCompleted: self._request,
             ConnectionOpened: self._opened,
@@ -181,6 +181,7 @@ class EventMetrics:
         children[0].inc(e.count)
         for _ in range(e.count):  # a batch's requests share one duration
             children[1].observe(e.seconds)
+        self._brokers.request(e)
 
     def _request_labels(self, e: RequestCompleted) -> tuple[Any, Any]:
         method = method_name(e.method)
@@ -227,6 +228,7 @@ class EventMetrics:
         children[1].inc(e.count)
         if e.outcome == "ok":
             children[2].inc(e.bytes)
+        self._brokers.sent(e)
 
     def _sent_labels(self, topic: str, outcome: str) -> tuple[Any, ...]:
         """(send duration, published messages, published bytes) for ``ok``, else (duration, errors)."""
@@ -243,12 +245,12 @@ class EventMetrics:
     def _shield(self, e: BrokerShielded) -> None:
         self._shielded.add(e.broker_id)
         self.m.shield_events.labels(reason=e.reason).inc()
-        self.m.broker_shielded.labels(broker_id=self.m.broker_ids(str(e.broker_id))).set(1)
+        self._brokers.shielded(e.broker_id, True)
         self.m.shielded_brokers.set(len(self._shielded))
 
     def _unshield(self, e: BrokerUnshielded) -> None:
         self._shielded.discard(e.broker_id)
-        self.m.broker_shielded.labels(broker_id=self.m.broker_ids(str(e.broker_id))).set(0)
+        self._brokers.shielded(e.broker_id, False)
         self.m.shielded_brokers.set(len(self._shielded))
 
     def _producer_registered(self, e: ProducerRegistered) -> None:
@@ -348,6 +350,7 @@ class EventMetrics:
         group, topic = self._pair(e.group, e.topic)
         self.m.fetches.labels(group=group, topic=topic, outcome=e.outcome).inc()
         self.m.fetch_duration.labels(outcome=e.outcome).observe(e.duration)
+        self._brokers.fetched(_store_of(e.partition_key)[0], e.outcome)
         if e.messages:
             self.m.polled_messages.labels(group=group, topic=topic).inc(e.messages)
             self.m.polled_bytes.labels(group=group, topic=topic).inc(e.bytes)
