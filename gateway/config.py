@@ -491,8 +491,9 @@ class RateLimitSettings(BaseModel):
     )
     overrides: dict[str, RateLimitOverride] = Field(
         default_factory=dict,
-        description='per-principal limits by principal name, JSON: {"alice": {"publish_messages_per_second": '
-        '1000}}; "anonymous" sets each anonymous address\'s limits',
+        description="per-principal limits by principal as rules name it (api_key:NAME, jwt:SUBJECT, "
+        'mtls:SUBJECT), JSON: {"api_key:alice": {"publish_messages_per_second": 1000}}; "anonymous" sets '
+        "each anonymous address's limits",
     )
     max_tracked_callers: int = Field(
         10_000, ge=1, description="publish buckets kept in memory (least recently used dropped first)"

@@ -17,7 +17,7 @@ from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import Retention
 from gateway.embedded.topics import load_topic_file, parse_topic_specs
 from gateway.observability import tracing
-from gateway.security.setup import Security, build_security
+from gateway.security.setup import Security, build_security, check_override_names
 from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.errors import Unavailable
 from gateway.service.instance_id import normalize_base_url
@@ -95,6 +95,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.security = build_security(self.settings.auth)
+        check_override_names(self.settings.rate_limits.overrides)
 
     async def start(self) -> None:
         s = self.settings

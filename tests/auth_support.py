@@ -50,7 +50,7 @@ RULES: dict[str, Any] = {
             "topics": ["other_*"],
             "groups": ["other_*"],
         },
-        {"principals": [MTLS_SUBJECT], "actions": ["describe"], "topics": ["*"]},
+        {"principals": [f"mtls:{MTLS_SUBJECT}"], "actions": ["describe"], "topics": ["*"]},
     ]
 }
 
@@ -101,10 +101,12 @@ class SecureGateway:
 
 
 @asynccontextmanager
-async def secure_gateway(directory: Path, **settings: Any) -> AsyncIterator[SecureGateway]:
+async def secure_gateway(
+    directory: Path, rules: dict[str, Any] | None = None, **settings: Any
+) -> AsyncIterator[SecureGateway]:
     """A gateway with auth required on its own embedded cluster (topic ``demo``), HTTP and gRPC on free
-    loopback ports."""
-    files = write_auth_files(directory)
+    loopback ports; ``rules`` replace :data:`RULES`."""
+    files = write_auth_files(directory, rules)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))

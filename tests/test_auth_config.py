@@ -102,7 +102,11 @@ RULES = parse_rules(
     {
         "rules": [
             {"roles": ["admin"], "actions": ["*"], "topics": ["*"], "groups": ["*"]},
-            {"principals": ["alice"], "actions": ["publish", "describe"], "topics": ["orders_*", "audit"]},
+            {
+                "principals": ["api_key:alice"],
+                "actions": ["publish", "describe"],
+                "topics": ["orders_*", "audit"],
+            },
             {"roles": ["app"], "actions": ["consume"], "topics": ["orders_?"], "groups": ["billing*"]},
             {"claims": {"tenant": "acme", "org.unit": "x"}, "actions": ["read_ranges"], "topics": ["acme_*"]},
             {"claims": {"groups": "ops"}, "actions": ["describe_cluster"]},
@@ -146,7 +150,7 @@ def test_a_denial_names_principal_action_and_resource() -> None:
         RULES.check(ALICE, "consume", topic="orders_1", group="shipping")
     assert caught.value.action == "consume"
     assert caught.value.resource == "topic 'orders_1' in group 'shipping'"
-    assert "'alice' may not consume" in caught.value.message
+    assert "'api_key:alice' may not consume" in caught.value.message
 
 
 @pytest.mark.parametrize(

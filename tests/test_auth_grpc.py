@@ -99,7 +99,7 @@ async def test_a_principal_no_rule_allows_is_permission_denied(
     code, details = await _code(gw, method, gw.files.metadata("nobody"))
     assert code is grpc.StatusCode.PERMISSION_DENIED, details
     action = GRPC_METHODS[_name(method)].action
-    assert f"'nobody' may not {action}" in details
+    assert f"'api_key:nobody' may not {action}" in details
 
 
 async def test_another_principals_instance_is_not_found_on_every_instance_method(gw: SecureGateway) -> None:

@@ -53,7 +53,9 @@ async def test_a_valid_token_names_the_principal_and_roles(issuer: JwksServer, k
     auth = _authenticator(issuer.url, ManualClock())
     principal = await auth.authenticate(key_a.token(roles=["app", "ops"], scope="read write"))
     assert principal.name == "jwt-user" and principal.method == "jwt"
-    assert principal.roles == {"app", "ops", "read", "write"}
+    assert principal.roles == {"app", "ops"}  # scopes are not roles
+    assert principal.scopes == {"read", "write"}
+    assert principal.label == "jwt:jwt-user" and principal.identity == f"jwt:jwt-user@{ISSUER}"
     assert principal.claims["iss"] == ISSUER
     await auth.close()
 

@@ -77,7 +77,7 @@ async def test_the_certificate_subject_is_the_principal(gw: SecureGateway) -> No
     status, body = await asgi_get(gw.app, "/v1/topics/demo", MTLS_SUBJECT)
     assert status == 200, body
     status, body = await asgi_get(gw.app, "/v1/topics/demo", "CN=someone-else,O=Example")
-    assert status == 403 and "'CN=someone-else,O=Example'" in body["error"]["message"]
+    assert status == 403 and "'mtls:CN=someone-else,O=Example'" in body["error"]["message"]
     status, body = await asgi_get(gw.app, "/v1/topics/demo", None)
     assert status == 401
 
@@ -85,7 +85,7 @@ async def test_the_certificate_subject_is_the_principal(gw: SecureGateway) -> No
 async def test_an_explicit_credential_wins_over_the_certificate(gw: SecureGateway) -> None:
     # the certificate's principal may describe, the key's principal nothing: the key is the one used
     status, body = await asgi_get(gw.app, "/v1/topics/demo", MTLS_SUBJECT, gw.files.headers("nobody"))
-    assert status == 403 and "'nobody'" in body["error"]["message"]
+    assert status == 403 and "'api_key:nobody'" in body["error"]["message"]
 
 
 async def test_without_mtls_principal_a_certificate_is_no_credential(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ async def test_end_to_end_over_the_tls_listeners(tmp_path: Path) -> None:
     subject = pki.client.subject.rfc4514_string()
     rules = tmp_path / "rules.json"
     rules.write_text(
-        json.dumps({"rules": [{"principals": [subject], "actions": ["describe"], "topics": ["*"]}]})
+        json.dumps({"rules": [{"principals": [f"mtls:{subject}"], "actions": ["describe"], "topics": ["*"]}]})
     )
     tls = TlsSettings(
         cert_file=pki.server.cert, key_file=pki.server.key, client_ca_file=pki.ca, client_auth="required"
@@ -148,7 +148,7 @@ async def test_end_to_end_over_the_tls_listeners(tmp_path: Path) -> None:
                     with pytest.raises(grpc.aio.AioRpcError) as caught:
                         await call
                     assert caught.value.code() is code
-                    assert "'CN=replica'" in (caught.value.details() or "")
+                    assert "'mtls:CN=replica'" in (caught.value.details() or "")
     finally:
         await rpc.stop(0)
         server.should_exit = True

@@ -91,7 +91,7 @@ async def test_a_principal_no_rule_allows_gets_403_naming_the_action(
     error = answer.json()["error"]
     assert error["code"] == "permission_denied"
     assert error["action"] == REST_OPERATIONS[op.key].action
-    assert "'nobody'" in error["message"] and error["action"] in error["message"]
+    assert "'api_key:nobody'" in error["message"] and error["action"] in error["message"]
 
 
 async def test_every_instance_operation_on_another_principals_instance_is_404_like_an_unknown_id(

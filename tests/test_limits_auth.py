@@ -38,7 +38,7 @@ async def test_a_limited_principal_gets_429_and_another_principal_is_unaffected(
     assert int(refused.headers["retry-after"]) >= 1
     assert refused.headers["ratelimit-policy"] == '"messages";q=3;w=1'
     assert refused.headers["ratelimit"].startswith('"messages";r=0;t=')
-    assert "principal 'alice'" in refused.json()["error"]["message"]
+    assert "principal 'api_key:alice'" in refused.json()["error"]["message"]
     assert (await gw.http.post(PUBLISH, json=batch(3), headers=bob)).status_code == 200
     # One bucket per principal, whichever API it uses: alice's gRPC publish is refused too, bob's not.
     request = pb.PublishRequest(topic="demo", messages=[pb.Message(value=b"x")])

@@ -107,7 +107,7 @@ def test_principals_and_anonymous_addresses_have_separate_buckets() -> None:
         as_caller(ANONYMOUS, "::1", spend)
     assert "client ::1" in caught.value.message
     assert as_caller(ANONYMOUS, "::1", caller_key) == "anonymous@::1"
-    assert as_caller(ALICE, "::1", caller_key) == "alice"
+    assert as_caller(ALICE, "::1", caller_key) == "api_key:alice"
     assert as_caller(ANONYMOUS, None, caller_key) == "anonymous"
 
 
@@ -115,7 +115,10 @@ def test_overrides_by_principal_name_and_unlimited() -> None:
     clock = ManualClock()
     quotas = Quotas(
         RateLimits(publish_messages_per_second=1, burst_seconds=1, max_instances=1),
-        {"alice": RateLimits(publish_messages_per_second=0, max_instances=0), "anonymous": RateLimits()},
+        {
+            "api_key:alice": RateLimits(publish_messages_per_second=0, max_instances=0),
+            "anonymous": RateLimits(),
+        },
         clock=clock,
     )
     with principal_scope(ALICE):
@@ -141,21 +144,21 @@ def test_instance_cap_per_caller_and_release() -> None:
     quotas = Quotas(RateLimits(max_instances=2), clock=ManualClock())
     with principal_scope(ALICE):
         keys = [quotas.claim_instance(30.0), quotas.claim_instance(30.0)]
-        assert keys == ["alice", "alice"]
+        assert keys == ["api_key:alice", "api_key:alice"]
         error = refused(lambda: quotas.claim_instance(30.0))
         assert error.retry_after == 30.0
         assert error.quota.name == "instances" and error.quota.quota == 2 and error.quota.window is None
         assert "maximum of 2 consumer instances" in error.message
     with principal_scope(BOB):
-        assert quotas.claim_instance(30.0) == "bob"
+        assert quotas.claim_instance(30.0) == "api_key:bob"
     quotas.release_instance(keys[0])
-    assert quotas.instances_held("alice") == 1
+    assert quotas.instances_held("api_key:alice") == 1
     with principal_scope(ALICE):
-        assert quotas.claim_instance(30.0) == "alice"
+        assert quotas.claim_instance(30.0) == "api_key:alice"
     quotas.release_instance(None)
-    for key in ("alice", "alice", "bob"):
+    for key in ("api_key:alice", "api_key:alice", "api_key:bob"):
         quotas.release_instance(key)
-    assert quotas.instances_held("alice") == 0 and quotas.instances_held("bob") == 0
+    assert quotas.instances_held("api_key:alice") == 0 and quotas.instances_held("api_key:bob") == 0
 
 
 def test_bucket_state_is_bounded_and_full_buckets_are_dropped() -> None:
@@ -179,8 +182,8 @@ def test_limits_come_from_settings_with_overrides_inheriting_defaults() -> None:
             "burst_seconds": 3,
             "max_instances_per_principal": 7,
             "overrides": {
-                "alice": {"publish_messages_per_second": 500},
-                "bob": {"max_instances_per_principal": 0},
+                "api_key:alice": {"publish_messages_per_second": 500},
+                "api_key:bob": {"max_instances_per_principal": 0},
             },
         }
     )

@@ -82,7 +82,9 @@ async def limited(cluster: EmbeddedCluster) -> AsyncIterator[Gateway]:
             "publish_bytes_per_second": 1000,
             "burst_seconds": 1,
             "max_instances_per_principal": 1,
-            "overrides": {"bob": {"publish_messages_per_second": 1000, "max_instances_per_principal": 2}},
+            "overrides": {
+                "api_key:bob": {"publish_messages_per_second": 1000, "max_instances_per_principal": 2}
+            },
         },
         cors={"allow_origins": [ORIGIN]},
     )
@@ -121,7 +123,7 @@ async def test_a_principal_above_its_rate_gets_429_and_another_is_unaffected(lim
         error = assert_rate_limited(
             await http.post(PUBLISH, json=batch(1), headers=alice), '"messages";q=5;w=1'
         )
-        assert "principal 'alice'" in error["message"] and "rate_limits.overrides" in error["message"]
+        assert "principal 'api_key:alice'" in error["message"] and "rate_limits.overrides" in error["message"]
         raw = await http.post(
             PUBLISH, content=b"raw", headers={**alice, "content-type": "application/octet-stream"}
         )

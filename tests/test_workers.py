@@ -345,7 +345,7 @@ def test_mtls_principal_crosses_workers(tmp_path: Path) -> None:
     subject = pki.client.subject.rfc4514_string()
     other_subject = pki.dual.subject.rfc4514_string()
     everything = {"actions": ["*"], "topics": ["*"], "groups": ["*"]}
-    rules = {"rules": [{"principals": [subject, other_subject], **everything}]}
+    rules = {"rules": [{"principals": [f"mtls:{subject}", f"mtls:{other_subject}"], **everything}]}
     rules_file = tmp_path / "rules.json"
     rules_file.write_text(json.dumps(rules), encoding="utf-8")
     env = {

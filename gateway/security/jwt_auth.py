@@ -10,8 +10,10 @@
   ``alg`` if it names one.
 * ``iss`` must equal ``auth.jwt.issuer``, ``aud`` contain one of ``auth.jwt.audience``; ``exp`` is required;
   ``exp``, ``nbf`` and ``iat`` are checked with ``leeway`` seconds of clock skew.
-* The principal is the ``principal_claim`` (default ``sub``); roles come from ``roles_claim`` (a list, or a
-  space-separated string; dots descend into objects) and from the OAuth ``scope`` / ``scp`` claims.
+* The principal is the ``principal_claim`` (default ``sub``) of the issuer (``jwt:<sub>``, never the API
+  key principal of the same name); roles come from ``roles_claim`` only (a list, or a space-separated
+  string; dots descend into objects); the OAuth ``scope`` / ``scp`` claims are the principal's scopes, which
+  rules match in their own ``scopes`` field, never as roles.
 * A verified token is remembered until it expires (at most ``cache_size`` tokens, the oldest dropped
   first), so a client sending the same token again costs one dictionary lookup. A key removed from the
   JWKS therefore stops working for new tokens at once, and for already verified ones when they expire.
@@ -279,13 +281,25 @@ class JwtAuthenticator:
             for value in claim_values(claims, self._roles_claim):
                 if isinstance(value, str):
                     roles.update(value.split())
+        # OAuth scopes are their own rule field (``scopes``), never roles: a scope an issuer grants for its
+        # own reasons ("openid admin") must not match a role rule.
+        scopes: set[str] = set()
         scope = claims.get("scope")
         if isinstance(scope, str):
-            roles.update(scope.split())
+            scopes.update(scope.split())
         scp = claims.get("scp")
         if isinstance(scp, list):
-            roles.update(s for s in scp if isinstance(s, str))
-        return Principal(name, "jwt", roles=frozenset(roles), claims=MappingProxyType(dict(claims)))
+            scopes.update(s for s in scp if isinstance(s, str))
+        elif isinstance(scp, str):
+            scopes.update(scp.split())
+        return Principal(
+            name,
+            "jwt",
+            roles=frozenset(roles),
+            claims=MappingProxyType(dict(claims)),
+            scopes=frozenset(scopes),
+            issuer=str(claims.get("iss", self._issuer)),
+        )
 
     async def close(self) -> None:
         await self.jwks.close()

@@ -4,14 +4,22 @@ The rules file (``auth.rules_file``) is JSON::
 
     {"rules": [
       {"roles": ["admin"], "actions": ["*"], "topics": ["*"], "groups": ["*"]},
-      {"principals": ["billing"], "actions": ["publish", "describe"], "topics": ["orders_*"]},
+      {"principals": ["api_key:billing"], "actions": ["publish", "describe"], "topics": ["orders_*"]},
+      {"principals": ["jwt:svc-42", "mtls:CN=ingest,O=Acme"], "actions": ["publish"], "topics": ["in_*"]},
+      {"scopes": ["tubemq.consume"], "actions": ["consume"], "topics": ["*"], "groups": ["*"]},
       {"claims": {"tenant": "acme"}, "actions": ["consume"], "topics": ["acme_*"], "groups": ["acme_*"]}
     ]}
 
 A rule applies to a principal named in ``principals``, or holding one of ``roles`` (API key roles, JWT
-roles and scopes), or whose verified JWT ``claims`` have every listed value (a list claim must contain
-it; dotted names descend into objects); ``"*"`` in ``principals`` means every authenticated principal.
-``actions`` are those of :mod:`gateway.service.access` or ``"*"``. ``topics`` and ``groups`` are
+roles from ``auth.jwt.roles_claim``), or one of ``scopes`` (a JWT's OAuth ``scope`` / ``scp``: scopes are
+never roles), or whose verified JWT ``claims`` have every listed value (a list claim must contain it; dots
+descend into objects; values compare with their JSON types: ``true`` is not ``1``, ``"1"`` is not ``1``).
+A principal is named with its authentication method, ``<method>:<name>`` (:attr:`Principal.label`):
+``api_key:<principal of the keys file>``, ``jwt:<subject>`` (of the configured issuer), ``mtls:<certificate
+subject>``, so a JWT whose subject is ``alice`` is not the API key principal ``alice``. ``"*"`` in
+``principals`` means every authenticated principal. A bare name (the form before methods were part of a
+principal) is refused with the message saying which forms to write (README, Security: migrating a rules
+file). ``actions`` are those of :mod:`gateway.service.access` or ``"*"``. ``topics`` and ``groups`` are
 fnmatch-style patterns (``*``, ``?``, ``[...]``, case-sensitive); ``consume`` needs both to match,
 ``publish``, ``read_ranges`` and ``describe`` need ``topics``; ``describe_cluster`` and ``admin`` take no
 resource. Nothing is allowed unless a rule allows it; there are no deny rules.
@@ -28,12 +36,12 @@ from pathlib import Path
 from gateway.security.jsonfile import read_json
 from gateway.service.access import ACTIONS, ADMIN, CONSUME, DESCRIBE_CLUSTER
 from gateway.service.errors import PermissionDenied
-from gateway.service.principal import Principal
+from gateway.service.principal import AUTH_METHODS, Principal
 
-__all__ = ["Rule", "RuleSet", "claim_values", "load_rules", "parse_rules"]
+__all__ = ["Rule", "RuleSet", "claim_matches", "claim_values", "load_rules", "parse_principal", "parse_rules"]
 
 _TOPIC_ACTIONS = ACTIONS - {DESCRIBE_CLUSTER, ADMIN}
-_FIELDS = frozenset({"principals", "roles", "claims", "actions", "topics", "groups", "comment"})
+_FIELDS = frozenset({"principals", "roles", "scopes", "claims", "actions", "topics", "groups", "comment"})
 
 Matcher = Callable[[str], bool]
 
@@ -57,10 +65,39 @@ def claim_values(claims: Mapping[str, object], path: str) -> list[object]:
     return list(node) if isinstance(node, list) else [node]
 
 
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def claim_matches(claims: Mapping[str, object], path: str, wanted: object) -> bool:
+    """Whether the claim at ``path`` is (or, a list, holds) ``wanted``, compared with JSON types: Python's
+    ``True == 1`` must not let a token's ``1`` satisfy a rule's ``true``."""
+    kind = _json_kind(wanted)
+    return any(_json_kind(v) == kind and v == wanted for v in claim_values(claims, path))
+
+
+def parse_principal(name: str, where: str) -> str:
+    """A rule's (or an override's) principal name: ``*`` or ``<method>:<name>``; raises ValueError saying
+    how to write a bare name."""
+    method, colon, rest = name.partition(":")
+    if name == "*" or (colon and method in AUTH_METHODS and rest):
+        return name
+    raise ValueError(
+        f"{where}: principal {name!r} does not say how it authenticates: write 'api_key:{name}' (a "
+        f"principal of auth.api_keys_file), 'jwt:{name}' (a JWT subject) or 'mtls:{name}' (a client "
+        "certificate subject); see README, Security: migrating a rules file"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
-    principals: frozenset[str]
+    principals: frozenset[str]  # labels (``api_key:alice``) or ``*``
     roles: frozenset[str]
+    scopes: frozenset[str]
     claims: tuple[tuple[str, object], ...]
     actions: frozenset[str]
     topics: Matcher | None  # None: no topic patterns (grants no topic action)
@@ -68,12 +105,14 @@ class Rule:
     index: int
 
     def applies_to(self, principal: Principal) -> bool:
-        if principal.name in self.principals or ("*" in self.principals and not principal.anonymous):
+        if principal.label in self.principals or ("*" in self.principals and not principal.anonymous):
             return True
         if self.roles and not self.roles.isdisjoint(principal.roles):
             return True
+        if self.scopes and not self.scopes.isdisjoint(principal.scopes):
+            return True
         return bool(self.claims) and all(
-            value in claim_values(principal.claims, name) for name, value in self.claims
+            claim_matches(principal.claims, name, value) for name, value in self.claims
         )
 
     def grants(self, action: str, topic: str | None, group: str | None) -> bool:
@@ -101,12 +140,15 @@ def _rule(item: object, index: int, source: str) -> Rule:
     unknown = sorted(set(item) - _FIELDS)
     if unknown:
         raise ValueError(f"{where}: unknown fields {unknown} (allowed: {sorted(_FIELDS)})")
-    principals, roles = _strings(item, "principals", where), _strings(item, "roles", where)
+    principals = [parse_principal(p, f"{where}.principals") for p in _strings(item, "principals", where)]
+    roles, scopes = _strings(item, "roles", where), _strings(item, "scopes", where)
     claims = item.get("claims", {})
-    if not isinstance(claims, Mapping) or not all(isinstance(v, str | int | bool) for v in claims.values()):
+    if not isinstance(claims, Mapping) or not all(
+        isinstance(v, str | int | float | bool) for v in claims.values()
+    ):
         raise ValueError(f"{where}: claims must map claim names to strings, numbers or booleans")
-    if not (principals or roles or claims):
-        raise ValueError(f"{where}: name whom it applies to with principals, roles or claims")
+    if not (principals or roles or scopes or claims):
+        raise ValueError(f"{where}: name whom it applies to with principals, roles, scopes or claims")
     actions = _strings(item, "actions", where)
     bad = sorted(set(actions) - ACTIONS - {"*"})
     if bad or not actions:
@@ -119,6 +161,7 @@ def _rule(item: object, index: int, source: str) -> Rule:
     return Rule(
         frozenset(principals),
         frozenset(roles),
+        frozenset(scopes),
         tuple(claims.items()),
         frozenset(actions),
         _matcher(topics),
@@ -173,7 +216,7 @@ class RuleSet:
             return
         resource = _resource(action, topic, group)
         raise PermissionDenied(
-            f"principal {principal.name!r} may not {action} on {resource}: no rule in auth.rules_file "
+            f"principal {principal.label!r} may not {action} on {resource}: no rule in auth.rules_file "
             "allows it; ask the operator for one",
             action=action,
             resource=resource,

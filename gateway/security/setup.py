@@ -7,6 +7,7 @@ message saying what to set) a required mode that nothing could satisfy. In open 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.config import AuthSettings
@@ -14,11 +15,18 @@ from gateway.security.api_keys import ApiKeyAuthenticator, load_keys
 from gateway.security.authenticator import Authenticator, TokenAuthenticator
 from gateway.security.credentials import Credentials
 from gateway.security.operations import Operation
-from gateway.security.rules import RuleSet, load_rules, parse_rules
+from gateway.security.rules import RuleSet, load_rules, parse_principal, parse_rules
 from gateway.service.access import ALLOW_ALL, AccessPolicy
 from gateway.service.principal import ANONYMOUS, Principal
 
-__all__ = ["DEFAULT_RULES", "OPEN_MODE_WARNING", "Security", "SecurityConfigError", "build_security"]
+__all__ = [
+    "DEFAULT_RULES",
+    "OPEN_MODE_WARNING",
+    "Security",
+    "SecurityConfigError",
+    "build_security",
+    "check_override_names",
+]
 
 log = logging.getLogger("gateway.security")
 
@@ -87,6 +95,17 @@ def _jwt(auth: AuthSettings) -> TokenAuthenticator | None:
     from gateway.security.jwt_auth import JwtAuthenticator
 
     return JwtAuthenticator.from_settings(j)
+
+
+def check_override_names(names: Iterable[str]) -> None:
+    """``rate_limits.overrides`` name principals as rules do (``api_key:alice``, ``jwt:<subject>``,
+    ``mtls:<subject>``) or ``anonymous``; raises SecurityConfigError for a bare name, saying what to write."""
+    for name in names:
+        if name != "anonymous":
+            try:
+                parse_principal(name, "rate_limits.overrides")
+            except ValueError as exc:
+                raise SecurityConfigError(str(exc)) from None
 
 
 def build_security(auth: AuthSettings) -> Security:

@@ -325,7 +325,7 @@ class ConsumerService:
                 f"reached through this one; create a new instance with POST /v1/consumers/{group}",
                 resource_name=instance_id,
             )
-        caller = current_principal().name
+        caller = current_principal().identity
         found = self._registry.instances.get(instance_id)
         if found is not None and found.owner != caller:
             raise _not_found(group, instance_id, _FOREIGN)
@@ -399,7 +399,7 @@ class ConsumerService:
             max_bytes=max_bytes,
             commit_timeout=self.commit_timeout,
             assignment_wait=self.assignment_wait,
-            owner=current_principal().name,
+            owner=current_principal().identity,
             clock=self._clock,
         )
         registry.creating += 1

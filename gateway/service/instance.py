@@ -157,7 +157,8 @@ class ConsumerInstance:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.instance_id = instance_id
-        #: the name of the principal that created the instance; nobody else may use it
+        #: the identity of the principal that created the instance (``Principal.identity``: method and
+        #: name, issuer for a JWT); nobody else may use it
         self.owner = owner
         self.group = group
         self.consumer = consumer

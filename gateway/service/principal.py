@@ -5,6 +5,17 @@ and hand the resulting :class:`Principal` to the services, either as an argument
 :func:`principal_scope` for the duration of one request. The service layer uses it for what is its own
 business and not the transport's: which principal owns a consumer instance, and whose quota a publish
 spends. It never sees credentials, only the name and the attributes rules may test.
+
+Identities of different authentication methods never collide: an API key's principal ``alice``, a JWT whose
+``sub`` is ``alice`` and a certificate whose subject is ``alice`` are three callers. Two strings say who a
+principal is:
+
+* :attr:`Principal.label`: ``<method>:<name>`` (``api_key:alice``, ``jwt:alice``, ``mtls:CN=alice,O=Acme``),
+  the form rules and rate-limit overrides name a principal by (a JWT's issuer is the configured one, checked
+  when the token is verified) and the form logs and error messages show;
+* :attr:`Principal.identity`: what ownership of consumer instances and quota buckets compare: the label,
+  and for a JWT also its issuer (``jwt:alice@https://issuer.example``), so that tokens of two issuers never
+  share an identity even if the gateway one day trusts several.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ from typing import Literal
 
 __all__ = [
     "ANONYMOUS",
+    "AUTH_METHODS",
     "AuthMethod",
     "Principal",
     "bind_principal",
@@ -25,6 +37,8 @@ __all__ = [
 ]
 
 AuthMethod = Literal["anonymous", "api_key", "jwt", "mtls"]
+#: the methods an authenticated principal may have (the prefixes of :attr:`Principal.label`)
+AUTH_METHODS: frozenset[str] = frozenset({"api_key", "jwt", "mtls"})
 
 _EMPTY: Mapping[str, object] = MappingProxyType({})
 
@@ -33,15 +47,29 @@ _EMPTY: Mapping[str, object] = MappingProxyType({})
 class Principal:
     """An authenticated caller.
 
-    ``name`` is the stable identity rules and ownership compare (an API key's principal, a JWT's ``sub``,
-    a certificate subject); ``method`` says how it was established; ``roles`` are the role or scope names
-    rules may grant on; ``claims`` keeps the verified token claims rules may match (empty otherwise).
+    ``name`` is the name within its method (an API key's principal, a JWT's ``sub``, a certificate
+    subject); ``method`` says how it was established; ``issuer`` is a JWT's ``iss`` (empty otherwise);
+    ``roles`` are the role names rules may grant on (API key roles, a JWT's roles claim); ``scopes`` a JWT's
+    OAuth scopes (``scope`` / ``scp``), which rules match in their own field, never as roles; ``claims``
+    keeps the verified token claims rules may match (empty otherwise). Two principals are equal when their
+    :attr:`identity`, roles and scopes are.
     """
 
     name: str
     method: AuthMethod
     roles: frozenset[str] = frozenset()
     claims: Mapping[str, object] = field(default_factory=lambda: _EMPTY, compare=False, hash=False)
+    scopes: frozenset[str] = frozenset()
+    issuer: str = field(default="", compare=False, hash=False)
+    #: ``<method>:<name>``: how rules, overrides and logs name this principal
+    label: str = field(init=False, compare=False, hash=False, repr=False)
+    #: what ownership and quotas compare: the label, with ``@<issuer>`` for a JWT
+    identity: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        label = "anonymous" if self.method == "anonymous" else f"{self.method}:{self.name}"
+        object.__setattr__(self, "label", label)
+        object.__setattr__(self, "identity", f"{label}@{self.issuer}" if self.issuer else label)
 
     @property
     def anonymous(self) -> bool:

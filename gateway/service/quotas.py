@@ -41,10 +41,11 @@ def set_caller_address(address: str | None) -> None:
 
 
 def caller_key(principal: Principal | None = None) -> str:
-    """Whose quota a request spends: the principal's name, or ``anonymous@<address>`` for anonymous ones."""
+    """Whose quota a request spends: the principal's identity (method-qualified: ``api_key:alice`` and
+    ``jwt:alice@<issuer>`` are two callers), or ``anonymous@<address>`` for anonymous ones."""
     who = current_principal() if principal is None else principal
     if not who.anonymous:
-        return who.name
+        return who.identity
     address = _address.get()
     return f"{who.name}@{address}" if address else who.name
 
@@ -123,8 +124,9 @@ def _shortfall(tokens: float, cost: int, rate: float | None, limits: RateLimits)
 class Quotas:
     """Every caller's publish buckets and instance counts on this replica.
 
-    ``default`` applies to every caller not named in ``overrides`` (principal name -> limits; the name
-    ``anonymous`` sets the limits of each anonymous address). ``max_callers`` bounds the buckets kept;
+    ``default`` applies to every caller not named in ``overrides`` (principal label, ``api_key:alice``,
+    ``jwt:<subject>``, ``mtls:<subject>`` -> limits; ``anonymous`` sets the limits of each anonymous
+    address). ``max_callers`` bounds the buckets kept;
     ``clock`` (seconds, monotonic) is injectable for tests.
     """
 
@@ -155,7 +157,7 @@ class Quotas:
         )
 
     def limits_for(self, principal: Principal) -> RateLimits:
-        return self.overrides.get(principal.name, self.default)
+        return self.overrides.get(principal.label, self.default)
 
     @property
     def tracked_callers(self) -> int:
@@ -170,10 +172,10 @@ class Quotas:
         if not self.limits_publish:
             return
         principal = current_principal()
-        limits = self.overrides.get(principal.name, self.default)
+        limits = self.overrides.get(principal.label, self.default)
         if not limits.limits_publish:
             return
-        key = caller_key(principal) if principal.anonymous else principal.name
+        key = caller_key(principal) if principal.anonymous else principal.identity
         now = self._clock()
         buckets = self._buckets.get(key)
         if buckets is None or buckets.limits is not limits:
@@ -281,4 +283,4 @@ class Quotas:
 def _who(principal: Principal, key: str) -> str:
     if principal.anonymous:
         return "this client" if key == principal.name else f"client {key.partition('@')[2]}"
-    return f"principal {principal.name!r}"
+    return f"principal {principal.label!r}"
