@@ -187,6 +187,12 @@ class ConsumerSettings(BaseModel):
     assignment_wait: float = Field(
         10.0, ge=0, description="seconds a new instance's first poll waits for its partitions"
     )
+    max_ack_deadline: float = Field(
+        600.0, gt=0, description="longest deadline a client may give delivered messages, seconds"
+    )
+    max_nack_delay: float = Field(
+        600.0, ge=0, description="longest delay a client may give a nacked message, seconds"
+    )
     forward_timeout: float = Field(2.0, gt=0, description="seconds to reach the replica owning an instance")
     poll_max_messages: int = Field(500, ge=1, description="default messages per poll")
     poll_max_bytes: int = Field(4 * 1024 * 1024, ge=1, description="default value bytes per poll")

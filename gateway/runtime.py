@@ -203,6 +203,9 @@ class Runtime:
             access=self.security.policy,
             worker=None if self.worker is None else self.worker.index,
             workers=1 if self.worker is None else self.worker.count,
+            republisher=self.producer,
+            max_ack_deadline=c.max_ack_deadline,
+            max_nack_delay=c.max_nack_delay,
         )
 
     def begin_drain(self) -> None:

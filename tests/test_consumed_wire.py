@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gateway.grpc.consumed_wire import _varint, encode_consumed
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from gateway.service.instance import DeliveredMessage
+from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedMessage
 
 text = st.text(max_size=200)
@@ -36,6 +36,8 @@ messages = st.builds(
         offset=st.none() | st.integers(0, 2**62),
         key=st.none() | text,
     ),
+    attempt=st.sampled_from([0, 1, 2]) | st.integers(1, 2**31 - 1),
+    deadline_ms=st.sampled_from([0, 1]) | st.integers(0, 2**50),
 )
 
 
@@ -50,6 +52,8 @@ def reference(m: DeliveredMessage) -> pb.ConsumedMessage:
         message_id=msg.message_id,
         attributes=msg.attributes,
         value=msg.body,
+        delivery_attempt=m.attempt,
+        deadline=m.deadline_ms,
     )
     optional: dict[str, Any] = {
         "offset": msg.offset,

@@ -18,7 +18,7 @@ from gateway.api.consumer_render import (
     render_message,
     render_poll,
 )
-from gateway.service.instance import DeliveredMessage
+from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedMessage
 
 text = st.text(max_size=30)
@@ -48,6 +48,8 @@ messages = st.builds(
         offset=st.none() | st.integers(0, 2**50),
         key=st.none() | text,
     ),
+    attempt=st.integers(1, 1000),
+    deadline_ms=st.integers(0, 2**45),
 )
 
 
@@ -73,6 +75,8 @@ def expected(m: DeliveredMessage, fmt: str) -> dict[str, Any]:
         "streamId": m.message.stream_id,
         "msgTime": m.message.msg_time,
         "attributes": m.message.attributes,
+        "deliveryAttempt": m.attempt,
+        "deadline": m.deadline_ms,
         "value": value,
         "encoding": encoding,
     }

@@ -10,8 +10,8 @@ from consumer_support import Env, bodies, environment
 from waiting import ManualClock, eventually
 
 from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
+from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
-from gateway.service.instance import DeliveredMessage
 from gateway.service.instance_id import decode_instance_id, new_instance_id
 from gateway.service.peers import PeerPolicy
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pybase64 import b64encode
 
-from gateway.service.instance import DeliveredMessage, partition_runs
+from gateway.service.delivered import DeliveredMessage, partition_runs
 
 __all__ = ["encode_value", "render_event", "render_events", "render_message", "render_poll", "to_json"]
 
@@ -59,18 +59,16 @@ def render_message(m: DeliveredMessage, fmt: str) -> bytes:
 # Each message is one %-format of bytes: the parts shared by many messages (its partition's fields, its
 # attribute fields) are rendered once per answer and cached; per message only the token, offset, message id
 # and value are formatted. ``%b`` takes bytes as they are, so only trusted fragments go there.
+_IDS = b'"messageId":"%d","deliveryAttempt":%d,"deadline":%d,%b,'  # id, attempt, deadline, meta
+_B64 = b'"encoding":"base64","value":"%b"}'
+_OTHER = b"%b}"
 _POLL = (
-    b'{"token":"%d",%b,"offset":%d,"messageId":"%d",%b,"encoding":"base64","value":"%b"}',
-    b'{"token":"%d",%b,"offset":null,"messageId":"%d",%b,"encoding":"base64","value":"%b"}',
-    b'{"token":"%d",%b,"offset":%d,"messageId":"%d",%b,%b}',
-    b'{"token":"%d",%b,"offset":null,"messageId":"%d",%b,%b}',
+    b'{"token":"%d",%b,"offset":%d,' + _IDS + _B64,
+    b'{"token":"%d",%b,"offset":null,' + _IDS + _B64,
+    b'{"token":"%d",%b,"offset":%d,' + _IDS + _OTHER,
+    b'{"token":"%d",%b,"offset":null,' + _IDS + _OTHER,
 )
-_EVENT = (
-    b'id: %d\ndata: {"token":"%d",%b,"offset":%d,"messageId":"%d",%b,"encoding":"base64","value":"%b"}\n\n',
-    b'id: %d\ndata: {"token":"%d",%b,"offset":null,"messageId":"%d",%b,"encoding":"base64","value":"%b"}\n\n',
-    b'id: %d\ndata: {"token":"%d",%b,"offset":%d,"messageId":"%d",%b,%b}\n\n',
-    b'id: %d\ndata: {"token":"%d",%b,"offset":null,"messageId":"%d",%b,%b}\n\n',
-)
+_EVENT = tuple(b"id: %d\ndata: " + template + b"\n\n" for template in _POLL)
 
 
 def _render(messages: Sequence[DeliveredMessage], fmt: str, templates: tuple[bytes, ...]) -> list[bytes]:
@@ -111,15 +109,19 @@ def _render(messages: Sequence[DeliveredMessage], fmt: str, templates: tuple[byt
             else:
                 value = _other_value(msg.body, fmt)
                 template = other_with_offset if offset is not None else other_without_offset
+            attempt = m.attempt
+            deadline = m.deadline_ms
             if event:
                 if offset is None:
-                    append(template % (seq, seq, head, msg.message_id, meta, value))
+                    append(template % (seq, seq, head, msg.message_id, attempt, deadline, meta, value))
                 else:
-                    append(template % (seq, seq, head, offset, msg.message_id, meta, value))
+                    append(
+                        template % (seq, seq, head, offset, msg.message_id, attempt, deadline, meta, value)
+                    )
             elif offset is None:
-                append(template % (seq, head, msg.message_id, meta, value))
+                append(template % (seq, head, msg.message_id, attempt, deadline, meta, value))
             else:
-                append(template % (seq, head, offset, msg.message_id, meta, value))
+                append(template % (seq, head, offset, msg.message_id, attempt, deadline, meta, value))
     return out
 
 

@@ -37,6 +37,28 @@ class CreateConsumerRequest(BaseModel):
         "instance is deleted); without it, commit tokens with POST .../commits",
     )
     maxBytes: int | None = Field(None, ge=1, description="default byte budget of this instance's polls")
+    retryTopic: str | None = Field(
+        None,
+        description="topic the gateway republishes nacked and expired messages to, one at a time (the "
+        "instance also consumes it and delivers them again when due); it must exist, and every instance of "
+        "the group must name the same one",
+    )
+    deadLetterTopic: str | None = Field(
+        None, description="topic a message goes to after maxDeliveryAttempts (needs retryTopic)"
+    )
+    maxDeliveryAttempts: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="deliveries before a nacked or expired message is dead-lettered (default 5 with a "
+        "deadLetterTopic)",
+    )
+    ackDeadlineMs: int | None = Field(
+        None,
+        ge=1,
+        description="milliseconds from delivery to a message's deadline (default: the gateway's commit "
+        "timeout, at most consumers.max_ack_deadline); an expired message is redelivered",
+    )
 
 
 class CreateConsumerResponse(BaseModel):
@@ -64,6 +86,13 @@ class ConsumedMessageOut(BaseModel):
     streamId: str | None = None
     msgTime: str | None = Field(None, description="yyyyMMddHHmm, producer local time")
     attributes: Attributes
+    deliveryAttempt: int = Field(
+        description="1 on the first delivery; +1 for each nack and expired deadline (and rollback by this "
+        "instance) of this message"
+    )
+    deadline: int = Field(
+        description="Unix time in milliseconds when the message is redelivered unless committed or extended"
+    )
     value: MessageValue = Field(description="the value in `encoding`")
     encoding: Encoding = Field(
         description="the requested format, or base64 for a value that is not valid UTF-8 (utf8) or JSON "
@@ -96,6 +125,41 @@ class CommitResponse(BaseModel):
         "timeout, or lost with their partition in a rebalance (their messages are redelivered)"
     )
     pending: int = Field(description="messages still delivered and not committed")
+
+
+class NackRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: list[str] = Field(min_length=1, description="tokens of delivered messages to give back")
+    delayMs: int = Field(0, ge=0, description="deliver them again no earlier than this many ms from now")
+
+
+class NackResponse(BaseModel):
+    retried: int = Field(description="messages stored in the retry topic, to be delivered again")
+    deadLettered: int = Field(
+        description="messages past maxDeliveryAttempts, stored in the dead-letter topic"
+    )
+    stale: list[str] = Field(description="tokens that were not pending")
+    failed: list[str] = Field(
+        description="tokens whose republish failed: still pending (nack again, or they expire)"
+    )
+    error: str | None = Field(None, description="why the first failed token failed")
+    pending: int = Field(description="messages still delivered and not committed")
+
+
+class DeadlineRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: list[str] = Field(min_length=1, description="tokens of delivered messages")
+    extendMs: int = Field(
+        ge=1, description="new deadline: this many ms from now (at most consumers.max_ack_deadline)"
+    )
+
+
+class DeadlineResponse(BaseModel):
+    extended: int
+    stale: list[str] = Field(description="tokens that were not pending")
+    deadline: int = Field(description="the new deadline, Unix time in milliseconds")
 
 
 class PartitionHeld(BaseModel):

@@ -42,6 +42,8 @@ _CONSUMED: Final = {
     "streamId": None,
     "msgTime": None,
     "attributes": {"region": "eu"},
+    "deliveryAttempt": 1,
+    "deadline": 1795000000000,
     "encoding": "utf8",
     "value": "hello",
 }
@@ -114,6 +116,12 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                 "group": "orders-etl",
                 "autoCommit": False,
             },
+            "404": _error(
+                "not_found",
+                "retryTopic 'orders_retry' has no publishable partition: create the topic in TubeMQ "
+                "(deployed on a broker that accepts publishing and subscribing) before creating the instance",
+                field="retryTopic",
+            ),
             "400": _error(
                 "invalid_argument",
                 "startPosition: Input should be 'latest', 'earliest' or 'offsets'",
@@ -129,12 +137,34 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             "400": _error("invalid_argument", "tokens: Input should be a valid list", field="tokens"),
         },
     },
+    "nackMessages": {
+        "request": {"tokens": ["1"], "delayMs": 5000},
+        "responses": {
+            "200": {"retried": 1, "deadLettered": 0, "stale": [], "failed": [], "error": None, "pending": 0},
+            "400": _error(
+                "invalid_argument",
+                "this instance has no retry topic: create it with retryTopic to nack single messages (or "
+                "roll back whole batches with a commit of consumed false)",
+                field="tokens",
+            ),
+        },
+    },
+    "extendDeadlines": {
+        "request": {"tokens": ["1"], "extendMs": 60000},
+        "responses": {
+            "200": {"extended": 1, "stale": [], "deadline": 1795000060000},
+            "400": _error(
+                "invalid_argument", "extendMs: the extension must be 1 to 600000 ms", field="extendMs"
+            ),
+        },
+    },
     "streamMessages": {
         "responses": {
             "200": "retry: 1000\n\nid: 1\ndata: "
             '{"token":"1","topic":"demo","partitionKey":"1:demo:1","brokerId":1,"partitionId":1,'
             '"offset":null,"messageId":"3002347702949249024","key":"customer-42","streamId":null,'
-            '"msgTime":null,"attributes":{"region":"eu"},"encoding":"utf8","value":"hello"}\n\n',
+            '"msgTime":null,"attributes":{"region":"eu"},"deliveryAttempt":1,"deadline":1795000000000,'
+            '"encoding":"utf8","value":"hello"}\n\n',
             "410": _GONE,
         }
     },

@@ -22,7 +22,11 @@ from gateway.api.consumer_schemas import (
     CommitResponse,
     CreateConsumerRequest,
     CreateConsumerResponse,
+    DeadlineRequest,
+    DeadlineResponse,
     InstanceResponse,
+    NackRequest,
+    NackResponse,
     PollResponse,
     ValueFormat,
 )
@@ -42,7 +46,12 @@ __all__ = ["close_forwarder", "router"]
 
 router = APIRouter(prefix="/v1/consumers", tags=["consumers"])
 #: The service's parameter names -> this API's query parameter and header names.
-_FIELDS = {"timeout": "timeout_ms", "resume_after": "Last-Event-ID"}
+_FIELDS = {
+    "timeout": "timeout_ms",
+    "resume_after": "Last-Event-ID",
+    "delay": "delayMs",
+    "extension": "extendMs",
+}
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "a parameter is invalid; `error.field` names it"},
@@ -172,6 +181,10 @@ async def create_consumer(
         max_bytes=body.maxBytes,
         session_key=body.sessionKey,
         source_count=body.sourceCount,
+        retry_topic=body.retryTopic,
+        dead_letter_topic=body.deadLetterTopic,
+        max_delivery_attempts=body.maxDeliveryAttempts,
+        ack_deadline=None if body.ackDeadlineMs is None else body.ackDeadlineMs / 1000,
     )
     bind_caller_address(request)
     info = await service.create(group, spec)
@@ -248,6 +261,68 @@ async def commit_messages(
             "pending": result.pending,
         }
     )
+
+
+@router.post(
+    "/{group}/instances/{instance_id}/nacks",
+    operation_id="nackMessages",
+    summary="Give single messages back, to be delivered again after a delay",
+    response_model=NackResponse,
+    responses={**_ERRORS, 415: _MEDIA_DOC},
+    dependencies=[Depends(require_json_body)],
+)
+async def nack_messages(
+    group: str,
+    instance_id: InstanceId,
+    body: NackRequest,
+    request: Request,
+    service: ConsumersDep,
+    forwarder: ForwarderDep,
+) -> Response:
+    """Each named message is republished to the instance's retryTopic (or, at its maxDeliveryAttempts, to
+    its deadLetterTopic) and settled once a broker acknowledged that; its batch's other messages are not
+    redelivered. It comes back no earlier than `delayMs` from now with `deliveryAttempt` one higher."""
+    owner = _owner(service, forwarder, request, group, instance_id)
+    if owner is not None:
+        return await forwarder.forward(request, owner)
+    with renamed_fields(_FIELDS):
+        result = await service.nack(group, instance_id, body.tokens, delay=body.delayMs / 1000)
+    return _json(
+        {
+            "retried": result.retried,
+            "deadLettered": result.dead_lettered,
+            "stale": result.stale,
+            "failed": result.failed,
+            "error": None if result.error is None else str(result.error),
+            "pending": result.pending,
+        }
+    )
+
+
+@router.post(
+    "/{group}/instances/{instance_id}/deadlines",
+    operation_id="extendDeadlines",
+    summary="Extend the deadline of delivered messages",
+    response_model=DeadlineResponse,
+    responses={**_ERRORS, 415: _MEDIA_DOC},
+    dependencies=[Depends(require_json_body)],
+)
+async def extend_deadlines(
+    group: str,
+    instance_id: InstanceId,
+    body: DeadlineRequest,
+    request: Request,
+    service: ConsumersDep,
+    forwarder: ForwarderDep,
+) -> Response:
+    """The named messages are not redelivered before `extendMs` from now (unless rolled back or lost with
+    their partition); a message's batch holds its partition meanwhile."""
+    owner = _owner(service, forwarder, request, group, instance_id)
+    if owner is not None:
+        return await forwarder.forward(request, owner)
+    with renamed_fields(_FIELDS):
+        result = service.extend_deadlines(group, instance_id, body.tokens, seconds=body.extendMs / 1000)
+    return _json({"extended": result.extended, "stale": result.stale, "deadline": result.deadline_ms})
 
 
 @router.get(

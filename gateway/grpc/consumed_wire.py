@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gateway.service.instance import DeliveredMessage, partition_runs
+from gateway.service.delivered import DeliveredMessage, partition_runs
 
 __all__ = ["encode_consumed"]
 
@@ -112,13 +112,17 @@ def encode_consumed(messages: Sequence[DeliveredMessage]) -> bytes:
             token = b"%d" % m.seq
             offset = msg.offset
             message_id = msg.message_id
-            fields = b"\x0a%c%b%b%b%b%b%b" % (
+            attempt = m.attempt
+            deadline = m.deadline_ms
+            fields = b"\x0a%c%b%b%b%b%b%b%b%b" % (
                 len(token),
                 token,
                 head,
                 b"" if offset is None else b"\x30" + varint(offset),
                 b"\x38" + varint(message_id) if message_id else b"",
                 meta,
+                b"\x68" + varint(attempt) if attempt else b"",  # 13: delivery_attempt
+                b"\x70" + varint(deadline) if deadline else b"",  # 14: deadline
                 value_head,
             )
             append(b"\x0a" + varint(len(fields) + size + len(key)) + fields)

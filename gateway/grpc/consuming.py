@@ -23,8 +23,8 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.siblings import GrpcSiblings, Relay
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
+from gateway.service.delivered import CommitResult, NackResult
 from gateway.service.errors import InvalidInput, Unavailable, renamed_fields
-from gateway.service.instance import CommitResult
 from gateway.service.quotas import set_caller_address
 
 #: The service's parameter names -> the proto3 JSON names of the gRPC request fields.
@@ -33,6 +33,8 @@ _FIELDS = {
     "max_bytes": "maxBytes",
     "timeout": "timeoutMs",
     "resume_after": "resumeToken",
+    "delay": "delayMs",
+    "extension": "extendMs",
 }
 
 
@@ -101,6 +103,32 @@ class ConsumerRpcs:
             request.group, request.instance_id, tokens, consumed=not request.rollback
         )
         return commit_response(result)
+
+    async def Nack(self, request: pb.NackRequest, context: grpc.aio.ServicerContext) -> pb.NackResponse:
+        relay = self._sibling_of(request.group, request.instance_id, context)
+        if relay is not None:
+            return await relay.unary("Nack", request, pb.NackResponse)
+        with renamed_fields(_FIELDS):
+            if request.delay_ms < 0:
+                raise InvalidInput("delayMs must be >= 0", field="delay")
+            result = await self._consumers().nack(
+                request.group, request.instance_id, list(request.tokens), delay=request.delay_ms / 1000
+            )
+        return nack_response(result)
+
+    async def ExtendDeadlines(
+        self, request: pb.ExtendDeadlinesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ExtendDeadlinesResponse:
+        relay = self._sibling_of(request.group, request.instance_id, context)
+        if relay is not None:
+            return await relay.unary("ExtendDeadlines", request, pb.ExtendDeadlinesResponse)
+        with renamed_fields(_FIELDS):
+            result = self._consumers().extend_deadlines(
+                request.group, request.instance_id, list(request.tokens), seconds=request.extend_ms / 1000
+            )
+        return pb.ExtendDeadlinesResponse(
+            extended=result.extended, stale=result.stale, deadline=result.deadline_ms
+        )
 
     async def DeleteConsumer(
         self, request: pb.DeleteConsumerRequest, context: grpc.aio.ServicerContext
@@ -190,6 +218,12 @@ def instance_spec(request: pb.CreateConsumerRequest) -> InstanceSpec:
         max_bytes=request.max_bytes if request.HasField("max_bytes") else None,
         session_key=request.session_key if request.HasField("session_key") else None,
         source_count=request.source_count if request.HasField("source_count") else 1,
+        retry_topic=request.retry_topic if request.HasField("retry_topic") else None,
+        dead_letter_topic=request.dead_letter_topic if request.HasField("dead_letter_topic") else None,
+        max_delivery_attempts=request.max_delivery_attempts
+        if request.HasField("max_delivery_attempts")
+        else None,
+        ack_deadline=request.ack_deadline_ms / 1000 if request.HasField("ack_deadline_ms") else None,
     )
 
 
@@ -202,4 +236,15 @@ def consumer_instance(info: InstanceInfo) -> pb.CreateConsumerResponse:
 def commit_response(result: CommitResult) -> pb.CommitResponse:
     return pb.CommitResponse(
         committed=result.committed, rolled_back=result.rolled_back, stale=result.stale, pending=result.pending
+    )
+
+
+def nack_response(result: NackResult) -> pb.NackResponse:
+    return pb.NackResponse(
+        retried=result.retried,
+        dead_lettered=result.dead_lettered,
+        stale=result.stale,
+        failed=result.failed,
+        error="" if result.error is None else str(result.error),
+        pending=result.pending,
     )

@@ -35,10 +35,11 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from gateway.observability import tracing
-from gateway.service.access import ALLOW_ALL, CONSUME, AccessPolicy
+from gateway.service.access import ALLOW_ALL, CONSUME, PUBLISH, AccessPolicy
 from gateway.service.core_errors import Doing, service_error
+from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
-from gateway.service.instance import CommitResult, ConsumerInstance, DeliveredMessage, StreamCursor
+from gateway.service.instance import ConsumerInstance
 from gateway.service.instance_id import (
     MalformedInstanceId,
     decode_instance_id,
@@ -50,6 +51,9 @@ from gateway.service.names import validate_group, validate_topic
 from gateway.service.peers import PeerPolicy
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
+from gateway.service.redelivery import RedeliveryPolicy, Republisher
+from gateway.service.redelivery_checks import check_redelivery, ensure_redelivery_topics
+from gateway.service.stream_cursor import StreamCursor
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import (
@@ -99,6 +103,13 @@ class InstanceSpec:
     max_bytes: int | None = None
     session_key: str | None = None
     source_count: int = 1
+    #: redelivery (``gateway.service.redelivery``): nacked and expired messages go through ``retry_topic``,
+    #: past ``max_delivery_attempts`` to ``dead_letter_topic``
+    retry_topic: str | None = None
+    dead_letter_topic: str | None = None
+    max_delivery_attempts: int | None = None
+    #: seconds from delivery to a message's deadline (None: the service's commit timeout)
+    ack_deadline: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +203,9 @@ class ConsumerService:
         quotas: Quotas | None = None,
         worker: int | None = None,
         workers: int = 1,
+        republisher: Republisher | None = None,
+        max_ack_deadline: float = 600.0,
+        max_nack_delay: float = 600.0,
     ) -> None:
         if worker is not None and not 0 <= worker < workers:
             raise ValueError(f"worker {worker} is not one of the {workers} workers")
@@ -204,9 +218,12 @@ class ConsumerService:
         base = consumer_config or ConsumerConfig()
         # The instance rolls uncommitted batches back itself (and learns of it); the core's own confirm
         # timeout is only a backstop behind it.
-        self._consumer_config = replace(
-            base, confirm_timeout=max(base.confirm_timeout, 2 * commit_timeout + 5)
-        )
+        # A batch is held at most: its messages' delivery, an extended deadline, a retried message's delay.
+        backstop = 2 * commit_timeout + max_ack_deadline + max_nack_delay + 5
+        self._consumer_config = replace(base, confirm_timeout=max(base.confirm_timeout, backstop))
+        self._republisher = republisher
+        self.max_ack_deadline = max_ack_deadline
+        self.max_nack_delay = max_nack_delay
         self.lease = lease
         self.max_instances = max_instances
         self.commit_timeout = commit_timeout
@@ -359,15 +376,23 @@ class ConsumerService:
                 retry_after=5.0,
             )
         config, max_bytes = self._instance_config(spec)
+        policy = check_redelivery(group, spec, self._republisher is not None, self.max_ack_deadline)
         if self._access.enforcing:
             principal = current_principal()
             for topic in spec.topics:
                 self._access.check(principal, CONSUME, topic=topic, group=group)
+            for target in (policy.retry_topic, policy.dead_letter_topic):
+                if target is not None:
+                    self._access.check(principal, PUBLISH, topic=target)
+            if policy.retry_topic is not None:
+                self._access.check(principal, CONSUME, topic=policy.retry_topic, group=group)
+        if self._republisher is not None:
+            await ensure_redelivery_topics(self._republisher, policy)
         # The caller's own cap (RateLimited), after the request was found valid; an idle instance frees its
         # place at the latest when its lease ends.
         quota_key = self._quotas.claim_instance(min(self.lease, 60.0)) if self._quotas else None
         try:
-            instance_id, consumer = await self._join(group, spec, config, max_bytes)
+            instance_id, consumer = await self._join(group, spec, config, max_bytes, policy)
         except BaseException:
             if self._quotas is not None:
                 self._quotas.release_instance(quota_key)
@@ -378,13 +403,25 @@ class ConsumerService:
         return InstanceInfo(instance_id, group, self.advertised_url, consumer.client_id, spec.auto_commit)
 
     async def _join(
-        self, group: str, spec: InstanceSpec, config: ConsumerConfig, max_bytes: int | None
+        self,
+        group: str,
+        spec: InstanceSpec,
+        config: ConsumerConfig,
+        max_bytes: int | None,
+        policy: RedeliveryPolicy,
     ) -> tuple[str, Consumer]:
         """Start a core consumer for a new instance and register it once the master accepted it."""
         registry = self._registry
+        topics: dict[str, Collection[str] | None] = dict(spec.topics)
+        retry_topic = policy.retry_topic
+        if retry_topic is not None:
+            # This group's retries only (their stream id is the group: the broker filters), from the oldest
+            # one the group has not consumed, whatever the start position: none may be skipped.
+            topics[retry_topic] = [group]
+            config = replace(config, earliest_topics=frozenset({retry_topic}))
         try:
             consumer = Consumer(
-                self._masters, group, spec.topics, pool=self._pool, config=config, events=self._events
+                self._masters, group, topics, pool=self._pool, config=config, events=self._events
             )
         except ValueError as exc:
             text = str(exc)
@@ -401,6 +438,9 @@ class ConsumerService:
             assignment_wait=self.assignment_wait,
             owner=current_principal().identity,
             clock=self._clock,
+            policy=policy,
+            republisher=self._republisher,
+            ack_deadline=spec.ack_deadline,
         )
         registry.creating += 1
         registry.by_client[consumer.client_id] = instance
@@ -474,6 +514,36 @@ class ConsumerService:
                     return await instance.commit(tokens, consumed=consumed)
                 except core.TubeMQError as exc:
                     raise service_error(exc, Doing.COMMIT, group=group) from exc
+
+    async def nack(
+        self, group: str, instance_id: str, tokens: Sequence[str], *, delay: float = 0.0
+    ) -> NackResult:
+        """Give single messages back, due ``delay`` seconds from now (``ConsumerInstance.nack``)."""
+        instance = self.instance(group, instance_id)
+        if not tokens:
+            raise InvalidInput("name at least one token to nack", field="tokens")
+        if not 0 <= delay <= self.max_nack_delay:
+            raise InvalidInput(f"delay must be 0 to {self.max_nack_delay * 1000:.0f} ms", field="delay")
+        async with self.using(instance):
+            result = await instance.nack(tokens, delay)
+        if result.error is not None and not (result.retried or result.dead_lettered or result.stale):
+            # Nothing went anywhere: the publish's own error tells the client what to do.
+            raise service_error(result.error, Doing.PUBLISH, topic=instance.policy.retry_topic)
+        return result
+
+    def extend_deadlines(
+        self, group: str, instance_id: str, tokens: Sequence[str], *, seconds: float
+    ) -> DeadlineResult:
+        """Move the deadline of delivered messages to ``seconds`` from now (at most ``max_ack_deadline``)."""
+        instance = self.instance(group, instance_id)
+        if not tokens:
+            raise InvalidInput("name at least one token", field="tokens")
+        if not 0 < seconds <= self.max_ack_deadline:
+            raise InvalidInput(
+                f"the extension must be 1 to {self.max_ack_deadline * 1000:.0f} ms", field="extension"
+            )
+        instance.touch()
+        return instance.extend_deadlines(tokens, seconds)
 
     async def delete(self, group: str, instance_id: str) -> None:
         """Leave the group. An auto-commit instance commits what it delivered; anything uncommitted is

@@ -9,8 +9,13 @@ remote client reads with its own limits (messages and bytes per poll), so the in
   **pending** until the client commits it (or rolls it back);
 * a batch is confirmed to the broker as consumed once all its messages were delivered and committed;
   rolling back any of its tokens rolls the whole batch back (the broker redelivers all of it);
-* a batch not confirmed within ``commit_timeout`` seconds of its fetch is rolled back, so a client that
-  forgets a token cannot stall its partition forever;
+* each delivered message has a **deadline** (``ack_deadline`` after its delivery, extendable): past it the
+  message goes to the retry topic alone when the instance has one (``gateway.service.redelivery``), else
+  its whole batch is rolled back, so a client that forgets a token cannot stall its partition forever; a
+  batch whose messages were not all delivered within ``commit_timeout`` of its fetch is rolled back too;
+* a **nack** republishes single messages to the retry topic (or the dead-letter topic at their last
+  attempt) and settles them once a broker stored the copy; the instance consumes the retry topic too and
+  holds a retried message in ``_delayed`` until it is due, then delivers it under its original position;
 * when the core loses a partition (rebalance, broker drop), the instance forgets that partition's buffered
   and pending messages: their tokens become stale and the messages go to the partition's next holder.
 
@@ -25,86 +30,35 @@ polls of one instance run one at a time.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import logging
+import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
 from gateway.service.errors import Gone, InvalidInput, Unavailable
 from gateway.service.instance_id import redact
+from gateway.service.redelivery import (
+    AttemptMemory,
+    Origin,
+    RedeliveryPolicy,
+    Republisher,
+    parse_retried,
+    republish,
+    wall_ms,
+)
 from gateway.tubemq.consumer import ConsumedBatch, ConsumedMessage, Consumer, InvalidConfirmContext
 from gateway.tubemq.errors import ClientClosed, TubeMQError
 from gateway.tubemq.net import CloseOnce
 
-__all__ = ["CommitResult", "ConsumerInstance", "DeliveredMessage", "StreamCursor", "partition_runs"]
+__all__ = ["ConsumerInstance"]
 
 log = logging.getLogger("gateway.service.consumers")
-
-
-@dataclass(slots=True)
-class DeliveredMessage:
-    """A message handed to the client (read-only; not frozen, which would cost five times as much to build
-    per message). ``token`` commits it and is the SSE event id; ``offset`` is the broker index offset when
-    the core knows it exactly, else None."""
-
-    seq: int
-    topic: str
-    partition_key: str
-    broker_id: int
-    partition_id: int
-    message: ConsumedMessage
-
-    @property
-    def token(self) -> str:
-        return str(self.seq)
-
-    @property
-    def offset(self) -> int | None:
-        return self.message.offset
-
-
-def partition_runs(
-    messages: Sequence[DeliveredMessage],
-) -> Iterator[tuple[tuple[str, str, int, int], Sequence[DeliveredMessage]]]:
-    """Consecutive messages of one partition, as ((topic, partition_key, broker_id, partition_id), run):
-    renderers encode a partition's fields once per run."""
-    start = 0
-    count = len(messages)
-    while start < count:
-        first = messages[start]
-        topic, key, broker_id, partition_id = (
-            first.topic,
-            first.partition_key,
-            first.broker_id,
-            first.partition_id,
-        )
-        end = start + 1
-        while end < count:
-            m = messages[end]
-            if (
-                m.partition_key != key
-                or m.topic != topic
-                or m.broker_id != broker_id
-                or m.partition_id != partition_id
-            ):
-                break
-            end += 1
-        yield (topic, key, broker_id, partition_id), messages[start:end]
-        start = end
-
-
-@dataclass(frozen=True, slots=True)
-class CommitResult:
-    """``committed`` tokens were accepted, ``rolled_back`` messages will be redelivered; ``stale`` tokens were
-    not pending (unknown, already committed, rolled back, or lost with their partition)."""
-
-    committed: int
-    rolled_back: int
-    stale: list[str]
-    pending: int
 
 
 @dataclass(eq=False, slots=True)
@@ -122,8 +76,8 @@ class _Batch:
     live: bool = True
 
 
-#: a buffered message and its batch
-_Entry = tuple[_Batch, ConsumedMessage]
+#: a buffered message, its batch, and where it came from when it is delivered again (else None: attempt 1)
+_Entry = tuple[_Batch, ConsumedMessage, Origin | None]
 #: a delivered, uncommitted message and its batch
 _Pending = tuple[_Batch, DeliveredMessage]
 
@@ -155,6 +109,10 @@ class ConsumerInstance:
         assignment_wait: float,
         owner: str = "anonymous",
         clock: Callable[[], float] = time.monotonic,
+        policy: RedeliveryPolicy | None = None,
+        republisher: Republisher | None = None,
+        ack_deadline: float | None = None,
+        wall: Callable[[], int] = wall_ms,
     ) -> None:
         self.instance_id = instance_id
         #: the identity of the principal that created the instance (``Principal.identity``: method and
@@ -167,6 +125,19 @@ class ConsumerInstance:
         self._commit_timeout = commit_timeout
         self._assignment_wait = assignment_wait
         self._clock = clock
+        self._wall = wall
+        self.policy = policy or RedeliveryPolicy()
+        self._republisher = republisher
+        #: seconds from delivery to a message's deadline
+        self.ack_deadline = commit_timeout if ack_deadline is None else ack_deadline
+        #: retried messages not due yet: (due, order, entry)
+        self._delayed: list[tuple[float, int, _Entry]] = []
+        self._delay_order = itertools.count()
+        #: tokens whose retry or dead-letter publish is in flight
+        self._settling: set[int] = set()
+        #: no pending message's deadline is earlier (a lower bound: extensions only move deadlines later)
+        self._next_deadline = math.inf
+        self._attempts = AttemptMemory()
         self._buffer: deque[_Entry] = deque()
         self._pending: dict[int, _Pending] = {}
         self._batches: dict[str, _Batch] = {}
@@ -223,12 +194,19 @@ class ConsumerInstance:
                 self._waited_for_assignment = True
                 await self.consumer.wait_for_assignment(max(timeout, self._assignment_wait))
             budget = _Budget(max_messages, max_bytes)
+            if self._delayed:
+                self._release_due(start)
             self._take(budget)
             deadline = start + timeout
-            # Fill the budget: block only while nothing is in hand, then take what is ready at once.
+            # Fill the budget: block only while nothing is in hand, then take what is ready at once. A
+            # retried message coming due ends a wait too.
             while not budget.full and not self._buffer and not self.closed and not self.consumer.closed:
-                wait = 0.0 if budget.out else max(0.0, deadline - self._clock())
+                now = self._clock()
+                until = min(deadline, self._delayed[0][0]) if self._delayed else deadline
+                wait = 0.0 if budget.out else max(0.0, until - now)
                 fetched = await self._fetch(wait)
+                if self._delayed:
+                    self._release_due(self._clock())
                 self._take(budget)
                 # A joined fetch may end (empty) before this poll's deadline: then wait on with a new one.
                 if not fetched and (budget.out or self._clock() >= deadline or self._draining.done()):
@@ -272,16 +250,41 @@ class ConsumerInstance:
         limit = budget.max_messages
         max_bytes = budget.max_bytes
         used = budget.used
+        deadline = self._clock() + self.ack_deadline
+        deadline_ms = self._wall() + int(self.ack_deadline * 1000)
+        if deadline < self._next_deadline:
+            self._next_deadline = deadline
         while buffer and len(out) < limit:
-            batch, message = buffer[0]
+            batch, message, origin = buffer[0]
             size = len(message.body)
             if out and used + size > max_bytes:
                 break
             buffer.popleft()
             seq = next(seqs)
-            delivered = DeliveredMessage(
-                seq, batch.topic, batch.partition_key, batch.broker_id, batch.partition_id, message
-            )
+            if origin is None:
+                delivered = DeliveredMessage(
+                    seq,
+                    batch.topic,
+                    batch.partition_key,
+                    batch.broker_id,
+                    batch.partition_id,
+                    message,
+                    1,
+                    deadline,
+                    deadline_ms,
+                )
+            else:
+                delivered = DeliveredMessage(
+                    seq,
+                    origin.topic,
+                    origin.partition_key,
+                    origin.broker_id,
+                    origin.partition_id,
+                    message,
+                    origin.attempt,
+                    deadline,
+                    deadline_ms,
+                )
             batch.undelivered -= 1
             batch.uncommitted += 1
             pending[seq] = (batch, delivered)
@@ -323,17 +326,58 @@ class ConsumerInstance:
         return True
 
     def _add_batch(self, batch: ConsumedBatch) -> None:
+        now = self._clock()
         record = _Batch(
             context=batch.confirm_context,
             topic=batch.topic,
             partition_key=batch.partition_key,
             broker_id=batch.broker_id,
             partition_id=batch.partition_id,
-            fetched_at=self._clock(),
+            fetched_at=now,
             undelivered=len(batch.messages),
         )
         self._batches[record.context] = record
-        self._buffer.extend(zip(itertools.repeat(record), batch.messages))
+        if batch.topic == self.policy.retry_topic:
+            self._add_retried(record, batch.messages, now)
+        elif self._attempts:
+            memory = self._attempts
+            key = batch.partition_key
+            for message in batch.messages:
+                attempt = memory.take(key, message.message_id)
+                origin = None
+                if attempt > 1:
+                    origin = Origin(batch.topic, key, batch.broker_id, batch.partition_id, attempt)
+                self._buffer.append((record, message, origin))
+        else:
+            self._buffer.extend(zip(itertools.repeat(record), batch.messages, itertools.repeat(None)))
+
+    def _add_retried(self, record: _Batch, messages: Sequence[ConsumedMessage], now: float) -> None:
+        """A batch of the retry topic: messages due now go to the buffer, the others wait in ``_delayed``
+        (holding the batch, so its partition, until they are delivered and settled). The batch's
+        buffered-message timeout counts from when its last message is due."""
+        wall = self._wall()
+        latest = now
+        for message in messages:
+            parsed = parse_retried(message, now, wall)
+            if parsed is None:  # not published by a gateway: delivered as a message of the retry topic
+                self._buffer.append((record, message, None))
+                continue
+            stripped, origin = parsed
+            entry: _Entry = (record, stripped, origin)
+            if origin.due <= now:
+                self._buffer.append(entry)
+            else:
+                heapq.heappush(self._delayed, (origin.due, next(self._delay_order), entry))
+                latest = max(latest, origin.due)
+        record.fetched_at = latest
+
+    def _release_due(self, now: float) -> None:
+        """Move retried messages that are due from ``_delayed`` to the buffer, in due order."""
+        delayed = self._delayed
+        while delayed and delayed[0][0] <= now:
+            entry = heapq.heappop(delayed)[2]
+            if entry[0].live:
+                self._buffer.append(entry)
 
     # --- committing ---------------------------------------------------------------------------------
 
@@ -352,6 +396,7 @@ class ConsumerInstance:
             chosen = [(token, _parse_token(token, i)) for i, token in enumerate(tokens)]
         stale: list[str] = []
         touched: dict[_Batch, list[str]] = {}
+        chosen_messages: dict[int, DeliveredMessage] = {}
         for token, seq in chosen:
             item = self._pending.pop(seq, None)
             if item is None:
@@ -359,12 +404,16 @@ class ConsumerInstance:
                 continue
             item[0].uncommitted -= 1
             touched.setdefault(item[0], []).append(token)
+            chosen_messages[seq] = item[1]
         rolled_back = 0
         if consumed:
             done = [b for b in touched if b.uncommitted == 0 and b.undelivered == 0]
         else:
             done = list(touched)
-            rolled_back = sum(len(touched[b]) + self._discard(b) for b in done)
+            rolled_back = sum(len(touched[b]) + self._discard(b, count=True) for b in done)
+            for batch, named in touched.items():  # the named tokens left _pending before the discard
+                for token in named:
+                    self._remember_attempt(batch, int(token), chosen_messages[int(token)])
         outcomes = await asyncio.gather(*(self._confirm(b, consumed) for b in done))
         committed = sum(len(t) for t in touched.values()) if consumed else 0
         for batch, ok in zip(done, outcomes, strict=True):
@@ -412,25 +461,157 @@ class ConsumerInstance:
             )
         return True
 
-    def _discard(self, batch: _Batch) -> int:
-        """Forget a batch's pending and buffered messages; returns how many were dropped."""
+    def _discard(self, batch: _Batch, *, count: bool = False) -> int:
+        """Forget a batch's pending, buffered and delayed messages; returns how many were dropped. With
+        ``count`` (a rollback) the delivered ones count a delivery attempt for when they come back here."""
         self._batches.pop(batch.context, None)
         batch.live = False
         dropped = [s for s, p in self._pending.items() if p[0] is batch]
         for seq in dropped:
+            if count:
+                self._remember_attempt(batch, seq, self._pending[seq][1])
             del self._pending[seq]
         before = len(self._buffer)
         if any(e[0] is batch for e in self._buffer):
             self._buffer = deque(e for e in self._buffer if e[0] is not batch)
-        return len(dropped) + before - len(self._buffer)
+        delayed = len(self._delayed)
+        if delayed:
+            self._delayed = [d for d in self._delayed if d[2][0] is not batch]
+            heapq.heapify(self._delayed)
+        return len(dropped) + before - len(self._buffer) + delayed - len(self._delayed)
+
+    def _remember_attempt(self, batch: _Batch, seq: int, delivered: DeliveredMessage) -> None:
+        if batch.topic != self.policy.retry_topic:  # a retried message keeps its count in its attributes
+            self._attempts.delivered_again(
+                batch.partition_key, delivered.message.message_id, delivered.attempt
+            )
 
     async def expire_uncommitted(self, now: float) -> int:
-        """Roll back batches fetched more than ``commit_timeout`` seconds before ``now``; returns how many."""
-        old = [b for b in self._batches.values() if now - b.fetched_at > self._commit_timeout]
+        """Deadlines: a delivered message past its deadline goes to the retry topic as its next delivery
+        attempt (or the dead-letter topic past the maximum), alone; without a retry topic (or when that
+        publish fails) its whole batch is rolled back. A batch whose fetched messages were not all delivered
+        within ``commit_timeout`` is rolled back too. Returns how many batches were rolled back."""
+        old = {
+            b: None
+            for b in self._batches.values()
+            if b.undelivered and now - b.fetched_at > self._commit_timeout
+        }
+        if now >= self._next_deadline:
+            expired: list[int] = []
+            earliest = math.inf
+            for seq, (_, delivered) in self._pending.items():
+                if delivered.deadline < now and seq not in self._settling:
+                    expired.append(seq)
+                elif delivered.deadline < earliest:
+                    earliest = delivered.deadline
+            self._next_deadline = earliest
+            if expired and self.policy.retry_topic is not None and self._republisher is not None:
+                result = await self._redeliver_tokens([str(s) for s in expired], 0.0, "deadline")
+                expired = [int(t) for t in result.failed]
+                if result.error is not None:
+                    log.warning(
+                        "%d expired messages of %s could not go to the retry topic (%s); their batches are "
+                        "rolled back instead",
+                        len(expired),
+                        redact(self.instance_id),
+                        result.error,
+                    )
+            for seq in expired:
+                item = self._pending.get(seq)
+                if item is not None:
+                    old[item[0]] = None
         for batch in old:
-            self._discard(batch)
+            self._discard(batch, count=True)
         await asyncio.gather(*(self._confirm(b, False) for b in old))
         return len(old)
+
+    # --- nacks and deadlines ----------------------------------------------------------------------
+
+    async def nack(self, tokens: Sequence[str], delay: float) -> NackResult:
+        """Give messages back one by one: each goes to the retry topic, due ``delay`` seconds from now, as
+        its next delivery attempt (or, past ``max_delivery_attempts``, to the dead-letter topic) and is
+        settled once a broker acknowledged that publish; its siblings are not redelivered."""
+        self._check_open()
+        if self.policy.retry_topic is None or self._republisher is None:
+            raise InvalidInput(
+                "this instance has no retry topic: create it with retryTopic to nack single messages (or "
+                "roll back whole batches with a commit of consumed false)",
+                field="tokens",
+            )
+        for i, token in enumerate(tokens):
+            _parse_token(token, i)
+        return await self._redeliver_tokens(tokens, delay, "nack")
+
+    async def _redeliver_tokens(self, tokens: Sequence[str], delay: float, why: str) -> NackResult:
+        chosen: list[tuple[str, int, DeliveredMessage]] = []
+        stale: list[str] = []
+        for token in tokens:
+            seq = int(token)
+            item = self._pending.get(seq)
+            if item is None or seq in self._settling:
+                stale.append(token)
+                continue
+            chosen.append((token, seq, item[1]))
+        self._settling.update(seq for _, seq, _ in chosen)
+        try:
+            outcomes = await asyncio.gather(
+                *(self._republish(delivered, delay, why) for _, _, delivered in chosen),
+                return_exceptions=True,
+            )
+        finally:
+            self._settling.difference_update(seq for _, seq, _ in chosen)
+        settled: list[str] = []
+        failed: list[str] = []
+        retried = dead = 0
+        error: Exception | None = None
+        for (token, _, _), outcome in zip(chosen, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome
+                failed.append(token)
+                error = error or outcome
+                continue
+            settled.append(token)
+            if outcome:
+                dead += 1
+            else:
+                retried += 1
+        if settled:
+            result = await self._commit(settled, consumed=True)
+            stale.extend(result.stale)  # settled meanwhile (committed, rolled back, lost): a duplicate copy
+        return NackResult(retried, dead, stale, failed, len(self._pending), error)
+
+    async def _republish(self, delivered: DeliveredMessage, delay: float, why: str) -> bool:
+        """Publish one message to the retry or dead-letter topic (True: the latter); see ``republish``."""
+        assert self._republisher is not None
+        return await republish(
+            self._republisher,
+            self.policy,
+            self.group,
+            delivered,
+            due_ms=self._wall() + int(delay * 1000),
+            why=why,
+        )
+
+    def extend_deadlines(self, tokens: Sequence[str], seconds: float) -> DeadlineResult:
+        """Set the deadline of the given delivered messages to ``seconds`` from now."""
+        self._check_open()
+        seqs = [_parse_token(token, i) for i, token in enumerate(tokens)]
+        deadline = self._clock() + seconds
+        deadline_ms = self._wall() + int(seconds * 1000)
+        stale: list[str] = []
+        extended = 0
+        for token, seq in zip(tokens, seqs, strict=True):
+            item = self._pending.get(seq)
+            if item is None:
+                stale.append(token)
+                continue
+            item[1].deadline = deadline
+            item[1].deadline_ms = deadline_ms
+            extended += 1
+        if deadline < self._next_deadline:
+            self._next_deadline = deadline
+        return DeadlineResult(extended, stale, deadline_ms)
 
     def partition_released(self, partition_key: str) -> None:
         """The core stopped holding a partition: its batches can no longer be confirmed."""
@@ -468,6 +649,7 @@ class ConsumerInstance:
             if self._fetches:
                 await asyncio.gather(*self._fetches, return_exceptions=True)
             self._buffer.clear()
+            self._delayed.clear()
             self._pending.clear()
             self._batches.clear()
 
@@ -478,45 +660,6 @@ class ConsumerInstance:
                 f"POST /v1/consumers/{self.group}",
                 resource_name=self.instance_id,
             )
-
-
-class StreamCursor:
-    """Push consumption over one connection of an instance (REST Server-Sent Events, a gRPC server stream).
-
-    The cursor is the last token sent on this connection. Each step first sends what is pending (delivered,
-    not committed) above the cursor, so a client resuming after an event id gets again everything it may
-    have missed, then polls for new messages. Opening a cursor supersedes the instance's previous one: a
-    client that reconnects while the old connection still looks alive takes over, and messages the old
-    connection delivered meanwhile reach the new one as pending.
-    """
-
-    def __init__(self, instance: ConsumerInstance, after: int) -> None:
-        instance.stream_generation += 1
-        self.instance = instance
-        self.after = after
-        self._generation = instance.stream_generation
-
-    def __repr__(self) -> str:
-        state = "superseded" if self.superseded else "current"
-        return f"<StreamCursor {redact(self.instance.instance_id)} after={self.after} {state}>"
-
-    @property
-    def superseded(self) -> bool:
-        return self.instance.stream_generation != self._generation
-
-    async def next(self, max_messages: int, max_bytes: int, timeout: float) -> list[DeliveredMessage]:  # noqa: ASYNC109
-        """The next messages to send (possibly none after ``timeout`` seconds); raises Gone once the instance
-        is closed."""
-        ready = self.instance.pending_after(self.after)
-        if not ready:
-            try:
-                await self.instance.poll(max_messages, max_bytes, timeout)
-            except Unavailable:
-                return []  # the gateway is stopping: the stream's own loop sees it and ends the stream
-            ready = self.instance.pending_after(self.after)
-        if ready:
-            self.after = ready[-1].seq
-        return ready
 
 
 def _parse_token(token: str, index: int) -> int:

@@ -80,6 +80,9 @@ class ConsumerConfig:
 
     start_position: StartPosition = StartPosition.LATEST
     bound: BoundConsumption | None = None
+    #: topics whose partitions start at the oldest message when the group has no offset yet, whatever
+    #: ``start_position`` says (a gateway's retry topic: nothing republished there may be skipped)
+    earliest_topics: frozenset[str] = frozenset()
     #: period of the master heartbeat (which also carries the rebalance events)
     heartbeat_interval: float = 13.0
     #: period of the master heartbeat while no partition is held: the master hands out assignments only in

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
+from gateway.tubemq.consumer.config import StartPosition
 from gateway.tubemq.consumer.events import (
     PartitionRegistered,
     PartitionRegisterFailed,
@@ -210,13 +211,16 @@ class Rebalancer:
         # the oldest message" on the retry, which is what Java's book-on-attempt does.
         first = not ctx.cache.registered_before(key)
         bound = ctx.config.bound
+        position = ctx.config.start_position
+        if partition.topic in ctx.config.earliest_topics:
+            position = StartPosition.EARLIEST
         # Bound consumption forces the requested offset at the first registration only (§6.9).
         forced = bound.offsets.get(key) if bound is not None and first and ctx.not_allocated else None
         request = build_partition_register_request(
             ctx.client_id,
             ctx.group,
             partition,
-            read_status=ctx.config.start_position.read_status(first),
+            read_status=position.read_status(first),
             visit_token=ctx.visit_token,
             offset=forced,
             filters=ctx.filters.get(partition.topic, ()),

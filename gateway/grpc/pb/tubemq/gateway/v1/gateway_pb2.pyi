@@ -143,7 +143,7 @@ class GetTopicResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., max_message_size: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[Partition, _Mapping]]] = ..., shielded_brokers: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CreateConsumerRequest(_message.Message):
-    __slots__ = ("group", "topics", "filters", "start_position", "offsets", "session_key", "source_count", "auto_commit", "max_bytes")
+    __slots__ = ("group", "topics", "filters", "start_position", "offsets", "session_key", "source_count", "auto_commit", "max_bytes", "retry_topic", "dead_letter_topic", "max_delivery_attempts", "ack_deadline_ms")
     class FiltersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,10 @@ class CreateConsumerRequest(_message.Message):
     SOURCE_COUNT_FIELD_NUMBER: _ClassVar[int]
     AUTO_COMMIT_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RETRY_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERY_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    ACK_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     group: str
     topics: _containers.RepeatedScalarFieldContainer[str]
     filters: _containers.MessageMap[str, StreamIds]
@@ -176,7 +180,11 @@ class CreateConsumerRequest(_message.Message):
     source_count: int
     auto_commit: bool
     max_bytes: int
-    def __init__(self, group: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., filters: _Optional[_Mapping[str, StreamIds]] = ..., start_position: _Optional[_Union[StartPosition, str]] = ..., offsets: _Optional[_Mapping[str, int]] = ..., session_key: _Optional[str] = ..., source_count: _Optional[int] = ..., auto_commit: _Optional[bool] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    retry_topic: str
+    dead_letter_topic: str
+    max_delivery_attempts: int
+    ack_deadline_ms: int
+    def __init__(self, group: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., filters: _Optional[_Mapping[str, StreamIds]] = ..., start_position: _Optional[_Union[StartPosition, str]] = ..., offsets: _Optional[_Mapping[str, int]] = ..., session_key: _Optional[str] = ..., source_count: _Optional[int] = ..., auto_commit: _Optional[bool] = ..., max_bytes: _Optional[int] = ..., retry_topic: _Optional[str] = ..., dead_letter_topic: _Optional[str] = ..., max_delivery_attempts: _Optional[int] = ..., ack_deadline_ms: _Optional[int] = ...) -> None: ...
 
 class StreamIds(_message.Message):
     __slots__ = ("stream_ids",)
@@ -211,7 +219,7 @@ class PollRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., max_messages: _Optional[int] = ..., max_bytes: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ConsumedMessage(_message.Message):
-    __slots__ = ("token", "topic", "partition_key", "broker_id", "partition_id", "offset", "message_id", "stream_id", "msg_time", "attributes", "value", "key")
+    __slots__ = ("token", "topic", "partition_key", "broker_id", "partition_id", "offset", "message_id", "stream_id", "msg_time", "attributes", "value", "key", "delivery_attempt", "deadline")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -231,6 +239,8 @@ class ConsumedMessage(_message.Message):
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     token: str
     topic: str
     partition_key: str
@@ -243,7 +253,9 @@ class ConsumedMessage(_message.Message):
     attributes: _containers.ScalarMap[str, str]
     value: bytes
     key: str
-    def __init__(self, token: _Optional[str] = ..., topic: _Optional[str] = ..., partition_key: _Optional[str] = ..., broker_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., offset: _Optional[int] = ..., message_id: _Optional[int] = ..., stream_id: _Optional[str] = ..., msg_time: _Optional[str] = ..., attributes: _Optional[_Mapping[str, str]] = ..., value: _Optional[bytes] = ..., key: _Optional[str] = ...) -> None: ...
+    delivery_attempt: int
+    deadline: int
+    def __init__(self, token: _Optional[str] = ..., topic: _Optional[str] = ..., partition_key: _Optional[str] = ..., broker_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., offset: _Optional[int] = ..., message_id: _Optional[int] = ..., stream_id: _Optional[str] = ..., msg_time: _Optional[str] = ..., attributes: _Optional[_Mapping[str, str]] = ..., value: _Optional[bytes] = ..., key: _Optional[str] = ..., delivery_attempt: _Optional[int] = ..., deadline: _Optional[int] = ...) -> None: ...
 
 class PollResponse(_message.Message):
     __slots__ = ("messages",)
@@ -308,3 +320,53 @@ class SubscribeResponse(_message.Message):
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[ConsumedMessage]
     def __init__(self, messages: _Optional[_Iterable[_Union[ConsumedMessage, _Mapping]]] = ...) -> None: ...
+
+class NackRequest(_message.Message):
+    __slots__ = ("group", "instance_id", "tokens", "delay_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    instance_id: str
+    tokens: _containers.RepeatedScalarFieldContainer[str]
+    delay_ms: int
+    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+
+class NackResponse(_message.Message):
+    __slots__ = ("retried", "dead_lettered", "stale", "failed", "error", "pending")
+    RETRIED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    retried: int
+    dead_lettered: int
+    stale: _containers.RepeatedScalarFieldContainer[str]
+    failed: _containers.RepeatedScalarFieldContainer[str]
+    error: str
+    pending: int
+    def __init__(self, retried: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., stale: _Optional[_Iterable[str]] = ..., failed: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., pending: _Optional[int] = ...) -> None: ...
+
+class ExtendDeadlinesRequest(_message.Message):
+    __slots__ = ("group", "instance_id", "tokens", "extend_ms")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EXTEND_MS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    instance_id: str
+    tokens: _containers.RepeatedScalarFieldContainer[str]
+    extend_ms: int
+    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., extend_ms: _Optional[int] = ...) -> None: ...
+
+class ExtendDeadlinesResponse(_message.Message):
+    __slots__ = ("extended", "stale", "deadline")
+    EXTENDED_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    extended: int
+    stale: _containers.RepeatedScalarFieldContainer[str]
+    deadline: int
+    def __init__(self, extended: _Optional[int] = ..., stale: _Optional[_Iterable[str]] = ..., deadline: _Optional[int] = ...) -> None: ...

@@ -76,6 +76,16 @@ class GatewayServiceStub:
                 request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.FromString,
                 _registered_method=True)
+        self.Nack = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/Nack',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.NackRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.NackResponse.FromString,
+                _registered_method=True)
+        self.ExtendDeadlines = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/ExtendDeadlines',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer:
@@ -158,6 +168,24 @@ class GatewayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Nack(self, request, context):
+        """Give single delivered messages back: each is republished to the instance's retry_topic (or, at its
+        max_delivery_attempts, to its dead_letter_topic) and settled once a broker acknowledged that; the other
+        messages of its batch are not redelivered. It comes back no earlier than delay_ms from now, with
+        delivery_attempt one higher, under its original topic, partition and offset. An instance created
+        without retry_topic answers INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExtendDeadlines(self, request, context):
+        """Move the deadline of delivered messages to extend_ms from now (at most consumers.max_ack_deadline).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -200,6 +228,16 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.FromString,
                     response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.SerializeToString,
+            ),
+            'Nack': grpc.unary_unary_rpc_method_handler(
+                    servicer.Nack,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.NackRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.NackResponse.SerializeToString,
+            ),
+            'ExtendDeadlines': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExtendDeadlines,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -420,6 +458,60 @@ class GatewayService:
             '/tubemq.gateway.v1.GatewayService/Subscribe',
             tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeRequest.SerializeToString,
             tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SubscribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Nack(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/Nack',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.NackRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.NackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExtendDeadlines(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/ExtendDeadlines',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesResponse.FromString,
             options,
             channel_credentials,
             insecure,

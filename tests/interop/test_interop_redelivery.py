@@ -1,0 +1,221 @@
+"""Per-message redelivery on the real TubeMQ: a nacked message of ten comes back alone after its delay with
+deliveryAttempt 2, then goes to the dead-letter topic, where the real Java client reads it with its reason;
+deadlines expire per message and extended ones hold; a gateway stopped between the retry publish and the
+settle loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from interop_support import (
+    attributes_of,
+    decode_value,
+    group_name,
+    java_client,
+    java_consumer_ready,
+    real_gateway,
+    require_topic,
+    run_tag,
+    wait_until,
+)
+
+from gateway.service.instance import ConsumerInstance, DeliveredMessage
+
+SOURCE = ("semsrc", 1)
+RETRY = ("semretry", 2)
+DEAD = ("semdlq", 1)
+#: the reaper checks deadlines this often in these cases
+CONSUMERS = {"lease": 120.0}
+
+
+async def _publish(http: httpx.AsyncClient, topic: str, values: list[str]) -> None:
+    answer = await http.post(
+        f"/v1/topics/{topic}/messages", json={"messages": [{"value": v} for v in values]}
+    )
+    assert answer.status_code == 200, answer.text
+    assert all("error" not in r for r in answer.json()["results"]), answer.text
+
+
+async def _create(http: httpx.AsyncClient, group: str, **body: Any) -> str:
+    answer = await http.post(f"/v1/consumers/{group}", json={"startPosition": "earliest", **body})
+    assert answer.status_code == 201, answer.text
+    base: str = answer.json()["baseUrl"]
+    return base
+
+
+async def _poll_tagged(
+    http: httpx.AsyncClient, base: str, tag: str, timeout_ms: int = 2000
+) -> list[dict[str, Any]]:
+    """One poll; messages of other runs are committed at once, this run's are returned."""
+    answer = await http.get(f"{base}/messages", params={"timeout_ms": timeout_ms, "format": "utf8"})
+    assert answer.status_code == 200, answer.text
+    messages = answer.json()["messages"]
+    other = [m["token"] for m in messages if not str(m["value"]).startswith(tag)]
+    if other:
+        await http.post(f"{base}/commits", json={"tokens": other})
+    return [m for m in messages if str(m["value"]).startswith(tag)]
+
+
+async def test_nack_of_one_of_ten_comes_back_alone_then_dead_letters_for_java(java_root: Path) -> None:
+    source, retry, dead = require_topic(SOURCE), require_topic(RETRY), require_topic(DEAD)
+    tag = run_tag("nack")
+    sent = [f"{tag}-{i}" for i in range(10)]
+    group = group_name("nack")
+    async with real_gateway(consumers=CONSUMERS) as gw:
+        await _publish(gw.http, source, sent)
+        base = await _create(
+            gw.http,
+            group,
+            topics=[source],
+            retryTopic=retry,
+            deadLetterTopic=dead,
+            maxDeliveryAttempts=2,
+        )
+        seen: dict[str, list[dict[str, Any]]] = {}
+        nacked_at = 0.0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(seen) < 10:
+            for m in await _poll_tagged(gw.http, base, tag):
+                seen.setdefault(m["value"], []).append(m)
+                if m["value"] == sent[4]:
+                    answer = await gw.http.post(
+                        f"{base}/nacks", json={"tokens": [m["token"]], "delayMs": 3000}
+                    )
+                    assert answer.status_code == 200, answer.text
+                    assert answer.json()["retried"] == 1, answer.text
+                    nacked_at = time.monotonic()
+                else:
+                    committed = await gw.http.post(f"{base}/commits", json={"tokens": [m["token"]]})
+                    assert committed.json()["committed"] == 1, committed.text
+        assert sorted(seen) == sorted(sent) and nacked_at
+        assert all(v[0]["deliveryAttempt"] == 1 for v in seen.values())
+
+        back: list[dict[str, Any]] = []
+
+        async def came_back() -> bool:
+            back.extend(await _poll_tagged(gw.http, base, tag))
+            return bool(back)
+
+        await wait_until(came_back, 60.0, "the nacked message to come back")
+        assert time.monotonic() - nacked_at >= 3.0
+        assert [m["value"] for m in back] == [sent[4]], f"only the nacked one comes back: {back}"
+        first = seen[sent[4]][0]
+        again = back[0]
+        assert again["deliveryAttempt"] == 2
+        assert (again["topic"], again["partitionKey"], again["messageId"]) == (
+            source,
+            first["partitionKey"],
+            first["messageId"],
+        )
+        answer = await gw.http.post(f"{base}/nacks", json={"tokens": [again["token"]]})
+        assert answer.json()["deadLettered"] == 1, answer.text
+        # the other nine are not redelivered, nor the dead letter
+        quiet_until = time.monotonic() + 8
+        while time.monotonic() < quiet_until:
+            assert await _poll_tagged(gw.http, base, tag, 1000) == []
+        assert (await gw.http.delete(base)).status_code == 204
+
+    async with java_client(java_root, "consume", dead, group_name("dlq"), tag, "120", "first") as java:
+        await java_consumer_ready(java)
+        await java.wait_for(lambda c: bool(c.messages()), 60.0, "the dead letter at the Java consumer")
+        [letter] = java.messages()
+    assert decode_value(letter).decode() == sent[4]
+    attributes = attributes_of(letter["attribute"])
+    assert attributes["gateway.reason"] == "maxDeliveryAttemptsExceeded"
+    assert attributes["gateway.group"] == group
+    assert attributes["gateway.topic"] == source
+    assert attributes["gateway.partitionKey"] == first["partitionKey"]
+    assert attributes["gateway.messageId"] == first["messageId"]
+    assert attributes["gateway.deliveryAttempts"] == "2"
+    assert attributes["gateway.lastFailure"] == "nack"
+
+
+async def test_deadlines_expire_per_message_and_extended_ones_hold() -> None:
+    source, retry = require_topic(SOURCE), require_topic(RETRY)
+    tag = run_tag("deadline")
+    sent = [f"{tag}-{i}" for i in range(2)]
+    async with real_gateway(consumers=CONSUMERS) as gw:
+        await _publish(gw.http, source, sent)
+        base = await _create(
+            gw.http, group_name("deadline"), topics=[source], retryTopic=retry, ackDeadlineMs=3000
+        )
+        first: list[dict[str, Any]] = []
+
+        async def both() -> bool:
+            first.extend(await _poll_tagged(gw.http, base, tag))
+            return len(first) >= 2
+
+        await wait_until(both, 120.0, "both messages")
+        kept, dropped = first
+        answer = await gw.http.post(f"{base}/deadlines", json={"tokens": [kept["token"]], "extendMs": 30_000})
+        assert answer.json()["extended"] == 1, answer.text
+        back: list[dict[str, Any]] = []
+
+        async def expired() -> bool:
+            back.extend(await _poll_tagged(gw.http, base, tag))
+            return bool(back)
+
+        await wait_until(expired, 60.0, "the expired message to come back")
+        assert [(m["value"], m["deliveryAttempt"]) for m in back] == [(dropped["value"], 2)]
+        tokens = [kept["token"], back[0]["token"]]
+        answer = await gw.http.post(f"{base}/commits", json={"tokens": tokens})
+        assert answer.json()["committed"] == 2, answer.text  # the extended one held: still pending
+        quiet_until = time.monotonic() + 5
+        while time.monotonic() < quiet_until:
+            assert await _poll_tagged(gw.http, base, tag, 1000) == []
+
+
+async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    source, retry = require_topic(SOURCE), require_topic(RETRY)
+    tag = run_tag("crash")
+    group = group_name("crash")
+    published = asyncio.Event()
+    original = ConsumerInstance._republish
+
+    async def publish_then_hang(
+        self: ConsumerInstance, delivered: DeliveredMessage, delay: float, why: str
+    ) -> bool:
+        await original(self, delivered, delay, why)
+        published.set()
+        await (
+            asyncio.Event().wait()
+        )  # the gateway dies here: the retry copy is stored, the batch not confirmed
+        raise AssertionError("unreachable")
+
+    spec: dict[str, Any] = {"topics": [source], "retryTopic": retry}
+    async with real_gateway(consumers=CONSUMERS) as gw:
+        await _publish(gw.http, source, [f"{tag}-0"])
+        base = await _create(gw.http, group, **spec)
+        got: list[dict[str, Any]] = []
+
+        async def one() -> bool:
+            got.extend(await _poll_tagged(gw.http, base, tag))
+            return bool(got)
+
+        await wait_until(one, 120.0, "the message")
+        monkeypatch.setattr(ConsumerInstance, "_republish", publish_then_hang)
+        instance_id = base.rsplit("/", 1)[1]
+        nack = asyncio.create_task(gw.runtime.consumer_service().nack(group, instance_id, [got[0]["token"]]))
+        await asyncio.wait_for(published.wait(), 30)
+        nack.cancel()
+        monkeypatch.setattr(ConsumerInstance, "_republish", original)
+    # the gateway is gone; a new one in the same group gets the message again (maybe twice), never not at all
+    async with real_gateway(consumers=CONSUMERS) as gw:
+        base = await _create(gw.http, group, **spec)
+        again: list[dict[str, Any]] = []
+
+        async def both_copies() -> bool:
+            for m in await _poll_tagged(gw.http, base, tag):
+                again.append(m)
+                await gw.http.post(f"{base}/commits", json={"tokens": [m["token"]]})
+            return len(again) >= 2
+
+        await wait_until(both_copies, 120.0, "the original and its retry copy")
+        assert sorted((m["value"], m["deliveryAttempt"]) for m in again) == [(f"{tag}-0", 1), (f"{tag}-0", 2)]
