@@ -70,7 +70,7 @@ namespace="{{ .Release.Namespace }}",job="{{ include "tubemq-gateway.fullname" .
 {{- if .Values.auth.apiKeys.existingSecret }}
 {{- .Values.auth.apiKeys.existingSecret }}
 {{- else if .Values.auth.adminKey.enabled }}
-{{- include "tubemq-gateway.generatedSecretName" . }}
+{{- .Values.auth.adminKey.existingSecret | default (include "tubemq-gateway.generatedSecretName" .) }}
 {{- end }}
 {{- end }}
 
@@ -188,4 +188,28 @@ without a limit), rounded up; 0 when neither is set (the gateway then counts the
 {{- else -}}
 {{- max 1 (ceil (float64 $cpu) | int) -}}
 {{- end -}}
+{{- end }}
+
+{{/* "true" when the chart generates the admin API key: auth.adminKey.enabled, and no Secret of yours holds
+the keys (auth.adminKey.existingSecret, auth.apiKeys.existingSecret); else empty. */}}
+{{- define "tubemq-gateway.generatesAdminKey" -}}
+{{- if and .Values.auth.adminKey.enabled (not .Values.auth.adminKey.existingSecret) (not .Values.auth.apiKeys.existingSecret) }}true{{ end }}
+{{- end }}
+
+{{/* The Secret holding the admin API key's clear text (key admin-api-key), or nothing when there is none. */}}
+{{- define "tubemq-gateway.adminKeySecret" -}}
+{{- if and .Values.auth.adminKey.enabled (not .Values.auth.apiKeys.existingSecret) }}
+{{- .Values.auth.adminKey.existingSecret | default (include "tubemq-gateway.generatedSecretName" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The consumer id secret's Secret and key: forwarding.idSecret's, else the generated one. */}}
+{{- define "tubemq-gateway.idSecretRef" -}}
+{{- with .Values.forwarding.idSecret.existingSecret }}
+name: {{ . }}
+key: {{ $.Values.forwarding.idSecret.key | default "consumer-id-secret" }}
+{{- else }}
+name: {{ include "tubemq-gateway.generatedSecretName" . }}
+key: consumer-id-secret
+{{- end }}
 {{- end }}
