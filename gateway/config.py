@@ -170,6 +170,12 @@ class ConsumerSettings(BaseModel):
         description="hosts other replicas may be reached at, to forward a consumer's requests: IP "
         "addresses, CIDR networks, host names or *.suffix patterns; empty: forwarding off",
     )
+
+    @property
+    def lone_replica(self) -> bool:
+        """No other replica exists to reach this one: one replica, no advertised URL, no forwarding."""
+        return self.advertised_url is None and self.replicas == 1 and not self.forward_allow
+
     forward_ports: list[int] = Field(
         default_factory=list,
         description="ports besides the advertised URL's port that forwarding may connect to",

@@ -65,6 +65,19 @@ def consumer_id_secret(settings: Settings) -> bytes:
     return secrets.token_bytes(32)
 
 
+def check_advertised_url(settings: Settings) -> None:
+    """Several replicas need ``consumers.advertised_url``: the ids of a replica's instances name it and the
+    other replicas forward there (an address derived from the listen address may be one they cannot
+    reach). Raises ConfigurationError."""
+    c = settings.consumers
+    if c.replicas > 1 and not c.advertised_url:
+        raise ConfigurationError(
+            f"consumers.replicas is {c.replicas} but consumers.advertised_url is not set: set the URL the "
+            "other replicas reach this one at, e.g. TUBEMQ_GATEWAY_CONSUMERS__ADVERTISED_URL="
+            "http://$(POD_IP):8080 (the Helm chart sets it)"
+        )
+
+
 def peer_policy(settings: Settings) -> PeerPolicy:
     """The replicas this one may forward consumer requests to (``consumers.forward_*``)."""
     c = settings.consumers
@@ -104,6 +117,7 @@ class Runtime:
             tracing.configure(exporter=t.exporter, service_name=t.service_name, sample_ratio=t.sample_ratio)
             self._tracing = True
         id_secret = consumer_id_secret(s)
+        check_advertised_url(s)
         peers = peer_policy(s)
         if peers.enabled:
             log.info("forwarding consumer requests to replicas at", extra={"peers": peers.describe()})

@@ -181,6 +181,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from gateway.observability.logging import configure_logging
     from gateway.tls import TlsConfigError, check_tls
     from gateway.workers.cpus import allowed_cpus
+    from gateway.workers.ports import PortInUse, check_free
 
     settings = settings_from_args(args)
     try:
@@ -197,6 +198,11 @@ def run_serve(args: argparse.Namespace) -> int:
         except TracingUnavailable as exc:
             print(f"tubemq-gateway: cannot start: {exc}", file=sys.stderr)
             return 2
+    try:
+        check_free(_served_ports(settings))
+    except PortInUse as exc:
+        print(f"tubemq-gateway: cannot start: {exc}", file=sys.stderr)
+        return 1
     configure_logging(settings.log_level, settings.log_format)
     workers = settings.workers or allowed_cpus()
     if workers > 1:
@@ -204,6 +210,16 @@ def run_serve(args: argparse.Namespace) -> int:
 
         return supervise(settings, workers)
     return serve_process(settings)
+
+
+def _served_ports(settings: Settings) -> list[tuple[str, str, int]]:
+    """The (name, host, port) of each listener the settings configure."""
+    ports = [("HTTP", settings.http_host, settings.http_port)]
+    if settings.grpc.enabled:
+        ports.append(("gRPC", settings.grpc.host or settings.http_host, settings.grpc.port))
+    if settings.admin.port is not None:
+        ports.append(("admin", settings.admin.host or settings.http_host, settings.admin.port))
+    return ports
 
 
 def event_loop_name() -> str:
@@ -274,17 +290,9 @@ def serve_process(settings: Settings, worker: WorkerContext | None = None) -> in
 def reuse_port_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` with ``SO_REUSEPORT``, not listening yet (the server listens once
     it is ready, so that the kernel hands it no connection before). Raises OSError."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only then
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host.strip("[]"), port))
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    from gateway.workers.ports import bound_socket
+
+    return bound_socket(host, port, reuse_addr=True, reuse_port=True)
 
 
 def private_socket(path: str) -> socket.socket:

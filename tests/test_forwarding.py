@@ -70,6 +70,33 @@ async def test_either_replica_serves_the_consumer(pair: tuple[Gateway, Gateway])
         assert gone.status_code == 410 and gone.json()["error"]["code"] == "gone"
 
 
+async def test_a_header_that_cannot_cross_the_hop_is_refused_on_either_replica(
+    pair: tuple[Gateway, Gateway],
+) -> None:
+    """A non-ASCII Last-Event-ID (or another passed header) gets the same 400 naming the header from the
+    owner and from the replica that would forward it (issue #23 row 3)."""
+    owner, other = pair
+    async with httpx.AsyncClient(base_url=owner.url) as a, httpx.AsyncClient(base_url=other.url) as b:
+        created = await b.post("/v1/consumers/h-g", json={"topics": ["solo"]})
+        path = f"/v1/consumers/h-g/instances/{created.json()['instanceId']}"
+        answers = []
+        for client in (a, b):
+            for name, value in (("Last-Event-ID", "caf\u00e9".encode()), ("X-Request-ID", b"r\xe9q")):
+                got = await client.get(f"{path}/stream", headers={name: value})
+                answers.append(got)
+                assert got.status_code == 400, got.text
+                assert got.json()["error"]["field"] == name
+                assert name in got.json()["error"]["message"]
+            got = await client.get(
+                f"{path}/messages", headers={"X-TubeMQ-Anything": "\u00ff".encode("latin-1")}
+            )
+            assert got.status_code == 400 and got.json()["error"]["field"] == "x-tubemq-anything"
+        assert answers[0].json()["error"]["message"] == answers[2].json()["error"]["message"]
+        # an ASCII value still crosses: the owner answers the poll
+        ok = await a.get(f"{path}/messages", params={"timeout_ms": 0}, headers={"X-Request-ID": "r-1"})
+        assert ok.status_code == 200, ok.text
+
+
 async def test_a_stopped_owner_yields_410(pair: tuple[Gateway, Gateway]) -> None:
     owner, other = pair
     async with httpx.AsyncClient(base_url=owner.url) as a, httpx.AsyncClient(base_url=other.url) as b:

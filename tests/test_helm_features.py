@@ -208,7 +208,8 @@ def test_network_policy_is_opt_in_and_allows_what_the_gateway_needs() -> None:
     dns, peers, tubemq = _rules(policy, "egress")
     assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
     assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
-    assert _ports(peers) == {8080} and peers["to"] == [{"podSelector": {"matchLabels": SELECTOR}}]
+    # forwarded REST requests and relayed gRPC calls to the pod holding the instance
+    assert _ports(peers) == {8080, 9090} and peers["to"] == [{"podSelector": {"matchLabels": SELECTOR}}]
     assert _ports(tubemq) == {8715, 8716, 8123, 8124} and "to" not in tubemq
     validate_manifests(manifests)
     any_resolver = render({"networkPolicy": {"enabled": True, "dns": {"to": []}}})

@@ -101,7 +101,22 @@ def test_worker_round_trip(group: str, url: str, worker: int) -> None:
     assert decode_instance_id(group, new_instance_id(group, url, b"k"), b"k").worker is None
 
 
-@pytest.mark.parametrize("suffix", ["#", "#01", "#-1", "#1.0", "#10000", "#\u0661", "#1#2", "#x"])
+@settings(max_examples=40)
+@given(groups, urls, st.none() | st.integers(0, 9999), st.integers(1, 65535))
+def test_grpc_port_round_trip(group: str, url: str, worker: int | None, port: int) -> None:
+    """The owner's gRPC port travels in the id (where other replicas relay its gRPC calls)."""
+    ref = decode_instance_id(group, new_instance_id(group, url, b"k", worker, port), b"k")
+    assert (ref.owner_url, ref.worker, ref.grpc_port) == (url, worker, port)
+    assert decode_instance_id(group, new_instance_id(group, url, b"k", worker), b"k").grpc_port is None
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        *("#", "#01", "#-1", "#1.0", "#10000", "#\u0661", "#1#2", "#x"),
+        *("#;", "#;0", "#;65536", "#;090", "#1;x", "#1;9090;1", "#;123456", "#01;9090"),
+    ],
+)
 def test_malformed_worker_parts_are_rejected(suffix: str) -> None:
     """A signed owner text whose worker part is not a canonical index (what a buggy or hostile signer
     could produce) is refused, never guessed."""

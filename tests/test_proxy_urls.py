@@ -151,7 +151,8 @@ async def test_consumer_urls_from_an_untrusted_peer(env: Env) -> None:
         instance = created.json()["instanceId"]
         expected = f"{gw.url}/v1/consumers/p-u/instances/{instance}"
         assert created.json()["baseUrl"] == expected and created.headers["location"] == expected
-        forged = {"forwarded": "host=evil.example;proto=https", "host": "evil.example"}
+        # (Host is the client's own: a lone replica answers it, tests/test_base_url.py)
+        forged = {"forwarded": "host=evil.example;proto=https", "x-forwarded-host": "evil.example"}
         described = await client.get(f"/v1/consumers/p-u/instances/{instance}", headers=forged)
         assert described.json()["baseUrl"] == expected
 

@@ -118,6 +118,24 @@ async def test_consumer_instances_work_through_every_worker(gw: WorkerGateway) -
                 assert gone.status_code == 410 and gone.json()["error"]["code"] == "gone"
 
 
+async def test_a_header_that_cannot_cross_to_the_owning_worker_is_refused(gw: WorkerGateway) -> None:
+    """A non-ASCII Last-Event-ID: the same 400 naming the header on the owning and on another worker (it
+    was a 500 where the hop's client refused the value; issue #23 row 3)."""
+    async with gw.pinned(0) as own, gw.pinned(1) as other:
+        created = await own.post("/v1/consumers/hdr", json={"topics": ["xs"]})
+        assert created.status_code == 201, created.text
+        path = f"/v1/consumers/hdr/instances/{created.json()['instanceId']}"
+        answers = [
+            await client.get(f"{path}/stream", headers={"Last-Event-ID": "\u00e9t\u00e9".encode()})
+            for client in (own, other)
+        ]
+        for answer in answers:
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["error"]["field"] == "Last-Event-ID"
+        assert answers[0].json()["error"]["message"] == answers[1].json()["error"]["message"]
+        assert (await other.delete(path)).status_code == 204
+
+
 async def test_requests_on_the_shared_port_cross_workers(gw: WorkerGateway) -> None:
     async def poll_counts() -> dict[str, float]:
         """Poll requests each worker received so far (any status)."""
@@ -334,7 +352,7 @@ def test_a_port_in_use_stops_the_supervisor(tmp_path: Path) -> None:
             check=False,
         )
     assert done.returncode == 1
-    assert b"cannot bind the gateway's ports" in done.stderr
+    assert f"the HTTP port {port} (127.0.0.1) is already in use".encode() in done.stderr
 
 
 def test_mtls_principal_crosses_workers(tmp_path: Path) -> None:

@@ -152,8 +152,8 @@ def owner_worker(instance_id: str) -> int | None:
     """The worker an instance id names (read from the id's owner part; the tag is not checked here)."""
     owner = instance_id.split(".")[0]
     text = base64.urlsafe_b64decode(owner + "=" * (-len(owner) % 4)).decode()
-    _, hashed, worker = text.partition("#")
-    return int(worker) if hashed else None
+    worker = text.partition("#")[2].partition(";")[0]
+    return int(worker) if worker else None
 
 
 def samples(exposition: str, name: str) -> list[tuple[dict[str, str], float]]:

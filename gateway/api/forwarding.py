@@ -53,7 +53,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from gateway.api.proxy import forwarded_headers
 from gateway.service.consumers import Owner
-from gateway.service.errors import Gone, Unavailable, UpstreamError
+from gateway.service.errors import Gone, InvalidInput, Unavailable, UpstreamError
 from gateway.service.peers import PeerPolicy
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "PASSED_REQUEST_HEADERS",
     "WORKER_HOP_HEADER",
     "Forwarder",
+    "check_passable",
 ]
 
 FORWARDED_HEADER = "x-tubemq-forwarded-by"
@@ -90,10 +91,32 @@ PASSED_ANSWER_HEADERS = frozenset(
     }
 )
 _OWN_PREFIX = "x-tubemq-"
+#: how the API's documentation spells the passed headers (for error messages)
+_SPELLED = {"last-event-id": "Last-Event-ID", "x-api-key": "X-API-Key", "x-request-id": "X-Request-ID"}
 #: answer media types the API produces; an answer with a body of another type did not come from a gateway
 _API_MEDIA_TYPES = ("application/json", "text/event-stream")
 _UNREACHABLE = (httpx.ConnectError, httpx.ConnectTimeout)
 _BROKEN = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+
+
+def _passed(name: str) -> bool:
+    return (name in PASSED_REQUEST_HEADERS or name.startswith(_OWN_PREFIX)) and name != CLIENT_CERT_HEADER
+
+
+def check_passable(request: Request) -> None:
+    """Refuse (InvalidInput, 400, naming the header) a request whose headers could not cross a hop to a
+    sibling worker or another replica: a value passed on that is not visible ASCII text (a header value
+    outside it, such as a UTF-8 ``Last-Event-ID``, cannot be sent again). Called before the owner is looked
+    up, so that the answer is the same wherever the instance lives."""
+    for key, value in request.headers.items():
+        name = key.lower()
+        if _passed(name) and not all(" " <= ch <= "~" or ch == "\t" for ch in value):
+            spelled = _SPELLED.get(name, name)
+            raise InvalidInput(
+                f"header {spelled} must be printable ASCII text; no value the API gives has other "
+                "characters (send it back exactly as it was received)",
+                field=spelled,
+            )
 
 
 class Forwarder:
@@ -198,12 +221,8 @@ class Forwarder:
     async def _build(
         self, request: Request, owner: Owner, limits: httpx.Timeout
     ) -> tuple[httpx.AsyncClient, httpx.Request]:
-        headers = {
-            k: v
-            for k, v in request.headers.items()
-            if ((name := k.lower()) in PASSED_REQUEST_HEADERS or name.startswith(_OWN_PREFIX))
-            and name != CLIENT_CERT_HEADER
-        }
+        check_passable(request)
+        headers = {k: v for k, v in request.headers.items() if _passed(k.lower())}
         if owner.worker is None:
             if not self.peers.allows(owner.url):  # the service checked already; this is the last line
                 raise Gone(
@@ -215,6 +234,9 @@ class Forwarder:
         else:
             client, base = self._sibling(owner.worker), f"http://worker-{owner.worker}"
             headers[WORKER_HOP_HEADER] = str(self.worker)
+            # the Host the client sent, for the URLs in the sibling's answer (a lone replica's baseUrl)
+            if "host" in request.headers:
+                headers["host"] = request.headers["host"]
             subject = _client_cert_name(request.scope)
             if subject is not None:
                 headers[CLIENT_CERT_HEADER] = base64.urlsafe_b64encode(subject.encode()).decode("ascii")

@@ -26,7 +26,14 @@ from typing import Final
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware as UvicornProxyHeaders
 
-__all__ = ["TRUSTED_PEER", "ProxyHeadersMiddleware", "TrustedProxies", "forwarded_headers", "public_base_url"]
+__all__ = [
+    "TRUSTED_PEER",
+    "ProxyHeadersMiddleware",
+    "TrustedProxies",
+    "forwarded_headers",
+    "public_base_url",
+    "request_base_url",
+]
 
 #: scope key set (True) on a request whose peer is a trusted proxy
 TRUSTED_PEER: Final = "gateway.trusted_proxy"
@@ -175,6 +182,20 @@ def public_base_url(scope: Scope) -> str | None:
     if prefix and not _PREFIX.match(prefix.rstrip("/") or "/"):
         prefix = ""
     return f"{scheme}://{host}{prefix.rstrip('/')}"
+
+
+def request_base_url(scope: Scope) -> str | None:
+    """``scheme://host[:port][/root]`` of this request as its client sent it (the connection's scheme, the
+    ``Host`` header): the URL a client reached this replica at, whatever the replica's own address (behind
+    ``docker run -p`` or a port-forward); None without a usable ``Host``."""
+    host = _host(_header_values(scope).get(b"host", [None])[0])
+    if host is None:
+        return None
+    scheme = _scheme(scope.get("scheme"))
+    root = scope.get("root_path") or ""
+    if root and not _PREFIX.match(root.rstrip("/") or "/"):
+        root = ""
+    return f"{scheme}://{host}{root.rstrip('/')}"
 
 
 def forwarded_headers(scope: Scope) -> dict[str, str]:

@@ -32,9 +32,9 @@ from gateway.api.consumer_schemas import (
 )
 from gateway.api.deps import bind_caller_address
 from gateway.api.errors import RATE_LIMITED_DOC
-from gateway.api.forwarding import Forwarder
+from gateway.api.forwarding import Forwarder, check_passable
 from gateway.api.media_types import require_json_body
-from gateway.api.proxy import public_base_url
+from gateway.api.proxy import public_base_url, request_base_url
 from gateway.api.schemas import ErrorResponse
 from gateway.api.sse import EventStreamResponse
 from gateway.runtime import Runtime
@@ -135,13 +135,26 @@ def _owner(
     service: ConsumerService, forwarder: Forwarder, request: Request, group: str, instance_id: str
 ) -> Owner | None:
     """The owner to forward to, or None to serve here. A request forwarded by another replica is served here
-    or takes one hop to a sibling worker; one that came from a sibling is served here. Else: 410."""
+    or takes one hop to a sibling worker; one that came from a sibling is served here. Else: 410. Headers
+    that could not be passed on are refused (400) first, wherever the instance lives."""
+    check_passable(request)
     owner = service.locate(group, instance_id)
     if owner is not None and (
         forwarder.was_hopped(request) or (not owner.sibling and forwarder.was_forwarded(request))
     ):
         service.instance(group, instance_id)  # raises Gone
     return owner
+
+
+def _public_base(request: Request) -> str | None:
+    """The base URL of the URLs in an answer (``baseUrl``, ``Location``): the one a trusted proxy names; else,
+    for a lone replica with no advertised URL configured, the request's own (the URL the client reached it
+    at: the replica's derived address may be one a client behind ``docker run -p`` or a port-forward cannot
+    reach); else None: the owner's advertised URL."""
+    public = public_base_url(request.scope)
+    if public is None and _runtime(request).settings.consumers.lone_replica:
+        public = request_base_url(request.scope)
+    return public
 
 
 # --- routes -----------------------------------------------------------------------------------------
@@ -188,7 +201,7 @@ async def create_consumer(
     )
     bind_caller_address(request)
     info = await service.create(group, spec)
-    base_url = service.base_url(group, info.instance_id, public_base_url(request.scope))
+    base_url = service.base_url(group, info.instance_id, _public_base(request))
     return JSONResponse(
         {"instanceId": info.instance_id, "baseUrl": base_url, "group": group, "autoCommit": info.auto_commit},
         status_code=201,
@@ -409,7 +422,7 @@ async def describe_consumer(
     return _json(
         {
             "instanceId": instance_id,
-            "baseUrl": service.base_url(group, instance_id, public_base_url(request.scope)),
+            "baseUrl": service.base_url(group, instance_id, _public_base(request)),
             "group": group,
             "autoCommit": state.info.auto_commit,
             "partitions": [

@@ -2,9 +2,9 @@
 
 A mixin of :class:`~gateway.grpc.servicer.GatewayServicer`, over the runtime's
 :class:`~gateway.service.consumers.ConsumerService` with the REST semantics. Differences that come from
-gRPC itself: a consumer instance is served only by the gateway that holds it (REST forwards between
-replicas; gRPC answers FAILED_PRECONDITION naming the owner; between the worker processes of one gateway,
-:mod:`gateway.grpc.siblings` relays the call to the owning worker), Commit names ``all_delivered`` explicitly
+gRPC itself: a call for an instance another replica owns is relayed to that replica's gRPC server
+(:mod:`gateway.grpc.replicas`, with the rules of REST forwarding), one for a sibling worker's instance to
+that worker (:mod:`gateway.grpc.siblings`), Commit names ``all_delivered`` explicitly
 instead of an absent token list, and Subscribe is a server stream resumed with ``resume_token`` where
 REST has Server-Sent Events resumed with ``Last-Event-ID``.
 """
@@ -20,6 +20,7 @@ from gateway.grpc.convert import peer_host
 from gateway.grpc.errors import StreamSuperseded
 from gateway.grpc.interceptors import client_subject
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings, Relay
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
@@ -45,23 +46,31 @@ class ConsumerRpcs:
     _step: float
     _stopping: bool
     _siblings: GrpcSiblings | None
+    _replicas: GrpcReplicas | None
 
     def _consumers(self) -> ConsumerService:
         return self._runtime.consumer_service()
 
     def _sibling_of(self, group: str, instance_id: str, context: grpc.aio.ServicerContext) -> Relay | None:
-        """The sibling worker owning the instance, when the call must be relayed there (never twice), with
-        the caller's verified certificate subject; None to serve it here."""
-        siblings = self._siblings
-        if siblings is None:
-            return None
+        """Where the call must be relayed: the sibling worker owning the instance (with the caller's
+        verified certificate subject) or the replica owning it; None to serve it here (which answers an
+        instance that lives elsewhere FAILED_PRECONDITION). A call a sibling relayed is never relayed again;
+        one another replica relayed may still take one hop to a sibling."""
         metadata = dict(context.invocation_metadata() or ())
-        if siblings.hopped(metadata):
+        if GrpcSiblings.hopped(metadata):
             return None
         owner = self._consumers().locate(group, instance_id)
-        if owner is None or owner.worker is None:
+        if owner is None:
             return None
-        return siblings.relay(owner.worker, context, client_subject(context, metadata))
+        if owner.worker is not None:
+            siblings = self._siblings
+            if siblings is None:
+                return None
+            return siblings.relay(owner.worker, context, client_subject(context, metadata))
+        replicas = self._replicas
+        if replicas is None or replicas.relayed(metadata):
+            return None
+        return replicas.relay(owner, context)
 
     async def CreateConsumer(
         self, request: pb.CreateConsumerRequest, context: grpc.aio.ServicerContext

@@ -21,6 +21,7 @@ from gateway.grpc.health import HEALTH_SERVICE_NAME, ReadinessHealth
 from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.reflection import enable_reflection
+from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer
 from gateway.grpc.siblings import GrpcSiblings
 from gateway.grpc.tracing import TracingInterceptor
@@ -71,8 +72,14 @@ class GrpcServer:
         worker = runtime.worker
         # serve --workers N: consumer calls for a sibling worker's instance are relayed to it
         self.siblings = GrpcSiblings(worker, SERVICE_NAME) if worker is not None else None
+        # consumer calls for another replica's instance are relayed to it
+        self.replicas = GrpcReplicas.from_settings(runtime.settings, SERVICE_NAME)
         self.servicer = GatewayServicer(
-            runtime, stream_window=stream_window, subscribe_step=subscribe_step, siblings=self.siblings
+            runtime,
+            stream_window=stream_window,
+            subscribe_step=subscribe_step,
+            siblings=self.siblings,
+            replicas=self.replicas,
         )
         self.health = ReadinessHealth(
             lambda: runtime.readiness()[0], [SERVICE_NAME], watch_interval=health_interval
@@ -144,6 +151,11 @@ class GrpcServer:
             raise OSError(f"cannot bind the gRPC address {address}: {exc}") from exc
         await server.start()
         self._server, self._port = server, port
+        # the ids of this replica's consumer instances name the port, where other replicas relay to
+        if self.runtime.consumers is not None:
+            self.runtime.consumers.grpc_port = port
+        if self.replicas is not None:
+            self.replicas.allow_port(port)
         log.info(
             "gRPC server listening", extra={"address": self.address, "tls": self.credentials is not None}
         )
@@ -159,6 +171,8 @@ class GrpcServer:
         await server.stop(self.grace if grace is None else grace)
         if self.siblings is not None:
             await self.siblings.close()
+        if self.replicas is not None:
+            await self.replicas.close()
         log.info("gRPC server stopped")
 
 

@@ -16,6 +16,7 @@ from gateway.grpc import convert
 from gateway.grpc.consuming import ConsumerRpcs
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.publish_stream import publish_stream
+from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings
 from gateway.runtime import Runtime
 from gateway.service.publish import PublishService
@@ -31,7 +32,7 @@ class GatewayServicer(ConsumerRpcs):
     ``stream_window`` bounds the messages in flight (read, not yet acknowledged) per PublishStream;
     ``subscribe_step`` (seconds) is the longest a Subscribe waits for messages before it looks again at
     whether it was superseded or the server is stopping. ``siblings`` (``serve --workers N``) relays consumer
-    calls for a sibling worker's instance to it.
+    calls for a sibling worker's instance to it, ``replicas`` those for another replica's instance.
     """
 
     def __init__(
@@ -41,6 +42,7 @@ class GatewayServicer(ConsumerRpcs):
         stream_window: int = 1000,
         subscribe_step: float = 1.0,
         siblings: GrpcSiblings | None = None,
+        replicas: GrpcReplicas | None = None,
     ) -> None:
         if stream_window < 1:
             raise ValueError("stream_window must be >= 1")
@@ -51,6 +53,7 @@ class GatewayServicer(ConsumerRpcs):
         self._step = subscribe_step
         self._stopping = False
         self._siblings = siblings
+        self._replicas = replicas
 
     def __repr__(self) -> str:
         state = " stopping" if self._stopping else ""

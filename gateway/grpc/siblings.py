@@ -23,9 +23,18 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from gateway.grpc.errors import DETAILS_TRAILER
+from gateway.service.errors import Gone
 from gateway.workers.context import WorkerContext
 
-__all__ = ["CLIENT_CERT_KEY", "HOP_KEY", "GrpcSiblings", "Relay", "forwarded_subject"]
+__all__ = [
+    "CLIENT_CERT_KEY",
+    "HOP_KEY",
+    "GrpcSiblings",
+    "Relay",
+    "forwarded_subject",
+    "passed_metadata",
+]
 
 HOP_KEY = "x-tubemq-worker-hop"
 CLIENT_CERT_KEY = "x-tubemq-client-cert"
@@ -70,7 +79,7 @@ class GrpcSiblings:
 
     def relay(self, worker: int, context: grpc.aio.ServicerContext, subject: str | None) -> Relay:
         """The relay of the call in ``context`` to sibling ``worker`` (with the caller's verified subject)."""
-        return Relay(self, worker, context, subject)
+        return Relay(self._channel(worker), self.service, context, self._metadata(context, subject))
 
     def _channel(self, worker: int) -> grpc.aio.Channel:
         if worker == self.worker.index or not 0 <= worker < self.worker.count:
@@ -84,63 +93,73 @@ class GrpcSiblings:
     def _metadata(
         self, context: grpc.aio.ServicerContext, subject: str | None
     ) -> tuple[tuple[str, str], ...]:
-        passed = [
-            (key, value)
-            for key, value in context.invocation_metadata() or ()
-            if key in _PASSED and isinstance(value, str)
-        ]
+        passed = list(passed_metadata(context))
         passed.append((HOP_KEY, str(self.worker.index)))
         if subject is not None:
             passed.append((CLIENT_CERT_KEY, base64.urlsafe_b64encode(subject.encode()).decode("ascii")))
         return tuple(passed)
 
 
+def passed_metadata(context: grpc.aio.ServicerContext) -> tuple[tuple[str, str], ...]:
+    """The caller's metadata a relayed call carries: its credentials and request id."""
+    return tuple(
+        (key, value)
+        for key, value in context.invocation_metadata() or ()
+        if key in _PASSED and isinstance(value, str)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Relay:
-    """One call (``context``) relayed to sibling ``worker``."""
+    """One call (``context``) relayed over ``channel`` to the ``service`` of its owner, with ``metadata``.
+    ``unreachable``: the Gone message when the owner cannot be reached (another replica: the instance is
+    lost with it); None to pass the owner's UNAVAILABLE on as it is."""
 
-    siblings: GrpcSiblings
-    worker: int
+    channel: grpc.aio.Channel
+    service: str
     context: grpc.aio.ServicerContext
-    subject: str | None
+    metadata: tuple[tuple[str, str], ...]
+    unreachable: str | None = None
 
     def _path(self, method: str) -> str:
-        return f"/{self.siblings.service}/{method}"
+        return f"/{self.service}/{method}"
 
     def _options(self) -> dict[str, Any]:
-        metadata = self.siblings._metadata(self.context, self.subject)
-        return {"metadata": metadata, "timeout": self.context.time_remaining()}
+        return {"metadata": self.metadata, "timeout": self.context.time_remaining()}
 
     async def unary(self, method: str, request: Message, response_type: type[_R]) -> _R:
-        """Relay a unary call; the sibling's status (and trailers) become this call's on failure."""
-        call: Callable[..., Any] = self.siblings._channel(self.worker).unary_unary(
+        """Relay a unary call; the owner's status (and trailers) become this call's on failure."""
+        call: Callable[..., Any] = self.channel.unary_unary(
             self._path(method), request_serializer=_serialize, response_deserializer=response_type.FromString
         )
         try:
             answer: _R = await call(request, **self._options())
         except grpc.aio.AioRpcError as err:
-            await _abort_as(self.context, err)
+            await self._abort_as(err)
         return answer
 
     async def stream(self, method: str, request: Message, response_type: type[_R]) -> AsyncIterator[_R]:
         """Relay a server-streaming call, message by message; cancelled with this call."""
-        call = self.siblings._channel(self.worker).unary_stream(
+        call = self.channel.unary_stream(
             self._path(method), request_serializer=_serialize, response_deserializer=response_type.FromString
         )(request, **self._options())
         try:
             async for message in call:
                 yield message
         except grpc.aio.AioRpcError as err:
-            await _abort_as(self.context, err)
+            await self._abort_as(err)
         finally:
             call.cancel()
+
+    async def _abort_as(self, err: grpc.aio.AioRpcError) -> None:
+        """End this call with the owner's status, message and trailers (raises grpc's AbortError); Gone
+        when the owner could not be reached (an UNAVAILABLE no gateway answered: no status details)."""
+        trailers = tuple((key, value) for key, value in err.trailing_metadata() or ())
+        answered = any(key == DETAILS_TRAILER for key, _ in trailers)
+        if self.unreachable is not None and err.code() == grpc.StatusCode.UNAVAILABLE and not answered:
+            raise Gone(f"{self.unreachable} ({err.details() or 'unreachable'})")
+        await self.context.abort(err.code(), err.details() or "", trailers)
 
 
 def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
-
-
-async def _abort_as(context: grpc.aio.ServicerContext, err: grpc.aio.AioRpcError) -> None:
-    """End this call with the sibling's status, message and trailers (raises grpc's AbortError)."""
-    trailers = tuple((key, value) for key, value in err.trailing_metadata() or ())
-    await context.abort(err.code(), err.details() or "", trailers)

@@ -126,11 +126,13 @@ class PollLimits:
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """Where another instance lives: another replica at ``url`` (``worker`` None), or this replica's sibling
-    worker process ``worker`` (``url`` is then this replica's own advertised URL)."""
+    """Where another instance lives: another replica at ``url`` (``worker`` None; its gRPC port
+    ``grpc_port`` when it serves gRPC), or this replica's sibling worker process ``worker`` (``url`` is then
+    this replica's own advertised URL)."""
 
     url: str
     worker: int | None = None
+    grpc_port: int | None = None
 
     @property
     def sibling(self) -> bool:
@@ -237,6 +239,9 @@ class ConsumerService:
         self._quotas = quotas
         self.worker = worker
         self.workers = workers
+        #: this replica's gRPC port, named in the ids of its instances (set once the gRPC server is bound;
+        #: None: gRPC calls for them cannot be relayed here from another replica)
+        self.grpc_port: int | None = None
         self._registry = _Registry()
         self._reaper: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
@@ -318,7 +323,7 @@ class ConsumerService:
                 f"a new instance with POST /v1/consumers/{group}",
                 resource_name=instance_id,
             )
-        return Owner(ref.owner_url)
+        return Owner(ref.owner_url, grpc_port=ref.grpc_port)
 
     def base_url(self, group: str, instance_id: str, public_base: str | None = None) -> str:
         """The instance's URL: under ``public_base`` (the URL clients reach the gateway at, through a
@@ -427,7 +432,7 @@ class ConsumerService:
             text = str(exc)
             field = "group" if "group" in text else "filters" if "filter item" in text else "topics"
             raise InvalidInput(text, field=field) from None
-        instance_id = new_instance_id(group, self.advertised_url, self._secret, self.worker)
+        instance_id = new_instance_id(group, self.advertised_url, self._secret, self.worker, self.grpc_port)
         instance = ConsumerInstance(
             instance_id,
             group,

@@ -6,7 +6,9 @@ padding, where
 
 * ``owner`` is the owning replica's advertised base URL (``http://10.0.0.7:8080``); when the replica runs
   several worker processes (``serve --workers N``), followed by ``#`` and the owning worker's index
-  (``http://10.0.0.7:8080#2``: a fragment, never part of a URL that is connected to),
+  (``http://10.0.0.7:8080#2``: a fragment, never part of a URL that is connected to), and, when the replica
+  serves gRPC, ``;`` and its gRPC port (``http://10.0.0.7:8080#2;9090``, ``http://10.0.0.7:8080#;9090``
+  without workers), where another replica relays the instance's gRPC calls,
 * ``nonce`` is 16 random bytes, and
 * ``tag`` is the first 12 bytes of ``HMAC-SHA256(secret, group "\\n" owner "." nonce)``.
 
@@ -56,11 +58,12 @@ MAX_WORKER = 9999
 @dataclass(frozen=True, slots=True)
 class InstanceRef:
     """A decoded instance id: the id text itself, the owner replica's base URL and, when the replica runs
-    several worker processes, the owning worker's index."""
+    several worker processes, the owning worker's index; the owner's gRPC port when it serves gRPC."""
 
     instance_id: str
     owner_url: str
     worker: int | None = None
+    grpc_port: int | None = None
 
 
 def normalize_base_url(url: str) -> str:
@@ -87,12 +90,20 @@ def normalize_base_url(url: str) -> str:
     return text
 
 
-def new_instance_id(group: str, owner_url: str, secret: bytes = b"", worker: int | None = None) -> str:
+def new_instance_id(
+    group: str, owner_url: str, secret: bytes = b"", worker: int | None = None, grpc_port: int | None = None
+) -> str:
     """A fresh id for an instance of ``group`` owned by the replica at ``owner_url`` (normalized) and, in a
-    replica of several worker processes, by its worker ``worker``."""
+    replica of several worker processes, by its worker ``worker``; ``grpc_port``: the replica's gRPC port."""
     if worker is not None and not 0 <= worker <= MAX_WORKER:
         raise ValueError(f"worker index {worker} is not in 0..{MAX_WORKER}")
-    text = owner_url if worker is None else f"{owner_url}#{worker}"
+    if grpc_port is not None and not 0 < grpc_port < 65536:
+        raise ValueError(f"gRPC port {grpc_port} is not in 1..65535")
+    text = owner_url
+    if worker is not None or grpc_port is not None:
+        text += "#" + ("" if worker is None else str(worker))
+        if grpc_port is not None:
+            text += f";{grpc_port}"
     owner = _b64(text.encode("utf-8"))
     nonce = _b64(secrets.token_bytes(NONCE_BYTES))
     return f"{owner}.{nonce}.{_tag(secret, group, owner, nonce)}"
@@ -116,22 +127,31 @@ def decode_instance_id(group: str, instance_id: str, secret: bytes = b"") -> Ins
         raise MalformedInstanceId("the instance id is not base64url text") from None
     if len(nonce_bytes) != NONCE_BYTES:
         raise MalformedInstanceId("the instance id's nonce has the wrong length")
-    owner_url, hashed, worker_text = owner_url.partition("#")
+    owner_url, hashed, fragment = owner_url.partition("#")
+    worker_text, has_port, port_text = fragment.partition(";")
     worker: int | None = None
-    if hashed:
-        canonical = worker_text == "0" or not worker_text.startswith("0")
-        if not (worker_text.isascii() and worker_text.isdigit() and canonical):
-            raise MalformedInstanceId("the instance id's worker index is not a number")
-        if len(worker_text) > len(str(MAX_WORKER)):
-            raise MalformedInstanceId("the instance id's worker index is out of range")
-        worker = int(worker_text)
+    grpc_port: int | None = None
+    if has_port:
+        grpc_port = _number(port_text, "gRPC port", 5)
+        if not 0 < grpc_port < 65536:
+            raise MalformedInstanceId("the instance id's gRPC port is out of range")
+    if worker_text or (hashed and not has_port):
+        worker = _number(worker_text, "worker index", len(str(MAX_WORKER)))
     try:
         checked = normalize_base_url(owner_url)
     except ValueError as exc:
         raise MalformedInstanceId(str(exc)) from None
     if checked != owner_url:
         raise MalformedInstanceId("the instance id's owner URL is not normalized")
-    return InstanceRef(instance_id, owner_url, worker)
+    return InstanceRef(instance_id, owner_url, worker, grpc_port)
+
+
+def _number(text: str, what: str, digits: int) -> int:
+    """A canonical decimal number of at most ``digits`` digits; raises MalformedInstanceId."""
+    canonical = text == "0" or not text.startswith("0")
+    if not (text.isascii() and text.isdigit() and canonical and len(text) <= digits):
+        raise MalformedInstanceId(f"the instance id's {what} is not a number")
+    return int(text)
 
 
 def redact(instance_id: str) -> str:

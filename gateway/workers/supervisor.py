@@ -5,6 +5,8 @@ What it does, in order:
 1. reserves the HTTP, gRPC and admin ports: it binds each with ``SO_REUSEPORT`` and never listens on it, so
    the port is held (port 0 becomes a real port every worker gets) while the kernel hands connections only to
    the workers' listening sockets of the same port (``SO_REUSEPORT`` spreads new connections over them);
+   a port another process serves already stops it first (another gateway must not join the port's group:
+   :mod:`gateway.workers.ports`);
 2. without ``masters``, starts the embedded cluster: one for the replica, which every worker uses;
 3. makes a private directory (mode 0700) for the workers' private listeners (unix sockets), and, when
    ``consumers.id_secret`` is empty, a random secret that the workers share (instance ids are checked by
@@ -50,10 +52,10 @@ from pathlib import Path
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.runtime import embedded_cluster, embedded_upstream
-from gateway.serve import reuse_port_socket
 from gateway.upstream import upstream_options
 from gateway.workers.context import WorkerContext
 from gateway.workers.restarts import GiveUp, RestartPolicy
+from gateway.workers.ports import PortInUse, reserve
 
 __all__ = ["RESTART_AFTER", "Supervisor", "per_worker_limits", "supervise"]
 
@@ -152,6 +154,9 @@ class Supervisor:
         try:
             try:
                 settings = self._reserve_ports(self.settings)
+            except PortInUse as exc:
+                print(f"tubemq-gateway: cannot start: {exc}", file=sys.stderr)
+                return 1
             except OSError as exc:
                 print(f"tubemq-gateway: cannot bind the gateway's ports: {exc}", file=sys.stderr)
                 return 1
@@ -201,13 +206,13 @@ class Supervisor:
     def _reserve_ports(self, settings: Settings) -> Settings:
         """Hold the ports (see the module docstring); the settings with the ports bound and the shared
         instance id secret."""
-        http = self._reserve(settings.http_host, settings.http_port)
+        http = self._reserve("HTTP", settings.http_host, settings.http_port)
         updates: dict[str, object] = {"http_port": http}
         if settings.grpc.enabled:
-            port = self._reserve(settings.grpc.host or settings.http_host, settings.grpc.port)
+            port = self._reserve("gRPC", settings.grpc.host or settings.http_host, settings.grpc.port)
             updates["grpc"] = settings.grpc.model_copy(update={"port": port})
         if settings.admin.port is not None:
-            port = self._reserve(settings.admin.host or settings.http_host, settings.admin.port)
+            port = self._reserve("admin", settings.admin.host or settings.http_host, settings.admin.port)
             updates["admin"] = settings.admin.model_copy(update={"port": port})
         consumers: dict[str, object] = {"max_instances": _share(settings.consumers.max_instances, self.count)}
         if not settings.consumers.id_secret:
@@ -217,8 +222,8 @@ class Supervisor:
         updates.update(per_worker_limits(settings, self.count))
         return settings.model_copy(update=updates)
 
-    def _reserve(self, host: str, port: int) -> int:
-        sock = reuse_port_socket(host, port)
+    def _reserve(self, what: str, host: str, port: int) -> int:
+        sock = reserve(what, host, port)
         self._reserved.append(sock)
         bound: int = sock.getsockname()[1]
         return bound

@@ -1,0 +1,141 @@
+"""Consumer calls for another replica's instance, relayed to that replica's gRPC server.
+
+A gRPC load balancer (the chart's gRPC ingress, nginx ``grpc_pass``) spreads calls over the replicas without
+knowing which one holds an instance. A Poll, Commit, DeleteConsumer or Subscribe for an instance another
+replica owns is relayed to it with the rules of REST forwarding (:mod:`gateway.api.forwarding`):
+
+* where to: the owner's host from its verified instance id (signed with the replicas' shared secret), which
+  must pass the :class:`~gateway.service.peers.PeerPolicy` (``consumers.forward_allow``); the port is the
+  owner's gRPC port, also from the id, which must be this replica's own gRPC port or one of
+  ``consumers.forward_ports``. Never an address a client chose;
+* who: the caller's ``authorization`` and ``x-api-key`` (and ``x-request-id``) go along, and the owner
+  authenticates and authorizes the call again; a client certificate's subject does not cross replicas (as
+  with REST);
+* never twice: the relayed call carries ``x-tubemq-forwarded-by`` and is not relayed to a third replica (it
+  may still take one hop to a sibling worker of the owner);
+* over TLS when this replica serves TLS (the replicas share their certificate setup), verified against
+  ``consumers.forward_ca_file``;
+* an owner that cannot be reached: the instance is lost with it (FAILED_PRECONDITION, as REST's 410); any
+  status the owner answers is passed back as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from urllib.parse import urlsplit
+
+import grpc
+
+from gateway.config import Settings
+from gateway.grpc.siblings import Relay, passed_metadata
+from gateway.runtime import peer_policy
+from gateway.service.consumers import Owner
+from gateway.service.errors import Gone
+from gateway.service.instance_id import normalize_base_url
+from gateway.service.peers import PeerPolicy
+
+__all__ = ["FORWARDED_KEY", "GrpcReplicas"]
+
+FORWARDED_KEY = "x-tubemq-forwarded-by"
+#: channels to other replicas kept open (least recently used closed first)
+MAX_CHANNELS = 64
+
+
+class GrpcReplicas:
+    """Channels to the other replicas' gRPC servers (opened on first use, at most :data:`MAX_CHANNELS`)."""
+
+    def __init__(
+        self,
+        self_url: str,
+        peers: PeerPolicy,
+        ports: frozenset[int],
+        service: str,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        self.self_url = self_url
+        self.peers = peers
+        self.ports = ports
+        self.service = service
+        self.credentials = credentials
+        self._channels: OrderedDict[str, grpc.aio.Channel] = OrderedDict()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, service: str) -> GrpcReplicas | None:
+        """The relay of ``settings`` (None when forwarding is off: ``consumers.forward_allow`` empty)."""
+        peers = peer_policy(settings)
+        if not peers.enabled:
+            return None
+        credentials = None
+        if settings.tls.enabled:
+            ca = settings.consumers.forward_ca_file
+            credentials = grpc.ssl_channel_credentials(ca.read_bytes() if ca is not None else None)
+        ports = frozenset({settings.grpc.port, *settings.consumers.forward_ports} - {0})
+        return cls(normalize_base_url(settings.advertised_url()), peers, ports, service, credentials)
+
+    def __repr__(self) -> str:
+        return f"<GrpcReplicas from {self.self_url} open={len(self._channels)}>"
+
+    def allow_port(self, port: int) -> None:
+        """Also allow this replica's own bound gRPC port (known once bound, when configured as 0)."""
+        self.ports = self.ports | {port}
+
+    @staticmethod
+    def relayed(metadata: dict[str, str | bytes]) -> bool:
+        """Whether another replica relayed this call here."""
+        return FORWARDED_KEY in metadata
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), OrderedDict()
+        for channel in channels:
+            await channel.close()
+
+    def relay(self, owner: Owner, context: grpc.aio.ServicerContext) -> Relay:
+        """The relay of the call in ``context`` to ``owner``; Gone when it may not be relayed there."""
+        target = self._target(owner)
+        metadata = (*passed_metadata(context), (FORWARDED_KEY, self.self_url))
+        unreachable = (
+            f"the gateway at {owner.url}, which owns this consumer instance, cannot be reached; the "
+            "instance is lost with it: create a new instance with CreateConsumer"
+        )
+        return Relay(self._channel(target), self.service, context, metadata, unreachable)
+
+    def _target(self, owner: Owner) -> str:
+        if owner.grpc_port is None:
+            raise Gone(
+                f"the consumer instance is owned by the gateway at {owner.url}, which serves no gRPC port "
+                "this gateway knows of; call it through REST or create a new instance with CreateConsumer"
+            )
+        if not self.peers.allows(owner.url) or owner.grpc_port not in self.ports:
+            raise Gone(
+                f"the consumer instance is owned by the gateway at {owner.url} (gRPC port "
+                f"{owner.grpc_port}), which this gateway may not relay to (consumers.forward_allow, "
+                "consumers.forward_ports); create a new instance with CreateConsumer"
+            )
+        host = urlsplit(owner.url).hostname or ""
+        return f"[{host}]:{owner.grpc_port}" if ":" in host else f"{host}:{owner.grpc_port}"
+
+    def _channel(self, target: str) -> grpc.aio.Channel:
+        channel = self._channels.get(target)
+        if channel is not None:
+            self._channels.move_to_end(target)
+            return channel
+        if len(self._channels) >= MAX_CHANNELS:
+            _, oldest = self._channels.popitem(last=False)
+            # closed with a grace, so that calls still running on it end on their own
+            _close_later(oldest)
+        if self.credentials is None:
+            channel = grpc.aio.insecure_channel(target)
+        else:
+            channel = grpc.aio.secure_channel(target, self.credentials)
+        self._channels[target] = channel
+        return channel
+
+
+def _close_later(channel: grpc.aio.Channel) -> None:
+    task = asyncio.get_running_loop().create_task(channel.close(grace=30.0))
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
+
+
+_CLOSING: set[asyncio.Task[None]] = set()

@@ -1,0 +1,200 @@
+"""gRPC consumer calls relayed between replicas (issue #23 row 2): behind a gRPC load balancer a call may land
+on any replica; one for an instance another replica owns is relayed there with the rules of REST forwarding
+(a verified id, ``forward_allow`` and ``forward_ports``, the caller authenticated again at the owner, never
+relayed twice), and an owner that is gone is told as FAILED_PRECONDITION (REST's 410)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from auth_support import AuthFiles, write_auth_files
+
+from gateway.config import Settings
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.topics import TopicSpec
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
+from gateway.grpc.replicas import FORWARDED_KEY
+from gateway.grpc.server import GrpcServer
+from gateway.runtime import Runtime
+from gateway.service.instance_id import decode_instance_id
+
+SECRET = "replica-shared-secret-0123456789"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Replica:
+    runtime: Runtime
+    server: GrpcServer
+    channel: grpc.aio.Channel
+    stub: gateway_pb2_grpc.GatewayServiceStub
+
+
+@asynccontextmanager
+async def replica(
+    cluster: EmbeddedCluster, files: AuthFiles, http_port: int, grpc_port: int, **consumers: Any
+) -> AsyncIterator[Replica]:
+    settings = Settings(
+        masters=",".join(str(a) for a in cluster.master_addresses),
+        http_host="127.0.0.1",
+        http_port=http_port,
+        grpc={"port": grpc_port},
+        auth=files.auth_settings(),
+        producer={"heartbeat_interval": 0.5},
+        consumers={
+            "heartbeat_interval": 0.1,
+            "empty_fetch_wait": 0.05,
+            "assignment_wait": 5.0,
+            "id_secret": SECRET,
+            "replicas": 2,
+            "advertised_url": f"http://127.0.0.1:{http_port}",
+            **consumers,
+        },
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    server = GrpcServer(runtime, port=grpc_port, grace=0.2)
+    try:
+        await server.start()
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            yield Replica(runtime, server, channel, gateway_pb2_grpc.GatewayServiceStub(channel))
+    finally:
+        await server.stop(0)
+        await runtime.stop()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    cluster = EmbeddedCluster([TopicSpec("rel", 2)])
+    await cluster.start()
+    try:
+        yield cluster
+    finally:
+        await cluster.stop()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> AuthFiles:
+    return write_auth_files(tmp_path)
+
+
+def _ports() -> tuple[list[int], list[int]]:
+    return [_free_port(), _free_port()], [_free_port(), _free_port()]
+
+
+async def _failure(call: Any) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    return caught.value
+
+
+async def test_consumer_calls_on_either_replica_reach_the_owner(
+    cluster: EmbeddedCluster, files: AuthFiles
+) -> None:
+    https, grpcs = _ports()
+    allow = {"forward_allow": ["127.0.0.1"], "forward_ports": https + grpcs}
+    async with AsyncExitStack() as stack:
+        owner = await stack.enter_async_context(replica(cluster, files, https[0], grpcs[0], **allow))
+        other = await stack.enter_async_context(replica(cluster, files, https[1], grpcs[1], **allow))
+        alice, bob = files.metadata("alice"), files.metadata("bob")
+        created = await owner.stub.CreateConsumer(
+            pb.CreateConsumerRequest(group="rg", topics=["rel"], start_position=pb.START_POSITION_EARLIEST),
+            metadata=alice,
+        )
+        instance = created.instance_id
+        assert decode_instance_id("rg", instance, SECRET.encode()).grpc_port == grpcs[0]
+        await other.stub.Publish(
+            pb.PublishRequest(topic="rel", messages=[pb.Message(value=f"v{i}".encode()) for i in range(5)]),
+            metadata=alice,
+        )
+        polled = await other.stub.Poll(
+            pb.PollRequest(group="rg", instance_id=instance, timeout_ms=5000, max_messages=5), metadata=alice
+        )
+        assert sorted(m.value for m in polled.messages) == [f"v{i}".encode() for i in range(5)]
+        assert owner.runtime.consumer_service().instance_count == 1
+        assert other.runtime.consumer_service().instance_count == 0
+        committed = await other.stub.Commit(
+            pb.CommitRequest(group="rg", instance_id=instance, tokens=[polled.messages[0].token]),
+            metadata=alice,
+        )
+        assert committed.committed == 1 and committed.pending == 4
+
+        # the owner authenticates the relayed call again: bob's key is valid, but the instance is alice's
+        foreign = await _failure(
+            other.stub.Poll(pb.PollRequest(group="rg", instance_id=instance, timeout_ms=0), metadata=bob)
+        )
+        assert foreign.code() is grpc.StatusCode.NOT_FOUND
+        anonymous = await _failure(other.stub.Poll(pb.PollRequest(group="rg", instance_id=instance)))
+        assert anonymous.code() is grpc.StatusCode.UNAUTHENTICATED
+
+        # Subscribe is relayed message by message
+        stream = other.stub.Subscribe(pb.SubscribeRequest(group="rg", instance_id=instance), metadata=alice)
+        first = await asyncio.wait_for(stream.read(), 10)
+        assert isinstance(first, pb.SubscribeResponse) and first.messages
+        stream.cancel()
+
+        # a call another replica relayed is never relayed again
+        relayed = (*alice, (FORWARDED_KEY, f"http://127.0.0.1:{https[0]}"))
+        twice = await _failure(
+            other.stub.Poll(pb.PollRequest(group="rg", instance_id=instance, timeout_ms=0), metadata=relayed)
+        )
+        assert twice.code() is grpc.StatusCode.FAILED_PRECONDITION
+
+        deleted = other.stub.DeleteConsumer(
+            pb.DeleteConsumerRequest(group="rg", instance_id=instance), metadata=alice
+        )
+        await deleted
+        assert owner.runtime.consumer_service().instance_count == 0
+        gone = await _failure(
+            other.stub.Poll(pb.PollRequest(group="rg", instance_id=instance, timeout_ms=0), metadata=alice)
+        )
+        assert gone.code() is grpc.StatusCode.FAILED_PRECONDITION
+
+        # the owner goes away: its instances' clients are told FAILED_PRECONDITION through the other
+        again = await owner.stub.CreateConsumer(
+            pb.CreateConsumerRequest(group="rg", topics=["rel"]), metadata=alice
+        )
+        await owner.server.stop(0)
+        lost = await _failure(
+            other.stub.Poll(
+                pb.PollRequest(group="rg", instance_id=again.instance_id, timeout_ms=0), metadata=alice
+            )
+        )
+        assert lost.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "cannot be reached" in (lost.details() or "")
+
+
+async def test_no_relay_where_forwarding_may_not_reach(cluster: EmbeddedCluster, files: AuthFiles) -> None:
+    https, grpcs = _ports()
+    # the owner's HTTP port is allowed, its gRPC port is not
+    allow = {"forward_allow": ["127.0.0.1"], "forward_ports": https}
+    async with AsyncExitStack() as stack:
+        owner = await stack.enter_async_context(replica(cluster, files, https[0], grpcs[0], **allow))
+        other = await stack.enter_async_context(replica(cluster, files, https[1], grpcs[1], **allow))
+        alice = files.metadata("alice")
+        created = await owner.stub.CreateConsumer(
+            pb.CreateConsumerRequest(group="rn", topics=["rel"]), metadata=alice
+        )
+        refused = await _failure(
+            other.stub.Poll(
+                pb.PollRequest(group="rn", instance_id=created.instance_id, timeout_ms=0), metadata=alice
+            )
+        )
+        assert refused.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "may not relay" in (refused.details() or "")
+        assert owner.runtime.consumer_service().instance_count == 1
