@@ -54,8 +54,8 @@ from gateway.embedded.cluster import EmbeddedCluster
 from gateway.runtime import embedded_cluster, embedded_upstream
 from gateway.upstream import upstream_options
 from gateway.workers.context import WorkerContext
-from gateway.workers.restarts import GiveUp, RestartPolicy
 from gateway.workers.ports import PortInUse, reserve
+from gateway.workers.restarts import GiveUp, RestartPolicy
 
 __all__ = ["RESTART_AFTER", "Supervisor", "per_worker_limits", "supervise"]
 
