@@ -14,5 +14,7 @@ echo "== mypy"
 .venv/bin/mypy
 # Real peers for the observability tests (Prometheus, promtool): installed when missing and possible.
 ./scripts/ensure_prometheus.sh
+# Node.js + npm and a JDK for the client examples (tests/test_clients.py): installed when missing and possible.
+./scripts/ensure_client_tools.sh
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"

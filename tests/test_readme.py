@@ -5,9 +5,7 @@ its addresses, the variables the examples read. The shell blocks are skipped onl
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import re
 import shutil
 import sys
@@ -17,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from client_tools import run_example as run
 from consumer_support import Env, environment
 from gateway_support import Gateway, gateway
 
@@ -80,26 +79,6 @@ async def served() -> AsyncIterator[Served]:
             yield Served(env, http, grpc_server.address)
         finally:
             await grpc_server.stop(0)
-
-
-async def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 60.0) -> str:  # noqa: ASYNC109
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env={**os.environ, **env},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(f"{argv[0]} example did not end within {timeout}s") from None
-    assert proc.returncode == 0, (
-        f"exit {proc.returncode}\nstdout: {stdout.decode()}\nstderr: {stderr.decode()}"
-    )
-    return stdout.decode()
 
 
 def test_the_examples_are_where_the_test_looks() -> None:
