@@ -52,6 +52,7 @@ ABOVE_CORE = (
 CORE_RANKS: dict[str, int] = {
     # the shared vocabulary: error classes, the event bus, broker addresses
     "errors": 0,
+    "refusals": 0,
     "events": 0,
     "address": 0,
     # wire: protobuf messages and payload/metadata codecs, then framing, then the RPC envelope

@@ -98,8 +98,8 @@ def _topic_missing(f: Failure) -> ServiceError:
 
 def _credentials(f: Failure) -> ServiceError:
     return UpstreamError(
-        f"the TubeMQ master refused the gateway's credentials: {f.exc}; the operator must fix the "
-        "gateway's tubemq.auth settings",
+        f"the TubeMQ master refused the gateway's credentials: {f.exc}; the gateway's operator must fix "
+        "this (its tubemq.auth settings, or its clock when the timestamp is out of period)",
         errno=f.errno,
     )
 

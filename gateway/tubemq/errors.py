@@ -40,6 +40,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import ClassVar
 
+from gateway.tubemq.refusals import credential_hint
+
 
 class TubeMQError(Exception):
     """Base of every error raised by the TubeMQ client core."""
@@ -197,7 +199,12 @@ class ServerError(TubeMQError):
 
     def __str__(self) -> str:
         text = self.message or "(no message)"
-        return f"{text} [errCode {self.errno} {self.code_name}: {self.hint}]"
+        return f"{text} [errCode {self.errno} {self.code_name}: {self.advice}]"
+
+    @property
+    def advice(self) -> str:
+        """What to do: the class's hint (a subclass may choose one by the message)."""
+        return self.hint
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(errno={self.errno}, message={self.message!r})"
@@ -260,6 +267,11 @@ class CertificateFailure(ServerError):
     errno = 415
     code_name = "CERTIFICATE_FAILURE"
     hint = "the cluster refused this client's credentials; set the TubeMQ user name and password it presents"
+
+    @property
+    def advice(self) -> str:
+        # missing credentials, a clock off by more than the master's window, wrong ones: each its own fix
+        return credential_hint(self.message) or self.hint
 
 
 class ServerReceiveOverflow(ServerError):

@@ -261,6 +261,16 @@ def java_held(client: JavaClient) -> list[str]:
     return list(changes[-1]["partitions"]) if changes else []
 
 
+def start_offsets(sent: list[dict[str, Any]]) -> dict[str, int]:
+    """Per partition the index offset of the first of ``sent`` (Java "sent" events or REST publish
+    results: both carry ``partitionKey`` and ``offset``)."""
+    offsets: dict[str, int] = {}
+    for event in sent:
+        key = event["partitionKey"]
+        offsets[key] = min(offsets.get(key, event["offset"]), event["offset"])
+    return offsets
+
+
 def decode_value(event: dict[str, Any]) -> bytes:
     return base64.b64decode(event["value"])
 
@@ -307,7 +317,7 @@ def real_settings(port: int, **groups: Any) -> Settings:
     producer.update(groups.pop("producer", {}))
     pool: dict[str, Any] = groups.pop("pool", {})
     return Settings(
-        masters=MASTER,
+        masters=groups.pop("masters", MASTER),
         http_host="127.0.0.1",
         http_port=port,
         producer=ProducerSettings(**producer),
@@ -323,7 +333,11 @@ async def real_gateway(**groups: Any) -> AsyncIterator[RealGateway]:
     sock = _bound_socket()
     port = sock.getsockname()[1]
     runtime = Runtime(real_settings(port, **groups))
-    await runtime.start()
+    try:
+        await runtime.start()
+    except BaseException:
+        sock.close()
+        raise
     grpc_server = GrpcServer(runtime, grace=0.5)
     config = uvicorn.Config(
         create_app(runtime=runtime), log_config=None, log_level=None, access_log=False, lifespan="on"

@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from interop_support import DEMO, group_name, java_produce, real_gateway, require_topic, run_tag
-
-
-def start_offsets(sent: list[dict[str, Any]]) -> dict[str, int]:
-    """Per partition the index offset of the first message of this run."""
-    offsets: dict[str, int] = {}
-    for event in sent:
-        key = event["partitionKey"]
-        offsets[key] = min(offsets.get(key, event["offset"]), event["offset"])
-    return offsets
+from interop_support import (
+    DEMO,
+    group_name,
+    java_produce,
+    real_gateway,
+    require_topic,
+    run_tag,
+    start_offsets,
+)
 
 
 def check_fields(got: dict[str, Any], sent: dict[str, Any], tag: str) -> None:

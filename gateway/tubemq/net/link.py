@@ -29,6 +29,7 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import ConnectError, ConnectionClosed, ProtocolError, TubeMQError
 from gateway.tubemq.events import Event, EventBus
 from gateway.tubemq.net.link_protocol import LinkProtocol
+from gateway.tubemq.refusals import tls_hint
 from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
 from gateway.tubemq.wire.frame_decoder import FrameDecoder
 
@@ -346,4 +347,6 @@ def _describe(exc: BaseException | None) -> str:
     if isinstance(exc, TubeMQError):
         return str(exc)
     text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    described = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    hint = tls_hint(exc)
+    return f"{described}; {hint}" if hint else described
