@@ -39,16 +39,21 @@ def concrete(expr: str) -> str:
     )
 
 
-def _config(directory: Path, targets: list[str], rules: Path) -> Path:
+def scrape_job(targets: list[str], job: str = JOB, **extra: Any) -> dict[str, Any]:
+    """A scrape config of ``targets`` (host:port) labelled as the chart's ServiceMonitor would be; ``extra``:
+    more scrape settings (scheme, tls_config...)."""
+    return {
+        "job_name": job,
+        "static_configs": [{"targets": targets, "labels": {"namespace": NAMESPACE}}],
+        **extra,
+    }
+
+
+def _config(directory: Path, jobs: list[dict[str, Any]], rules: Path) -> Path:
     config = {
         "global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE, "scrape_timeout": SCRAPE},
         "rule_files": [str(rules)],
-        "scrape_configs": [
-            {
-                "job_name": JOB,
-                "static_configs": [{"targets": targets, "labels": {"namespace": NAMESPACE}}],
-            }
-        ],
+        "scrape_configs": jobs,
     }
     path = directory / "prometheus.yml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -71,12 +76,15 @@ async def scalar(prom: httpx.AsyncClient, expr: str) -> float | None:
 
 
 @asynccontextmanager
-async def running_prometheus(directory: Path, targets: list[str]) -> AsyncIterator[httpx.AsyncClient]:
-    """A real Prometheus scraping ``targets`` (host:port, /metrics) every second with the chart's alert
-    rules, until it has scraped every target once; yields an HTTP client on its API."""
+async def running_prometheus(
+    directory: Path, targets: list[str], jobs: list[dict[str, Any]] | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A real Prometheus scraping ``targets`` (host:port, /metrics; or the scrape configs ``jobs``) every
+    second with the chart's alert rules, until it has scraped every target once (with ``jobs``: until
+    ``targets`` of them are up); yields an HTTP client on its API."""
     prometheus, promtool = prometheus_tool("prometheus"), prometheus_tool("promtool")
     rules = alert_rules_file(render({"metrics": {"prometheusRule": {"enabled": True}}}), directory)
-    config = _config(directory, targets, rules)
+    config = _config(directory, jobs if jobs is not None else [scrape_job(targets)], rules)
     pipe, merged = asyncio.subprocess.PIPE, asyncio.subprocess.STDOUT
     checked = await asyncio.create_subprocess_exec(
         promtool, "check", "config", str(config), stdout=pipe, stderr=merged
@@ -109,7 +117,7 @@ async def _until_scraped(prom: httpx.AsyncClient, proc: asyncio.subprocess.Proce
         assert proc.returncode is None, "prometheus exited"
         with contextlib.suppress(httpx.HTTPError):
             if (await prom.get("/-/ready")).status_code == 200 and len(
-                await query(prom, f'up{{job="{JOB}"}} == 1')
+                await query(prom, "up == 1")
             ) == targets:
                 return
         await asyncio.sleep(0.2)

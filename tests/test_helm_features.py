@@ -204,7 +204,9 @@ def test_network_policy_is_opt_in_and_allows_what_the_gateway_needs() -> None:
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     api, admin = _rules(policy, "ingress")
     assert _ports(api) == {"http", "grpc"} and "from" not in api, "empty ingressFrom: from anywhere"
-    assert _ports(admin) == {"admin"} and admin["from"] == [{"namespaceSelector": {}}]
+    assert _ports(admin) == {"admin"} and admin["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ], "only the named namespaces (adminNamespaces)"
     dns, peers, tubemq = _rules(policy, "egress")
     assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
     assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
@@ -224,6 +226,7 @@ def test_network_policy_narrowed() -> None:
         "networkPolicy": {
             "enabled": True,
             "ingressFrom": [ingress_ns],
+            "adminNamespaces": [],  # only the peers of adminFrom
             "adminFrom": [{"podSelector": {"matchLabels": {"app": "prometheus"}}}],
             "tubemq": {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [8715, 8123]},
             "dns": {"enabled": False},

@@ -213,3 +213,25 @@ name: {{ include "tubemq-gateway.generatedSecretName" . }}
 key: consumer-id-secret
 {{- end }}
 {{- end }}
+
+{{/* The ServiceMonitor's tlsConfig with tls.enabled: Prometheus verifies the pod's certificate against a CA
+(metrics.serviceMonitor.tls.caSecret, else ca.crt of tls.secretName) for a name it carries (tls.serverName,
+else the Service's DNS name): pod certificates rarely name the pod IPs Prometheus scrapes, so the name is
+checked instead of the address. insecureSkipVerify only when asked for. */}}
+{{- define "tubemq-gateway.serviceMonitorTls" -}}
+{{- $t := .Values.metrics.serviceMonitor.tls -}}
+{{- if $t.insecureSkipVerify -}}
+insecureSkipVerify: true
+{{- else -}}
+{{- $ca := $t.caSecret.name | default (ternary .Values.tls.secretName "" .Values.tls.caCert) -}}
+{{- if not $ca -}}
+{{- fail "metrics.serviceMonitor with tls.enabled needs a CA to verify the pods' certificate: tls.caCert (ca.crt in tls.secretName) or metrics.serviceMonitor.tls.caSecret.name" -}}
+{{- end -}}
+ca:
+  secret:
+    name: {{ $ca }}
+    key: {{ $t.caSecret.key | default "ca.crt" }}
+serverName: {{ $t.serverName | default (printf "%s.%s.svc" (include "tubemq-gateway.fullname" .) .Release.Namespace) }}
+insecureSkipVerify: false
+{{- end -}}
+{{- end }}
