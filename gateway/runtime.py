@@ -25,6 +25,7 @@ from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
 from gateway.service.quotas import Quotas, RateLimits
 from gateway.service.ranges import RangeService
+from gateway.service.registrations import RegistrationLedger, release_predecessor
 from gateway.tubemq.address import NodeAddress, parse_address_list
 from gateway.tubemq.consumer import ConsumerConfig
 from gateway.tubemq.events import EventBus
@@ -105,6 +106,7 @@ class Runtime:
     #: that cannot work (``SecurityConfigError``) stop the process before it listens
     security: Security = field(init=False)
     _tracing: bool = field(default=False, init=False, repr=False)
+    _ledger: RegistrationLedger | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.security = build_security(self.settings.auth)
@@ -180,12 +182,25 @@ class Runtime:
                 quotas=self.quotas,
                 access=self.security.policy,
             )
+            if self.worker is not None:
+                await self._take_over_registrations(self.worker, self.pool, self.producer)
             self.consumers = self._consumer_service(self.pool, id_secret, peers)
             await self.consumers.start()
             self.ranges = RangeService(self.pool, self.masters, access=self.security.policy)
         except BaseException:
             await self.stop()
             raise
+
+    async def _take_over_registrations(
+        self, worker: WorkerContext, pool: ConnectionPool, producer: Producer
+    ) -> None:
+        """Release the consumers a dead predecessor of this worker left registered, then keep the ledger
+        this process's successor will read (gateway.service.registrations)."""
+        path = worker.socket_dir / f"w{worker.index}.consumers.json"
+        await release_predecessor(
+            path, pool, self.masters, producer.broker_addresses(), visit_token=producer.visit_token
+        )
+        self._ledger = RegistrationLedger(path, self.events)
 
     def _consumer_service(self, pool: ConnectionPool, id_secret: bytes, peers: PeerPolicy) -> ConsumerService:
         c = self.settings.consumers
@@ -273,6 +288,9 @@ class Runtime:
         if self.consumers is not None:
             await self.consumers.close()
             self.consumers = None
+        if self._ledger is not None:  # after the consumers' close: it records them closed
+            self._ledger.close()
+            self._ledger = None
         if self.producer is not None:
             await self.producer.close()
             self.producer = None

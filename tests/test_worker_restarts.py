@@ -161,3 +161,48 @@ def test_max_restarts_stops_the_replica(tmp_path: Path, limit: int) -> None:
         assert any("max_restarts" in r.get("msg", "") for r in gw.records())
     finally:
         gw.stop()
+
+
+def test_a_dead_workers_consumer_registrations_are_released(tmp_path: Path) -> None:
+    """SIGKILL a worker holding every partition of a group: its successor closes the dead consumer at the
+    brokers and the master before serving, so a new instance of the group gets the partitions at once, not
+    after the broker's registration timeout (30 s on the embedded broker, 35 s on a real one)."""
+    gw = start_workers(tmp_path, 2, "--embedded-topics", "lv:2", env=FAST_RESTARTS)
+    try:
+
+        async def held(client: Any, group: str) -> tuple[str, list[Any]]:
+            created = await client.post(f"/v1/consumers/{group}", json={"topics": ["lv"]})
+            assert created.status_code == 201, created.text
+            path = f"/v1/consumers/{group}/instances/{created.json()['instanceId']}"
+            partitions: list[Any] = []
+            deadline = time.monotonic() + 25
+            while len(partitions) < 2 and time.monotonic() < deadline:
+                await client.get(f"{path}/messages", params={"timeout_ms": 500})
+                partitions = (await client.get(path)).json()["partitions"]
+            return path, partitions
+
+        async def first() -> list[Any]:
+            async with gw.pinned(1) as one:
+                return (await held(one, "lvg"))[1]
+
+        assert len(asyncio.run(first())) == 2
+        seen = len(_starts(gw, 1))
+        os.kill(_starts(gw, 1)[-1]["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while not any(r.get("msg", "").startswith("released a dead worker") for r in gw.records()):
+            assert time.monotonic() < deadline, gw.log.read_text()[-3000:]
+            time.sleep(0.1)
+        killed = time.monotonic()
+        assert len(_starts(gw, 1)) > seen
+        (released,) = [r for r in gw.records() if r.get("msg", "").startswith("released a dead worker")]
+        assert (released["closed"], released["partitions"], released["failed"]) == (1, 2, 0), released
+
+        async def second() -> list[Any]:
+            async with gw.pinned(0) as zero:
+                return (await held(zero, "lvg"))[1]
+
+        partitions = asyncio.run(second())
+        assert len(partitions) == 2, "the new instance did not get the dead worker's partitions"
+        assert time.monotonic() - killed < 20, "the partitions waited for the broker's registration timeout"
+    finally:
+        gw.stop()

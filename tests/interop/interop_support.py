@@ -369,3 +369,24 @@ async def real_gateway(**groups: Any) -> AsyncIterator[RealGateway]:
 async def wait_until(check: Callable[[], Any], timeout: float, what: str, step: float = 0.5) -> Any:  # noqa: ASYNC109
     """Await ``check()`` (sync or async) until truthy; its value. Fails the test after ``timeout``."""
     return await eventually(check, timeout, what, step)
+
+
+# ---------------------------------------------------------------------------------------- broker stop/start
+
+
+def broker_pid() -> int | None:
+    """The harness broker's pid, only if the recorded pid really is that broker."""
+    pid_file = HOME / "run" / "broker.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if b"BrokerStartup" in cmdline and f"-Dtubemq.harness={HOME}".encode() in cmdline:
+        return pid
+    return None
+
+
+def start_broker() -> None:
+    done = subprocess.run([str(HOME / "start.sh")], capture_output=True, timeout=400)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-1000:]

@@ -13,10 +13,8 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,10 +23,12 @@ from interop_support import (
     DEMO,
     HOME,
     RealGateway,
+    broker_pid,
     group_name,
     real_gateway,
     require_topic,
     run_tag,
+    start_broker,
     wait_until,
 )
 
@@ -47,24 +47,6 @@ def outage_settings(heartbeat_interval: float) -> dict[str, Any]:
         },
         "pool": {"connect_timeout": 1.0},
     }
-
-
-def broker_pid() -> int | None:
-    """The harness broker's pid, only if the recorded pid really is that broker."""
-    pid_file = HOME / "run" / "broker.pid"
-    try:
-        pid = int(pid_file.read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, ValueError):
-        return None
-    if b"BrokerStartup" in cmdline and f"-Dtubemq.harness={HOME}".encode() in cmdline:
-        return pid
-    return None
-
-
-def start_broker() -> None:
-    done = subprocess.run([str(HOME / "start.sh")], capture_output=True, timeout=400)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")[-1000:]
 
 
 @contextlib.contextmanager

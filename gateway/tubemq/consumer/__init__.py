@@ -1,7 +1,8 @@
 """The consumer: group membership through the master, partition leases, fetches, commits.
 
 This face is what the layers above the core use of the consumer: ``Consumer`` and its config, the
-consumed message types, and its events (for metrics and logs).
+consumed message types, its events (for metrics and logs), and the release of consumers a dead process
+left registered (``release_leftovers``).
 """
 
 from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE, ConsumedBatch, ConsumedMessage
@@ -23,6 +24,7 @@ from gateway.tubemq.consumer.events import (
     PartitionReleased,
     RebalanceEvent,
 )
+from gateway.tubemq.consumer.leftovers import LeftoverConsumer, ReleaseOutcome, release_leftovers
 
 __all__ = [
     "INDEX_ENTRY_SIZE",
@@ -38,10 +40,13 @@ __all__ = [
     "ConsumerRegistered",
     "FetchOutcome",
     "InvalidConfirmContext",
+    "LeftoverConsumer",
     "OffsetCommitted",
     "PartitionRegisterFailed",
     "PartitionRegistered",
     "PartitionReleased",
     "RebalanceEvent",
+    "ReleaseOutcome",
     "StartPosition",
+    "release_leftovers",
 ]

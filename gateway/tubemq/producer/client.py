@@ -195,6 +195,15 @@ class Producer:
     def published_topics(self) -> frozenset[str]:
         return frozenset(self._session.topics)
 
+    def broker_addresses(self) -> dict[int, NodeAddress]:
+        """Every broker the master lists (online or not), by id."""
+        return {bid: info.address for bid, info in self._routes.brokers.items()}
+
+    @property
+    def visit_token(self) -> int:
+        """The master's ``visitAuthorizedToken`` (-2 before it sent one)."""
+        return self._routes.visit_token
+
     def broker_health(self) -> list[BrokerHealth]:
         """Shielding state and counters of every known broker."""
         return self._breaker.snapshot()
