@@ -16,5 +16,7 @@ echo "== mypy"
 ./scripts/ensure_prometheus.sh
 # Node.js + npm and a JDK for the client examples (tests/test_clients.py): installed when missing and possible.
 ./scripts/ensure_client_tools.sh
+# iproute2 + nftables for the network-fault lab (tests/test_network_faults.py): installed when missing and possible.
+./scripts/ensure_netlab.sh
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"
