@@ -214,3 +214,22 @@ async def test_go_and_java_grpc_stubs_generate_with_buf(tmp_path: Path) -> None:
     env = {"PATH": f"{plugins}:{os.environ['PATH']}", "BUF_CACHE_DIR": str(tmp_path / "buf-cache")}
     await run_example(argv, env, ROOT)
     _check_stubs(tmp_path)
+
+
+def test_the_docs_name_every_example_and_every_example_exists() -> None:
+    docs = (ROOT / "docs" / "clients.md").read_text()
+    examples = {
+        str(p.relative_to(ROOT))
+        for folder in ("js", "java", "python", "grpc")
+        for p in (EXAMPLES / folder).iterdir()
+        if p.suffix in (".mjs", ".ts", ".java", ".py", ".sh", ".yaml")
+    }
+    examples -= {
+        "examples/java/Json.java",
+        "examples/python/openapi-python-client.yaml",
+    }  # named by path below
+    named = set(re.findall(r"examples/[\w./-]+\.(?:mjs|ts|java|py|sh|yaml)", docs))
+    named |= {f"examples/js/{m}" for m in re.findall(r"\b(\w+\.(?:mjs|ts))\b", docs) if m != "d.ts"}
+    named |= {f"examples/python/{m}" for m in re.findall(r"\b(\w+_client\.py)\b", docs)}
+    assert examples <= named
+    assert [path for path in named if not (ROOT / path).exists()] == []
