@@ -9,8 +9,10 @@
 # TUBEMQ_GATEWAY_REINSTALL=1 installs regardless.
 
 _venv_key() {
+    local sha=sha256sum
+    command -v sha256sum >/dev/null || sha="shasum -a 256" # macOS
     { cat pyproject.toml; pwd -P; .venv/bin/python -c 'import sys; print(sys.version)'; } |
-        sha256sum | cut -d' ' -f1
+        $sha | cut -d' ' -f1
 }
 
 # Whether the comma-separated extras $2 are all among the comma-separated extras $1.

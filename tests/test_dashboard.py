@@ -10,22 +10,19 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import grpc
 import httpx
 import pytest
 import uvicorn
+from dashboard_load import Target, publish_and_poll, until_every_panel_has_data
 from deploy_tools import NAMESPACE, ROOT, prometheus_tool
-from prometheus_support import JOB, concrete, free_port, query, running_prometheus
+from prometheus_support import JOB, free_port, query, running_prometheus
 
 from gateway.api.app import create_app
 from gateway.config import Settings
-from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 
@@ -138,12 +135,6 @@ def queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
 # --- a real Prometheus scraping a real gateway under a little publish/poll load ---------------------------
 
 
-@dataclass
-class Target:
-    http: str  # host:port
-    grpc: str  # host:port
-
-
 @asynccontextmanager
 async def _gateway() -> AsyncIterator[Target]:
     """The gateway on the embedded cluster: its runtime, the app under uvicorn and the gRPC server, on
@@ -177,43 +168,6 @@ async def _gateway() -> AsyncIterator[Target]:
         await runtime.stop()
 
 
-async def _publish_and_poll(target: Target, stop: asyncio.Event) -> int:
-    """Publish to two topics over HTTP and gRPC, and consume one with commits, until ``stop``; returns
-    how many messages were polled."""
-    polled = 0
-    async with (
-        httpx.AsyncClient(base_url=f"http://{target.http}", timeout=10) as client,
-        grpc.aio.insecure_channel(target.grpc) as channel,
-    ):
-        stub = gateway_pb2_grpc.GatewayServiceStub(channel)
-        spec = {"topics": ["demo"], "startPosition": "earliest"}
-        created = await client.post("/v1/consumers/dash", json=spec)
-        assert created.status_code == 201, created.text
-        instance = f"/v1/consumers/dash/instances/{created.json()['instanceId']}"
-        joined = await stub.CreateConsumer(pb.CreateConsumerRequest(group="dashg", topics=["orders"]))
-        grpc_instance = joined.instance_id
-        n = 0
-        while not stop.is_set():
-            for topic in ("demo", "orders"):
-                batch = {"messages": [{"value": f"{topic}-{n}-{i}", "key": f"k{i}"} for i in range(5)]}
-                answer = await client.post(f"/v1/topics/{topic}/messages", json=batch)
-                assert answer.status_code == 200, answer.text
-            sent = await stub.Publish(pb.PublishRequest(topic="orders", messages=[pb.Message(value=b"rpc")]))
-            assert sent.failed == 0
-            await stub.Poll(pb.PollRequest(group="dashg", instance_id=grpc_instance, timeout_ms=20))
-            got = await client.get(f"{instance}/messages", params={"timeout_ms": 200, "max_messages": 20})
-            assert got.status_code == 200, got.text
-            tokens = [m["token"] for m in got.json()["messages"]]
-            if tokens:
-                polled += len(tokens)
-                committed = await client.post(f"{instance}/commits", json={"tokens": tokens})
-                assert committed.status_code == 200, committed.text
-            n += 1
-            await asyncio.sleep(0.05)
-        await client.delete(instance)
-    return polled
-
-
 @pytest.mark.slow  # several seconds: a real Prometheus needs a few scrapes of a gateway under load
 async def test_every_panel_returns_data_from_a_real_prometheus(
     dashboard: dict[str, Any], tmp_path: Path
@@ -221,21 +175,10 @@ async def test_every_panel_returns_data_from_a_real_prometheus(
     prometheus_tool("prometheus")  # skip before starting anything when it is missing
     stop = asyncio.Event()
     async with _gateway() as target:
-        load = asyncio.create_task(_publish_and_poll(target, stop))
+        load = asyncio.create_task(publish_and_poll(target, stop))
         try:
             async with running_prometheus(tmp_path, [target.http]) as prom:
-                # Several scrapes of a gateway under load are needed before every rate has samples.
-                deadline = time.monotonic() + 30
-                while True:
-                    assert not load.done(), load.exception() if load.done() else None
-                    empty = []
-                    for title, expr in queries(dashboard):
-                        if not await query(prom, concrete(expr)):
-                            empty.append(f"{title}: {concrete(expr)}")
-                    if not empty:
-                        break
-                    assert time.monotonic() < deadline, "panels without data:\n" + "\n".join(empty)
-                    await asyncio.sleep(0.5)
+                await until_every_panel_has_data(prom, queries(dashboard), load)
                 match = {"match[]": "tubemq_gateway_build_info"}
                 jobs = (await prom.get("/api/v1/label/job/values", params=match)).json()["data"]
                 assert JOB in jobs, "the dashboard's job variable finds the gateway"

@@ -4,6 +4,7 @@ and the dashboard's replica counts read 1."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from dashboard_load import Target, publish_and_poll, until_every_panel_has_data
 from deploy_tools import ROOT, prometheus_tool
 from prometheus_support import JOB, concrete, query, running_prometheus, scalar
 from waiting import eventually
@@ -38,7 +40,7 @@ def _targets(dashboard: dict[str, Any], title: str) -> list[str]:
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerGateway]:
     prometheus_tool("prometheus")  # skip before starting anything when it is missing
-    gateway = start_workers(tmp_path_factory.mktemp("workers"), 2, "--embedded-topics", "demo:2")
+    gateway = start_workers(tmp_path_factory.mktemp("workers"), 2, "--embedded-topics", "demo:2,orders:3")
     try:
         yield gateway
     finally:
@@ -55,24 +57,35 @@ def test_process_state_is_folded_per_replica_before_it_is_summed(dashboard: dict
                     assert re.search(r"(min|max) without \(worker\) \($", before), (panel["title"], before)
 
 
-@pytest.mark.slow  # a supervisor with two workers, and a real Prometheus scraping it
+@pytest.mark.slow  # a supervisor with two workers under load, and a real Prometheus scraping it
 async def test_one_replica_of_two_workers_counts_once(
     dashboard: dict[str, Any], two_workers: WorkerGateway, tmp_path: Path
 ) -> None:
-    async with httpx.AsyncClient(base_url=two_workers.url, timeout=10) as client:
-        sent = await client.post("/v1/topics/demo/messages", json={"messages": [{"value": "x"}]})
-        assert sent.status_code == 200, sent.text
-    async with running_prometheus(tmp_path, [f"127.0.0.1:{two_workers.http_port}"]) as prom:
-        selector = f'{{job="{JOB}"}}'
+    target = Target(f"127.0.0.1:{two_workers.http_port}", f"127.0.0.1:{two_workers.grpc_port}")
+    stop = asyncio.Event()
+    load = asyncio.create_task(publish_and_poll(target, stop))
+    try:
+        async with running_prometheus(tmp_path, [target.http]) as prom:
+            await _replica_counts(dashboard, prom)
+            queries = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p.get("targets", [])]
+            await until_every_panel_has_data(prom, queries, load)
+    finally:
+        stop.set()
+        assert await load > 0
 
-        async def both_workers_ready() -> bool:
-            return await scalar(prom, f"count(tubemq_gateway_ready{selector} == 1)") == 2
 
-        # The premise: one scrape target, each state series twice (one per worker).
-        await eventually(both_workers_ready, timeout=30, what="both workers scraped ready", step=0.3)
-        assert len(await query(prom, f'up{{job="{JOB}"}}')) == 1
-        for title in REPLICA_COUNTS:
-            for expr in _targets(dashboard, title):
-                assert await scalar(prom, concrete(expr)) == 1, f"{title}: {concrete(expr)}"
-        # The old sums read 2 here: the test tells a per-worker sum from a per-replica count.
-        assert await scalar(prom, f"sum(tubemq_gateway_ready{selector})") == 2
+async def _replica_counts(dashboard: dict[str, Any], prom: httpx.AsyncClient) -> None:
+    """Each replica-count panel reads 1 where the same series summed read 2."""
+    selector = f'{{job="{JOB}"}}'
+
+    async def both_workers_ready() -> bool:
+        return await scalar(prom, f"count(tubemq_gateway_ready{selector} == 1)") == 2
+
+    # The premise: one scrape target, each state series twice (one per worker).
+    await eventually(both_workers_ready, timeout=30, what="both workers scraped ready", step=0.3)
+    assert len(await query(prom, f'up{{job="{JOB}"}}')) == 1
+    for title in REPLICA_COUNTS:
+        for expr in _targets(dashboard, title):
+            assert await scalar(prom, concrete(expr)) == 1, f"{title}: {concrete(expr)}"
+    # The old sums read 2 here: the test tells a per-worker sum from a per-replica count.
+    assert await scalar(prom, f"sum(tubemq_gateway_ready{selector})") == 2
