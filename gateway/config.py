@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -374,6 +375,33 @@ class AdminSettings(BaseModel):
     )
 
 
+class ConsoleSettings(BaseModel):
+    """The web console at ``/console`` (gateway/api/console.py)."""
+
+    enabled: bool = Field(True, description="serve the web console at /console")
+    listener: Literal["main", "admin"] = Field(
+        "main",
+        description="main: on the API's listener; admin: on the admin listener (admin.port), calling the API "
+        "at console.api_url (list the admin listener's origin in cors.allow_origins)",
+    )
+    api_url: str | None = Field(
+        None,
+        description="with listener admin: the API's base URL as browsers reach it, e.g. https://gw.example.com",
+    )
+
+    @model_validator(mode="after")
+    def _api_url_for_admin(self) -> ConsoleSettings:
+        if self.listener == "admin":
+            url = self.api_url or ""
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+                raise ValueError(
+                    "console.listener admin needs console.api_url: the API's http(s) base URL as browsers "
+                    f"reach it (got {url!r})"
+                )
+        return self
+
+
 class MetricsSettings(BaseModel):
     max_topics: int = Field(200, ge=1, description="distinct topic label values before __overflow__")
     max_groups: int = Field(200, ge=1, description="distinct consumer group label values before __overflow__")
@@ -624,6 +652,7 @@ class Settings(BaseSettings):
     consumers: ConsumerSettings = ConsumerSettings()
     shutdown: ShutdownSettings = ShutdownSettings()
     metrics: MetricsSettings = MetricsSettings()
+    console: ConsoleSettings = ConsoleSettings()
     tubemq: TubeMQSettings = TubeMQSettings()
     tls: TlsSettings = TlsSettings()
     admin: AdminSettings = AdminSettings()
@@ -655,6 +684,12 @@ class Settings(BaseSettings):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @model_validator(mode="after")
+    def _console_listener(self) -> Settings:
+        if self.console.enabled and self.console.listener == "admin" and self.admin.port is None:
+            raise ValueError("console.listener admin needs an admin listener: set admin.port")
+        return self
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

@@ -270,6 +270,15 @@ class Runtime:
         ready = not self.draining and bool(checks["usableBrokers"]) and (reachable or routes > 0) and not lost
         return ready, checks
 
+    def embedded_topics(self) -> list[str]:
+        """The embedded cluster's topic names when the gateway runs on one (itself or its supervisor's),
+        else none: a real master offers clients no list of topics."""
+        e = self.settings.embedded
+        if self.settings.masters:
+            return []
+        specs = load_topic_file(e.topics_file) if e.topics_file is not None else parse_topic_specs(e.topics)
+        return [spec.name for spec in specs]
+
     def publisher(self) -> PublishService:
         """The publish service; Unavailable while the runtime is starting or stopping."""
         return _serving(self.publish)

@@ -18,5 +18,7 @@ echo "== mypy"
 ./scripts/ensure_client_tools.sh
 # iproute2 + nftables for the network-fault lab (tests/test_network_faults.py): installed when missing and possible.
 ./scripts/ensure_netlab.sh
+# Debian's chromium for the web console's browser tests (driven by Playwright): installed when missing and possible.
+./scripts/ensure_chromium.sh
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"

@@ -102,10 +102,10 @@ class SecureGateway:
 
 @asynccontextmanager
 async def secure_gateway(
-    directory: Path, rules: dict[str, Any] | None = None, **settings: Any
+    directory: Path, rules: dict[str, Any] | None = None, topics: str = "demo:2", **settings: Any
 ) -> AsyncIterator[SecureGateway]:
-    """A gateway with auth required on its own embedded cluster (topic ``demo``), HTTP and gRPC on free
-    loopback ports; ``rules`` replace :data:`RULES`."""
+    """A gateway with auth required on its own embedded cluster (``topics``: ``demo`` by default), HTTP and
+    gRPC on free loopback ports; ``rules`` replace :data:`RULES`."""
     files = write_auth_files(directory, rules)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -117,7 +117,7 @@ async def secure_gateway(
             http_host="127.0.0.1",
             http_port=port,
             auth=auth,
-            embedded={"topics": "demo:2"},
+            embedded={"topics": topics},
             producer={"heartbeat_interval": 0.5},
             consumers={
                 "heartbeat_interval": 0.1,

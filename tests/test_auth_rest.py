@@ -39,8 +39,9 @@ async def gw(tmp_path: Path) -> AsyncIterator[SecureGateway]:
 
 
 def _url(op: RestOperation, instance_id: str = "x.y.z", topic: str = "demo", group: str = GROUP) -> str:
+    asset = "app.js" if op.path.startswith("/console") else "favicon.png"  # a file of the console or docs
     path = op.path.format(
-        topic=topic, group=group, instance_id=instance_id, partitionKey=f"1:{topic}:0", name="favicon.png"
+        topic=topic, group=group, instance_id=instance_id, partitionKey=f"1:{topic}:0", name=asset
     )
     return path + ("?from=0&to=1" if op.key == "readRange" else "")
 

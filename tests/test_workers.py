@@ -32,7 +32,7 @@ POLL = "/v1/consumers/{group}/instances/{instance_id}/messages"
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerGateway]:
     gateway = start_workers(
-        tmp_path_factory.mktemp("wk"), WORKERS, "--embedded-topics", "pub:2,c0:1,c1:1,c2:1,xs:2,gr:1"
+        tmp_path_factory.mktemp("wk"), WORKERS, "--embedded-topics", "pub:2,c0:1,c1:1,c2:1,xs:2,gr:1,ov:1"
     )
     try:
         yield gateway
@@ -255,6 +255,32 @@ async def test_grpc_consumer_calls_reach_the_owning_worker(gw: WorkerGateway) ->
         assert gone.value.code() is grpc.StatusCode.FAILED_PRECONDITION and "create a new" in (
             gone.value.details() or ""
         )
+
+
+async def test_the_overview_of_any_worker_covers_the_whole_replica(gw: WorkerGateway) -> None:
+    """GET /v1/consumers asks the sibling workers for their instances; GET /v1/topics counts what every
+    worker published (the web console's groups and topics pages)."""
+    created = []
+    for worker in range(WORKERS):
+        async with gw.pinned(worker) as client:
+            await _publish(client, "ov", [f"w{worker}-{i}" for i in range(worker + 1)])
+            answer = await client.post(
+                "/v1/consumers/ovg", json={"topics": ["ov"], "startPosition": "earliest"}
+            )
+            assert answer.status_code == 201, answer.text
+            created.append(answer.json()["instanceId"])
+    for worker in range(WORKERS):
+        async with gw.pinned(worker) as client:
+            listed = (await client.get("/v1/consumers")).json()
+            assert listed["incompleteWorkers"] == []
+            mine = {i["instanceId"]: i["worker"] for i in listed["instances"] if i["group"] == "ovg"}
+            assert mine == {instance: owner_worker(instance) for instance in created}
+            topics = {t["topic"]: t for t in (await client.get("/v1/topics")).json()["topics"]}
+            assert topics["ov"]["publishedMessages"] == 1 + 2 + 3
+            assert topics["ov"]["partitions"] == 1
+    async with gw.shared() as client:
+        for instance in created:
+            assert (await client.delete(f"/v1/consumers/ovg/instances/{instance}")).status_code == 204
 
 
 async def test_a_dead_worker_is_started_again(gw: WorkerGateway) -> None:

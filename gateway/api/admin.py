@@ -1,6 +1,6 @@
 """The admin listener's app: ``/metrics``, ``/docs``, ``/redoc`` (with their assets, ``gateway/api/docs.py``)
-and ``/openapi.json`` of the main app,
-and the probes ``/healthz`` and ``/readyz`` (also on the main listener).
+and ``/openapi.json`` of the main app, the web console when ``console.listener`` is ``admin``
+(``gateway/api/console.py``), and the probes ``/healthz`` and ``/readyz`` (also on the main listener).
 
 With ``admin.port`` set, :func:`gateway.api.app.create_app` leaves these four off the main listener (where
 clients reach the API) and builds this small app for a second listener that operators keep private
@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from gateway.api import routes_health, routes_metrics
+from gateway.api.console import install_console
 from gateway.api.docs import install_docs
 from gateway.observability.logging import RequestIdMiddleware
 
@@ -39,6 +40,9 @@ def create_admin_app(app: FastAPI) -> FastAPI:
         return JSONResponse(document)
 
     install_docs(admin, title=app.title)
+    console = app.state.runtime.settings.console
+    if console.enabled and console.listener == "admin":  # the web console, calling the API's listener
+        install_console(admin, api_url=console.api_url)
     admin.state.metrics = app.state.metrics
     admin.state.runtime = app.state.runtime
     admin.include_router(routes_metrics.router)

@@ -10,10 +10,11 @@ from fastapi import FastAPI
 from starlette.middleware import Middleware
 
 from gateway import __version__
-from gateway.api import routes_consumers, routes_health, routes_ranges, routes_topics
+from gateway.api import routes_consumers, routes_health, routes_overview, routes_ranges, routes_topics
 from gateway.api.admin import create_admin_app
 from gateway.api.auth import AuthMiddleware
 from gateway.api.compression import GzipMiddleware
+from gateway.api.console import install_console
 from gateway.api.cors import install_cors
 from gateway.api.docs import install_docs
 from gateway.api.errors import install_error_handlers
@@ -67,6 +68,9 @@ def create_app(
     app.state.runtime = rt
     if not admin_listener:
         install_docs(app, title=app.title)
+    if rt.settings.console.enabled and rt.settings.console.listener == "main":
+        install_console(app)  # the web console (gateway/api/console.py)
+    app.include_router(routes_overview.router)
     app.include_router(routes_topics.router)
     app.include_router(routes_consumers.router)
     app.include_router(routes_health.router)

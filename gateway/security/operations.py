@@ -49,6 +49,8 @@ REST_OPERATIONS: Final[dict[str, Operation]] = {
     "streamMessages": Operation(CONSUME, "owner"),
     "describeConsumer": Operation(CONSUME, "owner"),
     "deleteConsumer": Operation(CONSUME, "owner"),
+    "listTopics": Operation(DESCRIBE, "each topic listed needs describe; addresses need describe_cluster"),
+    "listConsumers": Operation(CONSUME, "owner; every instance with admin"),
     "liveness": OPEN,
     "readiness": OPEN,
     "metrics": Operation(ADMIN),
@@ -56,6 +58,10 @@ REST_OPERATIONS: Final[dict[str, Operation]] = {
     "/docs": Operation(ADMIN),
     "/redoc": Operation(ADMIN),
     "/docs/assets/{name}": Operation(ADMIN),
+    # The web console's static files hold no data (gateway/api/console.py): open, so that a browser, which
+    # sends no credential when it opens a page, can load the sign-in page; its API calls authenticate.
+    "/console": OPEN,
+    "/console/assets/{name}": OPEN,
 }
 
 _GATEWAY = "/tubemq.gateway.v1.GatewayService/"

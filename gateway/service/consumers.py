@@ -259,6 +259,14 @@ class ConsumerService:
     def instance_count(self) -> int:
         return len(self._registry.instances)
 
+    def held(self) -> list[ConsumerInstance]:
+        """The live instances this process holds (any owner): for overviews that filter them by caller."""
+        return [i for i in self._registry.instances.values() if not i.closed]
+
+    def now(self) -> float:
+        """The service clock's time (what an instance's ``last_used`` is measured on)."""
+        return self._clock()
+
     # --- life cycle ---------------------------------------------------------------------------------
 
     async def start(self) -> None:

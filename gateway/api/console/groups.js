@@ -1,0 +1,45 @@
+// Groups: the consumer instances this gateway holds that you may see (your own; every one with the admin
+// action), with each held partition's offsets and lag in messages, refreshed every two seconds.
+
+import { get } from './api.js';
+import { clear, errorBox, fmtNumber, h, table } from './dom.js';
+
+function instanceBlock(i) {
+  const lag = i.partitions.reduce((sum, p) => sum + (p.lag ?? 0), 0);
+  const topics = Object.entries(i.topics).map(([t, ids]) => (ids.length ? `${t} (streams ${ids.join(', ')})` : t));
+  return h('section', { class: 'card instance', dataset: { group: i.group, instance: i.instanceId } },
+    h('h3', {}, `group ${i.group}`),
+    h('p', { class: 'muted' }, `instance ${i.instanceId.slice(0, 16)}… of ${i.owner}`,
+      i.worker === null ? '' : `, worker ${i.worker}`, `; topics ${topics.join(', ')}; `,
+      `${i.pendingMessages} delivered not committed, ${i.bufferedMessages} buffered; `,
+      `idle ${i.idleSeconds.toFixed(0)} s; total lag `, h('strong', { class: 'total-lag' }, fmtNumber(lag))),
+    i.partitions.length ? table(['partition', 'read position', 'end', 'lag', 'reading'],
+      i.partitions.map((p) => h('tr', { dataset: { partition: p.partitionKey } },
+        h('td', {}, p.partitionKey),
+        h('td', { class: 'num' }, p.currOffset < 0 ? '–' : fmtNumber(p.currOffset)),
+        h('td', { class: 'num' }, p.maxOffset < 0 ? '–' : fmtNumber(p.maxOffset)),
+        h('td', { class: 'num lag' }, p.lag === null ? '–' : String(p.lag)),
+        h('td', {}, p.inUse ? 'yes' : 'no')))) : h('p', { class: 'muted' }, 'No partition assigned yet.'));
+}
+
+export async function render(root) {
+  const box = h('div', { id: 'groups' }, h('p', { class: 'muted' }, 'Loading…'));
+  root.append(h('h1', {}, 'Groups'),
+    h('p', { class: 'muted' }, 'Consumer instances held by this gateway. Lag = (end − read position) / 28 ' +
+      'bytes per index entry: exact with one partition per store, an upper bound otherwise.'), box);
+  async function refresh() {
+    try {
+      const data = await get('v1/consumers');
+      clear(box).append(...(data.instances.length ? data.instances.map(instanceBlock)
+        : [h('p', { class: 'muted' }, 'No consumer instance that you may see.')]));
+      if (data.incompleteWorkers.length) {
+        box.prepend(errorBox(`worker(s) ${data.incompleteWorkers.join(', ')} did not answer: their instances are missing`));
+      }
+    } catch (error) {
+      clear(box).append(errorBox(error));
+    }
+  }
+  await refresh();
+  const timer = setInterval(refresh, 2000);
+  return () => clearInterval(timer);
+}

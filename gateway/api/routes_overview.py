@@ -1,0 +1,206 @@
+"""``GET /v1/topics`` and ``GET /v1/consumers``: what this gateway knows and holds, for the web console.
+
+``GET /v1/topics`` lists the topics the gateway knows (the embedded cluster's, those published to, those of
+its consumer instances, those in its publish counters) that the caller may ``describe``, with the publish
+counters of the whole replica (every worker process: read from the merged metrics, the numbers Prometheus
+scrapes), and the brokers of their partitions with their shielding (:func:`gateway.service.overview.
+topic_overview`). A client gets a publish rate by reading the counters twice.
+
+``GET /v1/consumers`` lists the consumer instances the replica holds that the caller may see (its own; all
+with ``admin``) with each held partition's offsets and lag. With worker processes each worker holds its own
+instances: the worker that answers asks its siblings (one hop over their private listeners, with the caller's
+credentials, like forwarding) and merges their lists; ``incompleteWorkers`` names a sibling that did not
+answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.api.deps import get_runtime
+from gateway.api.forwarding import Forwarder
+from gateway.api.overview_schemas import ConsumersOverviewResponse, TopicsOverviewResponse
+from gateway.api.routes_consumers import get_forwarder
+from gateway.api.schemas import ErrorResponse
+from gateway.api.worker_listener import replica_metrics
+from gateway.observability.metrics import OVERFLOW, PREFIX, GatewayMetrics
+from gateway.runtime import Runtime
+from gateway.service.consumers import Owner
+from gateway.service.errors import ServiceError
+from gateway.service.overview import PublishCounts, topic_overview, visible_instances
+
+__all__ = ["publish_counts", "router"]
+
+router = APIRouter(tags=["overview"])
+
+_COUNTERS = {
+    PREFIX + "published_messages": "messages",
+    PREFIX + "published_bytes": "bytes",
+    PREFIX + "publish_errors": "errors",
+}
+
+
+def publish_counts(exposition: str) -> dict[str, PublishCounts]:
+    """Per topic, the publish counters of a Prometheus text exposition (summed over any ``worker`` label)."""
+    sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for family in text_string_to_metric_families(exposition):
+        kind = _COUNTERS.get(family.name)
+        if kind is None:
+            continue
+        for sample in family.samples:
+            topic = sample.labels.get("topic")
+            if sample.name.endswith("_total") and topic and topic != OVERFLOW:
+                sums[topic][kind] += sample.value
+    return {t: PublishCounts(int(v["messages"]), int(v["bytes"]), int(v["errors"])) for t, v in sums.items()}
+
+
+async def _replica_counts(request: Request, runtime: Runtime) -> dict[str, PublishCounts]:
+    metrics: GatewayMetrics = request.app.state.metrics
+    if runtime.worker is not None:
+        text = (await replica_metrics(metrics, runtime.worker)).decode()
+    else:
+        text = metrics.render().decode()
+    return await asyncio.to_thread(publish_counts, text)
+
+
+def _known_topics(runtime: Runtime, counted: set[str]) -> set[str]:
+    names = set(counted)
+    names.update(runtime.embedded_topics())
+    if runtime.producer is not None:
+        names.update(runtime.producer.published_topics)
+    if runtime.consumers is not None:
+        for instance in runtime.consumers.held():
+            names.update(instance.consumer.topics)
+    return names
+
+
+@router.get(
+    "/v1/topics",
+    operation_id="listTopics",
+    summary="Topics this gateway knows, with publish counters and the brokers they live on",
+    response_model=TopicsOverviewResponse,
+    responses={503: {"model": ErrorResponse, "description": "the gateway is not started"}},
+)
+async def list_topics(request: Request) -> JSONResponse:
+    """Only topics the caller may `describe`; broker addresses only with `describe_cluster`. The counters
+    count since each worker process started; read them twice for a rate."""
+    runtime = get_runtime(request)
+    runtime.publisher()  # Unavailable while starting or stopping
+    producer = runtime.producer
+    assert producer is not None
+    counts = await _replica_counts(request, runtime)
+    overview = topic_overview(producer, runtime.security.policy, _known_topics(runtime, set(counts)), counts)
+    body = {
+        "topics": [
+            {
+                "topic": t.topic,
+                "partitions": t.partitions,
+                "brokerIds": t.broker_ids,
+                "shieldedBrokers": t.shielded_brokers,
+                "publishedMessages": t.published.messages,
+                "publishedBytes": t.published.bytes,
+                "publishErrors": t.published.errors,
+            }
+            for t in overview.topics
+        ],
+        "brokers": [
+            {
+                "brokerId": b.broker_id,
+                "broker": b.address,
+                "state": b.state,
+                "reason": b.reason,
+                "shieldedForSeconds": b.shielded_for,
+                "consecutiveFailures": b.consecutive_failures,
+                "sends": b.sends,
+                "successes": b.successes,
+                "partitions": b.partitions,
+            }
+            for b in overview.brokers
+        ],
+    }
+    return JSONResponse(body)
+
+
+def _local_instances(runtime: Runtime) -> list[dict[str, Any]]:
+    service = runtime.consumer_service()
+    worker = service.worker
+    return [
+        {
+            "instanceId": o.instance_id,
+            "group": o.group,
+            "owner": o.owner,
+            "worker": worker,
+            "topics": o.topics,
+            "autoCommit": o.auto_commit,
+            "pendingMessages": o.pending,
+            "bufferedMessages": o.buffered,
+            "idleSeconds": round(o.idle_seconds, 3),
+            "partitions": [
+                {
+                    "partitionKey": p.partition.partition_key,
+                    "topic": p.partition.topic,
+                    "brokerId": p.partition.broker_id,
+                    "partitionId": p.partition.partition_id,
+                    "currOffset": p.partition.curr_offset,
+                    "maxOffset": p.partition.max_offset,
+                    "lag": p.lag,
+                    "inUse": p.partition.in_use,
+                }
+                for p in o.partitions
+            ],
+        }
+        for o in visible_instances(service, runtime.security.policy, service.now())
+    ]
+
+
+@router.get(
+    "/v1/consumers",
+    operation_id="listConsumers",
+    summary="Consumer instances this gateway holds, with the lag of each held partition",
+    response_model=ConsumersOverviewResponse,
+    responses={503: {"model": ErrorResponse, "description": "the gateway is not started"}},
+)
+async def list_consumers(request: Request) -> JSONResponse:
+    """The caller's own instances (every instance for a caller allowed `admin`), of this replica only.
+    `lag` is in messages: (maxOffset - currOffset) / 28, an upper bound on a store of several partitions;
+    null until the broker told both offsets."""
+    runtime = get_runtime(request)
+    instances = _local_instances(runtime)
+    incomplete: list[int] = []
+    forwarder = await get_forwarder(request)
+    service = runtime.consumer_service()
+    if runtime.worker is not None and not forwarder.was_hopped(request):
+        siblings = sorted(runtime.worker.siblings())
+        answers = await asyncio.gather(
+            *(_sibling_instances(request, forwarder, Owner(service.advertised_url, i)) for i in siblings)
+        )
+        for index, found in zip(siblings, answers, strict=True):
+            if found is None:
+                incomplete.append(index)
+            else:
+                instances.extend(found)
+        instances.sort(key=lambda i: (i["group"], i["instanceId"]))
+    return JSONResponse({"instances": instances, "incompleteWorkers": incomplete})
+
+
+async def _sibling_instances(
+    request: Request, forwarder: Forwarder, owner: Owner
+) -> list[dict[str, Any]] | None:
+    try:
+        answer = await forwarder.forward(request, owner)
+    except ServiceError:
+        return None
+    if answer.status_code != 200:
+        return None
+    try:
+        found = json.loads(bytes(answer.body))["instances"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return found if isinstance(found, list) else None

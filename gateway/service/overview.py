@@ -1,0 +1,183 @@
+"""What the gateway holds, seen by one caller: topics with their brokers, consumer instances with their lag.
+
+:func:`topic_overview` lists the topics this gateway knows (those it publishes to, consumes, or was told of,
+like the embedded cluster's) that the caller may ``describe``, with their partitions as the producer routes
+them, the publish counters the adapter read from the gateway's own metrics, and the brokers they live on with
+their shielding (addresses only for a caller allowed ``describe_cluster``).
+
+The web console's groups page (and any client) lists the consumer instances of this process through
+:func:`visible_instances`. A caller sees the instances it created; a caller allowed ``admin`` (operators)
+sees every instance. In open mode every caller is allowed everything, so every instance is listed.
+
+Lag per partition is what the gateway knows today: the partition's ``maxOffset`` (end of the store's index)
+minus its ``currOffset`` (where the group's next read starts), in index entries of 28 bytes. Partitions of a
+store share one index, so on a store of several partitions it is an upper bound (exact with one partition per
+store); -1 offsets (nothing fetched yet) give no lag (None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gateway.service.access import ADMIN, DESCRIBE, DESCRIBE_CLUSTER, AccessPolicy
+from gateway.service.consumers import ConsumerService
+from gateway.service.principal import current_principal
+from gateway.tubemq.consumer import INDEX_ENTRY_SIZE, AssignedPartition
+from gateway.tubemq.net import BreakerState
+from gateway.tubemq.producer import Producer
+
+__all__ = [
+    "BrokerOverview",
+    "InstanceOverview",
+    "PartitionLag",
+    "PublishCounts",
+    "TopicOverview",
+    "TopicsOverview",
+    "partition_lag",
+    "topic_overview",
+    "visible_instances",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PublishCounts:
+    """A topic's publish counters since the gateway started (every worker of the replica)."""
+
+    messages: int = 0
+    bytes: int = 0
+    errors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOverview:
+    topic: str
+    partitions: int | None  # None: not routed by this process yet (open the topic to route it)
+    broker_ids: list[int]
+    shielded_brokers: list[int]
+    published: PublishCounts
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerOverview:
+    broker_id: int
+    address: str | None  # None for a caller not allowed describe_cluster
+    state: str  # closed (in use), open (shielded), half_open (on trial)
+    reason: str | None
+    shielded_for: float  # seconds of shielding left
+    consecutive_failures: int
+    sends: int
+    successes: int
+    partitions: int  # partitions of the listed topics on it
+
+
+@dataclass(slots=True)
+class TopicsOverview:
+    topics: list[TopicOverview] = field(default_factory=list)
+    brokers: list[BrokerOverview] = field(default_factory=list)
+
+
+def topic_overview(
+    producer: Producer,
+    access: AccessPolicy,
+    names: Iterable[str],
+    counts: Mapping[str, PublishCounts],
+) -> TopicsOverview:
+    """The topics among ``names`` the caller may describe, and the brokers of their partitions."""
+    principal = current_principal()
+    addresses = access.allows(principal, DESCRIBE_CLUSTER)
+    health = {h.broker_id: h for h in producer.broker_health()}
+    shielded = {b for b, h in health.items() if h.state is not BreakerState.CLOSED}
+    overview = TopicsOverview()
+    broker_partitions: dict[int, int] = {}
+    broker_addresses: dict[int, str] = {}
+    for topic in sorted(set(names)):
+        if not access.allows(principal, DESCRIBE, topic=topic):
+            continue
+        route = producer.topic_route(topic)
+        broker_ids: list[int] = []
+        if route is not None:
+            for p in route.partitions:
+                broker_partitions[p.broker_id] = broker_partitions.get(p.broker_id, 0) + 1
+                broker_addresses[p.broker_id] = str(p.broker_address)
+            broker_ids = sorted({p.broker_id for p in route.partitions})
+        overview.topics.append(
+            TopicOverview(
+                topic=topic,
+                partitions=len(route.partitions) if route is not None else None,
+                broker_ids=broker_ids,
+                shielded_brokers=[b for b in broker_ids if b in shielded],
+                published=counts.get(topic, PublishCounts()),
+            )
+        )
+    for broker_id in sorted(broker_partitions):
+        h = health.get(broker_id)
+        overview.brokers.append(
+            BrokerOverview(
+                broker_id=broker_id,
+                address=broker_addresses[broker_id] if addresses else None,
+                state=str(h.state) if h is not None else str(BreakerState.CLOSED),
+                reason=str(h.reason) if h is not None and h.reason is not None else None,
+                shielded_for=round(h.open_for, 3) if h is not None else 0.0,
+                consecutive_failures=h.consecutive_failures if h is not None else 0,
+                sends=h.sends if h is not None else 0,
+                successes=h.successes if h is not None else 0,
+                partitions=broker_partitions[broker_id],
+            )
+        )
+    return overview
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """One held partition with its offsets and lag (messages; None until the broker told both offsets)."""
+
+    partition: AssignedPartition
+    lag: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceOverview:
+    instance_id: str
+    group: str
+    owner: str
+    topics: dict[str, list[str]]  # topic -> stream id filter (empty: every message)
+    auto_commit: bool
+    partitions: list[PartitionLag]
+    pending: int
+    buffered: int
+    idle_seconds: float
+
+
+def partition_lag(p: AssignedPartition) -> int | None:
+    """Index entries between the group's read position and the end of the partition's store."""
+    if p.curr_offset < 0 or p.max_offset < 0:
+        return None
+    return max(0, p.max_offset - p.curr_offset) // INDEX_ENTRY_SIZE
+
+
+def visible_instances(service: ConsumerService, access: AccessPolicy, now: float) -> list[InstanceOverview]:
+    """The instances of ``service`` the current caller may see (its own; all with ``admin``), sorted by
+    group then id. ``now`` is the service clock's time (for idle seconds)."""
+    principal = current_principal()
+    everything = access.allows(principal, ADMIN)
+    found: list[InstanceOverview] = []
+    for instance in service.held():
+        if not everything and instance.owner != principal.identity:
+            continue
+        consumer = instance.consumer
+        found.append(
+            InstanceOverview(
+                instance_id=instance.instance_id,
+                group=instance.group,
+                owner=instance.owner,
+                topics={t: sorted(items) for t, items in consumer.topics.items()},
+                auto_commit=instance.auto_commit,
+                partitions=[PartitionLag(p, partition_lag(p)) for p in consumer.assignment()],
+                pending=instance.pending_count,
+                buffered=instance.buffered_count,
+                idle_seconds=max(0.0, now - instance.last_used),
+            )
+        )
+    found.sort(key=lambda o: (o.group, o.instance_id))
+    return found

@@ -1,0 +1,81 @@
+"""The web console's browser tests: a gateway with authentication required on its own embedded cluster, and
+Debian's Chromium driven by Playwright (the ``playwright`` package from PyPI, with the system browser: never
+``playwright install``, which downloads one).
+
+``scripts/ensure_chromium.sh`` (run by ``scripts/test.sh``) installs ``chromium`` and ``chromium-driver``
+where they are missing and apt-get can; :func:`chromium_or_skip` skips a test with the reason otherwise.
+Screenshots go to ``test-artifacts/console/`` (gitignored) at the repository's root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from auth_support import AuthFiles, secure_gateway
+
+from gateway.runtime import Runtime
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts" / "console"
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+#: flags for a quiet, offline, headless Chromium in a container (no sandbox: tests run as root)
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+#: topics of the console tests' cluster: demo (2 partitions in one store), lagged (one partition per store,
+#: so its lag is exact)
+TOPICS = "demo:2,lagged:1"
+
+
+def chromium_or_skip() -> str:
+    """The system Chromium's path, or skip saying why there is none."""
+    override = os.environ.get("TUBEMQ_TEST_CHROMIUM")
+    for path in (override, *CHROMIUM_CANDIDATES, shutil.which("chromium")):
+        if path and os.access(path, os.X_OK):
+            return path
+    pytest.skip(
+        "Chromium is not installed and scripts/ensure_chromium.sh could not install it (needs root and "
+        "apt-get with the Debian packages chromium and chromium-driver): the console's browser tests skip"
+    )
+
+
+@dataclass
+class ConsoleGateway:
+    url: str
+    runtime: Runtime
+    files: AuthFiles
+    http: httpx.AsyncClient
+
+    def key(self, principal: str) -> str:
+        return self.files.keys[principal]
+
+    def headers(self, principal: str) -> dict[str, str]:
+        return self.files.headers(principal)
+
+
+@asynccontextmanager
+async def console_gateway(directory: Path) -> AsyncIterator[ConsoleGateway]:
+    """A gateway with auth required (``auth_support``'s principals and rules) on its own embedded cluster
+    with :data:`TOPICS`, on a free loopback port."""
+    async with secure_gateway(directory, topics=TOPICS) as gw:
+        yield ConsoleGateway(gw.url, gw.runtime, gw.files, gw.http)
+
+
+def screenshot_path(name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS / f"{name}.png"

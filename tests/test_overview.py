@@ -1,0 +1,119 @@
+"""GET /v1/topics and GET /v1/consumers (the web console's data) under authentication and rules: a caller
+sees the topics it may describe, broker addresses only with describe_cluster, its own consumer instances (all
+of them with admin), each held partition's lag; the publish counters are the gateway's metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from auth_support import SecureGateway, secure_gateway
+from waiting import eventually
+
+from gateway.api.routes_overview import publish_counts
+from gateway.service.overview import PublishCounts
+
+
+@pytest.fixture
+async def gw(tmp_path: Path) -> AsyncIterator[SecureGateway]:
+    async with secure_gateway(tmp_path) as gateway:
+        yield gateway
+
+
+async def _get(gw: SecureGateway, path: str, principal: str) -> Any:
+    answer = await gw.http.get(path, headers=gw.files.headers(principal))
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+async def test_topics_show_what_the_rules_allow_with_the_gateways_counters(gw: SecureGateway) -> None:
+    alice = gw.files.headers("alice")
+    answer = await gw.http.post(
+        "/v1/topics/demo/messages", json={"messages": [{"value": "abc"}, {"value": "de"}]}, headers=alice
+    )
+    assert answer.status_code == 200
+    root = await _get(gw, "/v1/topics", "root")
+    (demo,) = root["topics"]
+    assert demo["topic"] == "demo" and demo["partitions"] == 2 and demo["brokerIds"] == [1]
+    assert (demo["publishedMessages"], demo["publishedBytes"], demo["publishErrors"]) == (2, 5, 0)
+    (broker,) = root["brokers"]
+    assert broker["brokerId"] == 1 and broker["state"] == "closed" and broker["partitions"] == 2
+    assert broker["broker"].startswith("127.0.0.1:") and broker["successes"] >= 1
+    # alice may describe, not describe_cluster: the same without addresses
+    listed = await _get(gw, "/v1/topics", "alice")
+    assert listed["topics"] == root["topics"]
+    assert [b["broker"] for b in listed["brokers"]] == [None]
+    # carol may describe other_* only: nothing here, not even the brokers of demo
+    assert await _get(gw, "/v1/topics", "carol") == {"topics": [], "brokers": []}
+    # nobody has no rule at all
+    refused = await gw.http.get("/v1/topics", headers=gw.files.headers("nobody"))
+    assert refused.status_code == 403 and refused.json()["error"]["action"] == "describe"
+
+
+async def test_consumers_list_own_instances_and_every_one_for_admin(gw: SecureGateway) -> None:
+    made = {}
+    for principal in ("alice", "bob"):
+        answer = await gw.http.post(
+            f"/v1/consumers/g_{principal}",
+            json={"topics": ["demo"], "startPosition": "earliest"},
+            headers=gw.files.headers(principal),
+        )
+        assert answer.status_code == 201, answer.text
+        made[principal] = answer.json()["instanceId"]
+    alice = await _get(gw, "/v1/consumers", "alice")
+    assert [i["instanceId"] for i in alice["instances"]] == [made["alice"]]
+    (own,) = alice["instances"]
+    assert own["owner"] == "api_key:alice" and own["group"] == "g_alice" and own["topics"] == {"demo": []}
+    assert own["worker"] is None and alice["incompleteWorkers"] == []
+    root = await _get(gw, "/v1/consumers", "root")
+    assert {i["instanceId"] for i in root["instances"]} == set(made.values())
+    # carol may consume other_* groups: allowed to list, sees none of these
+    assert (await _get(gw, "/v1/consumers", "carol"))["instances"] == []
+
+    # lag per partition: polled and not committed -> still behind; committed -> 0 (the read position moves
+    # with the commit; it is known once the instance has read from the broker)
+    headers = gw.files.headers("alice")
+    await gw.http.post(
+        "/v1/topics/demo/messages", json={"messages": [{"value": "x", "partition": 0}] * 3}, headers=headers
+    )
+
+    async def lag_of(expected: int) -> bool:
+        listed = await _get(gw, "/v1/consumers", "alice")
+        lags = {p["partitionKey"]: p["lag"] for p in listed["instances"][0]["partitions"]}
+        return lags.get("1:demo:0") == expected
+
+    base = f"/v1/consumers/g_alice/instances/{made['alice']}"
+    polled: list[Any] = []
+    while len(polled) < 3:
+        polled += (
+            await gw.http.get(f"{base}/messages", params={"timeout_ms": 2000}, headers=headers)
+        ).json()["messages"]
+    await eventually(lambda: lag_of(3), timeout=10.0, what="lag 3 on partition 0")
+    assert (await gw.http.post(f"{base}/commits", json={}, headers=headers)).json()["pending"] == 0
+    await eventually(lambda: lag_of(0), timeout=10.0, what="lag 0 after the commit")
+
+
+def test_publish_counts_sum_the_workers_of_a_replica() -> None:
+    exposition = "\n".join(
+        [
+            "# HELP tubemq_gateway_published_messages_total Messages stored by a broker.",
+            "# TYPE tubemq_gateway_published_messages_total counter",
+            'tubemq_gateway_published_messages_total{topic="demo",worker="0"} 3.0',
+            'tubemq_gateway_published_messages_total{topic="demo",worker="1"} 4.0',
+            'tubemq_gateway_published_messages_total{topic="__overflow__",worker="1"} 9.0',
+            "# HELP tubemq_gateway_published_bytes_total Bytes.",
+            "# TYPE tubemq_gateway_published_bytes_total counter",
+            'tubemq_gateway_published_bytes_total{topic="demo",worker="0"} 30.0',
+            "# HELP tubemq_gateway_publish_errors_total Failed send attempts.",
+            "# TYPE tubemq_gateway_publish_errors_total counter",
+            'tubemq_gateway_publish_errors_total{topic="other",reason="transport",worker="0"} 2.0',
+            'tubemq_gateway_publish_errors_total{topic="other",reason="rejected",worker="1"} 1.0',
+            "",
+        ]
+    )
+    assert publish_counts(exposition) == {
+        "demo": PublishCounts(messages=7, bytes=30, errors=0),
+        "other": PublishCounts(messages=0, bytes=0, errors=3),
+    }
