@@ -202,7 +202,7 @@ async def test_range_reads_are_exact(mode: str) -> None:
         stored = {pid: store.read(pid, 0, max_entries=10_000).messages for pid in range(3)}
         check_ids(mode, [(f"1:ranged:{pid}", m.offset, m.message_id) for pid in stored for m in stored[pid]])
         for pid, messages in stored.items():
-            expected = [m.message_id for m in messages if m.offset < end]
+            expected = [str(m.message_id) for m in messages if m.offset < end]
             url = f"/v1/topics/ranged/partitions/1:ranged:{pid}/messages"
             page = (await http.get(url, params={"from": 0, "to": end, "limit": 1000})).json()
             assert page["next"] == end
