@@ -82,6 +82,12 @@ def _meta(stream_id: str | None, msg_time: str | None, attributes: Mapping[str, 
     return b"".join(parts)
 
 
+def _extra(attempt: int, deadline: int) -> bytes:
+    """Fields 13 and 14: delivery_attempt, deadline (left out at 0)."""
+    first = b"\x68" + _varint(attempt) if attempt else b""
+    return first + (b"\x70" + _varint(deadline) if deadline else b"")
+
+
 def encode_consumed(messages: Sequence[DeliveredMessage]) -> bytes:
     """The serialized ``PollResponse`` (equally ``SubscribeResponse``) of ``messages``."""
     out: list[bytes] = []
@@ -91,6 +97,7 @@ def encode_consumed(messages: Sequence[DeliveredMessage]) -> bytes:
     metas: dict[tuple[int, str | None, str | None], bytes] = {}
     keys: dict[str | None, bytes] = {None: b""}
     value_heads: dict[int, bytes] = {0: b""}
+    extras: dict[tuple[int, int], bytes] = {}
     varint = _varint
     for where, run in partition_runs(messages):
         head = _head(*where)
@@ -112,17 +119,19 @@ def encode_consumed(messages: Sequence[DeliveredMessage]) -> bytes:
             token = b"%d" % m.seq
             offset = msg.offset
             message_id = msg.message_id
-            attempt = m.attempt
-            deadline = m.deadline_ms
-            fields = b"\x0a%c%b%b%b%b%b%b%b%b" % (
+            # 13: delivery_attempt, 14: deadline; the messages of one poll share them
+            extra_key = (m.attempt, m.deadline_ms)
+            extra = extras.get(extra_key)
+            if extra is None:
+                extra = extras[extra_key] = _extra(*extra_key)
+            fields = b"\x0a%c%b%b%b%b%b%b%b" % (
                 len(token),
                 token,
                 head,
                 b"" if offset is None else b"\x30" + varint(offset),
                 b"\x38" + varint(message_id) if message_id else b"",
                 meta,
-                b"\x68" + varint(attempt) if attempt else b"",  # 13: delivery_attempt
-                b"\x70" + varint(deadline) if deadline else b"",  # 14: deadline
+                extra,
                 value_head,
             )
             append(b"\x0a" + varint(len(fields) + size + len(key)) + fields)
