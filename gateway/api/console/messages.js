@@ -36,6 +36,7 @@ export async function render(root, params) {
   let partitions = [];
   let rows = [];
   let next = null;
+  let generation = 0; // a newer read makes the answers of older ones moot
 
   function showBounds() {
     const p = partitions.find((x) => x.partitionKey === partition.value);
@@ -46,6 +47,14 @@ export async function render(root, params) {
     const wanted = Math.max(1, Number(limit.value) || 50) * ENTRY;
     from.value = String(Math.max(p.minOffset, p.maxOffset - wanted));
     to.value = String(p.maxOffset);
+    readFresh(); // the partition's newest entries at once
+  }
+
+  function readFresh() {
+    generation += 1;
+    rows = [];
+    next = null;
+    read(from.value || '0', generation);
   }
 
   async function loadPartitions(event) {
@@ -72,11 +81,12 @@ export async function render(root, params) {
       { id: 'messages-table' }) : h('p', { class: 'muted' }, 'No message in this range.'));
   }
 
-  async function read(start) {
+  async function read(start, mine) {
     const t = topic.value.trim();
     const query = new URLSearchParams({ from: String(start), to: to.value, limit: limit.value || '50' });
     try {
       const page = await get(`v1/topics/${seg(t)}/partitions/${seg(partition.value)}/messages?${query}`);
+      if (mine !== generation) return;
       rows.push(...messageRows(page.messages));
       next = page.next < page.to ? page.next : null;
       draw();
@@ -84,11 +94,11 @@ export async function render(root, params) {
         `${fmtNumber(page.to)})` + (next === null ? '' : `; more from ${fmtNumber(next)}`);
       more.hidden = next === null;
     } catch (error) {
-      out.append(errorBox(error));
+      if (mine === generation) out.append(errorBox(error));
     }
   }
 
-  const more = h('button', { type: 'button', hidden: true, onclick: () => read(next) }, 'Read more');
+  const more = h('button', { type: 'button', hidden: true, onclick: () => read(next, generation) }, 'Read more');
   const picker = viewPicker(view, (v) => {
     view = v;
     for (const row of rows) row.lastChild.replaceChildren(valueNode(row.bytes, view));
@@ -100,9 +110,7 @@ export async function render(root, params) {
       h('button', { type: 'submit' }, 'Partitions')),
     h('form', { class: 'inline', id: 'range-form', onsubmit: (e) => {
       e.preventDefault();
-      rows = [];
-      next = null;
-      read(from.value || '0');
+      readFresh();
     } }, field('Partition', partition), field('From', from), field('To', to), field('Limit', limit),
     h('button', { type: 'submit' }, 'Read'), ' ', field('Values as', picker)),
     bounds, status, out, more,

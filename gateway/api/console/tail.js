@@ -12,7 +12,7 @@ const MAX_ROWS = 500;
 const state = {
   topic: '', streamId: '', group: `console-tail-${Math.random().toString(36).slice(2, 10)}`,
   running: false, paused: false, instance: null, controller: null, lastId: null,
-  messages: [], held: [], status: 'stopped', error: null, view: 'text',
+  messages: [], held: [], status: 'stopped', error: null, view: 'text', partitions: null, watcher: null,
 };
 let redraw = () => {};
 
@@ -55,12 +55,30 @@ async function pump() {
       if (!state.running) return;
       if (error && error.status === 410) {
         state.running = false;
+        clearInterval(state.watcher);
         setStatus('stopped', error);
         return;
       }
       setStatus('reconnecting', error);
     }
     if (state.running) await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+// Which partitions the tail's instance holds and reads (from a known offset: from then on every new message
+// reaches it), shown beside the status.
+async function watch() {
+  if (!state.running || !state.instance) return;
+  try {
+    const held = await call('GET', instancePath());
+    const reading = held.partitions.filter((p) => p.currOffset >= 0).length;
+    const text = `reading ${reading} of ${held.partitions.length} partition(s)`;
+    if (text !== state.partitions) {
+      state.partitions = text;
+      redraw();
+    }
+  } catch {
+    // the stream's own errors say what is wrong
   }
 }
 
@@ -74,6 +92,9 @@ async function start(topic, streamId, group) {
     const created = await call('POST', `v1/consumers/${seg(group)}`, body);
     state.instance = created.instanceId;
     state.running = true;
+    state.partitions = null;
+    state.watcher = setInterval(watch, 1000);
+    watch();
     pump();
   } catch (error) {
     setStatus('stopped', error);
@@ -82,6 +103,8 @@ async function start(topic, streamId, group) {
 
 async function stop() {
   state.running = false;
+  clearInterval(state.watcher);
+  state.partitions = null;
   if (state.controller) state.controller.abort();
   const instance = state.instance;
   state.instance = null;
@@ -147,7 +170,8 @@ export async function render(root, params) {
       h('button', { type: 'button', id: 'tail-stop', disabled: !running, onclick: stop }, 'Stop'),
       h('button', { type: 'button', id: 'tail-clear', onclick: () => { state.messages = []; redraw(); } }, 'Clear'),
     );
-    clear(status).append(`${state.status}` + (state.running ? ` (group ${state.group})` : ''));
+    clear(status).append(`${state.status}` + (state.running ? ` (group ${state.group})` : ''),
+      state.running && state.partitions ? h('span', { id: 'tail-partitions' }, `; ${state.partitions}`) : '');
     if (state.error) status.append(errorBox(state.error));
     clear(list).append(state.messages.length
       ? h('table', { id: 'tail-table' },
