@@ -101,8 +101,22 @@ class LimitSettings(BaseModel):
     max_concurrent_requests: int = Field(
         1024, ge=0, description="HTTP requests in progress at once, probes aside (0 = no cap); above: 503"
     )
+    max_concurrent_per_caller: int | None = Field(
+        None,
+        ge=0,
+        description="requests and gRPC calls one principal (or anonymous address) may have in progress "
+        "at once, HTTP and gRPC together; unset: a quarter of max_concurrent_requests; 0 = no share; "
+        "above: 503 / UNAVAILABLE",
+    )
     body_timeout: float = Field(
         30.0, gt=0, description="seconds the gateway waits for the next part of a request body; then 408"
+    )
+    min_body_rate: int = Field(
+        16 * 1024,
+        ge=1,
+        description="bytes per second a request body must average: the whole body must have arrived "
+        "within body_timeout + its size / min_body_rate seconds, else 408 (a client trickling a body "
+        "cannot hold a request slot for longer)",
     )
     max_header_bytes: int = Field(
         64 * 1024, ge=4096, description="bytes of an HTTP request's line and headers; above: 431"
@@ -149,6 +163,19 @@ class GrpcSettings(BaseModel):
         1.0, gt=0, description="seconds a Subscribe waits for messages before it checks whether to end"
     )
     health_interval: float = Field(1.0, gt=0, description="seconds between readiness looks of a health Watch")
+    max_health_watches: int = Field(
+        64,
+        ge=1,
+        description="health Watch streams open at once (they need no credentials); above: RESOURCE_EXHAUSTED",
+    )
+    max_streams_per_connection: int = Field(
+        100,
+        ge=1,
+        description="concurrent calls one HTTP/2 connection may open (SETTINGS_MAX_CONCURRENT_STREAMS)",
+    )
+    max_connections: int = Field(
+        1000, ge=1, description="gRPC connections open at once on this process's port; more are refused"
+    )
 
 
 class ConsumerSettings(BaseModel):

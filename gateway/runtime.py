@@ -18,6 +18,7 @@ from gateway.embedded.store import Retention
 from gateway.embedded.topics import load_topic_file, parse_topic_specs
 from gateway.observability import tracing
 from gateway.security.setup import Security, build_security, check_override_names
+from gateway.service.admission import Admission
 from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.errors import Unavailable
 from gateway.service.instance_id import normalize_base_url
@@ -102,6 +103,8 @@ class Runtime:
     draining: bool = False
     #: this process's place among the replica's worker processes (None: the replica is one process)
     worker: WorkerContext | None = None
+    #: requests and calls in progress and publish bytes held, HTTP and gRPC together (one per process)
+    admission: Admission = field(default_factory=Admission)
     #: authentication and access rules from ``settings.auth``; built with the runtime, so that settings
     #: that cannot work (``SecurityConfigError``) stop the process before it listens
     security: Security = field(init=False)

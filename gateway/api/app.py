@@ -88,11 +88,14 @@ def create_app(
     )
     complete_openapi(app)
     app.state.admin_app = create_admin_app(app) if admin_listener else None
-    # Inside request ids and metrics (its refusals are logged and counted like any answer), outside auth:
-    # body size, body timeout, in-flight bytes and concurrent requests (gateway/api/request_limits.py).
-    app.user_middleware.append(Middleware(RequestLimitsMiddleware, limits=lambda: rt.settings.limits))
-    # Innermost middleware (after request ids and metrics): refusals are logged and counted like any answer.
+    # Inside request ids and metrics: refusals are logged and counted like any answer. Authentication
+    # first, before any body is read (an unauthenticated request costs no slot and no body).
     app.user_middleware.append(Middleware(AuthMiddleware, security=lambda: rt.security, fastapi=lambda: app))
+    # Inside auth (it knows the caller): body size, body deadlines, in-flight bytes, concurrent requests and
+    # each caller's share of them, in the process's budgets gRPC counts into too (request_limits.py).
+    app.user_middleware.append(
+        Middleware(RequestLimitsMiddleware, limits=lambda: rt.settings.limits, admission=lambda: rt.admission)
+    )
     # Innermost of all: publish requests go straight to their endpoint (gateway/api/hot_path.py).
     app.user_middleware.append(Middleware(HotPathMiddleware, fastapi=lambda: app))
     if rt.settings.tracing.enabled or tracing.enabled():  # a SERVER span around all of the rest

@@ -4,12 +4,19 @@
   its route's limit has been read (at once when Content-Length announces more), chunked bodies included, so
   no body is ever buffered past its limit. Publish takes ``limits.max_request_bytes``; every other route
   (consumer creation, commits: small JSON documents) ``limits.max_control_body_bytes``.
-* A body that stalls (no piece for ``limits.body_timeout`` seconds) is answered 408. (No deadline is set
-  when the server says it holds the whole body already, the usual case of a small publish: the
-  ``body_buffered`` of the connection extension, ``gateway/api/http_guard.py``.)
+* A body that stalls (no piece for ``limits.body_timeout`` seconds) is answered 408, and so is one that
+  arrives slower than ``limits.min_body_rate`` on average: the whole body must be there within
+  ``body_timeout + size / min_body_rate`` seconds (size: Content-Length, or what came so far), so a client
+  trickling a byte now and then cannot hold a request slot for long. (No deadline is set when the server
+  says it holds the whole body already, the usual case of a small publish: the ``body_buffered`` of the
+  connection extension, ``gateway/api/http_guard.py``.)
 * Bytes of publish bodies held at once across all requests (being read or being published) are bounded by
-  ``limits.max_inflight_publish_bytes``, and requests in progress by ``limits.max_concurrent_requests``
-  (the health probes are not counted); above either the answer is 503 with ``Retry-After``.
+  ``limits.max_inflight_publish_bytes``, requests in progress by ``limits.max_concurrent_requests`` (the
+  health probes are not counted), and each caller's (principal's, or anonymous address's) requests in
+  progress by its share, ``limits.max_concurrent_per_caller``; above any the answer is 503 with
+  ``Retry-After``. These budgets are the process's :class:`~gateway.service.admission.Admission`, which
+  gRPC calls count into too. The middleware runs inside authentication, so it knows the caller (and an
+  unauthenticated request never gets this far, nor has its body read).
 
 The middleware answers these refusals itself, with ``Connection: close`` (the rest of an oversized body is
 not worth reading), and from then on drops what the app would still send: the app sees the client go away
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +36,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.api.http_guard import connection_extension
 from gateway.api.schemas import error_document
 from gateway.config import LimitSettings
+from gateway.service.admission import Admission, caller_share
+from gateway.service.principal import current_principal
 
-__all__ = ["RequestLimitsMiddleware"]
+__all__ = ["RequestLimitsMiddleware", "caller_of"]
 
 #: paths never refused for load: the probes must answer while the gateway is busy
 _PROBES = frozenset({"/healthz", "/readyz", "/livez"})
@@ -76,38 +86,47 @@ class RequestLimitsMiddleware:
     """See the module docstring. ``limits`` returns the settings (read per request: cheap, and tests may
     swap them)."""
 
-    def __init__(self, app: ASGIApp, *, limits: Callable[[], LimitSettings]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        limits: Callable[[], LimitSettings],
+        admission: Callable[[], Admission] | None = None,
+    ) -> None:
         self.app = app
         self._limits = limits
-        self.active = 0
-        self.inflight_publish_bytes = 0
+        own = Admission()
+        self._admission = admission or (lambda: own)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in _PROBES:
             await self.app(scope, receive, send)
             return
         limits = self._limits()
-        if limits.max_concurrent_requests and self.active >= limits.max_concurrent_requests:
-            await _Refused(
-                503,
-                "unavailable",
-                f"this gateway is serving its maximum of {limits.max_concurrent_requests} requests; retry "
-                "shortly or through another replica",
-                retryAfterSeconds=_RETRY_AFTER,
-            ).send(send)
+        admission = self._admission()
+        caller = caller_of(scope)
+        share = caller_share(limits.max_concurrent_requests, limits.max_concurrent_per_caller)
+        refusal = admission.enter(caller, limits.max_concurrent_requests, share)
+        if refusal is not None:
+            await _Refused(503, "unavailable", refusal.message(), retryAfterSeconds=_RETRY_AFTER).send(send)
             return
+        try:
+            await self._admitted(scope, receive, send, limits, admission)
+        finally:
+            admission.leave(caller)
+
+    async def _admitted(
+        self, scope: Scope, receive: Receive, send: Send, limits: LimitSettings, admission: Admission
+    ) -> None:
         publish = _is_publish(scope)
         limit = limits.max_request_bytes if publish else limits.max_control_body_bytes
-        for name, value in scope["headers"]:
-            if name == b"content-length":
-                if value.isdigit() and int(value) > limit:
-                    await _too_large(limit).send(send)
-                    return
-                break
-        self.active += 1
+        length = _content_length(scope)
+        if length is not None and length > limit:
+            await _too_large(limit).send(send)
+            return
         extension = connection_extension(scope)
         buffered = extension.get("body_buffered") if extension is not None else None
-        reader = _BodyReader(self, receive, limit, limits, publish, buffered)
+        reader = _BodyReader(admission, receive, limit, limits, publish, buffered, _content_length(scope))
         started = False
 
         async def guarded_send(message: Message) -> None:
@@ -125,26 +144,44 @@ class RequestLimitsMiddleware:
                 raise
             # the app failed because its body was cut off (ClientDisconnect and the like): answered below
         finally:
-            self.active -= 1
-            self.inflight_publish_bytes -= reader.reserved
+            admission.release(reader.reserved)
             reader.reserved = 0
         if reader.refusal is not None and not reader.refused and not started:
             reader.refused = True
             await reader.refusal.send(send)
 
 
+def caller_of(scope: Scope) -> str:
+    """Whose share a request takes: the principal's identity, or ``anonymous@<client address>``."""
+    principal = current_principal()
+    if not principal.anonymous:
+        return principal.identity
+    client = scope.get("client")
+    return f"anonymous@{client[0]}" if client else "anonymous"
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else None
+    return None
+
+
 class _BodyReader:
-    """The app's ``receive``: counts the body against the limits and sets a deadline on each piece."""
+    """The app's ``receive``: counts the body against the limits and sets a deadline on each piece and on
+    the whole body."""
 
     __slots__ = (
+        "_admission",
         "_buffered",
         "_done",
+        "_length",
         "_limit",
         "_limits",
-        "_owner",
         "_publish",
         "_receive",
         "_received",
+        "_started",
         "refusal",
         "refused",
         "reserved",
@@ -152,14 +189,17 @@ class _BodyReader:
 
     def __init__(
         self,
-        owner: RequestLimitsMiddleware,
+        admission: Admission,
         receive: Receive,
         limit: int,
         limits: LimitSettings,
         publish: bool,
         buffered: Callable[[], bool] | None = None,
+        length: int | None = None,
     ) -> None:
-        self._owner = owner
+        self._admission = admission
+        self._length = length or 0
+        self._started = time.monotonic()
         self._buffered = buffered
         self._receive = receive
         self._limit = limit
@@ -176,19 +216,25 @@ class _BodyReader:
             return await self._receive()
         if self.refusal is not None:
             return {"type": "http.disconnect"}
+        limits = self._limits
         try:
             if self._buffered is not None and self._buffered():
                 message = await self._receive()  # answers at once: no deadline (and no timer) needed
             else:
-                async with asyncio.timeout(self._limits.body_timeout):
+                # the next piece within body_timeout, and the whole body at min_body_rate on average
+                whole = limits.body_timeout + max(self._length, self._received) / limits.min_body_rate
+                left = self._started + whole - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                async with asyncio.timeout(min(limits.body_timeout, left)):
                     message = await self._receive()
         except TimeoutError:
             return self._refuse(
                 _Refused(
                     408,
                     "request_timeout",
-                    f"no part of the request body came for {self._limits.body_timeout:g} s; send the body "
-                    "without pauses",
+                    f"the request body did not come in time: a pause above {limits.body_timeout:g} s, or "
+                    f"slower than {limits.min_body_rate} bytes/s on average; send the body without pauses",
                     field="body",
                 )
             )
@@ -200,9 +246,8 @@ class _BodyReader:
         if self._received > self._limit:
             return self._refuse(_too_large(self._limit))
         if self._publish and size:
-            owner = self._owner
             cap = self._limits.max_inflight_publish_bytes
-            if cap and owner.inflight_publish_bytes + size > cap:
+            if not self._admission.reserve(size, cap):
                 return self._refuse(
                     _Refused(
                         503,
@@ -212,7 +257,6 @@ class _BodyReader:
                         retryAfterSeconds=_RETRY_AFTER,
                     )
                 )
-            owner.inflight_publish_bytes += size
             self.reserved += size
         if not message.get("more_body", False):
             self._done = True

@@ -6,7 +6,17 @@ separate functions. Per call, in order:
 1. **Request id**: the client's ``x-request-id`` when it is a sane token, else a fresh one; sent back in
    the response trailers of every call (and also in the headers of streaming calls), and visible to logs
    through :func:`gateway.observability.request_id.current_request_id`.
-2. **Authentication and admission**: with a :class:`~gateway.security.setup.Security`, the method is
+2. **Authentication and admission**, before any request message is received
+   (:meth:`GatewayInterceptor._handler`, run by ``intercept_service`` when the call's headers are in; the
+   message is read only by the handler grpc is given back): the
+   credentials of the call's metadata are checked there. A call they do not authenticate (or no rule
+   allows), and every call of an open method (health), gets its method's handler in the *stream-request*
+   form (:meth:`GatewayInterceptor._lazy`): grpc.aio makes the C core receive, decompress and parse a unary
+   request before a unary handler runs, while a stream-request handler reads only when asked. The refused
+   call is answered without ever reading its message (a 20 MiB gzip-compressed Publish without credentials
+   costs its headers, not 20 MiB); a call without metadata credentials on an mTLS listener is
+   authenticated from its certificate and then reads its one message; open methods read theirs a few at a
+   time (:data:`OPEN_READS`). Then, with a :class:`~gateway.security.setup.Security`, the method is
    looked up in :data:`gateway.security.operations.GRPC_METHODS` (health checks are open; a method
    missing from the table is refused), the caller is authenticated from the ``authorization`` /
    ``x-api-key`` metadata or (``auth.mtls_principal``) the verified client certificate's subject
@@ -14,6 +24,14 @@ separate functions. Per call, in order:
    then the :func:`~gateway.service.principal.current_principal` of the call. Refusals are UNAUTHENTICATED or
    PERMISSION_DENIED. An extra ``authorize(method, metadata)`` hook may raise
    :class:`~gateway.grpc.errors.AuthError` to refuse a call.
+
+   **Budgets** (with an ``admission``): every call but the open ones counts into the process's
+   :class:`~gateway.service.admission.Admission`, the one the REST limits middleware counts into: calls and
+   requests in progress (``limits.max_concurrent_requests``) and each caller's share of them
+   (``limits.max_concurrent_per_caller``), answered UNAVAILABLE above; publish messages' bytes count into
+   ``limits.max_inflight_publish_bytes`` and every other method's messages are bounded by
+   ``limits.max_control_body_bytes`` (``gateway/grpc/call_budget.py``). Health Watch streams are bounded by
+   ``max_health_watches`` (RESOURCE_EXHAUSTED above).
 3. **Errors**: a :class:`~gateway.service.errors.ServiceError` (or ``AdapterError``) leaving the servicer
    ends the call through :func:`gateway.grpc.errors.abort`; any other exception is logged with the
    request id and ends the call with INTERNAL.
@@ -34,9 +52,11 @@ from typing import Any
 
 import grpc
 
+from gateway.config import LimitSettings
 from gateway.grpc import errors
+from gateway.grpc.call_admission import AdmittingInterceptor, metadata_text
+from gateway.grpc.call_budget import CALL, checked
 from gateway.grpc.siblings import forwarded_subject
-from gateway.grpc.wrapping import WrappingInterceptor
 from gateway.observability.grpc_events import (
     BIDI_STREAM,
     CLIENT_STREAM,
@@ -49,6 +69,7 @@ from gateway.observability.request_id import accepted, bind, new_request_id
 from gateway.security.credentials import from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
+from gateway.service.admission import Admission
 from gateway.service.errors import ServiceError
 from gateway.service.principal import bind_principal
 from gateway.tls import GRPC_SUBJECT_KEY
@@ -83,7 +104,7 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str | bytes]:
     return {key: value for key, value in context.invocation_metadata() or ()}
 
 
-class GatewayInterceptor(WrappingInterceptor):
+class GatewayInterceptor(AdmittingInterceptor):
     """Wraps every method handler of the server; see the module docstring."""
 
     def __init__(
@@ -92,13 +113,17 @@ class GatewayInterceptor(WrappingInterceptor):
         events: EventBus | None = None,
         authorize: Authorizer | None = None,
         security: Security | None = None,
+        admission: Admission | None = None,
+        limits: Callable[[], LimitSettings] = LimitSettings,
+        max_health_watches: int = 64,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._events = events
         self._authorize = authorize
-        self._security = security
         self._clock = clock
-        super().__init__()  # each handler is wrapped once, not once per call (gateway/grpc/wrapping.py)
+        super().__init__(
+            security=security, admission=admission, limits=limits, max_health_watches=max_health_watches
+        )
 
     def __repr__(self) -> str:
         auth = self._security.mode if self._security is not None else "off"
@@ -112,16 +137,23 @@ class GatewayInterceptor(WrappingInterceptor):
             request_id, metadata = self._begin(context, method, kind)
             code = grpc.StatusCode.OK
             flow = _Flow(started + REPORT_INTERVAL) if kind == CLIENT_STREAM else None
+            leave = None
             try:
                 await self._admit(method, metadata, context)
+                leave = self._enter(method, context)
                 if flow is not None:
                     request = self._counted(request, flow, method, kind)
+                else:  # a message (a refused one raises), or the lazy form's request iterator
+                    request = checked(request, self._bounds)
                 return await behavior(request, context)
             except BaseException as exc:
                 code = _code_of(exc, context)
                 await self._translate(exc, context, request_id, method)
                 raise
             finally:
+                if leave is not None:
+                    leave()
+                _close_call()
                 if flow is not None:
                     self._report(method, kind, flow)
                 self._finished(method, kind, code, started, request_id)
@@ -136,13 +168,17 @@ class GatewayInterceptor(WrappingInterceptor):
             request_id, metadata = self._begin(context, method, kind)
             code = grpc.StatusCode.OK
             flow = _Flow(started + REPORT_INTERVAL)
+            leave = None
             try:
                 await self._admit(method, metadata, context)
+                leave = self._enter(method, context)
                 # Headers only once the call is admitted: a refusal is a clean trailers-only answer (headers
                 # sent before an immediate abort made grpc clients now and then see INTERNAL instead).
                 await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
                 if kind == BIDI_STREAM:
                     request = self._counted(request, flow, method, kind)
+                else:
+                    request = checked(request, self._bounds)
                 result = behavior(request, context)
                 if hasattr(result, "__aiter__"):
                     async for item in result:
@@ -157,6 +193,9 @@ class GatewayInterceptor(WrappingInterceptor):
                 await self._translate(exc, context, request_id, method)
                 raise
             finally:
+                if leave is not None:
+                    leave()
+                _close_call()
                 self._report(method, kind, flow)
                 self._finished(method, kind, code, started, request_id)
 
@@ -170,7 +209,7 @@ class GatewayInterceptor(WrappingInterceptor):
             flow.received += 1
             if self._clock() >= flow.due:
                 self._report(method, kind, flow)
-            yield request
+            yield checked(request, self._bounds)
 
     def _report(self, method: str, kind: str, flow: _Flow) -> None:
         """Report (and reset) the messages counted in ``flow``; the next report is due in an interval."""
@@ -186,19 +225,27 @@ class GatewayInterceptor(WrappingInterceptor):
     async def _admit(
         self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
     ) -> None:
-        """Authenticate the caller and bind it to this call's task; raises ServiceError / AuthError."""
+        """Authenticate the caller (unless :meth:`_handler` did from the metadata) and bind it to
+        this call's task; raises ServiceError / AuthError."""
+        call = CALL.get()
+        if call is not None and call.error is not None:
+            raise call.error
         security = self._security
         if security is not None and security.mode != "open":
             operation = grpc_operation(method)
             if not operation.open:
-                authenticator = security.authenticator
-                credentials = from_headers(
-                    _text(metadata.get("authorization")),
-                    _text(metadata.get("x-api-key")),
-                    client_subject(context, metadata) if authenticator.mtls else None,
-                )
-                principal = await authenticator.authenticate(credentials)
-                security.admit(operation, principal)
+                principal = call.principal if call is not None else None
+                if principal is None:
+                    authenticator = security.authenticator
+                    credentials = from_headers(
+                        metadata_text(metadata.get("authorization")),
+                        metadata_text(metadata.get("x-api-key")),
+                        client_subject(context, metadata) if authenticator.mtls else None,
+                    )
+                    principal = await authenticator.authenticate(credentials)
+                    security.admit(operation, principal)
+                    if call is not None:
+                        call.principal = principal
                 bind_principal(principal)
         if self._authorize is not None:
             await self._authorize(method, metadata)
@@ -239,8 +286,10 @@ class GatewayInterceptor(WrappingInterceptor):
             events.emit(GrpcCallFinished(method, code.name, self._clock() - started, request_id, kind))
 
 
-def _text(value: str | bytes | None) -> str | None:
-    return value.decode("latin-1") if isinstance(value, bytes) else value
+def _close_call() -> None:
+    call = CALL.get()
+    if call is not None:
+        call.close()
 
 
 def client_subject(context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes]) -> str | None:

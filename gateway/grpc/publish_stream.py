@@ -20,10 +20,11 @@ import asyncio
 import contextlib
 import functools
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.grpc.call_budget import claim_message_bytes
 from gateway.grpc.convert import outgoing, receipt
 from gateway.grpc.errors import error_status
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
@@ -95,6 +96,8 @@ async def _read(
             chains = _chains(topic, messages)
             before = {tails[c] for c in chains if c in tails}
             task = asyncio.create_task(_publish(service, topic, messages, sequence, before))
+            # the request's bytes stay counted in the process's in-flight publish bytes until it is acked
+            task.add_done_callback(_releasing(claim_message_bytes()))
             for chain in chains:
                 tails[chain] = task
                 task.add_done_callback(functools.partial(_forget, tails, chain))
@@ -104,6 +107,13 @@ async def _read(
     finally:
         flight.reading = False
         flight.changed.set()
+
+
+def _releasing(release: Callable[[], None]) -> Callable[[object], None]:
+    def done(_: object) -> None:
+        release()
+
+    return done
 
 
 def _chains(topic: str, messages: Sequence[OutgoingMessage]) -> set[_Chain]:

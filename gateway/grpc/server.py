@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
+from gateway.grpc.call_admission import OPEN_READS
 from gateway.grpc.health import HEALTH_SERVICE_NAME, ReadinessHealth
 from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
@@ -85,7 +86,12 @@ class GrpcServer:
             lambda: runtime.readiness()[0], [SERVICE_NAME], watch_interval=health_interval
         )
         self.interceptor = GatewayInterceptor(
-            events=runtime.events, authorize=authorize, security=runtime.security
+            events=runtime.events,
+            authorize=authorize,
+            security=runtime.security,
+            admission=runtime.admission,
+            limits=lambda: runtime.settings.limits,
+            max_health_watches=runtime.settings.grpc.max_health_watches,
         )
         self._server: Any = None
         self._port: int | None = None
@@ -115,9 +121,17 @@ class GrpcServer:
         """Bind and start serving; raises OSError when the port cannot be bound."""
         if self._server is not None:
             raise RuntimeError("the gRPC server is already started")
+        s = self.runtime.settings
+        # The core's own bounds, behind the interceptor's finer ones (gateway/grpc/interceptors.py): calls
+        # in progress (those counted in limits.max_concurrent_requests, the health Watch streams, the open
+        # reads, and a margin for refusals being answered), streams per connection, connections.
+        calls = s.limits.max_concurrent_requests
         server = grpc.aio.server(
             interceptors=[*self._tracing(), self.interceptor],
+            maximum_concurrent_rpcs=calls + s.grpc.max_health_watches + OPEN_READS + 64 if calls else None,
             options=[
+                ("grpc.max_concurrent_streams", s.grpc.max_streams_per_connection),
+                ("grpc.max_allowed_incoming_connections", s.grpc.max_connections),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
                 # grpc shares a port between processes by default; a second gateway on the same port must
                 # fail to start instead of silently receiving half of the calls. Worker processes of one

@@ -18,7 +18,7 @@ import grpc
 
 from gateway.observability.grpc_events import BIDI_STREAM, CLIENT_STREAM, SERVER_STREAM, UNARY
 
-__all__ = ["BIDI_STREAM", "CLIENT_STREAM", "SERVER_STREAM", "UNARY", "WrappingInterceptor"]
+__all__ = ["BIDI_STREAM", "CLIENT_STREAM", "SERVER_STREAM", "UNARY", "WrappingInterceptor", "method_codec"]
 
 # the gRPC method kinds handed to ``_unary`` / ``_streaming`` are the metrics' ``grpc_type`` names
 
@@ -38,19 +38,29 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # 
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        method: str = handler_call_details.method
-        cached = self._wrapped.get(method)
+        return await self._handler(handler_call_details, handler)
+
+    async def _handler(self, details: grpc.HandlerCallDetails, handler: Any) -> Any:
+        """The handler grpc gets for this call (by default: ``handler`` wrapped)."""
+        return self._cached(self._wrapped, details.method, handler, self._wrap)
+
+    @staticmethod
+    def _cached(
+        cache: dict[str, tuple[Any, Any]], method: str, handler: Any, make: Callable[[str, Any], Any]
+    ) -> Any:
+        """``make(method, handler)``, made once while grpc hands over the same handler object."""
+        cached = cache.get(method)
         if cached is not None and cached[0] is handler:
             return cached[1]
-        wrapped = self._wrap(method, handler)
-        self._wrapped[method] = (handler, wrapped)
-        return wrapped
+        made = make(method, handler)
+        cache[method] = (handler, made)
+        return made
 
     def _wrap(self, method: str, handler: Any) -> Any:
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": _bytes_or(handler.response_serializer),
-        }
+        return self._wrap_with(method, handler, method_codec(handler))
+
+    def _wrap_with(self, method: str, handler: Any, codec: dict[str, Any]) -> Any:
+        """``handler`` wrapped by its kind, with ``codec`` (its serializers, see :func:`method_codec`)."""
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, UNARY, handler.unary_unary), **codec
@@ -76,6 +86,14 @@ class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # 
         self, method: str, kind: str, behavior: Callable[..., Any]
     ) -> Callable[..., AsyncIterator[Any]]:
         """The wrapper of a behaviour that answers with a stream (server-streaming and bidi methods)."""
+
+
+def method_codec(handler: Any) -> dict[str, Any]:
+    """The keyword arguments of grpc's ``*_rpc_method_handler`` for ``handler``'s serializers."""
+    return {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": _bytes_or(handler.response_serializer),
+    }
 
 
 def _bytes_or(serialize: Callable[[Any], bytes] | None) -> Callable[[Any], bytes] | None:

@@ -1,0 +1,226 @@
+"""Admission of gRPC calls before their request message is read, and into the process's budgets.
+
+:class:`AdmittingInterceptor` is the base of :class:`~gateway.grpc.interceptors.GatewayInterceptor` (see its
+module docstring, step 2): :meth:`AdmittingInterceptor._handler` runs in ``intercept_service``, when a call's
+headers are in and before grpc receives its message. It authenticates the call from its metadata into the
+call's :class:`~gateway.grpc.call_budget.CallState`; a call that is refused, of an open method, or to be
+authenticated from its client certificate gets the *stream-request* form of its handler (:meth:`_lazy`), which
+reads the one request message itself once the call is admitted, so that a refused call never has it read
+(grpc.aio has the C core receive, decompress and parse a unary request before a unary handler runs).
+:meth:`_enter` counts an admitted call into the budgets (the process's
+:class:`~gateway.service.admission.Admission`, or the health Watch bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from gateway.config import LimitSettings
+from gateway.grpc import errors
+from gateway.grpc.call_budget import CALL, CallState, bounded, budgeted, checked
+from gateway.grpc.convert import peer_host
+from gateway.grpc.wrapping import SERVER_STREAM, UNARY, WrappingInterceptor, method_codec
+from gateway.security.credentials import Credentials, from_headers
+from gateway.security.operations import grpc_operation
+from gateway.security.setup import Security
+from gateway.service.access import PUBLISH
+from gateway.service.admission import Admission, caller_share
+from gateway.service.errors import InvalidInput, ServiceError, Unavailable
+from gateway.service.principal import current_principal
+
+__all__ = ["OPEN_READS", "AdmittingInterceptor", "TooManyCalls", "metadata_text"]
+
+#: Request messages of open methods (health: no credentials) read at once, and the seconds one may take:
+#: each read may make the C core decompress up to ``limits.max_request_bytes`` before the method's bound
+#: refuses it, so unauthenticated reads are few at a time.
+OPEN_READS = 4
+OPEN_READ_TIMEOUT = 2.0
+
+_WATCH = "/grpc.health.v1.Health/Watch"
+
+
+class TooManyCalls(errors.AdapterError):
+    """More calls of a kind than the server takes at once."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class AdmittingInterceptor(WrappingInterceptor):
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        security: Security | None = None,
+        admission: Admission | None = None,
+        limits: Callable[[], LimitSettings] = LimitSettings,
+        max_health_watches: int = 64,
+    ) -> None:
+        self._security = security
+        self._admission = admission if admission is not None else Admission()
+        self._limits = limits
+        self._max_watches = max_health_watches
+        self._watches = 0
+        self._open_reads = asyncio.Semaphore(OPEN_READS)
+        #: method -> (the handler we were given, its stream-request form)
+        self._lazy_handlers: dict[str, tuple[Any, Any]] = {}
+        super().__init__()  # each handler is wrapped once, not once per call (gateway/grpc/wrapping.py)
+
+    async def _handler(self, details: grpc.HandlerCallDetails, handler: Any) -> Any:
+        """Runs in ``intercept_service``, when the call's headers are in and its message is not read."""
+        method: str = details.method
+        call = CallState(self._admission)
+        CALL.set(call)  # the handler and the deserializer of this call run in this task (see call_budget)
+        lazy = await self._verdict(method, details.invocation_metadata, call)
+        if not lazy or (handler.unary_unary is None and handler.unary_stream is None):
+            # a stream-request method reads its messages only when the (admitted) handler asks for them
+            return self._cached(self._wrapped, method, handler, self._wrap)
+        return self._cached(self._lazy_handlers, method, handler, self._lazy)
+
+    async def _verdict(self, method: str, metadata: Any, call: CallState) -> bool:
+        """Authenticate the call from its metadata into ``call``; True when its handler must be the
+        stream-request form (refused, open, or to be authenticated from its client certificate)."""
+        operation = grpc_operation(method)
+        if operation.open:
+            return True
+        security = self._security
+        if security is None or security.mode == "open":
+            return False
+        authenticator = security.authenticator
+        found = {key: value for key, value in metadata or () if key in ("authorization", "x-api-key")}
+        try:
+            credentials = from_headers(
+                metadata_text(found.get("authorization")), metadata_text(found.get("x-api-key"))
+            )
+            if credentials.empty:
+                if authenticator.mtls:
+                    return True  # the handler authenticates it from the connection's certificate
+                await authenticator.authenticate(Credentials())  # raises: no credentials
+            principal = await authenticator.authenticate(credentials)
+            security.admit(operation, principal)
+        except ServiceError as exc:
+            call.error = exc
+            return True
+        call.principal = principal
+        return False
+
+    def _lazy(self, method: str, handler: Any) -> Any:
+        """The stream-request form of a unary-request ``handler``: its one message is read by the handler,
+        after the call is admitted (a refused call never reads it)."""
+        codec = self._codec(method, handler)
+        if handler.unary_unary is not None:
+            first_then_unary = _after_first(handler.unary_unary, self._read_first(method))
+            return grpc.stream_unary_rpc_method_handler(self._unary(method, UNARY, first_then_unary), **codec)
+        first_then_stream = _stream_after_first(handler.unary_stream, self._read_first(method))
+        return grpc.stream_stream_rpc_method_handler(
+            self._streaming(method, SERVER_STREAM, first_then_stream), **codec
+        )
+
+    def _read_first(self, method: str) -> Callable[[AsyncIterator[Any]], Awaitable[Any]]:
+        if not grpc_operation(method).open:
+            return self._first
+        return self._first_open
+
+    async def _first(self, requests: AsyncIterator[Any]) -> Any:
+        async for request in requests:
+            return checked(request, self._bounds)
+        raise InvalidInput("the call carried no request message", field="request")
+
+    async def _first_open(self, requests: AsyncIterator[Any]) -> Any:
+        """An open method's message: a few at a time, each within OPEN_READ_TIMEOUT."""
+        try:
+            async with self._open_reads, asyncio.timeout(OPEN_READ_TIMEOUT):
+                return await self._first(requests)
+        except TimeoutError:
+            raise InvalidInput(
+                f"the request message did not come within {OPEN_READ_TIMEOUT:g} s", field="request"
+            ) from None
+
+    def _bounds(self) -> tuple[int, int]:
+        limits = self._limits()
+        return limits.max_inflight_publish_bytes, limits.max_control_body_bytes
+
+    def _codec(self, method: str, handler: Any) -> dict[str, Any]:
+        """The method's serializers, with its request messages budgeted (publish) or bounded (the rest)."""
+        codec = method_codec(handler)
+        deserialize = codec["request_deserializer"]
+        if deserialize is not None:
+            if grpc_operation(method).action == PUBLISH:
+                codec["request_deserializer"] = budgeted(
+                    deserialize, lambda: self._limits().max_inflight_publish_bytes
+                )
+            else:
+                codec["request_deserializer"] = bounded(
+                    deserialize, lambda: self._limits().max_control_body_bytes
+                )
+        return codec
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        return self._wrap_with(method, handler, self._codec(method, handler))
+
+    # --- in the handler: admission into the budgets ----------------------------------------------------
+
+    def _enter(self, method: str, context: grpc.aio.ServicerContext) -> Callable[[], None] | None:
+        """Count the call into its budget (raises when it holds no place); the function that gives the
+        place back."""
+        if grpc_operation(method).open:
+            if method != _WATCH:
+                return None
+            if self._watches >= self._max_watches:
+                raise TooManyCalls(
+                    f"this server has its maximum of {self._max_watches} health Watch streams open "
+                    "(grpc.max_health_watches); use Check, or retry later"
+                )
+            self._watches += 1
+            return self._watch_ended
+        limits = self._limits()
+        caller = _caller(context)
+        share = caller_share(limits.max_concurrent_requests, limits.max_concurrent_per_caller)
+        refusal = self._admission.enter(caller, limits.max_concurrent_requests, share)
+        if refusal is not None:
+            raise Unavailable(refusal.message("requests and calls"), retry_after=1.0)
+        admission = self._admission
+        return lambda: admission.leave(caller)
+
+    def _watch_ended(self) -> None:
+        self._watches -= 1
+
+
+def _after_first(
+    behavior: Callable[..., Awaitable[Any]], first: Callable[[AsyncIterator[Any]], Awaitable[Any]]
+) -> Callable[..., Awaitable[Any]]:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        return await behavior(await first(requests), context)
+
+    return call
+
+
+def _stream_after_first(
+    behavior: Callable[..., Any], first: Callable[[AsyncIterator[Any]], Awaitable[Any]]
+) -> Callable[..., AsyncIterator[Any]]:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        result = behavior(await first(requests), context)
+        if hasattr(result, "__aiter__"):
+            async for item in result:
+                yield item
+        else:
+            await result
+
+    return call
+
+
+def _caller(context: grpc.aio.ServicerContext) -> str:
+    """Whose share a call takes: the bound principal's identity, or ``anonymous@<peer address>``."""
+    principal = current_principal()
+    if not principal.anonymous:
+        return principal.identity
+    return f"anonymous@{peer_host(context.peer())}"
+
+
+def metadata_text(value: str | bytes | None) -> str | None:
+    """A metadata value as text (a ``-bin`` value decoded as Latin-1)."""
+    return value.decode("latin-1") if isinstance(value, bytes) else value
