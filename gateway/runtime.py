@@ -29,10 +29,11 @@ from gateway.service.ranges import RangeService
 from gateway.service.registrations import RegistrationLedger, release_predecessor
 from gateway.tubemq.address import NodeAddress, parse_address_list
 from gateway.tubemq.consumer import ConsumerConfig
+from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net import BreakerState, ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
-from gateway.upstream import UpstreamOptions, upstream_options
+from gateway.upstream import UpstreamOptions, refusal_settings, upstream_options
 from gateway.workers.context import WorkerContext
 
 log = logging.getLogger("gateway.runtime")
@@ -175,7 +176,13 @@ class Runtime:
                 ),
                 events=self.events,
             )
-            await self.producer.start()
+            try:
+                await self.producer.start()
+            except TubeMQError as exc:  # the first call to TubeMQ: where wrong tubemq.* settings show
+                settings = refusal_settings(exc)
+                if settings is not None:
+                    exc.add_note(settings)
+                raise
             self.quotas = build_quotas(s)
             self.publish = PublishService(
                 self.producer,

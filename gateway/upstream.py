@@ -11,9 +11,17 @@ import ssl
 from dataclasses import dataclass
 
 from gateway.config import TubeMQAuthSettings, TubeMQSettings, TubeMQTLSSettings
+from gateway.tubemq.errors import CertificateFailure
+from gateway.tubemq.refusals import Refusal, credential_refusal, tls_refusal
 from gateway.tubemq.wire import Credentials
 
-__all__ = ["DEFAULT_MASTER_PORT", "DEFAULT_MASTER_TLS_PORT", "UpstreamOptions", "upstream_options"]
+__all__ = [
+    "DEFAULT_MASTER_PORT",
+    "DEFAULT_MASTER_TLS_PORT",
+    "UpstreamOptions",
+    "refusal_settings",
+    "upstream_options",
+]
 
 DEFAULT_MASTER_PORT = 8715
 DEFAULT_MASTER_TLS_PORT = 8716
@@ -76,3 +84,37 @@ def credentials(auth: TubeMQAuthSettings) -> Credentials | None:
         return Credentials(auth.username, auth.password.get_secret_value())
     except ValueError as exc:
         raise ValueError(f"tubemq.auth: {exc}") from None
+
+
+_AUTH = (
+    "tubemq.auth.username and tubemq.auth.password (TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME, "
+    "TUBEMQ_GATEWAY_TUBEMQ__AUTH__PASSWORD)"
+)
+#: the gateway's settings that fix each kind of refusal (a clock is no setting)
+_SETTINGS: dict[Refusal, str] = {
+    Refusal.NO_CREDENTIALS: _AUTH,
+    Refusal.CREDENTIALS: _AUTH,
+    Refusal.CLIENT_CERTIFICATE: "tubemq.tls.cert_file and tubemq.tls.key_file "
+    "(TUBEMQ_GATEWAY_TUBEMQ__TLS__CERT_FILE, TUBEMQ_GATEWAY_TUBEMQ__TLS__KEY_FILE)",
+    Refusal.SERVER_CERTIFICATE: "tubemq.tls.ca_file (TUBEMQ_GATEWAY_TUBEMQ__TLS__CA_FILE), and "
+    "tubemq.tls.server_hostname for the name the certificates carry",
+    Refusal.NOT_TLS: "masters: list the masters' TLS port (8716 by default) when tubemq.tls.enabled is true",
+}
+
+
+def refusal_settings(exc: BaseException) -> str | None:
+    """The gateway settings that fix the refusal behind ``exc`` (or its causes: a failed registration wraps
+    the link's TLS error), e.g. to add to the error the gateway stops with; None for anything else."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, CertificateFailure):
+            kind: Refusal | None = credential_refusal(current.message)
+        else:
+            kind = tls_refusal(current)
+        if kind is not None:
+            setting = _SETTINGS.get(kind)
+            return None if setting is None else f"the gateway's settings for this: {setting}"
+        current = current.__cause__
+    return None

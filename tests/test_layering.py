@@ -550,7 +550,12 @@ def test_the_runtime_owns_every_service() -> None:
 # user of the client: it may use the wire's modules (codecs, protobuf messages, the RPC server side) and the
 # shared vocabulary, and nothing of the client (net, producer, consumer, ranges), face or module.
 CORE_FACES = tuple(f"gateway.tubemq.{sub}" for sub in ("wire", "net", "producer", "consumer", "ranges"))
-CORE_SHARED = ("gateway.tubemq.errors", "gateway.tubemq.events", "gateway.tubemq.address")
+CORE_SHARED = (
+    "gateway.tubemq.errors",
+    "gateway.tubemq.refusals",
+    "gateway.tubemq.events",
+    "gateway.tubemq.address",
+)
 
 
 def reaches_past_a_face(imp: Import) -> bool:

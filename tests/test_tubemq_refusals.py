@@ -28,9 +28,9 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import CertificateFailure, ConnectError, TransportError, TubeMQError
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
-from gateway.tubemq.refusals import credential_hint, tls_hint
+from gateway.tubemq.refusals import Refusal, credential_hint, tls_hint
 from gateway.tubemq.wire.auth import Credentials
-from gateway.upstream import upstream_options
+from gateway.upstream import refusal_settings, upstream_options
 from tests.tls_support import Pki, make_pki
 
 USER, PASSWORD = "gateway", "pa55"
@@ -38,6 +38,10 @@ NO_CREDENTIALS = "the cluster requires authentication and this client sent no cr
 CLOCK = "this host's clock and the master's differ; synchronise them (NTP)"
 CLIENT_CERT = "the TubeMQ node refused this client's TLS certificate"
 SERVER_CERT = "this client does not trust the node's certificate"
+AUTH_SETTINGS = (
+    "tubemq.auth.username and tubemq.auth.password (TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME, "
+    "TUBEMQ_GATEWAY_TUBEMQ__AUTH__PASSWORD)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +99,8 @@ async def test_missing_credentials_say_to_set_them(cluster: EmbeddedCluster, pki
         "Illegal value: authInfo.userName is Blank! [errCode 415 CERTIFICATE_FAILURE: "
         f"{NO_CREDENTIALS}: set the TubeMQ user name and password]"
     )
+    # the gateway adds its settings to the error it stops with (logged with the traceback)
+    assert error.__notes__ == [f"the gateway's settings for this: {AUTH_SETTINGS}"]
 
 
 async def test_a_clock_off_by_more_than_the_window_says_to_synchronise_it(
@@ -112,6 +118,7 @@ async def test_a_clock_off_by_more_than_the_window_says_to_synchronise_it(
         await pool.close()
     assert refused.value.message == "Illegal value: timestamp out of effective period in authenticateToken!"
     assert CLOCK in str(refused.value) and "user name" not in str(refused.value)
+    assert refusal_settings(refused.value) is None  # a clock is no setting
 
 
 async def test_a_wrong_password_keeps_the_credentials_advice(cluster: EmbeddedCluster, pki: Pki) -> None:
@@ -121,6 +128,7 @@ async def test_a_wrong_password_keeps_the_credentials_advice(cluster: EmbeddedCl
     assert isinstance(error, CertificateFailure)
     assert "userName or password is not correct" in str(error)
     assert "set the TubeMQ user name and password it presents" in str(error)
+    assert error.__notes__ == [f"the gateway's settings for this: {AUTH_SETTINGS}"]
 
 
 def test_the_service_says_the_operator_must_fix_it() -> None:
@@ -188,6 +196,7 @@ async def test_a_refused_client_certificate_says_to_give_one_it_trusts(pki: Pki,
     assert isinstance(error, TransportError)
     alert = "CERTIFICATE_REQUIRED" if client == "none" else "UNKNOWN_CA"
     assert alert in str(error) and CLIENT_CERT in str(error), str(error)
+    assert "tubemq.tls.cert_file and tubemq.tls.key_file" in str(refusal_settings(error))
 
 
 async def test_a_ca_that_did_not_sign_the_node_says_so(
@@ -197,6 +206,7 @@ async def test_a_ca_that_did_not_sign_the_node_says_so(
     error = await start_error(cluster, tubemq(pki, ca_file=str(foreign.ca)))
     assert isinstance(error, ConnectError)
     assert "CERTIFICATE_VERIFY_FAILED" in str(error) and SERVER_CERT in str(error), str(error)
+    assert "TUBEMQ_GATEWAY_TUBEMQ__TLS__CA_FILE" in error.__notes__[0]
 
 
 async def test_tls_to_a_port_that_answers_in_plain_says_to_use_the_tls_port(pki: Pki) -> None:
@@ -210,10 +220,12 @@ async def test_tls_to_a_port_that_answers_in_plain_says_to_use_the_tls_port(pki:
     async with server:
         error = await register_error(NodeAddress("127.0.0.1", server.sockets[0].getsockname()[1]), pki)
     assert "WRONG_VERSION_NUMBER" in str(error) and "the port does not speak TLS" in str(error), str(error)
+    assert "masters' TLS port (8716" in str(refusal_settings(error))
 
 
 def test_hints_for_what_they_do_not_know() -> None:
-    assert credential_hint("something else") is None
+    assert credential_hint("something else") == Refusal.CREDENTIALS.value
     assert tls_hint(OSError("reset")) is None
     assert tls_hint(ssl.SSLError(1, "[SSL] internal error")) is None
     assert str(CertificateFailure("")).endswith("set the TubeMQ user name and password it presents]")
+    assert refusal_settings(OSError("reset")) is None and refusal_settings(ValueError()) is None

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import ClassVar
 
-from gateway.tubemq.refusals import credential_hint
+from gateway.tubemq.refusals import Refusal, credential_hint
 
 
 class TubeMQError(Exception):
@@ -266,12 +266,12 @@ class DuplicatePartition(ServerError):
 class CertificateFailure(ServerError):
     errno = 415
     code_name = "CERTIFICATE_FAILURE"
-    hint = "the cluster refused this client's credentials; set the TubeMQ user name and password it presents"
+    hint = Refusal.CREDENTIALS.value
 
     @property
     def advice(self) -> str:
         # missing credentials, a clock off by more than the master's window, wrong ones: each its own fix
-        return credential_hint(self.message) or self.hint
+        return credential_hint(self.message)
 
 
 class ServerReceiveOverflow(ServerError):

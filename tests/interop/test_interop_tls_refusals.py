@@ -36,12 +36,18 @@ async def refusal(harness: TlsHarness, **changes: dict[str, Any]) -> TubeMQError
     return refused.value
 
 
+def notes(error: BaseException) -> str:
+    """What the gateway added to the error: the settings that fix it."""
+    return "\n".join(getattr(error, "__notes__", []))
+
+
 async def test_no_client_certificate_is_refused_by_the_tls_handshake(harness: TlsHarness) -> None:
     error = await refusal(harness, tls={"cert_file": None, "key_file": None})
     # TLS 1.3: the server's alert arrives on the first read after the client's side of the handshake
     assert isinstance(error, TransportError), repr(error)
     assert "SSLV3_ALERT_BAD_CERTIFICATE" in str(error), str(error)
     assert "refused this client's TLS certificate" in str(error), str(error)
+    assert "tubemq.tls.cert_file and tubemq.tls.key_file" in notes(error)
 
 
 async def test_an_untrusted_client_certificate_is_refused(harness: TlsHarness) -> None:
@@ -51,6 +57,7 @@ async def test_an_untrusted_client_certificate_is_refused(harness: TlsHarness) -
     assert isinstance(error, TransportError), repr(error)
     assert "SSLV3_ALERT_CERTIFICATE_UNKNOWN" in str(error), str(error)
     assert "refused this client's TLS certificate" in str(error), str(error)
+    assert "tubemq.tls.cert_file and tubemq.tls.key_file" in notes(error)
 
 
 async def test_a_ca_that_did_not_sign_the_servers_fails_verification(harness: TlsHarness) -> None:
@@ -59,6 +66,7 @@ async def test_a_ca_that_did_not_sign_the_servers_fails_verification(harness: Tl
     assert isinstance(error, TransportError), repr(error)
     assert "CERTIFICATE_VERIFY_FAILED" in str(error), str(error)
     assert "does not trust the node's certificate" in str(error), str(error)
+    assert "tubemq.tls.ca_file" in notes(error)
 
 
 async def test_missing_credentials_are_refused_with_415(harness: TlsHarness) -> None:
@@ -66,6 +74,7 @@ async def test_missing_credentials_are_refused_with_415(harness: TlsHarness) -> 
     assert isinstance(error, CertificateFailure) and error.errno == 415, repr(error)
     assert error.message == "Illegal value: authInfo.userName is Blank!"
     assert "requires authentication" in str(error), str(error)
+    assert "tubemq.auth.username and tubemq.auth.password" in notes(error)
 
 
 async def test_a_stale_timestamp_is_refused_with_415(
@@ -76,7 +85,8 @@ async def test_a_stale_timestamp_is_refused_with_415(
     error = await refusal(harness)
     assert isinstance(error, CertificateFailure) and error.errno == 415, repr(error)
     assert error.message == "Illegal value: timestamp out of effective period in authenticateToken!"
-    assert "clock" in str(error), str(error)
+    assert "synchronise them (NTP)" in str(error), str(error)
+    assert notes(error) == ""  # nothing to set: the clock is wrong
 
 
 def test_serve_stops_with_the_refusal_in_its_log(harness: TlsHarness) -> None:
@@ -101,3 +111,4 @@ def test_serve_stops_with_the_refusal_in_its_log(harness: TlsHarness) -> None:
     assert "the gateway could not start" in done.stderr, done.stderr[-2000:]
     assert "Illegal value: authInfo.userName is Blank!" in done.stderr, done.stderr[-2000:]
     assert "set the TubeMQ user name and password" in done.stderr, done.stderr[-2000:]
+    assert "TUBEMQ_GATEWAY_TUBEMQ__AUTH__USERNAME" in done.stderr, done.stderr[-2000:]
