@@ -19,6 +19,11 @@ messages acknowledged (per-message status 200), received, lost (acknowledged, ne
 (received more than once). Messages not acknowledged are not expected anywhere (and are not counted lost if
 they arrive). Benchmarks print numbers; nothing here asserts.
 
+With ``--outage SIGTERM|SIGKILL`` (a real cluster's harness, ``--harness``; run it under the cluster's lock)
+the broker is stopped ``--outage-at`` s into the run and started again (``start.sh``) ``--outage-for`` s after
+it exited; the report then adds the publish answers by status from the signal to the first 200 after the
+restart, when that came, and when ``/readyz`` was unready.
+
 Only 127.0.0.1 is ever contacted; ``--master`` and ``--url`` must be loopback addresses.
 """
 
@@ -111,6 +116,9 @@ class Soak:
         self.totals: Counter[int] = Counter()
         self.seq = 0
         self.stop = asyncio.Event()
+        self.answers: list[tuple[float, int]] = []  # (answered at, status) of every publish request
+        self.ready: list[tuple[float, int]] = []  # (asked at, /readyz status), during an outage run
+        self.outage: dict[str, float] = {}
 
     async def publisher(self, http: httpx.AsyncClient, rate_per_connection: float) -> None:
         interval = self.args.batch / rate_per_connection
@@ -128,6 +136,7 @@ class Soak:
                 status, results = 0, []
             self.minute.latencies.append(time.monotonic() - started)
             self.minute.requests[status] += 1
+            self.answers.append((time.monotonic(), status))
             if status == 200:
                 self.acked.update(ids)
                 self.minute.messages[200] += len(ids)
@@ -189,6 +198,66 @@ class Soak:
                 group.errors[type(exc).__name__] += 1
                 await asyncio.sleep(1.0)
 
+    async def broker_outage(self, http: httpx.AsyncClient) -> None:
+        """Stop the harness's broker with ``--outage`` (SIGTERM or SIGKILL) at ``--outage-at`` s, start it
+        again ``--outage-for`` s later with the harness's start.sh; /readyz is asked twice a second."""
+        args = self.args
+        home = Path(args.harness)
+        pid = harness_broker(home)
+        await asyncio.sleep(args.outage_at)
+        watcher = asyncio.create_task(self._watch_ready(http))
+        self.outage["stopped"] = time.monotonic()
+        os.kill(pid, getattr(signal, args.outage))
+        await asyncio.to_thread(_wait_exit, pid)
+        self.outage["exited"] = time.monotonic()
+        await asyncio.sleep(args.outage_for)
+        self.outage["restarting"] = time.monotonic()
+        done = await asyncio.to_thread(
+            subprocess.run, [str(home / "start.sh")], capture_output=True, timeout=400, check=False
+        )
+        self.outage["restarted"] = time.monotonic()
+        if done.returncode != 0:
+            print(f"start.sh failed: {done.stderr.decode(errors='replace')[-500:]}", flush=True)
+        await asyncio.sleep(20)
+        watcher.cancel()
+
+    async def _watch_ready(self, http: httpx.AsyncClient) -> None:
+        while True:
+            try:
+                self.ready.append((time.monotonic(), (await http.get("/readyz", timeout=2)).status_code))
+            except httpx.HTTPError:
+                self.ready.append((time.monotonic(), 0))
+            await asyncio.sleep(0.5)
+
+    def report_outage(self) -> None:
+        o = self.outage
+        if "stopped" not in o:
+            return
+        stopped, restarting = o["stopped"], o.get("restarting", o["stopped"])
+        after = [t for t, status in self.answers if t >= o.get("exited", stopped) and status == 200]
+        back = next((t for t in after if t >= restarting), None)
+        end = back if back is not None else float("inf")
+        during = Counter(status for t, status in self.answers if stopped <= t < end)
+        unready = [t for t, status in self.ready if status != 200]
+        print(
+            f"\nbroker {self.args.outage}: exited {o.get('exited', stopped) - stopped:.1f} s after the "
+            f"signal; start.sh took {o.get('restarted', restarting) - restarting:.1f} s"
+        )
+        codes = dict(sorted(during.items()))
+        print(f"publish answers from the signal to the first 200 after the restart: {codes}")
+        if back is not None:
+            print(
+                f"first 200 {back - restarting:.1f} s after start.sh began ({back - stopped:.1f} s after the "
+                f"signal, {back - o.get('restarted', restarting):+.1f} s from start.sh's end)"
+            )
+        if unready:
+            print(
+                f"/readyz unready from {unready[0] - stopped:+.1f} s to {unready[-1] - stopped:+.1f} s "
+                f"after the signal ({len(unready)} of {len(self.ready)} probes)"
+            )
+        else:
+            print(f"/readyz never unready ({len(self.ready)} probes)")
+
     def report_minute(self, index: int, pid: int | None) -> None:
         m, self.minute = self.minute, Minute()
         lat = sorted(m.latencies)
@@ -230,11 +299,14 @@ async def soak(args: argparse.Namespace, url: str, pid: int | None) -> None:
         publishers = [
             asyncio.create_task(s.publisher(c, args.rate / args.connections)) for c in publishers_http
         ]
+        outage = asyncio.create_task(s.broker_outage(http)) if args.outage else None
         started = time.monotonic()
         rss0 = resources(pid)[0] if pid else float("nan")
         for minute in range(1, args.minutes + 1):
             await asyncio.sleep(max(0.0, started + 60 * minute - time.monotonic()))
             s.report_minute(minute, pid)
+        if outage is not None:
+            await outage
         s.stop.set()
         await asyncio.gather(*publishers)
         for c in publishers_http:
@@ -251,6 +323,7 @@ async def soak(args: argparse.Namespace, url: str, pid: int | None) -> None:
         for p in paths:
             with contextlib.suppress(httpx.HTTPError):
                 await http.delete(p)
+    s.report_outage()
     total = sum(s.totals.values())
     print(
         f"\npublish requests {total:,} by status {dict(sorted(s.totals.items()))}; messages acknowledged "
@@ -264,6 +337,20 @@ async def soak(args: argparse.Namespace, url: str, pid: int | None) -> None:
         dup = sum(n - 1 for n in g.received.values() if n > 1)
         errors = dict(g.errors) or ""
         print(f"{g.name:<22} {g.kind:<5} {len(s.acked):>10,} {len(unique):>10,} {lost:>6} {dup:>6}  {errors}")
+
+
+def _wait_exit(pid: int) -> None:
+    while Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+
+
+def harness_broker(home: Path) -> int:
+    """The pid of the harness's broker, checked to be that broker."""
+    pid = int((home / "run" / "broker.pid").read_text().strip())
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    if b"BrokerStartup" not in cmdline or f"-Dtubemq.harness={home}".encode() not in cmdline:
+        raise SystemExit(f"pid {pid} is not the broker of the harness at {home}")
+    return pid
 
 
 def start_gateway(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], str, object]:
@@ -311,6 +398,14 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--join-wait", type=float, default=60.0, help="seconds to wait for partitions")
     parser.add_argument("--drain", type=float, default=60.0, help="seconds to let consumers catch up")
+    parser.add_argument(
+        "--outage",
+        choices=["SIGTERM", "SIGKILL"],
+        help="stop the real broker of --harness with this signal (run under the cluster's lock)",
+    )
+    parser.add_argument("--harness", default="/tmp/tubemq-real", help="the real cluster's harness directory")
+    parser.add_argument("--outage-at", type=float, default=30.0, help="seconds into the run")
+    parser.add_argument("--outage-for", type=float, default=20.0, help="seconds the broker stays down")
     args = parser.parse_args()
     for address in (args.master, args.url.split("//")[-1]):
         if address and not address.startswith(LOOPBACK):

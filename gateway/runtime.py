@@ -22,6 +22,7 @@ from gateway.service.admission import Admission
 from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.errors import Unavailable
 from gateway.service.instance_id import normalize_base_url
+from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
 from gateway.service.quotas import Quotas, RateLimits
@@ -195,6 +196,9 @@ class Runtime:
             if self.worker is not None:
                 await self._take_over_registrations(self.worker, self.pool, self.producer)
             self.consumers = self._consumer_service(self.pool, id_secret, peers)
+            self.consumers.outages = PartitionOutages(
+                self.pool, self.masters, rpc_timeout=s.producer.rpc_timeout
+            )
             await self.consumers.start()
             self.ranges = RangeService(self.pool, self.masters, access=self.security.policy)
         except BaseException:

@@ -138,3 +138,59 @@ async def test_readiness_waits_for_the_configured_heartbeats_without_partitions(
         await eventually(back, what="demo's partitions to return")
         ready, checks = gw.runtime.readiness()
         assert ready and checks["routesLost"] is False, checks
+
+
+async def test_a_poll_while_the_partitions_are_away_is_503(cluster: EmbeddedCluster) -> None:
+    """A consumer instance whose partitions the master took away with a stopped broker polls 503 +
+    Retry-After (not an empty 200 that reads as an idle topic); a member that simply holds nothing while
+    the topic's partitions are served elsewhere still polls 200; after the restart the instance consumes."""
+    base = settings(cluster)
+    consumers = {"heartbeat_interval": 0.2, "empty_fetch_wait": 0.05, "assignment_wait": 10.0}
+    custom = base.model_copy(update={"consumers": base.consumers.model_copy(update=consumers)})
+    async with running_gateway(cluster, custom) as gw:
+        app = create_app(runtime=gw.runtime)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            created = await client.post("/v1/consumers/og", json={"topics": ["demo"]})
+            assert created.status_code == 201, created.text
+            path = f"/v1/consumers/og/instances/{created.json()['instanceId']}"
+
+            async def held() -> bool:
+                await client.get(f"{path}/messages", params={"timeout_ms": 200})
+                return len((await client.get(path)).json()["partitions"]) == 2
+
+            await eventually(held, what="the instance to hold demo's partitions")
+            await cluster.stop_broker(1)
+
+            async def away() -> bool:
+                r = await client.get(f"{path}/messages", params={"timeout_ms": 200})
+                if r.status_code == 503:
+                    assert int(r.headers["retry-after"]) >= 1
+                    assert "offline" in r.json()["error"]["message"], r.text
+                    return True
+                assert r.status_code == 200 and not r.json()["messages"], r.text
+                return False
+
+            await eventually(away, what="a poll answered 503 while demo's partitions are away")
+            await cluster.start_broker(1)
+            assert (await publish(client, "demo", "back")).status_code in (200, 503)
+
+            async def consumes() -> bool:
+                await publish(client, "demo", "back")
+                r = await client.get(f"{path}/messages", params={"timeout_ms": 500, "format": "utf8"})
+                return r.status_code == 200 and any(m["value"] == "back" for m in r.json()["messages"])
+
+            await eventually(consumes, timeout=30, what="the instance to consume after the restart")
+
+
+async def test_the_outage_check_says_nothing_while_partitions_are_served(cluster: EmbeddedCluster) -> None:
+    from gateway.service.outages import PartitionOutages
+    from gateway.tubemq.net import ConnectionPool
+
+    async with ConnectionPool() as pool:
+        outages = PartitionOutages(pool, cluster.master_addresses, ttl=0.0)
+        assert await outages.away(["demo"]) == {}
+        await cluster.stop_broker(1)
+        assert await outages.away(["demo"]) == {"demo": (1,)}
+        assert await outages.away(["demo", "nosuch"]) == {}  # an unknown topic is no outage
+        await cluster.start_broker(1)
+        assert await outages.away(["demo"]) == {}

@@ -36,7 +36,7 @@ from typing import Literal
 
 from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, CONSUME, PUBLISH, AccessPolicy
-from gateway.service.core_errors import Doing, service_error
+from gateway.service.core_errors import OUTAGE_RETRY_AFTER, Doing, service_error
 from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
 from gateway.service.instance import ConsumerInstance
@@ -48,6 +48,7 @@ from gateway.service.instance_id import (
     redact,
 )
 from gateway.service.names import validate_group, validate_topic
+from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
@@ -237,6 +238,9 @@ class ConsumerService:
         self._reap_interval = reap_interval if reap_interval is not None else min(max(lease / 4, 0.05), 5.0)
         self._clock = clock
         self._quotas = quotas
+        #: set by the runtime: tells an outage from an idle topic for an instance without partitions
+        self.outages: PartitionOutages | None = None
+        self._released: set[str] = set()  # client ids of core consumers that gave a partition up
         self.worker = worker
         self.workers = workers
         #: this replica's gRPC port, named in the ids of its instances (set once the gRPC server is bound;
@@ -499,16 +503,33 @@ class ConsumerService:
             raise InvalidInput(f"timeout must be 0 to {lim.max_timeout * 1000:.0f} ms", field="timeout")
         async with self.using(instance):
             if not tracing.enabled():
-                return await instance.poll(count, size, wait)
-            attributes = {
-                "messaging.system": "tubemq",
-                "messaging.operation.type": "receive",
-                "messaging.consumer.group.name": group,
-            }
-            with tracing.span(f"poll {group}", "consumer", attributes) as span:
                 delivered = await instance.poll(count, size, wait)
-                span.set_attribute("messaging.batch.message_count", len(delivered))
-                return delivered
+            else:
+                attributes = {
+                    "messaging.system": "tubemq",
+                    "messaging.operation.type": "receive",
+                    "messaging.consumer.group.name": group,
+                }
+                with tracing.span(f"poll {group}", "consumer", attributes) as span:
+                    delivered = await instance.poll(count, size, wait)
+                    span.set_attribute("messaging.batch.message_count", len(delivered))
+        if not delivered and self.outages is not None and instance.consumer.client_id in self._released:
+            await self._check_outage(instance)
+        return delivered
+
+    async def _check_outage(self, instance: ConsumerInstance) -> None:
+        """An instance that lost its partitions and found nothing: Unavailable when its topics' partitions
+        are away (gateway.service.outages), so the client retries instead of taking it for an idle topic."""
+        if self.outages is None or instance.consumer.assignment():
+            return
+        away = await self.outages.away(instance.consumer.topics)
+        if away:
+            where = ", ".join(f"{t!r} (brokers {list(b)})" for t, b in sorted(away.items()))
+            raise Unavailable(
+                f"no partition of topic {where} can be consumed now: its brokers are offline (stopped or "
+                "restarting); poll again later, the instance keeps its place in the group",
+                retry_after=OUTAGE_RETRY_AFTER,
+            )
 
     async def commit(
         self, group: str, instance_id: str, tokens: Sequence[str] | None, *, consumed: bool = True
@@ -677,11 +698,13 @@ class ConsumerService:
             if instance.close_done:
                 registry.closing.pop(key, None)
                 registry.by_client.pop(instance.consumer.client_id, None)
+                self._released.discard(instance.consumer.client_id)
         log.info("consumer instance closed", extra={"instance": redact(key), "reason": reason})
 
     def _on_released(self, event: PartitionReleased) -> None:
         instance = self._registry.by_client.get(event.client_id)
         if instance is not None:
+            self._released.add(event.client_id)
             instance.partition_released(event.partition_key)
 
     async def _reap_loop(self) -> None:
@@ -697,6 +720,7 @@ class ConsumerService:
             if closing.close_done:  # a close whose caller was cancelled has finished since
                 del registry.closing[key]
                 registry.by_client.pop(closing.consumer.client_id, None)
+                self._released.discard(closing.consumer.client_id)
         instances = list(registry.instances.values())
         expired = [i for i in instances if i.active == 0 and now - i.last_used > self.lease]
         outcomes = await asyncio.gather(

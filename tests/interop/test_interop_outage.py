@@ -146,9 +146,17 @@ async def test_publish_and_consume_across_a_broker_restart() -> None:
             await wait_until(fresh_unready, 30.0, "the fresh gateway to turn unready", step=1.0)
             assert observed["fresh_readyz"]["checks"]["routesLost"] is True, observed
 
-            # the consumer instance keeps answering: empty polls, no error
-            poll = await stale.http.get(f"{base}/messages", params={"timeout_ms": 500})
-            assert poll.status_code == 200, poll.text
+            # the consumer instance's partitions are away with the broker: its polls answer 503 +
+            # Retry-After (an empty 200 would read as an idle topic), never another error
+            async def poll_unavailable() -> bool:
+                poll = await stale.http.get(f"{base}/messages", params={"timeout_ms": 500})
+                observed.setdefault("polls", []).append(poll.status_code)
+                assert poll.status_code in (200, 503), poll.text
+                if poll.status_code == 503:
+                    assert "retry-after" in poll.headers, poll.headers
+                return poll.status_code == 503
+
+            await wait_until(poll_unavailable, 40.0, "a poll answered 503 while the partitions are away")
         print("observed while the broker was down:", observed)
 
         # recovery: both publish again, the stale one reports ready again, the consumer receives

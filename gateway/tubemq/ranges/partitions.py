@@ -31,7 +31,7 @@ from gateway.tubemq.wire.meta import (
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.wire.rpc import Method
 
-__all__ = ["TopicLayout", "discover_partitions", "parse_topic_meta"]
+__all__ = ["TopicLayout", "discover_partitions", "offline_brokers", "parse_topic_meta"]
 
 _UNDEFINED_ID = -2
 _SUCCESS = 200
@@ -45,6 +45,9 @@ class TopicLayout:
     topic: str
     partitions: tuple[Partition, ...]
     visit_token: int = _UNDEFINED_ID
+    offline_brokers: tuple[int, ...] = ()
+    """Brokers the topic is deployed on whose partitions cannot be subscribed now (``statusId`` 0: the
+    broker is stopped or restarting, or the topic does not accept subscription there)."""
 
     def by_key(self) -> dict[str, Partition]:
         """Partitions by partition key ``brokerId:topic:partitionId``."""
@@ -82,6 +85,18 @@ def parse_topic_meta(text: str, brokers: Mapping[int, BrokerInfo]) -> tuple[str,
             for index in range(count)
         )
     return topic, partitions
+
+
+def offline_brokers(text: str) -> list[int]:
+    """The broker ids a ``topicMetaInfo`` string lists with ``statusId`` 0 (entries it cannot read are
+    skipped: :func:`parse_topic_meta` reports those)."""
+    _, _, rest = text.strip().partition("#")
+    found = []
+    for item in rest.split(","):
+        fields = item.strip().split(":")
+        if len(fields) == 4 and fields[0].strip().isdigit() and fields[3].strip() == "0":
+            found.append(int(fields[0]))
+    return found
 
 
 def _brokers(infos: Iterable[str], default_port: int) -> dict[int, BrokerInfo]:
@@ -146,13 +161,15 @@ async def discover_partitions(
         if meta.brokerConfigList:
             brokers = _brokers(meta.brokerConfigList, default_port)
         partitions: list[Partition] = []
+        offline: list[int] = []
         for text in meta.topicMetaInfoList:
             name, found = parse_topic_meta(text, brokers)
             if name == topic:
                 partitions.extend(found)
+                offline.extend(offline_brokers(text))
     finally:
         # If the close is lost the master expires the consumer after its heartbeat timeout.
         with contextlib.suppress(TubeMQError):
             close = master_pb.CloseRequestC2M(clientId=client_id, groupName=group)
             await master.call(Method.CONSUMER_CLOSE, close)
-    return TopicLayout(topic, tuple(sorted(partitions)), token)
+    return TopicLayout(topic, tuple(sorted(partitions)), token, tuple(sorted(set(offline))))
