@@ -2,9 +2,11 @@
 Memory of a pod, and the publish bytes its workers may hold, agreeing with each other (README "Memory per
 pod"). A pod needs, in MiB:
 
-  supervisorMi (with more than one worker) + workers x workerMi + 2 x in-flight publish MiB + headroomMi
+  supervisorMi (with more than one worker) + workers x workerMi + inflightFactor x in-flight publish MiB
+  + headroomMi
 
-(a publish body is held whole while it is parsed, about twice its size at the peak). The in-flight publish
+(a JSON publish in progress costs about 4.5 times its body at the peak: the body, its parsed values, the
+encoded messages and the frames; measured, README "Install with Helm", resources.limits.memory). The in-flight publish
 bytes (limits.max_inflight_publish_bytes, split over the workers) are config's
 TUBEMQ_GATEWAY_LIMITS__MAX_INFLIGHT_PUBLISH_BYTES when given; else, without resources.limits.memory,
 workers x memory.inflightPublishPerWorkerMi, and the limit follows; with resources.limits.memory, what the
@@ -46,6 +48,7 @@ publish cap) and setInflight (whether the chart sets it: config does not). */}}
 {{- if and $given (eq (int64 $given) 0) -}}
 {{- fail "config.TUBEMQ_GATEWAY_LIMITS__MAX_INFLIGHT_PUBLISH_BYTES 0 (no cap) cannot fit a memory limit: give a cap, or leave it out and let the chart size it" -}}
 {{- end -}}
+{{- $factor := int $m.inflightFactor -}}
 {{- $fixed := add (ternary (int $m.supervisorMi) 0 (gt $workers 1)) (mul $workers (int $m.workerMi)) (int $m.headroomMi) -}}
 {{- $leastInflight := mul $workers $requestMi -}}
 {{- $inflightMi := 0 -}}
@@ -53,17 +56,17 @@ publish cap) and setInflight (whether the chart sets it: config does not). */}}
 {{- $limitMi := 0 -}}
 {{- if $limit -}}
 {{- $limitMi = include "tubemq-gateway.mebibytes" $limit | int -}}
-{{- if not $given }}{{ $inflightMi = div (sub $limitMi $fixed) 2 }}{{ end -}}
-{{- $need := add $fixed (mul 2 (max $inflightMi $leastInflight)) -}}
+{{- if not $given }}{{ $inflightMi = div (sub $limitMi $fixed) $factor }}{{ end -}}
+{{- $need := add $fixed (mul $factor (max $inflightMi $leastInflight)) -}}
 {{- if lt $limitMi $need -}}
-{{- fail (printf "resources.limits.memory %s (%d MiB) cannot hold %d worker(s): it needs at least %dMi = %d (supervisor) + %d x %d (per worker) + 2 x %d (publish bytes in flight, at least one %d MiB publish per worker) + %d (headroom). Raise the limit, lower workers / resources.limits.cpu, or leave resources.limits.memory out and the chart sizes it" $limit $limitMi $workers $need (ternary (int $m.supervisorMi) 0 (gt $workers 1)) $workers (int $m.workerMi) (max $inflightMi $leastInflight) $requestMi (int $m.headroomMi)) -}}
+{{- fail (printf "resources.limits.memory %s (%d MiB) cannot hold %d worker(s): it needs at least %dMi = %d (supervisor) + %d x %d (per worker) + %d x %d (publish bytes in flight, at least one %d MiB publish per worker) + %d (headroom). Raise the limit, lower workers / resources.limits.cpu, or leave resources.limits.memory out and the chart sizes it" $limit $limitMi $workers $need (ternary (int $m.supervisorMi) 0 (gt $workers 1)) $workers (int $m.workerMi) $factor (max $inflightMi $leastInflight) $requestMi (int $m.headroomMi)) -}}
 {{- end -}}
 {{- else -}}
 {{- if not $given }}{{ $inflightMi = mul $workers (int $m.inflightPublishPerWorkerMi) }}{{ end -}}
 {{- if lt $inflightMi $leastInflight -}}
 {{- fail (printf "%d MiB of publish bytes in flight cannot take one %d MiB publish on each of %d worker(s): give at least %d MiB (memory.inflightPublishPerWorkerMi, or config.TUBEMQ_GATEWAY_LIMITS__MAX_INFLIGHT_PUBLISH_BYTES)" $inflightMi $requestMi $workers $leastInflight) -}}
 {{- end -}}
-{{- $limitMi = add $fixed (mul 2 $inflightMi) -}}
+{{- $limitMi = add $fixed (mul $factor $inflightMi) -}}
 {{- end -}}
 {{- $inflight := mul $inflightMi $mib -}}
 {{- if $given }}{{ $inflight = int64 $given }}{{ end -}}
