@@ -16,10 +16,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from auth_support import secure_gateway
+from auth_support import write_auth_files
 from client_tools import (
     EXAMPLES,
     ROOT,
@@ -42,8 +43,9 @@ class Served:
 
 
 @asynccontextmanager
-async def served() -> AsyncIterator[Served]:
-    async with environment("demo:4") as env, gateway(env) as http:
+async def served(auth: dict[str, Any] | None = None, **consumers: Any) -> AsyncIterator[Served]:
+    """A gateway as ``serve`` runs it (its HTTP protocol included), REST and gRPC, on the embedded cluster."""
+    async with environment("demo:4") as env, gateway(env, auth=auth, **consumers) as http:
         rpc = GrpcServer(http.runtime, host="127.0.0.1", port=0, grace=0.5)
         await rpc.start()
         try:
@@ -55,10 +57,9 @@ async def served() -> AsyncIterator[Served]:
 @asynccontextmanager
 async def served_with_api_key(tmp_path: Path) -> AsyncIterator[Served]:
     """Authentication required; GW_TOKEN is the API key of a principal allowed to publish and consume."""
-    async with secure_gateway(tmp_path) as gw:
-        yield Served(
-            {"GW": gw.url, "GW_GRPC": f"127.0.0.1:{gw.grpc.port}", "GW_TOKEN": gw.files.keys["alice"]}
-        )
+    files = write_auth_files(tmp_path)
+    async with served(files.auth_settings(), id_secret="clients-test-secret") as gw:
+        yield Served({**gw.env, "GW_TOKEN": files.keys["alice"]})
 
 
 async def test_node_examples_rest_sse_grpc() -> None:

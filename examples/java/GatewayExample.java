@@ -24,12 +24,9 @@ public final class GatewayExample {
     static final String GW = System.getenv().getOrDefault("GW", "http://localhost:8080");
     static final String TOPIC = System.getenv().getOrDefault("TOPIC", "demo");
     static final String TOKEN = System.getenv("GW_TOKEN");
-    // HTTP/1.1: over http:// the JDK's default (HTTP/2) asks for an h2c upgrade, which the gateway's
-    // server (uvicorn) answers by dropping the request body; over https:// either version works
-    static final HttpClient HTTP = HttpClient.newBuilder()
-            .version(HttpClient.Version.HTTP_1_1)
-            .connectTimeout(Duration.ofSeconds(10))
-            .build();
+    // The JDK's default version, HTTP/2: over http:// it offers an h2c upgrade with each new connection's
+    // first request, which the gateway declines, serving the request as HTTP/1.1
+    static final HttpClient HTTP = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(10)).build();
 
     /** An error answer: {"error": {"code", "message", "field", ...}, "requestId"}. */
     static final class GatewayException extends RuntimeException {

@@ -35,6 +35,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.api.declined_upgrade import DeclinedUpgrade
+
 __all__ = [
     "CONNECTION_EXTENSION",
     "HeaderLimits",
@@ -148,7 +150,10 @@ def _plain(status: bytes, message: str) -> bytes:
 def guarded_protocol(base: type[HttpToolsProtocol], limits: HeaderLimits) -> type[asyncio.Protocol]:
     """A subclass of ``base`` (uvicorn's httptools protocol or one derived from it) enforcing ``limits``."""
 
-    class GuardedHttpToolsProtocol(base):  # type: ignore[valid-type, misc]
+    # an Upgrade offer (h2c) is served as the HTTP/1.1 request it also is, body included (declined_upgrade.py)
+    served: type[HttpToolsProtocol] = type(f"{base.__name__}DeclinedUpgrade", (DeclinedUpgrade, base), {})
+
+    class GuardedHttpToolsProtocol(served):  # type: ignore[valid-type, misc]
         _limits = limits
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
