@@ -17,9 +17,11 @@ from typing_extensions import TypeAliasType
 
 __all__ = [
     "Attributes",
+    "BrokerState",
     "Encoding",
     "MessageValue",
     "ReadinessChecks",
+    "ShieldReason",
     "StartOffsets",
     "StartPosition",
     "StreamFilters",
@@ -94,6 +96,24 @@ ReadinessChecks = TypeAliasType(
         Field(
             description="what readiness rests on: draining, auth, masterSession, masterFailures, "
             "usableRoutes, usableBrokers"
+        ),
+    ],
+)
+
+BrokerState = TypeAliasType(
+    "BrokerState",
+    Annotated[
+        Literal["closed", "open", "half_open"],
+        Field(description="closed: in use; open: shielded (no sends); half_open: on trial after a shielding"),
+    ],
+)
+
+ShieldReason = TypeAliasType(
+    "ShieldReason",
+    Annotated[
+        Literal["unavailable", "quality", "failures"],
+        Field(
+            description="why a broker was shielded: unavailable, its send quality, or consecutive failures"
         ),
     ],
 )

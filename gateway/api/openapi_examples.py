@@ -186,6 +186,60 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         }
     },
     "deleteConsumer": {"responses": {"410": _GONE}},
+    "listTopics": {
+        "responses": {
+            "200": {
+                "topics": [
+                    {
+                        "topic": "demo",
+                        "partitions": 4,
+                        "brokerIds": [1],
+                        "shieldedBrokers": [],
+                        "publishedMessages": 1,
+                        "publishedBytes": 29,
+                        "publishErrors": 0,
+                    }
+                ],
+                "brokers": [
+                    {
+                        "brokerId": 1,
+                        "broker": "127.0.0.1:18123",
+                        "state": "closed",
+                        "reason": None,
+                        "shieldedForSeconds": 0.0,
+                        "consecutiveFailures": 0,
+                        "sends": 1,
+                        "successes": 1,
+                        "partitions": 4,
+                    }
+                ],
+            }
+        }
+    },
+    "listConsumers": {
+        "responses": {
+            "200": {
+                "instances": [
+                    {
+                        "instanceId": _INSTANCE,
+                        "group": "orders-etl",
+                        "owner": "anonymous",
+                        "worker": None,
+                        "topics": {"demo": []},
+                        "autoCommit": False,
+                        "pendingMessages": 1,
+                        "bufferedMessages": 0,
+                        "idleSeconds": 0.166,
+                        "partitions": [
+                            {**p, "topic": "demo", "currOffset": 0, "maxOffset": 28, "lag": 1, "inUse": False}
+                            for p in _PARTITIONS
+                        ],
+                    }
+                ],
+                "incompleteWorkers": [],
+            }
+        }
+    },
     "liveness": {"responses": {"200": {"status": "ok"}}},
     "readiness": {
         "responses": {

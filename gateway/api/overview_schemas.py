@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
+
+from gateway.api.contract_types import BrokerState, ShieldReason, StreamFilters
 
 __all__ = ["ConsumersOverviewResponse", "TopicsOverviewResponse"]
 
@@ -25,12 +25,8 @@ class TopicSummary(BaseModel):
 class BrokerSummary(BaseModel):
     brokerId: int
     broker: str | None = Field(description="host:port; null unless the caller may describe_cluster")
-    state: Literal["closed", "open", "half_open"] = Field(
-        description="closed: in use; open: shielded (no sends); half_open: on trial after a shielding"
-    )
-    reason: Literal["unavailable", "quality", "failures"] | None = Field(
-        description="why it was last shielded"
-    )
+    state: BrokerState = Field(description="its circuit breaker's state")
+    reason: ShieldReason | None = Field(description="why it was last shielded")
     shieldedForSeconds: float = Field(description="seconds of shielding left")
     consecutiveFailures: int
     sends: int = Field(description="send attempts to it")
@@ -62,7 +58,7 @@ class InstanceSummary(BaseModel):
     group: str
     owner: str = Field(description="the principal that created it (its identity, e.g. api_key:alice)")
     worker: int | None = Field(description="the worker process holding it (null: one process)")
-    topics: dict[str, list[str]] = Field(description="topic -> stream id filter (empty: every message)")
+    topics: StreamFilters = Field(description="topic -> stream id filter (empty: every message)")
     autoCommit: bool
     pendingMessages: int = Field(description="delivered and not committed")
     bufferedMessages: int = Field(description="fetched and not yet delivered")
