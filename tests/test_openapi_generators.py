@@ -93,7 +93,7 @@ def test_no_property_has_a_default_that_generators_read_as_required() -> None:
 
 def test_servers_name_the_local_gateway_and_any_other() -> None:
     urls = [server["url"] for server in SPEC["servers"]]
-    assert urls == ["http://localhost:8080", "{scheme}://{host}"]
+    assert urls == ["/", "http://localhost:8080", "{scheme}://{host}"]
 
 
 def test_every_message_id_is_a_decimal_string() -> None:

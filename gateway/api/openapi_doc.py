@@ -127,8 +127,10 @@ SERVER_RESPONSES: dict[str, dict[str, Any]] = {
     },
 }
 
-#: where the API is: the gateway ./scripts/run.sh serves, and any other by its scheme and host[:port]
+#: where the API is: the gateway that serves the document (relative: Swagger UI at /docs calls the host it
+#: was loaded from, as without servers), the one ./scripts/run.sh serves, and any other by scheme and host
 SERVERS: list[dict[str, Any]] = [
+    {"url": "/", "description": "the gateway serving this document"},
     {"url": "http://localhost:8080", "description": "the gateway ./scripts/run.sh serves"},
     {
         "url": "{scheme}://{host}",
