@@ -392,7 +392,11 @@ class HttpSettings(BaseModel):
 class AdminSettings(BaseModel):
     """Where /metrics, /docs, /redoc and /openapi.json are served."""
 
-    host: str | None = Field(None, description="admin listen address (default: http_host)")
+    host: str = Field(
+        "127.0.0.1",
+        description="admin listen address: loopback unless configured (/metrics, /docs need no TLS client "
+        "certificate from a scraper on the host; set 0.0.0.0 or a pod address for a scraper elsewhere)",
+    )
     port: int | None = Field(
         None,
         ge=0,

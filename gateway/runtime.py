@@ -21,6 +21,7 @@ from gateway.security.setup import Security, build_security, check_override_name
 from gateway.service.admission import Admission
 from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.errors import Unavailable
+from gateway.service.instance_counts import SharedInstanceCounts
 from gateway.service.instance_id import normalize_base_url
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
@@ -184,7 +185,7 @@ class Runtime:
                 if settings is not None:
                     exc.add_note(settings)
                 raise
-            self.quotas = build_quotas(s)
+            self.quotas = build_quotas(s, self.worker)
             self.publish = PublishService(
                 self.producer,
                 max_batch_messages=s.limits.max_batch_messages,
@@ -362,8 +363,9 @@ def embedded_cluster(settings: Settings, upstream: UpstreamOptions) -> EmbeddedC
     )
 
 
-def build_quotas(settings: Settings) -> Quotas:
-    """The callers' limits from ``settings.rate_limits`` (an override's missing fields take the default)."""
+def build_quotas(settings: Settings, worker: WorkerContext | None = None) -> Quotas:
+    """The callers' limits from ``settings.rate_limits`` (an override's missing fields take the default);
+    consumer instances are counted with the sibling workers of ``worker`` (per replica)."""
     r = settings.rate_limits
     default = RateLimits(
         publish_messages_per_second=r.publish_messages_per_second,
@@ -380,7 +382,10 @@ def build_quotas(settings: Settings) -> Quotas:
         )
         for name, o in r.overrides.items()
     }
-    return Quotas(default, overrides, max_callers=r.max_tracked_callers)
+    shared = (
+        SharedInstanceCounts(worker.socket_dir / "instances", worker.index) if worker is not None else None
+    )
+    return Quotas(default, overrides, max_callers=r.max_tracked_callers, instances=shared)
 
 
 def _pick(override: _N | None, default: _N | None) -> _N | None:

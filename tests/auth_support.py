@@ -67,6 +67,15 @@ class AuthFiles:
     def metadata(self, principal: str) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {self.keys[principal]}"),)
 
+    def environment(self, **extra: str) -> dict[str, str]:
+        """The environment of a served gateway (``serve``) with these files, auth required, and ``extra``."""
+        return {
+            "TUBEMQ_GATEWAY_AUTH__MODE": "required",
+            "TUBEMQ_GATEWAY_AUTH__API_KEYS_FILE": str(self.keys_file),
+            "TUBEMQ_GATEWAY_AUTH__RULES_FILE": str(self.rules_file),
+            **extra,
+        }
+
     def auth_settings(self, **extra: Any) -> dict[str, Any]:
         return {
             "mode": "required",

@@ -49,13 +49,10 @@ def workers_of(gateway: WorkerGateway) -> list[int]:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerGateway, AuthFiles]]:
     tmp = tmp_path_factory.mktemp("before-auth")
     files = write_auth_files(tmp)
-    env = {
-        "TUBEMQ_GATEWAY_AUTH__MODE": "required",
-        "TUBEMQ_GATEWAY_AUTH__API_KEYS_FILE": str(files.keys_file),
-        "TUBEMQ_GATEWAY_AUTH__RULES_FILE": str(files.rules_file),
-        "TUBEMQ_GATEWAY_GRPC__MAX_HEALTH_WATCHES": str(WATCHES_PER_WORKER),
-        "TUBEMQ_GATEWAY_GRPC__HEALTH_INTERVAL": "0.2",
-    }
+    env = files.environment(
+        TUBEMQ_GATEWAY_GRPC__MAX_HEALTH_WATCHES=str(WATCHES_PER_WORKER),
+        TUBEMQ_GATEWAY_GRPC__HEALTH_INTERVAL="0.2",
+    )
     gateway = start_workers(tmp, 2, env=env)
     try:
         yield gateway, files

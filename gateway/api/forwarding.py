@@ -61,12 +61,15 @@ __all__ = [
     "FORWARDED_HEADER",
     "PASSED_ANSWER_HEADERS",
     "PASSED_REQUEST_HEADERS",
+    "PRIVATE_LISTENER",
     "WORKER_HOP_HEADER",
     "Forwarder",
     "check_passable",
 ]
 
 FORWARDED_HEADER = "x-tubemq-forwarded-by"
+#: the ASGI scope key the private listener of a worker sets (``gateway/api/worker_listener.py``)
+PRIVATE_LISTENER = "gateway.private_listener"
 #: set on the hop to a sibling worker process (its value: the sending worker's index)
 WORKER_HOP_HEADER = "x-tubemq-worker-hop"
 #: on the hop to a sibling: the verified client certificate's subject (base64url of its UTF-8 text)
@@ -162,8 +165,11 @@ class Forwarder:
 
     @staticmethod
     def was_hopped(request: Request) -> bool:
-        """Whether a sibling worker process sent this request here."""
-        return WORKER_HOP_HEADER in request.headers
+        """Whether a sibling worker process sent this request here: the hop header on the private listener
+        (only siblings reach it). On a public listener a client's own hop header means nothing: the request
+        is served (or takes the hop) like any other, so a spoofed header answers exactly as without it, for
+        a genuine id of another principal as for an unknown one (404)."""
+        return bool(request.scope.get(PRIVATE_LISTENER)) and WORKER_HOP_HEADER in request.headers
 
     async def forward(self, request: Request, owner: Owner, *, extra_wait: float = 0.0) -> Response:
         """Relay ``request`` to the same path on ``owner`` and return the owner's answer."""

@@ -23,7 +23,9 @@ router = APIRouter(tags=["observability"])
 )
 async def metrics(request: Request) -> Response:
     registry: GatewayMetrics = request.app.state.metrics
-    worker = getattr(getattr(request.app.state, "runtime", None), "worker", None)
+    runtime = getattr(request.app.state, "runtime", None)
+    worker = getattr(runtime, "worker", None)
     if worker is not None:  # serve --workers N: every worker's metrics, labelled by worker
-        return Response(await replica_metrics(registry, worker), media_type=CONTENT_TYPE_LATEST)
+        secret = runtime.settings.consumers.id_secret  # type: ignore[union-attr]
+        return Response(await replica_metrics(registry, worker, secret), media_type=CONTENT_TYPE_LATEST)
     return Response(registry.render(), media_type=CONTENT_TYPE_LATEST)

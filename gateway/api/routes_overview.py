@@ -64,7 +64,8 @@ def publish_counts(exposition: str) -> dict[str, PublishCounts]:
 async def _replica_counts(request: Request, runtime: Runtime) -> dict[str, PublishCounts]:
     metrics: GatewayMetrics = request.app.state.metrics
     if runtime.worker is not None:
-        text = (await replica_metrics(metrics, runtime.worker)).decode()
+        secret = runtime.settings.consumers.id_secret
+        text = (await replica_metrics(metrics, runtime.worker, secret)).decode()
     else:
         text = metrics.render().decode()
     return await asyncio.to_thread(publish_counts, text)

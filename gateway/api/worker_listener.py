@@ -2,30 +2,34 @@
 
 Each worker also serves the app on a unix socket of its own in the replica's private directory (mode 0700, so
 only this user reaches it): siblings forward consumer requests there (``gateway/api/forwarding.py``) and read
-the worker's own metrics from :data:`OWN_METRICS_PATH`, which only this listener serves. A forwarded request's
-``X-TubeMQ-Client-Cert`` (the verified client certificate's subject, set by the sibling's forwarder) becomes
-the ASGI TLS extension here, as if the client's certificate had been verified on this connection; nothing on
-the public listeners reads that header. ``/metrics`` on any
-worker merges every worker's metrics (:mod:`gateway.observability.worker_merge`).
+the worker's own metrics from :data:`OWN_METRICS_PATH`, which only this listener serves, and only to a
+request carrying the replica's worker token (:func:`worker_token`, derived from the instance id secret the
+workers share; without it the path is answered as any unknown one, after authentication). A forwarded
+request's ``X-TubeMQ-Client-Cert`` (the verified client certificate's subject, set by the sibling's
+forwarder) becomes the ASGI TLS extension here, as if the client's certificate had been verified on this
+connection; nothing on the public listeners reads that header. ``/metrics`` on any worker merges every
+worker's metrics (:mod:`gateway.observability.worker_merge`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
+import hmac
 import logging
 
 import httpx
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.api.forwarding import CLIENT_CERT_HEADER
+from gateway.api.forwarding import CLIENT_CERT_HEADER, PRIVATE_LISTENER
 from gateway.api.proxy import TRUSTED_PEER
 from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from gateway.observability.worker_merge import merge_worker_metrics
 from gateway.workers.context import WorkerContext
 
-__all__ = ["OWN_METRICS_PATH", "private_app", "replica_metrics"]
+__all__ = ["OWN_METRICS_PATH", "WORKER_TOKEN_HEADER", "private_app", "replica_metrics", "worker_token"]
 
 log = logging.getLogger("gateway.workers")
 
@@ -33,18 +37,37 @@ log = logging.getLogger("gateway.workers")
 OWN_METRICS_PATH = "/_worker/metrics"
 #: seconds a scrape waits for a sibling's metrics
 SIBLING_SCRAPE_TIMEOUT = 5.0
+#: the header a sibling's metrics scrape carries :func:`worker_token` in
+WORKER_TOKEN_HEADER = "x-tubemq-worker-token"
+
+
+def worker_token(secret: str) -> str:
+    """The token sibling workers show each other for :data:`OWN_METRICS_PATH`: an HMAC of the instance id
+    secret the replica's workers share (``consumers.id_secret``, filled in by the supervisor when empty)."""
+    return hmac.new(secret.encode(), b"tubemq-gateway worker metrics", hashlib.sha256).hexdigest()
+
+
+def _token_ok(scope: Scope, expected: bytes) -> bool:
+    given = [value for name, value in scope["headers"] if name == WORKER_TOKEN_HEADER.encode()]
+    return len(given) == 1 and hmac.compare_digest(given[0], expected)
 
 
 def private_app(app: FastAPI) -> ASGIApp:
-    """The private listener's app: ``app``, plus this worker's own metrics at :data:`OWN_METRICS_PATH`."""
+    """The private listener's app: ``app``, plus this worker's own metrics at :data:`OWN_METRICS_PATH` for
+    requests with the worker token."""
+
+    def expected() -> bytes:
+        return worker_token(app.state.runtime.settings.consumers.id_secret).encode()
 
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             scope = _with_forwarded_cert(scope)
             # Only sibling workers reach this listener: the public URL a sibling worked out and sends on
-            # (X-Forwarded-*, gateway/api/proxy.py) is believed like a trusted proxy's.
+            # (X-Forwarded-*, gateway/api/proxy.py) is believed like a trusted proxy's, and so is the worker
+            # hop header (gateway/api/forwarding.py).
             scope[TRUSTED_PEER] = True
-        if scope["type"] == "http" and scope["path"] == OWN_METRICS_PATH:
+            scope[PRIVATE_LISTENER] = True
+        if scope["type"] == "http" and scope["path"] == OWN_METRICS_PATH and _token_ok(scope, expected()):
             metrics: GatewayMetrics = app.state.metrics
             body = metrics.render()
             headers = [
@@ -78,22 +101,26 @@ def _with_forwarded_cert(scope: Scope) -> Scope:
     return scope
 
 
-async def replica_metrics(own: GatewayMetrics, worker: WorkerContext) -> bytes:
-    """Every worker's metrics (this one's and its siblings', each labelled ``worker``), merged."""
+async def replica_metrics(own: GatewayMetrics, worker: WorkerContext, secret: str) -> bytes:
+    """Every worker's metrics (this one's and its siblings', each labelled ``worker``), merged; ``secret``:
+    the instance id secret the workers share (see :func:`worker_token`)."""
     siblings = worker.siblings()
-    texts = await asyncio.gather(*(_scrape(i, path) for i, path in siblings.items()))
+    token = worker_token(secret)
+    texts = await asyncio.gather(*(_scrape(i, path, token) for i, path in siblings.items()))
     expositions = [(worker.index, own.render().decode()), *zip(siblings, texts, strict=True)]
     expositions.sort(key=lambda item: item[0])
     return await asyncio.to_thread(merge_worker_metrics, expositions)
 
 
-async def _scrape(index: int, path: str) -> str | None:
+async def _scrape(index: int, path: str, token: str) -> str | None:
     transport = httpx.AsyncHTTPTransport(uds=path)
     try:
         async with httpx.AsyncClient(
             transport=transport, trust_env=False, timeout=SIBLING_SCRAPE_TIMEOUT
         ) as c:
-            answer = await c.get(f"http://worker-{index}{OWN_METRICS_PATH}")
+            answer = await c.get(
+                f"http://worker-{index}{OWN_METRICS_PATH}", headers={WORKER_TOKEN_HEADER: token}
+            )
             answer.raise_for_status()
             return answer.text
     except httpx.HTTPError as exc:

@@ -10,7 +10,8 @@ callers (open mode) are told apart by their network address, which the adapters 
   can ever hold passes when the bucket is full and leaves it in debt, so a limit never blocks a request for
   good and the long-run rate still holds. A refused request spends nothing and is answered with
   :class:`~gateway.service.errors.RateLimited`, saying when the tokens will be there.
-* **Consumer instances**: at most ``max_instances`` held by one caller on this replica.
+* **Consumer instances**: at most ``max_instances`` held by one caller on this replica, whatever its worker
+  count (:mod:`gateway.service.instance_counts`: with ``serve --workers N`` the workers share the count).
 
 Limits are per replica (each replica counts its own traffic). Bucket state is bounded: buckets are kept in
 least-recently-used order, at most ``max_callers`` of them; a bucket left alone long enough to be full again
@@ -27,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from gateway.service.errors import Quota, RateLimited
+from gateway.service.instance_counts import InstanceCounts, LocalInstanceCounts
 from gateway.service.principal import Principal, current_principal
 
 __all__ = ["Quotas", "RateLimits", "caller_key", "set_caller_address"]
@@ -137,6 +139,7 @@ class Quotas:
         *,
         max_callers: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        instances: InstanceCounts | None = None,
     ) -> None:
         if max_callers < 1:
             raise ValueError("max_callers must be >= 1")
@@ -145,7 +148,8 @@ class Quotas:
         self.max_callers = max_callers
         self._clock = clock
         self._buckets: OrderedDict[str, _Buckets] = OrderedDict()
-        self._instances: dict[str, int] = {}
+        #: consumer instances per caller: this process's, or (serve --workers N) the replica's
+        self._instances: InstanceCounts = instances if instances is not None else LocalInstanceCounts()
         every = (default, *self.overrides.values())
         self.limits_publish = any(limits.limits_publish for limits in every)
         self.limits_instances = any(limits.max_instances for limits in every)
@@ -153,7 +157,7 @@ class Quotas:
     def __repr__(self) -> str:
         return (
             f"<Quotas callers={len(self._buckets)}/{self.max_callers} overrides={len(self.overrides)} "
-            f"instances={sum(self._instances.values())}>"
+            f"instances={self._instances!r}>"
         )
 
     def limits_for(self, principal: Principal) -> RateLimits:
@@ -254,8 +258,7 @@ class Quotas:
         if not cap:
             return None
         key = caller_key(principal)
-        held = self._instances.get(key, 0)
-        if held >= cap:
+        if not self._instances.claim(key, cap):
             raise RateLimited(
                 f"{_who(principal, key)} holds its maximum of {cap} consumer instances on this gateway; "
                 "delete instances it no longer uses (DELETE /v1/consumers/{group}/instances/{id}), let idle "
@@ -263,21 +266,16 @@ class Quotas:
                 retry_after=retry_after,
                 quota=Quota("instances", cap, None, 0, "instances"),
             )
-        self._instances[key] = held + 1
         return key
 
     def release_instance(self, key: str | None) -> None:
         """Forget one instance counted by :meth:`claim_instance` (a None key is ignored)."""
         if key is None:
             return
-        held = self._instances.get(key, 0) - 1
-        if held > 0:
-            self._instances[key] = held
-        else:
-            self._instances.pop(key, None)
+        self._instances.release(key)
 
     def instances_held(self, key: str) -> int:
-        return self._instances.get(key, 0)
+        return self._instances.held(key)
 
 
 def _who(principal: Principal, key: str) -> str:

@@ -11,8 +11,9 @@ What it does, in order:
 3. makes a private directory (mode 0700) for the workers' private listeners (unix sockets), and, when
    ``consumers.id_secret`` is empty, a random secret that the workers share (instance ids are checked by
    whichever worker a request lands on); the bounds the settings give per replica (requests and publish
-   bytes in progress, rate limits, consumer instance caps) are split evenly over the workers
-   (:func:`per_worker_limits`);
+   bytes in progress, rate limits) are split evenly over the workers (:func:`per_worker_limits`); the
+   consumer instance caps are not: the workers count instances together, in the private directory
+   (:mod:`gateway.service.instance_counts`), so the cap holds per replica exactly;
 4. starts the workers (``python -m gateway.workers.child``), each with the settings and its
    :class:`~gateway.workers.context.WorkerContext` on its standard input, which stays open: a worker whose
    parent is gone sees it close and shuts down gracefully;
@@ -69,9 +70,10 @@ KILL_MARGIN = 5.0
 
 def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
     """The ``limits`` and ``rate_limits`` groups of one of ``count`` workers: what the settings bound per
-    replica (requests and publish bytes in progress, each principal's publish rates and consumer instances)
-    split evenly, so that the replica as a whole keeps the configured bounds. Each worker enforces its share
-    of the connections the kernel gives it."""
+    replica (requests and publish bytes in progress, each caller's share of them, each principal's publish
+    rates) split evenly, so that the replica as a whole keeps the configured bounds. Each worker enforces its
+    share of the connections the kernel gives it. Consumer instance caps stay whole: the workers share the
+    count (:mod:`gateway.service.instance_counts`)."""
     limits = settings.limits
     rates = settings.rate_limits
     overrides = {
@@ -79,7 +81,6 @@ def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
             update={
                 "publish_messages_per_second": _rate(o.publish_messages_per_second, count),
                 "publish_bytes_per_second": _rate(o.publish_bytes_per_second, count),
-                "max_instances_per_principal": _cap(o.max_instances_per_principal, count),
             }
         )
         for name, o in rates.overrides.items()
@@ -88,6 +89,7 @@ def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
         "limits": limits.model_copy(
             update={
                 "max_concurrent_requests": _cap(limits.max_concurrent_requests, count),
+                "max_concurrent_per_caller": _cap(limits.max_concurrent_per_caller, count),
                 "max_inflight_publish_bytes": _cap(limits.max_inflight_publish_bytes, count),
             }
         ),
@@ -95,7 +97,6 @@ def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
             update={
                 "publish_messages_per_second": _rate(rates.publish_messages_per_second, count),
                 "publish_bytes_per_second": _rate(rates.publish_bytes_per_second, count),
-                "max_instances_per_principal": _cap(rates.max_instances_per_principal, count),
                 "overrides": overrides,
             }
         ),
