@@ -172,6 +172,10 @@ class Soak:
                 group.errors[type(exc).__name__] += 1
                 await asyncio.sleep(1.0)
                 continue
+            if r.status_code == 410:  # its worker died: a new instance (uncommitted messages come again)
+                group.errors["410"] += 1
+                path = await self.instance(http, group.name)
+                continue
             if r.status_code != 200:
                 group.errors[str(r.status_code)] += 1
                 await asyncio.sleep(1.0)
@@ -185,6 +189,10 @@ class Soak:
         while not done.is_set():
             try:
                 async with http.stream("GET", f"{path}/stream", params={"format": "utf8"}) as response:
+                    if response.status_code == 410:
+                        group.errors["410"] += 1
+                        path = await self.instance(http, group.name)
+                        continue
                     if response.status_code != 200:
                         group.errors[str(response.status_code)] += 1
                         await asyncio.sleep(1.0)
@@ -221,6 +229,24 @@ class Soak:
         await asyncio.sleep(20)
         watcher.cancel()
 
+    async def kill_worker(self, root: int) -> None:
+        """SIGKILL one worker process of the gateway ``--kill-worker-at`` s into the run; note when the
+        supervisor has started another."""
+        await asyncio.sleep(self.args.kill_worker_at)
+        workers = _workers(root)
+        if not workers:
+            print("no worker process to kill", flush=True)
+            return
+        victim = workers[-1]
+        self.outage["stopped"] = self.outage["exited"] = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        while True:
+            await asyncio.sleep(0.05)
+            fresh = [p for p in _workers(root) if p not in workers]
+            if fresh:
+                self.outage["restarting"] = self.outage["restarted"] = time.monotonic()
+                break
+
     async def _watch_ready(self, http: httpx.AsyncClient) -> None:
         while True:
             try:
@@ -239,6 +265,14 @@ class Soak:
         end = back if back is not None else float("inf")
         during = Counter(status for t, status in self.answers if stopped <= t < end)
         unready = [t for t, status in self.ready if status != 200]
+        if self.args.kill_worker_at is not None:
+            window = Counter(status for t, status in self.answers if stopped <= t < stopped + 15)
+            print(
+                f"\nworker SIGKILL: another worker process {o.get('restarted', stopped) - stopped:.2f} s "
+                "later; "
+                f"publish answers in the 15 s from the kill: {dict(sorted(window.items()))}"
+            )
+            return
         print(
             f"\nbroker {self.args.outage}: exited {o.get('exited', stopped) - stopped:.1f} s after the "
             f"signal; start.sh took {o.get('restarted', restarting) - restarting:.1f} s"
@@ -300,6 +334,8 @@ async def soak(args: argparse.Namespace, url: str, pid: int | None) -> None:
             asyncio.create_task(s.publisher(c, args.rate / args.connections)) for c in publishers_http
         ]
         outage = asyncio.create_task(s.broker_outage(http)) if args.outage else None
+        if args.kill_worker_at is not None and pid is not None:
+            outage = asyncio.create_task(s.kill_worker(pid))
         started = time.monotonic()
         rss0 = resources(pid)[0] if pid else float("nan")
         for minute in range(1, args.minutes + 1):
@@ -337,6 +373,18 @@ async def soak(args: argparse.Namespace, url: str, pid: int | None) -> None:
         dup = sum(n - 1 for n in g.received.values() if n > 1)
         errors = dict(g.errors) or ""
         print(f"{g.name:<22} {g.kind:<5} {len(s.acked):>10,} {len(unique):>10,} {lost:>6} {dup:>6}  {errors}")
+
+
+def _workers(root: int) -> list[int]:
+    """The gateway's worker processes (children running gateway.workers.child), oldest first."""
+    found = []
+    for pid in process_tree(root)[1:]:
+        try:
+            if b"gateway.workers.child" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            continue
+    return sorted(found)
 
 
 def _wait_exit(pid: int) -> None:
@@ -404,6 +452,7 @@ def main() -> int:
         help="stop the real broker of --harness with this signal (run under the cluster's lock)",
     )
     parser.add_argument("--harness", default="/tmp/tubemq-real", help="the real cluster's harness directory")
+    parser.add_argument("--kill-worker-at", type=float, help="SIGKILL one gateway worker this many s in")
     parser.add_argument("--outage-at", type=float, default=30.0, help="seconds into the run")
     parser.add_argument("--outage-for", type=float, default=20.0, help="seconds the broker stays down")
     args = parser.parse_args()
