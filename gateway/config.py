@@ -528,6 +528,16 @@ class TubeMQAuthSettings(BaseModel):
 class TubeMQSettings(BaseModel):
     tls: TubeMQTLSSettings = TubeMQTLSSettings()
     auth: TubeMQAuthSettings = TubeMQAuthSettings()
+    master_web_port: int = Field(
+        8080,
+        ge=0,
+        le=65535,
+        description="port of the masters' web API (master.ini webPort) on each master host: group offsets "
+        "and lag are read there and from the brokers' web API; 0 = do not read them",
+    )
+    group_lag_interval: float = Field(
+        15.0, gt=0, description="seconds between two readings of the served consumer groups' offsets"
+    )
 
 
 class RateLimitOverride(BaseModel):

@@ -21,6 +21,8 @@ from gateway.security.setup import Security, build_security, check_override_name
 from gateway.service.admission import Admission
 from gateway.service.consumers import ConsumerService, PollLimits
 from gateway.service.errors import Unavailable
+from gateway.service.group_lag import LagMonitor
+from gateway.service.group_offsets import GroupOffsetsReader
 from gateway.service.instance_counts import SharedInstanceCounts
 from gateway.service.instance_id import normalize_base_url
 from gateway.service.outages import PartitionOutages
@@ -103,6 +105,8 @@ class Runtime:
     ranges: RangeService | None = None
     masters: list[NodeAddress] = field(default_factory=list)
     quotas: Quotas | None = None
+    #: the served groups' lag from TubeMQ's offsets (None: no master web API to read)
+    lag: LagMonitor | None = None
     draining: bool = False
     #: this process's place among the replica's worker processes (None: the replica is one process)
     worker: WorkerContext | None = None
@@ -202,6 +206,11 @@ class Runtime:
             )
             await self.consumers.start()
             self.ranges = RangeService(self.pool, self.masters, access=self.security.policy)
+            web = self._master_web()
+            if web:
+                reader = GroupOffsetsReader(web)
+                self.lag = LagMonitor(reader, self.events, interval=s.tubemq.group_lag_interval)
+                self.lag.start()
         except BaseException:
             await self.stop()
             raise
@@ -251,6 +260,18 @@ class Runtime:
             max_ack_deadline=c.max_ack_deadline,
             max_nack_delay=c.max_nack_delay,
         )
+
+    def _master_web(self) -> list[str]:
+        """``host:port`` of the masters' web API (the embedded one's, or each configured master host's
+        ``tubemq.master_web_port``); empty: group offsets are not read."""
+        if self.cluster is not None:
+            return self.cluster.master_web_addresses
+        if self.worker is not None and self.worker.embedded_master_web:
+            return list(self.worker.embedded_master_web)
+        port = self.settings.tubemq.master_web_port
+        if not self.settings.masters or not port:
+            return []
+        return [f"{_bracketed(m.host)}:{port}" for m in self.masters]
 
     def begin_drain(self) -> None:
         """Graceful shutdown begins: readiness turns false, new consumer instances are refused, and open
@@ -309,6 +330,9 @@ class Runtime:
     async def stop(self) -> None:
         """Close in reverse order of start; safe to call on a partly started runtime."""
         self.ranges = None  # holds no link of its own: its reads end with the pool below
+        if self.lag is not None:
+            await self.lag.stop()
+            self.lag = None
         if self.consumers is not None:
             await self.consumers.close()
             self.consumers = None
@@ -328,6 +352,10 @@ class Runtime:
         if self._tracing:
             self._tracing = False
             tracing.shutdown()
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _serving(service: _S | None) -> _S:

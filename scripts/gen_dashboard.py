@@ -83,6 +83,18 @@ class Row:
     panels: list[Panel]
 
 
+#: a group's lag from TubeMQ's offsets, else (no web API) the sum over the gateway's consumers' partitions
+GROUP_LAG = (
+    f"{gauge('group_lag_messages', agg='max', by='group, topic')} "
+    f"or {gauge('consumer_lag_messages', by='group, topic')}"
+)
+#: groups with unconsumed messages that no consumer reads (the alert TubeMQGatewayGroupLagNoConsumer)
+LAG_WITHOUT_CONSUMER = (
+    f"{gauge('group_lag_messages', agg='max', by='group, topic')} > 0 "
+    f"and on (group) {gauge('group_consumers', agg='max', by='group')} == 0"
+)
+
+
 def rows() -> list[Row]:
     publish_errors = rate("publish_errors_total", "topic")
     publish_attempts = f"({rate('published_messages_total', 'topic')} + {publish_errors})"
@@ -225,8 +237,26 @@ def rows() -> list[Row]:
                 ),
                 Panel(
                     "Consumer lag",
-                    "Messages stored but not yet read, by group and topic (sum over the partitions held).",
-                    [(gauge("consumer_lag_messages", by="group, topic"), "{{group}} {{topic}}")],
+                    "Messages stored but not yet consumed, by group and topic, from TubeMQ's own offsets "
+                    "(stays while nobody consumes; every pod that served the group reports it: max); where "
+                    "the web API cannot be read, the gateway consumers' own figure.",
+                    [(GROUP_LAG, "{{group}} {{topic}}")],
+                ),
+                Panel(
+                    "Lag per partition",
+                    "Messages not yet consumed per partition (brokerId:partitionId), from TubeMQ's offsets.",
+                    [
+                        (
+                            gauge("group_partition_lag_messages", agg="max", by="group, topic, partition"),
+                            "{{group}} {{topic}} {{partition}}",
+                        )
+                    ],
+                ),
+                Panel(
+                    "Groups with lag and no consumer",
+                    "Groups holding unconsumed messages while the TubeMQ master lists no consumer in them "
+                    "(alert TubeMQGatewayGroupLagNoConsumer).",
+                    [(LAG_WITHOUT_CONSUMER, "{{group}} {{topic}}")],
                 ),
                 Panel(
                     "Commits and redeliveries",

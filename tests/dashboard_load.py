@@ -34,6 +34,11 @@ async def publish_and_poll(target: Target, stop: asyncio.Event) -> int:
         created = await client.post("/v1/consumers/dash", json=spec)
         assert created.status_code == 201, created.text
         instance = f"/v1/consumers/dash/instances/{created.json()['instanceId']}"
+        # a group that consumed once and left: lag with no consumer (its panel and alert)
+        idle = await client.post("/v1/consumers/idle", json={"topics": ["orders"]})
+        assert idle.status_code == 201, idle.text
+        await client.get(f"/v1/consumers/idle/instances/{idle.json()['instanceId']}/messages")
+        await client.delete(f"/v1/consumers/idle/instances/{idle.json()['instanceId']}")
         joined = await stub.CreateConsumer(pb.CreateConsumerRequest(group="dashg", topics=["orders"]))
         grpc_instance = joined.instance_id
         n = 0

@@ -23,6 +23,7 @@ ALERTS = {
     "TubeMQGatewayPublishErrors",
     "TubeMQGatewayBrokersShielded",
     "TubeMQGatewayConsumerLag",
+    "TubeMQGatewayGroupLagNoConsumer",
     "TubeMQGatewayServerErrors",
     "TubeMQGatewayMetricLabelsOverflow",
 }
@@ -157,6 +158,53 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             ],
             "alert_rule_test": [
                 {"eval_time": "10m", "alertname": "TubeMQGatewayConsumerLag", "exp_alerts": []},
+                {
+                    "eval_time": "20m",
+                    "alertname": "TubeMQGatewayConsumerLag",
+                    "exp_alerts": [
+                        _expect(
+                            rules,
+                            "TubeMQGatewayConsumerLag",
+                            "Group billing lags 200000 messages on orders",
+                            group="billing",
+                            topic="orders",
+                        )
+                    ],
+                },
+            ],
+        },
+        {  # TubeMQ's offsets: two pods report the same 200000 (max, not their sum); the lag stays with no
+            # consumer, and a group with lag and nobody consuming raises its own alert (one that is read,
+            # or that is up to date, does not)
+            "interval": "1m",
+            "input_series": [
+                _series("tubemq_gateway_group_lag_messages", "200000x30", group="billing", topic="orders"),
+                {
+                    "series": f'tubemq_gateway_group_lag_messages{{{SEL},pod="gw-1",group="billing",'
+                    'topic="orders"}',
+                    "values": "200000x30",
+                },
+                _series("tubemq_gateway_group_consumers", "0x30", group="billing"),
+                _series("tubemq_gateway_group_lag_messages", "500x30", group="busy", topic="orders"),
+                _series("tubemq_gateway_group_consumers", "2x30", group="busy"),
+                _series("tubemq_gateway_group_lag_messages", "0x30", group="done", topic="orders"),
+                _series("tubemq_gateway_group_consumers", "0x30", group="done"),
+            ],
+            "alert_rule_test": [
+                {"eval_time": "5m", "alertname": "TubeMQGatewayGroupLagNoConsumer", "exp_alerts": []},
+                {
+                    "eval_time": "20m",
+                    "alertname": "TubeMQGatewayGroupLagNoConsumer",
+                    "exp_alerts": [
+                        _expect(
+                            rules,
+                            "TubeMQGatewayGroupLagNoConsumer",
+                            "Group billing has 200000 unconsumed messages on orders and no consumer",
+                            group="billing",
+                            topic="orders",
+                        )
+                    ],
+                },
                 {
                     "eval_time": "20m",
                     "alertname": "TubeMQGatewayConsumerLag",

@@ -40,7 +40,13 @@ def _targets(dashboard: dict[str, Any], title: str) -> list[str]:
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerGateway]:
     prometheus_tool("prometheus")  # skip before starting anything when it is missing
-    gateway = start_workers(tmp_path_factory.mktemp("workers"), 2, "--embedded-topics", "demo:2,orders:3")
+    gateway = start_workers(
+        tmp_path_factory.mktemp("workers"),
+        2,
+        "--embedded-topics",
+        "demo:2,orders:3",
+        env={"TUBEMQ_GATEWAY_TUBEMQ__GROUP_LAG_INTERVAL": "1"},  # the group lag panels within the wait
+    )
     try:
         yield gateway
     finally:

@@ -22,6 +22,8 @@ from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.master import EmbeddedMaster
 from gateway.embedded.store import Retention
 from gateway.embedded.topics import DEFAULT_MAX_MSG_SIZE, TopicSpec
+from gateway.embedded.web import WebApi
+from gateway.embedded.web_methods import broker_methods, master_methods
 from gateway.tubemq.address import NodeAddress
 
 __all__ = ["EmbeddedCluster"]
@@ -110,6 +112,15 @@ class EmbeddedCluster:
             if standby_master
             else None
         )
+        # the web API (TubeMQ's admin HTTP API, read-only subset): the master's and one per broker
+        self.broker_webs = {
+            b.broker_id: WebApi(broker_methods(b), host, name=f"broker-{b.broker_id}") for b in self.brokers
+        }
+        self.master_web = WebApi(
+            master_methods(lambda: self.master, self.brokers, lambda i: self.broker_webs[i].port),
+            host,
+            name="master",
+        )
         self._started = False
 
     def __repr__(self) -> str:
@@ -131,6 +142,11 @@ class EmbeddedCluster:
         masters = [self.standby, self.master] if self.standby is not None else [self.master]
         return [m.address for m in masters if m is not None]
 
+    @property
+    def master_web_addresses(self) -> list[str]:
+        """``host:port`` of the master's web API (valid once started)."""
+        return [f"{self.master_web.host}:{self.master_web.port}"]
+
     def broker(self, broker_id: int) -> EmbeddedBroker:
         """Broker ``broker_id`` (1..N)."""
         if not 1 <= broker_id <= len(self.brokers):
@@ -148,6 +164,8 @@ class EmbeddedCluster:
             if self.standby is not None:
                 await self.standby.start()
             await self.master.start()
+            for web in (*self.broker_webs.values(), self.master_web):
+                await web.start()
         except BaseException:
             await self.stop()
             raise
@@ -155,6 +173,8 @@ class EmbeddedCluster:
     async def stop(self) -> None:
         """Stop the master(s), then the brokers; safe to call twice."""
         self._started = False
+        for web in (self.master_web, *self.broker_webs.values()):
+            await web.stop()
         for master in (self.master, self.standby):
             if master is not None:
                 await master.stop()

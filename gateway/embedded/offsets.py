@@ -67,6 +67,11 @@ class OffsetManager:
         """The committed offset, or None when the group never consumed this partition here."""
         return self._committed.get((group, topic, partition_id))
 
+    def booked(self) -> dict[tuple[str, str, int], int]:
+        """Every (group, topic, partition id) holding an offset here, with its committed offset."""
+        with self._lock:
+            return dict(self._committed)
+
     def pending(self, group: str, topic: str, partition_id: int) -> int:
         """The booked advance of the last batch (bytes of index), 0 when none."""
         return self._pending.get((group, topic, partition_id), 0)

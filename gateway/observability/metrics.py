@@ -223,6 +223,22 @@ class GatewayMetrics:
             "(an upper bound), summed over the stores.",
             ("group", "topic"),
         )
+        self.group_lag = gauge(
+            "group_lag_messages",
+            "Messages the group has not consumed, from TubeMQ's own offsets (stays while nobody consumes): "
+            "per store its slowest partition, summed over the stores. Each process that served the group "
+            "reports it: aggregate with max.",
+            ("group", "topic"),
+        )
+        self.group_partition_lag = gauge(
+            "group_partition_lag_messages",
+            "Messages the group has not consumed per partition (brokerId:partitionId), from TubeMQ's "
+            "offsets.",
+            ("group", "topic", "partition"),
+        )
+        self.group_consumers = gauge(
+            "group_consumers", "Consumers the TubeMQ master lists in the group (any client).", ("group",)
+        )
         self.consumer_instances = gauge(
             "consumer_instances", "Consumers registered with the master.", ("group",)
         )

@@ -12,8 +12,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
+from gateway.observability.lag_events import GroupLagGone, GroupLagRead
 from gateway.observability.metrics_brokers import PUBLISH_ERROR_REASONS, BrokerMetrics
 from gateway.observability.metrics_grpc import GrpcMetrics
+from gateway.observability.metrics_lag import GroupLagMetrics
 from gateway.tubemq.consumer import (
     INDEX_ENTRY_SIZE,
     ConsumerClosed,
@@ -103,6 +105,7 @@ class EventMetrics:
         self._subscription: Subscription | None = None
         self._grpc = GrpcMetrics(metrics)
         self._brokers = BrokerMetrics(metrics)
+        self._lag = GroupLagMetrics(metrics)
         self._handlers: dict[type, Callable[[Any], None]] = {
             RequestCompleted: self._request,
             ConnectionOpened: self._opened,
@@ -126,6 +129,8 @@ class EventMetrics:
             FetchOutcome: self._fetched,
             OffsetCommitted: self._committed,
             RebalanceEvent: self._rebalanced,
+            GroupLagRead: self._lag.read,
+            GroupLagGone: self._lag.gone,
             GrpcCallStarted: self._grpc.started,
             GrpcCallFinished: self._grpc.finished,
             GrpcStreamMessages: self._grpc.messages,

@@ -22,6 +22,8 @@ class WorkerContext:
     count: int
     socket_dir: Path
     embedded_masters: tuple[str, ...] = ()
+    #: ``host:port`` of that embedded master's web API
+    embedded_master_web: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.index < self.count:

@@ -162,6 +162,7 @@ class Supervisor:
                 print(f"tubemq-gateway: cannot bind the gateway's ports: {exc}", file=sys.stderr)
                 return 1
             masters: tuple[str, ...] = ()
+            master_web: tuple[str, ...] = ()
             if not settings.masters:
                 try:
                     cluster = embedded_cluster(settings, embedded_upstream(upstream_options(settings.tubemq)))
@@ -170,6 +171,7 @@ class Supervisor:
                     print(f"tubemq-gateway: cannot start the embedded cluster: {exc}", file=sys.stderr)
                     return 1
                 masters = tuple(str(a) for a in cluster.master_addresses)
+                master_web = tuple(cluster.master_web_addresses)
             socket_dir = Path(tempfile.mkdtemp(prefix="tubemq-gateway-"))
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -185,7 +187,9 @@ class Supervisor:
                     "socket_dir": str(socket_dir),
                 },
             )
-            contexts = [WorkerContext(i, self.count, socket_dir, masters) for i in range(self.count)]
+            contexts = [
+                WorkerContext(i, self.count, socket_dir, masters, master_web) for i in range(self.count)
+            ]
             for context in contexts:
                 await self._spawn(settings, context)
             await self._watch(settings, contexts)

@@ -1,0 +1,110 @@
+"""The embedded master's and brokers' web API: the read-only subset of TubeMQ's admin HTTP API in use.
+
+A real TubeMQ master serves ``/webapi.htm?type=op_query&method=...`` on its ``webPort`` (the master's
+``WebBrokerConfHandler``, ``WebOtherInfoHandler``), a broker serves ``?method=...`` on its own ``webPort``
+(``BrokerAdminServlet``, any path). Both answer JSON with ``result``, ``errCode`` and ``errMsg``. The
+methods served here, with the fields the real ones give:
+
+* master ``admin_query_broker_configure``: every broker (``brokerId``, ``brokerIp``, ``brokerPort``,
+  ``brokerWebPort``, ``manageStatus``, ``acceptPublish``, ``acceptSubscribe``...) in ``data``;
+* master ``admin_query_consume_group_detail`` (``consumeGroup``): the group's consumers in ``data``
+  (``consumerId``, ``parCount``...), their number in ``count``, the topics in ``topicSet``;
+* broker ``admin_query_offset`` (``groupName``, ``topicName``: comma lists, empty = all booked groups /
+  their topics): per group, per topic, per partition ``curOffset``, ``flightOffset``, ``offsetMax``,
+  ``offsetLag`` (index bytes: 28 per message), ``dataMax``, ``curDataOffset`` and ``dataLag`` (-2: unknown);
+* broker ``admin_get_booked_groupname``: the groups holding offsets on the broker.
+
+The server is a bare HTTP/1.1 GET endpoint on loopback (one request per connection, bounded request size
+and time): enough for the gateway's offsets reader and tests, standard library only (the embedded cluster
+builds on the core alone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+__all__ = ["WebApi", "WebHandler", "fail"]
+
+log = logging.getLogger("gateway.embedded.web")
+
+#: a request line and headers longer than this are refused
+MAX_REQUEST_BYTES = 16 * 1024
+#: seconds a client has to send its request
+REQUEST_TIMEOUT = 5.0
+
+WebHandler = Callable[[str, Mapping[str, str]], dict[str, Any]]
+
+
+def fail(message: str, code: int = 400) -> dict[str, Any]:
+    """A failed answer as the real web API gives it."""
+    return {"result": False, "errCode": code, "errMsg": message}
+
+
+class WebApi:
+    """An HTTP server answering ``?method=NAME&k=v`` with ``handler(NAME, params)`` as JSON."""
+
+    def __init__(
+        self, handler: WebHandler, host: str = "127.0.0.1", port: int = 0, name: str = "web"
+    ) -> None:
+        self.handler = handler
+        self.host = host
+        self.name = name
+        self._port = port
+        self._server: asyncio.Server | None = None
+
+    def __repr__(self) -> str:
+        return f"<WebApi {self.name} {self.host}:{self._port} {'up' if self._server else 'down'}>"
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self._port)
+        self._port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
+            status, body = self._answer(head)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+            status, body = 400, fail("bad request")
+        data = json.dumps(body, separators=(",", ":")).encode()
+        reason = "OK" if status == 200 else "Bad Request"
+        writer.write(
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json;charset=UTF-8\r\n"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+            + data
+        )
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+    def _answer(self, head: bytes) -> tuple[int, dict[str, Any]]:
+        if len(head) > MAX_REQUEST_BYTES:
+            return 400, fail("request too large")
+        line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = line.split(" ")
+        if len(parts) != 3 or parts[0] != "GET":
+            return 400, fail("only GET is served")
+        params = dict(parse_qsl(urlsplit(parts[1]).query, keep_blank_values=True))
+        method = params.pop("method", "")
+        try:
+            return 200, self.handler(method, params)
+        except Exception:  # a handler bug must not take the node down
+            log.exception("web API method failed", extra={"node": self.name, "method": method})
+            return 200, fail("internal error", 500)

@@ -1,0 +1,170 @@
+"""Consumer group offsets as TubeMQ itself keeps them, read from the master's and brokers' web API.
+
+A group's lag must not depend on whether anyone consumes: the gateway's own view (what its consumers
+fetched) ends with its last consumer. TubeMQ keeps each group's committed offset per partition on the
+brokers, so :class:`GroupOffsetsReader` asks them (the methods the real servers serve, see
+``BrokerAdminServlet`` and the master's ``WebBrokerConfHandler`` / ``WebOtherInfoHandler`` in apache/inlong):
+
+* the master's ``admin_query_broker_configure`` lists the brokers with their web port (``brokerWebPort``);
+* each broker's ``admin_query_offset`` (``groupName``: a comma list) gives, per booked group, topic and
+  partition, ``curOffset`` (committed), ``offsetMax`` and ``offsetLag`` in index bytes (28 per message);
+  a group that holds no offset on a broker is absent from its answer;
+* the master's ``admin_query_consume_group_detail`` (``consumeGroup``) lists the group's consumers (every
+  client, not only this gateway's).
+
+Addresses come only from configuration (the masters' hosts and ``tubemq.master_web_port``) and from the
+master's answer, never from a client. Answers are bounded (:data:`MAX_ANSWER_BYTES`) and every call has a
+timeout. A later ``GET /v1/consumers/{group}/lag`` can serve :meth:`GroupOffsetsReader.offsets` as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+__all__ = ["BrokerWeb", "GroupOffsetsReader", "OffsetsUnavailable", "PartitionOffsets"]
+
+#: bytes of one index entry: offsets and lags in the web API count index bytes
+INDEX_ENTRY_BYTES = 28
+#: an answer larger than this is refused
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+
+
+class OffsetsUnavailable(Exception):
+    """No master or broker web API answered (the message says which and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerWeb:
+    broker_id: int
+    host: str
+    web_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    """One partition of a group on one broker: the committed offset and the partition's end (index bytes)."""
+
+    group: str
+    topic: str
+    broker_id: int
+    partition_id: int
+    committed: int
+    max_offset: int
+
+    @property
+    def lag_messages(self) -> int:
+        """Messages (index entries) between the committed offset and the end."""
+        return max(0, self.max_offset - self.committed) // INDEX_ENTRY_BYTES
+
+
+class GroupOffsetsReader:
+    """Reads group offsets from the cluster whose master web APIs are ``masters`` (``host:port`` each, tried
+    in order: the first that answers is the active master)."""
+
+    def __init__(self, masters: Sequence[str], *, timeout: float = 5.0) -> None:
+        if not masters:
+            raise ValueError("the offsets reader needs at least one master web address")
+        self.masters = list(masters)
+        self.timeout = timeout
+        self._client = httpx.AsyncClient(
+            timeout=timeout, trust_env=False, follow_redirects=False, limits=httpx.Limits(max_connections=16)
+        )
+
+    def __repr__(self) -> str:
+        return f"<GroupOffsetsReader masters={self.masters}>"
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def brokers(self) -> list[BrokerWeb]:
+        """The brokers the master knows, with their web ports."""
+        answer = await self._master("admin_query_broker_configure", {})
+        found = []
+        for item in answer.get("data") or ():
+            try:
+                found.append(
+                    BrokerWeb(int(item["brokerId"]), str(item["brokerIp"]), int(item["brokerWebPort"]))
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+        return found
+
+    async def consumers(self, group: str) -> int:
+        """How many consumers the master lists in ``group``."""
+        answer = await self._master("admin_query_consume_group_detail", {"consumeGroup": group})
+        return int(answer.get("count") or 0)
+
+    async def offsets(self, groups: Collection[str]) -> dict[str, list[PartitionOffsets]]:
+        """Every partition offset of ``groups`` on every broker; a group holding none is absent. Raises
+        OffsetsUnavailable when the master or a broker cannot be read (a partial reading would show a
+        group's lag too small)."""
+        if not groups:
+            return {}
+        found: dict[str, list[PartitionOffsets]] = {}
+        wanted = set(groups)
+        for broker in await self.brokers():
+            url = f"http://{_host(broker.host)}:{broker.web_port}/broker.htm"
+            answer = await self._get(
+                url, {"method": "admin_query_offset", "groupName": ",".join(sorted(wanted))}
+            )
+            for entry in answer.get("dataSet") or ():
+                group = entry.get("groupName")
+                if group not in wanted:
+                    continue
+                rows = found.setdefault(group, [])
+                for sub in entry.get("subInfo") or ():
+                    topic = str(sub.get("topicName", ""))
+                    for item in sub.get("offsets") or ():
+                        parsed = _partition(group, topic, broker.broker_id, item)
+                        if parsed is not None:
+                            rows.append(parsed)
+        return {group: rows for group, rows in found.items() if rows}
+
+    async def _master(self, method: str, params: dict[str, str]) -> dict[str, Any]:
+        errors = []
+        for master in self.masters:
+            url = f"http://{master}/webapi.htm"
+            try:
+                return await self._get(url, {"type": "op_query", "method": method, **params})
+            except OffsetsUnavailable as exc:
+                errors.append(str(exc))
+        raise OffsetsUnavailable("; ".join(errors))
+
+    async def _get(self, url: str, params: dict[str, str]) -> dict[str, Any]:
+        try:
+            async with self._client.stream("GET", url, params=params) as response:
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) > MAX_ANSWER_BYTES:
+                        raise OffsetsUnavailable(f"{url} answered more than {MAX_ANSWER_BYTES} bytes")
+        except httpx.HTTPError as exc:
+            raise OffsetsUnavailable(f"{url}: {type(exc).__name__}: {exc}") from None
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            raise OffsetsUnavailable(f"{url} answered something that is not JSON") from None
+        if not isinstance(answer, dict) or answer.get("result") is not True:
+            message = answer.get("errMsg") if isinstance(answer, dict) else None
+            raise OffsetsUnavailable(f"{url} refused {params.get('method')}: {message}")
+        return answer
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _partition(group: str, topic: str, broker_id: int, item: Any) -> PartitionOffsets | None:
+    try:
+        committed, max_offset = int(item["curOffset"]), int(item["offsetMax"])
+        partition_id = int(item["partitionId"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if committed < 0 or max_offset < 0:
+        return None  # not known on this broker (-2)
+    return PartitionOffsets(group, topic, broker_id, partition_id, committed, max_offset)

@@ -1,0 +1,126 @@
+"""Lag that stays true when consumers leave (issue #23 row 4): a group this gateway served keeps its lag,
+read from TubeMQ's own offsets through the master's and brokers' web API (the embedded cluster serves the
+same methods, with the fields the real servers give), per topic and per partition, with the master's count
+of the group's consumers; the gateway's own per-instance figure drops to 0 when its consumer leaves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from waiting import eventually
+from workers_support import samples
+
+from gateway.api.app import create_app
+from gateway.config import Settings
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.topics import TopicSpec
+from gateway.runtime import Runtime
+from gateway.service.group_offsets import GroupOffsetsReader, OffsetsUnavailable
+
+FAST = {
+    "heartbeat_interval": 0.1,
+    "empty_fetch_wait": 0.05,
+    "rebalance_commit_wait": 0.3,
+    "assignment_wait": 5.0,
+}
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
+    settings = Settings(
+        http_host="127.0.0.1",
+        embedded={"topics": "lagt:1,lag2:2"},
+        consumers=FAST,
+        tubemq={"group_lag_interval": 0.2},
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw", timeout=20) as http:
+            yield http, runtime
+    finally:
+        await runtime.stop()
+
+
+def _gauge(text: str, name: str, **labels: str) -> float | None:
+    for found, value in samples(text, name):
+        if all(found.get(k) == v for k, v in labels.items()):
+            return value
+    return None
+
+
+async def test_lag_stays_when_the_groups_only_consumer_leaves(
+    client: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    http, runtime = client
+    created = await http.post("/v1/consumers/lag-g", json={"topics": ["lagt"], "startPosition": "earliest"})
+    assert created.status_code == 201, created.text
+    path = f"/v1/consumers/lag-g/instances/{created.json()['instanceId']}"
+    for batch in range(2):
+        values = [f"m{batch}-{i}" for i in range(10 if batch == 0 else 40)]
+        sent = await http.post("/v1/topics/lagt/messages", json={"messages": [{"value": v} for v in values]})
+        assert sent.status_code == 200, sent.text
+        if batch == 0:  # the first 10 consumed and committed: TubeMQ's offset moves past them
+            polled = await http.get(f"{path}/messages", params={"max_messages": 10, "timeout_ms": 5000})
+            tokens = [m["token"] for m in polled.json()["messages"]]
+            assert len(tokens) == 10
+            committed = await http.post(f"{path}/commits", json={"tokens": tokens})
+            assert committed.json()["committed"] == 10
+
+    async def lag_is(expected: float, consumers: float) -> bool:
+        text = (await http.get("/metrics")).text
+        lag = _gauge(text, "tubemq_gateway_group_lag_messages", group="lag-g", topic="lagt")
+        count = _gauge(text, "tubemq_gateway_group_consumers", group="lag-g")
+        return lag == expected and count == consumers
+
+    await eventually(lambda: lag_is(40, 1), timeout=20, what="lag 40 with the consumer")
+    assert (await http.delete(path)).status_code == 204
+    # the only consumer left: TubeMQ still holds 40 unconsumed messages for the group, and says so
+    await eventually(lambda: lag_is(40, 0), timeout=20, what="lag 40 without a consumer")
+    text = (await http.get("/metrics")).text
+    per_partition = [
+        (labels["partition"], value)
+        for labels, value in samples(text, "tubemq_gateway_group_partition_lag_messages")
+        if labels["group"] == "lag-g"
+    ]
+    assert per_partition == [("1:0", 40.0)]
+    # the gateway's own view ends with its consumer (why the offsets are read)
+    assert not _gauge(text, "tubemq_gateway_consumer_lag_messages", group="lag-g", topic="lagt")
+    assert runtime.lag is not None and "lag-g" in runtime.lag.groups
+
+
+async def test_the_reader_on_the_embedded_web_api() -> None:
+    cluster = EmbeddedCluster([TopicSpec("rd", 2, 2)], brokers=2)
+    await cluster.start()
+    reader = GroupOffsetsReader(cluster.master_web_addresses, timeout=2.0)
+    try:
+        brokers = await reader.brokers()
+        assert sorted(b.broker_id for b in brokers) == [1, 2]
+        assert {b.web_port for b in brokers} == {w.port for w in cluster.broker_webs.values()}
+        assert await reader.offsets(["nobody"]) == {}
+        assert await reader.consumers("nobody") == 0
+        # the answer has the real broker's shape (field names and types)
+        web = cluster.broker_webs[1].port
+        raw = await _get(f"http://127.0.0.1:{web}/broker.htm?method=admin_query_offset&groupName=nobody")
+        assert raw == {"result": True, "errCode": 0, "errMsg": "Success!", "dataSet": [], "totalCnt": 0}
+        unknown = await _get(f"http://127.0.0.1:{web}/?method=admin_no_such_method")
+        assert unknown["result"] is False and unknown["errCode"] == 400
+    finally:
+        await reader.close()
+        await cluster.stop()
+    with pytest.raises(OffsetsUnavailable):  # nothing answers any more
+        stopped = GroupOffsetsReader(cluster.master_web_addresses, timeout=1.0)
+        try:
+            await stopped.brokers()
+        finally:
+            await stopped.close()
+
+
+async def _get(url: str) -> Any:
+    async with httpx.AsyncClient(timeout=5) as http:
+        return (await http.get(url)).json()
