@@ -20,5 +20,7 @@ echo "== mypy"
 ./scripts/ensure_netlab.sh
 # Debian's chromium for the web console's browser tests (driven by Playwright): installed when missing and possible.
 ./scripts/ensure_chromium.sh
+# nginx (HTTP and grpc_pass) for the topology test: 2 replicas x 2 workers behind a real proxy.
+./scripts/ensure_nginx.sh
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"
