@@ -212,7 +212,7 @@ async def _alerts_evaluate_quietly(prom: httpx.AsyncClient) -> None:
         "TubeMQGatewayServerErrors",
         "TubeMQGatewayMetricLabelsOverflow",
     }
-    # the idle group (dashboard_load.publish_and_poll) holds lag with no consumer: its alert is pending (for: 10m)
+    # the idle group (dashboard_load.publish_and_poll) holds lag with no consumer: its alert is pending
     assert alerts["TubeMQGatewayGroupLagNoConsumer"]["state"] == "pending", alerts
     for name, rule in alerts.items():
         assert rule["health"] == "ok", (name, rule.get("lastError"))
