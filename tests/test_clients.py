@@ -33,6 +33,7 @@ from client_tools import (
 )
 from consumer_support import environment
 from gateway_support import gateway
+from jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
 
 from gateway.grpc.server import GrpcServer
 
@@ -83,6 +84,27 @@ async def test_node_examples_authenticate_with_an_api_key(tmp_path: Path) -> Non
         anonymous = {**gw.env, "GW_TOKEN": ""}
         with pytest.raises(AssertionError, match=r"status: 401,\s+code: 'unauthenticated'"):
             await run_example([node(), "rest.mjs"], anonymous, js)
+
+
+async def test_node_and_generated_python_examples_authenticate_with_a_jwt(tmp_path: Path) -> None:
+    js = npm_packages()
+    models = _generate_python_client(tmp_path / "tubemq_gateway_client")
+    assert models
+    key = SigningKey.rsa("clients")
+    files = write_auth_files(tmp_path)
+    async with jwks_server(key) as issuer:
+        jwt = {"issuer": ISSUER, "audience": [AUDIENCE], "jwks_url": issuer.url, "roles_claim": "roles"}
+        async with served(files.auth_settings(jwt=jwt), id_secret="clients-test-secret") as gw:
+            env = {**gw.env, "GW_TOKEN": key.token(roles=["app"])}
+            for example in ("rest", "sse", "grpc"):
+                assert "example: OK" in await run_example([node(), f"{example}.mjs"], env, js)
+            generated = [python(), str(EXAMPLES / "python" / "generated_client.py")]
+            out = await run_example(generated, {**env, "PYTHONPATH": str(tmp_path)}, tmp_path)
+            assert "generated client example: OK" in out
+            # a token of another issuer's key is refused
+            env["GW_TOKEN"] = SigningKey.rsa("other").token(roles=["app"])
+            with pytest.raises(AssertionError, match=r"status: 401"):
+                await run_example([node(), "rest.mjs"], env, js)
 
 
 async def test_typescript_types_from_the_contract_compile_strict_and_run() -> None:
