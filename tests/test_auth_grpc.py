@@ -46,6 +46,8 @@ def _request(method: MethodDescriptor, instance_id: str) -> Any:
         message.tokens.append("1")
     if "extend_ms" in method.input_type.fields_by_name:
         message.extend_ms = 1000
+    if method.name == "Seek":
+        message.position = pb.START_POSITION_EARLIEST
     return message
 
 
@@ -116,6 +118,7 @@ async def test_another_principals_instance_is_not_found_on_every_instance_method
         "Commit",
         "Nack",
         "ExtendDeadlines",
+        "Seek",
         "DeleteConsumer",
         "Subscribe",
     }

@@ -28,6 +28,7 @@ BODIES: dict[str, Any] = {
     "commitMessages": {},
     "nackMessages": {"tokens": ["1"]},
     "extendDeadlines": {"tokens": ["1"], "extendMs": 1000},
+    "seekPartitions": {"position": "earliest"},
 }
 OPERATIONS = rest_operations(create_app())
 
@@ -103,7 +104,7 @@ async def test_every_instance_operation_on_another_principals_instance_is_404_li
     owned = await _instance(gw, "alice")
     forged = owned[:-4] + ("AAAA" if not owned.endswith("AAAA") else "BBBB")
     instance_ops = [op for op in OPERATIONS if "{instance_id}" in op.path]
-    assert len(instance_ops) == 7
+    assert len(instance_ops) == 8
     for op in sorted(instance_ops, key=lambda o: o.method == "DELETE"):
         foreign = await _call(gw, op, gw.files.headers("bob"), instance_id=owned)
         unknown = await _call(gw, op, gw.files.headers("bob"), instance_id=forged)

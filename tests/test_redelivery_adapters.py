@@ -1,5 +1,5 @@
-"""Nack, delivery attempts, dead letters and deadlines end to end on REST (polls and SSE) and gRPC (Poll,
-Subscribe, Nack, ExtendDeadlines) over loopback against the embedded cluster."""
+"""Nack, delivery attempts, dead letters, deadlines and seek end to end on REST (polls and SSE) and gRPC
+(Poll, Subscribe, Nack, ExtendDeadlines, Seek) over loopback against the embedded cluster."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from consumer_support import Env, environment
@@ -226,3 +227,57 @@ async def test_grpc_nack_dead_letter_and_deadlines(grpc_gw: GrpcGateway) -> None
     stream.cancel()
     assert [m.delivery_attempt for m in response.messages] == [1]
     assert base64.b64encode(response.messages[0].value) == base64.b64encode(b"sub")
+
+
+async def test_rest_seek_moves_back_and_names_bad_fields(http: httpx.AsyncClient) -> None:
+    answer = await http.post(
+        "/v1/topics/solo/messages", json={"messages": [{"value": f"s{i}"} for i in range(3)]}
+    )
+    results = answer.json()["results"]
+    base = await _create(http, "g-rest-seek")
+    first = await _poll_until(http, base, 3)
+    await http.post(f"{base}/commits", json={})
+    key = results[1]["partitionKey"]
+    body = {"position": "offsets", "offsets": {key: results[1]["offset"]}}
+    moved = await http.post(f"{base}/seek", json=body)
+    assert moved.status_code == 200, moved.text
+    assert moved.json() == {
+        "partitions": [
+            {
+                "partitionKey": key,
+                "currOffset": results[1]["offset"],
+                "maxOffset": moved.json()["partitions"][0]["maxOffset"],
+            }
+        ]
+    }
+    again = await _poll_until(http, base, 2)
+    assert [m["value"] for m in again] == [m["value"] for m in first[1:]]
+    bad = await http.post(f"{base}/seek", json={"position": "offsets", "offsets": {"7:solo:0": 0}})
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "offsets"
+    bad = await http.post(f"{base}/seek", json={"position": "sideways"})
+    assert bad.status_code == 400 and bad.json()["error"]["field"] == "position"
+
+
+async def test_grpc_seek_to_earliest(grpc_gw: GrpcGateway) -> None:
+    gw = grpc_gw
+    await gw.stub.Publish(pb.PublishRequest(topic="solo", messages=[message(f"e{i}") for i in range(2)]))
+    created = await gw.stub.CreateConsumer(
+        pb.CreateConsumerRequest(
+            group="g-grpc-seek", topics=["solo"], start_position=pb.START_POSITION_EARLIEST
+        )
+    )
+    first = await _grpc_poll(gw, "g-grpc-seek", created.instance_id, 2)
+    await gw.stub.Commit(
+        pb.CommitRequest(group="g-grpc-seek", instance_id=created.instance_id, all_delivered=True)
+    )
+    moved = await gw.stub.Seek(
+        pb.SeekRequest(
+            group="g-grpc-seek", instance_id=created.instance_id, position=pb.START_POSITION_EARLIEST
+        )
+    )
+    assert [p.partition_key for p in moved.partitions] == [first[0].partition_key]
+    again = await _grpc_poll(gw, "g-grpc-seek", created.instance_id, 2)
+    assert [m.value for m in again] == [m.value for m in first]
+    with pytest.raises(grpc.aio.AioRpcError) as bad:
+        await gw.stub.Seek(pb.SeekRequest(group="g-grpc-seek", instance_id=created.instance_id))
+    assert bad.value.code() is grpc.StatusCode.INVALID_ARGUMENT

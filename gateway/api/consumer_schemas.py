@@ -162,6 +162,30 @@ class DeadlineResponse(BaseModel):
     deadline: int = Field(description="the new deadline, Unix time in milliseconds")
 
 
+class SeekRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    position: StartPosition = Field(
+        description="earliest (the oldest message kept) or latest (the end) for `partitions`, or offsets"
+    )
+    offsets: StartOffsets | None = Field(None, description="position offsets: where each partition goes")
+    partitions: list[str] | None = Field(
+        None,
+        description="earliest or latest: the partition keys to move (default: every partition the "
+        "instance holds, its retry topic's excepted)",
+    )
+
+
+class SeekedPartition(BaseModel):
+    partitionKey: str
+    currOffset: int = Field(description="the group's read position now (broker index offset)")
+    maxOffset: int = Field(description="the partition's end")
+
+
+class SeekResponse(BaseModel):
+    partitions: list[SeekedPartition]
+
+
 class PartitionHeld(BaseModel):
     partitionKey: str
     topic: str

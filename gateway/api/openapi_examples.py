@@ -158,6 +158,18 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             ),
         },
     },
+    "seekPartitions": {
+        "request": {"position": "offsets", "offsets": {"1:demo:1": 560}},
+        "responses": {
+            "200": {"partitions": [{"partitionKey": "1:demo:1", "currOffset": 560, "maxOffset": 2800}]},
+            "400": _error(
+                "invalid_argument",
+                "this instance does not hold partitions ['1:demo:0'] (its partitions are listed by GET on "
+                "the instance; the retry topic's cannot be moved)",
+                field="offsets",
+            ),
+        },
+    },
     "streamMessages": {
         "responses": {
             "200": "retry: 1000\n\nid: 1\ndata: "

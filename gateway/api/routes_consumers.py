@@ -28,6 +28,8 @@ from gateway.api.consumer_schemas import (
     NackRequest,
     NackResponse,
     PollResponse,
+    SeekRequest,
+    SeekResponse,
     ValueFormat,
 )
 from gateway.api.deps import bind_caller_address
@@ -336,6 +338,42 @@ async def extend_deadlines(
     with renamed_fields(_FIELDS):
         result = service.extend_deadlines(group, instance_id, body.tokens, seconds=body.extendMs / 1000)
     return _json({"extended": result.extended, "stale": result.stale, "deadline": result.deadline_ms})
+
+
+@router.post(
+    "/{group}/instances/{instance_id}/seek",
+    operation_id="seekPartitions",
+    summary="Move the read position of partitions the instance holds",
+    response_model=SeekResponse,
+    responses={**_ERRORS, 415: _MEDIA_DOC},
+    dependencies=[Depends(require_json_body)],
+)
+async def seek_partitions(
+    group: str,
+    instance_id: InstanceId,
+    body: SeekRequest,
+    request: Request,
+    service: ConsumersDep,
+    forwarder: ForwarderDep,
+) -> Response:
+    """With the rules of `startPosition`: `earliest` or `latest` for `partitions` (default: all the instance
+    holds), or `offsets` (broker index offsets, as publish returns them; the broker clamps to what it keeps).
+    What the instance fetched or delivered of those partitions and did not commit is rolled back first
+    (those tokens become stale); the group's next reads start at the new position."""
+    owner = _owner(service, forwarder, request, group, instance_id)
+    if owner is not None:
+        return await forwarder.forward(request, owner)
+    moved = await service.seek(
+        group, instance_id, body.position, offsets=body.offsets, partitions=body.partitions
+    )
+    return _json(
+        {
+            "partitions": [
+                {"partitionKey": m.partition_key, "currOffset": m.curr_offset, "maxOffset": m.max_offset}
+                for m in moved
+            ]
+        }
+    )
 
 
 @router.get(

@@ -139,6 +139,29 @@ class ConsumerRpcs:
             extended=result.extended, stale=result.stale, deadline=result.deadline_ms
         )
 
+    async def Seek(self, request: pb.SeekRequest, context: grpc.aio.ServicerContext) -> pb.SeekResponse:
+        relay = self._sibling_of(request.group, request.instance_id, context)
+        if relay is not None:
+            return await relay.unary("Seek", request, pb.SeekResponse)
+        position = _SEEK_POSITIONS.get(request.position)
+        if position is None:
+            raise InvalidInput("position must be EARLIEST, LATEST or OFFSETS", field="position")
+        moved = await self._consumers().seek(
+            request.group,
+            request.instance_id,
+            position,
+            offsets=dict(request.offsets) or None,
+            partitions=list(request.partitions) or None,
+        )
+        return pb.SeekResponse(
+            partitions=[
+                pb.SeekedPartition(
+                    partition_key=m.partition_key, curr_offset=m.curr_offset, max_offset=m.max_offset
+                )
+                for m in moved
+            ]
+        )
+
     async def DeleteConsumer(
         self, request: pb.DeleteConsumerRequest, context: grpc.aio.ServicerContext
     ) -> pb.DeleteConsumerResponse:
@@ -198,6 +221,13 @@ def _bounded(value: int | None, field: str, default: int, high: int) -> int:
 
 _START_POSITIONS = {
     pb.START_POSITION_UNSPECIFIED: "latest",
+    pb.START_POSITION_LATEST: "latest",
+    pb.START_POSITION_EARLIEST: "earliest",
+    pb.START_POSITION_OFFSETS: "offsets",
+}
+
+
+_SEEK_POSITIONS = {
     pb.START_POSITION_LATEST: "latest",
     pb.START_POSITION_EARLIEST: "earliest",
     pb.START_POSITION_OFFSETS: "offsets",

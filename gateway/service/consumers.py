@@ -58,11 +58,13 @@ from gateway.service.stream_cursor import StreamCursor
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import (
+    LATEST_OFFSET,
     MAX_FILTER_ITEM_LENGTH,
     AssignedPartition,
     BoundConsumption,
     Consumer,
     ConsumerConfig,
+    PartitionNotHeld,
     PartitionReleased,
     StartPosition,
 )
@@ -70,7 +72,15 @@ from gateway.tubemq.events import EventBus, Subscription
 from gateway.tubemq.net import CloseOnce, ConnectionPool, cancel_and_wait
 from gateway.tubemq.wire import MetaFormatError
 
-__all__ = ["ConsumerService", "InstanceInfo", "InstanceSpec", "InstanceState", "Owner", "PollLimits"]
+__all__ = [
+    "ConsumerService",
+    "InstanceInfo",
+    "InstanceSpec",
+    "InstanceState",
+    "Owner",
+    "PollLimits",
+    "SeekResult",
+]
 
 log = logging.getLogger("gateway.service.consumers")
 
@@ -147,6 +157,15 @@ class InstanceInfo:
     owner_url: str
     client_id: str
     auto_commit: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SeekResult:
+    """Where a seek left a partition: the broker's current and end offsets."""
+
+    partition_key: str
+    curr_offset: int
+    max_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -578,6 +597,58 @@ class ConsumerService:
             )
         instance.touch()
         return instance.extend_deadlines(tokens, seconds)
+
+    async def seek(
+        self,
+        group: str,
+        instance_id: str,
+        position: str,
+        *,
+        offsets: Mapping[str, int] | None = None,
+        partitions: Sequence[str] | None = None,
+    ) -> list[SeekResult]:
+        """Move the group's read position in partitions this instance holds, with the rules of a new
+        instance's start position: ``earliest`` (the oldest message kept) or ``latest`` (the end) for
+        ``partitions`` (default: every held partition of the subscribed topics), or ``offsets`` (partition
+        key -> broker index offset, clamped by the broker to what it keeps). What the instance fetched or
+        delivered of them and did not commit is rolled back first."""
+        instance = self.instance(group, instance_id)
+        if position == "offsets":
+            if not offsets:
+                raise InvalidInput("position 'offsets' needs offsets {partitionKey: offset}", field="offsets")
+            if partitions:
+                raise InvalidInput("partitions are only used with earliest or latest", field="partitions")
+            for key, offset in offsets.items():
+                _check_text(key, "offsets", 300)
+                if not isinstance(offset, int) or not 0 <= offset <= _MAX_OFFSET:
+                    raise InvalidInput(f"offset of {key[:80]!r} must be 0-{_MAX_OFFSET}", field="offsets")
+            targets = dict(offsets)
+        elif position in ("earliest", "latest"):
+            if offsets:
+                raise InvalidInput("offsets are only used with position 'offsets'", field="offsets")
+            retry = instance.policy.retry_topic
+            keys = (
+                list(partitions)
+                if partitions
+                else [p.partition_key for p in instance.consumer.assignment() if p.topic != retry]
+            )
+            for key in keys:
+                _check_text(key, "partitions", 300)
+            targets = dict.fromkeys(keys, 0 if position == "earliest" else LATEST_OFFSET)
+        else:
+            raise InvalidInput(
+                f"position {position!r} is not one of earliest, latest, offsets", field="position"
+            )
+        async with self.using(instance):
+            try:
+                moved = await instance.seek(targets)
+            except PartitionNotHeld as exc:
+                raise InvalidInput(
+                    f"{exc}; a rebalance moved it: describe the instance and seek again", field="offsets"
+                ) from None
+            except core.TubeMQError as exc:
+                raise service_error(exc, Doing.COMMIT, group=group) from exc
+        return [SeekResult(key, curr, end) for key, (curr, end) in moved.items()]
 
     async def delete(self, group: str, instance_id: str) -> None:
         """Leave the group. An auto-commit instance commits what it delivered; anything uncommitted is

@@ -30,13 +30,14 @@ polls of one instance run one at a time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +139,8 @@ class ConsumerInstance:
         #: no pending message's deadline is earlier (a lower bound: extensions only move deadlines later)
         self._next_deadline = math.inf
         self._attempts = AttemptMemory()
+        #: partitions a seek is moving: a batch fetched meanwhile is rolled back, not delivered
+        self._seeking: set[str] = set()
         self._buffer: deque[_Entry] = deque()
         self._pending: dict[int, _Pending] = {}
         self._batches: dict[str, _Batch] = {}
@@ -321,6 +324,11 @@ class ConsumerInstance:
         except ClientClosed:
             return False
         if batch is None or self.closed:
+            return False
+        if batch.partition_key in self._seeking:
+            # fetched from the old position while a seek moves it: give it back (the broker forgets it)
+            with contextlib.suppress(TubeMQError):
+                await self.consumer.confirm(batch.confirm_context, False)
             return False
         self._add_batch(batch)
         return True
@@ -592,6 +600,31 @@ class ConsumerInstance:
             due_ms=self._wall() + int(delay * 1000),
             why=why,
         )
+
+    async def seek(self, offsets: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+        """Move the group's read position in held partitions (partition key -> broker index offset; 0 is
+        the oldest message kept, ``LATEST_OFFSET`` the end): what this instance fetched, buffered or
+        delivered of them and did not commit is rolled back first (its tokens become stale). Returns each
+        partition's (current, max) offsets as the broker reports them."""
+        self._check_open()
+        held = {p.partition_key for p in self.consumer.assignment()}
+        unknown = sorted(k for k in offsets if k not in held or k.split(":")[1] == self.policy.retry_topic)
+        if unknown:
+            raise InvalidInput(
+                f"this instance does not hold partitions {unknown[:10]} (its partitions are listed by "
+                "GET on the instance; the retry topic's cannot be moved)",
+                field="offsets",
+            )
+        self._seeking.update(offsets)
+        try:
+            old = [b for b in self._batches.values() if b.partition_key in offsets]
+            for batch in old:
+                self._discard(batch)
+            await asyncio.gather(*(self._confirm(b, False) for b in old))
+            moved = await asyncio.gather(*(self.consumer.seek(k, o) for k, o in offsets.items()))
+        finally:
+            self._seeking.difference_update(offsets)
+        return dict(zip(offsets, moved, strict=True))
 
     def extend_deadlines(self, tokens: Sequence[str], seconds: float) -> DeadlineResult:
         """Set the deadline of the given delivered messages to ``seconds`` from now."""

@@ -219,3 +219,56 @@ async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_
 
         await wait_until(both_copies, 120.0, "the original and its retry copy")
         assert sorted((m["value"], m["deliveryAttempt"]) for m in again) == [(f"{tag}-0", 1), (f"{tag}-0", 2)]
+
+
+async def test_seek_on_a_live_instance_to_an_offset_and_to_the_end() -> None:
+    source = require_topic(SOURCE)
+    tag = run_tag("seek")
+    sent = [f"{tag}-{i}" for i in range(5)]
+    async with real_gateway(consumers=CONSUMERS) as gw:
+        answer = await gw.http.post(
+            f"/v1/topics/{source}/messages", json={"messages": [{"value": v} for v in sent]}
+        )
+        results = answer.json()["results"]
+        base = await _create(gw.http, group_name("seek"), topics=[source])
+        first: list[dict[str, Any]] = []
+
+        async def all_five() -> bool:
+            got = await _poll_tagged(gw.http, base, tag)
+            if got:
+                await gw.http.post(f"{base}/commits", json={"tokens": [m["token"] for m in got]})
+            first.extend(got)
+            return len(first) >= 5
+
+        await wait_until(all_five, 120.0, "the five messages")
+        assert [m["value"] for m in first] == sent
+        key = results[2]["partitionKey"]
+        moved = await gw.http.post(
+            f"{base}/seek", json={"position": "offsets", "offsets": {key: results[2]["offset"]}}
+        )
+        assert moved.status_code == 200, moved.text
+        assert moved.json()["partitions"][0]["currOffset"] == results[2]["offset"]
+        again: list[dict[str, Any]] = []
+
+        async def from_the_third() -> bool:
+            got = await _poll_tagged(gw.http, base, tag)
+            if got:
+                await gw.http.post(f"{base}/commits", json={"tokens": [m["token"] for m in got]})
+            again.extend(got)
+            return len(again) >= 3
+
+        await wait_until(from_the_third, 60.0, "the messages from the seek position")
+        assert [m["value"] for m in again] == sent[2:], "a seek lands on the message at its offset"
+        moved = await gw.http.post(f"{base}/seek", json={"position": "latest"})
+        assert moved.status_code == 200, moved.text
+        [end] = moved.json()["partitions"]
+        assert end["currOffset"] == end["maxOffset"]
+        await _publish(gw.http, source, [f"{tag}-after"])
+        after: list[dict[str, Any]] = []
+
+        async def only_the_new_one() -> bool:
+            after.extend(await _poll_tagged(gw.http, base, tag))
+            return bool(after)
+
+        await wait_until(only_the_new_one, 60.0, "the message published after the seek to the end")
+        assert [m["value"] for m in after] == [f"{tag}-after"]

@@ -25,9 +25,11 @@ from gateway.tubemq.consumer.events import (
     RebalanceEvent,
 )
 from gateway.tubemq.consumer.leftovers import LeftoverConsumer, ReleaseOutcome, release_leftovers
+from gateway.tubemq.consumer.seek import LATEST_OFFSET, PartitionNotHeld
 
 __all__ = [
     "INDEX_ENTRY_SIZE",
+    "LATEST_OFFSET",
     "MAX_FILTER_ITEM_LENGTH",
     "AssignedPartition",
     "BoundConsumption",
@@ -42,6 +44,7 @@ __all__ = [
     "InvalidConfirmContext",
     "LeftoverConsumer",
     "OffsetCommitted",
+    "PartitionNotHeld",
     "PartitionRegisterFailed",
     "PartitionRegistered",
     "PartitionReleased",

@@ -37,6 +37,7 @@ from gateway.tubemq.consumer.events import ConsumerClosed, OffsetCommitted
 from gateway.tubemq.consumer.fetch import Fetcher
 from gateway.tubemq.consumer.heartbeat import BrokerHeartbeat, MasterSession
 from gateway.tubemq.consumer.rebalance import Rebalancer
+from gateway.tubemq.consumer.seek import seek_partition
 from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.errors import ClientClosed, ClientError, TubeMQError, for_code
 from gateway.tubemq.net.master import MasterClient
@@ -260,6 +261,13 @@ class Consumer:
             soonest = ctx.cache.next_ready_in(now)
             await ctx.cache.wait_changed(remaining if soonest is None else min(remaining, soonest))
         return None
+
+    async def seek(self, partition_key: str, offset: int) -> tuple[int, int]:
+        """Move the group's read position in a held partition to broker index ``offset`` (0: the oldest
+        message kept, ``LATEST_OFFSET``: the end; the broker clamps), see :mod:`.seek`. Roll back a batch
+        still out for it first. Returns the (current, max) offsets; raises PartitionNotHeld."""
+        self._check_running()
+        return await seek_partition(self._ctx, self._rebalancer, partition_key, offset)
 
     async def confirm(self, context: str, consumed: bool = True) -> int:
         """Confirm a batch: ``consumed`` commits it, False rolls it back for redelivery.

@@ -63,6 +63,8 @@ class PartitionState:
     token: int | None = None
     taken_at: float = 0.0
     leaving: bool = False
+    #: a seek is moving its read position: not handed out meanwhile
+    paused: bool = False
     #: GetMessage answers in a row that found nothing (404); the wait before the next fetch grows with it
     empty_fetches: int = 0
 
@@ -162,6 +164,30 @@ class PartitionCache:
                 state.leaving = True
                 self._discard_queued(key)
 
+    def pause(self, key: str) -> PartitionState | None:
+        """Stop handing a partition out until ``resume`` (a seek); a batch out for it may still be
+        confirmed. None when it is not held or leaving."""
+        state = self._states.get(key)
+        if state is None or state.leaving:
+            return None
+        state.paused = True
+        self._discard_queued(key)
+        return state
+
+    def resume(self, key: str, *, forget_batch: bool) -> None:
+        """Hand a paused partition out again. ``forget_batch``: a batch still out for it can no longer be
+        confirmed (the broker forgot it) and the next fetch carries no outcome of it."""
+        state = self._states.get(key)
+        if state is None or not state.paused:
+            return
+        state.paused = False
+        if forget_batch:
+            state.token = None
+            state.last_consumed = False
+        if not state.in_use and not state.leaving:
+            self._ready.append(key)
+        self._notify()
+
     def any_in_use(self, keys: Iterable[str]) -> bool:
         return any((s := self._states.get(k)) is not None and s.in_use for k in keys)
 
@@ -183,7 +209,7 @@ class PartitionCache:
         while self._ready:
             key = self._ready.popleft()
             state = self._states.get(key)
-            if state is None or state.in_use or state.leaving:
+            if state is None or state.in_use or state.leaving or state.paused:
                 continue
             state.token = next(self._tokens)
             state.taken_at = now
@@ -206,7 +232,7 @@ class PartitionCache:
             return False
         state.token = None
         state.last_consumed = consumed
-        if not state.leaving:
+        if not state.leaving and not state.paused:
             if wait > 0:
                 self._waiting[key] = now + wait
             else:

@@ -370,3 +370,40 @@ class ExtendDeadlinesResponse(_message.Message):
     stale: _containers.RepeatedScalarFieldContainer[str]
     deadline: int
     def __init__(self, extended: _Optional[int] = ..., stale: _Optional[_Iterable[str]] = ..., deadline: _Optional[int] = ...) -> None: ...
+
+class SeekRequest(_message.Message):
+    __slots__ = ("group", "instance_id", "position", "offsets", "partitions")
+    class OffsetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    instance_id: str
+    position: StartPosition
+    offsets: _containers.ScalarMap[str, int]
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., position: _Optional[_Union[StartPosition, str]] = ..., offsets: _Optional[_Mapping[str, int]] = ..., partitions: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SeekResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[SeekedPartition]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[SeekedPartition, _Mapping]]] = ...) -> None: ...
+
+class SeekedPartition(_message.Message):
+    __slots__ = ("partition_key", "curr_offset", "max_offset")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    CURR_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    partition_key: str
+    curr_offset: int
+    max_offset: int
+    def __init__(self, partition_key: _Optional[str] = ..., curr_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...

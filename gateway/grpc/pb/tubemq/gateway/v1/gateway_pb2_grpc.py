@@ -86,6 +86,11 @@ class GatewayServiceStub:
                 request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesRequest.SerializeToString,
                 response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesResponse.FromString,
                 _registered_method=True)
+        self.Seek = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/Seek',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer:
@@ -186,6 +191,16 @@ class GatewayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Seek(self, request, context):
+        """Move the group's read position in partitions the instance holds, with the rules of start_position:
+        EARLIEST or LATEST for `partitions` (default: every partition it holds but its retry topic's), or
+        OFFSETS (broker index offsets; the broker clamps them to what it keeps). What the instance fetched or
+        delivered of them and did not commit is rolled back first (those tokens become stale).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -238,6 +253,11 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.ExtendDeadlines,
                     request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesRequest.FromString,
                     response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesResponse.SerializeToString,
+            ),
+            'Seek': grpc.unary_unary_rpc_method_handler(
+                    servicer.Seek,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -512,6 +532,33 @@ class GatewayService:
             '/tubemq.gateway.v1.GatewayService/ExtendDeadlines',
             tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesRequest.SerializeToString,
             tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ExtendDeadlinesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Seek(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/Seek',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekResponse.FromString,
             options,
             channel_credentials,
             insecure,
