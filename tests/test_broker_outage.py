@@ -194,3 +194,21 @@ async def test_the_outage_check_says_nothing_while_partitions_are_served(cluster
         assert await outages.away(["demo", "nosuch"]) == {}  # an unknown topic is no outage
         await cluster.start_broker(1)
         assert await outages.away(["demo"]) == {}
+
+
+def test_publishes_in_an_outage_ask_the_master_at_most_once_a_second() -> None:
+    from gateway.tubemq.producer.routes import RouteTable, TopicRoute
+    from gateway.tubemq.wire.meta import BrokerInfo
+
+    table = RouteTable()
+    table.brokers = {1: BrokerInfo(1, "127.0.0.1", 8123)}
+    table.topics = {"t": TopicRoute("t", (), {}, 1024)}
+    table.last_seen_on = {"t": frozenset({1})}
+    assert table.outage_asked("t", 100.0, 1.0) is None  # routed: no outage
+    table.topics = {}
+    assert table.outage_asked("t", 100.0, 1.0) is None  # the first publish asks the master
+    assert isinstance(table.outage_asked("t", 100.5, 1.0), PartitionsAway)  # the next ones do not
+    assert table.outage_asked("t", 101.0, 1.0) is None  # a second later: ask again
+    table.brokers = {}  # the broker left the cluster: no outage, a plain NoPartition
+    assert table.outage_asked("t", 101.1, 1.0) is None
+    assert type(table.no_route("t")) is NoPartition

@@ -54,6 +54,9 @@ from gateway.tubemq.wire.payload import (
 
 __all__ = ["BatchMessage", "PartitionRoute", "Producer", "ProducerConfig", "SendResult", "TopicRouteInfo"]
 
+#: seconds between the master calls that publishes to a topic in an outage may force (PartitionsAway)
+OUTAGE_ASK_INTERVAL = 1.0
+
 #: A message for ``Producer.send_batch``: ``(body, attributes, stream_id, msg_time)``.
 BatchMessage = tuple[bytes, Mapping[str, str] | None, str | None, str | datetime | None]
 
@@ -163,19 +166,6 @@ class Producer:
             self._session.unroutable_heartbeats >= self.config.master_failures_before_unready
         )
 
-    def _no_route(self, topic: str) -> NoPartition:
-        away = self._routes.partitions_away(topic)
-        return PartitionsAway(topic, away) if away else NoPartition(topic)
-
-    def partitions_away(self) -> dict[str, frozenset[int]]:
-        """Published topics in an outage (``RouteTable.partitions_away``): topic -> the offline brokers."""
-        away = {}
-        for topic in self._session.topics:
-            brokers = self._routes.partitions_away(topic)
-            if brokers:
-                away[topic] = brokers
-        return away
-
     def usable_routes(self) -> int:
         """Published topics with a partition on a broker that is not shielded: sends to them work without
         a master, on the route learnt last."""
@@ -261,6 +251,11 @@ class Producer:
         known = self.topic_route(name)
         if known is not None:
             return known
+        if name in self._session.topics:
+            # an outage: the master is asked again at most once a second, not on every publish
+            recent = self._routes.outage_asked(name, time.monotonic(), OUTAGE_ASK_INTERVAL)
+            if recent is not None:
+                raise recent
         added = self._session.add_topic(name)
         try:
             await self._session.heartbeat_now(self.config.publish_timeout)
@@ -270,10 +265,9 @@ class Producer:
             raise
         route = self.topic_route(name)
         if route is None:
-            away = self._routes.partitions_away(name)
-            if away:
-                # an outage, not an unknown topic: keep it published so the heartbeats see it come back
-                raise PartitionsAway(name, away)
+            error = self._routes.no_route(name)
+            if isinstance(error, PartitionsAway):
+                raise error  # an outage, not an unknown topic: it stays published to see it come back
             if added:
                 self._session.remove_topic(name)
             raise NoPartition(name)
@@ -334,7 +328,7 @@ class Producer:
             raise ClientError("message body must not be empty")
         route = self._routes.route(topic)
         if route is None:
-            raise self._no_route(topic)
+            raise self._routes.no_route(topic)
         time_text = format_msg_time(msg_time) if isinstance(msg_time, datetime) else msg_time
         msg_type = stream_id.strip() if stream_id is not None and stream_id.strip() else None
         msg_time_text = time_text.strip() if time_text is not None and time_text.strip() else None
@@ -378,7 +372,7 @@ class Producer:
             raise TopicNotPublished(topic)
         route = self._routes.route(topic)
         if route is None:
-            raise self._no_route(topic)
+            raise self._routes.no_route(topic)
         limit = route.max_msg_size
         results: list[SendResult | Exception | None] = [None] * len(messages)
         items: list[BatchItem] = []

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.errors import NoPartition, PartitionsAway
 from gateway.tubemq.producer.partitioner import PartitionRef
 from gateway.tubemq.wire.meta import (
     DEFAULT_BROKER_PORT,
@@ -61,6 +62,7 @@ class RouteTable:
     topics: dict[str, TopicRoute] = field(default_factory=dict)
     #: the brokers each topic had partitions on when it last had any (kept while its partitions are away)
     last_seen_on: dict[str, frozenset[int]] = field(default_factory=dict)
+    _outage_asks: dict[str, float] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (
@@ -95,6 +97,7 @@ class RouteTable:
     def forget_topic(self, topic: str) -> None:
         self.topics.pop(topic, None)
         self.last_seen_on.pop(topic, None)
+        self._outage_asks.pop(topic, None)
 
     def partitions_away(self, topic: str) -> frozenset[int]:
         """The brokers of an outage of ``topic``: it had partitions, the master lists none now, and brokers
@@ -104,6 +107,22 @@ class RouteTable:
         if topic in self.topics:
             return frozenset()
         return frozenset(b for b in self.last_seen_on.get(topic, ()) if b in self.brokers)
+
+    def no_route(self, topic: str) -> NoPartition:
+        """The error of a send to ``topic`` without a route: PartitionsAway in an outage, else NoPartition."""
+        away = self.partitions_away(topic)
+        return PartitionsAway(topic, away) if away else NoPartition(topic)
+
+    def outage_asked(self, topic: str, now: float, interval: float) -> PartitionsAway | None:
+        """For a topic in an outage whose master answer is younger than ``interval`` s: the error to raise
+        without asking again; otherwise None (and the ask is recorded when in an outage)."""
+        away = self.partitions_away(topic)
+        if not away:
+            return None
+        if now - self._outage_asks.get(topic, now - interval) < interval:
+            return PartitionsAway(topic, away)
+        self._outage_asks[topic] = now
+        return None
 
     def _apply_brokers(self, checksum: int, infos: Iterable[str]) -> bool:
         if checksum == self.broker_checksum:
