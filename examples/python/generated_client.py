@@ -23,13 +23,11 @@ from tubemq_gateway_client.models import (
     CommitResponse,
     CreateConsumerRequest,
     CreateConsumerResponse,
-    Encoding,
     ErrorResponse,
     MessageIn,
     PollResponse,
     PublishRequest,
     PublishResponse,
-    StartPosition,
 )
 
 GW = os.environ.get("GW", "http://localhost:8080")
@@ -51,7 +49,8 @@ def main() -> None:
 
         # 2. consume in a new group from the earliest message, committing what each poll delivered
         group = f"examples-{run}"
-        start = CreateConsumerRequest(topics=[TOPIC], start_position=StartPosition.EARLIEST)
+        # enums are Literal types (literal_enums in openapi-python-client.yaml): plain strings, type-checked
+        start = CreateConsumerRequest(topics=[TOPIC], start_position="earliest")
         created = create_consumer.sync(group, client=client, body=start)
         assert isinstance(created, CreateConsumerResponse), created
         instance = created.instance_id
@@ -61,7 +60,7 @@ def main() -> None:
             while len(received) < 3:
                 assert time.monotonic() < deadline, f"received {received}"
                 poll = poll_messages.sync(
-                    group, instance, client=client, format_=Encoding.UTF8, timeout_ms=5000, max_messages=500
+                    group, instance, client=client, format_="utf8", timeout_ms=5000, max_messages=500
                 )
                 assert isinstance(poll, PollResponse), poll
                 received += [str(m.value) for m in poll.messages if m.key == run]
