@@ -77,7 +77,7 @@ def test_descriptor_follows_the_conventions() -> None:
     assert file.name == API and file.package == "tubemq.gateway.v1"
     options = file.GetOptions()
     assert options.go_package.endswith("/tubemq/gateway/v1;gatewayv1")
-    assert options.java_package == "tubemq.gateway.v1" and options.java_multiple_files
+    assert options.java_package == "io.github.tubemqgateway.gateway.v1" and options.java_multiple_files
     assert list(file.services_by_name) == ["GatewayService"]
     for method in file.services_by_name["GatewayService"].methods:
         assert method.input_type.name == f"{method.name}Request", method.name
