@@ -111,14 +111,20 @@ class SecureGateway:
 
 @asynccontextmanager
 async def secure_gateway(
-    directory: Path, rules: dict[str, Any] | None = None, topics: str = "demo:2", **settings: Any
+    directory: Path,
+    rules: dict[str, Any] | None = None,
+    topics: str = "demo:2",
+    sock: socket.socket | None = None,
+    **settings: Any,
 ) -> AsyncIterator[SecureGateway]:
-    """A gateway with auth required on its own embedded cluster (``topics``: ``demo`` by default), HTTP and
-    gRPC on free loopback ports; ``rules`` replace :data:`RULES`."""
+    """A gateway with auth required on its own embedded cluster (``topics``: ``demo`` by default), HTTP on
+    ``sock`` (a loopback socket bound beforehand, so that its port can go into ``settings``) or a free
+    loopback port, gRPC on a free one; ``rules`` replace :data:`RULES`."""
     files = write_auth_files(directory, rules)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    if sock is None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     auth = files.auth_settings(**settings.pop("auth", {}))
     runtime = Runtime(

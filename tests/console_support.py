@@ -9,16 +9,22 @@ Screenshots go to ``test-artifacts/console/`` (gitignored) at the repository's r
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 from auth_support import AuthFiles, secure_gateway
+from fastapi import FastAPI
+from waiting import eventually
 
 from gateway.runtime import Runtime
 
@@ -60,6 +66,7 @@ class ConsoleGateway:
     runtime: Runtime
     files: AuthFiles
     http: httpx.AsyncClient
+    app: FastAPI
 
     def key(self, principal: str) -> str:
         return self.files.keys[principal]
@@ -69,11 +76,36 @@ class ConsoleGateway:
 
 
 @asynccontextmanager
-async def console_gateway(directory: Path) -> AsyncIterator[ConsoleGateway]:
+async def console_gateway(directory: Path, **settings: Any) -> AsyncIterator[ConsoleGateway]:
     """A gateway with auth required (``auth_support``'s principals and rules) on its own embedded cluster
-    with :data:`TOPICS`, on a free loopback port."""
-    async with secure_gateway(directory, topics=TOPICS) as gw:
-        yield ConsoleGateway(gw.url, gw.runtime, gw.files, gw.http)
+    with :data:`TOPICS`, on a free loopback port (or ``sock``: see ``secure_gateway``)."""
+    async with secure_gateway(directory, topics=TOPICS, **settings) as gw:
+        yield ConsoleGateway(gw.url, gw.runtime, gw.files, gw.http, gw.app)
+
+
+def loopback_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@asynccontextmanager
+async def served(app: Any, sock: socket.socket) -> AsyncIterator[str]:
+    """``app`` (e.g. the admin listener's) served by uvicorn on ``sock``; yields its URL."""
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level=None, access_log=False))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+
+    async def started() -> bool:
+        return server.started
+
+    try:
+        await eventually(started, timeout=10.0, what="uvicorn start")
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
 
 
 def screenshot_path(name: str) -> Path:

@@ -17,7 +17,9 @@ from console_support import (
     ConsoleGateway,
     chromium_or_skip,
     console_gateway,
+    loopback_socket,
     screenshot_path,
+    served,
 )
 
 playwright_api = pytest.importorskip(
@@ -333,3 +335,29 @@ async def test_a_hostile_value_renders_as_text_and_never_runs(gw: ConsoleGateway
     )
     assert refused is True
     assert tab.errors == []
+
+
+async def test_on_the_admin_listener_the_console_calls_the_api_across_origins(
+    tmp_path: Path, browser: Any
+) -> None:
+    """console.listener admin: the page comes from the admin listener and calls the API's listener (another
+    origin: CORS with the credential header, allowed by connect-src)."""
+    main, admin = loopback_socket(), loopback_socket()
+    api_url = f"http://127.0.0.1:{main.getsockname()[1]}"
+    admin_origin = f"http://127.0.0.1:{admin.getsockname()[1]}"
+    async with console_gateway(
+        tmp_path,
+        sock=main,
+        admin={"host": "127.0.0.1", "port": admin.getsockname()[1]},
+        console={"listener": "admin", "api_url": api_url},
+        cors={"allow_origins": [admin_origin]},
+    ) as gw:
+        not_here = await gw.http.get("/console", headers=gw.headers("alice"))
+        assert not_here.status_code == 404  # not on the API's listener
+        async with served(gw.app.state.admin_app, admin) as url:
+            tab = await open_tab(browser, gw)
+            tab.gw = ConsoleGateway(url, gw.runtime, gw.files, gw.http, gw.app)  # the page's origin
+            await tab.sign_in("alice")
+            await tab.page.locator("#topics-table tr[data-topic=demo]").wait_for()
+            assert any(u.startswith(api_url + "/v1/topics") for u in tab.urls)
+            assert tab.errors == []

@@ -117,3 +117,31 @@ def test_publish_counts_sum_the_workers_of_a_replica() -> None:
         "demo": PublishCounts(messages=7, bytes=30, errors=0),
         "other": PublishCounts(messages=0, bytes=0, errors=3),
     }
+
+
+async def test_one_reading_of_the_counters_serves_callers_for_a_while(
+    gw: SecureGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the counters renders every metric (with workers: scrapes every sibling); a caller polling
+    GET /v1/topics in a loop gets the reading of the last COUNTS_MAX_AGE seconds instead of a new one."""
+    from gateway.api import routes_overview
+
+    alice = gw.files.headers("alice")
+
+    async def published() -> int:
+        (demo,) = (await _get(gw, "/v1/topics", "alice"))["topics"]
+        count: int = demo["publishedMessages"]
+        return count
+
+    async def publish() -> None:
+        answer = await gw.http.post(
+            "/v1/topics/demo/messages", json={"messages": [{"value": "x"}]}, headers=alice
+        )
+        assert answer.status_code == 200
+
+    monkeypatch.setattr(routes_overview, "COUNTS_MAX_AGE", 3600.0)
+    assert await published() == 0
+    await publish()
+    assert await published() == 0  # the reading of a moment ago
+    monkeypatch.setattr(routes_overview, "COUNTS_MAX_AGE", 0.0)
+    assert await published() == 1

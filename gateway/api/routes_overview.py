@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -61,8 +62,31 @@ def publish_counts(exposition: str) -> dict[str, PublishCounts]:
     return {t: PublishCounts(int(v["messages"]), int(v["bytes"]), int(v["errors"])) for t, v in sums.items()}
 
 
-async def _replica_counts(request: Request, runtime: Runtime) -> dict[str, PublishCounts]:
-    metrics: GatewayMetrics = request.app.state.metrics
+#: seconds one reading of the counters serves every caller: reading them renders every metric (and with
+#: worker processes scrapes every sibling), which a caller polling in a loop must not multiply
+COUNTS_MAX_AGE = 1.0
+
+
+_Counts = dict[str, PublishCounts]
+
+
+async def _replica_counts(request: Request, runtime: Runtime) -> _Counts:
+    state = request.app.state
+    cached: tuple[float, asyncio.Future[_Counts]] | None = getattr(state, "publish_counts", None)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < COUNTS_MAX_AGE:
+        return await asyncio.shield(cached[1])  # concurrent callers share one reading
+    reading = asyncio.ensure_future(_read_counts(state.metrics, runtime))
+    state.publish_counts = (now, reading)
+    try:
+        return await asyncio.shield(reading)
+    except BaseException:
+        if getattr(state, "publish_counts", None) == (now, reading):
+            state.publish_counts = None  # a failed reading is not kept
+        raise
+
+
+async def _read_counts(metrics: GatewayMetrics, runtime: Runtime) -> dict[str, PublishCounts]:
     if runtime.worker is not None:
         secret = runtime.settings.consumers.id_secret
         text = (await replica_metrics(metrics, runtime.worker, secret)).decode()
