@@ -21,6 +21,7 @@ from console_support import (
     screenshot_path,
     served,
 )
+from waiting import eventually
 
 playwright_api = pytest.importorskip(
     "playwright.async_api", reason="playwright (a dev extra) is not installed"
@@ -168,6 +169,17 @@ async def test_sign_in_publish_from_the_form_and_see_it_in_the_live_tail(
     # The secret never went into a URL (URLs end up in access logs and browser history).
     assert tab.urls and not [u for u in tab.urls if gw.key("alice") in u]
     assert tab.errors == []
+
+    # A tail still running when the tab goes away leaves its group (not only when its lease runs out).
+    await page.click("#tail-start")
+    await page.locator("#tail-partitions", has_text="reading 2 of 2").wait_for()
+    await page.close()
+
+    async def left() -> bool:
+        answer = await gw.http.get("/v1/consumers", headers=gw.headers("alice"))
+        return answer.json()["instances"] == []
+
+    await eventually(left, timeout=10.0, what="the closed tab's tail leaving its group")
 
 
 async def test_read_a_range_of_a_partition_as_text_json_and_hex(gw: ConsoleGateway, browser: Any) -> None:

@@ -3,7 +3,7 @@
 // first; pause holds new messages back, resume shows them; stop leaves the group and keeps what was shown.
 // The tail lives on while you visit other pages of the console.
 
-import { call, openStream, seg } from './api.js';
+import { call, headers, openStream, seg, url } from './api.js';
 import { clear, errorBox, field, h } from './dom.js';
 import { attributesText, bytesOf, msgTimeText, valueNode, viewPicker } from './values.js';
 import { events } from './sse.js';
@@ -134,8 +134,7 @@ function resume() {
 // Leave the group when the tab goes away (the instance's lease would end it later otherwise).
 window.addEventListener('pagehide', () => {
   if (!state.instance) return;
-  import('./api.js').then(({ url, headers }) => fetch(url(instancePath()), {
-    method: 'DELETE', headers: headers(), credentials: 'omit', keepalive: true }));
+  fetch(url(instancePath()), { method: 'DELETE', headers: headers(), credentials: 'omit', keepalive: true });
 });
 
 function row(m) {
