@@ -8,11 +8,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from auth_support import SecureGateway, secure_gateway
 from waiting import eventually
 
+from gateway.api.app import create_app
 from gateway.api.routes_overview import publish_counts
+from gateway.config import Settings
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.topics import TopicSpec
+from gateway.runtime import Runtime
 from gateway.service.overview import PublishCounts
 
 
@@ -145,3 +151,34 @@ async def test_one_reading_of_the_counters_serves_callers_for_a_while(
     assert await published() == 0  # the reading of a moment ago
     monkeypatch.setattr(routes_overview, "COUNTS_MAX_AGE", 0.0)
     assert await published() == 1
+
+
+async def test_a_shielded_broker_shows_with_its_reason_and_cooldown() -> None:
+    """The brokers of GET /v1/topics carry the producer's shielding: a stopped broker of a two-broker
+    cluster is shielded (failures) once sends to it fail, and its topic lists it in shieldedBrokers."""
+    async with EmbeddedCluster([TopicSpec("demo", 2)], brokers=2) as cluster:
+        settings = Settings(
+            masters=",".join(str(m) for m in cluster.master_addresses),
+            # no heartbeat meanwhile: its answer would drop the stopped broker from the route
+            producer={"heartbeat_interval": 60.0, "failure_threshold": 2, "failure_cooldown": 30.0},
+        )
+        runtime = Runtime(settings)
+        await runtime.start()
+        try:
+            app = create_app(runtime=runtime)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+                ok = await client.post("/v1/topics/demo/messages", json={"messages": [{"value": "a"}] * 8})
+                assert ok.status_code == 200
+                await cluster.stop_broker(2)
+                for _ in range(4):
+                    await client.post("/v1/topics/demo/messages", json={"messages": [{"value": "b"}] * 8})
+                listed = (await client.get("/v1/topics")).json()
+        finally:
+            await runtime.stop()
+    brokers = {b["brokerId"]: b for b in listed["brokers"]}
+    assert brokers[1]["state"] == "closed" and brokers[1]["reason"] is None
+    assert brokers[2]["state"] == "open" and brokers[2]["reason"] == "failures"
+    assert 0 < brokers[2]["shieldedForSeconds"] <= 30
+    (demo,) = listed["topics"]
+    assert demo["shieldedBrokers"] == [2] and demo["brokerIds"] == [1, 2]
