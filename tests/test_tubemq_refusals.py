@@ -159,9 +159,8 @@ def alerting_tls_node(context: ssl.SSLContext) -> Iterator[NodeAddress]:
             except TimeoutError:
                 continue
             conn.settimeout(5)
-            # the handshake's failure (an ssl.SSLError, an OSError) is the point: the alert went out
-            with conn, contextlib.suppress(OSError), context.wrap_socket(conn, server_side=True) as tls:
-                tls.recv(1)
+            with conn, contextlib.suppress(OSError):
+                refuse(conn, context)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -171,6 +170,33 @@ def alerting_tls_node(context: ssl.SSLContext) -> Iterator[NodeAddress]:
         stop.set()
         thread.join(5)
         listener.close()
+
+
+def refuse(conn: socket.socket, context: ssl.SSLContext) -> None:
+    """Run the server's side of a handshake over memory buffers until it fails, send what it wrote (the
+    alert), then read the client's bytes to their end before closing: a close with unread bytes is a reset,
+    which can reach the client before it has read the alert (with TLS 1.3 the client writes its request as
+    soon as its side of the handshake is done)."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_side=True)
+    while True:
+        try:
+            tls.do_handshake()
+            tls.read(1)
+        except ssl.SSLWantReadError:
+            conn.sendall(outgoing.read())
+            data = conn.recv(65536)
+            if not data:
+                return
+            incoming.write(data)
+            continue
+        except ssl.SSLError:
+            pass  # the refusal is the point: its alert is in outgoing
+        break
+    conn.sendall(outgoing.read())
+    conn.shutdown(socket.SHUT_WR)
+    while conn.recv(65536):
+        pass
 
 
 async def register_error(address: NodeAddress, pki: Pki, **tls: Any) -> TubeMQError:
