@@ -186,6 +186,37 @@ class SeekResponse(BaseModel):
     partitions: list[SeekedPartition]
 
 
+class PartitionLagOut(BaseModel):
+    partitionKey: str
+    brokerId: int
+    partitionId: int
+    committedOffset: int = Field(description="the group's committed offset (broker index offset)")
+    endOffset: int = Field(description="the partition's end (index offset)")
+    lag: int = Field(
+        description="index entries between them: the messages not consumed when the partition has a store "
+        "of its own, else an upper bound (the store's entries of every partition count)"
+    )
+    oldestUnconsumedMsgTime: str | None = Field(
+        description="msgTime (yyyyMMddHHmm, set by its producer) of the oldest message not consumed, when "
+        "it has one and the caller may read ranges; TubeMQ keeps no store time a client can read"
+    )
+
+
+class TopicLagOut(BaseModel):
+    topic: str
+    lag: int = Field(description="messages not consumed: per store its slowest partition, summed")
+    partitions: list[PartitionLagOut]
+
+
+class GroupLagResponse(BaseModel):
+    group: str
+    consumers: int | None = Field(
+        description="clients the master lists in the group (any client, not only this gateway's)"
+    )
+    lag: int = Field(description="the topics' lag summed")
+    topics: list[TopicLagOut]
+
+
 class PartitionHeld(BaseModel):
     partitionKey: str
     topic: str

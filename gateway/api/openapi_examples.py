@@ -170,6 +170,38 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             ),
         },
     },
+    "getGroupLag": {
+        "responses": {
+            "200": {
+                "group": "orders-etl",
+                "consumers": 0,
+                "lag": 40,
+                "topics": [
+                    {
+                        "topic": "demo",
+                        "lag": 40,
+                        "partitions": [
+                            {
+                                "partitionKey": "1:demo:0",
+                                "brokerId": 1,
+                                "partitionId": 0,
+                                "committedOffset": 280,
+                                "endOffset": 1400,
+                                "lag": 40,
+                                "oldestUnconsumedMsgTime": "202611262300",
+                            }
+                        ],
+                    }
+                ],
+            },
+            "404": _error(
+                "not_found",
+                "consumer group 'orders-etl' holds no offset on any broker: it never committed, its offsets "
+                "were removed, or the topics it consumes are not yours to see",
+                field="group",
+            ),
+        }
+    },
     "streamMessages": {
         "responses": {
             "200": "retry: 1000\n\nid: 1\ndata: "

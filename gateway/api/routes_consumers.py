@@ -24,6 +24,7 @@ from gateway.api.consumer_schemas import (
     CreateConsumerResponse,
     DeadlineRequest,
     DeadlineResponse,
+    GroupLagResponse,
     InstanceResponse,
     NackRequest,
     NackResponse,
@@ -42,6 +43,7 @@ from gateway.api.sse import EventStreamResponse
 from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
 from gateway.service.errors import Gone, InvalidInput, Unavailable, renamed_fields
+from gateway.service.group_lag_view import GroupLagView, read_group_lag
 from gateway.tls import forwarding_ssl_context
 
 __all__ = ["close_forwarder", "router"]
@@ -377,6 +379,31 @@ async def seek_partitions(
 
 
 @router.get(
+    "/{group}/lag",
+    operation_id="getGroupLag",
+    summary="A consumer group's lag from TubeMQ's own offsets",
+    response_model=GroupLagResponse,
+    responses={
+        400: _ERRORS[400],
+        404: {"model": ErrorResponse, "description": "no broker holds an offset of the group"},
+        503: {"model": ErrorResponse, "description": "TubeMQ's web API could not be read; see Retry-After"},
+    },
+)
+async def get_group_lag(group: str, request: Request) -> Response:
+    """Per topic and partition: the committed offset, the end, the lag in messages and the msgTime of the
+    oldest unconsumed message where known. Read from the brokers, so right whether or not any instance
+    (of any gateway or client) is alive."""
+    runtime = _runtime(request)
+    view = await read_group_lag(
+        runtime.lag.reader if runtime.lag is not None else None,
+        group,
+        access=runtime.security.policy,
+        ranges=runtime.ranges,
+    )
+    return _json(lag_body(view))
+
+
+@router.get(
     "/{group}/instances/{instance_id}/stream",
     operation_id="streamMessages",
     summary="Push consumption as Server-Sent Events",
@@ -510,6 +537,33 @@ def _runtime(request: Request) -> Runtime:
 
 def _json(payload: Any, status_code: int = 200) -> Response:
     return Response(to_json(payload), status_code, media_type="application/json")
+
+
+def lag_body(view: GroupLagView) -> dict[str, Any]:
+    return {
+        "group": view.group,
+        "consumers": view.consumers,
+        "lag": view.lag,
+        "topics": [
+            {
+                "topic": t.topic,
+                "lag": t.lag,
+                "partitions": [
+                    {
+                        "partitionKey": p.partition_key,
+                        "brokerId": p.broker_id,
+                        "partitionId": p.partition_id,
+                        "committedOffset": p.committed_offset,
+                        "endOffset": p.end_offset,
+                        "lag": p.lag,
+                        "oldestUnconsumedMsgTime": p.oldest_msg_time,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in view.topics
+        ],
+    }
 
 
 def _gone_event(exc: Gone) -> bytes:

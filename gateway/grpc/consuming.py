@@ -26,6 +26,7 @@ from gateway.runtime import Runtime
 from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpec
 from gateway.service.delivered import CommitResult, NackResult
 from gateway.service.errors import InvalidInput, Unavailable, renamed_fields
+from gateway.service.group_lag_view import read_group_lag
 from gateway.service.quotas import set_caller_address
 
 #: The service's parameter names -> the proto3 JSON names of the gRPC request fields.
@@ -160,6 +161,41 @@ class ConsumerRpcs:
                 )
                 for m in moved
             ]
+        )
+
+    async def GetGroupLag(
+        self, request: pb.GetGroupLagRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetGroupLagResponse:
+        runtime = self._runtime
+        view = await read_group_lag(
+            runtime.lag.reader if runtime.lag is not None else None,
+            request.group,
+            access=runtime.security.policy,
+            ranges=runtime.ranges,
+        )
+        return pb.GetGroupLagResponse(
+            group=view.group,
+            consumers=view.consumers,
+            lag=view.lag,
+            topics=[
+                pb.TopicLag(
+                    topic=t.topic,
+                    lag=t.lag,
+                    partitions=[
+                        pb.PartitionLag(
+                            partition_key=p.partition_key,
+                            broker_id=p.broker_id,
+                            partition_id=p.partition_id,
+                            committed_offset=p.committed_offset,
+                            end_offset=p.end_offset,
+                            lag=p.lag,
+                            oldest_unconsumed_msg_time=p.oldest_msg_time,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in view.topics
+            ],
         )
 
     async def DeleteConsumer(

@@ -4,9 +4,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["GroupLagGone", "GroupLagRead", "PartitionLag"]
+__all__ = ["GroupLagGone", "GroupLagRead", "PartitionLag", "topic_lags"]
+
+#: TubeMQ numbers a broker's partitions store * 10000 + index within the store
+_STORE_PARTITION_BASE = 10000
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +40,18 @@ class GroupLagGone:
     """``group`` holds no offset on any broker any more (or is no longer watched): its series go."""
 
     group: str
+
+
+def topic_lags(partitions: Iterable[PartitionLag]) -> dict[str, int]:
+    """Each topic's lag in messages: the sum over its stores of the store's slowest partition. Partitions of
+    one store share its index, so each partition's figure counts every entry of the store past its own read
+    position; the slowest one's figure is the store's unconsumed entries (exact when the store has one
+    partition, else at most the unconsumed messages of its partitions together)."""
+    stores: dict[tuple[str, int, int], int] = defaultdict(int)
+    for p in partitions:
+        key = (p.topic, p.broker_id, p.partition_id // _STORE_PARTITION_BASE)
+        stores[key] = max(stores[key], p.lag_messages)
+    totals: dict[str, int] = defaultdict(int)
+    for (topic, _, _), lag in stores.items():
+        totals[topic] += lag
+    return dict(totals)

@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Gauge
 
-from gateway.observability.lag_events import GroupLagGone, GroupLagRead
+from gateway.observability.lag_events import GroupLagGone, GroupLagRead, topic_lags
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics
 
 __all__ = ["GroupLagMetrics"]
-
-_STORE_PARTITION_BASE = 10000
 
 
 class GroupLagMetrics:
@@ -38,7 +36,6 @@ class GroupLagMetrics:
     def read(self, e: GroupLagRead) -> None:
         group = self.m.groups(e.group)
         _, old_topics, old_partitions = self._series.get(e.group, (group, set(), set()))
-        stores: dict[tuple[str, int, int], int] = defaultdict(int)
         partitions: set[tuple[str, str]] = set()
         topics: set[str] = set()
         for p in e.partitions:
@@ -49,11 +46,9 @@ class GroupLagMetrics:
             )
             partitions.add((topic, partition))
             topics.add(topic)
-            key = (topic, p.broker_id, p.partition_id // _STORE_PARTITION_BASE)
-            stores[key] = max(stores[key], p.lag_messages)
-        totals: dict[str, int] = defaultdict(int)
-        for (topic, _, _), lag in stores.items():
-            totals[topic] += lag
+        totals: dict[str, int] = defaultdict(int)  # by label: topics past the label limit add up
+        for name, lag in topic_lags(e.partitions).items():
+            totals[self.m.pairs(group, self.m.topics(name))[1]] += lag
         for topic in topics:
             self.m.group_lag.labels(group=group, topic=topic).set(totals[topic])
         for topic, partition in old_partitions - partitions:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from interop_support import (
+    WEB,
     attributes_of,
     decode_value,
     group_name,
@@ -272,3 +273,45 @@ async def test_seek_on_a_live_instance_to_an_offset_and_to_the_end() -> None:
 
         await wait_until(only_the_new_one, 60.0, "the message published after the seek to the end")
         assert [m["value"] for m in after] == [f"{tag}-after"]
+
+
+async def test_lag_equals_the_unconsumed_count_with_no_instance_alive() -> None:
+    source = require_topic(SOURCE)  # one partition: its own store, so the lag is exact
+    tag = run_tag("lag")
+    group = group_name("lag")
+    web_port = int(WEB.rsplit(":", 1)[1]) if WEB else 0
+    if not web_port:
+        pytest.skip("no master web API (TUBEMQ_REAL_WEB) to read the group's offsets from")
+    async with real_gateway(consumers=CONSUMERS, tubemq={"master_web_port": web_port}) as gw:
+        base = await _create(gw.http, group, topics=[source])
+        drained = 0
+
+        async def caught_up() -> bool:
+            nonlocal drained
+            answer = await gw.http.get(f"{base}/messages", params={"timeout_ms": 2000, "max_messages": 500})
+            messages = answer.json()["messages"]
+            if messages:
+                await gw.http.post(f"{base}/commits", json={"tokens": [m["token"] for m in messages]})
+                drained += len(messages)
+                return False
+            held = (await gw.http.get(base)).json()["partitions"]
+            return bool(held) and all(p["currOffset"] == p["maxOffset"] for p in held)
+
+        await wait_until(caught_up, 180.0, "the group to consume everything there is")
+        assert (await gw.http.delete(base)).status_code == 204
+        await _publish(gw.http, source, [f"{tag}-{i}" for i in range(12)])
+
+        async def twelve_behind() -> dict[str, Any] | None:
+            answer = await gw.http.get(f"/v1/consumers/{group}/lag")
+            body: dict[str, Any] = answer.json()
+            return (
+                body if answer.status_code == 200 and body["consumers"] == 0 and body["lag"] == 12 else None
+            )
+
+        body = await wait_until(
+            twelve_behind, 60.0, "the lag of the 12 messages published after the group left"
+        )
+        [topic] = body["topics"]
+        [part] = topic["partitions"]
+        assert (topic["topic"], topic["lag"], part["lag"]) == (source, 12, 12)
+        assert part["endOffset"] - part["committedOffset"] == 12 * 28

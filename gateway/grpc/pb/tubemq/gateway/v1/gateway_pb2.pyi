@@ -407,3 +407,49 @@ class SeekedPartition(_message.Message):
     curr_offset: int
     max_offset: int
     def __init__(self, partition_key: _Optional[str] = ..., curr_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
+
+class GetGroupLagRequest(_message.Message):
+    __slots__ = ("group",)
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    def __init__(self, group: _Optional[str] = ...) -> None: ...
+
+class GetGroupLagResponse(_message.Message):
+    __slots__ = ("group", "consumers", "lag", "topics")
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    CONSUMERS_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group: str
+    consumers: int
+    lag: int
+    topics: _containers.RepeatedCompositeFieldContainer[TopicLag]
+    def __init__(self, group: _Optional[str] = ..., consumers: _Optional[int] = ..., lag: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicLag, _Mapping]]] = ...) -> None: ...
+
+class TopicLag(_message.Message):
+    __slots__ = ("topic", "lag", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    lag: int
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionLag]
+    def __init__(self, topic: _Optional[str] = ..., lag: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionLag, _Mapping]]] = ...) -> None: ...
+
+class PartitionLag(_message.Message):
+    __slots__ = ("partition_key", "broker_id", "partition_id", "committed_offset", "end_offset", "lag", "oldest_unconsumed_msg_time")
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_UNCONSUMED_MSG_TIME_FIELD_NUMBER: _ClassVar[int]
+    partition_key: str
+    broker_id: int
+    partition_id: int
+    committed_offset: int
+    end_offset: int
+    lag: int
+    oldest_unconsumed_msg_time: str
+    def __init__(self, partition_key: _Optional[str] = ..., broker_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., committed_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ..., oldest_unconsumed_msg_time: _Optional[str] = ...) -> None: ...

@@ -91,6 +91,11 @@ class GatewayServiceStub:
                 request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekRequest.SerializeToString,
                 response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekResponse.FromString,
                 _registered_method=True)
+        self.GetGroupLag = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/GetGroupLag',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer:
@@ -201,6 +206,14 @@ class GatewayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetGroupLag(self, request, context):
+        """A consumer group's lag from TubeMQ's own offsets (the brokers' committed offsets): right whether or not
+        any instance is alive. NOT_FOUND when no broker holds an offset of the group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -258,6 +271,11 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.Seek,
                     request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekRequest.FromString,
                     response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekResponse.SerializeToString,
+            ),
+            'GetGroupLag': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGroupLag,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -559,6 +577,33 @@ class GatewayService:
             '/tubemq.gateway.v1.GatewayService/Seek',
             tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekRequest.SerializeToString,
             tubemq_dot_gateway_dot_v1_dot_gateway__pb2.SeekResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGroupLag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/GetGroupLag',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,136 @@
+"""A consumer group's lag as TubeMQ itself keeps it (``GET /v1/consumers/{group}/lag``, gRPC ``GetGroupLag``):
+right whether or not anyone consumes, since it comes from the brokers' committed offsets
+(:class:`~gateway.service.group_offsets.GroupOffsetsReader`), not from this gateway's consumers.
+
+Per partition: the committed offset, the end, the lag in messages (index entries, 28 bytes each) and, where
+it can be known, the ``msgTime`` of the oldest unconsumed message (a range read of its first entry: the
+time its producer stamped, minute precision; TubeMQ keeps no store time a client can read). Per topic: the
+sum over its stores of the store's slowest partition (:func:`~gateway.observability.lag_events.topic_lags`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from gateway.observability.lag_events import PartitionLag, topic_lags
+from gateway.service.access import CONSUME, READ_RANGES, AccessPolicy
+from gateway.service.errors import NotFound, ServiceError, Unavailable
+from gateway.service.group_offsets import GroupOffsetsReader, OffsetsUnavailable, PartitionOffsets
+from gateway.service.names import validate_group
+from gateway.service.principal import current_principal
+from gateway.service.ranges import RangeService
+
+__all__ = ["GroupLagView", "PartitionLagView", "TopicLagView", "read_group_lag"]
+
+#: partitions whose oldest unconsumed message is looked at (one range read each), and how many at once
+MAX_TIMED_PARTITIONS = 64
+_TIME_READS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLagView:
+    partition_key: str
+    topic: str
+    broker_id: int
+    partition_id: int
+    committed_offset: int
+    end_offset: int
+    lag: int
+    oldest_msg_time: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicLagView:
+    topic: str
+    lag: int
+    partitions: list[PartitionLagView]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLagView:
+    """``consumers``: the clients the master lists in the group (any client), None when it could not tell."""
+
+    group: str
+    consumers: int | None
+    lag: int
+    topics: list[TopicLagView]
+
+
+async def read_group_lag(
+    reader: GroupOffsetsReader | None,
+    group: str,
+    *,
+    access: AccessPolicy,
+    ranges: RangeService | None = None,
+) -> GroupLagView:
+    """The group's lag now; NotFound when no broker holds an offset of it (for topics the caller may
+    consume in it), Unavailable when TubeMQ's web API cannot be read."""
+    validate_group(group)
+    principal = current_principal()
+    if access.enforcing:
+        access.check(principal, CONSUME, group=group)
+    if reader is None:
+        raise Unavailable(
+            "the group lag is read from TubeMQ's web API, which this gateway does not reach: set "
+            "tubemq.master_web_port to the master's web port",
+            retry_after=30.0,
+        )
+    try:
+        rows = (await reader.offsets([group])).get(group, [])
+        consumers: int | None = await reader.consumers(group)
+    except OffsetsUnavailable as exc:
+        raise Unavailable(
+            f"TubeMQ's web API could not be read ({exc}); retry, and check that the master's and brokers' "
+            "web ports are reachable from the gateway",
+            retry_after=5.0,
+        ) from None
+    if access.enforcing:
+        rows = [r for r in rows if access.allows(principal, CONSUME, topic=r.topic, group=group)]
+    if not rows:
+        raise NotFound(
+            f"consumer group {group!r} holds no offset on any broker: it never committed, its offsets "
+            "were removed, or the topics it consumes are not yours to see",
+            field="group",
+            resource_name=group,
+        )
+    rows.sort(key=lambda r: (r.topic, r.broker_id, r.partition_id))
+    timed = ranges is not None and (not access.enforcing or access.allows(principal, READ_RANGES))
+    times = await _oldest_times(ranges, rows) if timed and ranges is not None else {}
+    totals = topic_lags(PartitionLag(r.topic, r.broker_id, r.partition_id, r.lag_messages) for r in rows)
+    topics: dict[str, list[PartitionLagView]] = {}
+    for r in rows:
+        key = f"{r.broker_id}:{r.topic}:{r.partition_id}"
+        topics.setdefault(r.topic, []).append(
+            PartitionLagView(
+                key,
+                r.topic,
+                r.broker_id,
+                r.partition_id,
+                r.committed,
+                r.max_offset,
+                r.lag_messages,
+                times.get(key),
+            )
+        )
+    views = [TopicLagView(topic, totals[topic], parts) for topic, parts in topics.items()]
+    return GroupLagView(
+        group, consumers if consumers is not None and consumers >= 0 else None, sum(totals.values()), views
+    )
+
+
+async def _oldest_times(ranges: RangeService, rows: list[PartitionOffsets]) -> dict[str, str | None]:
+    """The msgTime of each lagging partition's oldest unconsumed message (at most MAX_TIMED_PARTITIONS)."""
+    gate = asyncio.Semaphore(_TIME_READS)
+    lagging = [r for r in rows if r.lag_messages > 0][:MAX_TIMED_PARTITIONS]
+
+    async def one(r: PartitionOffsets) -> tuple[str, str | None]:
+        key = f"{r.broker_id}:{r.topic}:{r.partition_id}"
+        async with gate:
+            try:
+                page = await ranges.read(r.topic, key, r.committed, r.max_offset, 1)
+            except ServiceError:
+                return key, None
+        return key, page.messages[0].msg_time if page.messages else None
+
+    return dict(await asyncio.gather(*(one(r) for r in lagging)))

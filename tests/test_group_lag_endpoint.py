@@ -1,0 +1,122 @@
+"""GET /v1/consumers/{group}/lag and gRPC GetGroupLag: a group's lag from TubeMQ's own offsets (the embedded
+cluster serves the brokers' and master's web API with the real servers' fields), the same with and without
+a live instance, per topic and partition, with the oldest unconsumed message's msgTime."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+
+from gateway.api.app import create_app
+from gateway.config import Settings
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
+from gateway.grpc.server import GrpcServer
+from gateway.runtime import Runtime
+
+FAST = {
+    "heartbeat_interval": 0.1,
+    "empty_fetch_wait": 0.05,
+    "rebalance_commit_wait": 0.3,
+    "assignment_wait": 5.0,
+}
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[httpx.AsyncClient, gateway_pb2_grpc.GatewayServiceStub]]:
+    settings = Settings(
+        http_host="127.0.0.1",
+        grpc={"port": 0, "host": "127.0.0.1"},
+        embedded={"topics": "lagone:1,lagtwo:2"},
+        consumers=FAST,
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    server = GrpcServer(runtime, grace=0.2)
+    try:
+        await server.start()
+        transport = httpx.ASGITransport(app=create_app(runtime=runtime))
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://gw", timeout=20) as http,
+            grpc.aio.insecure_channel(server.address) as channel,
+        ):
+            yield http, gateway_pb2_grpc.GatewayServiceStub(channel)
+    finally:
+        await server.stop(0)
+        await runtime.stop()
+
+
+async def _consume_and_commit(http: httpx.AsyncClient, path: str, count: int) -> None:
+    got = 0
+    while got < count:
+        polled = await http.get(f"{path}/messages", params={"max_messages": count - got, "timeout_ms": 5000})
+        tokens = [m["token"] for m in polled.json()["messages"]]
+        if tokens:
+            assert (await http.post(f"{path}/commits", json={"tokens": tokens})).json()["committed"] == len(
+                tokens
+            )
+        got += len(tokens)
+
+
+async def test_lag_is_the_unconsumed_count_with_and_without_a_live_instance(
+    served: tuple[httpx.AsyncClient, Any],
+) -> None:
+    http, stub = served
+    missing = await http.get("/v1/consumers/lag-none/lag")
+    assert missing.status_code == 404 and missing.json()["error"]["field"] == "group"
+    created = await http.post("/v1/consumers/lag-e", json={"topics": ["lagone"], "startPosition": "earliest"})
+    path = f"/v1/consumers/lag-e/instances/{created.json()['instanceId']}"
+    first = [{"value": f"a{i}"} for i in range(10)]
+    await http.post("/v1/topics/lagone/messages", json={"messages": first})
+    await _consume_and_commit(http, path, 10)
+    later = [{"value": f"b{i}", "msgTime": "202611262301"} for i in range(7)]
+    sent = (await http.post("/v1/topics/lagone/messages", json={"messages": later})).json()["results"]
+    live = await http.get("/v1/consumers/lag-e/lag")
+    assert live.status_code == 200, live.text
+    assert (await http.delete(path)).status_code == 204
+    gone = await http.get("/v1/consumers/lag-e/lag")
+    for answer in (live, gone):
+        body = answer.json()
+        assert body["group"] == "lag-e" and body["lag"] == 7
+        [topic] = body["topics"]
+        assert topic["topic"] == "lagone" and topic["lag"] == 7
+        [part] = topic["partitions"]
+        assert part["partitionKey"] == sent[0]["partitionKey"]
+        assert part["committedOffset"] == sent[0]["offset"]
+        assert part["endOffset"] == sent[-1]["offset"] + 28 and part["lag"] == 7
+        assert part["oldestUnconsumedMsgTime"] == "202611262301"
+    assert live.json()["consumers"] == 1 and gone.json()["consumers"] == 0
+    answer = await stub.GetGroupLag(pb.GetGroupLagRequest(group="lag-e"))
+    assert answer.lag == 7 and answer.consumers == 0
+    assert [(p.partition_key, p.lag, p.oldest_unconsumed_msg_time) for p in answer.topics[0].partitions] == [
+        (sent[0]["partitionKey"], 7, "202611262301")
+    ]
+    with pytest.raises(grpc.aio.AioRpcError) as bad:
+        await stub.GetGroupLag(pb.GetGroupLagRequest(group="lag-none"))
+    assert bad.value.code() is grpc.StatusCode.NOT_FOUND
+    bad_name = await http.get("/v1/consumers/-bad-/lag")
+    assert bad_name.status_code == 400 and bad_name.json()["error"]["field"] == "group"
+
+
+async def test_a_shared_store_counts_once_with_its_slowest_partition(
+    served: tuple[httpx.AsyncClient, Any],
+) -> None:
+    http, _ = served
+    created = await http.post("/v1/consumers/lag-s", json={"topics": ["lagtwo"], "startPosition": "earliest"})
+    path = f"/v1/consumers/lag-s/instances/{created.json()['instanceId']}"
+    await http.post("/v1/topics/lagtwo/messages", json={"messages": [{"value": "x", "partition": 0}]})
+    await _consume_and_commit(http, path, 1)
+    await http.post("/v1/topics/lagtwo/messages", json={"messages": [{"value": "y"} for _ in range(5)]})
+    await http.delete(path)
+    body = (await http.get("/v1/consumers/lag-s/lag")).json()
+    [topic] = body["topics"]
+    # two partitions of one store: each partition's figure counts the store's entries past its own position
+    # (partition 1 never read past the entry of partition 0: 6), so the topic counts the store once, with
+    # its slowest partition: an upper bound of the 5 unconsumed, never their sum (11)
+    lags = sorted(p["lag"] for p in topic["partitions"])
+    assert lags == [5, 6]
+    assert topic["lag"] == body["lag"] == 6
