@@ -25,12 +25,14 @@ from gateway.runtime import Runtime
 from gateway.service.core_errors import Doing, service_error
 from gateway.service.errors import UpstreamError
 from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.errors import CertificateFailure, ConnectError, TransportError, TubeMQError
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.refusals import Refusal, credential_hint, tls_hint
 from gateway.tubemq.wire.auth import Credentials
 from gateway.upstream import refusal_settings, upstream_options
+from tests.consumer_support import fast
 from tests.tls_support import Pki, make_pki
 
 USER, PASSWORD = "gateway", "pa55"
@@ -142,6 +144,27 @@ def test_the_service_says_the_operator_must_fix_it() -> None:
         body = error.to_dict()
         assert body["tubemqErrorCode"] == 415
         assert advice in str(body["message"]) and "operator must fix" in str(body["message"]), body
+
+
+async def test_a_consumer_refused_for_its_credentials_is_told_at_once(
+    cluster: EmbeddedCluster, pki: Pki
+) -> None:
+    # registering again with the same credentials gets the same 415: no retry (its wait would be 60 s here)
+    options = upstream_options(Settings(tubemq=tubemq(pki)).tubemq)
+    pool = ConnectionPool(ssl=options.ssl, server_hostname=options.server_hostname)  # no credentials
+    consumer = Consumer(
+        [cluster.master_address],
+        "refused-group",
+        {"guarded": None},
+        pool=pool,
+        config=fast(register_retry_wait=60.0),
+    )
+    try:
+        with pytest.raises(CertificateFailure, match=r"authInfo\.userName is Blank"):
+            await asyncio.wait_for(consumer.start(), 20.0)
+    finally:
+        await consumer.close()
+        await pool.close()
 
 
 @contextmanager

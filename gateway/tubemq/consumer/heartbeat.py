@@ -49,8 +49,9 @@ __all__ = ["BrokerHeartbeat", "MasterSession"]
 log = logging.getLogger(__name__)
 
 HB_NO_NODE = 411
-#: master answers that registering again cannot fix (§6.2, §8.1)
-_FATAL_REGISTER = frozenset({400, 424, 425, 426, 427, 428, 429, 430, 431, 450, 455})
+#: master answers that registering again cannot fix (§6.2, §8.1); 415: the same credentials (and clock) are
+#: refused again, so the caller hears it at once instead of after every attempt's wait
+_FATAL_REGISTER = frozenset({400, 415, 424, 425, 426, 427, 428, 429, 430, 431, 450, 455})
 _UNSET_ID = -2
 
 
@@ -119,7 +120,8 @@ class MasterSession:
 
     async def register_with_retries(self) -> None:
         """start(): up to ``register_attempts`` attempts with growing waits; answers that another attempt
-        cannot fix (bad request, inconsistent group, topic not deployed, forbidden) are raised at once."""
+        cannot fix (bad request, refused credentials, inconsistent group, topic not deployed, forbidden) are
+        raised at once."""
         config = self._ctx.config
         wait = config.register_retry_wait
         backoff: Backoff = ExponentialBackoff(wait, wait * 8) if wait > 0 else ConstantBackoff(0.0)
