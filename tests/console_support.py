@@ -79,6 +79,7 @@ class ConsoleGateway:
 async def console_gateway(directory: Path, **settings: Any) -> AsyncIterator[ConsoleGateway]:
     """A gateway with auth required (``auth_support``'s principals and rules) on its own embedded cluster
     with :data:`TOPICS`, on a free loopback port (or ``sock``: see ``secure_gateway``)."""
+    settings.setdefault("tubemq", {"group_lag_interval": 0.5})  # group lag from TubeMQ's offsets, soon
     async with secure_gateway(directory, topics=TOPICS, **settings) as gw:
         yield ConsoleGateway(gw.url, gw.runtime, gw.files, gw.http, gw.app)
 

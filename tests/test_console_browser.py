@@ -249,7 +249,6 @@ async def test_a_groups_lag_moves_after_a_commit(gw: ConsoleGateway, browser: An
     instance = page.locator("section.instance[data-group=console_lag]")
     lag = instance.locator("td.lag")
     await lag.get_by_text("5", exact=True).wait_for()  # delivered, not committed: still behind
-    await tab.shot("groups")
     commit = await gw.http.post(f"{base}/commits", json={}, headers=alice)
     assert commit.json()["committed"] == 5
     await lag.get_by_text("0", exact=True).wait_for()  # the page refreshes by itself
@@ -265,6 +264,16 @@ async def test_a_groups_lag_moves_after_a_commit(gw: ConsoleGateway, browser: An
     await root.go("#/groups")
     await root.page.locator("section.instance[data-group=bobs_group]").wait_for()
     await root.page.locator("section.instance[data-group=console_lag]").wait_for()
+
+    # The group's lag as TubeMQ's offsets tell it stays on the page when its only consumer leaves.
+    await publish(gw, "lagged", [{"value": "unread"}] * 2)
+    assert (await gw.http.delete(base, headers=alice)).status_code == 204
+    left = page.locator("#group-offsets section[data-group=console_lag]")
+    await left.get_by_text("0 consumer(s) in the group").wait_for()
+    await left.locator("td.lag").get_by_text("2", exact=True).wait_for()
+    await left.get_by_text("lag and nobody consuming").wait_for()
+    assert await instance.count() == 0
+    await tab.shot("groups")
     assert tab.errors == [] and root.errors == []
 
 

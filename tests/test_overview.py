@@ -182,3 +182,43 @@ async def test_a_shielded_broker_shows_with_its_reason_and_cooldown() -> None:
     assert 0 < brokers[2]["shieldedForSeconds"] <= 30
     (demo,) = listed["topics"]
     assert demo["shieldedBrokers"] == [2] and demo["brokerIds"] == [1, 2]
+
+
+async def test_group_lag_from_tubemqs_offsets_stays_when_the_consumers_leave(tmp_path: Path) -> None:
+    """GET /v1/consumers also lists the lag TubeMQ's own offsets give for the groups the gateway served
+    (the LagMonitor's last reading), cut to what the caller may consume: it stays after the instance left."""
+    async with secure_gateway(tmp_path, tubemq={"group_lag_interval": 0.2}) as gw:
+        alice = gw.files.headers("alice")
+        created = await gw.http.post(
+            "/v1/consumers/g_left", json={"topics": ["demo"], "startPosition": "earliest"}, headers=alice
+        )
+        assert created.status_code == 201, created.text
+        base = f"/v1/consumers/g_left/instances/{created.json()['instanceId']}"
+        await gw.http.post(
+            "/v1/topics/demo/messages", json={"messages": [{"value": "x", "partition": 0}] * 4}, headers=alice
+        )
+        polled: list[Any] = []
+        while len(polled) < 4:
+            answer = await gw.http.get(f"{base}/messages", params={"timeout_ms": 2000}, headers=alice)
+            polled += answer.json()["messages"]
+        committed = await gw.http.post(
+            f"{base}/commits", json={"tokens": [polled[0]["token"]]}, headers=alice
+        )
+        assert committed.status_code == 200, committed.text
+        assert (await gw.http.delete(base, headers=alice)).status_code == 204
+
+        async def left_behind() -> dict[str, Any] | None:
+            listed = await _get(gw, "/v1/consumers", "alice")
+            groups = {g["group"]: g for g in listed["groups"]}
+            found = groups.get("g_left")
+            if listed["instances"] or found is None or found["consumers"] != 0:
+                return None
+            return found
+
+        group = await eventually(left_behind, timeout=15.0, what="the left group's lag from TubeMQ's offsets")
+        lags = {p["partitionKey"]: p["lag"] for p in group["partitions"]}
+        assert lags["1:demo:0"] > 0, group
+        assert group["readAt"] > 0
+        # root (admin) sees it too; carol (other_* only) does not
+        assert "g_left" in {g["group"] for g in (await _get(gw, "/v1/consumers", "root"))["groups"]}
+        assert (await _get(gw, "/v1/consumers", "carol"))["groups"] == []

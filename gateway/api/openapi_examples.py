@@ -280,6 +280,14 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                         ],
                     }
                 ],
+                "groups": [
+                    {
+                        "group": "orders-etl",
+                        "consumers": 1,
+                        "readAt": 1795730000000,
+                        "partitions": [{**p, "topic": "demo", "lag": 1} for p in _PARTITIONS],
+                    }
+                ],
                 "incompleteWorkers": [],
             }
         }

@@ -66,8 +66,27 @@ class InstanceSummary(BaseModel):
     partitions: list[PartitionLag]
 
 
+class GroupPartitionLag(BaseModel):
+    partitionKey: str
+    topic: str
+    brokerId: int
+    partitionId: int
+    lag: int = Field(description="messages past the group's committed offset, as the broker reports them")
+
+
+class GroupLag(BaseModel):
+    group: str
+    consumers: int = Field(description="clients the master lists in the group (any client); -1: unknown")
+    readAt: int = Field(description="ms since epoch of the reading")
+    partitions: list[GroupPartitionLag]
+
+
 class ConsumersOverviewResponse(BaseModel):
     instances: list[InstanceSummary]
+    groups: list[GroupLag] = Field(
+        description="lag of the groups this replica has served, from TubeMQ's own offsets (stays when the "
+        "consumers leave)"
+    )
     incompleteWorkers: list[int] = Field(
         description="worker processes of this replica that did not answer (their instances are missing)"
     )

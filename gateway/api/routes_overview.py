@@ -35,7 +35,12 @@ from gateway.observability.metrics import OVERFLOW, PREFIX, GatewayMetrics
 from gateway.runtime import Runtime
 from gateway.service.consumers import Owner
 from gateway.service.errors import ServiceError
-from gateway.service.overview import PublishCounts, topic_overview, visible_instances
+from gateway.service.overview import (
+    PublishCounts,
+    topic_overview,
+    visible_group_lags,
+    visible_instances,
+)
 
 __all__ = ["publish_counts", "router"]
 
@@ -185,6 +190,36 @@ def _local_instances(runtime: Runtime) -> list[dict[str, Any]]:
     ]
 
 
+def _local_groups(runtime: Runtime) -> list[dict[str, Any]]:
+    return [
+        {
+            "group": g.group,
+            "consumers": g.consumers,
+            "readAt": round(g.read_at * 1000),
+            "partitions": [
+                {
+                    "partitionKey": f"{broker_id}:{topic}:{partition_id}",
+                    "topic": topic,
+                    "brokerId": broker_id,
+                    "partitionId": partition_id,
+                    "lag": lag,
+                }
+                for topic, broker_id, partition_id, lag in g.partitions
+            ],
+        }
+        for g in visible_group_lags(runtime.lag, runtime.security.policy)
+    ]
+
+
+def _newest_per_group(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each worker watches the groups its own consumers joined: one group, the newest reading."""
+    newest: dict[str, dict[str, Any]] = {}
+    for g in groups:
+        if g["group"] not in newest or g["readAt"] > newest[g["group"]]["readAt"]:
+            newest[g["group"]] = g
+    return [newest[name] for name in sorted(newest)]
+
+
 @router.get(
     "/v1/consumers",
     operation_id="listConsumers",
@@ -195,9 +230,12 @@ def _local_instances(runtime: Runtime) -> list[dict[str, Any]]:
 async def list_consumers(request: Request) -> JSONResponse:
     """The caller's own instances (every instance for a caller allowed `admin`), of this replica only.
     `lag` is in messages: (maxOffset - currOffset) / 28, an upper bound on a store of several partitions;
-    null until the broker told both offsets."""
+    null until the broker told both offsets. `groups`: the lag of the groups this replica has served, read
+    from TubeMQ's own offsets every tubemq.group_lag_interval seconds (it stays when the consumers leave),
+    for the topics the caller may consume with the group (every group with `admin`)."""
     runtime = get_runtime(request)
     instances = _local_instances(runtime)
+    groups = _local_groups(runtime)
     incomplete: list[int] = []
     forwarder = await get_forwarder(request)
     service = runtime.consumer_service()
@@ -210,14 +248,16 @@ async def list_consumers(request: Request) -> JSONResponse:
             if found is None:
                 incomplete.append(index)
             else:
-                instances.extend(found)
+                instances.extend(found[0])
+                groups.extend(found[1])
         instances.sort(key=lambda i: (i["group"], i["instanceId"]))
-    return JSONResponse({"instances": instances, "incompleteWorkers": incomplete})
+        groups = _newest_per_group(groups)
+    return JSONResponse({"instances": instances, "groups": groups, "incompleteWorkers": incomplete})
 
 
 async def _sibling_instances(
     request: Request, forwarder: Forwarder, owner: Owner
-) -> list[dict[str, Any]] | None:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
     try:
         answer = await forwarder.forward(request, owner)
     except ServiceError:
@@ -225,7 +265,8 @@ async def _sibling_instances(
     if answer.status_code != 200:
         return None
     try:
-        found = json.loads(bytes(answer.body))["instances"]
+        body = json.loads(bytes(answer.body))
+        found, groups = body["instances"], body["groups"]
     except (ValueError, KeyError, TypeError):
         return None
-    return found if isinstance(found, list) else None
+    return (found, groups) if isinstance(found, list) and isinstance(groups, list) else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import OrderedDict
 
 from gateway.observability.lag_events import GroupLagGone, GroupLagRead, PartitionLag
@@ -43,6 +44,8 @@ class LagMonitor:
         self.max_groups = max_groups
         self._groups: OrderedDict[str, None] = OrderedDict()
         self._reported: set[str] = set()
+        #: the last reading of each watched group, with its wall-clock time (for overviews: GET /v1/consumers)
+        self.readings: dict[str, tuple[float, GroupLagRead]] = {}
         self._subscription: Subscription | None = None
         self._task: asyncio.Task[None] | None = None
         self._failing = False
@@ -85,6 +88,7 @@ class LagMonitor:
         self.watch(event.group)
 
     def _forget(self, group: str) -> None:
+        self.readings.pop(group, None)
         if group in self._reported:
             self._reported.discard(group)
             self.events.emit(GroupLagGone(group))
@@ -126,7 +130,9 @@ class LagMonitor:
                 PartitionLag(r.topic, r.broker_id, r.partition_id, r.lag_messages) for r in rows
             )
             self._reported.add(group)
-            self.events.emit(GroupLagRead(group, partitions, consumers[group]))
+            reading = GroupLagRead(group, partitions, consumers[group])
+            self.readings[group] = (time.time(), reading)
+            self.events.emit(reading)
 
     async def _consumers(self, group: str) -> int:
         try:

@@ -9,8 +9,14 @@ The web console's groups page (and any client) lists the consumer instances of t
 :func:`visible_instances`. A caller sees the instances it created; a caller allowed ``admin`` (operators)
 sees every instance. In open mode every caller is allowed everything, so every instance is listed.
 
-Lag per partition is what the gateway knows today: the partition's ``maxOffset`` (end of the store's index)
-minus its ``currOffset`` (where the group's next read starts), in index entries of 28 bytes. Partitions of a
+:func:`visible_group_lags` lists the lag read from TubeMQ's own offsets (the broker's committed offsets of the
+groups this gateway has served, :class:`~gateway.service.group_lag.LagMonitor`), which stays true when the
+consumers leave: a group's partitions of the topics the caller may ``consume`` with that group (all with
+``admin``).
+
+The lag per partition of an instance is what the instance itself has read: the partition's ``maxOffset``
+(end of the store's index) minus its ``currOffset`` (where the group's next read starts), in index entries
+of 28 bytes. Partitions of a
 store share one index, so on a store of several partitions it is an upper bound (exact with one partition per
 store); -1 offsets (nothing fetched yet) give no lag (None).
 """
@@ -20,8 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gateway.service.access import ADMIN, DESCRIBE, DESCRIBE_CLUSTER, AccessPolicy
+from gateway.service.access import ADMIN, CONSUME, DESCRIBE, DESCRIBE_CLUSTER, AccessPolicy
 from gateway.service.consumers import ConsumerService
+from gateway.service.group_lag import LagMonitor
 from gateway.service.principal import current_principal
 from gateway.tubemq.consumer import INDEX_ENTRY_SIZE, AssignedPartition
 from gateway.tubemq.net import BreakerState
@@ -29,6 +36,7 @@ from gateway.tubemq.producer import Producer
 
 __all__ = [
     "BrokerOverview",
+    "GroupLagOverview",
     "InstanceOverview",
     "PartitionLag",
     "PublishCounts",
@@ -36,6 +44,7 @@ __all__ = [
     "TopicsOverview",
     "partition_lag",
     "topic_overview",
+    "visible_group_lags",
     "visible_instances",
 ]
 
@@ -180,4 +189,34 @@ def visible_instances(service: ConsumerService, access: AccessPolicy, now: float
             )
         )
     found.sort(key=lambda o: (o.group, o.instance_id))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLagOverview:
+    """A group's lag as TubeMQ's offsets tell it: ``partitions`` are (topic, broker id, partition id, lag
+    in messages); ``consumers`` the clients the master lists in the group (-1: unknown); ``read_at`` the
+    reading's wall-clock time (seconds)."""
+
+    group: str
+    consumers: int
+    read_at: float
+    partitions: list[tuple[str, int, int, int]]
+
+
+def visible_group_lags(monitor: LagMonitor | None, access: AccessPolicy) -> list[GroupLagOverview]:
+    """The last reading of every watched group, cut to the partitions the caller may see."""
+    if monitor is None:
+        return []
+    principal = current_principal()
+    everything = access.allows(principal, ADMIN)
+    found: list[GroupLagOverview] = []
+    for group, (read_at, reading) in sorted(monitor.readings.items()):
+        partitions = [
+            (p.topic, p.broker_id, p.partition_id, p.lag_messages)
+            for p in reading.partitions
+            if everything or access.allows(principal, CONSUME, topic=p.topic, group=group)
+        ]
+        if partitions:
+            found.append(GroupLagOverview(group, reading.consumers, read_at, sorted(partitions)))
     return found

@@ -22,16 +22,36 @@ function instanceBlock(i) {
         h('td', {}, p.inUse ? 'yes' : 'no')))) : h('p', { class: 'muted' }, 'No partition assigned yet.'));
 }
 
+function groupRow(g) {
+  const lag = g.partitions.reduce((sum, p) => sum + p.lag, 0);
+  const idle = g.consumers === 0 && lag > 0;
+  return h('section', { class: 'card tubemq-group', dataset: { group: g.group } },
+    h('h3', {}, `group ${g.group}`),
+    h('p', { class: idle ? 'bad' : 'muted' },
+      g.consumers < 0 ? 'consumers unknown' : `${g.consumers} consumer(s) in the group`,
+      idle ? ' — lag and nobody consuming' : '',
+      `; read ${new Date(g.readAt).toLocaleTimeString()}; total lag `,
+      h('strong', { class: 'total-lag' }, fmtNumber(lag))),
+    table(['partition', 'lag'], g.partitions.map((p) => h('tr', { dataset: { partition: p.partitionKey } },
+      h('td', {}, p.partitionKey), h('td', { class: 'num lag' }, String(p.lag))))));
+}
+
 export async function render(root) {
   const box = h('div', { id: 'groups' }, h('p', { class: 'muted' }, 'Loading…'));
+  const offsets = h('div', { id: 'group-offsets' });
   root.append(h('h1', {}, 'Groups'),
     h('p', { class: 'muted' }, 'Consumer instances held by this gateway. Lag = (end − read position) / 28 ' +
-      'bytes per index entry: exact with one partition per store, an upper bound otherwise.'), box);
+      'bytes per index entry: exact with one partition per store, an upper bound otherwise.'), box,
+    h('h2', {}, 'Lag from TubeMQ\'s offsets'),
+    h('p', { class: 'muted' }, 'The groups this gateway has served, as the brokers\' committed offsets tell ' +
+      'it (read every few seconds); it stays when their consumers leave.'), offsets);
   async function refresh() {
     try {
       const data = await get('v1/consumers');
       clear(box).append(...(data.instances.length ? data.instances.map(instanceBlock)
         : [h('p', { class: 'muted' }, 'No consumer instance that you may see.')]));
+      clear(offsets).append(...(data.groups.length ? data.groups.map(groupRow)
+        : [h('p', { class: 'muted' }, 'No reading yet (or TubeMQ\'s web API is not reachable).')]));
       if (data.incompleteWorkers.length) {
         box.prepend(errorBox(`worker(s) ${data.incompleteWorkers.join(', ')} did not answer: their instances are missing`));
       }
