@@ -7,6 +7,8 @@ methods served here, with the fields the real ones give:
 
 * master ``admin_query_broker_configure``: every broker (``brokerId``, ``brokerIp``, ``brokerPort``,
   ``brokerWebPort``, ``manageStatus``, ``acceptPublish``, ``acceptSubscribe``...) in ``data``;
+* master ``admin_query_sub_info`` (``groupName``: a comma list): each group with consumers, its
+  ``consumerNum`` and ``topicSet``;
 * master ``admin_query_consume_group_detail`` (``consumeGroup``): the group's consumers in ``data``
   (``consumerId``, ``parCount``...), their number in ``count``, the topics in ``topicSet``;
 * broker ``admin_query_offset`` (``groupName``, ``topicName``: comma lists, empty = all booked groups /

@@ -70,7 +70,18 @@ def master_methods(
         ]
         return _ok(count=len(data), topicSet=sorted(group.topics), consumeGroup=name, data=data)
 
+    def sub_info(params: Mapping[str, str]) -> dict[str, Any]:
+        wanted = _names(params.get("groupName")) or _names(params.get("consumeGroup"))
+        registry = master().consumers
+        data = [
+            {"consumeGroup": name, "topicSet": sorted(group.topics), "consumerNum": len(group.consumers)}
+            for name, group in sorted(registry.groups.items())
+            if group.consumers and (not wanted or name in wanted)
+        ]
+        return _ok(data=data, count=len(data))
+
     methods = {
+        "admin_query_sub_info": sub_info,
         "admin_query_broker_configure": broker_configure,
         "admin_query_consume_group_detail": group_detail,
     }

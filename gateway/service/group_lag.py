@@ -107,7 +107,7 @@ class LagMonitor:
             return
         try:
             offsets = await self.reader.offsets(groups)
-            consumers = {group: await self._consumers(group) for group in groups}
+            consumers = await self._consumers(groups)
         except OffsetsUnavailable as exc:
             if not self._failing:
                 log.warning(
@@ -134,8 +134,9 @@ class LagMonitor:
             self.readings[group] = (time.time(), reading)
             self.events.emit(reading)
 
-    async def _consumers(self, group: str) -> int:
+    async def _consumers(self, groups: list[str]) -> dict[str, int]:
+        """Each group's consumers from the master; -1 each when it cannot tell."""
         try:
-            return await self.reader.consumers(group)
+            return await self.reader.consumer_counts(groups)
         except OffsetsUnavailable:
-            return -1
+            return dict.fromkeys(groups, -1)

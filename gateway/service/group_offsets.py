@@ -9,8 +9,9 @@ brokers, so :class:`GroupOffsetsReader` asks them (the methods the real servers 
 * each broker's ``admin_query_offset`` (``groupName``: a comma list) gives, per booked group, topic and
   partition, ``curOffset`` (committed), ``offsetMax`` and ``offsetLag`` in index bytes (28 per message);
   a group that holds no offset on a broker is absent from its answer;
-* the master's ``admin_query_consume_group_detail`` (``consumeGroup``) lists the group's consumers (every
-  client, not only this gateway's).
+* the master's ``admin_query_sub_info`` (``groupName``: a comma list) gives each subscribed group's
+  ``consumerNum`` (every client, not only this gateway's; a group without consumers is absent), and
+  ``admin_query_consume_group_detail`` (``consumeGroup``) one group's consumers.
 
 Addresses come only from configuration (the masters' hosts and ``tubemq.master_web_port``) and from the
 master's answer, never from a client. Answers are bounded (:data:`MAX_ANSWER_BYTES`) and every call has a
@@ -19,6 +20,7 @@ timeout. A later ``GET /v1/consumers/{group}/lag`` can serve :meth:`GroupOffsets
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -98,6 +100,20 @@ class GroupOffsetsReader:
         """How many consumers the master lists in ``group``."""
         answer = await self._master("admin_query_consume_group_detail", {"consumeGroup": group})
         return int(answer.get("count") or 0)
+
+    async def consumer_counts(self, groups: Collection[str]) -> dict[str, int]:
+        """How many consumers the master lists in each of ``groups``, in one call (its
+        ``admin_query_sub_info`` lists only groups with a subscription: the others have none)."""
+        if not groups:
+            return {}
+        answer = await self._master("admin_query_sub_info", {"groupName": ",".join(sorted(groups))})
+        counts = dict.fromkeys(groups, 0)
+        for item in answer.get("data") or ():
+            group = item.get("consumeGroup") if isinstance(item, dict) else None
+            if group in counts:
+                with contextlib.suppress(TypeError, ValueError):
+                    counts[group] = int(item.get("consumerNum") or 0)
+        return counts
 
     async def offsets(self, groups: Collection[str]) -> dict[str, list[PartitionOffsets]]:
         """Every partition offset of ``groups`` on every broker; a group holding none is absent. Raises
