@@ -44,8 +44,9 @@ NEEDS_TLS_AUTH = (
     "'TLS and authentication mode')"
 )
 JAVA_CANNOT = (
-    "plain-mode case, harness in TLS_AUTH=1 mode: it needs the real Java client, which can neither produce "
-    "nor consume there (authentication on every port); run it against a default-mode harness"
+    "plain-mode case, harness in TLS_AUTH=1 mode: its gateway and Java client talk to 8715 without "
+    "credentials, refused there (the Java client cannot work in that mode at all); run it against a "
+    "default-mode harness"
 )
 
 
