@@ -80,7 +80,7 @@ async def replica(
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
-    cluster = EmbeddedCluster([TopicSpec("rel", 2)])
+    cluster = EmbeddedCluster([TopicSpec("rel", 2), TopicSpec("relretry", 1)])
     await cluster.start()
     try:
         yield cluster
@@ -177,6 +177,53 @@ async def test_consumer_calls_on_either_replica_reach_the_owner(
         )
         assert lost.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert "cannot be reached" in (lost.details() or "")
+
+
+async def test_nack_deadlines_and_seek_on_either_replica_reach_the_owner(
+    cluster: EmbeddedCluster, files: AuthFiles
+) -> None:
+    """The consumer calls of #25 (Nack, ExtendDeadlines, Seek) are relayed like Poll and Commit, and the owner
+    checks ownership again (another principal's key: NOT_FOUND)."""
+    https, grpcs = _ports()
+    allow = {"forward_allow": ["127.0.0.1"], "forward_ports": https + grpcs}
+    async with AsyncExitStack() as stack:
+        owner = await stack.enter_async_context(replica(cluster, files, https[0], grpcs[0], **allow))
+        other = await stack.enter_async_context(replica(cluster, files, https[1], grpcs[1], **allow))
+        alice, bob = files.metadata("alice"), files.metadata("bob")
+        created = await owner.stub.CreateConsumer(
+            pb.CreateConsumerRequest(
+                group="rn", topics=["rel"], start_position=pb.START_POSITION_EARLIEST, retry_topic="relretry"
+            ),
+            metadata=alice,
+        )
+        key = {"group": "rn", "instance_id": created.instance_id}
+        await other.stub.Publish(
+            pb.PublishRequest(topic="rel", messages=[pb.Message(value=f"n{i}".encode()) for i in range(3)]),
+            metadata=alice,
+        )
+        got: list[Any] = []
+        async with asyncio.timeout(15):
+            while len(got) < 3:
+                got += (await other.stub.Poll(pb.PollRequest(**key, timeout_ms=500), metadata=alice)).messages
+        extended = await other.stub.ExtendDeadlines(
+            pb.ExtendDeadlinesRequest(**key, tokens=[got[0].token], extend_ms=5000), metadata=alice
+        )
+        assert extended.extended == 1
+        nacked = await other.stub.Nack(pb.NackRequest(**key, tokens=[got[1].token]), metadata=alice)
+        assert (nacked.retried, list(nacked.failed)) == (1, [])
+        seeked = await other.stub.Seek(
+            pb.SeekRequest(**key, position=pb.START_POSITION_EARLIEST), metadata=alice
+        )
+        assert seeked.partitions and {p.curr_offset for p in seeked.partitions} == {0}
+        for method, request in (
+            ("Nack", pb.NackRequest(**key, tokens=[got[2].token])),
+            ("ExtendDeadlines", pb.ExtendDeadlinesRequest(**key, tokens=[got[2].token], extend_ms=1000)),
+            ("Seek", pb.SeekRequest(**key, position=pb.START_POSITION_LATEST)),
+        ):
+            foreign = await _failure(getattr(other.stub, method)(request, metadata=bob))
+            assert foreign.code() is grpc.StatusCode.NOT_FOUND, method
+        await other.stub.DeleteConsumer(pb.DeleteConsumerRequest(**key), metadata=alice)
+        assert owner.runtime.consumer_service().instance_count == 0
 
 
 async def test_no_relay_where_forwarding_may_not_reach(cluster: EmbeddedCluster, files: AuthFiles) -> None:
