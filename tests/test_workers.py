@@ -187,8 +187,9 @@ async def test_grpc_is_served_by_every_worker_on_the_shared_port(gw: WorkerGatew
 
 
 async def test_grpc_consumer_calls_reach_the_owning_worker(gw: WorkerGateway) -> None:
-    """Poll, Commit, Subscribe (resumed) and DeleteConsumer work on channels that land on any worker: those
-    reaching another worker than the owner are relayed to it (counted on both in the metrics)."""
+    """Poll, Commit, Subscribe (resumed), ExtendDeadlines, Seek and DeleteConsumer work on channels that land
+    on any worker: those reaching another worker than the owner are relayed to it (counted on both in the
+    metrics)."""
     import grpc
 
     from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
@@ -245,7 +246,24 @@ async def test_grpc_consumer_calls_reach_the_owning_worker(gw: WorkerGateway) ->
     assert [m.value for m in streamed] == [b"g1", b"g2", b"g3"]  # the pending ones
     resumed = await first_of_stream(streamed[0].token)
     assert [m.value for m in resumed] == [b"g2", b"g3"]
-
+    # the consumption semantics calls are relayed the same way (issue #25): a call landing on a worker
+    # that does not own the instance would fail without the relay
+    for _ in range(12):  # a new channel each, as the polls above
+        extended = await on_new_channel(
+            lambda stub: stub.ExtendDeadlines(
+                pb.ExtendDeadlinesRequest(
+                    group="grg", instance_id=instance, tokens=[got[1].token], extend_ms=60_000
+                )
+            )
+        )
+        assert extended.extended == 1
+    for _ in range(12):
+        moved = await on_new_channel(
+            lambda stub: stub.Seek(
+                pb.SeekRequest(group="grg", instance_id=instance, position=pb.START_POSITION_EARLIEST)
+            )
+        )
+        assert len(moved.partitions) == 1
     await on_new_channel(
         lambda stub: stub.DeleteConsumer(pb.DeleteConsumerRequest(group="grg", instance_id=instance))
     )

@@ -84,12 +84,12 @@ async def test_nack_of_one_of_ten_comes_back_alone_then_dead_letters_for_java(ja
             for m in await _poll_tagged(gw.http, base, tag):
                 seen.setdefault(m["value"], []).append(m)
                 if m["value"] == sent[4]:
+                    nacked_at = time.monotonic()  # the delay counts from when the gateway takes the nack
                     answer = await gw.http.post(
                         f"{base}/nacks", json={"tokens": [m["token"]], "delayMs": 3000}
                     )
                     assert answer.status_code == 200, answer.text
                     assert answer.json()["retried"] == 1, answer.text
-                    nacked_at = time.monotonic()
                 else:
                     committed = await gw.http.post(f"{base}/commits", json={"tokens": [m["token"]]})
                     assert committed.json()["committed"] == 1, committed.text
