@@ -63,3 +63,12 @@ async def test_lag_stays_when_the_only_instance_leaves() -> None:
         ]
         assert len(partitions) == DEMO[1], partitions
         assert max(s.value for s in partitions) == UNCONSUMED
+        # the same reading through the API the web console's groups page shows (issue #27)
+        listed = (await gw.http.get("/v1/consumers")).json()
+        (left,) = [g for g in listed["groups"] if g["group"] == group]
+        assert left["consumers"] == 0 and len(left["partitions"]) == DEMO[1], left
+        # partitions of a store share its index: each reports the store's backlog (as the metrics' max)
+        assert max(p["lag"] for p in left["partitions"]) == UNCONSUMED, left
+        assert {p["partitionKey"] for p in left["partitions"]} == {
+            f"{p['brokerId']}:{topic}:{p['partitionId']}" for p in left["partitions"]
+        }

@@ -4,8 +4,19 @@
 import { get } from './api.js';
 import { clear, errorBox, fmtNumber, h, table } from './dom.js';
 
+// A group's total lag: partitions of one store (partition id = store * 10000 + index) share its index and
+// each reports the store's backlog, so a store counts once, with its largest figure (as the metrics do).
+function totalLag(partitions) {
+  const stores = new Map();
+  for (const p of partitions) {
+    const store = `${p.brokerId}:${p.topic}:${Math.floor(p.partitionId / 10000)}`;
+    stores.set(store, Math.max(stores.get(store) ?? 0, p.lag ?? 0));
+  }
+  return [...stores.values()].reduce((sum, lag) => sum + lag, 0);
+}
+
 function instanceBlock(i) {
-  const lag = i.partitions.reduce((sum, p) => sum + (p.lag ?? 0), 0);
+  const lag = totalLag(i.partitions);
   const topics = Object.entries(i.topics).map(([t, ids]) => (ids.length ? `${t} (streams ${ids.join(', ')})` : t));
   return h('section', { class: 'card instance', dataset: { group: i.group, instance: i.instanceId } },
     h('h3', {}, `group ${i.group}`),
@@ -23,7 +34,7 @@ function instanceBlock(i) {
 }
 
 function groupRow(g) {
-  const lag = g.partitions.reduce((sum, p) => sum + p.lag, 0);
+  const lag = totalLag(g.partitions);
   const idle = g.consumers === 0 && lag > 0;
   return h('section', { class: 'card tubemq-group', dataset: { group: g.group } },
     h('h3', {}, `group ${g.group}`),
