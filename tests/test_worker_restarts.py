@@ -206,3 +206,54 @@ def test_a_dead_workers_consumer_registrations_are_released(tmp_path: Path) -> N
         assert time.monotonic() - killed < 20, "the partitions waited for the broker's registration timeout"
     finally:
         gw.stop()
+
+
+def test_a_dead_workers_instance_is_lost_alike_on_rest_and_grpc(tmp_path: Path) -> None:
+    """While a dead worker waits for its restart (supervisor.restart_backoff), a call for one of its instances
+    through the other worker is told the instance is lost: REST 410 and gRPC FAILED_PRECONDITION, both saying
+    to create a new instance (gRPC passed the sibling's connection failure on as UNAVAILABLE, telling the
+    client to retry a call for an instance that died with its worker)."""
+    import grpc
+
+    from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+    from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
+
+    env = {"TUBEMQ_GATEWAY_SUPERVISOR__RESTART_BACKOFF": "30"}
+    gw = start_workers(tmp_path, 2, "--embedded-topics", "dw:1", env=env)
+    try:
+
+        async def create() -> str:
+            async with gw.pinned(1) as one:
+                created = await one.post("/v1/consumers/dwg", json={"topics": ["dw"]})
+                assert created.status_code == 201, created.text
+                instance: str = created.json()["instanceId"]
+                return instance
+
+        instance = asyncio.run(create())
+        seen = len(_starts(gw, 1))
+        os.kill(_starts(gw, 1)[-1]["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while not any(
+            r.get("msg", "").startswith("a worker process") and r.get("worker") == 1 for r in gw.records()
+        ):
+            assert time.monotonic() < deadline, gw.log.read_text()[-3000:]
+            time.sleep(0.1)
+
+        async def calls() -> tuple[Any, grpc.aio.AioRpcError]:
+            async with gw.pinned(0) as zero:
+                rest = await zero.get(f"/v1/consumers/dwg/instances/{instance}/messages")
+            target = f"unix:{gw.socket_dir / 'g0.sock'}"
+            async with grpc.aio.insecure_channel(target) as channel:
+                stub = gateway_pb2_grpc.GatewayServiceStub(channel)
+                with pytest.raises(grpc.aio.AioRpcError) as caught:
+                    await stub.Poll(pb.PollRequest(group="dwg", instance_id=instance, timeout_ms=0))
+            return rest, caught.value
+
+        rest, failure = asyncio.run(calls())
+        assert len(_starts(gw, 1)) == seen, "worker 1 was restarted before the calls"
+        assert rest.status_code == 410, rest.text
+        assert failure.code() is grpc.StatusCode.FAILED_PRECONDITION, (failure.code(), failure.details())
+        assert "create a new" in (failure.details() or "")
+        assert str(gw.socket_dir) not in (failure.details() or "")  # the private directory is not shown
+    finally:
+        gw.stop()

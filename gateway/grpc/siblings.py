@@ -5,7 +5,8 @@ DeleteConsumer or Subscribe that lands on another worker (a channel's connection
 kernel picks) is sent on to the owner's private gRPC listener, a unix socket in the replica's private
 directory (mode 0700: only this user reaches it), and the owner's answer (or status, with its trailers) is
 passed back; a stream is relayed message by message. The socket's path comes from the worker's context, the
-worker index from the verified instance id: never an address a client chose.
+worker index from the verified instance id: never an address a client chose. A sibling that does not
+answer died with its instances: the call fails FAILED_PRECONDITION (REST's 410), not UNAVAILABLE.
 
 The relayed call carries the caller's ``authorization``, ``x-api-key`` and ``x-request-id`` (the owner
 authenticates and authorizes it again), ``x-tubemq-worker-hop`` (it is never relayed again), and, for a
@@ -79,7 +80,20 @@ class GrpcSiblings:
 
     def relay(self, worker: int, context: grpc.aio.ServicerContext, subject: str | None) -> Relay:
         """The relay of the call in ``context`` to sibling ``worker`` (with the caller's verified subject)."""
-        return Relay(self._channel(worker), self.service, context, self._metadata(context, subject))
+        # A sibling that does not answer died (or is being started again): its instances died with it
+        # (its successor releases their partitions), as REST's forwarding tells with a 410.
+        unreachable = (
+            f"worker {worker} of this gateway, which owns this consumer instance, cannot be reached; the "
+            "instance is lost with it: create a new instance with CreateConsumer"
+        )
+        return Relay(
+            self._channel(worker),
+            self.service,
+            context,
+            self._metadata(context, subject),
+            unreachable,
+            private=True,
+        )
 
     def _channel(self, worker: int) -> grpc.aio.Channel:
         if worker == self.worker.index or not 0 <= worker < self.worker.count:
@@ -113,13 +127,15 @@ def passed_metadata(context: grpc.aio.ServicerContext) -> tuple[tuple[str, str],
 class Relay:
     """One call (``context``) relayed over ``channel`` to the ``service`` of its owner, with ``metadata``.
     ``unreachable``: the Gone message when the owner cannot be reached (another replica: the instance is
-    lost with it); None to pass the owner's UNAVAILABLE on as it is."""
+    lost with it); None to pass the owner's UNAVAILABLE on as it is. ``private``: the owner is reached over
+    the replica's private directory, whose paths the Gone message does not show."""
 
     channel: grpc.aio.Channel
     service: str
     context: grpc.aio.ServicerContext
     metadata: tuple[tuple[str, str], ...]
     unreachable: str | None = None
+    private: bool = False
 
     def _path(self, method: str) -> str:
         return f"/{self.service}/{method}"
@@ -157,7 +173,8 @@ class Relay:
         trailers = tuple((key, value) for key, value in err.trailing_metadata() or ())
         answered = any(key == DETAILS_TRAILER for key, _ in trailers)
         if self.unreachable is not None and err.code() == grpc.StatusCode.UNAVAILABLE and not answered:
-            raise Gone(f"{self.unreachable} ({err.details() or 'unreachable'})")
+            cause = "no answer on its private listener" if self.private else err.details() or "unreachable"
+            raise Gone(f"{self.unreachable} ({cause})")
         await self.context.abort(err.code(), err.details() or "", trailers)
 
 
