@@ -6,6 +6,7 @@ relayed twice), and an owner that is gone is told as FAILED_PRECONDITION (REST's
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -16,6 +17,7 @@ from typing import Any
 import grpc
 import pytest
 from auth_support import AuthFiles, write_auth_files
+from tls_support import Pki, make_pki
 
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
@@ -26,6 +28,7 @@ from gateway.grpc.replicas import FORWARDED_KEY
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from gateway.service.instance_id import decode_instance_id
+from gateway.tls import grpc_server_credentials
 
 SECRET = "replica-shared-secret-0123456789"
 
@@ -47,9 +50,25 @@ class Replica:
 
 @asynccontextmanager
 async def replica(
-    cluster: EmbeddedCluster, files: AuthFiles, http_port: int, grpc_port: int, **consumers: Any
+    cluster: EmbeddedCluster,
+    files: AuthFiles,
+    http_port: int,
+    grpc_port: int,
+    *,
+    pki: Pki | None = None,
+    **consumers: Any,
 ) -> AsyncIterator[Replica]:
+    tls: dict[str, Any] = {}
+    if pki is not None:  # listeners asking every client for a certificate, replicas sharing theirs
+        tls = {
+            "cert_file": pki.dual.cert,
+            "key_file": pki.dual.key,
+            "client_ca_file": pki.ca,
+            "client_auth": "required",
+        }
+        consumers = {"forward_ca_file": pki.ca, **consumers}
     settings = Settings(
+        tls=tls,
         masters=",".join(str(a) for a in cluster.master_addresses),
         http_host="127.0.0.1",
         http_port=http_port,
@@ -68,10 +87,17 @@ async def replica(
     )
     runtime = Runtime(settings)
     await runtime.start()
-    server = GrpcServer(runtime, port=grpc_port, grace=0.2)
+    server = GrpcServer(runtime, port=grpc_port, grace=0.2, credentials=grpc_server_credentials(settings.tls))
+    if pki is None:
+        open_channel = grpc.aio.insecure_channel
+    else:
+        client = grpc.ssl_channel_credentials(
+            pki.ca.read_bytes(), pki.client.key.read_bytes(), pki.client.cert.read_bytes()
+        )
+        open_channel = functools.partial(grpc.aio.secure_channel, credentials=client)
     try:
         await server.start()
-        async with grpc.aio.insecure_channel(server.address) as channel:
+        async with open_channel(server.address) as channel:
             yield Replica(runtime, server, channel, gateway_pb2_grpc.GatewayServiceStub(channel))
     finally:
         await server.stop(0)
@@ -245,3 +271,33 @@ async def test_no_relay_where_forwarding_may_not_reach(cluster: EmbeddedCluster,
         assert refused.code() is grpc.StatusCode.FAILED_PRECONDITION
         assert "may not relay" in (refused.details() or "")
         assert owner.runtime.consumer_service().instance_count == 1
+
+
+async def test_the_relay_presents_the_replicas_certificate_where_listeners_require_one(
+    cluster: EmbeddedCluster, files: AuthFiles, tmp_path: Path
+) -> None:
+    """With ``tls.client_auth: required`` the replicas' listeners ask every client for a certificate, the
+    relaying replica too: it presents the replicas' own certificate, as REST forwarding does (the relay
+    presented none: its TLS handshake failed and every relayed call was told the owner is gone)."""
+    pki = make_pki(tmp_path / "pki")
+    https, grpcs = _ports()
+    allow = {"forward_allow": ["127.0.0.1"], "forward_ports": https + grpcs}
+    async with AsyncExitStack() as stack:
+        owner = await stack.enter_async_context(replica(cluster, files, https[0], grpcs[0], pki=pki, **allow))
+        other = await stack.enter_async_context(replica(cluster, files, https[1], grpcs[1], pki=pki, **allow))
+        alice = files.metadata("alice")
+        created = await owner.stub.CreateConsumer(
+            pb.CreateConsumerRequest(group="rt", topics=["rel"], start_position=pb.START_POSITION_EARLIEST),
+            metadata=alice,
+        )
+        await other.stub.Publish(
+            pb.PublishRequest(topic="rel", messages=[pb.Message(value=b"t")]), metadata=alice
+        )
+        polled = await other.stub.Poll(
+            pb.PollRequest(group="rt", instance_id=created.instance_id, timeout_ms=5000), metadata=alice
+        )
+        assert [m.value for m in polled.messages] == [b"t"]
+        await other.stub.DeleteConsumer(
+            pb.DeleteConsumerRequest(group="rt", instance_id=created.instance_id), metadata=alice
+        )
+        assert owner.runtime.consumer_service().instance_count == 0

@@ -14,7 +14,7 @@ replica owns is relayed to it with the rules of REST forwarding (:mod:`gateway.a
 * never twice: the relayed call carries ``x-tubemq-forwarded-by`` and is not relayed to a third replica (it
   may still take one hop to a sibling worker of the owner);
 * over TLS when this replica serves TLS (the replicas share their certificate setup), verified against
-  ``consumers.forward_ca_file``;
+  ``consumers.forward_ca_file``, presenting the replicas' certificate where the listeners ask for one;
 * an owner that cannot be reached: the instance is lost with it (FAILED_PRECONDITION, as REST's 410); any
   status the owner answers is passed back as it is.
 """
@@ -67,9 +67,17 @@ class GrpcReplicas:
         if not peers.enabled:
             return None
         credentials = None
-        if settings.tls.enabled:
+        tls = settings.tls
+        if tls.enabled:
             ca = settings.consumers.forward_ca_file
-            credentials = grpc.ssl_channel_credentials(ca.read_bytes() if ca is not None else None)
+            key = chain = None
+            if tls.client_auth != "none" and tls.cert_file is not None and tls.key_file is not None:
+                # listeners that ask clients for a certificate ask the relaying replica too: it presents
+                # the replicas' own, as REST forwarding does (gateway.tls.forwarding_ssl_context)
+                key, chain = tls.key_file.read_bytes(), tls.cert_file.read_bytes()
+            credentials = grpc.ssl_channel_credentials(
+                ca.read_bytes() if ca is not None else None, key, chain
+            )
         ports = frozenset({settings.grpc.port, *settings.consumers.forward_ports} - {0})
         return cls(normalize_base_url(settings.advertised_url()), peers, ports, service, credentials)
 
