@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from auth_support import RULES, write_auth_files
 from consumer_support import Env, environment
 from gateway_support import Gateway, SseReader, bound_socket, gateway, peer_settings
+from tls_support import make_pki
 
 from gateway.api.forwarding import FORWARDED_HEADER
+from gateway.config import TlsSettings
+from gateway.security.replica_subject import REPLICA_CERT_KEY, sign_subject
 
 
 @pytest.fixture
@@ -125,3 +130,59 @@ async def test_a_forwarded_request_is_not_forwarded_again(pair: tuple[Gateway, G
         looped = await b.get(f"{path}/messages", headers={FORWARDED_HEADER: "http://127.0.0.1:1"})
         assert looped.status_code == 410
         assert (await b.get(f"{path}/messages", params={"timeout_ms": 0})).status_code == 200
+
+
+async def test_a_client_certificate_principal_reaches_its_instance_through_either_replica(
+    env: Env, tmp_path: Path
+) -> None:
+    """mTLS listeners (client certificates required, the replicas sharing theirs): a request of a caller
+    authenticated by its certificate, forwarded to the owner, carries the verified subject signed with the
+    replicas' secret, and the owner serves it as that caller (it saw the replicas' own certificate and
+    answered 403 for mtls:CN=replica). A subject signed with another secret is not believed."""
+    pki = make_pki(tmp_path / "pki")
+    subject = pki.client.subject.rfc4514_string()
+    rule = {
+        "principals": [f"mtls:{subject}"],
+        "actions": ["consume", "publish"],
+        "topics": ["*"],
+        "groups": ["*"],
+    }
+    files = write_auth_files(tmp_path, {"rules": [*RULES["rules"], rule]})
+    tls = TlsSettings(
+        cert_file=pki.dual.cert, key_file=pki.dual.key, client_ca_file=pki.ca, client_auth="required"
+    )
+    first, second = bound_socket(), bound_socket()
+    peers = {**peer_settings(first, second), "forward_ca_file": pki.ca}
+    auth = files.auth_settings(mtls_principal=True)
+    async with (
+        gateway(env, first, tls=tls, auth=auth, **peers) as owner,
+        gateway(env, second, tls=tls, auth=auth, **peers) as other,
+        httpx.AsyncClient(base_url=owner.url, verify=pki.client_context(pki.client), timeout=10) as at_owner,
+        httpx.AsyncClient(base_url=other.url, verify=pki.client_context(pki.client), timeout=10) as at_other,
+    ):
+        created = await at_owner.post(
+            "/v1/consumers/mg", json={"topics": ["demo"], "startPosition": "earliest"}
+        )
+        assert created.status_code == 201, created.text
+        base = f"/v1/consumers/mg/instances/{created.json()['instanceId']}"
+        published = await at_other.post("/v1/topics/demo/messages", json={"messages": [{"value": "m"}]})
+        assert published.status_code == 200, published.text
+        polled = await at_other.get(f"{base}/messages", params={"timeout_ms": 5000, "format": "utf8"})
+        assert polled.status_code == 200, polled.text
+        assert "m" in [m["value"] for m in polled.json()["messages"]]
+        assert (await at_other.post(f"{base}/commits", json={})).status_code == 200
+
+        async with httpx.AsyncClient(
+            base_url=owner.url, verify=pki.client_context(pki.dual), timeout=10
+        ) as as_replica:
+            forged = sign_subject(b"not-the-replicas-secret-0123456789", subject) or ""
+            headers = {FORWARDED_HEADER: other.url, REPLICA_CERT_KEY: forged}
+            refused = await as_replica.get(base, headers=headers)
+            assert refused.status_code == 403 and "CN=replica" in refused.text, refused.text
+            signed = sign_subject(peers["id_secret"].encode(), subject) or ""
+            served = await as_replica.get(
+                base, headers={FORWARDED_HEADER: other.url, REPLICA_CERT_KEY: signed}
+            )
+            assert served.status_code == 200, served.text
+        assert (await at_other.delete(base)).status_code == 204
+        assert owner.runtime.consumer_service().instance_count == 0

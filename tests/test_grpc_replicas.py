@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 import pytest
-from auth_support import AuthFiles, write_auth_files
+from auth_support import RULES, AuthFiles, write_auth_files
 from tls_support import Pki, make_pki
 
 from gateway.config import Settings
@@ -27,6 +27,7 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.replicas import FORWARDED_KEY
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
+from gateway.security.replica_subject import REPLICA_CERT_KEY, sign_subject
 from gateway.service.instance_id import decode_instance_id
 from gateway.tls import grpc_server_credentials
 
@@ -56,6 +57,7 @@ async def replica(
     grpc_port: int,
     *,
     pki: Pki | None = None,
+    auth: dict[str, Any] | None = None,
     **consumers: Any,
 ) -> AsyncIterator[Replica]:
     tls: dict[str, Any] = {}
@@ -73,7 +75,7 @@ async def replica(
         http_host="127.0.0.1",
         http_port=http_port,
         grpc={"port": grpc_port},
-        auth=files.auth_settings(),
+        auth=auth or files.auth_settings(),
         producer={"heartbeat_interval": 0.5},
         consumers={
             "heartbeat_interval": 0.1,
@@ -300,4 +302,66 @@ async def test_the_relay_presents_the_replicas_certificate_where_listeners_requi
         await other.stub.DeleteConsumer(
             pb.DeleteConsumerRequest(group="rt", instance_id=created.instance_id), metadata=alice
         )
+        assert owner.runtime.consumer_service().instance_count == 0
+
+
+async def test_a_client_certificate_principal_reaches_its_instance_on_either_replica(
+    cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    """An mTLS caller's call relayed to the owner carries its verified subject, signed with the replicas'
+    secret: the owner serves it as that caller (it saw the replicas' own certificate, mtls:CN=replica,
+    and answered PERMISSION_DENIED). A forged or unsigned subject is not believed."""
+    pki = make_pki(tmp_path / "pki")
+    subject = pki.client.subject.rfc4514_string()
+    rule = {
+        "principals": [f"mtls:{subject}"],
+        "actions": ["consume", "publish"],
+        "topics": ["*"],
+        "groups": ["*"],
+    }
+    files = write_auth_files(tmp_path, {"rules": [*RULES["rules"], rule]})
+    https, grpcs = _ports()
+    allow = {"forward_allow": ["127.0.0.1"], "forward_ports": https + grpcs}
+    async with AsyncExitStack() as stack:
+        owner, other = [
+            await stack.enter_async_context(
+                replica(
+                    cluster,
+                    files,
+                    https[i],
+                    grpcs[i],
+                    pki=pki,
+                    auth=files.auth_settings(mtls_principal=True),
+                    **allow,
+                )
+            )
+            for i in (0, 1)
+        ]
+        created = await owner.stub.CreateConsumer(
+            pb.CreateConsumerRequest(group="rm", topics=["rel"], start_position=pb.START_POSITION_EARLIEST)
+        )
+        key = {"group": "rm", "instance_id": created.instance_id}
+        await other.stub.Publish(pb.PublishRequest(topic="rel", messages=[pb.Message(value=b"c")]))
+        polled = await other.stub.Poll(pb.PollRequest(**key, timeout_ms=5000))
+        assert [m.value for m in polled.messages] == [b"c"]
+        committed = await other.stub.Commit(pb.CommitRequest(**key, all_delivered=True))
+        assert committed.committed == 1
+        # on a connection with the replicas' certificate: the subject believed only signed with their secret
+        replica_cert = grpc.ssl_channel_credentials(
+            pki.ca.read_bytes(), pki.dual.key.read_bytes(), pki.dual.cert.read_bytes()
+        )
+        async with grpc.aio.secure_channel(owner.server.address, replica_cert) as channel:
+            stub = gateway_pb2_grpc.GatewayServiceStub(channel)
+            forwarded = (FORWARDED_KEY, f"http://127.0.0.1:{https[1]}")
+            forged = (REPLICA_CERT_KEY, sign_subject(b"not-the-replicas-secret-0123456789", subject) or "")
+            refused = await _failure(
+                stub.Poll(pb.PollRequest(**key, timeout_ms=0), metadata=(forwarded, forged))
+            )
+            assert refused.code() is grpc.StatusCode.PERMISSION_DENIED, refused.details()
+            assert "CN=replica" in (refused.details() or "")
+            signed = (REPLICA_CERT_KEY, sign_subject(SECRET.encode(), subject) or "")
+            await stub.Poll(pb.PollRequest(**key, timeout_ms=0), metadata=(forwarded, signed))
+            unsigned = await _failure(stub.Poll(pb.PollRequest(**key, timeout_ms=0), metadata=(signed,)))
+            assert unsigned.code() is grpc.StatusCode.PERMISSION_DENIED  # not a relayed call: not believed
+        await other.stub.DeleteConsumer(pb.DeleteConsumerRequest(**key))
         assert owner.runtime.consumer_service().instance_count == 0

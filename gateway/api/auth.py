@@ -29,9 +29,11 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.errors import STATUS_BY_KIND, error_headers
+from gateway.api.forwarding import FORWARDED_HEADER
 from gateway.api.schemas import error_document
 from gateway.security.credentials import from_headers
 from gateway.security.operations import Operation, rest_operation
+from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
 from gateway.security.setup import Security
 from gateway.service.errors import NotFound, ServiceError
 from gateway.service.principal import principal_scope
@@ -92,6 +94,29 @@ def _compile(app: FastAPI) -> tuple[dict[str, dict[str, Operation]], _Routes]:
     return static, [(compile_path(path)[0], methods) for path, methods in templated.items()]
 
 
+def _believe_replica_cert(scope: Scope, secret: bytes) -> None:
+    """On a request another replica forwarded, the client certificate subject it verified and signed
+    (:mod:`gateway.security.replica_subject`) replaces the connection's (the forwarding replica's own): in
+    the TLS extension, where authentication and a further hop to a sibling worker read it."""
+    forwarded = signed = None
+    for name, value in scope["headers"]:
+        if name == _FORWARDED:
+            forwarded = value
+        elif name == _REPLICA_CERT:
+            signed = value.decode("latin-1")
+    if forwarded is None or signed is None:
+        return
+    subject = verified_subject(secret, signed)
+    if subject is not None:
+        extensions = dict(scope.get("extensions") or {})
+        extensions["tls"] = {**(extensions.get("tls") or {}), "client_cert_name": subject}
+        scope["extensions"] = extensions
+
+
+_FORWARDED = FORWARDED_HEADER.encode()
+_REPLICA_CERT = REPLICA_CERT_KEY.encode()
+
+
 def _client_cert(scope: Scope) -> str | None:
     tls = (scope.get("extensions") or {}).get("tls")
     name = tls.get("client_cert_name") if isinstance(tls, dict) else None
@@ -107,6 +132,13 @@ class AuthMiddleware:
         self._security = security
         self._fastapi = fastapi
         self._routes: tuple[dict[str, dict[str, Operation]], _Routes] | None = None
+
+    def _replica_secret(self) -> bytes:
+        """The replicas' shared secret (``consumers.id_secret``), which signs a forwarded client certificate's
+        subject; empty without one."""
+        runtime = getattr(self._fastapi().state, "runtime", None)
+        secret = runtime.settings.consumers.id_secret if runtime is not None else ""
+        return secret.encode("utf-8")
 
     def _methods(self, path: str) -> dict[str, Operation] | None:
         if self._routes is None:
@@ -145,7 +177,10 @@ class AuthMiddleware:
                 api_key = value.decode("latin-1")
         try:
             authenticator = security.authenticator
-            client_cert = _client_cert(scope) if authenticator.mtls else None
+            client_cert = None
+            if authenticator.mtls:
+                _believe_replica_cert(scope, self._replica_secret())
+                client_cert = _client_cert(scope)
             principal = await authenticator.authenticate(from_headers(authorization, api_key, client_cert))
             if methods is None:
                 raise NotFound(f"no route {scope['method']} {scope['path']}; see /openapi.json", field="path")

@@ -36,7 +36,8 @@ enter whose path comes from the process's own configuration, never from the requ
 that one hop. The sibling authenticates and authorizes the request like any other; the subject of a verified
 client certificate (mTLS principal), which a plain socket cannot carry, travels in ``X-TubeMQ-Client-Cert``,
 set only by the forwarder from the connection's TLS state (a client's own such header is dropped) and read
-only by the private listener (:mod:`gateway.api.worker_listener`).
+only by the private listener (:mod:`gateway.api.worker_listener`). To another replica it travels signed with
+the replicas' shared secret (:mod:`gateway.security.replica_subject`), believed by the owner's authentication.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from gateway.api.proxy import forwarded_headers
+from gateway.security.replica_subject import REPLICA_CERT_KEY, sign_subject
 from gateway.service.consumers import Owner
 from gateway.service.errors import Gone, InvalidInput, Unavailable, UpstreamError
 from gateway.service.peers import PeerPolicy
@@ -103,7 +105,11 @@ _BROKEN = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 def _passed(name: str) -> bool:
-    return (name in PASSED_REQUEST_HEADERS or name.startswith(_OWN_PREFIX)) and name != CLIENT_CERT_HEADER
+    return (name in PASSED_REQUEST_HEADERS or name.startswith(_OWN_PREFIX)) and name not in _SET_HERE
+
+
+#: headers only the forwarder sets (from the connection's verified certificate); a client's own are dropped
+_SET_HERE = frozenset({CLIENT_CERT_HEADER, REPLICA_CERT_KEY})
 
 
 def check_passable(request: Request) -> None:
@@ -128,7 +134,8 @@ class Forwarder:
     ``timeout`` (seconds) bounds connecting to the owner and, added to ``extra_wait`` of a call (a long
     poll's own timeout), waiting for its answer; ``verify`` checks owners' certificates over https.
     ``siblings`` maps this replica's other worker processes (by index) to their private listeners' unix
-    socket paths; ``worker`` is this process's index.
+    socket paths; ``worker`` is this process's index; ``secret`` (the replicas' ``consumers.id_secret``)
+    signs a client certificate's subject for another replica (:mod:`gateway.security.replica_subject`).
     """
 
     def __init__(
@@ -140,8 +147,10 @@ class Forwarder:
         *,
         siblings: Mapping[int, str] | None = None,
         worker: int | None = None,
+        secret: bytes = b"",
     ) -> None:
         self.self_url = self_url
+        self._secret = secret
         self.peers = peers
         self.timeout = timeout
         self.worker = worker
@@ -237,6 +246,10 @@ class Forwarder:
                 )
             client, base = self._client, owner.url
             headers[FORWARDED_HEADER] = self.self_url
+            subject = _client_cert_name(request.scope)
+            signed = sign_subject(self._secret, subject) if subject is not None else None
+            if signed is not None:
+                headers[REPLICA_CERT_KEY] = signed
         else:
             client, base = self._sibling(owner.worker), f"http://worker-{owner.worker}"
             headers[WORKER_HOP_HEADER] = str(self.worker)

@@ -56,6 +56,7 @@ from gateway.config import LimitSettings
 from gateway.grpc import errors
 from gateway.grpc.call_admission import AdmittingInterceptor, metadata_text
 from gateway.grpc.call_budget import CALL, checked
+from gateway.grpc.replicas import FORWARDED_KEY
 from gateway.grpc.siblings import forwarded_subject
 from gateway.observability.grpc_events import (
     BIDI_STREAM,
@@ -68,6 +69,7 @@ from gateway.observability.request_id import REQUEST_ID_HEADER as HTTP_REQUEST_I
 from gateway.observability.request_id import accepted, bind, new_request_id
 from gateway.security.credentials import from_headers
 from gateway.security.operations import grpc_operation
+from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
 from gateway.security.setup import Security
 from gateway.service.admission import Admission
 from gateway.service.errors import ServiceError
@@ -117,8 +119,10 @@ class GatewayInterceptor(AdmittingInterceptor):
         limits: Callable[[], LimitSettings] = LimitSettings,
         max_health_watches: int = 64,
         clock: Callable[[], float] = time.perf_counter,
+        replica_secret: bytes = b"",
     ) -> None:
         self._events = events
+        self._replica_secret = replica_secret
         self._authorize = authorize
         self._clock = clock
         super().__init__(
@@ -240,7 +244,9 @@ class GatewayInterceptor(AdmittingInterceptor):
                     credentials = from_headers(
                         metadata_text(metadata.get("authorization")),
                         metadata_text(metadata.get("x-api-key")),
-                        client_subject(context, metadata) if authenticator.mtls else None,
+                        client_subject(context, metadata, self._replica_secret)
+                        if authenticator.mtls
+                        else None,
                     )
                     principal = await authenticator.authenticate(credentials)
                     security.admit(operation, principal)
@@ -292,13 +298,21 @@ def _close_call() -> None:
         call.close()
 
 
-def client_subject(context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes]) -> str | None:
+def client_subject(
+    context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes], replica_secret: bytes = b""
+) -> str | None:
     """The verified client certificate's subject, when the TLS listener verified one (gRPC's
-    ``x509_subject``, an RFC 2253 string: the RFC 4514 text the HTTP listener gives for usual names), or
-    the one a sibling worker relayed on the private unix socket (:mod:`gateway.grpc.siblings`)."""
+    ``x509_subject``, an RFC 2253 string: the RFC 4514 text the HTTP listener gives for usual names), the
+    one a sibling worker relayed on the private unix socket (:mod:`gateway.grpc.siblings`), or on a call
+    another replica relayed, the one it verified and signed with ``replica_secret``
+    (:mod:`gateway.security.replica_subject`; the connection's certificate is then the replicas' own)."""
     relayed = forwarded_subject(context.peer(), metadata)
     if relayed is not None:
         return relayed
+    if FORWARDED_KEY in metadata:
+        signed = verified_subject(replica_secret, metadata.get(REPLICA_CERT_KEY))
+        if signed is not None:
+            return signed
     names = (context.auth_context() or {}).get(GRPC_SUBJECT_KEY) or ()
     for name in names:
         text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)

@@ -9,8 +9,8 @@ replica owns is relayed to it with the rules of REST forwarding (:mod:`gateway.a
   owner's gRPC port, also from the id, which must be this replica's own gRPC port or one of
   ``consumers.forward_ports``. Never an address a client chose;
 * who: the caller's ``authorization`` and ``x-api-key`` (and ``x-request-id``) go along, and the owner
-  authenticates and authorizes the call again; a client certificate's subject does not cross replicas (as
-  with REST);
+  authenticates and authorizes the call again; a verified client certificate's subject goes along signed
+  with the replicas' shared secret (:mod:`gateway.security.replica_subject`), as with REST;
 * never twice: the relayed call carries ``x-tubemq-forwarded-by`` and is not relayed to a third replica (it
   may still take one hop to a sibling worker of the owner);
 * over TLS when this replica serves TLS (the replicas share their certificate setup), verified against
@@ -30,6 +30,7 @@ import grpc
 from gateway.config import Settings
 from gateway.grpc.siblings import Relay, passed_metadata
 from gateway.runtime import peer_policy
+from gateway.security.replica_subject import REPLICA_CERT_KEY, sign_subject
 from gateway.service.consumers import Owner
 from gateway.service.errors import Gone
 from gateway.service.instance_id import normalize_base_url
@@ -52,8 +53,10 @@ class GrpcReplicas:
         ports: frozenset[int],
         service: str,
         credentials: grpc.ChannelCredentials | None = None,
+        secret: bytes = b"",
     ) -> None:
         self.self_url = self_url
+        self.secret = secret
         self.peers = peers
         self.ports = ports
         self.service = service
@@ -79,7 +82,8 @@ class GrpcReplicas:
                 ca.read_bytes() if ca is not None else None, key, chain
             )
         ports = frozenset({settings.grpc.port, *settings.consumers.forward_ports} - {0})
-        return cls(normalize_base_url(settings.advertised_url()), peers, ports, service, credentials)
+        secret = settings.consumers.id_secret.encode("utf-8")
+        return cls(normalize_base_url(settings.advertised_url()), peers, ports, service, credentials, secret)
 
     def __repr__(self) -> str:
         return f"<GrpcReplicas from {self.self_url} open={len(self._channels)}>"
@@ -98,10 +102,14 @@ class GrpcReplicas:
         for channel in channels:
             await channel.close()
 
-    def relay(self, owner: Owner, context: grpc.aio.ServicerContext) -> Relay:
-        """The relay of the call in ``context`` to ``owner``; Gone when it may not be relayed there."""
+    def relay(self, owner: Owner, context: grpc.aio.ServicerContext, subject: str | None = None) -> Relay:
+        """The relay of the call in ``context`` to ``owner`` (with the caller's verified client certificate
+        subject, signed: :mod:`gateway.security.replica_subject`); Gone when it may not be relayed there."""
         target = self._target(owner)
         metadata = (*passed_metadata(context), (FORWARDED_KEY, self.self_url))
+        signed = sign_subject(self.secret, subject) if subject is not None else None
+        if signed is not None:
+            metadata = (*metadata, (REPLICA_CERT_KEY, signed))
         unreachable = (
             f"the gateway at {owner.url}, which owns this consumer instance, cannot be reached; the "
             "instance is lost with it: create a new instance with CreateConsumer"

@@ -92,6 +92,7 @@ class GrpcServer:
             admission=runtime.admission,
             limits=lambda: runtime.settings.limits,
             max_health_watches=runtime.settings.grpc.max_health_watches,
+            replica_secret=runtime.settings.consumers.id_secret.encode("utf-8"),
         )
         self._server: Any = None
         self._port: int | None = None
