@@ -178,3 +178,15 @@ def _started(server: uvicorn.Server) -> Callable[[], Awaitable[bool]]:
         return server.started
 
     return check
+
+
+def write_mtls_auth_files(directory: Path, subject: str) -> AuthFiles:
+    """The auth files of :func:`write_auth_files`, with a rule letting the certificate subject ``subject``
+    (``mtls:<subject>``) publish and consume everywhere."""
+    rule = {
+        "principals": [f"mtls:{subject}"],
+        "actions": ["consume", "publish"],
+        "topics": ["*"],
+        "groups": ["*"],
+    }
+    return write_auth_files(directory, {"rules": [*RULES["rules"], rule]})

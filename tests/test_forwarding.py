@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from auth_support import RULES, write_auth_files
+from auth_support import write_mtls_auth_files
 from consumer_support import Env, environment
 from gateway_support import Gateway, SseReader, bound_socket, gateway, peer_settings
 from tls_support import make_pki
@@ -141,13 +141,7 @@ async def test_a_client_certificate_principal_reaches_its_instance_through_eithe
     answered 403 for mtls:CN=replica). A subject signed with another secret is not believed."""
     pki = make_pki(tmp_path / "pki")
     subject = pki.client.subject.rfc4514_string()
-    rule = {
-        "principals": [f"mtls:{subject}"],
-        "actions": ["consume", "publish"],
-        "topics": ["*"],
-        "groups": ["*"],
-    }
-    files = write_auth_files(tmp_path, {"rules": [*RULES["rules"], rule]})
+    files = write_mtls_auth_files(tmp_path, subject)
     tls = TlsSettings(
         cert_file=pki.dual.cert, key_file=pki.dual.key, client_ca_file=pki.ca, client_auth="required"
     )

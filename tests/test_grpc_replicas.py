@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 import pytest
-from auth_support import RULES, AuthFiles, write_auth_files
+from auth_support import AuthFiles, write_auth_files, write_mtls_auth_files
 from tls_support import Pki, make_pki
 
 from gateway.config import Settings
@@ -313,13 +313,7 @@ async def test_a_client_certificate_principal_reaches_its_instance_on_either_rep
     and answered PERMISSION_DENIED). A forged or unsigned subject is not believed."""
     pki = make_pki(tmp_path / "pki")
     subject = pki.client.subject.rfc4514_string()
-    rule = {
-        "principals": [f"mtls:{subject}"],
-        "actions": ["consume", "publish"],
-        "topics": ["*"],
-        "groups": ["*"],
-    }
-    files = write_auth_files(tmp_path, {"rules": [*RULES["rules"], rule]})
+    files = write_mtls_auth_files(tmp_path, subject)
     https, grpcs = _ports()
     allow = {"forward_allow": ["127.0.0.1"], "forward_ports": https + grpcs}
     async with AsyncExitStack() as stack:
