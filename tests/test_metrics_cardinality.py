@@ -21,6 +21,7 @@ from gateway.config import Settings
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
 from gateway.grpc.reflection import V1_DESCRIPTOR
 from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted
+from gateway.observability.lag_events import GroupLagRead, PartitionLag
 from gateway.observability.metric_limits import HTTP_METHODS, MAX_NODES, OVERFLOW, series_bound
 from gateway.observability.metrics import GatewayMetrics
 from gateway.runtime import Runtime
@@ -78,6 +79,17 @@ def _hammer_core(bus: EventBus) -> None:
             bus.emit(PartitionRegisterFailed(client, group, key, 500, "no", False))
             for event in EventType:
                 bus.emit(RebalanceEvent(client, group, 1, event.name, (key,), True))
+    # group lag readings from TubeMQ's offsets: every group, its topics, each of 30 partitions (3 brokers x
+    # 10 partitions each, a topic of an ordinary cluster)
+    for g in range(GROUPS):
+        partitions = tuple(
+            PartitionLag(f"topic-{(g * 13 + t) % 200}", b, 10000 * s + i, 5)
+            for t in range(TOPICS_PER_GROUP)
+            for b in range(3)
+            for s in range(2)
+            for i in range(5)
+        )
+        bus.emit(GroupLagRead(f"group-{g}", partitions, 1))
     for n in range(NODES):
         address = NodeAddress("127.0.0.1", 10000 + n)
         bus.emit(ConnectionOpened(address, False, 0.001))
@@ -152,7 +164,7 @@ async def test_series_stay_under_the_documented_bound() -> None:
     assert counted <= bound
     # The caps were hit (the hammer is real), and what passed them is told.
     sample = metrics.registry.get_sample_value
-    for label in ("topic", "group", "group_topic", "node", "broker_id"):
+    for label in ("topic", "group", "group_topic", "node", "broker_id", "partition"):
         overflowed = sample("tubemq_gateway_label_overflow_total", {"label": label})
         assert overflowed is not None and overflowed > 0, label
     for family, label in (

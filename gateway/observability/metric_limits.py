@@ -14,6 +14,7 @@ __all__ = [
     "HTTP_METHODS",
     "LONG_BUCKETS",
     "LONG_HTTP_ROUTES",
+    "MAX_LAG_PARTITIONS",
     "MAX_NODES",
     "OVERFLOW",
     "RPC_BUCKETS",
@@ -42,6 +43,9 @@ LONG_HTTP_ROUTES: Final = frozenset(
 )
 #: Distinct TubeMQ node addresses and broker ids kept as label values (a cluster has far fewer).
 MAX_NODES: Final = 256
+#: ``group_partition_lag_messages`` series at most (a group's partitions past it have only the per-topic
+#: ``group_lag_messages``; ``label_overflow_total{label="partition"}`` counts the readings left out)
+MAX_LAG_PARTITIONS: Final = 1024
 
 
 class LabelCap:
@@ -120,4 +124,16 @@ def series_bound(
     tubemq = rpc_methods * (rpc_outcomes + len(RPC_BUCKETS) + 3)
     fixed = 200  # send and fetch time by outcome, link closes, shield reasons, master sessions, gauges...
     nodes = (MAX_NODES + 1) * (per_node + per_broker)  # node addresses and broker ids, each + __overflow__
-    return topics * per_topic + pairs * per_pair + groups * per_group + nodes + http + grpc + tubemq + fixed
+    # group lag from TubeMQ's offsets: per pair, per group (consumers), and the capped per-partition series
+    lag = pairs + groups + MAX_LAG_PARTITIONS
+    return (
+        topics * per_topic
+        + pairs * per_pair
+        + groups * per_group
+        + nodes
+        + http
+        + grpc
+        + tubemq
+        + fixed
+        + lag
+    )

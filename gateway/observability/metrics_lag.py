@@ -7,7 +7,9 @@ slowest partition (partitions of one store share its index, so each partition's 
 entries behind its own read position); ``group_consumers{group}`` is the clients the master lists in the
 group. Every process that served a group reports the same figures: aggregate them with ``max``, not
 ``sum``. The series stay while the group holds offsets on a broker, whether or not anyone consumes, and go
-with it.
+with it. A topic's partitions are the cluster's (hundreds per topic are possible), so the per-partition
+series are capped at :data:`MAX_LAG_PARTITIONS` in all: a partition past it keeps no series of its own (its
+lag is in its topic's ``group_lag_messages``) and ``label_overflow_total{label="partition"}`` counts it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import Gauge
 
 from gateway.observability.lag_events import GroupLagGone, GroupLagRead, topic_lags
+from gateway.observability.metric_limits import MAX_LAG_PARTITIONS
 
 if TYPE_CHECKING:
     from gateway.observability.metrics import GatewayMetrics
@@ -32,6 +35,8 @@ class GroupLagMetrics:
     def __init__(self, metrics: GatewayMetrics) -> None:
         self.m = metrics
         self._series: dict[str, tuple[str, set[str], set[tuple[str, str]]]] = {}
+        self._partition_series = 0  # per-partition series held, over every group
+        self._overflow = metrics.label_overflow.labels(label="partition")
 
     def read(self, e: GroupLagRead) -> None:
         group = self.m.groups(e.group)
@@ -40,12 +45,17 @@ class GroupLagMetrics:
         topics: set[str] = set()
         for p in e.partitions:
             topic = self.m.pairs(group, self.m.topics(p.topic))[1]
+            topics.add(topic)
             partition = f"{p.broker_id}:{p.partition_id}"
+            if (topic, partition) not in old_partitions and (topic, partition) not in partitions:
+                if self._partition_series >= MAX_LAG_PARTITIONS:
+                    self._overflow.inc()
+                    continue
+                self._partition_series += 1
             self.m.group_partition_lag.labels(group=group, topic=topic, partition=partition).set(
                 p.lag_messages
             )
             partitions.add((topic, partition))
-            topics.add(topic)
         totals: dict[str, int] = defaultdict(int)  # by label: topics past the label limit add up
         for name, lag in topic_lags(e.partitions).items():
             totals[self.m.pairs(group, self.m.topics(name))[1]] += lag
@@ -53,6 +63,7 @@ class GroupLagMetrics:
             self.m.group_lag.labels(group=group, topic=topic).set(totals[topic])
         for topic, partition in old_partitions - partitions:
             self._remove(self.m.group_partition_lag, group, topic, partition)
+            self._partition_series -= 1
         for topic in old_topics - topics:
             self._remove(self.m.group_lag, group, topic)
         if e.consumers >= 0:
@@ -64,6 +75,7 @@ class GroupLagMetrics:
         if found is None:
             return
         group, topics, partitions = found
+        self._partition_series -= len(partitions)
         for topic, partition in partitions:
             self._remove(self.m.group_partition_lag, group, topic, partition)
         for topic in topics:
