@@ -293,6 +293,10 @@ async def test_the_overview_of_any_worker_covers_the_whole_replica(gw: WorkerGat
             assert listed["incompleteWorkers"] == []
             mine = {i["instanceId"]: i["worker"] for i in listed["instances"] if i["group"] == "ovg"}
             assert mine == {instance: owner_worker(instance) for instance in created}
+            # a header that cannot cross to the siblings: 400 naming it, as the consumer routes answer (the
+            # list came back 200 with every sibling in incompleteWorkers)
+            odd = await client.get("/v1/consumers", headers={"X-Request-ID": "\u00e9t\u00e9".encode()})
+            assert odd.status_code == 400 and odd.json()["error"]["field"] == "X-Request-ID", odd.text
             topics = {t["topic"]: t for t in (await client.get("/v1/topics")).json()["topics"]}
             assert topics["ov"]["publishedMessages"] == 1 + 2 + 3
             assert topics["ov"]["partitions"] == 1

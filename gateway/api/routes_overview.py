@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.api.deps import get_runtime
-from gateway.api.forwarding import Forwarder
+from gateway.api.forwarding import Forwarder, check_passable
 from gateway.api.overview_schemas import ConsumersOverviewResponse, TopicsOverviewResponse
 from gateway.api.routes_consumers import get_forwarder
 from gateway.api.schemas import ErrorResponse
@@ -240,6 +240,8 @@ async def list_consumers(request: Request) -> JSONResponse:
     forwarder = await get_forwarder(request)
     service = runtime.consumer_service()
     if runtime.worker is not None and not forwarder.was_hopped(request):
+        # a header the hops could not carry is the caller's mistake (400 naming it), not a sibling's silence
+        check_passable(request)
         siblings = sorted(runtime.worker.siblings())
         answers = await asyncio.gather(
             *(_sibling_instances(request, forwarder, Owner(service.advertised_url, i)) for i in siblings)
