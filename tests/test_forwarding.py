@@ -3,6 +3,7 @@ on one is served through either port, its stream is relayed, and a stopped owner
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -180,3 +181,43 @@ async def test_a_client_certificate_principal_reaches_its_instance_through_eithe
             assert served.status_code == 200, served.text
         assert (await at_other.delete(base)).status_code == 204
         assert owner.runtime.consumer_service().instance_count == 0
+
+
+async def test_a_forwarded_nack_and_seek_wait_for_the_owners_broker_calls() -> None:
+    """A nack republishes to the retry topic (up to producer.send_timeout) and a seek waits for batches out
+    and a broker call (each up to the consumer's rpc_timeout): forwarded, they may take longer than
+    consumers.forward_timeout, which bounds only reaching the owner. The forwarding replica answered 503
+    "did not answer in time" while the owner went on and settled the nack: the client was told to retry an
+    operation that had happened. (The owner's operations are slowed here by a wrapper on its service.)"""
+    first, second = bound_socket(), bound_socket()
+    peers = peer_settings(first, second)
+    async with (
+        environment("solo:1,duo:1") as env,
+        gateway(env, first, forward_timeout=0.3, **peers) as owner,
+        gateway(env, second, forward_timeout=0.3, **peers) as other,
+        httpx.AsyncClient(base_url=owner.url, timeout=10) as at_owner,
+        httpx.AsyncClient(base_url=other.url, timeout=10) as at_other,
+    ):
+        body = {"topics": ["solo"], "startPosition": "earliest", "retryTopic": "duo"}
+        created = await at_owner.post("/v1/consumers/slow-g", json=body)
+        assert created.status_code == 201, created.text
+        path = f"/v1/consumers/slow-g/instances/{created.json()['instanceId']}"
+        await at_other.post("/v1/topics/solo/messages", json={"messages": [{"value": "s"}]})
+        polled = await at_other.get(f"{path}/messages", params={"timeout_ms": 5000})
+        (message,) = polled.json()["messages"]
+
+        service = owner.consumers
+        for name in ("nack", "seek"):
+            original = getattr(service, name)
+
+            async def slowed(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                await asyncio.sleep(1.0)  # a slow broker: longer than forward_timeout
+                return await _original(*args, **kwargs)
+
+            setattr(service, name, slowed)
+        nacked = await at_other.post(f"{path}/nacks", json={"tokens": [message["token"]]})
+        assert nacked.status_code == 200, nacked.text
+        assert nacked.json()["retried"] == 1
+        seeked = await at_other.post(f"{path}/seek", json={"position": "earliest"})
+        assert seeked.status_code == 200, seeked.text
+        assert (await at_other.delete(path)).status_code == 204

@@ -302,7 +302,9 @@ async def nack_messages(
     redelivered. It comes back no earlier than `delayMs` from now with `deliveryAttempt` one higher."""
     owner = _owner(service, forwarder, request, group, instance_id)
     if owner is not None:
-        return await forwarder.forward(request, owner)
+        # the owner republishes to the retry topic: a publish's own time, besides reaching the owner
+        producer = _runtime(request).settings.producer
+        return await forwarder.forward(request, owner, extra_wait=producer.send_timeout)
     with renamed_fields(_FIELDS):
         result = await service.nack(group, instance_id, body.tokens, delay=body.delayMs / 1000)
     return _json(
@@ -365,7 +367,7 @@ async def seek_partitions(
     (those tokens become stale); the group's next reads start at the new position."""
     owner = _owner(service, forwarder, request, group, instance_id)
     if owner is not None:
-        return await forwarder.forward(request, owner)
+        return await forwarder.forward(request, owner, extra_wait=service.seek_wait)
     moved = await service.seek(
         group, instance_id, body.position, offsets=body.offsets, partitions=body.partitions
     )

@@ -250,6 +250,8 @@ class ConsumerService:
         self.max_instances = max_instances
         self.commit_timeout = commit_timeout
         self.assignment_wait = assignment_wait
+        #: the longest a seek takes on its owner: the batches out returned, then a broker registration
+        self.seek_wait = 2 * self._consumer_config.rpc_timeout
         self.limits = limits or PollLimits()
         self._secret = id_secret
         self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)
