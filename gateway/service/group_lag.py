@@ -29,6 +29,9 @@ __all__ = ["LagMonitor"]
 
 log = logging.getLogger("gateway.service.group_lag")
 
+#: seconds ``stop`` waits for a reading in progress to end
+STOP_WAIT = 5.0
+
 
 class LagMonitor:
     """Watches the served groups' offsets (see the module docstring)."""
@@ -70,7 +73,7 @@ class LagMonitor:
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await asyncio.wait({task}, timeout=STOP_WAIT)
         await self.reader.close()
 
     def watch(self, group: str) -> None:
@@ -95,8 +98,13 @@ class LagMonitor:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+            # asyncio.wait, not wait_for: on Python 3.11 a cancel arriving as wait_for's timeout fires can be
+            # lost (turned into the timeout), and the loop would never end
+            waking = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({waking}, timeout=self.interval)
+            finally:
+                waking.cancel()
             self._wake.clear()
             await self.read_once()
 
