@@ -2,13 +2,19 @@
 
 Run from the repository root: ``python bench/bench_auth.py [--calls N] [--http-seconds S] [--no-http]``.
 
-Three levels, each printed in microseconds per request:
+Each in-process level is printed in CPU microseconds per request (this process's CPU time, so a busy
+machine does not inflate it):
 
 1. the authenticator alone: a known API key; a JWT seen before (the verified-token cache); a JWT seen for
    the first time (RS256 signature check against a cached JWKS);
 2. the REST auth middleware around a no-op app (header scan, operation lookup, authentication, rule check
-   and the principal scope): what every REST request pays, and the difference to open mode;
-3. end to end (unless ``--no-http``): an embedded cluster and a gateway per mode as subprocesses, one-message
+   and the principal scope): what every REST request pays, and the difference to open mode; and the REST
+   limits middleware around an app that reads a publish body (the process budgets, the caller's share, the
+   body deadlines);
+3. gRPC: a ``GetTopic`` round trip through a grpc.aio server in this process with the gateway's interceptor
+   (authentication before the message, budgets) around a servicer that answers at once: open mode, an API
+   key, and a call without credentials refused from its headers (16 calls in flight);
+4. end to end (unless ``--no-http``): an embedded cluster and a gateway per mode as subprocesses, one-message
    publishes from ``hey`` or ``wrk`` when installed, else from httpx in this process (then the driver is the
    bottleneck and the differences shrink); requests per second and mean latency per mode.
 
@@ -32,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -45,7 +52,11 @@ from bench_publish import free_port, start_cluster, start_gateway  # noqa: E402
 
 from gateway.api.app import create_app  # noqa: E402
 from gateway.api.auth import AuthMiddleware  # noqa: E402
-from gateway.config import AuthSettings, Settings  # noqa: E402
+from gateway.api.request_limits import RequestLimitsMiddleware  # noqa: E402
+from gateway.config import AuthSettings, LimitSettings, Settings  # noqa: E402
+from gateway.grpc.interceptors import GatewayInterceptor  # noqa: E402
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb  # noqa: E402
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc  # noqa: E402
 from gateway.runtime import Runtime  # noqa: E402
 from gateway.security.api_keys import ApiKeyAuthenticator, KeyEntry, hash_key, new_key  # noqa: E402
 from gateway.security.authenticator import Authenticator  # noqa: E402
@@ -94,13 +105,14 @@ class Issuer:
 
 
 async def per_call(fn: Callable[[], Awaitable[object]], calls: int) -> float:
-    """Microseconds per awaited call of ``fn``."""
+    """CPU microseconds of this process (every thread: grpc's too) per awaited call of ``fn``: CPU time, not
+    wall time, so that other processes on a busy machine do not show up in the figure."""
     for _ in range(min(calls, 200)):
         await fn()
-    started = time.perf_counter()
+    started = time.process_time()
     for _ in range(calls):
         await fn()
-    return (time.perf_counter() - started) / calls * 1e6
+    return (time.process_time() - started) / calls * 1e6
 
 
 async def authenticator_level(issuer: Issuer, calls: int) -> dict[str, float]:
@@ -130,13 +142,19 @@ async def authenticator_level(issuer: Issuer, calls: int) -> dict[str, float]:
     return results
 
 
-async def middleware_level(issuer: Issuer, calls: int, tmp: Path) -> dict[str, float]:
+def auth_files(tmp: Path) -> tuple[str, Path, Path]:
+    """A fresh API key of principal ``bench`` (role app), and the keys and rules files in ``tmp``."""
     key = new_key()
     keys_file, rules_file = tmp / "keys.json", tmp / "rules.json"
     keys_file.write_text(
         json.dumps({"keys": [{"principal": "bench", "hash": hash_key(key), "roles": ["app"]}]})
     )
     rules_file.write_text(json.dumps(RULES))
+    return key, keys_file, rules_file
+
+
+async def middleware_level(issuer: Issuer, calls: int, tmp: Path) -> dict[str, float]:
+    key, keys_file, rules_file = auth_files(tmp)
     app = create_app(runtime=Runtime(Settings()))
     required = AuthSettings(
         mode="required",
@@ -183,13 +201,72 @@ async def middleware_level(issuer: Issuer, calls: int, tmp: Path) -> dict[str, f
     return results
 
 
+async def limits_level(calls: int) -> dict[str, float]:
+    """The REST limits middleware around an app that reads a 100-byte publish body."""
+
+    async def reading(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"x" * 100, "more_body": False}
+
+    async def send(message: Any) -> None:
+        raise AssertionError(f"the middleware answered itself: {message}")
+
+    request = {
+        "type": "http",
+        "method": "POST",
+        "path": f"/v1/topics/{TOPIC}/messages",
+        "headers": [(b"host", b"127.0.0.1"), (b"content-length", b"100")],
+        "client": ("127.0.0.1", 40000),
+    }
+    limits = LimitSettings()
+    middleware = RequestLimitsMiddleware(reading, limits=lambda: limits)
+    return {"publish, 100-byte body": await per_call(lambda: middleware(request, receive, send), calls)}
+
+
+class _Answering(gateway_pb2_grpc.GatewayServiceServicer):
+    async def GetTopic(self, request: Any, context: Any) -> Any:
+        return pb.GetTopicResponse(topic=request.topic)
+
+
+async def grpc_level(issuer: Issuer, calls: int, tmp: Path) -> dict[str, float]:
+    key, keys_file, rules_file = auth_files(tmp)
+    required = build_security(AuthSettings(mode="required", api_keys_file=keys_file, rules_file=rules_file))
+    cases: dict[str, tuple[Security, tuple[tuple[str, str], ...]]] = {
+        "open mode": (Security(Authenticator("open"), ALLOW_ALL), ()),
+        "API key": (required, (("authorization", f"Bearer {key}"),)),
+        "no credentials (refused)": (required, ()),
+    }
+    results: dict[str, float] = {}
+    for name, (security, metadata) in cases.items():
+        server = grpc.aio.server(interceptors=[GatewayInterceptor(security=security)])
+        gateway_pb2_grpc.add_GatewayServiceServicer_to_server(_Answering(), server)  # type: ignore[no-untyped-call]
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = gateway_pb2_grpc.GatewayServiceStub(channel)  # type: ignore[no-untyped-call]
+                request = pb.GetTopicRequest(topic=TOPIC)
+
+                async def one(stub: Any = stub, request: Any = request, metadata: Any = metadata) -> None:
+                    try:
+                        await stub.GetTopic(request, metadata=metadata)
+                    except grpc.aio.AioRpcError as exc:
+                        if exc.code() is not grpc.StatusCode.UNAUTHENTICATED:
+                            raise
+
+                async def sixteen(one: Callable[[], Awaitable[None]] = one) -> None:
+                    await asyncio.gather(*(one() for _ in range(16)))
+
+                results[name] = await per_call(sixteen, max(1, calls // 16)) / 16
+        finally:
+            await server.stop(0)
+    return results
+
+
 def http_level(issuer: Issuer, seconds: float, concurrency: int, tmp: Path) -> dict[str, tuple[float, float]]:
-    key = new_key()
-    keys_file, rules_file = tmp / "keys.json", tmp / "rules.json"
-    keys_file.write_text(
-        json.dumps({"keys": [{"principal": "bench", "hash": hash_key(key), "roles": ["app"]}]})
-    )
-    rules_file.write_text(json.dumps(RULES))
+    key, keys_file, rules_file = auth_files(tmp)
     required = {
         "TUBEMQ_GATEWAY_AUTH__MODE": "required",
         "TUBEMQ_GATEWAY_AUTH__API_KEYS_FILE": str(keys_file),
@@ -281,6 +358,12 @@ def main() -> None:
             for name, us in level.items():
                 extra = "" if name == "open mode" else f"  (+{us - level['open mode']:.2f} over open mode)"
                 print(f"  {name:32s} {us:8.2f}{extra}")
+            print("REST limits middleware around an app reading the body, us per request:")
+            for name, us in asyncio.run(limits_level(args.calls)).items():
+                print(f"  {name:32s} {us:8.2f}")
+            print("gRPC GetTopic round trip in this process (client and server), 16 in flight, us per call:")
+            for name, us in asyncio.run(grpc_level(issuer, args.calls, Path(tmp))).items():
+                print(f"  {name:32s} {us:8.2f}")
             if not args.no_http:
                 driver = "hey" if shutil.which("hey") else "httpx (the bottleneck; install hey)"
                 print(f"end to end, one-message publish, {args.concurrency} in flight, driver {driver}:")

@@ -103,6 +103,12 @@ class RequestLimitsMiddleware:
             await self.app(scope, receive, send)
             return
         limits = self._limits()
+        publish = _is_publish(scope)
+        limit = limits.max_request_bytes if publish else limits.max_control_body_bytes
+        length = _content_length(scope)
+        if length is not None and length > limit:
+            await _too_large(limit).send(send)
+            return
         admission = self._admission()
         caller = caller_of(scope)
         share = caller_share(limits.max_concurrent_requests, limits.max_concurrent_per_caller)
@@ -110,23 +116,9 @@ class RequestLimitsMiddleware:
         if refusal is not None:
             await _Refused(503, "unavailable", refusal.message(), retryAfterSeconds=_RETRY_AFTER).send(send)
             return
-        try:
-            await self._admitted(scope, receive, send, limits, admission)
-        finally:
-            admission.leave(caller)
-
-    async def _admitted(
-        self, scope: Scope, receive: Receive, send: Send, limits: LimitSettings, admission: Admission
-    ) -> None:
-        publish = _is_publish(scope)
-        limit = limits.max_request_bytes if publish else limits.max_control_body_bytes
-        length = _content_length(scope)
-        if length is not None and length > limit:
-            await _too_large(limit).send(send)
-            return
         extension = connection_extension(scope)
         buffered = extension.get("body_buffered") if extension is not None else None
-        reader = _BodyReader(admission, receive, limit, limits, publish, buffered, _content_length(scope))
+        reader = _BodyReader(admission, receive, limit, limits, publish, buffered, length)
         started = False
 
         async def guarded_send(message: Message) -> None:
@@ -146,6 +138,7 @@ class RequestLimitsMiddleware:
         finally:
             admission.release(reader.reserved)
             reader.reserved = 0
+            admission.leave(caller)
         if reader.refusal is not None and not reader.refused and not started:
             reader.refused = True
             await reader.refusal.send(send)
@@ -199,7 +192,7 @@ class _BodyReader:
     ) -> None:
         self._admission = admission
         self._length = length or 0
-        self._started = time.monotonic()
+        self._started = 0.0  # when the first piece of body was waited for (the buffered case never waits)
         self._buffered = buffered
         self._receive = receive
         self._limit = limit
@@ -222,8 +215,11 @@ class _BodyReader:
                 message = await self._receive()  # answers at once: no deadline (and no timer) needed
             else:
                 # the next piece within body_timeout, and the whole body at min_body_rate on average
+                now = time.monotonic()
+                if not self._started:
+                    self._started = now
                 whole = limits.body_timeout + max(self._length, self._received) / limits.min_body_rate
-                left = self._started + whole - time.monotonic()
+                left = self._started + whole - now
                 if left <= 0:
                     raise TimeoutError
                 async with asyncio.timeout(min(limits.body_timeout, left)):

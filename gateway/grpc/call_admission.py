@@ -57,12 +57,14 @@ class AdmittingInterceptor(WrappingInterceptor):
         *,
         security: Security | None = None,
         admission: Admission | None = None,
-        limits: Callable[[], LimitSettings] = LimitSettings,
+        limits: Callable[[], LimitSettings] | None = None,
         max_health_watches: int = 64,
     ) -> None:
         self._security = security
         self._admission = admission if admission is not None else Admission()
-        self._limits = limits
+        defaults = LimitSettings()
+        #: the limits, read per call (the runtime's settings; tests may swap them)
+        self._limits = limits if limits is not None else lambda: defaults
         self._max_watches = max_health_watches
         self._watches = 0
         self._open_reads = asyncio.Semaphore(OPEN_READS)

@@ -116,7 +116,7 @@ class GatewayInterceptor(AdmittingInterceptor):
         authorize: Authorizer | None = None,
         security: Security | None = None,
         admission: Admission | None = None,
-        limits: Callable[[], LimitSettings] = LimitSettings,
+        limits: Callable[[], LimitSettings] | None = None,
         max_health_watches: int = 64,
         clock: Callable[[], float] = time.perf_counter,
         replica_secret: bytes = b"",
