@@ -10,9 +10,11 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import httpx
 import pytest
+from auth_support import secure_gateway
 from fastapi import FastAPI, HTTPException
 from hypothesis import given
 from hypothesis import strategies as st
@@ -288,3 +290,22 @@ async def test_generated_request_ids_are_distinct_hex(capture: Capture) -> None:
         ids = [(await client.get("/v1/items/a")).headers[REQUEST_ID_HEADER] for _ in range(50)]
     assert len(set(ids)) == 50
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+
+
+async def test_access_lines_name_the_authenticated_principal_by_method(
+    capture: Capture, tmp_path: Path
+) -> None:
+    async with secure_gateway(tmp_path) as gw:
+        assert (await gw.http.get("/v1/topics/demo", headers=gw.files.headers("alice"))).status_code == 200
+        assert (await gw.http.get("/v1/topics/demo")).status_code == 401
+        assert (await gw.http.get("/v1/topics/demo", headers=gw.files.headers("nobody"))).status_code == 403
+    access = [
+        e for e in capture.entries if e["logger"] == "gateway.access" and e["path"] == "/v1/topics/demo"
+    ]
+    # who made the request, in the form rules name it, allowed or refused; nobody when authentication failed
+    assert [(e["status"], e.get("principal")) for e in access] == [
+        (200, "api_key:alice"),
+        (401, None),
+        (403, "api_key:nobody"),
+    ]
+    assert all(gw.files.keys["alice"] not in json.dumps(e) for e in capture.entries)

@@ -36,7 +36,7 @@ from gateway.security.operations import Operation, rest_operation
 from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
 from gateway.security.setup import Security
 from gateway.service.errors import NotFound, ServiceError
-from gateway.service.principal import principal_scope
+from gateway.service.principal import PRINCIPAL_SCOPE_KEY, principal_scope
 
 __all__ = ["AuthMiddleware", "RestOperation", "document_security", "rest_operations", "send_error"]
 
@@ -182,6 +182,8 @@ class AuthMiddleware:
                 _believe_replica_cert(scope, self._replica_secret())
                 client_cert = _client_cert(scope)
             principal = await authenticator.authenticate(from_headers(authorization, api_key, client_cert))
+            if not principal.anonymous:  # the access line names who made the request, refused or not
+                scope[PRINCIPAL_SCOPE_KEY] = principal.label
             if methods is None:
                 raise NotFound(f"no route {scope['method']} {scope['path']}; see /openapi.json", field="path")
             if operation is not None:  # None: a method the path does not serve (the app answers 405)

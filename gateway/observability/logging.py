@@ -40,6 +40,7 @@ from gateway.observability.request_id import (
     unbind,
 )
 from gateway.service.instance_id import redact_text
+from gateway.service.principal import PRINCIPAL_SCOPE_KEY
 from gateway.tubemq.events import EventBus, Subscription
 
 __all__ = [
@@ -286,6 +287,9 @@ class RequestIdMiddleware:
             "status": status,
             "duration_seconds": round(seconds, 6),
         }
+        principal = scope.get(PRINCIPAL_SCOPE_KEY)
+        if principal is not None:
+            extra["principal"] = principal
         log.handle(log.makeRecord(log.name, level, _ACCESS_FN, 0, "request", (), None, extra=extra))
 
     def __repr__(self) -> str:
