@@ -31,12 +31,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.api.errors import STATUS_BY_KIND, error_headers
 from gateway.api.forwarding import FORWARDED_HEADER
 from gateway.api.schemas import error_document
+from gateway.observability.logging import PRINCIPAL_SCOPE_KEY
 from gateway.security.credentials import from_headers
 from gateway.security.operations import Operation, rest_operation
 from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
 from gateway.security.setup import Security
 from gateway.service.errors import NotFound, ServiceError
-from gateway.service.principal import PRINCIPAL_SCOPE_KEY, principal_scope
+from gateway.service.principal import principal_scope
 
 __all__ = ["AuthMiddleware", "RestOperation", "document_security", "rest_operations", "send_error"]
 

@@ -40,7 +40,6 @@ from gateway.observability.request_id import (
     unbind,
 )
 from gateway.service.instance_id import redact_text
-from gateway.service.principal import PRINCIPAL_SCOPE_KEY
 from gateway.tubemq.events import EventBus, Subscription
 
 __all__ = [
@@ -314,6 +313,11 @@ def _incoming_id(scope: Scope) -> str | None:
             text = value.decode("latin-1")
             return accepted(text)
     return None
+
+
+#: the ASGI scope key under which the REST authentication leaves the caller's label (``api_key:alice``...) for
+#: the access line
+PRINCIPAL_SCOPE_KEY = "tubemq.principal"
 
 
 def route_template(scope: Scope) -> str:

@@ -29,7 +29,6 @@ from typing import Literal
 __all__ = [
     "ANONYMOUS",
     "AUTH_METHODS",
-    "PRINCIPAL_SCOPE_KEY",
     "AuthMethod",
     "Principal",
     "bind_principal",
@@ -38,8 +37,6 @@ __all__ = [
 ]
 
 AuthMethod = Literal["anonymous", "api_key", "jwt", "mtls"]
-#: the ASGI scope key under which the REST adapter leaves the authenticated caller's label for the access line
-PRINCIPAL_SCOPE_KEY = "tubemq.principal"
 #: the methods an authenticated principal may have (the prefixes of :attr:`Principal.label`)
 AUTH_METHODS: frozenset[str] = frozenset({"api_key", "jwt", "mtls"})
 
