@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 from auth_support import secure_gateway
@@ -19,6 +20,7 @@ from fastapi import FastAPI, HTTPException
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
 from gateway.observability.logging import (
     REQUEST_ID_HEADER,
     EventLogger,
@@ -307,5 +309,25 @@ async def test_access_lines_name_the_authenticated_principal_by_method(
         (200, "api_key:alice"),
         (401, None),
         (403, "api_key:nobody"),
+    ]
+    assert all(gw.files.keys["alice"] not in json.dumps(e) for e in capture.entries)
+
+
+async def test_grpc_call_lines_name_the_authenticated_principal_by_method(
+    capture: Capture, tmp_path: Path
+) -> None:
+    async with secure_gateway(tmp_path) as gw:
+        request = gateway_pb2.GetTopicRequest(topic="demo")
+        await gw.stub.GetTopic(request, metadata=gw.files.metadata("alice"))
+        for metadata in ((), gw.files.metadata("nobody")):
+            with pytest.raises(grpc.aio.AioRpcError):
+                await gw.stub.GetTopic(request, metadata=metadata)
+    calls = [
+        e for e in capture.entries if e["msg"] == "GrpcCallFinished" and e["method"].endswith("/GetTopic")
+    ]
+    assert [(e["code"], e.get("principal")) for e in calls] == [
+        ("OK", "api_key:alice"),
+        ("UNAUTHENTICATED", None),
+        ("PERMISSION_DENIED", "api_key:nobody"),
     ]
     assert all(gw.files.keys["alice"] not in json.dumps(e) for e in capture.entries)

@@ -102,12 +102,11 @@ class AdmittingInterceptor(WrappingInterceptor):
                 if authenticator.mtls:
                     return True  # the handler authenticates it from the connection's certificate
                 await authenticator.authenticate(Credentials())  # raises: no credentials
-            principal = await authenticator.authenticate(credentials)
-            security.admit(operation, principal)
+            call.principal = await authenticator.authenticate(credentials)  # logged, admitted or not
+            security.admit(operation, call.principal)
         except ServiceError as exc:
             call.error = exc
             return True
-        call.principal = principal
         return False
 
     def _lazy(self, method: str, handler: Any) -> Any:

@@ -73,7 +73,7 @@ from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
 from gateway.security.setup import Security
 from gateway.service.admission import Admission
 from gateway.service.errors import ServiceError
-from gateway.service.principal import bind_principal
+from gateway.service.principal import bind_principal, current_principal
 from gateway.tls import GRPC_SUBJECT_KEY
 from gateway.tubemq.events import EventBus
 
@@ -233,6 +233,8 @@ class GatewayInterceptor(AdmittingInterceptor):
         this call's task; raises ServiceError / AuthError."""
         call = CALL.get()
         if call is not None and call.error is not None:
+            if call.principal is not None:
+                bind_principal(call.principal)  # the call's log line names who was refused
             raise call.error
         security = self._security
         if security is not None and security.mode != "open":
@@ -249,6 +251,7 @@ class GatewayInterceptor(AdmittingInterceptor):
                         else None,
                     )
                     principal = await authenticator.authenticate(credentials)
+                    bind_principal(principal)  # the call's log line names it, admitted or not
                     security.admit(operation, principal)
                     if call is not None:
                         call.principal = principal
@@ -289,7 +292,9 @@ class GatewayInterceptor(AdmittingInterceptor):
     ) -> None:
         events = self._events
         if events is not None and events.has_subscribers:
-            events.emit(GrpcCallFinished(method, code.name, self._clock() - started, request_id, kind))
+            principal = current_principal()
+            label = None if principal.anonymous else principal.label
+            events.emit(GrpcCallFinished(method, code.name, self._clock() - started, request_id, kind, label))
 
 
 def _close_call() -> None:

@@ -53,3 +53,4 @@ class GrpcCallFinished(Event):
     duration: float  # seconds
     request_id: str
     grpc_type: str = UNARY
+    principal: str | None = None  # the caller's label (api_key:alice...) once authenticated, admitted or not
