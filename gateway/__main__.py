@@ -15,13 +15,14 @@ import os
 import signal
 import ssl
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from gateway import __version__
 from gateway.embedded.auth import ServerAuth
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+from gateway.event_loop import run_main as _run
 from gateway.security.cli import add_keys_parser
 from gateway.serve import add_serve_parser
 from gateway.tubemq.wire import Credentials
@@ -198,15 +199,6 @@ async def _until_signalled() -> None:
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
-
-
-def _run(main: Coroutine[Any, Any, int]) -> int:
-    """Run ``main`` on uvloop when it is installed, else on the default asyncio loop."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a platform-dependent dependency
-        return asyncio.run(main)
-    return uvloop.run(main)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,6 +44,7 @@ ABOVE_CORE = (
     "gateway.serve",
     "gateway.shutdown",
     "gateway.tls",
+    "gateway.event_loop",
     "gateway.workers",
     "gateway.__main__",
 )
@@ -385,7 +386,13 @@ _ADAPTER_CORE = (
     "gateway.tubemq.net:ConnectionPool",
     "gateway.tubemq.producer:SendResult",
 )
-_PROCESS = ("gateway.config", "gateway.tls", "gateway.shutdown", "gateway.workers.context")
+_PROCESS = (
+    "gateway.config",
+    "gateway.tls",
+    "gateway.shutdown",
+    "gateway.event_loop",
+    "gateway.workers.context",
+)
 ALLOWED: dict[str, tuple[str, ...]] = {
     # redaction of consumer instance ids is the one thing logs take from the service layer
     "gateway.observability": ("gateway.tubemq", "gateway.service.instance_id"),
@@ -394,6 +401,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "gateway.upstream": ("gateway.config", "gateway.tubemq"),
     "gateway.tls": ("gateway.config",),
     "gateway.shutdown": (),
+    # runs the process's main coroutine (on uvloop when installed): the CLI's and the supervisor's
+    "gateway.event_loop": (),
     "gateway.spark": ("gateway.tubemq", "gateway.config", "gateway.upstream"),
     "gateway.runtime": (
         "gateway.tubemq",
@@ -437,7 +446,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     ),
     "gateway.workers": (
         "gateway.serve",
-        "gateway.__main__",
         "gateway.runtime",
         "gateway.embedded",
         "gateway.observability",

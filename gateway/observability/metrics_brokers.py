@@ -16,7 +16,7 @@ from gateway.tubemq.net import Outcome, RequestCompleted
 from gateway.tubemq.producer import SendCompleted
 
 if TYPE_CHECKING:
-    from gateway.observability.metrics import GatewayMetrics
+    from gateway.observability.metrics_families import MetricFamilies
 
 __all__ = ["FETCH_FAILURES", "PUBLISH_ERROR_REASONS", "BrokerMetrics"]
 
@@ -31,7 +31,7 @@ class BrokerMetrics:
     """Per-node and per-broker series of :class:`GatewayMetrics`; label children are looked up once per
     (node or broker, outcome): requests and sends are a hot path."""
 
-    def __init__(self, metrics: GatewayMetrics) -> None:
+    def __init__(self, metrics: MetricFamilies) -> None:
         self.m = metrics
         self._brokers: dict[int | str, str] = {}  # broker id -> its (capped) label
         self._requests: dict[tuple[NodeAddress, Outcome], Any] = {}

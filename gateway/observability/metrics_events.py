@@ -52,7 +52,7 @@ from gateway.tubemq.producer import (
 from gateway.tubemq.wire import METHODS, Method
 
 if TYPE_CHECKING:
-    from gateway.observability.metrics import GatewayMetrics
+    from gateway.observability.metrics_families import MetricFamilies
 
 __all__ = ["EventMetrics"]
 
@@ -82,7 +82,7 @@ def method_name(method: int) -> str:
 class EventMetrics:
     """The event subscriber that feeds :class:`~gateway.observability.metrics.GatewayMetrics`."""
 
-    def __init__(self, metrics: GatewayMetrics) -> None:
+    def __init__(self, metrics: MetricFamilies) -> None:
         self.m = metrics
         self._links: dict[str, int] = defaultdict(int)
         self._shielded: set[int] = set()

@@ -16,7 +16,7 @@ from gateway.observability.grpc_events import (
 )
 
 if TYPE_CHECKING:
-    from gateway.observability.metrics import GatewayMetrics
+    from gateway.observability.metrics_families import MetricFamilies
 
 __all__ = ["LONG_GRPC_METHODS", "GrpcMetrics", "go_code"]
 
@@ -50,7 +50,7 @@ class _GrpcSeries:
 class GrpcMetrics:
     """The handlers of the gRPC call events; label children are resolved once per method (a hot path)."""
 
-    def __init__(self, metrics: GatewayMetrics) -> None:
+    def __init__(self, metrics: MetricFamilies) -> None:
         self.m = metrics
         self._cache: dict[tuple[str, str], _GrpcSeries] = {}
 

@@ -24,7 +24,7 @@ from gateway.observability.lag_events import GroupLagGone, GroupLagRead, topic_l
 from gateway.observability.metric_limits import MAX_LAG_PARTITIONS
 
 if TYPE_CHECKING:
-    from gateway.observability.metrics import GatewayMetrics
+    from gateway.observability.metrics_families import MetricFamilies
 
 __all__ = ["GroupLagMetrics"]
 
@@ -32,7 +32,7 @@ __all__ = ["GroupLagMetrics"]
 class GroupLagMetrics:
     """Sets and removes the group lag series; remembers which label sets each group has."""
 
-    def __init__(self, metrics: GatewayMetrics) -> None:
+    def __init__(self, metrics: MetricFamilies) -> None:
         self.m = metrics
         self._series: dict[str, tuple[str, set[str], set[tuple[str, str]]]] = {}
         self._partition_series = 0  # per-partition series held, over every group

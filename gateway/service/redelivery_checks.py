@@ -14,7 +14,7 @@ from gateway.tubemq import errors as core
 from gateway.tubemq.consumer import MAX_FILTER_ITEM_LENGTH
 
 if TYPE_CHECKING:
-    from gateway.service.consumers import InstanceSpec
+    from gateway.service.instance_spec import InstanceSpec
 
 __all__ = ["MAX_DELIVERY_ATTEMPTS", "check_redelivery", "ensure_redelivery_topics"]
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.spark.arrow import from_messages
 from gateway.spark.core import PartitionRange, PlannedPartition, get_core, plan_topic
+from gateway.spark.failures import WriteFailed
 from gateway.spark.options import SourceOptions
 from gateway.tubemq.producer import Producer
 
@@ -145,10 +146,6 @@ def _chunks(rows: Iterable[Any], columns: Sequence[str]) -> Iterator[list[Outgoi
             chunk = []
     if chunk:
         yield chunk
-
-
-class WriteFailed(RuntimeError):
-    """Some messages of a write task were not stored; the task fails so that Spark retries it."""
 
 
 async def _send_chunk(producer: Producer, topic: str, chunk: list[OutgoingRow]) -> int:

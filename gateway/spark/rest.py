@@ -20,6 +20,7 @@ import httpx
 
 from gateway.spark.arrow import record_batch
 from gateway.spark.core import PartitionRange, PlannedPartition
+from gateway.spark.failures import WriteFailed
 from gateway.spark.options import SourceOptions
 from gateway.tubemq.ranges import OffsetBounds
 from gateway.tubemq.wire import BrokerInfo, Partition, format_msg_time
@@ -111,8 +112,6 @@ def read_batches(options: SourceOptions, task: PartitionRange) -> Iterator[Any]:
 
 
 def send_chunk(options: SourceOptions, chunk: list[tuple[Any, ...]]) -> int:
-    from gateway.spark.backend import WriteFailed
-
     messages = []
     for body, key, attributes, stream_id, msg_time in chunk:
         item: dict[str, Any] = {"value": base64.b64encode(body).decode("ascii"), "encoding": "base64"}

@@ -52,6 +52,7 @@ from pathlib import Path
 
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
+from gateway.event_loop import run_main
 from gateway.runtime import embedded_cluster, embedded_upstream
 from gateway.upstream import upstream_options
 from gateway.workers.context import WorkerContext
@@ -120,9 +121,7 @@ def _rate(value: float | None, count: int) -> float | None:
 
 def supervise(settings: Settings, count: int) -> int:
     """Run the replica as ``count`` worker processes until a signal; the exit status."""
-    from gateway.__main__ import _run
-
-    return _run(Supervisor(settings, count).run())
+    return run_main(Supervisor(settings, count).run())
 
 
 @dataclass
