@@ -18,7 +18,7 @@ from gateway.api.console import install_console
 from gateway.api.cors import install_cors
 from gateway.api.docs import install_docs
 from gateway.api.errors import install_error_handlers
-from gateway.api.hot_path import GatewayApp, HotPathMiddleware
+from gateway.api.hot_path import GatewayApp, HotPathMiddleware, check_publish_route
 from gateway.api.openapi_doc import complete_openapi
 from gateway.api.proxy import ProxyHeadersMiddleware
 from gateway.api.request_limits import RequestLimitsMiddleware
@@ -98,6 +98,7 @@ def create_app(
     )
     # Innermost of all: publish requests go straight to their endpoint (gateway/api/hot_path.py).
     app.user_middleware.append(Middleware(HotPathMiddleware, fastapi=lambda: app))
+    check_publish_route(app)  # refuses a publish route the hot path would serve differently
     if rt.settings.tracing.enabled or tracing.enabled():  # a SERVER span around all of the rest
         app.add_middleware(TracingMiddleware)
     # Just inside CORS: any answer, errors included, may be compressed (gateway/api/compression.py).

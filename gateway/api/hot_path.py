@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from fastapi import FastAPI
@@ -32,7 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.routes_topics import publish_answer, publish_messages, router
 
-__all__ = ["PUBLISH_PATH", "GatewayApp", "HotPathMiddleware"]
+__all__ = ["PUBLISH_PATH", "GatewayApp", "HotPathConflict", "HotPathMiddleware", "check_publish_route"]
 
 #: The publish route's path template; ``{topic}`` matches as Starlette's ``str`` convertor does.
 PUBLISH_PATH = "/v1/topics/{topic}/messages"
@@ -65,6 +65,52 @@ class GatewayApp(FastAPI):
                 await self._entry(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+
+class HotPathConflict(RuntimeError):
+    """The app's publish route needs something the hot path would skip."""
+
+
+def check_publish_route(app: FastAPI) -> None:
+    """Refuse (:class:`HotPathConflict`) an app whose publish route the hot path would not serve as the
+    router does: the hot path calls ``publish_answer(topic, request)`` directly, so a dependency or a
+    parameter added to the route (or to the app or router it is included with) would be skipped."""
+    routes = _publish_routes(app.routes)
+    problems = [] if len(routes) == 1 else [f"{len(routes)} routes serve it, not one"]
+    for route in routes:
+        if route.endpoint is not publish_messages:
+            problems.append(f"its endpoint is {route.endpoint.__qualname__}, not publish_messages")
+        found = route.dependant
+        problems += [f"dependency {_name(sub.call)}" for sub in found.dependencies]
+        params = (*found.query_params, *found.header_params, *found.cookie_params, *found.body_params)
+        params += tuple(p for p in found.path_params if p.name != "topic")
+        problems += [f"parameter {p.name}" for p in params]
+    if problems:
+        raise HotPathConflict(
+            f"POST {PUBLISH_PATH} has what gateway/api/hot_path.py would skip: {'; '.join(problems)}. "
+            "Do that work inside publish_answer (gateway/api/routes_topics.py), or take "
+            "HotPathMiddleware out of create_app"
+        )
+
+
+def _publish_routes(routes: Iterable[Any]) -> list[Any]:
+    """The routes (as served: with the dependencies of the app and routers they are included with) that
+    answer ``POST PUBLISH_PATH``. FastAPI 0.165 keeps an included router as one lazy entry whose
+    ``effective_candidates()`` are those routes; earlier versions copied each route into the app."""
+    found: list[Any] = []
+    for route in routes:
+        candidates = getattr(route, "effective_candidates", None)
+        if candidates is not None:
+            found += _publish_routes(candidates())
+        elif getattr(route, "path", None) == PUBLISH_PATH and "POST" in (
+            getattr(route, "methods", None) or ()
+        ):
+            found.append(route)
+    return found
+
+
+def _name(call: Any) -> str:
+    return str(getattr(call, "__qualname__", None) or repr(call))
 
 
 def _native_telemetry(app: FastAPI) -> bool:

@@ -1,0 +1,279 @@
+"""The framework internals the gateway relies on, checked on the installed fastapi, starlette and uvicorn.
+
+``gateway/api/hot_path.py`` subclasses FastAPI, walks the middleware stack through ``.app`` and repeats
+Starlette's exception-handler lookup; ``gateway/api/http_guard.py``, ``declined_upgrade.py`` and
+``tls_scope.py`` subclass uvicorn's httptools protocol, override ``on_response_complete`` and
+``data_received`` with copies of uvicorn's own, and call its private methods. pyproject.toml caps those
+three below the next release nobody has checked; raising a cap means running this file on the new release.
+Each failure names the missing attribute, the changed signature, or the function whose code changed (a
+fingerprint of its syntax tree, so formatting alone does not count) and what to re-read.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import textwrap
+from collections.abc import Callable
+from importlib.metadata import version
+from typing import Any
+
+import pytest
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
+from fastapi.routing import APIRoute
+from starlette import _exception_handler
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.errors import ServerErrorMiddleware
+from starlette.middleware.exceptions import ExceptionMiddleware
+from uvicorn.protocols.http import flow_control, httptools_impl
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.server import ServerState
+
+from gateway.api import app as app_module
+from gateway.api.app import create_app
+from gateway.api.hot_path import (
+    PUBLISH_PATH,
+    GatewayApp,
+    HotPathConflict,
+    check_publish_route,
+)
+from gateway.api.routes_topics import publish_messages, router
+from gateway.config import Settings
+
+# uvicorn's httptools protocol: every method the gateway overrides, mixes in or calls, with its parameters.
+PROTOCOL_METHODS: dict[str, list[str]] = {
+    "connection_made": ["self", "transport"],
+    "connection_lost": ["self", "exc"],
+    "data_received": ["self", "data"],
+    "on_header": ["self", "name", "value"],
+    "on_headers_complete": ["self"],
+    "on_message_complete": ["self"],
+    "send_400_response": ["self", "msg"],
+    "shutdown": ["self"],
+    "on_response_complete": ["self"],
+    "handle_websocket_upgrade": ["self"],
+    "_unset_keepalive_if_required": ["self"],
+    "_start_asgi_task": ["self", "cycle", "app"],
+    "_should_upgrade": ["self"],
+}
+# ... the attributes its instances carry that the gateway reads or replaces
+PROTOCOL_ATTRIBUTES = (
+    "app",
+    "cycle",
+    "flow",
+    "headers",
+    "logger",
+    "loop",
+    "parser",
+    "pipeline",
+    "scope",
+    "server_state",
+    "timeout_keep_alive",
+    "transport",
+)
+CYCLE_ATTRIBUTES = ("scope", "transport", "more_body", "disconnected")
+
+# Code the gateway repeats or depends on the exact behaviour of: (function, what to re-read, fingerprint).
+FINGERPRINTS: list[tuple[Callable[..., Any], str, str]] = [
+    (
+        HttpToolsProtocol.on_response_complete,
+        "gateway/api/http_guard.py overrides it with a copy bounded by its own timer",
+        "8a769d10c29642ff",
+    ),
+    (
+        HttpToolsProtocol.data_received,
+        "gateway/api/declined_upgrade.py replaces it (the same, but for an upgrade offer)",
+        "acbe954a13ed6566",
+    ),
+    (
+        _exception_handler._lookup_exception_handler,
+        "gateway/api/hot_path.py _handler_for repeats this lookup",
+        "0b6c8918768db519",
+    ),
+    (
+        _exception_handler.wrap_app_handling_exceptions,
+        "gateway/api/hot_path.py _handler_for repeats its by-status lookup of HTTPException handlers",
+        "8c58077f05741754",
+    ),
+    (
+        ExceptionMiddleware.__init__,
+        "gateway/api/hot_path.py gives the hot path the handlers this middleware gets",
+        "bfd42dd92fcaf2ad",
+    ),
+    (
+        Starlette.__call__,
+        "gateway/api/hot_path.py GatewayApp.__call__ sets scope['app'] and builds the stack as it does",
+        "bc6096f71a2181f5",
+    ),
+]
+
+
+def _versions() -> str:
+    return ", ".join(f"{name} {version(name)}" for name in ("fastapi", "starlette", "uvicorn"))
+
+
+def _assigned_attributes(cls: type) -> set[str]:
+    """Every ``self.NAME = ...`` in the source of ``cls`` and of its bases."""
+    names: set[str] = set()
+    for klass in cls.__mro__[:-1]:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AnnAssign | ast.AugAssign):
+                targets = [node.target]
+            for target in targets:
+                value = target.value if isinstance(target, ast.Attribute) else None
+                if isinstance(target, ast.Attribute) and isinstance(value, ast.Name) and value.id == "self":
+                    names.add(target.attr)
+    return names
+
+
+def fingerprint(function: Callable[..., Any]) -> str:
+    source = textwrap.dedent(inspect.getsource(function))
+    return hashlib.sha256(ast.dump(ast.parse(source)).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("name", sorted(PROTOCOL_METHODS))
+def test_uvicorn_protocol_methods_the_gateway_uses_are_there(name: str) -> None:
+    method = getattr(HttpToolsProtocol, name, None)
+    assert method is not None, f"uvicorn's HttpToolsProtocol has no {name} any more ({_versions()})"
+    parameters = list(inspect.signature(method).parameters)
+    assert parameters == PROTOCOL_METHODS[name], (
+        f"uvicorn's HttpToolsProtocol.{name} now takes {parameters}, the gateway calls or overrides it "
+        f"as {PROTOCOL_METHODS[name]} ({_versions()}): see gateway/api/http_guard.py, declined_upgrade.py"
+    )
+
+
+def test_uvicorn_protocol_and_cycle_attributes_the_gateway_uses_are_there() -> None:
+    protocol = _assigned_attributes(HttpToolsProtocol)
+    missing = [f"HttpToolsProtocol.{name}" for name in PROTOCOL_ATTRIBUTES if name not in protocol]
+    cycle = _assigned_attributes(RequestResponseCycle)
+    missing += [f"RequestResponseCycle.{name}" for name in CYCLE_ATTRIBUTES if name not in cycle]
+    if "total_requests" not in _assigned_attributes(ServerState):
+        missing.append("ServerState.total_requests")
+    missing += [
+        f"FlowControl.{name}"
+        for name in ("drain", "resume_reading")
+        if not hasattr(flow_control.FlowControl, name)
+    ]
+    assert missing == [], f"uvicorn ({_versions()}) no longer sets {missing}: see gateway/api/http_guard.py"
+    assert httptools_impl.HttpToolsProtocol is HttpToolsProtocol
+
+
+@pytest.mark.parametrize(
+    ("function", "reason", "expected"), FINGERPRINTS, ids=lambda v: getattr(v, "__qualname__", "")
+)
+def test_framework_code_the_gateway_repeats_is_unchanged(
+    function: Callable[..., Any], reason: str, expected: str
+) -> None:
+    assert fingerprint(function) == expected, (
+        f"{function.__module__}.{function.__qualname__} changed ({_versions()}): {reason}. Re-read it, "
+        "carry the change over, then put the new fingerprint here"
+    )
+
+
+def test_fastapi_app_internals_the_hot_path_uses_are_there() -> None:
+    app = GatewayApp()
+    missing = [
+        name
+        for name in (
+            "middleware_stack",
+            "build_middleware_stack",
+            "user_middleware",
+            "root_path",
+            "exception_handlers",
+        )
+        if not hasattr(app, name)
+    ]
+    # GatewayApp looks FastAPI's own telemetry up by this private name and goes the long way when it is on.
+    missing += [name for name in ("_native_telemetry",) if not hasattr(app, name)]
+    assert missing == [], (
+        f"FastAPI ({_versions()}) apps have no {missing} any more: see gateway/api/hot_path.py"
+    )
+    assert callable(app._native_telemetry.enabled)
+    assert "cls" in inspect.signature(Middleware).parameters
+    route = next(r for r in router.routes if isinstance(r, APIRoute) and r.path == PUBLISH_PATH)
+    absent = [name for name in ("endpoint", "dependant", "path", "methods") if not hasattr(route, name)]
+    assert absent == [], f"FastAPI's APIRoute has no {absent} any more ({_versions()})"
+    fields = set(inspect.signature(Dependant).parameters)
+    wanted = {"dependencies", "path_params", "query_params", "header_params", "cookie_params", "body_params"}
+    assert wanted <= fields, f"FastAPI's Dependant has no {sorted(wanted - fields)} ({_versions()})"
+    assert "status_code" in inspect.signature(HTTPException).parameters
+
+
+def test_the_framework_layers_outside_the_apps_middleware_pass_on_through_app() -> None:
+    # GatewayApp finds the app's own outermost middleware by following ``.app`` through these layers.
+    class Own:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+    app = GatewayApp(middleware=[Middleware(Own)])
+    layers: list[str] = []
+    node: Any = app.build_middleware_stack()
+    while not isinstance(node, Own):
+        layers.append(type(node).__name__)
+        node = getattr(node, "app", None)
+        assert node is not None, f"the middleware stack of FastAPI ({_versions()}) has no .app path: {layers}"
+    # Outside the app's own middleware the hot path skips every layer (gateway/api/hot_path.py: none has
+    # work on a publish); a new one must be read before it is skipped.
+    known = [ServerErrorMiddleware.__name__, "ExceptionTelemetryMiddleware", "AppBodyLimitMiddleware"]
+    assert layers == known, (
+        f"FastAPI ({_versions()}) puts {layers} outside the app's own middleware, not {known}: a publish "
+        "skips them on the hot path; read what the new ones do (gateway/api/hot_path.py)"
+    )
+    inner: list[type] = []
+    while hasattr(node, "app"):
+        node = node.app
+        inner.append(type(node))
+    assert ExceptionMiddleware in inner and AsyncExitStackMiddleware in inner, inner
+
+
+def _needs_a_caller() -> str:
+    return "caller"
+
+
+def test_the_gateway_app_serves_publish_on_the_hot_path() -> None:
+    check_publish_route(create_app(Settings()))  # today's app: nothing the hot path would skip
+
+
+@pytest.mark.parametrize("where", ["app", "router", "route"])
+def test_a_dependency_on_the_publish_route_refuses_the_app(where: str) -> None:
+    # The hot path calls the endpoint directly: a dependency added anywhere FastAPI puts one on the
+    # route would be skipped, so the app refuses to be built.
+    app = GatewayApp(dependencies=[Depends(_needs_a_caller)] if where == "app" else None)
+    publish = APIRouter(dependencies=[Depends(_needs_a_caller)] if where == "router" else [])
+    extra = [Depends(_needs_a_caller)] if where == "route" else None
+    publish.add_api_route(PUBLISH_PATH, publish_messages, methods=["POST"], dependencies=extra)
+    app.include_router(publish)
+    with pytest.raises(
+        HotPathConflict, match=r"POST /v1/topics/\{topic\}/messages .* dependency _needs_a_caller"
+    ):
+        check_publish_route(app)
+
+
+def test_create_app_refuses_an_app_wide_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
+    class WithADependency(GatewayApp):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(dependencies=[Depends(_needs_a_caller)], **kwargs)
+
+    monkeypatch.setattr(app_module, "GatewayApp", WithADependency)
+    with pytest.raises(HotPathConflict, match="dependency _needs_a_caller"):
+        create_app(Settings())
+
+
+def test_a_parameter_or_another_endpoint_on_the_publish_route_refuses_the_app() -> None:
+    async def publish_with_a_header(topic: str, request: Request, x_tenant: str = Header()) -> Any:
+        return await publish_messages(topic, request)
+
+    app = GatewayApp()
+    app.add_api_route(PUBLISH_PATH, publish_with_a_header, methods=["POST"])
+    with pytest.raises(HotPathConflict) as refused:
+        check_publish_route(app)
+    assert "its endpoint is" in str(refused.value) and "parameter x_tenant" in str(refused.value)
+    with pytest.raises(HotPathConflict, match="0 routes serve it"):
+        check_publish_route(GatewayApp())
