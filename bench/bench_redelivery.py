@@ -26,14 +26,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_render import _Core, answer
+from bench_render import _Core, answer, batch_maker
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import parse_topic_specs
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.instance import ConsumerInstance
 from gateway.service.redelivery import RedeliveryPolicy
-from gateway.tubemq.consumer.batch import ConsumedBatch, decode_messages
+from gateway.tubemq.consumer.batch import decode_messages
 from gateway.tubemq.consumer.config import ConsumerConfig
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
@@ -64,25 +64,7 @@ async def in_process(messages: int, rounds: int) -> list[tuple[str, float]]:
         policy=RedeliveryPolicy("retry", "dead", 5),
         republisher=_Instant(),
     )
-    seq = 0
-
-    def batch() -> ConsumedBatch:
-        nonlocal seq
-        seq += 1
-        return ConsumedBatch(
-            topic="demo",
-            partition_key="1:demo:0",
-            partition_id=0,
-            broker_id=1,
-            broker=None,  # type: ignore[arg-type]
-            messages=decoded,
-            curr_offset=0,
-            max_offset=28 * messages,
-            lag_bytes=0,
-            fetched_count=messages,
-            confirm_context=f"1:demo:0:{seq}",
-            offsets_exact=True,
-        )
+    batch = batch_maker(decoded)
 
     results: dict[str, list[float]] = {"commit by token": [], "nack (instant republish)": []}
     for _ in range(rounds):

@@ -72,6 +72,31 @@ class _Core:
     async def confirm(self, context: str, consumed: bool) -> None:
         return None
 
+
+def batch_maker(messages: list[Any]) -> Callable[[], ConsumedBatch]:
+    """Batches of ``messages`` (one partition, dense offsets), each with its own confirm context."""
+    seq = 0
+
+    def batch() -> ConsumedBatch:
+        nonlocal seq
+        seq += 1
+        return ConsumedBatch(
+            topic="demo",
+            partition_key="1:demo:0",
+            partition_id=0,
+            broker_id=1,
+            broker=None,  # type: ignore[arg-type]
+            messages=messages,
+            curr_offset=0,
+            max_offset=28 * len(messages),
+            lag_bytes=0,
+            fetched_count=len(messages),
+            confirm_context=f"1:demo:0:{seq}",
+            offsets_exact=True,
+        )
+
+    return batch
+
     async def close(self) -> None:
         return None
 
@@ -107,25 +132,7 @@ async def run(args: argparse.Namespace) -> None:
         commit_timeout=60.0,
         assignment_wait=0.0,
     )
-    seq = 0
-
-    def batch() -> ConsumedBatch:
-        nonlocal seq
-        seq += 1
-        return ConsumedBatch(
-            topic="demo",
-            partition_key="1:demo:0",
-            partition_id=0,
-            broker_id=1,
-            broker=None,  # type: ignore[arg-type]
-            messages=messages,
-            curr_offset=0,
-            max_offset=28 * n,
-            lag_bytes=0,
-            fetched_count=n,
-            confirm_context=f"1:demo:0:{seq}",
-            offsets_exact=True,
-        )
+    batch = batch_maker(messages)
 
     delivered: list[Any] = []
     deliver_samples = []
