@@ -64,7 +64,7 @@ EXPOSE 8080 9090
 # Liveness only: /readyz would mark the container unhealthy while it drains or waits for a master.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('TUBEMQ_GATEWAY_HTTP_PORT', '8080') + '/healthz', timeout=2)"]
-# SIGTERM starts the graceful shutdown (see README, "Operating it").
+# SIGTERM starts the graceful shutdown (see docs/operations.md, "Shutdown").
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["tubemq-gateway"]
 CMD ["serve"]

@@ -1,8 +1,8 @@
 """Gateway settings: environment variables (prefix ``TUBEMQ_GATEWAY_``), an optional file, and CLI flags.
 
-Nested groups use ``__`` in variable names, e.g. ``TUBEMQ_GATEWAY_PRODUCER__SEND_TIMEOUT=5``. Every knob and
-its default is listed in README.md. Only the adapters and the app import this module; the client core takes
-plain constructor arguments.
+Nested groups use ``__`` in variable names, e.g. ``TUBEMQ_GATEWAY_PRODUCER__SEND_TIMEOUT=5``. Every knob
+and its default is listed in docs/configuration.md. Only the adapters and the app import this module; the
+client core takes plain constructor arguments.
 """
 
 from __future__ import annotations

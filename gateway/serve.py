@@ -25,7 +25,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
         "serve",
         help="run the HTTP gateway",
         description="Run the gateway. Every flag can also be set with an environment variable "
-        "(TUBEMQ_GATEWAY_MASTERS, TUBEMQ_GATEWAY_HTTP_PORT, ...); see README.md.",
+        "(TUBEMQ_GATEWAY_MASTERS, TUBEMQ_GATEWAY_HTTP_PORT, ...); see docs/configuration.md.",
     )
     p.add_argument(
         "--masters", help="TubeMQ masters host:port[,host:port...]; omit to run on the embedded cluster"

@@ -41,7 +41,7 @@ def gauge(metric: str, agg: str = "sum", by: str = "", match: str = "") -> str:
 
 def replicas(metric: str, per_replica: str = "min", match: str = "") -> str:
     """How many replicas (pods) report ``metric`` 1: each replica's worker processes export one series
-    each (label ``worker``, README "Worker processes"), so they are folded into the replica first
+    each (label ``worker``, docs/operations.md "Worker processes"), so they are folded into the replica first
     (``min``: every worker reports 1; ``max``: one does), then the replicas are summed. Without workers
     there is no ``worker`` label and the fold changes nothing."""
     labels = f"{SEL},{match}" if match else SEL

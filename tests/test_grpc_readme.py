@@ -1,6 +1,7 @@
-"""The grpcurl examples of README.md's gRPC section work as written: each command is parsed as grpcurl would
-(``-d`` JSON, service/method) and run by a reflection-driven client (reflection v1, no generated code,
-proto3 JSON) against a served gateway; only the address is ours, and ``<instanceId>`` the one just created."""
+"""The grpcurl examples of docs/grpc.md (once README.md's gRPC section) work as written: each command is
+parsed as grpcurl would (``-d`` JSON, service/method) and run by a reflection-driven client (reflection v1,
+no generated code, proto3 JSON) against a served gateway; only the address is ours, and ``<instanceId>`` the
+one just created."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from gateway.embedded.cluster import EmbeddedCluster
 from tests.grpc_support import TOPICS, Gateway, running_gateway
 from tests.reflection_client import ReflectionClient
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "grpc.md"
 
 
 def grpcurl_commands() -> list[list[str]]:
-    """The README's grpcurl commands (indented code lines, with backslash continuations), as argv lists."""
+    """The gRPC page's grpcurl commands (indented code lines, with backslash continuations), as argv lists."""
     commands: list[list[str]] = []
     pending = ""
-    for line in README.read_text(encoding="utf-8").splitlines():
+    for line in PAGE.read_text(encoding="utf-8").splitlines():
         text = line.strip()
         if pending or text.startswith("grpcurl "):
             pending += text.removesuffix("\\") + " "
@@ -59,7 +60,7 @@ async def test_the_readme_grpcurl_examples_run(gw: Gateway) -> None:
         if args[0] == "-d":
             body, args = args[1], args[2:]
         address, *rest = args
-        assert address == "localhost:9090", argv  # the default port of the README
+        assert address == "localhost:9090", argv  # the default port of the gRPC page
         if rest[0] == "list":
             (service,) = rest[1:]
             assert service in await client.services()

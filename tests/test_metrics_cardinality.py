@@ -43,7 +43,7 @@ from gateway.tubemq.net.pool_state import PoolConnectFailed, PoolLinkOpened
 from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
 from gateway.tubemq.wire import rpc
 
-#: The documented worst case of one replica with the default caps (README, "Metrics").
+#: The documented worst case of one replica with the default caps (docs/operations.md, "Metrics").
 DOCUMENTED_BOUND = 30_000
 FETCH_OUTCOMES = ("ok", "empty", "not_found", "speed_limit", "forbidden", "moved", "unavailable", "dropped",
                   "error", "transport")  # fmt: skip
@@ -151,7 +151,7 @@ async def test_series_stay_under_the_documented_bound() -> None:
     templates = {*app.openapi()["paths"], *(r.path for r in app.routes if hasattr(r, "path_format"))}
     templates.add("<unmatched>")
     bound = series_bound(http_routes=len(templates))
-    assert bound <= series_bound() <= DOCUMENTED_BOUND, "README's figure covers the default caps"
+    assert bound <= series_bound() <= DOCUMENTED_BOUND, "docs/operations.md's figure covers the default caps"
 
     _hammer_core(runtime.events)
     _hammer_grpc(runtime.events)

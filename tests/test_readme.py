@@ -1,7 +1,8 @@
-"""The README's examples run verbatim: its Publish and Consume shell blocks (bash with -euo pipefail, so a
-failing curl fails the test) and its gRPC Python examples are extracted from README.md and run against a
-gateway served on the embedded cluster (127.0.0.1, ephemeral ports), with only ``GW`` / ``GW_GRPC`` set to
-its addresses, the variables the examples read. The shell blocks are skipped only when curl is missing."""
+"""The documented examples run verbatim: README.md's Publish and Consume shell blocks (bash with -euo
+pipefail, so a failing curl fails the test) and the gRPC Python examples of docs/grpc.md are extracted from
+those pages and run against a gateway served on the embedded cluster (127.0.0.1, ephemeral ports), with
+only ``GW`` / ``GW_GRPC`` set to its addresses, the variables the examples read. The shell blocks are
+skipped only when curl is missing."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from gateway.grpc.server import GrpcServer
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+GRPC_PAGE = ROOT / "docs" / "grpc.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```\n", re.M | re.S)
 
 
@@ -33,19 +35,22 @@ class Block:
     code: str
 
 
-def blocks() -> list[Block]:
-    text = README.read_text()
+def blocks(page: Path) -> list[Block]:
+    """The fenced blocks of ``page``, each under its section: the last ``## `` heading above it (or the
+    page's ``# `` title on a docs page whose blocks sit under no ``## `` heading)."""
+    text = page.read_text()
     out = []
     for match in FENCE.finditer(text):
-        headings = re.findall(r"^## (.+)$", text[: match.start()], re.M)
+        headings = re.findall(r"^##? (.+)$", text[: match.start()], re.M)
         out.append(Block(headings[-1] if headings else "", match.group(1), match.group(2)))
     return out
 
 
-def runnable(section: str, language: str, count: int = 1) -> list[str]:
-    found = [b.code for b in blocks() if b.section == section and b.language == language]
+def runnable(section: str, language: str, count: int = 1, page: Path = README) -> list[str]:
+    found = [b.code for b in blocks(page) if b.section == section and b.language == language]
     assert len(found) == count, (
-        f"README section {section!r} should hold {count} {language} example(s), found {len(found)}"
+        f"{page.relative_to(ROOT)} section {section!r} should hold {count} {language} example(s), "
+        f"found {len(found)}"
     )
     return found
 
@@ -86,13 +91,14 @@ def test_the_examples_are_where_the_test_looks() -> None:
     runnable("Consume", "sh")[0]
     assert "GW=${GW:-http://localhost:8080}" in runnable("Publish", "sh")[0]
     assert all(
-        'os.environ.get("GW_GRPC", "localhost:9090")' in code for code in runnable("gRPC API", "python", 2)
+        'os.environ.get("GW_GRPC", "localhost:9090")' in code
+        for code in runnable("gRPC API", "python", 2, GRPC_PAGE)
     )
 
 
 async def test_readme_examples_run_verbatim(served: Served, tmp_path: Path) -> None:
     """Shell (publish, consume) then Python (gRPC publish, stream, subscribe; error details) on one
-    gateway, as a reader going down the README would."""
+    gateway, as a reader going down the README and then docs/grpc.md would."""
     if shutil.which("curl") is not None:
         await shell_examples(served, tmp_path)
     await python_example(served, tmp_path)
@@ -127,7 +133,7 @@ async def shell_examples(served: Served, tmp_path: Path) -> None:
 async def python_example(served: Served, tmp_path: Path) -> None:
     store = served.env.cluster.brokers[0].store("demo")
     expected_offset = store.max_offset  # nothing else publishes: "hello" is appended right there
-    code, errors = runnable("gRPC API", "python", 2)
+    code, errors = runnable("gRPC API", "python", 2, GRPC_PAGE)
     env = {"GW_GRPC": served.grpc_address, "PYTHONPATH": str(ROOT)}
     out = await run([sys.executable, "-c", code], env, tmp_path, timeout=90.0)
     lines = out.splitlines()

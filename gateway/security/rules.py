@@ -18,7 +18,7 @@ A principal is named with its authentication method, ``<method>:<name>`` (:attr:
 ``api_key:<principal of the keys file>``, ``jwt:<subject>`` (of the configured issuer), ``mtls:<certificate
 subject>``, so a JWT whose subject is ``alice`` is not the API key principal ``alice``. ``"*"`` in
 ``principals`` means every authenticated principal. A bare name (the form before methods were part of a
-principal) is refused with the message saying which forms to write (README, Security: migrating a rules
+principal) is refused with the message saying which forms to write (docs/security.md: migrating a rules
 file). ``actions`` are those of :mod:`gateway.service.access` or ``"*"``. ``topics`` and ``groups`` are
 fnmatch-style patterns (``*``, ``?``, ``[...]``, case-sensitive); ``consume`` needs both to match,
 ``publish``, ``read_ranges`` and ``describe`` need ``topics``; ``describe_cluster`` and ``admin`` take no
@@ -89,7 +89,7 @@ def parse_principal(name: str, where: str) -> str:
     raise ValueError(
         f"{where}: principal {name!r} does not say how it authenticates: write 'api_key:{name}' (a "
         f"principal of auth.api_keys_file), 'jwt:{name}' (a JWT subject) or 'mtls:{name}' (a client "
-        "certificate subject); see README, Security: migrating a rules file"
+        "certificate subject); see docs/security.md, migrating a rules file"
     )
 
 

@@ -36,7 +36,7 @@ DEFAULT_RULES = {"rules": [{"roles": ["admin"], "actions": ["*"], "topics": ["*"
 OPEN_MODE_WARNING = (
     "AUTHENTICATION IS OFF (auth.mode=open): anyone who can reach this gateway may publish to and consume "
     "from every topic. Fine on a laptop; anywhere else set TUBEMQ_GATEWAY_AUTH__MODE=required with "
-    "auth.api_keys_file and/or auth.jwt (see README, Security)"
+    "auth.api_keys_file and/or auth.jwt (see docs/security.md)"
 )
 
 

@@ -32,8 +32,8 @@ refused rather than rounded. A JSON key must name a partition the topics have wh
 * ``groupPrefix``: prefix of the private consumer groups range reads use (default ``tubemq_spark``).
 * ``tls`` (``true``/``false``), ``tls.caFile``, ``tls.certFile``, ``tls.keyFile``, ``tls.serverHostname``,
   ``tls.verify``, ``auth.username``, ``auth.password``: TLS and authentication towards TubeMQ, as the
-  gateway's ``tubemq`` settings (README, "TLS and authentication towards TubeMQ"); files are read where the
-  task runs. Spark redacts options named like ``password`` in its UI and logs.
+  gateway's ``tubemq`` settings (docs/security.md, "TLS and authentication towards TubeMQ"); files are read
+  where the task runs. Spark redacts options named like ``password`` in its UI and logs.
 
 Offsets are broker index offsets (see :mod:`gateway.tubemq.ranges.reader`).
 

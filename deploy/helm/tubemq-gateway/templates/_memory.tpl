@@ -1,12 +1,12 @@
 {{/*
-Memory of a pod, and the publish bytes its workers may hold, agreeing with each other (README "Memory per
+Memory of a pod, and the publish bytes its workers may hold, agreeing with each other (docs/operations.md "Memory per
 pod"). A pod needs, in MiB:
 
   supervisorMi (with more than one worker) + workers x workerMi + inflightFactor x in-flight publish MiB
   + headroomMi
 
 (a JSON publish in progress costs about 4.5 times its body at the peak: the body, its parsed values, the
-encoded messages and the frames; measured, README "Install with Helm", resources.limits.memory). The in-flight publish
+encoded messages and the frames; measured, docs/operations.md "Install with Helm", resources.limits.memory). The in-flight publish
 bytes (limits.max_inflight_publish_bytes, split over the workers) are config's
 TUBEMQ_GATEWAY_LIMITS__MAX_INFLIGHT_PUBLISH_BYTES when given; else, without resources.limits.memory,
 workers x memory.inflightPublishPerWorkerMi, and the limit follows; with resources.limits.memory, what the
