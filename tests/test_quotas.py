@@ -11,7 +11,7 @@ from gateway.config import Settings
 from gateway.runtime import build_quotas
 from gateway.service.errors import RateLimited
 from gateway.service.principal import ANONYMOUS, Principal, principal_scope
-from gateway.service.quotas import Quotas, RateLimits, caller_key, set_caller_address
+from gateway.service.quotas import Quotas, RateLimits, caller_key
 from tests.waiting import ManualClock
 
 ALICE = Principal("alice", "api_key")
@@ -22,8 +22,7 @@ def as_caller(principal: Principal, address: str | None, action: object) -> obje
     """Run ``action()`` as ``principal`` from ``address``, in a context of its own (as a request is)."""
 
     def run() -> object:
-        set_caller_address(address)
-        with principal_scope(principal):
+        with principal_scope(principal, address):
             return action()  # type: ignore[operator]
 
     return contextvars.copy_context().run(run)

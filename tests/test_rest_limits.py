@@ -12,14 +12,16 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from starlette.middleware import Middleware
 from waiting import ManualClock
 
 from gateway.api.app import create_app
+from gateway.api.auth import AuthMiddleware
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
-from gateway.service.principal import Principal, principal_scope
+from gateway.service.principal import ANONYMOUS, Principal, principal_scope
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
@@ -33,19 +35,29 @@ async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
         yield c
 
 
-def with_principal_header(app: ASGIApp) -> ASGIApp:
-    """Run each request as the principal its ``x-test-principal`` header names (as the auth middleware
-    will), else as the anonymous caller: the limits only see ``current_principal()``."""
+class HeaderPrincipal:
+    """In the authentication middleware's place: each request runs as the principal its ``x-test-principal``
+    header names, else as the anonymous caller, from its client address (the limits only see the caller)."""
 
-    async def wrapped(scope: Scope, receive: Any, send: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         name = dict(scope.get("headers") or ()).get(b"x-test-principal")
-        if name is None:
-            await app(scope, receive, send)
-            return
-        with principal_scope(Principal(name.decode(), "api_key")):
-            await app(scope, receive, send)
+        principal = ANONYMOUS if name is None else Principal(name.decode(), "api_key")
+        client = scope.get("client")
+        with principal_scope(principal, client[0] if client else None):
+            await self.app(scope, receive, send)
 
-    return wrapped
+
+def with_principal_header(app: Any) -> Any:
+    """``app`` with :class:`HeaderPrincipal` in place of its authentication middleware."""
+    mine = [m for m in app.user_middleware if m.cls is AuthMiddleware]
+    assert len(mine) == 1
+    app.user_middleware = [
+        Middleware(HeaderPrincipal) if m.cls is AuthMiddleware else m for m in app.user_middleware
+    ]
+    return app
 
 
 class Gateway:

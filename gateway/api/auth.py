@@ -7,13 +7,13 @@ For every HTTP request, :class:`AuthMiddleware` finds the operation (method + pa
 * any other request must authenticate (401 with ``WWW-Authenticate`` and the API's error body otherwise);
   then a path that is no operation of the app is answered 404 here, and an operation that no rule allows
   the caller (its action on some resource) 403; the rest of the app runs in a
-  :func:`~gateway.service.principal.principal_scope` of the caller, and the services check the exact
-  resource (topic, group, consumer instance owner).
+  :func:`~gateway.service.principal.enter_caller` scope of the caller (its principal and address), and the
+  services check the exact resource (topic, group, consumer instance owner).
 
 An operation missing from the table is refused (its action is one no rule grants). The operations are
 read from the app's OpenAPI document (plus FastAPI's own docs routes) the first time a request needs them;
 :func:`rest_operations` gives the same list to tests, which check that every one is in the table. In open
-mode the middleware only passes requests on.
+mode (and for open operations) every request runs as the anonymous caller from its client address.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from gateway.security.operations import Operation, rest_operation
 from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
 from gateway.security.setup import Security
 from gateway.service.errors import NotFound, ServiceError
-from gateway.service.principal import principal_scope
+from gateway.service.principal import ANONYMOUS, Principal, enter_caller, leave_caller
 
 __all__ = ["AuthMiddleware", "RestOperation", "document_security", "rest_operations", "send_error"]
 
@@ -158,18 +158,31 @@ class AuthMiddleware:
         if kind != "http" and kind != "websocket":  # lifespan
             await self.app(scope, receive, send)
             return
+        principal = await self._principal(scope, kind, send)
+        if principal is None:
+            return  # refused: answered
+        # The one place a REST request's caller is set (gateway.service.principal.enter_caller), for every
+        # request, open ones included: anonymous callers' limits and quotas are keyed by this address.
+        client = scope.get("client")
+        token = enter_caller(principal, client[0] if client else None)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            leave_caller(token)
+
+    async def _principal(self, scope: Scope, kind: str, send: Send) -> Principal | None:
+        """The caller's principal (ANONYMOUS in open mode and on open operations), or None when the request
+        was refused here (then it has been answered)."""
         security = self._security()
         if security.mode == "open":
-            await self.app(scope, receive, send)
-            return
+            return ANONYMOUS
         if kind == "websocket":  # the API has no WebSocket operation: refuse rather than pass one unchecked
             await send({"type": "websocket.close", "code": 1008, "reason": "no WebSocket operations"})
-            return
+            return None
         methods = self._methods(scope["path"])
         operation = methods.get(scope["method"]) if methods is not None else None
         if operation is not None and operation.open:
-            await self.app(scope, receive, send)
-            return
+            return ANONYMOUS
         authorization = api_key = None
         for name, value in scope["headers"]:
             if name == b"authorization":
@@ -191,9 +204,8 @@ class AuthMiddleware:
                 security.admit(operation, principal)
         except ServiceError as exc:
             await send_error(send, exc)
-            return
-        with principal_scope(principal):
-            await self.app(scope, receive, send)
+            return None
+        return principal
 
 
 SECURITY_SCHEMES: dict[str, dict[str, str]] = {

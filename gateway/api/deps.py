@@ -13,7 +13,6 @@ from fastapi import Depends, Request
 from gateway.config import Settings
 from gateway.runtime import Runtime
 from gateway.service.publish import PublishService
-from gateway.service.quotas import set_caller_address
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -27,13 +26,6 @@ async def runtime_dep(request: Request) -> Runtime:
 
 async def get_settings_dep(request: Request) -> Settings:
     return get_runtime(request).settings
-
-
-def bind_caller_address(request: Request) -> None:
-    """Hand the client's address down to the service layer, which keys anonymous callers' quotas by it.
-    (Behind a proxy in http.trusted_proxies it is the X-Forwarded-For client: gateway/api/proxy.py.)"""
-    client = request.scope.get("client")
-    set_caller_address(client[0] if client else None)
 
 
 async def get_publish_service(request: Request) -> PublishService:

@@ -37,7 +37,7 @@ from gateway.api.http_guard import connection_extension
 from gateway.api.schemas import error_document
 from gateway.config import LimitSettings
 from gateway.service.admission import Admission, caller_share
-from gateway.service.principal import current_principal
+from gateway.service.principal import current_caller
 
 __all__ = ["RequestLimitsMiddleware", "caller_of"]
 
@@ -145,12 +145,9 @@ class RequestLimitsMiddleware:
 
 
 def caller_of(scope: Scope) -> str:
-    """Whose share a request takes: the principal's identity, or ``anonymous@<client address>``."""
-    principal = current_principal()
-    if not principal.anonymous:
-        return principal.identity
-    client = scope.get("client")
-    return f"anonymous@{client[0]}" if client else "anonymous"
+    """Whose share a request takes: the principal's identity, or ``anonymous@<client address>`` (the caller
+    the authentication middleware, outside this one, entered: gateway/service/principal.py)."""
+    return current_caller().key
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -33,7 +33,6 @@ from gateway.api.consumer_schemas import (
     SeekResponse,
     ValueFormat,
 )
-from gateway.api.deps import bind_caller_address
 from gateway.api.errors import RATE_LIMITED_DOC
 from gateway.api.forwarding import Forwarder, check_passable
 from gateway.api.media_types import require_json_body
@@ -204,7 +203,6 @@ async def create_consumer(
         max_delivery_attempts=body.maxDeliveryAttempts,
         ack_deadline=None if body.ackDeadlineMs is None else body.ackDeadlineMs / 1000,
     )
-    bind_caller_address(request)
     info = await service.create(group, spec)
     base_url = service.base_url(group, info.instance_id, _public_base(request))
     return JSONResponse(

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.api.deps import PublishDep, bind_caller_address, get_publish_service, get_runtime
+from gateway.api.deps import PublishDep, get_publish_service, get_runtime
 from gateway.api.errors import RATE_LIMITED_DOC, STATUS_BY_KIND
 from gateway.api.media_types import JSON, OCTETS, body_kind, refusal
 from gateway.api.publish_parse import parse_json_batch, parse_raw_message
@@ -139,7 +139,6 @@ async def publish_answer(topic: str, request: Request) -> bytes | Response:
     # resolution was ~5% of the gateway's CPU on a one-message publish.
     service = await get_publish_service(request)
     settings = get_runtime(request).settings
-    bind_caller_address(request)
     content_type = request.headers.get("content-type")
     kind = body_kind(content_type)  # never JSON by default: see gateway/api/media_types.py
     if kind is None:

@@ -22,7 +22,6 @@ import grpc
 from gateway.config import LimitSettings
 from gateway.grpc import errors
 from gateway.grpc.call_budget import CALL, CallState, bounded, budgeted, checked
-from gateway.grpc.convert import peer_host
 from gateway.grpc.wrapping import SERVER_STREAM, UNARY, WrappingInterceptor, method_codec
 from gateway.security.credentials import Credentials, from_headers
 from gateway.security.operations import grpc_operation
@@ -30,7 +29,7 @@ from gateway.security.setup import Security
 from gateway.service.access import PUBLISH
 from gateway.service.admission import Admission, caller_share
 from gateway.service.errors import InvalidInput, ServiceError, Unavailable
-from gateway.service.principal import current_principal
+from gateway.service.principal import current_caller
 
 __all__ = ["OPEN_READS", "AdmittingInterceptor", "TooManyCalls", "metadata_text"]
 
@@ -179,7 +178,7 @@ class AdmittingInterceptor(WrappingInterceptor):
             self._watches += 1
             return self._watch_ended
         limits = self._limits()
-        caller = _caller(context)
+        caller = current_caller().key  # entered before the call is counted (gateway/grpc/interceptors.py)
         share = caller_share(limits.max_concurrent_requests, limits.max_concurrent_per_caller)
         refusal = self._admission.enter(caller, limits.max_concurrent_requests, share)
         if refusal is not None:
@@ -212,14 +211,6 @@ def _stream_after_first(
             await result
 
     return call
-
-
-def _caller(context: grpc.aio.ServicerContext) -> str:
-    """Whose share a call takes: the bound principal's identity, or ``anonymous@<peer address>``."""
-    principal = current_principal()
-    if not principal.anonymous:
-        return principal.identity
-    return f"anonymous@{peer_host(context.peer())}"
 
 
 def metadata_text(value: str | bytes | None) -> str | None:

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 import grpc
 
 from gateway.grpc.consumed_wire import encode_consumed
-from gateway.grpc.convert import peer_host
 from gateway.grpc.errors import StreamSuperseded
 from gateway.grpc.interceptors import client_subject
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
@@ -27,7 +26,6 @@ from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpe
 from gateway.service.delivered import CommitResult, NackResult
 from gateway.service.errors import InvalidInput, Unavailable, renamed_fields
 from gateway.service.group_lag_view import read_group_lag
-from gateway.service.quotas import set_caller_address
 
 #: The service's parameter names -> the proto3 JSON names of the gRPC request fields.
 _FIELDS = {
@@ -83,7 +81,6 @@ class ConsumerRpcs:
                 "this gateway is shutting down; create the consumer instance through another replica",
                 retry_after=1.0,
             )
-        set_caller_address(peer_host(context.peer()))
         info = await service.create(request.group, instance_spec(request))
         return consumer_instance(info)
 

@@ -56,6 +56,7 @@ from gateway.config import LimitSettings
 from gateway.grpc import errors
 from gateway.grpc.call_admission import AdmittingInterceptor, metadata_text
 from gateway.grpc.call_budget import CALL, checked
+from gateway.grpc.convert import peer_host
 from gateway.grpc.replicas import FORWARDED_KEY
 from gateway.grpc.siblings import forwarded_subject
 from gateway.observability.grpc_events import (
@@ -73,7 +74,7 @@ from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
 from gateway.security.setup import Security
 from gateway.service.admission import Admission
 from gateway.service.errors import ServiceError
-from gateway.service.principal import bind_principal, current_principal
+from gateway.service.principal import ANONYMOUS, Principal, current_principal, enter_caller
 from gateway.tls import GRPC_SUBJECT_KEY
 from gateway.tubemq.events import EventBus
 
@@ -229,35 +230,51 @@ class GatewayInterceptor(AdmittingInterceptor):
     async def _admit(
         self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
     ) -> None:
-        """Authenticate the caller (unless :meth:`_handler` did from the metadata) and bind it to
-        this call's task; raises ServiceError / AuthError."""
-        call = CALL.get()
-        if call is not None and call.error is not None:
-            if call.principal is not None:
-                bind_principal(call.principal)  # the call's log line names who was refused
-            raise call.error
-        security = self._security
-        if security is not None and security.mode != "open":
-            operation = grpc_operation(method)
-            if not operation.open:
-                principal = call.principal if call is not None else None
-                if principal is None:
-                    authenticator = security.authenticator
-                    credentials = from_headers(
-                        metadata_text(metadata.get("authorization")),
-                        metadata_text(metadata.get("x-api-key")),
-                        client_subject(context, metadata, self._replica_secret)
-                        if authenticator.mtls
-                        else None,
-                    )
-                    principal = await authenticator.authenticate(credentials)
-                    bind_principal(principal)  # the call's log line names it, admitted or not
-                    security.admit(operation, principal)
-                    if call is not None:
-                        call.principal = principal
-                bind_principal(principal)
+        """Authenticate the caller (unless :meth:`_handler` did from the metadata) and enter it, with the
+        peer's address, for this call's task (each call runs in a task of its own): the one place a gRPC
+        call's caller is set, refused or not (the call's log line names who was refused). Raises
+        ServiceError / AuthError."""
+        principal, refusal = await self._principal(method, metadata, context)
+        enter_caller(principal, peer_host(context.peer()))
+        if refusal is not None:
+            raise refusal
         if self._authorize is not None:
             await self._authorize(method, metadata)
+
+    async def _principal(
+        self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
+    ) -> tuple[Principal, Exception | None]:
+        """The call's principal (ANONYMOUS in open mode and on open methods) and why it is refused (None:
+        admitted)."""
+        call = CALL.get()
+        if call is not None and call.error is not None:
+            return call.principal or ANONYMOUS, call.error
+        security = self._security
+        if security is None or security.mode == "open":
+            return ANONYMOUS, None
+        operation = grpc_operation(method)
+        if operation.open:
+            return ANONYMOUS, None
+        principal = call.principal if call is not None else None
+        if principal is not None:
+            return principal, None
+        authenticator = security.authenticator
+        credentials = from_headers(
+            metadata_text(metadata.get("authorization")),
+            metadata_text(metadata.get("x-api-key")),
+            client_subject(context, metadata, self._replica_secret) if authenticator.mtls else None,
+        )
+        try:
+            principal = await authenticator.authenticate(credentials)
+        except Exception as exc:
+            return ANONYMOUS, exc
+        try:
+            security.admit(operation, principal)
+        except Exception as exc:
+            return principal, exc
+        if call is not None:
+            call.principal = principal
+        return principal, None
 
     def _begin(
         self, context: grpc.aio.ServicerContext, method: str, kind: str

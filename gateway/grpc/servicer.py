@@ -20,7 +20,6 @@ from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings
 from gateway.runtime import Runtime
 from gateway.service.publish import PublishService
-from gateway.service.quotas import set_caller_address
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GatewayService"].full_name
 
@@ -72,7 +71,6 @@ class GatewayServicer(ConsumerRpcs):
         self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
     ) -> pb.PublishResponse:
         messages = [convert.outgoing(m) for m in request.messages]
-        set_caller_address(convert.peer_host(context.peer()))
         outcomes = await self._publisher().publish(request.topic, messages)
         errors = [o.error for o in outcomes if o.error is not None]
         if errors and len(errors) == len(outcomes) and len({e.kind for e in errors}) == 1:
@@ -84,7 +82,6 @@ class GatewayServicer(ConsumerRpcs):
     async def PublishStream(
         self, requests: AsyncIterable[pb.PublishStreamRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.PublishStreamResponse]:
-        set_caller_address(convert.peer_host(context.peer()))
         async for response in publish_stream(self._publisher(), requests, self._window):
             yield response
 

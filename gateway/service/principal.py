@@ -1,10 +1,10 @@
 """Who is calling: the identity an adapter established for a request, as the service layer sees it.
 
 The REST and gRPC adapters authenticate a caller (API key, JWT, client certificate, or nobody in open mode)
-and hand the resulting :class:`Principal` to the services, either as an argument or through
-:func:`principal_scope` for the duration of one request. The service layer uses it for what is its own
-business and not the transport's: which principal owns a consumer instance, and whose quota a publish
-spends. It never sees credentials, only the name and the attributes rules may test.
+and hand the resulting :class:`Principal`, with the caller's network address, to the services as the request's
+:class:`Caller`, set in one place (:func:`enter_caller`) for the duration of the request. The service layer
+uses it for what is its own business and not the transport's: which principal owns a consumer instance, and
+whose quota a publish spends. It never sees credentials, only the name and the attributes rules may test.
 
 Identities of different authentication methods never collide: an API key's principal ``alice``, a JWT whose
 ``sub`` is ``alice`` and a certificate whose subject is ``alice`` are three callers. Two strings say who a
@@ -29,10 +29,14 @@ from typing import Literal
 __all__ = [
     "ANONYMOUS",
     "AUTH_METHODS",
+    "NOBODY",
     "AuthMethod",
+    "Caller",
     "Principal",
-    "bind_principal",
+    "current_caller",
     "current_principal",
+    "enter_caller",
+    "leave_caller",
     "principal_scope",
 ]
 
@@ -79,38 +83,70 @@ class Principal:
 #: The caller when authentication is off (open mode): every request runs as this principal.
 ANONYMOUS = Principal("anonymous", "anonymous")
 
-_current: contextvars.ContextVar[Principal] = contextvars.ContextVar("gateway_principal", default=ANONYMOUS)
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who makes the request being served: its :class:`Principal` and the network address it came from
+    (the client behind a trusted proxy; None where the transport has none). :attr:`key` is whose share of
+    the limits and quotas it spends."""
+
+    principal: Principal
+    address: str | None = None
+    #: the principal's identity, or ``anonymous@<address>`` (``anonymous`` without an address)
+    key: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        who = self.principal
+        key = who.identity if not who.anonymous or not self.address else f"{who.name}@{self.address}"
+        object.__setattr__(self, "key", key)
+
+
+#: no request: the anonymous principal from nowhere
+NOBODY = Caller(ANONYMOUS)
+
+_current: contextvars.ContextVar[Caller] = contextvars.ContextVar("gateway_caller", default=NOBODY)
+
+
+def current_caller() -> Caller:
+    """The caller of the request being served in this task (:data:`NOBODY` outside any request)."""
+    return _current.get()
 
 
 def current_principal() -> Principal:
     """The principal of the request being served in this task (``ANONYMOUS`` outside any request)."""
-    return _current.get()
+    return _current.get().principal
+
+
+def enter_caller(principal: Principal, address: str | None) -> contextvars.Token[Caller]:
+    """The one place the caller of a request is set (issue #28 item 4): every adapter (REST, its publish
+    hot path and SSE through ``gateway/api/auth.py``; gRPC through ``gateway/grpc/interceptors.py``) calls
+    it once per request, before any service runs, and ``tests/test_caller_identity.py`` checks that every
+    route and every gRPC method goes through it. Returns the token :func:`leave_caller` takes."""
+    return _current.set(Caller(principal, address))
+
+
+def leave_caller(token: contextvars.Token[Caller]) -> None:
+    """Restore the caller from before :func:`enter_caller` (the request is over)."""
+    _current.reset(token)
 
 
 class principal_scope:  # lower case: used like the function it replaced, ``with principal_scope(p):``
-    """Run the body as ``principal``: :func:`current_principal` returns it until the block ends.
+    """Run the body as ``principal`` (from ``address``): :func:`current_caller` returns them until the block
+    ends. A class rather than a ``@contextmanager`` generator: it is entered on every request, and this costs
+    a fraction of a generator-based context manager."""
 
-    A class rather than a ``@contextmanager`` generator: it is entered on every authenticated request, and
-    this costs a fraction of a generator-based context manager."""
+    __slots__ = ("_address", "_principal", "_token")
 
-    __slots__ = ("_principal", "_token")
-
-    def __init__(self, principal: Principal) -> None:
+    def __init__(self, principal: Principal, address: str | None = None) -> None:
         self._principal = principal
-        self._token: contextvars.Token[Principal] | None = None
+        self._address = address
+        self._token: contextvars.Token[Caller] | None = None
 
     def __enter__(self) -> Principal:
-        self._token = _current.set(self._principal)
+        self._token = enter_caller(self._principal, self._address)
         return self._principal
 
     def __exit__(self, *exc: object) -> None:
         if self._token is not None:
-            _current.reset(self._token)
+            leave_caller(self._token)
             self._token = None
-
-
-def bind_principal(principal: Principal) -> None:
-    """Make ``principal`` the caller for the rest of the current task, without a scope to leave: for
-    adapters that run every request in a task of its own (gRPC calls), where a scope would have to be left
-    from inside a streaming generator."""
-    _current.set(principal)

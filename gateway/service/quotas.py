@@ -1,8 +1,8 @@
 """Abuse limits per caller: token buckets for publishing and a cap on consumer instances held at once.
 
-A caller is the request's principal (:func:`~gateway.service.principal.current_principal`); anonymous
-callers (open mode) are told apart by their network address, which the adapters hand down with
-:func:`set_caller_address`, so one anonymous client cannot spend another's quota.
+A caller is the request's principal (:func:`~gateway.service.principal.current_caller`); anonymous
+callers (open mode) are told apart by their network address, which the adapters hand down with the principal
+(:func:`~gateway.service.principal.enter_caller`), so one anonymous client cannot spend another's quota.
 
 * **Publishing**: two token buckets per caller, messages and payload bytes. A bucket holds up to
   ``rate * burst_seconds`` tokens and refills at ``rate`` per second; a request (a whole batch, checked
@@ -20,7 +20,6 @@ is the same as a new one, so dropping it loses nothing. 0 or None means unlimite
 
 from __future__ import annotations
 
-import contextvars
 import math
 import time
 from collections import OrderedDict
@@ -29,27 +28,19 @@ from dataclasses import dataclass, field
 
 from gateway.service.errors import Quota, RateLimited
 from gateway.service.instance_counts import InstanceCounts, LocalInstanceCounts
-from gateway.service.principal import Principal, current_principal
+from gateway.service.principal import Caller, Principal, current_caller
 
-__all__ = ["Quotas", "RateLimits", "caller_key", "set_caller_address"]
-
-_address: contextvars.ContextVar[str | None] = contextvars.ContextVar("gateway_caller_address", default=None)
-
-
-def set_caller_address(address: str | None) -> None:
-    """Record the network address of the request being served in this task (each request runs in its own
-    task, so it never leaks into another). Only anonymous callers are keyed by it."""
-    _address.set(address)
+__all__ = ["Quotas", "RateLimits", "caller_key"]
 
 
 def caller_key(principal: Principal | None = None) -> str:
     """Whose quota a request spends: the principal's identity (method-qualified: ``api_key:alice`` and
-    ``jwt:alice@<issuer>`` are two callers), or ``anonymous@<address>`` for anonymous ones."""
-    who = current_principal() if principal is None else principal
-    if not who.anonymous:
-        return who.identity
-    address = _address.get()
-    return f"{who.name}@{address}" if address else who.name
+    ``jwt:alice@<issuer>`` are two callers), or ``anonymous@<address>`` for anonymous ones (the current
+    caller's address; ``principal`` defaults to the current caller's)."""
+    caller = current_caller()
+    if principal is None or principal is caller.principal:
+        return caller.key
+    return principal.identity if not principal.anonymous else Caller(principal, caller.address).key
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,11 +166,12 @@ class Quotas:
         RateLimited (spending nothing) when they do not hold that much yet."""
         if not self.limits_publish:
             return
-        principal = current_principal()
+        caller = current_caller()
+        principal = caller.principal
         limits = self.overrides.get(principal.label, self.default)
         if not limits.limits_publish:
             return
-        key = caller_key(principal) if principal.anonymous else principal.identity
+        key = caller.key
         now = self._clock()
         buckets = self._buckets.get(key)
         if buckets is None or buckets.limits is not limits:
@@ -253,11 +245,12 @@ class Quotas:
         maximum. Returns the key to :meth:`release_instance` with (None: nothing was counted)."""
         if not self.limits_instances:
             return None
-        principal = current_principal()
+        caller = current_caller()
+        principal = caller.principal
         cap = self.limits_for(principal).max_instances
         if not cap:
             return None
-        key = caller_key(principal)
+        key = caller.key
         if not self._instances.claim(key, cap):
             raise RateLimited(
                 f"{_who(principal, key)} holds its maximum of {cap} consumer instances on this gateway; "
