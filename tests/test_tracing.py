@@ -17,8 +17,7 @@ pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed
 
 from consumer_support import Env, environment
 from gateway_support import Gateway, gateway
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -31,6 +30,7 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.observability import tracing
 from gateway.runtime import Runtime
 from tests.grpc_support import gateway_settings, message, running_gateway
+from tests.tracing_support import in_memory_spans
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
@@ -38,14 +38,8 @@ PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.configure(provider=provider)
-    try:
+    with in_memory_spans() as exporter:
         yield exporter
-    finally:
-        tracing.shutdown()
 
 
 @pytest.fixture
