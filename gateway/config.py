@@ -53,21 +53,27 @@ MIN_ID_SECRET = 16
 
 
 class PoolSettings(BaseModel):
-    connections_per_node: int = Field(1, ge=1, le=16, description="TCP links per broker or master")
+    connections_per_node: int = Field(
+        1, ge=1, le=16, description="TCP links per broker or master, shared by every producer and consumer"
+    )
     idle_timeout: float = Field(180.0, gt=0, description="seconds before an unused link is closed")
     connect_timeout: float = Field(3.0, gt=0, description="seconds to open a link")
 
 
 class ProducerSettings(BaseModel):
     heartbeat_interval: float = Field(13.0, gt=0, description="seconds between master heartbeats")
-    rpc_timeout: float = Field(10.0, gt=0, description="seconds for a master call")
-    send_timeout: float = Field(10.0, gt=0, description="seconds for one publish to be acknowledged")
+    rpc_timeout: float = Field(10.0, gt=0, description="seconds for one master call or send attempt")
+    send_timeout: float = Field(
+        10.0, gt=0, description="seconds for one message to be acknowledged (all attempts)"
+    )
     max_send_attempts: int = Field(3, ge=1, le=10, description="tries per message across brokers")
     failure_threshold: int = Field(
         3, ge=1, description="transport failures in the window that shield a broker"
     )
     failure_window: float = Field(10.0, gt=0, description="seconds over which broker failures are counted")
-    failure_cooldown: float = Field(10.0, gt=0, description="seconds a failing broker is shielded")
+    failure_cooldown: float = Field(
+        10.0, gt=0, description="seconds a failing broker gets no traffic (then one probe)"
+    )
     unavailable_cooldown: float = Field(50.0, gt=0, description="seconds a broker answering 503 is shielded")
     max_shielded_share: float = Field(
         0.3, gt=0, le=1, description="largest share of brokers shielded at once"
@@ -91,15 +97,21 @@ class LimitSettings(BaseModel):
     )
     publish_concurrency: int = Field(256, ge=1, description="sends in flight per publish request")
     max_control_body_bytes: int = Field(
-        64 * 1024, ge=1024, description="bytes per HTTP request body of the routes other than publish"
+        64 * 1024,
+        ge=1024,
+        description="bytes per HTTP request body of the routes other than publish (consumer creation, "
+        "commits)",
     )
     max_inflight_publish_bytes: int = Field(
         256 * 1024 * 1024,
         ge=0,
-        description="publish body bytes held at once across all requests (0 = no cap); above: 503",
+        description="publish body bytes held at once across all requests (0 = no cap); above: 503 + "
+        "Retry-After",
     )
     max_concurrent_requests: int = Field(
-        1024, ge=0, description="HTTP requests in progress at once, probes aside (0 = no cap); above: 503"
+        1024,
+        ge=0,
+        description="HTTP requests in progress at once, probes aside (0 = no cap); above: 503 + Retry-After",
     )
     max_concurrent_per_caller: int | None = Field(
         None,
@@ -137,18 +149,30 @@ class EmbeddedSettings(BaseModel):
     topics: str = Field(
         "demo:4", description="topics of the embedded cluster, name[:partitions[:stores]],..."
     )
-    topics_file: Path | None = Field(None, description="JSON file of topics for the embedded cluster")
+    topics_file: Path | None = Field(
+        None,
+        description='JSON file of topics for the embedded cluster: {"topics": [{"name", "partitions", '
+        '"stores"}]}',
+    )
     brokers: int = Field(1, ge=1, le=16, description="brokers of the embedded cluster")
     data_dir: Path | None = Field(None, description="where the embedded cluster keeps data (memory if unset)")
     retention_bytes: int | None = Field(
-        None, ge=0, description="payload bytes each embedded topic store keeps; older messages are deleted"
+        None,
+        ge=0,
+        description="payload bytes each embedded topic store keeps; older messages are deleted (checked "
+        "every 10 s; a data file is compacted once half of it is deleted); unset: no limit",
     )
     retention_seconds: float | None = Field(
-        None, gt=0, description="age after which embedded messages are deleted (checked every 10 s)"
+        None,
+        gt=0,
+        description="age after which embedded messages are deleted (checked every 10 s; the newest message "
+        "of a store stays); unset: no limit",
     )
     fsync: bool = Field(
         False,
-        description="force every embedded append and offsets write to disk (survives power loss; slower)",
+        description="with data_dir: fsync every append and offsets write, so acknowledged messages survive a "
+        "power loss, not only a crash of the process (much slower; writes and payload reads run off the "
+        "event loop either way)",
     )
 
 
@@ -188,7 +212,8 @@ class ConsumerSettings(BaseModel):
     id_secret: str = Field(
         "",
         description="secret signing instance ids, at least 16 characters, the same on every replica; "
-        "empty: a random per-process secret (one replica only)",
+        "generate one with openssl rand -hex 32; empty: a random per-process secret, allowed only for one "
+        "replica in open mode",
     )
     replicas: int = Field(
         1, ge=1, description="replicas serving the same consumer groups; more than 1 requires id_secret"
@@ -196,7 +221,8 @@ class ConsumerSettings(BaseModel):
     forward_allow: list[str] = Field(
         default_factory=list,
         description="hosts other replicas may be reached at, to forward a consumer's requests: IP "
-        "addresses, CIDR networks, host names or *.suffix patterns; empty: forwarding off",
+        "addresses, CIDR networks, host names or *.suffix patterns, JSON list or comma-separated; empty: "
+        "forwarding off (410)",
     )
 
     @property
@@ -243,11 +269,13 @@ class ConsumerSettings(BaseModel):
         30.0,
         gt=0,
         description="seconds an SSE client may go without taking what it was sent (a write waits, or sent "
-        "bytes sit unsent, this long); then cut off",
+        "bytes sit unsent, this long; also on a stream without autoCommit that has nothing more to send); "
+        "then the stream is cut off (a final event: cut, offered for up to 1 s) and the connection dropped; "
+        "messages delivered and not committed come again on the next stream",
     )
     heartbeat_interval: float = Field(13.0, gt=0, description="seconds between a consumer's heartbeats")
     empty_fetch_wait: float = Field(
-        0.2, ge=0, description="seconds before a partition that had no message is fetched again"
+        0.2, ge=0, description="seconds before a partition that had no message is fetched again (latency)"
     )
     empty_fetch_max_wait: float | None = Field(
         None,
@@ -339,7 +367,8 @@ class TlsSettings(BaseModel):
     )
     client_auth: Literal["none", "optional", "required"] = Field(
         "none",
-        description="client certificates: none (not asked for), optional (verified when sent), required",
+        description="client certificates: none (not asked for), optional (verified when sent; gRPC: not "
+        "asked), required",
     )
 
     @property
@@ -395,14 +424,15 @@ class AdminSettings(BaseModel):
     host: str = Field(
         "127.0.0.1",
         description="admin listen address: loopback unless configured (/metrics, /docs need no TLS client "
-        "certificate from a scraper on the host; set 0.0.0.0 or a pod address for a scraper elsewhere)",
+        "certificate from a scraper on the host; set 0.0.0.0 or a pod address for a scraper elsewhere: the "
+        "Helm chart sets 0.0.0.0 for Prometheus in another pod)",
     )
     port: int | None = Field(
         None,
         ge=0,
         le=65535,
         description="admin listen port for /metrics, /docs, /redoc, /openapi.json; unset: they are on the "
-        "main HTTP listener",
+        "main HTTP listener; no authentication there: keep it private",
     )
 
 
@@ -480,7 +510,7 @@ class TubeMQTLSSettings(BaseModel):
     enabled: bool = Field(
         False,
         description="TLS to every TubeMQ master and broker; masters then take their TLS port (default 8716) "
-        "and list brokers' TLS ports (default 8124)",
+        "and list brokers' TLS ports (default 8124); a master address without a port then means 8716",
     )
     ca_file: Path | None = Field(
         None, description="PEM file of the CAs that sign the TubeMQ certificates (default: the system's)"
@@ -509,10 +539,14 @@ class TubeMQTLSSettings(BaseModel):
 
 class TubeMQAuthSettings(BaseModel):
     username: str = Field(
-        "", description="TubeMQ user name sent, signed, to masters and brokers (empty: no authentication)"
+        "",
+        description="TubeMQ user name sent, signed, to masters and brokers (empty: no authentication); "
+        "set both username and password or neither",
     )
     password: SecretStr = Field(
-        SecretStr(""), description="password keying the signature (HMAC-SHA1); never logged or sent in clear"
+        SecretStr(""),
+        description="password keying the signature (HMAC-SHA1); never logged or sent in clear; keep it in "
+        "a Secret",
     )
 
     @model_validator(mode="after")
@@ -533,7 +567,8 @@ class TubeMQSettings(BaseModel):
         ge=0,
         le=65535,
         description="port of the masters' web API (master.ini webPort) on each master host: group offsets "
-        "and lag are read there and from the brokers' web API; 0 = do not read them",
+        "and lag are read there and from the brokers' web API (tubemq_gateway_group_lag_messages); 0 = do "
+        "not read them",
     )
     group_lag_interval: float = Field(
         15.0, gt=0, description="seconds between two readings of the served consumer groups' offsets"
@@ -561,7 +596,7 @@ class RateLimitSettings(BaseModel):
     publish_bytes_per_second: float | None = Field(
         256 * 1024 * 1024,
         ge=0,
-        description="payload bytes each principal may publish per second on this "
+        description="payload bytes (value + attributes) each principal may publish per second on this "
         "replica; 0 or null = unlimited",
     )
     burst_seconds: float = Field(
@@ -609,17 +644,22 @@ class JwtSettings(BaseModel):
         description="expected `iss` of bearer JWTs; JWTs are accepted once it, audience and jwks_url are set",
     )
     audience: list[str] = Field(
-        default_factory=list, description="accepted `aud` values (one must match); required with issuer"
+        default_factory=list,
+        description="accepted `aud` values (one must match), a JSON list ('[\"tubemq-gateway\"]'); "
+        "required with issuer",
     )
     jwks_url: str | None = Field(None, description="URL of the issuer's JSON Web Key Set (its `jwks_uri`)")
     algorithms: list[str] = Field(
         default_factory=lambda: ["RS256"],
-        description="accepted signature algorithms (asymmetric only: RS*, PS*, ES*, EdDSA)",
+        description="accepted signature algorithms (asymmetric only: RS*, PS*, ES*, EdDSA; never none "
+        "or HS*)",
     )
     leeway: float = Field(30.0, ge=0, le=300, description="seconds of clock skew allowed on exp/nbf/iat")
     principal_claim: str = Field("sub", description="claim naming the principal")
     roles_claim: str | None = Field(
-        None, description="claim holding role names (a list or a space-separated string; dots descend)"
+        None,
+        description="claim holding role names (a list or a space-separated string; dots descend, e.g. "
+        "realm_access.roles); scope and scp always count",
     )
     jwks_refresh_interval: float = Field(
         30.0, gt=0, description="fewest seconds between two JWKS fetches caused by unknown key ids"
@@ -650,7 +690,11 @@ class AuthSettings(BaseModel):
     api_keys_file: Path | None = Field(
         None, description='JSON file of hashed API keys {"keys": [{"principal", "hash", "roles"}]}'
     )
-    rules_file: Path | None = Field(None, description='JSON file of authorization rules {"rules": [...]}')
+    rules_file: Path | None = Field(
+        None,
+        description='JSON file of authorization rules {"rules": [...]}; without it only role admin is '
+        "allowed anything",
+    )
     jwt: JwtSettings = JwtSettings()
     mtls_principal: bool = Field(
         False, description="a verified TLS client certificate's subject (RFC 4514) is the principal"

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import re
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +18,7 @@ import uvicorn
 from dashboard_load import Target, publish_and_poll, until_every_panel_has_data
 from deploy_tools import NAMESPACE, ROOT, prometheus_tool
 from prometheus_support import JOB, free_port, query, running_prometheus
+from script_support import load_script
 
 from gateway.api.app import create_app
 from gateway.config import Settings
@@ -30,12 +29,7 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "tubemq-gateway.json"
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_dashboard", ROOT / "scripts" / "gen_dashboard.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_dashboard")
 
 
 @pytest.fixture(scope="module")

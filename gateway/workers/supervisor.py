@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.config import Settings
+from gateway.config import ConsumerSettings, Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.event_loop import run_main
 from gateway.runtime import embedded_cluster, embedded_upstream
@@ -70,11 +70,13 @@ KILL_MARGIN = 5.0
 
 
 def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
-    """The ``limits`` and ``rate_limits`` groups of one of ``count`` workers: what the settings bound per
-    replica (requests and publish bytes in progress, each caller's share of them, each principal's publish
-    rates) split evenly, so that the replica as a whole keeps the configured bounds. Each worker enforces its
-    share of the connections the kernel gives it. Consumer instance caps stay whole: the workers share the
-    count (:mod:`gateway.service.instance_counts`)."""
+    """The ``limits``, ``rate_limits`` and ``consumers`` groups of one of ``count`` workers: what the settings
+    bound per replica (requests and publish bytes in progress, each caller's share of them, each principal's
+    publish rates, the consumer instances held) split evenly, so that the replica as a whole keeps the
+    configured bounds. Each worker enforces its share of the connections the kernel gives it. Each
+    principal's consumer instance cap stays whole: the workers share the count
+    (:mod:`gateway.service.instance_counts`). docs/configuration.md's table of what holds per worker is read
+    from this function (scripts/gen_config_doc.py)."""
     limits = settings.limits
     rates = settings.rate_limits
     overrides = {
@@ -100,6 +102,9 @@ def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
                 "publish_bytes_per_second": _rate(rates.publish_bytes_per_second, count),
                 "overrides": overrides,
             }
+        ),
+        "consumers": settings.consumers.model_copy(
+            update={"max_instances": _share(settings.consumers.max_instances, count)}
         ),
     }
 
@@ -218,12 +223,12 @@ class Supervisor:
         if settings.admin.port is not None:
             port = self._reserve("admin", settings.admin.host or settings.http_host, settings.admin.port)
             updates["admin"] = settings.admin.model_copy(update={"port": port})
-        consumers: dict[str, object] = {"max_instances": _share(settings.consumers.max_instances, self.count)}
+        updates.update(per_worker_limits(settings, self.count))
         if not settings.consumers.id_secret:
             # The workers of this replica check each other's instance ids: one secret for all of them.
-            consumers["id_secret"] = secrets.token_hex(32)
-        updates["consumers"] = settings.consumers.model_copy(update=consumers)
-        updates.update(per_worker_limits(settings, self.count))
+            shared = updates["consumers"]
+            assert isinstance(shared, ConsumerSettings)
+            updates["consumers"] = shared.model_copy(update={"id_secret": secrets.token_hex(32)})
         return settings.model_copy(update=updates)
 
     def _reserve(self, what: str, host: str, port: int) -> int:
