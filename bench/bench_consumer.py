@@ -24,7 +24,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import ConsumerConfig, StartPosition
 from gateway.tubemq.net.pool import ConnectionPool
-from gateway.tubemq.producer.requests import build_send_request
+from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.wire.payload import encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method
@@ -38,20 +38,12 @@ async def fill(pool: ConnectionPool, broker: EmbeddedBroker, count: int, size: i
     pids = broker.topics[TOPIC].partition_ids()
     data, flag = encode_payload(b"x" * size, None, "bench", "202401311530")
     queue = iter(range(count))
+    template = SendRequestTemplate("bench-producer", TOPIC, sent_addr=0, visit_token=-2)
     started = time.perf_counter()
 
     async def sender() -> None:
         for i in queue:
-            request = build_send_request(
-                "bench-producer",
-                TOPIC,
-                pids[i % len(pids)],
-                data,
-                flag,
-                sent_addr=0,
-                visit_token=-2,
-                msg_type="bench",
-            )
+            request = template.encode(pids[i % len(pids)], data, flag, "bench", None)
             answer = await pool.request(broker.address, Method.SEND_MESSAGE, request, 10.0)
             assert isinstance(answer, broker_pb.SendMessageResponseB2P) and answer.errCode == 200
 

@@ -2,7 +2,8 @@
 
 Run from the repository root: ``python bench/bench_producer.py [--seconds S] [--brokers N] [--size B]
 [--no-uvloop]``. Master, brokers and producer share one process and one event loop (uvloop when installed),
-so the numbers are the cost of both sides together: payload encoding, partition choice, shielding
+so the numbers are the cost of both sides together (CPU per send included: process time, so a busy
+machine does not inflate it): payload encoding, partition choice, shielding
 bookkeeping, the RPC round trip and the broker's append (in memory).
 """
 
@@ -27,8 +28,9 @@ from gateway.tubemq.producer.client import Producer, ProducerConfig
 TOPIC = "bench"
 
 
-async def sends(producer: Producer, body: bytes, in_flight: int, seconds: float) -> tuple[float, int]:
-    """Keep ``in_flight`` sends outstanding for ``seconds``; return (sends per second, count)."""
+async def sends(producer: Producer, body: bytes, in_flight: int, seconds: float) -> tuple[float, int, float]:
+    """Keep ``in_flight`` sends outstanding for ``seconds``; return (sends per second, count, CPU
+    microseconds per send: this process's user + system time, so a busy machine does not inflate it)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     done = 0
@@ -39,10 +41,10 @@ async def sends(producer: Producer, body: bytes, in_flight: int, seconds: float)
             await producer.send(TOPIC, body, attributes={"bench": "1"})
             done += 1
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(worker() for _ in range(in_flight)))
-    elapsed = time.perf_counter() - start
-    return done / elapsed, done
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return done / elapsed, done, cpu / max(done, 1) * 1e6
 
 
 async def run(seconds: float, broker_count: int, size: int) -> None:
@@ -57,10 +59,10 @@ async def run(seconds: float, broker_count: int, size: int) -> None:
                 await producer.publish(TOPIC)
                 body = b"x" * size
                 await sends(producer, body, 10, 0.2)  # warm up: links open, code paths hot
-                print(f"{'in flight':<12}{'sends/s':>12}{'sends':>10}{'MiB/s':>9}")
+                print(f"{'in flight':<12}{'sends/s':>12}{'sends':>10}{'MiB/s':>9}{'CPU us/send':>13}")
                 for in_flight in (1, 100):
-                    rate, count = await sends(producer, body, in_flight, seconds)
-                    print(f"{in_flight:<12}{rate:>12,.0f}{count:>10,}{rate * size / 2**20:>9.1f}")
+                    rate, count, cpu = await sends(producer, body, in_flight, seconds)
+                    print(f"{in_flight:<12}{rate:>12,.0f}{count:>10,}{rate * size / 2**20:>9.1f}{cpu:>13.1f}")
             finally:
                 await producer.close()
     finally:

@@ -18,7 +18,7 @@ from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import ConsumerConfig
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
-from gateway.tubemq.producer.requests import build_send_request
+from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.producer.send import SendResult
 from gateway.tubemq.wire.payload import encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
@@ -143,18 +143,10 @@ async def publish(
     broker = cluster.broker(broker_id)
     pids = list(partition_ids) if partition_ids is not None else broker.topics[topic].partition_ids()
     offsets = []
+    template = SendRequestTemplate("test-producer", topic, sent_addr=0, visit_token=-2)
     for i, body in enumerate(bodies):
         data, flag = encode_payload(body, None, msg_type, "202401311530" if msg_type else None)
-        request = build_send_request(
-            "test-producer",
-            topic,
-            pids[i % len(pids)],
-            data,
-            flag,
-            sent_addr=0,
-            visit_token=-2,
-            msg_type=msg_type,
-        )
+        request = template.encode(pids[i % len(pids)], data, flag, msg_type, None)
         answer = await pool.request(broker.address, Method.SEND_MESSAGE, request, 2.0)
         assert isinstance(answer, broker_pb.SendMessageResponseB2P)
         assert answer.errCode == 200, answer.errMsg

@@ -96,19 +96,14 @@ class HangingProducer(Producer):
         self.hanging = 0
         self.cancelled = 0
 
-    async def send(self, topic: str, body: bytes, **options: Any) -> SendResult:
-        if body == b"hang":
+    async def send_prepared(self, topic: str, messages: Any, **options: Any) -> list[SendResult | Exception]:
+        """Every message of a publish travels here (a single or pinned one as a batch of one)."""
+        if any(m.data.endswith(b"hang") for m in messages):
             await self._hang()
-        if body == b"boom":
+        if any(m.data.endswith(b"boom") for m in messages):
             await asyncio.sleep(0.05)
             raise Bug("a send failed in a way no outcome can hold")
-        return await super().send(topic, body, **options)
-
-    async def send_batch(self, topic: str, messages: Any, **options: Any) -> list[SendResult | Exception]:
-        """The free messages of a publish (no key, no partition) travel here, together."""
-        if any(m[0] == b"hang" for m in messages):
-            await self._hang()
-        return await super().send_batch(topic, messages, **options)
+        return await super().send_prepared(topic, messages, **options)
 
     async def _hang(self) -> None:
         self.hanging += 1

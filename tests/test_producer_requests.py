@@ -14,19 +14,15 @@ from hypothesis import strategies as st
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.producer.partitioner import PartitionRef
 from gateway.tubemq.producer.requests import (
+    NO_CHECKSUM,
     SendRequestTemplate,
     build_close_request,
     build_heartbeat_request,
     build_register_request,
-    build_send_request,
 )
 from gateway.tubemq.producer.routes import DEFAULT_MAX_MSG_SIZE, MAX_MAX_MSG_SIZE, RouteTable
-from gateway.tubemq.wire.payload import (
-    build_attribute_text,
-    decode_payload,
-    encode_payload,
-    ipv4_to_sent_addr,
-)
+from gateway.tubemq.wire.payload import decode_payload, ipv4_to_sent_addr, prepare_message
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.wire.rpc import encode_request, encode_requests
 
@@ -85,43 +81,23 @@ def test_close_request_matches_the_java_bytes() -> None:
 def test_send_request_matches_the_java_bytes() -> None:
     for call in captured(13):
         fields = call["request"]
+        envelope = call["request_envelope"]
         captured_data = base64.b64decode(fields["data"])
         decoded = decode_payload(captured_data, fields["flag"])
-        # the producer's own encoding of body + attributes + msgType/msgTime gives the same payload
-        data, flag = encode_payload(decoded.body, decoded.attributes, decoded.msg_type, decoded.msg_time)
-        assert (data, flag) == (captured_data, fields["flag"])
-        assert ipv4_to_sent_addr("192.0.2.2") == fields["sentAddr"]
-        request = build_send_request(
-            fields["clientId"],
-            fields["topicName"],
-            fields["partitionId"],
-            data,
-            flag,
-            sent_addr=ipv4_to_sent_addr("192.0.2.2"),
-            visit_token=int(fields["authInfo"]["visitAuthorizedToken"]),
-            msg_type=decoded.msg_type,
-            msg_time=decoded.msg_time,
-        )
-        assert frame_of(call, request) == call["request_frame_hex"]
+        # the producer's own preparation of body + attributes + msgType/msgTime gives the same payload
+        message = prepare_message(decoded.body, decoded.attributes, decoded.msg_type, decoded.msg_time)
+        assert (message.data, message.flag) == (captured_data, fields["flag"])
         # Java's size check counts body bytes plus attribute characters
-        text = build_attribute_text(decoded.attributes, decoded.msg_type, decoded.msg_time)
-        assert len(decoded.body) + len(text) == len(data) - 4
-
-
-def test_send_template_matches_the_java_frames() -> None:
-    for call in captured(13):
-        fields = call["request"]
-        envelope = call["request_envelope"]
-        data = base64.b64decode(fields["data"])
-        decoded = decode_payload(data, fields["flag"])
+        assert message.size == len(captured_data) - 4
+        assert ipv4_to_sent_addr("192.0.2.2") == fields["sentAddr"]
         template = SendRequestTemplate(
             fields["clientId"],
             fields["topicName"],
-            sent_addr=fields["sentAddr"],
+            sent_addr=ipv4_to_sent_addr("192.0.2.2"),
             visit_token=int(fields["authInfo"]["visitAuthorizedToken"]),
         )
         inner = template.encode(
-            fields["partitionId"], data, fields["flag"], decoded.msg_type, decoded.msg_time
+            fields["partitionId"], message.data, message.flag, message.msg_type, message.msg_time
         )
         (frame,) = encode_requests(
             [call["serial"]], 13, [inner], envelope["timeout"], envelope["request_header"]["serviceType"]
@@ -162,17 +138,33 @@ def test_send_template_writes_protobufs_bytes(
             (text or "").encode("utf-8")
         except UnicodeEncodeError:
             assume(False)
-    options: dict[str, Any] = {"sent_addr": sent_addr, "visit_token": visit_token, "auth_token": auth_token}
-    expected = build_send_request(
-        client_id, topic, partition_id, data, flag, msg_type=msg_type, msg_time=msg_time, **options
+    # protobuf's own serialization of the request the Java client fills (§4.3)
+    expected = broker_pb.SendMessageRequestP2B(
+        clientId=client_id,
+        topicName=topic,
+        partitionId=partition_id,
+        data=data,
+        flag=flag,
+        checkSum=NO_CHECKSUM,
+        sentAddr=sent_addr,
     )
-    template = SendRequestTemplate(client_id, topic, **options)
+    if msg_type:
+        expected.msgType = msg_type
+    if msg_time:
+        expected.msgTime = msg_time
+    expected.authInfo.visitAuthorizedToken = visit_token
+    if auth_token:
+        expected.authInfo.authAuthorizedToken = auth_token
+    template = SendRequestTemplate(
+        client_id, topic, sent_addr=sent_addr, visit_token=visit_token, auth_token=auth_token
+    )
     for _ in range(2):  # the second call takes the cached partition head
         assert template.encode(partition_id, data, flag, msg_type, msg_time) == expected.SerializeToString()
 
 
 def test_send_request_optional_fields() -> None:
-    request = build_send_request("c", "demo", 10001, b"x", 0, sent_addr=1, visit_token=-2, auth_token="tok")
+    template = SendRequestTemplate("c", "demo", sent_addr=1, visit_token=-2, auth_token="tok")
+    request = broker_pb.SendMessageRequestP2B.FromString(template.encode(10001, b"x", 0, None, ""))
     assert not request.HasField("msgType") and not request.HasField("msgTime")
     assert request.checkSum == -1
     assert request.authInfo.authAuthorizedToken == "tok"

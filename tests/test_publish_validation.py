@@ -1,15 +1,14 @@
-"""The publish service's message check covers every check of the attribute text builder: the service
-builds the text with ``checked=True`` (nothing checked twice), so a message it accepts must be one the
-builder would accept, giving the same text."""
+"""The publish rules (``payload.prepare_message``) cover every check of the attribute text builder: a
+message they accept is one the checked builder accepts too, with the same payload, msgType and msgTime,
+and the size the topic's limit counts (body plus attribute text in characters)."""
 
 from __future__ import annotations
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from gateway.service.errors import InvalidInput
-from gateway.service.publish import OutgoingMessage, validate_message
-from gateway.tubemq.wire.payload import build_attribute_text
+from gateway.tubemq.errors import InvalidMessage
+from gateway.tubemq.wire.payload import build_attribute_text, encode_payload, prepare_message
 
 # Mostly text every check passes, now and then a piece some check refuses (so that most messages are
 # accepted and the comparison runs, while each refusal is still tried).
@@ -27,13 +26,15 @@ times = st.sampled_from(["202401311530", " 202401311530", "202402301530", "20240
     stream_id=st.none() | text,
     msg_time=st.none() | times,
 )
-def test_a_message_the_service_accepts_builds_the_same_text_checked_or_not(
+def test_a_message_the_publish_rules_accept_encodes_as_the_checked_builder_does(
     key: str | None, attributes: dict[str, str] | None, stream_id: str | None, msg_time: str | None
 ) -> None:
-    message = OutgoingMessage(b"v", key=key, attributes=attributes, stream_id=stream_id, msg_time=msg_time)
     try:
-        validate_message(message, 0, "messages[0]")
-    except InvalidInput:
+        message = prepare_message(b"v", attributes, stream_id, msg_time, key)
+    except InvalidMessage:
         assume(False)
-    built = build_attribute_text(attributes, stream_id, msg_time, key, checked=True)
-    assert build_attribute_text(attributes, stream_id, msg_time, key) == built
+    text = build_attribute_text(attributes, stream_id, msg_time, key)
+    assert (message.data, message.flag) == encode_payload(b"v", attributes, stream_id, msg_time, key)
+    assert message.size == 1 + len(text)
+    assert message.msg_type == (stream_id.strip() if stream_id is not None else None)
+    assert message.msg_time == msg_time

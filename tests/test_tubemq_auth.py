@@ -30,9 +30,9 @@ from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.producer.requests import (
+    SendRequestTemplate,
     build_heartbeat_request,
     build_register_request,
-    build_send_request,
 )
 from gateway.tubemq.ranges.partitions import discover_partitions
 from gateway.tubemq.ranges.reader import RangeReader
@@ -259,10 +259,9 @@ async def test_brokers_refuse_calls_without_a_valid_token(cluster: EmbeddedClust
     broker = cluster.broker(1)
     data, flag = encode_payload(b"x", None, None, None)
 
-    def send(token: str | None) -> broker_pb.SendMessageRequestP2B:
-        return build_send_request(
-            "p-1", "guarded", 0, data, flag, sent_addr=0, visit_token=-2, auth_token=token
-        )
+    def send(token: str | None) -> bytes:
+        template = SendRequestTemplate("p-1", "guarded", sent_addr=0, visit_token=-2, auth_token=token)
+        return template.encode(0, data, flag, None, None)
 
     good_token = Credentials(USER, PASSWORD).broker_token()
     forged = good_token.rsplit(" ", 1)[0] + " AAAA"

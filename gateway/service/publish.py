@@ -7,7 +7,6 @@ whole batch is validated before anything is sent, so a 4xx never leaves half a b
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,18 +21,9 @@ from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.net import BreakerState
 from gateway.tubemq.producer import Producer, SendResult, TopicRouteInfo
-from gateway.tubemq.wire import (
-    build_attribute_text,
-    parse_msg_time,
-    validate_attribute_key,
-    validate_attribute_value,
-)
+from gateway.tubemq.wire import PreparedMessage, prepare_message
 
-_RESERVED = (",", "=", "$msgType$", "$msgTime$")
-_RESERVED_RE = re.compile("|".join(re.escape(token) for token in _RESERVED))
-_MAX_KEY_LEN = 1024
 _MESSAGING = {"messaging.system": "tubemq"}
-_MAX_STREAM_ID_LEN = 256
 
 
 @dataclass(slots=True)
@@ -90,90 +80,6 @@ async def _all_or_none(sends: list[Coroutine[Any, Any, None]]) -> None:
             task.cancel()
         await asyncio.wait(tasks)
         raise
-
-
-def _check_text(value: str, what: str, field_name: str, index: int | None) -> None:
-    """Refuse text that cannot travel as UTF-8 (lone surrogates, which JSON escapes can carry)."""
-    if value.isascii():
-        return
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(
-            f"{what} holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape), which is not text; "
-            "send valid Unicode",
-            field=field_name,
-            index=index,
-        ) from None
-
-
-def _check_token(value: str, what: str, field_name: str, index: int | None) -> None:
-    if _RESERVED_RE.search(value) is None:  # one scan for the usual, clean value
-        return
-    for token in _RESERVED:
-        if token in value:
-            raise InvalidInput(
-                f"{what} {value!r} contains {token!r}, which TubeMQ reserves as a separator",
-                field=field_name,
-                index=index,
-            )
-
-
-def _check_attributes(attributes: Mapping[str, str], prefix: str, index: int | None) -> None:
-    for k, v in attributes.items():
-        field_name = f"{prefix}.attributes"
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise InvalidInput("attributes must map strings to strings", field=field_name, index=index)
-        _check_text(k, "an attribute key", field_name, index)
-        try:
-            validate_attribute_key(k)
-        except ValueError as exc:
-            raise InvalidInput(str(exc), field=field_name, index=index) from None
-        field_name = f"{prefix}.attributes.{k}"
-        _check_text(v, f"attribute {k!r}", field_name, index)
-        try:
-            validate_attribute_value(v)
-        except ValueError as exc:
-            raise InvalidInput(str(exc), field=field_name, index=index) from None
-
-
-def validate_message(message: OutgoingMessage, index: int | None, prefix: str) -> None:
-    """Check one message's fields; raises InvalidInput naming ``prefix.<field>``."""
-    if not message.value:
-        raise InvalidInput("value must not be empty", field=f"{prefix}.value", index=index)
-    if message.key is not None:
-        if not message.key or len(message.key) > _MAX_KEY_LEN:
-            raise InvalidInput(f"key must be 1-{_MAX_KEY_LEN} characters", field=f"{prefix}.key", index=index)
-        _check_text(message.key, "key", f"{prefix}.key", index)
-    if message.partition is not None and message.partition < 0:
-        raise InvalidInput("partition must be >= 0", field=f"{prefix}.partition", index=index)
-    if message.attributes:
-        _check_attributes(message.attributes, prefix, index)
-    if message.stream_id is not None:
-        if not message.stream_id.strip() or len(message.stream_id) > _MAX_STREAM_ID_LEN:
-            raise InvalidInput(
-                f"streamId must be 1-{_MAX_STREAM_ID_LEN} non-blank characters",
-                field=f"{prefix}.streamId",
-                index=index,
-            )
-        _check_text(message.stream_id, "streamId", f"{prefix}.streamId", index)
-        _check_token(message.stream_id, "streamId", f"{prefix}.streamId", index)
-    if message.msg_time is not None:
-        try:
-            parse_msg_time(message.msg_time)  # 12 ASCII digits, a real date and time
-        except ValueError:
-            raise InvalidInput(
-                f"msgTime {message.msg_time[:40]!r} must be yyyyMMddHHmm, e.g. 202401311530",
-                field=f"{prefix}.msgTime",
-                index=index,
-            ) from None
-
-
-def payload_size(message: OutgoingMessage) -> int:
-    """Size counted against the topic limit as the Java producer counts it: body plus attribute text (the
-    key's ``$msgKey$`` item included)."""
-    text = build_attribute_text(message.attributes, message.stream_id, message.msg_time, message.key)
-    return len(message.value) + len(text)
 
 
 class PublishService:
@@ -249,41 +155,46 @@ class PublishService:
         limit = (await self.ensure_topic(topic)).max_msg_size
         single = len(messages) == 1
         total = 0
-        texts: list[str] = []  # each message's attribute text, built (and checked) once
+        prepared: list[PreparedMessage] = []  # each message checked and encoded once, by the publish rules
         for i, message in enumerate(messages):
-            prefix = "message" if raw else f"messages[{i}]"
-            validate_message(message, None if raw else i, prefix)
-            # validate_message checked every part as build_attribute_text would (and more): not again
-            text = build_attribute_text(
-                message.attributes, message.stream_id, message.msg_time, message.key, checked=True
-            )
-            texts.append(text)
-            size = len(message.value) + len(text)
-            if size > limit:
+            prefix, index = ("message", None) if raw else (f"messages[{i}]", i)
+            try:
+                ready = prepare_message(
+                    message.value,
+                    message.attributes,
+                    message.stream_id,
+                    message.msg_time,
+                    message.key,
+                    message.partition,
+                )
+            except core.InvalidMessage as exc:  # named as the client named it: messages[i].<field>
+                raise InvalidInput(str(exc), field=f"{prefix}.{exc.field}", index=index) from None
+            if ready.size > limit:
                 raise PayloadTooLarge(
-                    f"message of {size} bytes is above the topic's limit of {limit} bytes",
+                    f"message of {ready.size} bytes is above the topic's limit of {limit} bytes",
                     limit=limit,
                     field=f"{prefix}.value",
-                    index=None if raw else i,
+                    index=index,
                 )
-            total += size
+            total += ready.size
+            prepared.append(ready)
         if self._quotas is not None:
             # One check for the whole, valid batch, before anything is sent (raises RateLimited).
             self._quotas.charge_publish(len(messages), total)
         outcomes = [PublishOutcome(i) for i in range(len(messages))]
         if single:
-            await self._send_one(topic, messages[0], outcomes[0])
+            await self._send_one(topic, prepared[0], outcomes[0])
             return outcomes
         # Messages pinned to one key or partition go out one after another so they stay in batch order;
-        # free messages go out together (Producer.send_batch: one request each, written per broker in one
+        # free messages go out together (Producer.send_prepared: one request each, written per broker in one
         # go, at most ``concurrency`` in flight). A chain of pinned messages counts as one send in flight.
         free: list[int] = []
         chains: dict[tuple[str, object], list[int]] = {}
-        for i, message in enumerate(messages):
-            if message.key is not None:
-                pin: tuple[str, object] = ("k", message.key)
-            elif message.partition is not None:
-                pin = ("p", message.partition)
+        for i, ready in enumerate(prepared):
+            if ready.key is not None:
+                pin: tuple[str, object] = ("k", ready.key)
+            elif ready.partition is not None:
+                pin = ("p", ready.partition)
             else:
                 free.append(i)
                 continue
@@ -294,16 +205,16 @@ class PublishService:
 
         async def run_chain(indexes: list[int]) -> None:
             for i in indexes:
-                await self._send_one(topic, messages[i], outcomes[i])
+                await self._send_one(topic, prepared[i], outcomes[i])
 
         if not chains:
-            await self._send_free(topic, messages, texts, free, outcomes, self._concurrency)
+            await self._send_free(topic, prepared, free, outcomes, self._concurrency)
             return outcomes
         window = self._concurrency - len(chains)
         if window >= 1:
             sends = [run_chain(chain) for chain in chains.values()]
             if free:
-                sends.append(self._send_free(topic, messages, texts, free, outcomes, window))
+                sends.append(self._send_free(topic, prepared, free, outcomes, window))
             await _all_or_none(sends)
             return outcomes
         # More chains than sends allowed in flight: every unit (a chain or a free message) takes a turn.
@@ -312,7 +223,7 @@ class PublishService:
         async def gated(unit: int | list[int]) -> None:
             async with gate:
                 if isinstance(unit, int):
-                    await self._send_one(topic, messages[unit], outcomes[unit])
+                    await self._send_one(topic, prepared[unit], outcomes[unit])
                 else:
                     await run_chain(unit)
 
@@ -323,8 +234,7 @@ class PublishService:
     async def _send_free(
         self,
         topic: str,
-        messages: Sequence[OutgoingMessage],
-        texts: list[str],
+        prepared: list[PreparedMessage],
         indexes: list[int],
         outcomes: list[PublishOutcome],
         window: int,
@@ -333,11 +243,8 @@ class PublishService:
         for start in range(0, len(indexes), window):
             part = indexes[start : start + window]
             try:
-                results = await self._producer.send_batch(
-                    topic,
-                    [(m.value, m.attributes, m.stream_id, m.msg_time) for m in (messages[i] for i in part)],
-                    texts=[texts[i] for i in part],
-                    timeout=self._send_timeout,
+                results = await self._producer.send_prepared(
+                    topic, [prepared[i] for i in part], timeout=self._send_timeout
                 )
             except Exception as exc:  # the whole batch: producer closed, topic unpublished or unrouted
                 for i in part:
@@ -349,20 +256,16 @@ class PublishService:
                 else:
                     outcomes[i].error = service_error(result, Doing.PUBLISH, topic=topic, index=i)
 
-    async def _send_one(self, topic: str, message: OutgoingMessage, outcome: PublishOutcome) -> None:
+    async def _send_one(self, topic: str, message: PreparedMessage, outcome: PublishOutcome) -> None:
+        """Send one message (a batch of one: pinned messages go out one after another to keep their order)."""
         try:
-            outcome.result = await self._producer.send(
-                topic,
-                message.value,
-                key=message.key,
-                partition=message.partition,
-                attributes=message.attributes,
-                stream_id=message.stream_id,
-                msg_time=message.msg_time,
-                timeout=self._send_timeout,
-            )
+            (result,) = await self._producer.send_prepared(topic, (message,), timeout=self._send_timeout)
         except Exception as exc:
-            outcome.error = service_error(exc, Doing.PUBLISH, topic=topic, index=outcome.index)
+            result = exc
+        if isinstance(result, SendResult):
+            outcome.result = result
+        else:
+            outcome.error = service_error(result, Doing.PUBLISH, topic=topic, index=outcome.index)
 
     async def topic(self, topic: str) -> TopicView:
         """What the gateway knows about a topic: partitions, brokers and the max message size. Broker

@@ -26,6 +26,7 @@ translate this tree once, at their boundary::
     │   └── InternalServerError (500), ServiceUnavailable (503)
     └── ClientError                      a local check failed; nothing was sent
         ├── InvalidAttribute             also a ValueError: bad message attribute key or value
+        │   └── InvalidMessage           a field of a message to publish breaks a publish rule; names it
         ├── MessageTooLarge              body + attributes exceed the topic's limit
         ├── TopicNotPublished            the producer has not published the topic
         ├── NoPartition                  the topic has no partition available for sending
@@ -385,6 +386,16 @@ class ClientError(TubeMQError):
 
 class InvalidAttribute(ClientError, ValueError):
     """A message attribute key or value cannot be encoded (reserved characters or tokens, empty key)."""
+
+
+class InvalidMessage(InvalidAttribute):
+    """A field of a message to publish breaks a publish rule (``payload.prepare_message``). ``field``
+    names it as the gateway's API does: ``value``, ``key``, ``partition``, ``attributes``,
+    ``attributes.<name>``, ``streamId`` or ``msgTime``."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class MessageTooLarge(ClientError):

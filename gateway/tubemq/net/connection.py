@@ -149,11 +149,12 @@ class Connection(Link):
     async def request(
         self,
         method: int,
-        request: Message,
+        request: Message | bytes,
         timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
         service: int | None = None,
     ) -> Message:
-        """Send ``request`` as ``method`` and return the parsed response message of that method.
+        """Send ``request`` (a message, or a serialized one as ``rpc.encode_request`` takes it) as
+        ``method`` and return the parsed response message of that method.
 
         ``timeout`` (seconds, > 0) bounds the whole call and is sent to the node in ms. Raises
         ``ConnectionClosed``, ``RequestTimeout``, ``ProtocolError`` or a ``RemoteException``;

@@ -116,7 +116,7 @@ class ConnectionPool:
         self,
         address: NodeAddress,
         method: int,
-        request: Message,
+        request: Message | bytes,
         timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
         service: int | None = None,
     ) -> Message:

@@ -1,14 +1,15 @@
-"""Free messages of one topic sent together: ``send_message``'s rules, one batch of requests per broker.
+"""The one send path: prepared messages of one topic sent together, requests batched per broker (§7.4-7.6).
 
 TubeMQ takes one message per ``SendMessageRequestP2B``, so each message is still its own request with its own
-serial number and its own broker answer; what a batch shares is the bookkeeping around them. Each attempt
-round chooses a partition for every message still unsent (round robin, shielding and back-off exactly as a
-lone send), groups the requests by broker and writes each group in one go over the pooled link
-(``ConnectionPool.request_many``: one waiter and one timer per group, no task per message). Every answer is
-then judged alone, as ``send_message`` judges it: 200 is success; transport errors and retriable codes move
-that message to the next round, avoiding what failed it; other codes end it at once. Rounds stop after
-``max_attempts`` or at the deadline. Messages with a key or an explicit partition are not sent here: they keep
-their order by going out one after another (``send_message``).
+serial number and its own broker answer; what a batch shares is the bookkeeping around them (a single send
+is a batch of one). Each attempt round chooses a partition for every message still unsent (``send._choose``:
+round robin for a free message, the key's or the named partition for a pinned one; shielding and back-off),
+groups the requests by broker and writes each group in one go over the pooled link
+(``ConnectionPool.request_many``: one waiter and one timer per group, no task per message; a group of one
+is a plain ``request``). Every answer is then judged alone (``send`` module docstring): 200 is success;
+transport errors and retriable codes move that message to the next round, avoiding what failed it (a pinned
+message stays on its partition); other codes end it at once. Rounds stop after ``max_attempts`` or at the
+deadline. A pinned broker that is shielded ends its message at once with ``ServiceUnavailable``.
 """
 
 from __future__ import annotations
@@ -39,13 +40,11 @@ from gateway.tubemq.producer.send import (
     place_of,
     send_template,
 )
+from gateway.tubemq.wire.payload import PreparedMessage
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method, Service
 
-__all__ = ["BatchItem", "send_batch"]
-
-#: One encoded message: ``(data, flag, msg_type, msg_time)``, as ``send_message`` takes them.
-BatchItem = tuple[bytes, int, str | None, str | None]
+__all__ = ["send_batch"]
 
 #: (broker id, outcome, error code) -> [attempts, stored bytes] of one round, for ``SendCompleted``.
 _Tally = dict[tuple[int, str, int | None], list[int]]
@@ -54,10 +53,10 @@ _NO_AVOID: set[PartitionRef] = set()  # never written: _avoid() gives a message 
 
 
 async def send_batch(
-    ctx: SendContext, topic: str, items: Sequence[BatchItem], *, deadline: float
+    ctx: SendContext, topic: str, items: Sequence[PreparedMessage], *, deadline: float
 ) -> list[SendResult | Exception]:
     """Send every item before the loop time ``deadline``; returns, in order, each item's result or the
-    error that ended it (what ``send_message`` would have raised for it alone)."""
+    error that ended it."""
     loop = asyncio.get_running_loop()
     count = len(items)
     results: list[SendResult | Exception | None] = [None] * count
@@ -72,8 +71,9 @@ async def send_batch(
         route = ctx.routes.route(topic)
         groups: dict[int, list[tuple[int, PartitionRef]]] = {}
         for i in todo:
+            item = items[i]
             try:
-                target = _choose(ctx, topic, route, None, None, avoids[i] or _NO_AVOID)
+                target = _choose(ctx, topic, route, item.key, item.partition, avoids[i] or _NO_AVOID)
             except TubeMQError as exc:
                 results[i] = exc
                 continue
@@ -133,22 +133,21 @@ async def _send_group(
     route: TopicRoute,
     broker_id: int,
     members: list[tuple[int, PartitionRef]],
-    items: Sequence[BatchItem],
+    items: Sequence[PreparedMessage],
     timeout: float,  # noqa: ASYNC109 - sent on the wire with each request
 ) -> list[object]:
     """One broker's requests of a round; a failure before sending becomes every member's answer."""
     encode = send_template(ctx, topic).encode
     requests: list[Message | bytes] = []
     for i, target in members:
-        data, flag, msg_type, msg_time = items[i]
-        requests.append(encode(target.partition_id, data, flag, msg_type, msg_time))
+        item = items[i]
+        requests.append(encode(target.partition_id, item.data, item.flag, item.msg_type, item.msg_time))
+    address, method, service = route.brokers[broker_id], Method.SEND_MESSAGE, Service.BROKER_WRITE
     try:
-        answers: list[object] = list(
-            await ctx.pool.request_many(
-                route.brokers[broker_id], Method.SEND_MESSAGE, requests, timeout, Service.BROKER_WRITE
-            )
-        )
-    except Exception as exc:  # connect failure, pool closed: the same fate for every member
+        if len(requests) == 1:  # one waiter and timer of its own: less bookkeeping than a batch's
+            return [await ctx.pool.request(address, method, requests[0], timeout, service)]
+        answers: list[object] = list(await ctx.pool.request_many(address, method, requests, timeout, service))
+    except Exception as exc:  # connect failure, pool closed (for one request: its answer): every member's
         return [exc] * len(members)
     return answers
 
@@ -166,13 +165,13 @@ def _judge(
     route: TopicRoute,
     target: PartitionRef,
     answer: object,
-    item: BatchItem,
+    item: PreparedMessage,
     tally: _Tally,
     places: dict[PartitionRef, tuple[str, int]],
     avoids: list[set[PartitionRef] | None],
     i: int,
 ) -> SendResult | Exception:
-    """Book one answer as ``send_message`` does: breaker, partition back-off, event, what to avoid next."""
+    """Book one answer: breaker, partition back-off, event, what to avoid next."""
     if isinstance(answer, (TransportError, RemoteException)):
         if isinstance(answer, RemoteException) and not answer.retriable:
             ctx.breaker.record_rejected(target.broker_id)
@@ -189,7 +188,7 @@ def _judge(
     if answer.success and answer.errCode == SUCCESS:
         ctx.breaker.record_success(target.broker_id)
         ctx.partitioner.record_success(topic, target)
-        _tally(tally, target.broker_id, "ok", size=len(item[0]))
+        _tally(tally, target.broker_id, "ok", size=len(item.data))
         place = places.get(target)
         if place is None:
             place = places[target] = place_of(topic, route, target)

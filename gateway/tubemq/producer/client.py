@@ -6,8 +6,10 @@ Like Java's ``ProducerManager`` one ``Producer`` registers once with the master,
 producer is open, whenever the master forgets it (411), a heartbeat cannot reach any master, or a
 registration fails; published topics survive that.
 
-``send`` checks locally (published, non-empty, size), encodes the payload, picks a partition
-(``partitioner``) on a broker the ``breaker`` allows, and sends ``SendMessageRequestP2B``. Only an answer
+Every message is prepared once (``payload.prepare_message``: the publish rules, the payload) and goes out
+through ``send_prepared``, the one send path (``send`` is a batch of one): it checks the size against the
+topic's limit, picks a partition (``partitioner``) on a broker the ``breaker`` allows, and sends
+``SendMessageRequestP2B`` (``batch``). Only an answer
 with ``errCode`` 200 counts as success. Transport errors and retriable codes (419, 500, 503, other 5xx)
 are retried on another partition - preferring another broker - within ``max_send_attempts`` and the
 caller's deadline; with a key or an explicit partition the retry stays on that partition. Other codes are
@@ -36,21 +38,16 @@ from gateway.tubemq.net.breaker import BreakerState, BreakerTransition, BrokerBr
 from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.net.teardown import CloseOnce
-from gateway.tubemq.producer.batch import BatchItem, send_batch
+from gateway.tubemq.producer.batch import send_batch
 from gateway.tubemq.producer.config import PartitionRoute, ProducerConfig, TopicRouteInfo
 from gateway.tubemq.producer.events import BrokerShielded, BrokerUnshielded
 from gateway.tubemq.producer.partitioner import Partitioner
 from gateway.tubemq.producer.routes import RouteTable, TopicRoute
-from gateway.tubemq.producer.send import SendContext, SendResult, send_message
+from gateway.tubemq.producer.send import SendContext, SendResult
 from gateway.tubemq.producer.session import ProducerSession
 from gateway.tubemq.wire.client_id import local_ipv4, producer_id
 from gateway.tubemq.wire.meta import default_broker_port
-from gateway.tubemq.wire.payload import (
-    build_attribute_text,
-    encode_payload_text,
-    format_msg_time,
-    ipv4_to_sent_addr,
-)
+from gateway.tubemq.wire.payload import PreparedMessage, ipv4_to_sent_addr, prepare_message
 
 __all__ = ["BatchMessage", "PartitionRoute", "Producer", "ProducerConfig", "SendResult", "TopicRouteInfo"]
 
@@ -317,56 +314,59 @@ class Producer:
         are exclusive). ``stream_id`` becomes ``$msgType$`` and the broker's filter key; ``msg_time`` the
         ``$msgTime$`` (``yyyyMMddHHmm`` text or a datetime). ``key`` also travels with the message as the
         reserved attribute ``$msgKey$`` (``payload`` module docstring), so consumers get it back.
-        ``timeout`` (seconds, default ``send_timeout``) bounds all attempts.
+        ``timeout`` (seconds, default ``send_timeout``) bounds all attempts. The fields are checked by the
+        publish rules (``payload.prepare_message``: ``InvalidMessage`` names the field at fault) and the
+        message goes out as a batch of one (``send_prepared``).
         """
         self._check_open()
-        if topic not in self._session.topics:
-            raise TopicNotPublished(topic)
-        if key is not None and partition is not None:
-            raise ClientError("give either a key or an explicit partition, not both")
-        if not body:
-            raise ClientError("message body must not be empty")
-        route = self._routes.route(topic)
-        if route is None:
-            raise self._routes.no_route(topic)
-        time_text = format_msg_time(msg_time) if isinstance(msg_time, datetime) else msg_time
-        msg_type = stream_id.strip() if stream_id is not None and stream_id.strip() else None
-        msg_time_text = time_text.strip() if time_text is not None and time_text.strip() else None
-        attr_text = build_attribute_text(attributes, msg_type, msg_time_text, key)
-        size = len(body) + len(attr_text)
-        if size > route.max_msg_size:
-            raise MessageTooLarge(size, route.max_msg_size, topic)
-        budget = self.config.send_timeout if timeout is None else timeout
-        data, flag = encode_payload_text(body, attr_text)
-        return await send_message(
-            self._send_context,
-            topic,
-            data,
-            flag,
-            msg_type=msg_type,
-            msg_time=msg_time_text,
-            key=key,
-            partition=partition,
-            deadline=asyncio.get_running_loop().time() + budget,
-        )
+        message = prepare_message(body, attributes, stream_id, msg_time, key, partition)
+        (result,) = await self.send_prepared(topic, (message,), timeout=timeout)
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     async def send_batch(
         self,
         topic: str,
         messages: Sequence[BatchMessage],
         *,
-        texts: Sequence[str] | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - the deadline travels down to every attempt
     ) -> list[SendResult | Exception]:
-        """Send several messages without key or partition, each its own request and broker answer
-        (``producer_batch``); returns, in order, each message's result or the error ``send`` would have
-        raised for it. A message is ``(body, attributes, stream_id, msg_time)`` as ``send`` takes them.
-        Raises (for the whole batch) only when the producer is closed or the topic unpublished or unrouted.
-        ``texts``, when given, holds each message's attribute text as ``build_attribute_text`` built it from
-        the same fields (the caller built, so checked, it already); it is then not built again.
+        """Send several messages without key or partition; a message is ``(body, attributes, stream_id,
+        msg_time)`` as ``send`` takes them. Returns, in order, each message's result or the error ``send``
+        would have raised for it; raises (for the whole batch) what ``send_prepared`` raises."""
+        results: list[SendResult | Exception | None] = [None] * len(messages)
+        prepared: list[PreparedMessage] = []
+        slots: list[int] = []
+        for i, (body, attributes, stream_id, msg_time) in enumerate(messages):
+            try:
+                prepared.append(prepare_message(body, attributes, stream_id, msg_time))
+            except ClientError as exc:
+                results[i] = exc
+                continue
+            slots.append(i)
+        sent = await self.send_prepared(topic, prepared, timeout=timeout)
+        for i, result in zip(slots, sent, strict=True):
+            results[i] = result
+        return [r for r in results if r is not None]
+
+    async def send_prepared(
+        self,
+        topic: str,
+        messages: Sequence[PreparedMessage],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the deadline travels down to every attempt
+    ) -> list[SendResult | Exception]:
+        """The send path of every message: send messages prepared by ``payload.prepare_message``, each its
+        own request and broker answer, together (``producer.batch``: one write per broker and round).
+
+        Returns, in order, each message's result or the error that ended it: ``MessageTooLarge`` above the
+        topic's limit, ``ClientError`` for a message with both a key and a partition, else what its sends
+        ended with (module docstring). Messages of one call go out together, so their order is not kept:
+        send one message at a time what must stay in order. Raises (for the whole batch) only when the
+        producer is closed or the topic unpublished or unrouted. ``timeout`` (seconds, default
+        ``send_timeout``) bounds all attempts.
         """
-        if texts is not None and len(texts) != len(messages):
-            raise ValueError(f"{len(texts)} attribute texts for {len(messages)} messages")
         self._check_open()
         if topic not in self._session.topics:
             raise TopicNotPublished(topic)
@@ -374,39 +374,24 @@ class Producer:
         if route is None:
             raise self._routes.no_route(topic)
         limit = route.max_msg_size
-        results: list[SendResult | Exception | None] = [None] * len(messages)
-        items: list[BatchItem] = []
-        slots: list[int] = []
-        for i, (body, attributes, stream_id, msg_time) in enumerate(messages):
-            try:
-                if not body:
-                    raise ClientError("message body must not be empty")
-                time_text = format_msg_time(msg_time) if isinstance(msg_time, datetime) else msg_time
-                msg_type = stream_id.strip() if stream_id is not None and stream_id.strip() else None
-                msg_time_text = time_text.strip() if time_text is not None and time_text.strip() else None
-                if texts is None:
-                    attr_text = build_attribute_text(attributes, msg_type, msg_time_text)
-                else:
-                    attr_text = texts[i]
-                size = len(body) + len(attr_text)
-                if size > limit:
-                    raise MessageTooLarge(size, limit, topic)
-            except ClientError as exc:
-                results[i] = exc
-                continue
-            data, flag = encode_payload_text(body, attr_text)
-            items.append((data, flag, msg_type, msg_time_text))
-            slots.append(i)
+        items = messages
+        refused: dict[int, Exception] = {}
+        for i, message in enumerate(messages):
+            if message.key is not None and message.partition is not None:
+                refused[i] = ClientError("give either a key or an explicit partition, not both")
+            elif message.size > limit:
+                refused[i] = MessageTooLarge(message.size, limit, topic)
+        if refused:
+            items = [m for i, m in enumerate(messages) if i not in refused]
+        sent: list[SendResult | Exception] = []
         if items:
             budget = self.config.send_timeout if timeout is None else timeout
             deadline = asyncio.get_running_loop().time() + budget
-            for i, result in zip(
-                slots,
-                await send_batch(self._send_context, topic, items, deadline=deadline),
-                strict=True,
-            ):
-                results[i] = result
-        return [r for r in results if r is not None]
+            sent = await send_batch(self._send_context, topic, items, deadline=deadline)
+        if not refused:
+            return sent
+        done = iter(sent)
+        return [refused[i] if i in refused else next(done) for i in range(len(messages))]
 
     # --- internals -----------------------------------------------------------------------------------
 

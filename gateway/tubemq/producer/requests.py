@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gateway.tubemq.wire.frame import encode_varint
-from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 
 __all__ = [
@@ -18,7 +17,6 @@ __all__ = [
     "build_close_request",
     "build_heartbeat_request",
     "build_register_request",
-    "build_send_request",
 ]
 
 NO_CHECKSUM = -1
@@ -71,46 +69,15 @@ def build_close_request(client_id: str) -> master_pb.CloseRequestP2M:
     return master_pb.CloseRequestP2M(clientId=client_id)
 
 
-def build_send_request(
-    client_id: str,
-    topic: str,
-    partition_id: int,
-    data: bytes,
-    flag: int,
-    *,
-    sent_addr: int,
-    visit_token: int,
-    auth_token: str | None = None,
-    msg_type: str | None = None,
-    msg_time: str | None = None,
-) -> broker_pb.SendMessageRequestP2B:
-    """SendMessageRequestP2B (method 13): ``data``/``flag`` from ``payload.encode_payload``; ``msg_type``
-    and ``msg_time`` repeat the payload's ``$msgType$``/``$msgTime$`` (the broker filters on field 8)."""
-    request = broker_pb.SendMessageRequestP2B(
-        clientId=client_id,
-        topicName=topic,
-        partitionId=partition_id,
-        data=data,
-        flag=flag,
-        checkSum=NO_CHECKSUM,
-        sentAddr=sent_addr,
-    )
-    if msg_type:
-        request.msgType = msg_type
-    if msg_time:
-        request.msgTime = msg_time
-    request.authInfo.visitAuthorizedToken = visit_token
-    if auth_token:
-        request.authInfo.authAuthorizedToken = auth_token
-    return request
-
-
 class SendRequestTemplate:
-    """``build_send_request(...).SerializeToString()`` written directly, for many messages of one topic.
+    """The one encoder of ``SendMessageRequestP2B`` (method 13): the serialized request of each message of a
+    topic, written directly.
 
     The fields that stay the same for a producer and topic (client id, topic, checksum, sent address, the
-    ``authInfo`` tokens) are encoded once; each message writes only its partition, data, flag, msgType and
-    msgTime around them, in field-number order as protobuf does (tests compare the bytes with protobuf's).
+    ``authInfo`` tokens: ``visitAuthorizedToken``, ``authAuthorizedToken`` when given) are encoded once;
+    each message writes only its partition, ``data``/``flag`` (``payload.prepare_message``), msgType and
+    msgTime (which repeat the payload's ``$msgType$``/``$msgTime$``: the broker filters on field 8) around
+    them, in field-number order as protobuf does (tests compare the bytes with protobuf's and Java's).
     """
 
     __slots__ = ("_heads", "_prefix", "_tail")

@@ -1,7 +1,8 @@
-"""One ``send``: choose a partition, send ``SendMessageRequestP2B``, retry where that is safe (§7.4-§7.6).
+"""A send's rules: choose a partition, send ``SendMessageRequestP2B``, retry where that is safe (§7.4-§7.6).
 
-Success means exactly one thing: a broker answered ``errCode`` 200. Everything else either raises or tries
-again, never more than ``max_attempts`` times in all and never past the caller's deadline:
+``batch.send_batch`` sends every message by these rules (a single send is a batch of one). Success means
+exactly one thing: a broker answered ``errCode`` 200. Everything else ends the message or tries again,
+never more than ``max_attempts`` times in all and never past the caller's deadline:
 
 * transport failure (connect, lost link, timeout) or a retriable RPC exception: the breaker and the
   partition's back-off count it; the next attempt avoids every broker that failed this way.
@@ -17,31 +18,24 @@ A timed-out attempt may still have been stored by the broker, so a retry can dup
 
 from __future__ import annotations
 
-import asyncio
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway.tubemq.errors import (
     NoPartition,
-    RemoteException,
-    RequestTimeout,
     ServiceUnavailable,
-    TransportError,
-    TubeMQError,
-    for_code,
 )
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.breaker import BrokerBreaker
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.events import SendCompleted
 from gateway.tubemq.producer.partitioner import Partitioner, PartitionRef
-from gateway.tubemq.producer.requests import SendRequestTemplate, build_send_request
+from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.producer.routes import RouteTable, TopicRoute
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.wire.rpc import Method, Service
 
-__all__ = ["SendContext", "SendResult", "place_of", "send_message", "send_template"]
+__all__ = ["SendContext", "SendResult", "place_of", "send_template"]
 
 SUCCESS = 200
 SERVICE_UNAVAILABLE = 503
@@ -79,11 +73,12 @@ class SendContext:
     max_attempts: int
     events: EventBus | None
     templates: dict[tuple[str, int, str | None], SendRequestTemplate] = field(default_factory=dict)
-    """Batch sends' request templates by (topic, visit token, auth token); see ``send_template``."""
+    """Request templates by (topic, visit token, auth token); see ``send_template``."""
 
 
 def send_template(ctx: SendContext, topic: str) -> SendRequestTemplate:
-    """The request template of ``topic`` under the current tokens (built when they change)."""
+    """The request template of ``topic`` under the current tokens (built when they change): the one
+    encoder of ``SendMessageRequestP2B``."""
     key = (topic, ctx.routes.visit_token, ctx.routes.auth_token or _broker_token(ctx))
     template = ctx.templates.get(key)
     if template is None:
@@ -93,87 +88,6 @@ def send_template(ctx: SendContext, topic: str) -> SendRequestTemplate:
             ctx.client_id, topic, sent_addr=ctx.sent_addr, visit_token=key[1], auth_token=key[2]
         )
     return template
-
-
-async def send_message(
-    ctx: SendContext,
-    topic: str,
-    data: bytes,
-    flag: int,
-    *,
-    msg_type: str | None,
-    msg_time: str | None,
-    key: str | None,
-    partition: int | str | None,
-    deadline: float,
-) -> SendResult:
-    """Send one message before the loop time ``deadline``; ``data``/``flag`` come from
-    ``payload.encode_payload`` (the producer has already checked the message)."""
-    loop = asyncio.get_running_loop()
-    avoid: set[PartitionRef] = set()
-    last_error: TubeMQError | None = None
-    for _ in range(ctx.max_attempts):
-        route = ctx.routes.route(topic)
-        target = _choose(ctx, topic, route, key, partition, avoid)
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            break
-        assert route is not None
-        request = build_send_request(
-            ctx.client_id,
-            topic,
-            target.partition_id,
-            data,
-            flag,
-            sent_addr=ctx.sent_addr,
-            visit_token=ctx.routes.visit_token,
-            auth_token=ctx.routes.auth_token or _broker_token(ctx),
-            msg_type=msg_type,
-            msg_time=msg_time,
-        )
-        ctx.breaker.begin_attempt(target.broker_id)
-        started = loop.time()
-        try:
-            answer = await ctx.pool.request(
-                route.brokers[target.broker_id],
-                Method.SEND_MESSAGE,
-                request,
-                min(remaining, ctx.rpc_timeout),
-                Service.BROKER_WRITE,
-            )
-        except (TransportError, RemoteException) as exc:
-            if isinstance(exc, RemoteException) and not exc.retriable:
-                ctx.breaker.record_rejected(target.broker_id)
-                _completed(ctx, topic, target, "transport", loop.time() - started)
-                raise
-            ctx.breaker.record_failure(target.broker_id)
-            ctx.partitioner.record_failure(topic, target)
-            _completed(ctx, topic, target, "transport", loop.time() - started)
-            avoid.update(p for p in route.partitions if p.broker_id == target.broker_id)
-            last_error = exc
-            continue
-        assert isinstance(answer, broker_pb.SendMessageResponseB2P)
-        if answer.success and answer.errCode == SUCCESS:
-            ctx.breaker.record_success(target.broker_id)
-            ctx.partitioner.record_success(topic, target)
-            _completed(ctx, topic, target, "ok", loop.time() - started, size=len(data))
-            return _result(topic, route, target, answer)
-        error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
-        ctx.partitioner.record_failure(topic, target)
-        if error.errno == SERVICE_UNAVAILABLE:
-            ctx.breaker.record_unavailable(target.broker_id)
-            _completed(ctx, topic, target, "unavailable", loop.time() - started, error.errno)
-            avoid.update(p for p in route.partitions if p.broker_id == target.broker_id)
-        else:
-            ctx.breaker.record_rejected(target.broker_id)
-            _completed(ctx, topic, target, "rejected", loop.time() - started, error.errno)
-            avoid.add(target)
-        if not error.retriable:
-            raise error
-        last_error = error
-    if last_error is not None:
-        raise last_error
-    raise RequestTimeout(f"no time left to send to topic {topic!r} within the deadline")
 
 
 def _choose(

@@ -9,9 +9,11 @@ from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
 from gateway.tubemq.wire.meta import BrokerInfo, MetaFormatError, Partition
 from gateway.tubemq.wire.methods import METHODS, Method
 from gateway.tubemq.wire.payload import (
+    PreparedMessage,
     build_attribute_text,
     format_msg_time,
     parse_msg_time,
+    prepare_message,
     validate_attribute_key,
     validate_attribute_value,
 )
@@ -23,11 +25,13 @@ __all__ = [
     "MetaFormatError",
     "Method",
     "Partition",
+    "PreparedMessage",
     "build_attribute_text",
     "consumer_id",
     "format_msg_time",
     "local_ipv4",
     "parse_msg_time",
+    "prepare_message",
     "validate_attribute_key",
     "validate_attribute_value",
 ]

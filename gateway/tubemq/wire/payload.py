@@ -24,27 +24,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from gateway.tubemq.errors import InvalidAttribute
+from gateway.tubemq.errors import InvalidAttribute, InvalidMessage
 
 __all__ = [
     "FLAG_HAS_ATTRIBUTES",
+    "MAX_KEY_LENGTH",
+    "MAX_STREAM_ID_LENGTH",
     "TOKEN_MSG_KEY",
     "TOKEN_MSG_TIME",
     "TOKEN_MSG_TYPE",
     "DecodedPayload",
     "PayloadDecodeError",
+    "PreparedMessage",
     "build_attribute_text",
     "crc32_checksum",
     "decode_key",
     "decode_payload",
     "encode_key",
     "encode_payload",
-    "encode_payload_text",
     "format_msg_time",
     "ipv4_to_sent_addr",
     "java_string_hash",
     "parse_attribute_text",
     "parse_msg_time",
+    "prepare_message",
     "validate_attribute_key",
     "validate_attribute_value",
 ]
@@ -139,39 +142,44 @@ def build_attribute_text(
     msg_type: str | None = None,
     msg_time: str | None = None,
     key: str | None = None,
-    *,
-    checked: bool = False,
 ) -> str:
     """Build the attribute text like the Java client: ``$msgType$`` first, ``$msgTime$`` second, then
     ``$msgKey$`` (a non-empty ``key``, escaped by :func:`encode_key`), then the user items in insertion
-    order. Blank ``msg_type``/``msg_time`` are left out; both are trimmed.
-
-    Each part is checked (InvalidAttribute) unless ``checked`` says the caller has already checked every
-    one as this would: ``msg_type`` with :func:`validate_attribute_value`, ``msg_time`` with
-    :func:`parse_msg_time`, each attribute with :func:`validate_attribute_key` and
-    :func:`validate_attribute_value` (the publish service does, to name the offending field).
+    order. Blank ``msg_type``/``msg_time`` are left out; both are trimmed. Each part is checked
+    (InvalidAttribute). A message to publish is prepared by :func:`prepare_message` instead (every field
+    checked once, by the publish rules).
 
     The Java producer checks ``len(body) + len(text)`` (text in characters) against the topic's limit.
     """
-    items: list[str] = []
-    if msg_type is not None and msg_type.strip():
-        msg_type = msg_type.strip()
-        if not checked:
+    if msg_type is not None:
+        msg_type = msg_type.strip() or None
+        if msg_type is not None:
             validate_attribute_value(msg_type)
-        items.append(f"{TOKEN_MSG_TYPE}={msg_type}")
-    if msg_time is not None and msg_time.strip():
-        msg_time = msg_time.strip()
-        if not checked:
+    if msg_time is not None:
+        msg_time = msg_time.strip() or None
+        if msg_time is not None:
             parse_msg_time(msg_time)
+    if attributes:
+        for name, value in attributes.items():
+            validate_attribute_key(name)
+            validate_attribute_value(value)
+    return _join_text(attributes, msg_type, msg_time, key)
+
+
+def _join_text(
+    attributes: Mapping[str, str] | None, msg_type: str | None, msg_time: str | None, key: str | None
+) -> str:
+    """The attribute text of parts already checked (and trimmed); see :func:`build_attribute_text`."""
+    items: list[str] = []
+    if msg_type:
+        items.append(f"{TOKEN_MSG_TYPE}={msg_type}")
+    if msg_time:
         items.append(f"{TOKEN_MSG_TIME}={msg_time}")
     if key:
         items.append(f"{TOKEN_MSG_KEY}={encode_key(key)}")
     if attributes:
-        for key, value in attributes.items():
-            if not checked:
-                validate_attribute_key(key)
-                validate_attribute_value(value)
-            items.append(f"{key}={value}")
+        for name, value in attributes.items():
+            items.append(f"{name}={value}")
     return _ITEM_SEP.join(items)
 
 
@@ -202,6 +210,114 @@ def parse_attribute_text(text: str) -> tuple[dict[str, str], str | None, str | N
     return attributes, msg_type, msg_time, key
 
 
+# --- a message to publish: the publish rules ------------------------------------------------------
+
+MAX_KEY_LENGTH = 1024
+MAX_STREAM_ID_LENGTH = 256
+_SEPARATORS = (_ITEM_SEP, _KV_SEP, TOKEN_MSG_TYPE, TOKEN_MSG_TIME)
+_SEPARATORS_RE = re.compile("|".join(re.escape(token) for token in _SEPARATORS))
+
+
+@dataclass(slots=True)
+class PreparedMessage:
+    """A message ready to send, prepared once by :func:`prepare_message`: the SendMessage ``data`` and
+    ``flag``, the ``msgType``/``msgTime`` fields (trimmed; None = absent), ``size`` as the topic's limit
+    counts it (body plus attribute text in characters, as the Java producer counts it) and the message's
+    pin: a ``key`` or a ``partition`` (an index or a ``brokerId:topic:partitionId`` key), else None."""
+
+    data: bytes
+    flag: int
+    msg_type: str | None
+    msg_time: str | None
+    size: int
+    key: str | None = None
+    partition: int | str | None = None
+
+
+def prepare_message(
+    body: bytes,
+    attributes: Mapping[str, str] | None = None,
+    stream_id: str | None = None,
+    msg_time: str | datetime | None = None,
+    key: str | None = None,
+    partition: int | str | None = None,
+) -> PreparedMessage:
+    """Check every field of a message to publish by the publish rules, then encode it once.
+
+    The rules, in this order (the first broken one raises :class:`InvalidMessage` naming its field): a
+    non-empty body; a key of 1-1024 characters; a partition index >= 0; attributes mapping strings to
+    strings, each name and value non-blank and free of ``,``, ``=`` and the reserved tokens; a streamId
+    (``$msgType$``, trimmed) of 1-256 characters, not blank, free of ``,``, ``=`` and the reserved tokens;
+    a msgTime of ``yyyyMMddHHmm`` (a datetime is formatted so). Text must be valid Unicode (no lone
+    surrogates). Whether ``size`` fits the topic is the sender's check (it knows the topic's limit).
+    """
+    if not body:
+        raise InvalidMessage("value must not be empty", "value")
+    if key is not None:
+        if not key or len(key) > MAX_KEY_LENGTH:
+            raise InvalidMessage(f"key must be 1-{MAX_KEY_LENGTH} characters", "key")
+        _check_unicode(key, "key", "key")
+    if isinstance(partition, int) and partition < 0:
+        raise InvalidMessage("partition must be >= 0", "partition")
+    if attributes:
+        _check_attributes(attributes)
+    msg_type = None if stream_id is None else _check_stream_id(stream_id)
+    if isinstance(msg_time, datetime):
+        msg_time = format_msg_time(msg_time)
+    elif msg_time is not None and not _is_msg_time(msg_time):
+        raise InvalidMessage(f"msgTime {msg_time[:40]!r} must be yyyyMMddHHmm, e.g. 202401311530", "msgTime")
+    text = _join_text(attributes, msg_type, msg_time, key)
+    data, flag = _encode(body, text)
+    return PreparedMessage(data, flag, msg_type, msg_time, len(body) + len(text), key, partition)
+
+
+def _check_unicode(value: str, what: str, field: str) -> None:
+    """Refuse text that cannot travel as UTF-8 (lone surrogates, which JSON escapes can carry)."""
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMessage(
+            f"{what} holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape), which is not text; "
+            "send valid Unicode",
+            field,
+        ) from None
+
+
+def _check_attributes(attributes: Mapping[str, str]) -> None:
+    for name, value in attributes.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidMessage("attributes must map strings to strings", "attributes")
+        _check_unicode(name, "an attribute key", "attributes")
+        try:
+            validate_attribute_key(name)
+        except InvalidAttribute as exc:
+            raise InvalidMessage(str(exc), "attributes") from None
+        field = f"attributes.{name}"
+        _check_unicode(value, f"attribute {name!r}", field)
+        try:
+            validate_attribute_value(value)
+        except InvalidAttribute as exc:
+            raise InvalidMessage(str(exc), field) from None
+
+
+def _check_stream_id(stream_id: str) -> str:
+    """The ``$msgType$`` of a valid streamId (trimmed)."""
+    trimmed = stream_id.strip()
+    if not trimmed or len(stream_id) > MAX_STREAM_ID_LENGTH:
+        raise InvalidMessage(f"streamId must be 1-{MAX_STREAM_ID_LENGTH} non-blank characters", "streamId")
+    _check_unicode(stream_id, "streamId", "streamId")
+    if _SEPARATORS_RE.search(stream_id) is not None:  # one scan for the usual, clean value
+        for token in _SEPARATORS:
+            if token in stream_id:
+                raise InvalidMessage(
+                    f"streamId {stream_id!r} contains {token!r}, which TubeMQ reserves as a separator",
+                    "streamId",
+                )
+    return trimmed
+
+
 # --- payload ----------------------------------------------------------------------------------------
 
 
@@ -218,11 +334,10 @@ def encode_payload(
     the body itself is returned. ``msg_type`` and ``msg_time`` are trimmed (send the same trimmed values
     in the request's ``msgType``/``msgTime`` fields). Raises InvalidAttribute for bad keys or values.
     """
-    return encode_payload_text(body, build_attribute_text(attributes, msg_type, msg_time, key))
+    return _encode(body, build_attribute_text(attributes, msg_type, msg_time, key))
 
 
-def encode_payload_text(body: bytes, text: str) -> tuple[bytes, int]:
-    """``encode_payload`` for attribute text already built (and so checked) by ``build_attribute_text``."""
+def _encode(body: bytes, text: str) -> tuple[bytes, int]:
     if not text:
         return bytes(body), 0
     raw = text.encode("utf-8")

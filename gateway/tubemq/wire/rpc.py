@@ -144,7 +144,7 @@ _SUCCESS_PREFIX_LEN = len(_SUCCESS_PREFIX)
 def encode_request(
     serial: int,
     method: int,
-    request: Message,
+    request: Message | bytes,
     timeout_ms: int,
     service: int | None = None,
     *,
@@ -156,11 +156,12 @@ def encode_request(
     (e.g. to test a server's FATAL answer) needs an explicit ``service``. ``timeout_ms`` must be > 0:
     the Java server never answers a call whose timeout has passed. Raises ``ValueError`` for an
     unknown method without ``service``, a message of the wrong type, a missing required field or a
-    non-positive timeout.
+    non-positive timeout. A request given as ``bytes`` is an already serialized message of the method's
+    request type (``producer.requests.SendRequestTemplate``): framed as it is, without the type check.
     """
     spec = METHODS.get(method)
     if spec is not None:
-        if type(request) is not spec.request_type:
+        if type(request) is not spec.request_type and not isinstance(request, bytes):
             raise ValueError(
                 f"method {method} ({spec.name}) takes {spec.request_type.__name__}, "
                 f"not {type(request).__name__}"
@@ -172,7 +173,10 @@ def encode_request(
     if timeout_ms <= 0:
         raise ValueError(f"timeout_ms must be > 0 (the server drops expired calls), got {timeout_ms}")
     return _request_frame(
-        serial, _request_prefix(service, protocol_ver), _body_head(method, timeout_ms), serialize(request)
+        serial,
+        _request_prefix(service, protocol_ver),
+        _body_head(method, timeout_ms),
+        request if isinstance(request, bytes) else serialize(request),
     )
 
 
