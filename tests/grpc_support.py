@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -52,6 +53,21 @@ async def running_gateway(
     finally:
         await server.stop(0)
         await runtime.stop()
+
+
+@asynccontextmanager
+async def consumer_gateway(topics: list[TopicSpec], data_dir: Path) -> AsyncIterator[Gateway]:
+    """An embedded cluster of ``topics`` and a gateway on it with fast consumer timings (consumer tests)."""
+    async with EmbeddedCluster(topics, brokers=1, data_dir=data_dir, balance_period=0.1) as cluster:
+        consumers = {
+            "heartbeat_interval": 0.1,
+            "empty_fetch_wait": 0.05,
+            "assignment_wait": 5.0,
+            "lease": 30.0,
+        }
+        settings = gateway_settings(cluster, http_host="127.0.0.1", consumers=consumers)
+        async with running_gateway(cluster, settings, subscribe_step=0.1) as served:
+            yield served
 
 
 def message(value: bytes | str, **fields: Any) -> pb.Message:

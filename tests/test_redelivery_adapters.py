@@ -17,11 +17,10 @@ import pytest
 from consumer_support import Env, environment
 from gateway_support import SseReader, gateway
 
-from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from tests.grpc_support import Gateway as GrpcGateway
-from tests.grpc_support import gateway_settings, message, running_gateway
+from tests.grpc_support import consumer_gateway, message
 
 TOPICS = "solo:1,retry:2,dlq:1"
 
@@ -151,16 +150,8 @@ async def test_sse_carries_the_delivery_attempt_of_a_retried_message(http: httpx
 @pytest.fixture
 async def grpc_gw(tmp_path: Path) -> AsyncIterator[GrpcGateway]:
     topics = [TopicSpec("solo", 1), TopicSpec("retry", 2), TopicSpec("dlq", 1)]
-    async with EmbeddedCluster(topics, brokers=1, data_dir=tmp_path / "data", balance_period=0.1) as cluster:
-        consumers = {
-            "heartbeat_interval": 0.1,
-            "empty_fetch_wait": 0.05,
-            "assignment_wait": 5.0,
-            "lease": 30.0,
-        }
-        settings = gateway_settings(cluster, http_host="127.0.0.1", consumers=consumers)
-        async with running_gateway(cluster, settings, subscribe_step=0.1) as served:
-            yield served
+    async with consumer_gateway(topics, tmp_path / "data") as served:
+        yield served
 
 
 async def _grpc_poll(gw: GrpcGateway, group: str, instance: str, count: int) -> list[pb.ConsumedMessage]:

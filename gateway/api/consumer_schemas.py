@@ -9,6 +9,8 @@ from gateway.api.contract_types import (
     Attributes,
     Encoding,
     MessageValue,
+    SeekPosition,
+    SeekTime,
     StartOffsets,
     StartPosition,
     StreamFilters,
@@ -165,14 +167,27 @@ class DeadlineResponse(BaseModel):
 class SeekRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    position: StartPosition = Field(
-        description="earliest (the oldest message kept) or latest (the end) for `partitions`, or offsets"
+    position: SeekPosition = Field(
+        description="earliest (the oldest message kept), latest (the end) or time for `partitions`, or "
+        "offsets"
     )
     offsets: StartOffsets | None = Field(None, description="position offsets: where each partition goes")
     partitions: list[str] | None = Field(
         None,
-        description="earliest or latest: the partition keys to move (default: every partition the "
+        description="earliest, latest or time: the partition keys to move (default: every partition the "
         "instance holds, its retry topic's excepted)",
+    )
+    time: SeekTime | None = Field(
+        None,
+        description="position time: each partition moves to its first message whose msgTime (yyyyMMddHHmm, "
+        "stamped by its producer) is at or after this time's minute in `timeZone`; messages without a "
+        "msgTime go with the next message that has one; no such message: the end",
+    )
+    timeZone: str | None = Field(
+        None,
+        description="position time: the IANA zone the producers stamp msgTime in (default: the gateway's "
+        "local zone)",
+        examples=["Asia/Shanghai"],
     )
 
 

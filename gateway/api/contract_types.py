@@ -21,6 +21,8 @@ __all__ = [
     "Encoding",
     "MessageValue",
     "ReadinessChecks",
+    "SeekPosition",
+    "SeekTime",
     "ShieldReason",
     "StartOffsets",
     "StartPosition",
@@ -45,6 +47,29 @@ StartPosition = TypeAliasType(
         Field(
             description="where a group without a stored offset starts: latest (end), earliest (oldest "
             "message), or offsets (bound consumption: start the partitions in `offsets` exactly there)"
+        ),
+    ],
+)
+
+SeekPosition = TypeAliasType(
+    "SeekPosition",
+    Annotated[
+        Literal["latest", "earliest", "offsets", "time"],
+        Field(
+            description="where a seek moves partitions: latest (end), earliest (oldest message kept), "
+            "offsets (each partition to its offset in `offsets`), or time (to the first message whose "
+            "msgTime is at or after `time`'s minute)"
+        ),
+    ],
+)
+
+SeekTime = TypeAliasType(
+    "SeekTime",
+    Annotated[
+        int | str,
+        Field(
+            description="Unix time in milliseconds, or RFC 3339 text with its UTC offset "
+            "(2026-11-27T01:30:00Z, 2026-11-27T09:30:00+08:00)"
         ),
     ],
 )

@@ -54,6 +54,7 @@ _FIELDS = {
     "resume_after": "Last-Event-ID",
     "delay": "delayMs",
     "extension": "extendMs",
+    "time_zone": "timeZone",
 }
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -359,16 +360,25 @@ async def seek_partitions(
     service: ConsumersDep,
     forwarder: ForwarderDep,
 ) -> Response:
-    """With the rules of `startPosition`: `earliest` or `latest` for `partitions` (default: all the instance
-    holds), or `offsets` (broker index offsets, as publish returns them; the broker clamps to what it keeps).
+    """With the rules of `startPosition`: `earliest`, `latest` or `time` for `partitions` (default: all the
+    instance holds), or `offsets` (broker index offsets, as publish returns them; the broker clamps to what
+    it keeps). `time` lands each partition on its first message whose msgTime is at or after the time's
+    minute (docs/consumers.md, Seek).
     What the instance fetched or delivered of those partitions and did not commit is rolled back first
     (those tokens become stale); the group's next reads start at the new position."""
     owner = _owner(service, forwarder, request, group, instance_id)
     if owner is not None:
         return await forwarder.forward(request, owner, extra_wait=service.seek_wait)
-    moved = await service.seek(
-        group, instance_id, body.position, offsets=body.offsets, partitions=body.partitions
-    )
+    with renamed_fields(_FIELDS):
+        moved = await service.seek(
+            group,
+            instance_id,
+            body.position,
+            offsets=body.offsets,
+            partitions=body.partitions,
+            time=body.time,
+            time_zone=body.timeZone,
+        )
     return _json(
         {
             "partitions": [

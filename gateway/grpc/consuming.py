@@ -35,6 +35,8 @@ _FIELDS = {
     "resume_after": "resumeToken",
     "delay": "delayMs",
     "extension": "extendMs",
+    "time": "timeMs",
+    "time_zone": "timeZone",
 }
 
 
@@ -144,14 +146,17 @@ class ConsumerRpcs:
             return await relay.unary("Seek", request, pb.SeekResponse)
         position = _SEEK_POSITIONS.get(request.position)
         if position is None:
-            raise InvalidInput("position must be EARLIEST, LATEST or OFFSETS", field="position")
-        moved = await self._consumers().seek(
-            request.group,
-            request.instance_id,
-            position,
-            offsets=dict(request.offsets) or None,
-            partitions=list(request.partitions) or None,
-        )
+            raise InvalidInput("position must be EARLIEST, LATEST, OFFSETS or TIME", field="position")
+        with renamed_fields(_FIELDS):
+            moved = await self._consumers().seek(
+                request.group,
+                request.instance_id,
+                position,
+                offsets=dict(request.offsets) or None,
+                partitions=list(request.partitions) or None,
+                time=request.time_ms if request.HasField("time_ms") else None,
+                time_zone=request.time_zone if request.HasField("time_zone") else None,
+            )
         return pb.SeekResponse(
             partitions=[
                 pb.SeekedPartition(
@@ -265,6 +270,7 @@ _SEEK_POSITIONS = {
     pb.START_POSITION_LATEST: "latest",
     pb.START_POSITION_EARLIEST: "earliest",
     pb.START_POSITION_OFFSETS: "offsets",
+    pb.START_POSITION_TIME: "time",
 }
 
 
@@ -280,7 +286,7 @@ def instance_spec(request: pb.CreateConsumerRequest) -> InstanceSpec:
     position = _START_POSITIONS.get(request.start_position)
     if position is None:
         raise InvalidInput(
-            f"startPosition {request.start_position} is not a StartPosition (LATEST, EARLIEST, OFFSETS)",
+            f"startPosition {request.start_position} is not LATEST, EARLIEST or OFFSETS (TIME is for Seek)",
             field="startPosition",
         )
     return InstanceSpec(

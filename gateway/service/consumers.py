@@ -48,18 +48,18 @@ from gateway.service.instance_id import (
     redact,
 )
 from gateway.service.instance_spec import InstanceSpec
-from gateway.service.names import validate_group, validate_topic
+from gateway.service.names import check_text, validate_group, validate_topic
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.service.redelivery import RedeliveryPolicy, Republisher
 from gateway.service.redelivery_checks import check_redelivery, ensure_redelivery_topics
+from gateway.service.seek import MAX_OFFSET, SeekResult, offsets_for_time, plan_seek
 from gateway.service.stream_cursor import StreamCursor
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import (
-    LATEST_OFFSET,
     MAX_FILTER_ITEM_LENGTH,
     AssignedPartition,
     BoundConsumption,
@@ -91,7 +91,6 @@ MAX_TOPICS = 1024
 #: instances taking part in one bound consumption (the wire field is a signed 32-bit integer)
 MAX_SOURCE_COUNT = 2**31 - 1
 _MAX_SESSION_KEY = 1024
-_MAX_OFFSET = 2**63 - 1
 _POSITIONS = {"latest": StartPosition.LATEST, "earliest": StartPosition.EARLIEST}
 #: how many closed ids are remembered to say why they are gone
 _REMEMBER_CLOSED = 4096
@@ -131,15 +130,6 @@ class InstanceInfo:
     owner_url: str
     client_id: str
     auto_commit: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SeekResult:
-    """Where a seek left a partition: the broker's current and end offsets."""
-
-    partition_key: str
-    curr_offset: int
-    max_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,8 +214,9 @@ class ConsumerService:
         self.max_instances = max_instances
         self.commit_timeout = commit_timeout
         self.assignment_wait = assignment_wait
-        #: the longest a seek takes on its owner: the batches out returned, then a broker registration
-        self.seek_wait = 2 * self._consumer_config.rpc_timeout
+        #: the longest a seek takes on its owner: a time search (at most 2 RPC timeouts), the batches out
+        #: returned, then a broker registration
+        self.seek_wait = 4 * self._consumer_config.rpc_timeout
         self.limits = limits or PollLimits()
         self._secret = id_secret
         self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)
@@ -582,41 +573,26 @@ class ConsumerService:
         *,
         offsets: Mapping[str, int] | None = None,
         partitions: Sequence[str] | None = None,
+        time: object = None,
+        time_zone: str | None = None,
     ) -> list[SeekResult]:
         """Move the group's read position in partitions this instance holds, with the rules of a new
-        instance's start position: ``earliest`` (the oldest message kept) or ``latest`` (the end) for
-        ``partitions`` (default: every held partition of the subscribed topics), or ``offsets`` (partition
-        key -> broker index offset, clamped by the broker to what it keeps). What the instance fetched or
-        delivered of them and did not commit is rolled back first."""
+        instance's start position: ``earliest`` (the oldest message kept), ``latest`` (the end) or ``time``
+        (where the messages' ``$msgTime$`` reaches ``time``'s minute in ``time_zone``: Unix ms or RFC 3339
+        text) for ``partitions`` (default: every held partition of the subscribed topics), or ``offsets``
+        (partition key -> broker index offset, clamped by the broker to what it keeps); see
+        :mod:`gateway.service.seek`. What the instance fetched or delivered of them and did not commit is
+        rolled back first."""
         instance = self.instance(group, instance_id)
-        if position == "offsets":
-            if not offsets:
-                raise InvalidInput("position 'offsets' needs offsets {partitionKey: offset}", field="offsets")
-            if partitions:
-                raise InvalidInput("partitions are only used with earliest or latest", field="partitions")
-            for key, offset in offsets.items():
-                _check_text(key, "offsets", 300)
-                if not isinstance(offset, int) or not 0 <= offset <= _MAX_OFFSET:
-                    raise InvalidInput(f"offset of {key[:80]!r} must be 0-{_MAX_OFFSET}", field="offsets")
-            targets = dict(offsets)
-        elif position in ("earliest", "latest"):
-            if offsets:
-                raise InvalidInput("offsets are only used with position 'offsets'", field="offsets")
-            retry = instance.policy.retry_topic
-            keys = (
-                list(partitions)
-                if partitions
-                else [p.partition_key for p in instance.consumer.assignment() if p.topic != retry]
-            )
-            for key in keys:
-                _check_text(key, "partitions", 300)
-            targets = dict.fromkeys(keys, 0 if position == "earliest" else LATEST_OFFSET)
-        else:
-            raise InvalidInput(
-                f"position {position!r} is not one of earliest, latest, offsets", field="position"
-            )
+        plan = plan_seek(
+            instance, position, offsets=offsets, partitions=partitions, time=time, time_zone=time_zone
+        )
         async with self.using(instance):
             try:
+                targets = plan.offsets
+                if plan.minute is not None:
+                    rpc_timeout = self._consumer_config.rpc_timeout
+                    targets = await offsets_for_time(instance, plan, self._pool, rpc_timeout)
                 moved = await instance.seek(targets)
             except PartitionNotHeld as exc:
                 raise InvalidInput(
@@ -681,7 +657,7 @@ class ConsumerService:
         for i, (topic, stream_ids) in enumerate(spec.topics.items()):
             validate_topic(topic, f"topics[{i}]")
             for stream_id in stream_ids or ():
-                _check_text(stream_id, f"filters.{topic}", MAX_FILTER_ITEM_LENGTH)
+                check_text(stream_id, f"filters.{topic}", MAX_FILTER_ITEM_LENGTH)
         lim = self.limits
         max_bytes = None
         if spec.max_bytes is not None:
@@ -702,11 +678,11 @@ class ConsumerService:
         if not 1 <= spec.source_count <= MAX_SOURCE_COUNT:
             raise InvalidInput(f"sourceCount must be 1-{MAX_SOURCE_COUNT}", field="sourceCount")
         if spec.session_key is not None:
-            _check_text(spec.session_key, "sessionKey", _MAX_SESSION_KEY)
+            check_text(spec.session_key, "sessionKey", _MAX_SESSION_KEY)
         for key, offset in spec.offsets.items():
-            _check_text(key, "offsets", 300)
-            if not isinstance(offset, int) or not 0 <= offset <= _MAX_OFFSET:
-                raise InvalidInput(f"offset of {key[:80]!r} must be 0-{_MAX_OFFSET}", field="offsets")
+            check_text(key, "offsets", 300)
+            if not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+                raise InvalidInput(f"offset of {key[:80]!r} must be 0-{MAX_OFFSET}", field="offsets")
         if spec.source_count > 1 and not spec.session_key:
             raise InvalidInput(
                 "several instances sharing bound offsets need one sessionKey", field="sessionKey"
@@ -782,30 +758,6 @@ class ConsumerService:
 
 #: the reason given for another principal's instance: the same kind of text as for a forged id
 _FOREIGN = "the instance id is not known here"
-
-
-def _check_text(text: object, field: str, max_length: int) -> None:
-    """A name-like request value (filter item, session key, partition key): 1-``max_length`` printable
-    characters that are valid Unicode (no lone surrogates), else InvalidInput naming ``field``."""
-    if (
-        not isinstance(text, str)
-        or not text.strip()
-        or len(text) > max_length
-        or not text.isprintable()
-        or (not text.isascii() and not _encodable(text))
-    ):
-        shown = repr(text[:40]) if isinstance(text, str) else type(text).__name__
-        raise InvalidInput(
-            f"{field} value {shown} must be 1-{max_length} printable characters of valid Unicode", field=field
-        )
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _not_found(group: str, instance_id: str, reason: str) -> NotFound:

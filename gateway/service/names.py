@@ -12,7 +12,7 @@ import re
 
 from gateway.service.errors import InvalidInput
 
-__all__ = ["MAX_GROUP_LENGTH", "MAX_TOPIC_LENGTH", "validate_group", "validate_topic"]
+__all__ = ["MAX_GROUP_LENGTH", "MAX_TOPIC_LENGTH", "check_text", "validate_group", "validate_topic"]
 
 MAX_TOPIC_LENGTH = 64
 MAX_GROUP_LENGTH = 1024
@@ -42,3 +42,27 @@ def validate_group(group: object, field: str = "group") -> str:
     """Return ``group`` if it is a valid TubeMQ consumer group name; raises InvalidInput naming ``field``."""
     rule = f"2-{MAX_GROUP_LENGTH} ASCII letters, digits, '_' or '-', starting with a letter"
     return _check(group, field, _GROUP_RE, MAX_GROUP_LENGTH, "consumer group", rule)
+
+
+def check_text(text: object, field: str, max_length: int) -> None:
+    """A name-like request value (filter item, session key, partition key): 1-``max_length`` printable
+    characters that are valid Unicode (no lone surrogates), else InvalidInput naming ``field``."""
+    if (
+        not isinstance(text, str)
+        or not text.strip()
+        or len(text) > max_length
+        or not text.isprintable()
+        or (not text.isascii() and not _encodable(text))
+    ):
+        shown = repr(text[:40]) if isinstance(text, str) else type(text).__name__
+        raise InvalidInput(
+            f"{field} value {shown} must be 1-{max_length} printable characters of valid Unicode", field=field
+        )
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

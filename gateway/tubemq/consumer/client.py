@@ -44,6 +44,7 @@ from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.teardown import CloseOnce, cancel_and_wait
 from gateway.tubemq.wire import rpc
 from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
+from gateway.tubemq.wire.meta import Partition
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 if TYPE_CHECKING:
@@ -223,6 +224,16 @@ class Consumer:
             )
             for s in self._ctx.cache.held()
         ]
+
+    def held_partition(self, partition_key: str) -> Partition | None:
+        """The partition ``partition_key`` when it is held right now."""
+        state = self._ctx.cache.get(partition_key)
+        return None if state is None else state.partition
+
+    @property
+    def visit_token(self) -> int:
+        """The master's last ``visitAuthorizedToken`` (for reads beside this consumer's, e.g. range reads)."""
+        return self._ctx.visit_token
 
     async def wait_for_assignment(self, timeout: float) -> bool:  # noqa: ASYNC109 - a bound, not I/O
         """Wait up to ``timeout`` seconds until at least one partition is held; False if none is."""

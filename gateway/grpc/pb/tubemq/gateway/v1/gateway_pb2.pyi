@@ -14,10 +14,12 @@ class StartPosition(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     START_POSITION_LATEST: _ClassVar[StartPosition]
     START_POSITION_EARLIEST: _ClassVar[StartPosition]
     START_POSITION_OFFSETS: _ClassVar[StartPosition]
+    START_POSITION_TIME: _ClassVar[StartPosition]
 START_POSITION_UNSPECIFIED: StartPosition
 START_POSITION_LATEST: StartPosition
 START_POSITION_EARLIEST: StartPosition
 START_POSITION_OFFSETS: StartPosition
+START_POSITION_TIME: StartPosition
 
 class Message(_message.Message):
     __slots__ = ("value", "key", "partition", "attributes", "stream_id", "msg_time")
@@ -372,7 +374,7 @@ class ExtendDeadlinesResponse(_message.Message):
     def __init__(self, extended: _Optional[int] = ..., stale: _Optional[_Iterable[str]] = ..., deadline: _Optional[int] = ...) -> None: ...
 
 class SeekRequest(_message.Message):
-    __slots__ = ("group", "instance_id", "position", "offsets", "partitions")
+    __slots__ = ("group", "instance_id", "position", "offsets", "partitions", "time_ms", "time_zone")
     class OffsetsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -385,12 +387,16 @@ class SeekRequest(_message.Message):
     POSITION_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     group: str
     instance_id: str
     position: StartPosition
     offsets: _containers.ScalarMap[str, int]
     partitions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., position: _Optional[_Union[StartPosition, str]] = ..., offsets: _Optional[_Mapping[str, int]] = ..., partitions: _Optional[_Iterable[str]] = ...) -> None: ...
+    time_ms: int
+    time_zone: str
+    def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., position: _Optional[_Union[StartPosition, str]] = ..., offsets: _Optional[_Mapping[str, int]] = ..., partitions: _Optional[_Iterable[str]] = ..., time_ms: _Optional[int] = ..., time_zone: _Optional[str] = ...) -> None: ...
 
 class SeekResponse(_message.Message):
     __slots__ = ("partitions",)
