@@ -49,6 +49,7 @@ from gateway.service.redelivery import (
     Origin,
     RedeliveryPolicy,
     Republisher,
+    due_ms,
     parse_retried,
     republish,
     wall_ms,
@@ -346,7 +347,7 @@ class ConsumerInstance:
         )
         self._batches[record.context] = record
         if batch.topic == self.policy.retry_topic:
-            self._add_retried(record, batch.messages, now)
+            self._add_retried(record, batch.messages)
         elif self._attempts:
             memory = self._attempts
             key = batch.partition_key
@@ -359,11 +360,12 @@ class ConsumerInstance:
         else:
             self._buffer.extend(zip(itertools.repeat(record), batch.messages, itertools.repeat(None)))
 
-    def _add_retried(self, record: _Batch, messages: Sequence[ConsumedMessage], now: float) -> None:
+    def _add_retried(self, record: _Batch, messages: Sequence[ConsumedMessage]) -> None:
         """A batch of the retry topic: messages due now go to the buffer, the others wait in ``_delayed``
         (holding the batch, so its partition, until they are delivered and settled). The batch's
         buffered-message timeout counts from when its last message is due."""
         wall = self._wall()
+        now = self._clock()  # read after the wall clock: the time left is counted from no earlier a moment
         latest = now
         for message in messages:
             parsed = parse_retried(message, now, wall)
@@ -597,7 +599,7 @@ class ConsumerInstance:
             self.policy,
             self.group,
             delivered,
-            due_ms=self._wall() + int(delay * 1000),
+            due_ms=due_ms(self._wall(), delay),
             why=why,
         )
 

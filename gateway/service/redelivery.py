@@ -36,6 +36,7 @@ __all__ = [
     "RedeliveryPolicy",
     "Republisher",
     "dead_letter_attributes",
+    "due_ms",
     "parse_retried",
     "republish",
     "retry_attributes",
@@ -173,8 +174,17 @@ def parse_retried(
 
 
 def wall_ms() -> int:
-    """Now in Unix milliseconds."""
+    """Now in Unix milliseconds, rounded down."""
     return time.time_ns() // 1_000_000
+
+
+def due_ms(wall: int, delay: float) -> int:
+    """When a message delayed ``delay`` seconds from now is due, in Unix ms, never before: ``wall`` is now
+    rounded down (:func:`wall_ms`), so now may be up to a millisecond later, and the delay is rounded up to
+    whole milliseconds (from microseconds: 1.001 s is 1001 ms, where int(1.001 * 1000) is 1000). A reader
+    of the retry topic counts the time left from its own ``wall_ms``, rounded down too: it waits at least
+    that long."""
+    return wall + 1 + -(-round(delay * 1_000_000) // 1000)
 
 
 class AttemptMemory:
