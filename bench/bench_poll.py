@@ -41,7 +41,7 @@ async def preload(cluster: EmbeddedCluster, count: int, size: int) -> None:
         producer = Producer(cluster.master_addresses, pool=pool)
         await producer.start()
         try:
-            await producer.publish(TOPIC)
+            await producer.register_topic(TOPIC)
             body = b"x" * size
             queue = iter(range(count))
 

@@ -185,7 +185,7 @@ async def core_load(master: NodeAddress, size: int, in_flight: int, seconds: flo
     pool = ConnectionPool()
     producer = Producer([master], pool=pool)
     await producer.start()
-    await producer.publish(TOPIC)
+    await producer.register_topic(TOPIC)
     body = b"x" * size
     done = 0
     loop = asyncio.get_running_loop()

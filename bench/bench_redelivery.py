@@ -42,7 +42,7 @@ from gateway.tubemq.producer.client import Producer, ProducerConfig
 class _Instant:
     """A republisher whose publish is acknowledged at once."""
 
-    async def publish(self, topic: str) -> object:
+    async def register_topic(self, topic: str) -> object:
         return None
 
     async def send(self, topic: str, body: bytes, **_: Any) -> object:
@@ -89,7 +89,7 @@ async def embedded(messages: int) -> list[tuple[str, float]]:
             cluster.master_addresses, pool=pool, config=ProducerConfig(heartbeat_interval=0.5)
         )
         await producer.start()
-        await producer.publish("solo")
+        await producer.register_topic("solo")
         fast = ConsumerConfig(
             heartbeat_interval=0.2,
             broker_heartbeat_interval=0.5,

@@ -46,7 +46,7 @@ async def core_send(masters: list[Any], topic: str, count: int, body: bytes) -> 
     async with ConnectionPool() as pool:
         producer = Producer(masters, pool=pool)
         await producer.start()
-        await producer.publish(topic)
+        await producer.register_topic(topic)
         started = time.perf_counter()
         for first in range(0, count, 1000):
             await asyncio.gather(*(producer.send(topic, body) for _ in range(min(1000, count - first))))

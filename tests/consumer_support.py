@@ -59,7 +59,7 @@ class Env:
     async def publish(
         self, topic: str, bodies: list[bytes], *, stream_id: str | None = None, partition: int | None = None
     ) -> list[SendResult]:
-        await self.producer.publish(topic)
+        await self.producer.register_topic(topic)
         return [
             await self.producer.send(topic, body, stream_id=stream_id, partition=partition) for body in bodies
         ]

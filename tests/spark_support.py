@@ -59,7 +59,7 @@ class ClusterThread:
 
         async def send_all() -> list[int]:
             assert self.producer is not None
-            await self.producer.publish(topic)
+            await self.producer.register_topic(topic)
             ids: list[int] = []
             for first in range(start, start + count, concurrency):
                 batch = range(first, min(first + concurrency, start + count))

@@ -71,7 +71,7 @@ async def test_stopped_broker_is_503_then_200_and_readiness_follows(cluster: Emb
             body = r.json()["error"]
             assert body["code"] == "unavailable" and "offline" in body["message"], body
             with pytest.raises(PartitionsAway):
-                await producer.publish("demo")
+                await producer.register_topic("demo")
 
             try:
                 await gw.stub.Publish(pb.PublishRequest(topic="demo", messages=[message("during")]))
@@ -85,7 +85,7 @@ async def test_stopped_broker_is_503_then_200_and_readiness_follows(cluster: Emb
             nowhere = await publish(client, "other", "x")
             assert nowhere.status_code == 404, nowhere.text
             with pytest.raises(NoPartition) as caught:
-                await producer.publish("other")
+                await producer.register_topic("other")
             assert not isinstance(caught.value, PartitionsAway)
 
             async def unready() -> bool:
@@ -118,7 +118,7 @@ async def test_readiness_waits_for_the_configured_heartbeats_without_partitions(
     async with running_gateway(cluster, custom) as gw:
         producer = gw.runtime.producer
         assert producer is not None
-        await producer.publish("demo")
+        await producer.register_topic("demo")
         session = producer._session  # heartbeats by hand: no timing involved
         await cluster.stop_broker(1)
         await session.heartbeat_now(2.0)

@@ -136,7 +136,7 @@ async def test_embedded_command_serves_tls_and_demands_credentials(tmp_path: Pat
                 try:
                     if works:
                         await producer.start()
-                        await producer.publish("demo")
+                        await producer.register_topic("demo")
                         await producer.send("demo", b"secured")
                     else:
                         with pytest.raises(CertificateFailure):

@@ -83,7 +83,7 @@ async def test_a_nacked_message_comes_back_after_its_delay_alone_with_attempt_2(
 
 
 async def test_a_nack_keeps_key_stream_id_and_attributes(env: Env) -> None:
-    await env.producer.publish("solo")
+    await env.producer.register_topic("solo")
     await env.producer.send(
         "solo", b"v", key="k-1", stream_id="s1", attributes={"a": "1"}, msg_time="202611221200"
     )

@@ -395,7 +395,7 @@ async def test_end_to_end_on_the_embedded_cluster(metrics: GatewayMetrics, bus: 
         )
         try:
             await producer.start()
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             bodies = [f"message-{i:02d}".encode() for i in range(30)]
             for body in bodies:
                 await producer.send("demo", body)

@@ -51,7 +51,7 @@ async def test_the_stopped_broker_is_the_one_named() -> None:
         )
         try:
             await producer.start()
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             for i in range(20):
                 await producer.send("demo", f"before-{i}".encode())
             for broker in ("1", "2"):  # both brokers took sends, none failed

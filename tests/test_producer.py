@@ -130,16 +130,16 @@ async def test_register_heartbeat_close(master: EmbeddedMaster, pool: Connection
     rec = Recorder()
     producer = Producer([master.address], pool=pool, config=FAST, events=rec.bus)
     with pytest.raises(ClientError, match="start"):
-        await producer.publish("demo")
+        await producer.register_topic("demo")
     await producer.start()
     assert producer.registered
     assert [e.again for e in rec.of(ProducerRegistered)] == [False]
     assert producer.client_id in master.producers.producers
-    route = await producer.publish("demo")
+    route = await producer.register_topic("demo")
     assert [p.partition_key for p in route.partitions] == ["1:demo:0", "1:demo:1", "2:demo:0", "2:demo:1"]
     assert route.max_msg_size == 1024 * 1024
     assert producer.published_topics == {"demo"}
-    assert await producer.publish("demo") == route  # already published: no new heartbeat needed
+    assert await producer.register_topic("demo") == route  # already published: no new heartbeat needed
     first = master.producers.producers[producer.client_id].deadline
     await eventually(lambda: master.producers.producers[producer.client_id].deadline > first + 0.3)
     assert master.producers.producers[producer.client_id].topics == {"demo"}
@@ -161,13 +161,13 @@ async def test_start_fails_when_no_master_answers(pool: ConnectionPool) -> None:
 
 async def test_unknown_topic_and_local_checks(producer: Producer) -> None:
     with pytest.raises(NoPartition, match="nope"):
-        await producer.publish("nope")
+        await producer.register_topic("nope")
     assert producer.published_topics == frozenset()
     with pytest.raises(TopicNotPublished):
         await producer.send("nope", b"x")
     with pytest.raises(ClientError, match="blank"):
-        await producer.publish("  ")
-    await producer.publish("demo")
+        await producer.register_topic("  ")
+    await producer.register_topic("demo")
     with pytest.raises(ClientError, match="empty"):
         await producer.send("demo", b"")
     with pytest.raises(ClientError, match="either a key or an explicit partition"):
@@ -182,7 +182,7 @@ async def test_unknown_topic_and_local_checks(producer: Producer) -> None:
 
 
 async def test_oversize_message_is_refused_locally(producer: Producer, brokers: list[EmbeddedBroker]) -> None:
-    route = await producer.publish("demo")
+    route = await producer.register_topic("demo")
     limit = route.max_msg_size
     attrs = {"k": "v"}
     room = limit - len("k=v")
@@ -197,7 +197,7 @@ async def test_oversize_message_is_refused_locally(producer: Producer, brokers: 
 
 
 async def test_thousand_sends_arrive_intact(producer: Producer, brokers: list[EmbeddedBroker]) -> None:
-    await producer.publish("demo")
+    await producer.register_topic("demo")
 
     async def one(i: int) -> SendResult:
         stream = "even" if i % 2 == 0 else None
@@ -232,7 +232,7 @@ async def test_thousand_sends_arrive_intact(producer: Producer, brokers: list[Em
 async def test_plain_message_has_no_attribute_prefix(
     producer: Producer, brokers: list[EmbeddedBroker]
 ) -> None:
-    await producer.publish("demo")
+    await producer.register_topic("demo")
     result = await producer.send("demo", b"plain")
     message = stored(brokers, result)
     assert (message.flag, message.data) == (0, b"plain")
@@ -244,7 +244,7 @@ async def test_plain_message_has_no_attribute_prefix(
 async def test_key_routing_is_stable(
     producer: Producer, master: EmbeddedMaster, pool: ConnectionPool
 ) -> None:
-    route = await producer.publish("demo")
+    route = await producer.register_topic("demo")
     refs = [p.partition_key for p in route.partitions]
     for key in ("alpha", "beta", "gamma", "order-42"):
         keys = {(await producer.send("demo", b"k", key=key)).partition_key for _ in range(10)}
@@ -254,7 +254,7 @@ async def test_key_routing_is_stable(
     other = Producer([master.address], pool=pool, config=FAST)
     await other.start()
     try:
-        await other.publish("demo")
+        await other.register_topic("demo")
         mine = await producer.send("demo", b"k", key="order-42")
         theirs = await other.send("demo", b"k", key="order-42")
         assert mine.partition_key == theirs.partition_key
@@ -264,7 +264,7 @@ async def test_key_routing_is_stable(
 
 
 async def test_explicit_partition(producer: Producer) -> None:
-    route = await producer.publish("demo")
+    route = await producer.register_topic("demo")
     for index, part in enumerate(route.partitions):
         result = await producer.send("demo", b"x", partition=index)
         assert result.partition_key == part.partition_key
@@ -276,7 +276,7 @@ async def test_explicit_partition(producer: Producer) -> None:
 
 
 async def test_topic_route_lists_brokers(producer: Producer, brokers: list[EmbeddedBroker]) -> None:
-    await producer.publish("other")
+    await producer.register_topic("other")
     route = producer.topic_route("other")
     assert route is not None
     assert [(p.index, p.partition_key, p.broker_address, p.available) for p in route.partitions] == [
@@ -301,7 +301,7 @@ async def test_stopped_broker_is_shielded_and_sending_continues(
     producer = Producer([master.address], pool=clocked_pool, config=config, events=rec.bus, clock=clock)
     await producer.start()
     try:
-        await producer.publish("demo")
+        await producer.register_topic("demo")
         results: list[SendResult] = []
         for i in range(300):
             if i == 100:
@@ -351,7 +351,7 @@ async def test_standby_master_first_in_the_list_is_skipped(
             ]
             assert producer.client_id in active.producers.producers
             assert producer.client_id not in standby.producers.producers
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             assert (await producer.send("demo", b"x")).message_id > 0
         finally:
             await producer.close()
@@ -368,7 +368,7 @@ async def test_master_restart_leads_to_reregistration(
     producer = Producer([address], pool=pool, config=FAST, events=rec.bus)
     await producer.start()
     try:
-        await producer.publish("demo")
+        await producer.register_topic("demo")
         await first.stop()
         # heartbeats fail meanwhile, and registration is retried (with backoff) while the master is away
         await eventually(lambda: rec.of(ProducerHeartbeatFailed) and rec.of(RegisterFailed))
@@ -393,7 +393,7 @@ async def test_forgotten_producer_gets_411_and_registers_again(
         producer = Producer([master.address], pool=pool, config=config, events=rec.bus)
         await producer.start()
         try:
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             await eventually(lambda: len(rec.of(ProducerRegistered)) >= 2)
             assert any(e.error.startswith("411") and e.reregister for e in rec.of(ProducerHeartbeatFailed))
             assert producer.published_topics == {"demo"}
@@ -441,7 +441,7 @@ async def test_503_shields_the_broker_and_the_send_goes_elsewhere(
     producer = Producer([master.address], pool=pool, config=FAST, events=rec.bus)
     await producer.start()
     try:
-        await producer.publish("demo")
+        await producer.register_topic("demo")
         results = [await producer.send("demo", f"m{i}".encode()) for i in range(12)]
         assert {r.broker_id for r in results} == {1}
         assert scripted.calls == 1, "one 503 shields the broker for unavailable_cooldown"
@@ -473,7 +473,7 @@ async def test_non_retriable_code_is_raised_without_retry(
     producer = Producer([master.address], pool=pool, config=FAST)
     await producer.start()
     try:
-        await producer.publish("demo")
+        await producer.register_topic("demo")
         with pytest.raises(BadRequest, match="data length over max length") as caught:
             await producer.send("demo", b"x", partition="2:demo:0")
         assert caught.value.errno == 400
@@ -491,7 +491,7 @@ async def test_overflow_is_retried_on_another_partition_but_pinned_sends_stay(
     producer = Producer([master.address], pool=pool, config=FAST, events=rec.bus)
     await producer.start()
     try:
-        await producer.publish("demo")
+        await producer.register_topic("demo")
         results = [await producer.send("demo", b"x") for _ in range(8)]
         assert {r.broker_id for r in results} == {1}
         assert scripted.calls >= 1 and not rec.of(BrokerShielded), "419 does not shield the broker"
@@ -520,7 +520,7 @@ async def test_broker_stopped_under_concurrent_load_loses_no_acknowledged_messag
     producer = Producer([master.address], pool=pool, config=config, events=rec.bus)
     await producer.start()
     try:
-        await producer.publish("demo")
+        await producer.register_topic("demo")
         sent: list[tuple[bytes, SendResult]] = []
 
         async def worker(w: int) -> None:
@@ -554,7 +554,7 @@ async def test_embedded_cluster_with_standby_and_a_broker_restart(
         await producer.start()
         try:
             assert producer.master == cluster.master_address
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             sent: list[tuple[bytes, SendResult]] = []
             for i in range(80):
                 if i == 20:

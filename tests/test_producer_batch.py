@@ -91,7 +91,7 @@ async def _producer(
 ) -> Producer:
     producer = Producer([master.address], pool=pool, config=config, events=rec.bus)
     await producer.start()
-    await producer.publish("demo")
+    await producer.register_topic("demo")
     return producer
 
 

@@ -48,7 +48,7 @@ async def test_master_failures_turn_unready_only_without_a_usable_route(
     cluster: EmbeddedCluster, runtime: Runtime
 ) -> None:
     producer = producer_of(runtime)
-    await producer.publish("demo")
+    await producer.register_topic("demo")
     assert runtime.readiness() == (
         True,
         {

@@ -93,7 +93,7 @@ async def test_the_embedded_broker_applies_retention_while_serving() -> None:
         producer = Producer(cluster.master_addresses, pool=pool, config=config)
         await producer.start()
         try:
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             sent = [await producer.send("demo", f"{i:04d}".encode().ljust(1000, b".")) for i in range(30)]
         finally:
             await producer.close()

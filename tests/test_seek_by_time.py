@@ -61,7 +61,7 @@ async def _drain(service: ConsumerService, group: str, instance: str, quiet: flo
 
 
 async def test_a_seek_by_time_lands_each_partition_on_its_first_message_at_or_after_it(env: Env) -> None:
-    await env.producer.publish("multi")
+    await env.producer.register_topic("multi")
     last: dict[str, int] = {}  # partition key -> append offset of its last message
     for i, (partition, minute) in enumerate(PLAN):
         sent = await env.producer.send("multi", f"m{i}".encode(), partition=partition, msg_time=minute)
@@ -90,7 +90,7 @@ async def test_a_seek_by_time_lands_each_partition_on_its_first_message_at_or_af
 
 
 async def test_untimed_messages_go_with_the_next_timed_one(env: Env) -> None:
-    await env.producer.publish("solo")
+    await env.producer.register_topic("solo")
     stamps = ["202611270100", None, "202611270101", None, None, "202611270102", None]
     for i, stamp in enumerate(stamps):
         await env.producer.send("solo", f"u{i}".encode(), msg_time=stamp)

@@ -153,7 +153,7 @@ def test_offsets_are_exact_where_the_broker_answer_places_them(spark: Any, clust
 
         async def go() -> dict[bytes, int]:
             assert cluster.producer is not None
-            await cluster.producer.publish("placed")
+            await cluster.producer.register_topic("placed")
             sent: dict[bytes, int] = {}
             for n, key in enumerate(keys):
                 body = f"{tag}-{n}".encode()

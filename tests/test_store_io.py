@@ -134,7 +134,7 @@ async def test_many_concurrent_sends_to_a_file_cluster_are_all_read_back_after_a
         producer = Producer(cluster.master_addresses, pool=pool, config=ProducerConfig())
         await producer.start()
         try:
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             bodies = [f"msg-{i:04d}".encode() for i in range(400)]
             acks = await asyncio.gather(*(producer.send("demo", body) for body in bodies))
         finally:
@@ -188,8 +188,8 @@ async def test_a_slow_write_does_not_block_the_event_loop(
         await slow_producer.start()
         await fast_producer.start()
         try:
-            await slow_producer.publish("slow")
-            await fast_producer.publish("fast")
+            await slow_producer.register_topic("slow")
+            await fast_producer.register_topic("fast")
             monkeypatch.setattr(store_file, "write_all", slow)
 
             async def send_slow() -> None:
@@ -230,7 +230,7 @@ async def test_the_embedded_fsync_setting_reaches_every_append(
         await runtime.start()
         try:
             assert runtime.producer is not None
-            await runtime.producer.publish("demo")
+            await runtime.producer.register_topic("demo")
             monkeypatch.setattr(os, "fsync", fsync)
             await runtime.producer.send("demo", b"to disk")
             monkeypatch.undo()
@@ -295,7 +295,7 @@ async def test_the_broker_reads_file_payloads_off_the_event_loop_in_order(
         producer = Producer(cluster.master_addresses, pool=pool, config=ProducerConfig())
         await producer.start()
         try:
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             for value in values:
                 await producer.send("demo", value)
         finally:

@@ -238,7 +238,7 @@ async def test_producer_close_cancelled_at_every_point_leaves_the_master() -> No
         async def subject() -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
             producer = Producer([cluster.master_address], pool=pool, config=config)
             await producer.start()
-            await producer.publish("demo")
+            await producer.register_topic("demo")
             assert producer.client_id in producers
 
             return producer.close, gone_check(lambda: producers, producer.client_id)

@@ -136,7 +136,7 @@ async def test_producer_and_consumer_authenticate_to_master_and_brokers(cluster:
     )
     try:
         await producer.start()
-        await producer.publish("guarded")
+        await producer.register_topic("guarded")
         sent = [f"m{i}".encode() for i in range(20)]
         for body in sent:
             await producer.send("guarded", body)
@@ -157,7 +157,7 @@ async def test_range_reads_authenticate_too(cluster: EmbeddedCluster) -> None:
     producer = Producer([cluster.master_address], pool=pool)
     try:
         await producer.start()
-        await producer.publish("guarded")
+        await producer.register_topic("guarded")
         result = await producer.send("guarded", b"ranged", partition=0)
         master = MasterClient([cluster.master_address], pool)
         layout = await discover_partitions(
@@ -297,7 +297,7 @@ async def test_a_cluster_without_auth_ignores_credentials() -> None:
         producer = Producer([plain.master_address], pool=pool)
         try:
             await producer.start()
-            await producer.publish("guarded")
+            await producer.register_topic("guarded")
             await producer.send("guarded", b"fine")
         finally:
             await producer.close()

@@ -73,7 +73,7 @@ async def test_producer_and_consumer_talk_tls_to_the_master_and_every_broker(
     )
     try:
         await producer.start()
-        await producer.publish("secure")
+        await producer.register_topic("secure")
         sent = [f"m{i}".encode() for i in range(20)]
         for body in sent:
             await producer.send("secure", body)
@@ -153,7 +153,7 @@ async def test_two_way_tls_presents_the_client_certificate(pki: Pki) -> None:
         bad = Producer([cluster.master_address], pool=without, config=ProducerConfig(rpc_timeout=2.0))
         try:
             await good.start()
-            await good.publish("secure")
+            await good.register_topic("secure")
             await good.send("secure", b"mutual")
             with pytest.raises(Exception, match=r"(?i)certificate|closed|reset|eof|timed out"):
                 await bad.start()

@@ -107,7 +107,7 @@ class PublishService:
         """Make the topic known to the producer; returns its route (partitions, max message size)."""
         validate_topic(topic)
         try:
-            return await self._producer.publish(topic)
+            return await self._producer.register_topic(topic)
         except core.PartitionsAway as exc:
             # seen with partitions, brokers still configured: an outage (503 + Retry-After), not a 404
             raise service_error(exc, Doing.PUBLISH, topic=topic) from exc

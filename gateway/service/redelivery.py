@@ -63,7 +63,7 @@ class Republisher(Protocol):
     """What redelivery needs of a producer: make a topic known, send one message and return once a broker
     stored it (raising otherwise). The core :class:`~gateway.tubemq.producer.Producer` is one."""
 
-    async def publish(self, topic: str) -> object: ...
+    async def register_topic(self, topic: str) -> object: ...
 
     async def send(
         self,

@@ -74,7 +74,7 @@ async def ensure_redelivery_topics(republisher: Republisher, policy: RedeliveryP
         if topic is None:
             continue
         try:
-            await republisher.publish(topic)
+            await republisher.register_topic(topic)
         except core.NoPartition:
             raise NotFound(
                 f"{field} {topic!r} has no publishable partition: create the topic in TubeMQ (deployed on "

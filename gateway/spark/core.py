@@ -175,7 +175,7 @@ class SparkCore:
                 await producer.start()
                 self._producers[masters] = producer
             if topic not in producer.published_topics:
-                await producer.publish(topic)
+                await producer.register_topic(topic)
             return producer
 
     async def discover(self, masters: str, topic: str, group_prefix: str) -> TopicLayout:

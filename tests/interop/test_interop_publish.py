@@ -119,7 +119,7 @@ async def test_gateway_published_fields_read_back_by_the_java_client(java_root: 
         # the client core
         producer = gw.runtime.producer
         assert producer is not None
-        await producer.publish(topic)
+        await producer.register_topic(topic)
         core = await producer.send(
             topic,
             f"{tag}-core".encode(),

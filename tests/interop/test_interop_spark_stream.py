@@ -127,7 +127,7 @@ async def test_spark_offsets_are_exact_where_the_real_broker_places_them() -> No
             ConnectionPool() as pool,
             Producer(parse_address_list(MASTER, 8715), pool=pool) as producer,
         ):
-            await producer.publish(topic)
+            await producer.register_topic(topic)
             sent: dict[bytes, int] = {}
             for n, key in enumerate(targets):
                 body = f"{prefix}-{n}".encode()

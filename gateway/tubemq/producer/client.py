@@ -116,7 +116,7 @@ class Producer:
         )
         self._closed = False
         self._closer = CloseOnce(self._session.close, name=f"producer-close-{self._client_id}")
-        # topic -> (the route it was built from, the info): publish() asks on every gateway request.
+        # topic -> (the route it was built from, the info): register_topic() asks on every gateway request.
         self._route_infos: dict[str, tuple[TopicRoute, TopicRouteInfo]] = {}
 
     def __repr__(self) -> str:
@@ -231,8 +231,10 @@ class Producer:
         self._check_open()
         await self._session.start()
 
-    async def publish(self, topic: str) -> TopicRouteInfo:
-        """Add ``topic`` to the published set and heartbeat at once to learn its partitions.
+    async def register_topic(self, topic: str) -> TopicRouteInfo:
+        """Register ``topic`` with the master for publishing (what the Java ``MessageProducer.publish``
+        does; it sends nothing): add it to the published set and heartbeat at once to learn its partitions.
+        Returns its route (at once when it is known already).
 
         Raises ``PartitionsAway`` when it had partitions that are gone while their brokers are still
         configured (an outage: retriable), ``NoPartition`` when the master lists no publishable partition
@@ -249,7 +251,7 @@ class Producer:
         if known is not None:
             return known
         if name in self._session.topics:
-            # an outage: the master is asked again at most once a second, not on every publish
+            # an outage: the master is asked again at most once a second, not on every call
             recent = self._routes.outage_asked(name, time.monotonic(), OUTAGE_ASK_INTERVAL)
             if recent is not None:
                 raise recent
