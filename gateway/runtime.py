@@ -37,6 +37,7 @@ from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net import BreakerState, ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
+from gateway.tubemq.wire import SPEEDUPS, SPEEDUPS_REASON
 from gateway.upstream import UpstreamOptions, refusal_settings, upstream_options
 from gateway.workers.context import WorkerContext
 
@@ -128,6 +129,7 @@ class Runtime:
             t = s.tracing
             tracing.configure(exporter=t.exporter, service_name=t.service_name, sample_ratio=t.sample_ratio)
             self._tracing = True
+        log.info("per-message loops", extra={"codec": SPEEDUPS, "reason": SPEEDUPS_REASON})
         id_secret = consumer_id_secret(s)
         check_advertised_url(s)
         peers = peer_policy(s)

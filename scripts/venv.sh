@@ -3,15 +3,22 @@
 # ensure_venv EXTRAS creates .venv when missing and installs the project (editable) with EXTRAS (a
 # comma-separated list, "" for none) only when the install is not known to be current: the stamp
 # .venv/.tubemq-gateway-install holds a key of the install's inputs (pyproject.toml, which names every
-# dependency and how the package is built; the tree's path, which the editable install points at; the
-# venv's Python) and the extras installed with it. Source edits need no install (the install is
-# editable), so a second start runs no pip at all, and works without a package index.
+# dependency and how the package is built; setup.py and the C sources of the optional extensions, which
+# the install compiles in place; the tree's path, which the editable install points at; the venv's Python)
+# and the extras installed with it. Python source edits need no install (the install is editable), so a
+# second start runs no pip at all, and works without a package index.
 # TUBEMQ_GATEWAY_REINSTALL=1 installs regardless.
 
 _venv_key() {
     local sha=sha256sum
     command -v sha256sum >/dev/null || sha="shasum -a 256" # macOS
-    { cat pyproject.toml; pwd -P; .venv/bin/python -c 'import sys; print(sys.version)'; } |
+    {
+        cat pyproject.toml
+        if [ -f setup.py ]; then cat setup.py; fi
+        if [ -d gateway ]; then find gateway -name '*.c' | LC_ALL=C sort | xargs -r cat; fi
+        pwd -P
+        .venv/bin/python -c 'import sys; print(sys.version)'
+    } |
         $sha | cut -d' ' -f1
 }
 

@@ -85,8 +85,8 @@ def test_dependencies_install_before_the_readme_and_code_arrive() -> None:
         i for i, (word, args) in enumerate(build) if word == "RUN" and "-r /tmp/requirements.txt" in args
     )
     assert first_index < install
-    later = {args.split()[0] for i, args in copies[1:]}
-    assert later == {"README.md", "gateway"}
+    later = {word for i, args in copies[1:] for word in args.split()[:-1]}
+    assert later == {"README.md", "setup.py", "gateway"}
     assert all(i > install for i, _ in copies[1:]), "README.md or code before the dependencies"
     for word, args in build:
         if word == "RUN" and "pip install" in args:
@@ -168,3 +168,16 @@ def test_runs_as_the_unprivileged_user() -> None:
     assert users == ["${UID}:${UID}"]
     assert ("ARG", "UID=10001") in runtime
     assert [w for w, a in runtime].index("USER") > [w for w, a in runtime].index("COPY")
+
+
+def test_the_image_runs_the_compiled_loops_without_a_compiler() -> None:
+    """The build stage installs a C compiler, builds the extension and fails unless the compiled path is
+    what the installed gateway selects; the runtime stage gets the venv (with the extension), not gcc."""
+    build = stage("build")
+    compiler = next(
+        i for i, (word, args) in enumerate(build) if word == "RUN" and "install" in args and "gcc" in args
+    )
+    project = next(i for i, (word, args) in enumerate(build) if word == "RUN" and "--no-deps" in args)
+    assert compiler < project
+    assert "speedups" in build[project][1] and "s.ACTIVE == s.COMPILED" in build[project][1]
+    assert not [args for word, args in stage("runtime") if "gcc" in args]

@@ -64,6 +64,9 @@ CORE_RANKS: dict[str, int] = {
     "wire.auth": 1,
     "wire.methods": 1,
     "wire.strict": 1,
+    # the compiled per-message loops (a C extension) and the switch that picks them or the pure ones
+    "wire._speedups": 1,
+    "wire.speedups": 1,
     "wire.frame": 2,
     "wire.frame_decoder": 2,
     "wire.rpc": 3,

@@ -92,6 +92,22 @@ def test_a_changed_pyproject_installs_again(tree: Path) -> None:
     assert not _pip_installs(_run(tree, "./scripts/run.sh")[1]), "installed once per change"
 
 
+def test_a_changed_c_source_or_setup_py_installs_again(tree: Path) -> None:
+    """The editable install compiles the C extensions in place (setup.py): Python edits need no install, but
+    a changed C source must be compiled again, or the compiled path would run stale code."""
+    (tree / "setup.py").write_text("# the extensions\n", encoding="utf-8")
+    source = tree / "gateway" / "tubemq" / "wire" / "_speedups.c"
+    source.parent.mkdir(parents=True)
+    source.write_text("/* one */\n", encoding="utf-8")
+    assert _run(tree, "./scripts/run.sh")[0].returncode == 0
+    assert not _pip(_run(tree, "./scripts/run.sh")[1])
+    source.write_text("/* two */\n", encoding="utf-8")
+    assert _pip_installs(_run(tree, "./scripts/run.sh")[1]) == ["-m pip install -q -e ."]
+    (tree / "setup.py").write_text("# the extensions, changed\n", encoding="utf-8")
+    assert _pip_installs(_run(tree, "./scripts/run.sh")[1]) == ["-m pip install -q -e ."]
+    assert not _pip(_run(tree, "./scripts/run.sh")[1])
+
+
 def test_a_failed_install_is_tried_again_and_not_started(tree: Path) -> None:
     failed, _ = _run(tree, "./scripts/run.sh", pip_fails=True)
     assert failed.returncode != 0 and "started" not in failed.stdout

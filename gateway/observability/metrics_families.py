@@ -24,6 +24,7 @@ from gateway.observability.metric_limits import (
     LabelCap,
     PairCap,
 )
+from gateway.tubemq.wire import SPEEDUPS
 
 PREFIX: Final = "tubemq_gateway_"
 
@@ -59,8 +60,12 @@ class MetricFamilies:
         def histogram(name: str, doc: str, labels: tuple[str, ...], buckets: tuple[float, ...]) -> Histogram:
             return Histogram(PREFIX + name, doc, labels, registry=r, buckets=buckets)
 
-        self.build_info = gauge("build_info", "Always 1; the gateway version.", ("version",))
-        self.build_info.labels(version=__version__).set(1)
+        self.build_info = gauge(
+            "build_info",
+            "Always 1; the gateway version and which per-message loops run (codec: compiled or pure).",
+            ("version", "codec"),
+        )
+        self.build_info.labels(version=__version__, codec=SPEEDUPS).set(1)
         self.ready = gauge("ready", "1 when the gateway reports ready on /readyz, else 0.")
         self.draining = gauge("draining", "1 while the gateway shuts down gracefully.")
         self.label_overflow = counter(

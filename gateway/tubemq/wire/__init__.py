@@ -17,9 +17,13 @@ from gateway.tubemq.wire.payload import (
     validate_attribute_key,
     validate_attribute_value,
 )
+from gateway.tubemq.wire.speedups import ACTIVE as SPEEDUPS
+from gateway.tubemq.wire.speedups import REASON as SPEEDUPS_REASON
 
 __all__ = [
     "METHODS",
+    "SPEEDUPS",
+    "SPEEDUPS_REASON",
     "BrokerInfo",
     "Credentials",
     "MetaFormatError",

@@ -1,0 +1,39 @@
+"""Which per-message loops run compiled: the C extension ``_speedups`` when it was built and not switched
+off, else the pure-Python references (issue #26).
+
+The extension is built by ``pip install`` where a C compiler and Python's headers are (setup.py marks it
+optional, so a machine without them installs the pure path). ``TUBEMQ_GATEWAY_NO_EXTENSIONS=1`` (any value
+but empty and ``0``) keeps the pure path even where the extension is built, like aiokafka's
+``AIOKAFKA_NO_EXTENSIONS``; it is read once, at import. :data:`ACTIVE` (``compiled`` or ``pure``) and
+:data:`REASON` say which path runs and why: the gateway logs them at start and exports them as a metric label.
+
+The pure functions stay the reference: every compiled function gives the same results and the same errors
+(tests/test_speedups.py holds them together on generated and malformed input).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Final
+
+__all__ = ["ACTIVE", "COMPILED", "ENV_SWITCH", "PURE", "REASON", "compiled"]
+
+ENV_SWITCH: Final = "TUBEMQ_GATEWAY_NO_EXTENSIONS"
+COMPILED: Final = "compiled"
+PURE: Final = "pure"
+
+
+def _load() -> tuple[ModuleType | None, str]:
+    if os.environ.get(ENV_SWITCH, "") not in ("", "0"):
+        return None, f"{ENV_SWITCH} is set"
+    try:
+        import gateway.tubemq.wire._speedups as module
+    except ImportError as exc:
+        return None, f"the C extension is not built ({exc}); reinstall where a C compiler is for it"
+    return module, "the C extension is built and loaded"
+
+
+#: the extension module, or None on the pure path
+compiled, REASON = _load()
+ACTIVE: Final = PURE if compiled is None else COMPILED

@@ -1,0 +1,342 @@
+"""The compiled per-message loops (gateway/tubemq/wire/_speedups.c) against their pure-Python references.
+
+Each compiled function must give what its reference gives, byte for byte, on any input: generated batches
+of valid messages, and hostile ones (truncated payloads, attribute lengths that are negative, huge or past
+the end, bad UTF-8, wrong checksums, odd flags): the same result or the same error, never a crash. Both
+functions are called here directly, whichever one the process selected, so CI compares the two even with
+TUBEMQ_GATEWAY_NO_EXTENSIONS set; and a test fails when a machine that can build the extension did not
+(so CI cannot test the fallback twice without noticing).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.tubemq.consumer import batch
+from gateway.tubemq.consumer.batch import ConsumedMessage, DecodeStats, decode_messages_py, parse_prefix
+from gateway.tubemq.wire import speedups
+from gateway.tubemq.wire.payload import crc32_checksum, encode_key, encode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _compiler() -> str | None:
+    """The C compiler Python's build uses, when it and Python's headers are on this machine."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    return shutil.which(cc) if headers.is_file() else None
+
+
+def _extension() -> ModuleType:
+    try:
+        import gateway.tubemq.wire._speedups as module
+    except ImportError as exc:
+        if _compiler() is None:
+            pytest.skip(f"no C compiler or Python headers on this machine: the pure path only ({exc})")
+        raise AssertionError(
+            f"a C compiler is here but the extension is not built ({exc}): run ./scripts/test.sh "
+            "(or pip install -e .) to build it"
+        ) from exc
+    module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS)
+    return module
+
+
+def compiled_decode(
+    wire: Any, filters: frozenset[str] | None, curr_offset: int, exact: bool
+) -> tuple[list[ConsumedMessage], DecodeStats]:
+    messages, kept_bytes, bad_checksum, bad_payload, filtered = _extension().decode_messages(
+        wire, filters, curr_offset, exact, parse_prefix
+    )
+    return messages, DecodeStats(len(messages), kept_bytes, bad_checksum, bad_payload, filtered)
+
+
+# --- which path runs ------------------------------------------------------------------------------------
+
+
+def test_the_compiled_path_is_loaded_where_it_can_be_built() -> None:
+    if os.environ.get(speedups.ENV_SWITCH, "") not in ("", "0"):
+        assert speedups.ACTIVE == speedups.PURE and speedups.compiled is None
+        pytest.skip(f"{speedups.ENV_SWITCH} is set: this run tests the pure path")
+    if _compiler() is None:
+        assert speedups.ACTIVE == speedups.PURE
+        pytest.skip("no C compiler or Python headers on this machine: the pure path only")
+    assert speedups.ACTIVE == speedups.COMPILED, speedups.REASON
+    assert batch.decode_messages is batch._decode_messages_c
+
+
+def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> None:
+    """setup.py marks the extension optional: with a compiler that fails (CC=false) the package still
+    builds, without the extension, and the installed gateway runs the pure path and says why."""
+    tree = tmp_path / "tree"
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        tree.mkdir(exist_ok=True)
+        shutil.copy2(ROOT / name, tree / name)
+    shutil.copytree(
+        ROOT / "gateway", tree / "gateway", ignore=shutil.ignore_patterns("*.so", "__pycache__", "*.pyc")
+    )
+    env = {**os.environ, "CC": "false", "PIP_NO_INDEX": "1"}
+    env.pop(speedups.ENV_SWITCH, None)
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    built = subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheel"), str(tree)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert not [n for n in archive.namelist() if n.endswith((".so", ".pyd"))]
+    site = tmp_path / "site"
+    installed = subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    assert installed.returncode == 0, installed.stderr
+    code = "from gateway.tubemq.wire import speedups as s; print(s.__file__); print(s.ACTIVE, s.REASON)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "PYTHONPATH": str(site)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    where, outcome = done.stdout.splitlines()
+    assert where.startswith(str(site))
+    assert outcome.startswith("pure the C extension is not built")
+
+
+@pytest.mark.parametrize(("value", "active"), [("1", "pure"), ("0", "compiled"), ("", "compiled")])
+def test_the_environment_switch_is_read_at_import(value: str, active: str) -> None:
+    _extension()
+    code = (
+        "from gateway.tubemq.wire import speedups; from gateway.tubemq.consumer import batch; "
+        "print(speedups.ACTIVE, batch.decode_messages.__name__)"
+    )
+    env = {**os.environ, speedups.ENV_SWITCH: value}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    name = "decode_messages_py" if active == "pure" else "_decode_messages_c"
+    assert done.stdout.split() == [active, name]
+
+
+def test_a_message_class_of_another_shape_is_refused() -> None:
+    module = _extension()
+
+    class Plain:
+        pass
+
+    with pytest.raises(TypeError):
+        module.set_message_type(Plain, batch._MESSAGE_FIELDS)
+    with pytest.raises(TypeError):
+        module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS[:-1])
+    module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS)
+
+
+# --- decode_messages: generated input -------------------------------------------------------------------
+
+texts = st.text(alphabet=st.characters(blacklist_characters=",=$", blacklist_categories=("Cs",)), max_size=6)
+names = texts.filter(lambda t: t.strip() != "")
+
+
+@st.composite
+def payloads(draw: st.DrawFn) -> tuple[bytes, int]:
+    """A payload and its flag: a valid encoding, or one broken the ways a broker (or an attacker) could."""
+    body = draw(st.binary(max_size=64))
+    kind = draw(st.sampled_from(["plain", "attributes", "attributes", "truncated", "length", "utf8", "raw"]))
+    if kind == "plain":
+        return body, draw(st.sampled_from([0, 2, 4, -2]))
+    attributes = draw(st.dictionaries(names, names, max_size=3)) or None
+    msg_type = draw(st.one_of(st.none(), st.sampled_from(["a", "b", " c "]), names))
+    msg_time = draw(st.sampled_from([None, "202401311530", "202613991530"]))
+    key = draw(st.one_of(st.none(), st.text(max_size=5)))
+    # by hand: a broker may hand over what a publish would refuse (a month 13, a blank type)
+    items = [f"$msgType$={msg_type}"] if msg_type is not None else []
+    items += [f"$msgTime$={msg_time}"] if msg_time is not None else []
+    items += [f"$msgKey$={encode_key(key)}"] if key else []
+    items += [f"{name}={value}" for name, value in (attributes or {}).items()]
+    text = ",".join(items).encode("utf-8", "surrogatepass")
+    data, flag = (len(text).to_bytes(4, "big") + text + body, 1) if text else (body, 0)
+    flag |= draw(st.sampled_from([0, 1, 3, -1]))
+    if kind == "truncated":
+        data = data[: draw(st.integers(0, len(data)))]
+    elif kind == "length":
+        length = draw(st.sampled_from([-1, -5, -(2**31), 2**31 - 1, len(data), len(data) + 1, 0]))
+        data = length.to_bytes(4, "big", signed=True) + data[4:]
+    elif kind == "utf8":
+        data = (3).to_bytes(4, "big") + b"\xff\xfe=" + body
+    elif kind == "raw":
+        data = draw(st.binary(max_size=12))
+    return data, flag
+
+
+@st.composite
+def wire_messages(draw: st.DrawFn) -> list[broker_pb.TransferedMessage]:
+    shared = draw(st.lists(payloads(), min_size=1, max_size=4))  # batches repeat a few prefixes
+    out = []
+    for _ in range(draw(st.integers(0, 12))):
+        data, flag = draw(st.one_of(st.sampled_from(shared), payloads()))
+        checksum = crc32_checksum(data)
+        if draw(st.integers(0, 9)) == 0:
+            checksum = draw(st.integers(-(2**31), 2**31 - 1))
+        out.append(
+            broker_pb.TransferedMessage(
+                messageId=draw(st.integers(-(2**63), 2**63 - 1)),
+                checkSum=checksum,
+                payLoadData=data,
+                flag=flag,
+            )
+        )
+    return out
+
+
+filter_sets = st.one_of(
+    st.none(), st.just(frozenset()), st.frozensets(st.sampled_from(["a", "b", " c ", ""]))
+)
+offsets = st.one_of(st.integers(-1, 10**6), st.integers(-(2**63), 2**63 - 1))
+
+
+def _shape(messages: list[ConsumedMessage]) -> list[int]:
+    """Which messages share one attributes dict (renderers cache by its identity)."""
+    first: dict[int, int] = {}
+    return [first.setdefault(id(m.attributes), i) for i, m in enumerate(messages)]
+
+
+def assert_same(wire: Any, filters: frozenset[str] | None, curr: int, exact: bool) -> None:
+    expected = decode_messages_py(wire, filters, curr, exact)
+    got = compiled_decode(wire, filters, curr, exact)
+    assert got == expected
+    assert [type(m) for m in got[0]] == [ConsumedMessage] * len(got[0])
+    assert [type(m.body) for m in got[0]] == [bytes] * len(got[0])
+    assert _shape(got[0]) == _shape(expected[0])
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(wire_messages(), filter_sets, offsets, st.booleans())
+def test_decode_is_the_same_on_any_batch(
+    messages: list[broker_pb.TransferedMessage], filters: frozenset[str] | None, curr: int, exact: bool
+) -> None:
+    _extension()
+    # as a fetch hands it over (the parsed answer's repeated field), and as the range reader does (a list)
+    answer = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg="OK", messages=messages)
+    parsed = broker_pb.GetMessageResponseB2C.FromString(answer.SerializeToString())
+    assert_same(parsed.messages, filters, curr, exact)
+    assert_same(list(parsed.messages)[1:], filters, curr, exact)
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=200))
+def test_decode_is_the_same_on_any_answer_bytes(raw: bytes) -> None:
+    """Whatever bytes a broker sends as an answer that the protobuf library takes, both agree."""
+    _extension()
+    try:
+        parsed = broker_pb.GetMessageResponseB2C.FromString(raw)
+    except Exception:  # a DecodeError: the RPC layer refuses it before decoding
+        return
+    assert_same(parsed.messages, frozenset({"a"}), 0, True)
+    assert_same(parsed.messages, None, 0, False)
+
+
+# --- decode_messages: odd objects, same error -------------------------------------------------------------
+
+
+class _Item:
+    def __init__(self, payload: Any, flag: Any = 0, checksum: Any = None, message_id: Any = 1) -> None:
+        self.payLoadData = payload
+        self.flag = flag
+        self.checkSum = crc32_checksum(payload) if checksum is None else checksum
+        self.messageId = message_id
+
+
+class _Broken:
+    @property
+    def payLoadData(self) -> bytes:
+        raise RuntimeError("broken item")
+
+
+def _error(call: Callable[[], Any]) -> tuple[type[BaseException], str] | None:
+    try:
+        call()
+    except Exception as exc:
+        return type(exc), str(exc)
+    return None
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [_Broken()],
+        [_Item(b"ok"), _Broken()],
+        [_Item(b"ok", flag="1", checksum=0)],
+        [_Item(b"ok", flag=None)],
+        [_Item(b"ok", checksum="x")],
+        [_Item(b"ok", message_id=None)],
+        None,
+        [None],
+    ],
+    ids=[
+        "raises",
+        "raises-after-one",
+        "text-flag",
+        "none-flag",
+        "text-checksum",
+        "no-id",
+        "not-iterable",
+        "none",
+    ],
+)
+def test_decode_fails_alike_on_objects_that_are_not_messages(items: Any) -> None:
+    _extension()
+    expected = _error(lambda: decode_messages_py(items, None, 0, True))
+    got = _error(lambda: compiled_decode(items, None, 0, True))
+    if expected is None:
+        assert got is None
+    else:
+        assert got is not None and issubclass(got[0], (expected[0], TypeError, AttributeError)), (
+            got,
+            expected,
+        )
+
+
+def test_decode_keeps_a_large_batch_and_frees_it() -> None:
+    """Many messages through the C loop: the same objects as the reference, each referenced once."""
+    _extension()
+    data, flag = encode_payload(b"x" * 1024, {"k": "v"}, "orders", "202401311530")
+    answer = broker_pb.GetMessageResponseB2C(
+        messages=[
+            broker_pb.TransferedMessage(
+                messageId=i, checkSum=crc32_checksum(data), payLoadData=data, flag=flag
+            )
+            for i in range(5000)
+        ]
+    )
+    got, stats = compiled_decode(answer.messages, None, 28, True)
+    assert (got, stats) == decode_messages_py(answer.messages, None, 28, True)
+    assert stats.bytes == 5000 * 1024 and got[-1].offset == 28 + 28 * 4999
+    message, body = got[7], got[7].body
+    held = sys.getrefcount(message), sys.getrefcount(body)
+    del got, message
+    # the list held the message once, the message its body once: nothing else keeps either alive
+    freed = sys.getrefcount(body)
+    assert held[0] == 3 and freed == held[1] - 1 == 2, (held, freed)
