@@ -15,6 +15,15 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from gateway.service.consume_limits import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MESSAGES,
+    DEFAULT_MAX_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    MAX_BYTES_LIMIT,
+    MAX_MESSAGES_LIMIT,
+)
+
 #: What a cross-origin page may send and read by default (``cors.allow_headers`` / ``cors.expose_headers``).
 CORS_REQUEST_HEADERS = (
     "Authorization",
@@ -254,10 +263,25 @@ class ConsumerSettings(BaseModel):
         600.0, ge=0, description="longest delay a client may give a nacked message, seconds"
     )
     forward_timeout: float = Field(2.0, gt=0, description="seconds to reach the replica owning an instance")
-    poll_max_messages: int = Field(500, ge=1, description="default messages per poll")
-    poll_max_bytes: int = Field(4 * 1024 * 1024, ge=1, description="default value bytes per poll")
-    poll_timeout: float = Field(1.0, ge=0, description="default seconds a poll waits for a first message")
-    poll_max_timeout: float = Field(30.0, gt=0, description="longest poll wait a client may ask for, seconds")
+    # the defaults live beside the bounds they must respect (gateway/service/consume_limits.py)
+    poll_max_messages: int = Field(
+        DEFAULT_MAX_MESSAGES,
+        ge=1,
+        le=MAX_MESSAGES_LIMIT,
+        description="default messages per poll",
+    )
+    poll_max_bytes: int = Field(
+        DEFAULT_MAX_BYTES,
+        ge=1,
+        le=MAX_BYTES_LIMIT,
+        description="default value bytes per poll",
+    )
+    poll_timeout: float = Field(
+        DEFAULT_TIMEOUT, ge=0, description="default seconds a poll waits for a first message"
+    )
+    poll_max_timeout: float = Field(
+        DEFAULT_MAX_TIMEOUT, gt=0, description="longest poll wait a client may ask for, seconds"
+    )
     sse_keepalive: float = Field(15.0, gt=0, description="seconds between keep-alives on a quiet SSE stream")
     sse_max_unsent_bytes: int = Field(
         64 * 1024,

@@ -19,7 +19,8 @@ from gateway.embedded.topics import load_topic_file, parse_topic_specs
 from gateway.observability import tracing
 from gateway.security.setup import Security, build_security, check_override_names
 from gateway.service.admission import Admission
-from gateway.service.consumers import ConsumerService, PollLimits
+from gateway.service.consume_limits import PollLimits
+from gateway.service.consumers import ConsumerService
 from gateway.service.errors import Unavailable
 from gateway.service.group_lag import LagMonitor
 from gateway.service.group_offsets import GroupOffsetsReader

@@ -400,7 +400,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # redaction of consumer instance ids is the one thing logs take from the service layer
     "gateway.observability": ("gateway.tubemq", "gateway.service.instance_id"),
     "gateway.service": ("gateway.tubemq", "gateway.observability"),
-    "gateway.config": ("gateway.service.peers", "gateway.tubemq.wire:local_ipv4"),
+    "gateway.config": (
+        "gateway.service.peers",
+        "gateway.service.consume_limits",
+        "gateway.tubemq.wire:local_ipv4",
+    ),
     "gateway.upstream": ("gateway.config", "gateway.tubemq"),
     "gateway.tls": ("gateway.config",),
     "gateway.shutdown": (),

@@ -444,14 +444,11 @@ async def stream_messages(
         return await forwarder.stream(request, owner)
     with renamed_fields(_FIELDS):
         cursor = service.open_stream(group, instance_id, last_event_header or last_event_id)
-    lim = service.limits
-    count = max_messages or lim.max_messages
+        bounds = service.limits.step(max_messages, max_bytes, cursor.instance.max_bytes)
+    count = bounds.max_messages
     runtime = _runtime(request)
     # One step's batch is what a client that stops reading can leave unsent (besides the send buffer).
-    size = min(
-        max_bytes or cursor.instance.max_bytes or lim.max_bytes,
-        runtime.settings.consumers.sse_max_unsent_bytes,
-    )
+    size = min(bounds.max_bytes, runtime.settings.consumers.sse_max_unsent_bytes)
     keepalive = runtime.settings.consumers.sse_keepalive
     step = min(keepalive, 1.0)
 

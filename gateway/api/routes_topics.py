@@ -15,7 +15,7 @@ from gateway.api.media_types import JSON, OCTETS, body_kind, refusal
 from gateway.api.publish_parse import parse_json_batch, parse_raw_message
 from gateway.api.schemas import ErrorResponse, PublishRequest, PublishResponse, TopicResponse
 from gateway.service.errors import ErrorKind, PayloadTooLarge
-from gateway.service.publish import PublishOutcome
+from gateway.service.publish import PublishOutcome, failed_alike
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
@@ -158,16 +158,14 @@ async def publish_answer(topic: str, request: Request) -> bytes | Response:
     if stored is not None:
         return stored
     results = [_result(o) for o in outcomes]
-    failed = [o for o in outcomes if not o.ok]
-    if failed and len(failed) == len(outcomes) and len({o.error.kind for o in failed if o.error}) == 1:
-        # Nothing was stored and every message failed alike: answer with that status, not a 207.
-        first = failed[0].error
-        assert first is not None
+    first = failed_alike(outcomes)
+    if first is not None:
         status = status_of(first.kind)
         headers = (
             {"Retry-After": str(max(1, round(getattr(first, "retry_after", 1))))} if status == 503 else {}
         )
         return JSONResponse({"topic": topic, "results": results, "error": first.to_dict()}, status, headers)
+    failed = any(not o.ok for o in outcomes)
     return JSONResponse({"topic": topic, "results": results}, status_code=207 if failed else 200)
 
 

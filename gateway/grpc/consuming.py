@@ -221,19 +221,11 @@ class ConsumerRpcs:
         service = self._consumers()
         with renamed_fields(_FIELDS):
             cursor = service.open_stream(request.group, request.instance_id, request.resume_token or None)
-        limits = service.limits
-        count = _bounded(
-            request.max_messages if request.HasField("max_messages") else None,
-            "maxMessages",
-            limits.max_messages,
-            limits.max_messages_limit,
-        )
-        size = _bounded(
-            request.max_bytes if request.HasField("max_bytes") else None,
-            "maxBytes",
-            cursor.instance.max_bytes or limits.max_bytes,
-            limits.max_bytes_limit,
-        )
+            step = service.limits.step(
+                request.max_messages if request.HasField("max_messages") else None,
+                request.max_bytes if request.HasField("max_bytes") else None,
+                cursor.instance.max_bytes,
+            )
         async with service.using(cursor.instance):
             while True:
                 if cursor.superseded:
@@ -245,17 +237,9 @@ class ConsumerRpcs:
                         "one through another replica",
                         retry_after=1.0,
                     )
-                messages = await cursor.next(count, size, self._step)
+                messages = await cursor.next(step.max_messages, step.max_bytes, self._step)
                 if messages:
                     yield encode_consumed(messages)  # a serialized SubscribeResponse
-
-
-def _bounded(value: int | None, field: str, default: int, high: int) -> int:
-    if value is None:
-        return default
-    if not 1 <= value <= high:
-        raise InvalidInput(f"{field} must be 1 to {high}, got {value}", field=field)
-    return value
 
 
 _START_POSITIONS = {

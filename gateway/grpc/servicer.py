@@ -19,7 +19,7 @@ from gateway.grpc.publish_stream import publish_stream
 from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings
 from gateway.runtime import Runtime
-from gateway.service.publish import PublishService
+from gateway.service.publish import PublishService, failed_alike
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GatewayService"].full_name
 
@@ -72,11 +72,9 @@ class GatewayServicer(ConsumerRpcs):
     ) -> pb.PublishResponse:
         messages = [convert.outgoing(m) for m in request.messages]
         outcomes = await self._publisher().publish(request.topic, messages)
-        errors = [o.error for o in outcomes if o.error is not None]
-        if errors and len(errors) == len(outcomes) and len({e.kind for e in errors}) == 1:
-            # Nothing was stored and every message failed alike: fail the call with that error, as REST
-            # answers with that status instead of a 207.
-            raise errors[0]
+        failure = failed_alike(outcomes)
+        if failure is not None:
+            raise failure
         return convert.publish_response(request.topic, outcomes)
 
     async def PublishStream(

@@ -36,6 +36,7 @@ from typing import Literal
 
 from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, CONSUME, PUBLISH, AccessPolicy
+from gateway.service.consume_limits import PollLimits
 from gateway.service.core_errors import OUTAGE_RETRY_AFTER, Doing, service_error
 from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
@@ -79,7 +80,6 @@ __all__ = [
     "InstanceSpec",
     "InstanceState",
     "Owner",
-    "PollLimits",
     "SeekResult",
 ]
 
@@ -94,18 +94,6 @@ _MAX_SESSION_KEY = 1024
 _POSITIONS = {"latest": StartPosition.LATEST, "earliest": StartPosition.EARLIEST}
 #: how many closed ids are remembered to say why they are gone
 _REMEMBER_CLOSED = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class PollLimits:
-    """Defaults and bounds of a poll: messages, bytes (message values, before any encoding), seconds."""
-
-    max_messages: int = 500
-    max_bytes: int = 4 * 1024 * 1024
-    timeout: float = 1.0
-    max_messages_limit: int = 10_000
-    max_bytes_limit: int = 64 * 1024 * 1024
-    max_timeout: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,12 +469,9 @@ class ConsumerService:
     ) -> list[DeliveredMessage]:
         """Long-poll for messages; see :meth:`ConsumerInstance.poll`. Missing limits take the defaults."""
         instance = self.instance(group, instance_id)
-        lim = self.limits
-        count = _bounded(max_messages, lim.max_messages, 1, lim.max_messages_limit, "max_messages")
-        size = _bounded(max_bytes, instance.max_bytes or lim.max_bytes, 1, lim.max_bytes_limit, "max_bytes")
-        wait = lim.timeout if timeout is None else timeout
-        if not 0 <= wait <= lim.max_timeout:
-            raise InvalidInput(f"timeout must be 0 to {lim.max_timeout * 1000:.0f} ms", field="timeout")
+        step = self.limits.step(max_messages, max_bytes, instance.max_bytes)
+        wait = self.limits.wait(timeout)
+        count, size = step.max_messages, step.max_bytes
         async with self.using(instance):
             if not tracing.enabled():
                 delivered = await instance.poll(count, size, wait)
@@ -658,10 +643,9 @@ class ConsumerService:
             validate_topic(topic, f"topics[{i}]")
             for stream_id in stream_ids or ():
                 check_text(stream_id, f"filters.{topic}", MAX_FILTER_ITEM_LENGTH)
-        lim = self.limits
         max_bytes = None
         if spec.max_bytes is not None:
-            max_bytes = _bounded(spec.max_bytes, lim.max_bytes, 1, lim.max_bytes_limit, "maxBytes")
+            max_bytes = self.limits.value_bytes(spec.max_bytes, field="maxBytes")
         position = spec.start_position
         if position in _POSITIONS:
             if spec.offsets:
@@ -766,10 +750,3 @@ def _not_found(group: str, instance_id: str, reason: str) -> NotFound:
         field="instanceId",
         resource_name=instance_id,
     )
-
-
-def _bounded(value: int | None, default: int, low: int, high: int, name: str) -> int:
-    chosen = default if value is None else value
-    if not low <= chosen <= high:
-        raise InvalidInput(f"{name} must be {low} to {high}, got {chosen}", field=name)
-    return chosen

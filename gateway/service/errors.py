@@ -82,12 +82,17 @@ class InvalidInput(ServiceError):
 @contextmanager
 def renamed_fields(fields: Mapping[str, str]) -> Iterator[None]:
     """Rename the ``field`` of a ServiceError raised inside to an adapter's spelling (``fields``: the
-    service's name -> the adapter's); other fields and other exceptions pass unchanged."""
+    service's name -> the adapter's), and the message's leading field name with it ("max_messages must
+    be..."); other fields and other exceptions pass unchanged."""
     try:
         yield
     except ServiceError as exc:
-        if exc.field is not None and exc.field in fields:
-            exc.field = fields[exc.field]
+        name = exc.field
+        if name is not None and name in fields:
+            exc.field = fields[name]
+            if exc.message.startswith(f"{name} "):
+                exc.message = exc.field + exc.message[len(name) :]
+                exc.args = (exc.message,)
         raise
 
 

@@ -51,6 +51,20 @@ class PublishOutcome:
         return self.result is not None
 
 
+def failed_alike(outcomes: Sequence[PublishOutcome]) -> ServiceError | None:
+    """The error to fail the whole request with when nothing was stored and every message failed alike (one
+    kind of error), as a single message's failure would (REST: that status instead of a 207; gRPC: that
+    status instead of a response listing the failures); else None."""
+    first = outcomes[0].error if outcomes else None
+    if first is None:
+        return None
+    kind = first.kind
+    for outcome in outcomes:
+        if outcome.error is None or outcome.error.kind is not kind:
+            return None
+    return first
+
+
 @dataclass(slots=True)
 class PartitionView:
     index: int
