@@ -15,6 +15,10 @@ earliest offset with auto-commit: REST long polls, gRPC ``Poll`` (both up to 100
 gRPC ``Subscribe`` stream; timed from the first message, so joining the group is not counted. (The gateway
 runs with a 1 s consumer heartbeat for this, see ``start_gateway``.)
 
+Each row also shows the gateway process's CPU microseconds per message over the case (user + system, from
+``/proc``): on a shared machine the rates move with the load, the CPU per message much less. The REST rows
+use ``wrk`` or ``hey`` when one is installed (``--driver``), else httpx from this process.
+
 The load generator is Python too (httpx, grpc.aio), so on a small machine it competes with the gateway
 for CPU; compare the rows with each other and across versions on one machine, not as absolute capacity.
 """
@@ -34,7 +38,17 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_publish import TOPIC, free_port, rest_load, start_cluster, start_gateway  # noqa: E402
+from bench_publish import (  # noqa: E402
+    TOPIC,
+    free_port,
+    native_load,
+    pick_driver,
+    rest_load,
+    start_cluster,
+    start_gateway,
+)
+from benchloop import pick_loop  # noqa: E402
+from proc_cpu import cpu_seconds  # noqa: E402
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb  # noqa: E402
 from gateway.grpc.pb.tubemq.gateway.v1.gateway_pb2_grpc import GatewayServiceStub as Stub  # noqa: E402
@@ -108,8 +122,9 @@ async def _instance(stub: Stub, group: str) -> str:
     return created.instance_id
 
 
-async def consume(count: int, fetch: Callable[[], Awaitable[int]]) -> float:
-    """Messages per second from the first message (joining the group is not timed) to ``count``."""
+async def consume(count: int, fetch: Callable[[], Awaitable[int]], on_first: Callable[[], None]) -> float:
+    """Messages per second from the first message (joining the group is not timed) to ``count``;
+    ``on_first`` runs when the first message is in (where the CPU measure starts)."""
     received = await fetch()
     empty = 0
     while not received:  # the instance is still waiting for its partitions
@@ -117,6 +132,7 @@ async def consume(count: int, fetch: Callable[[], Awaitable[int]]) -> float:
         if empty > 10:
             raise SystemExit("no message arrived: the consumer got no partitions")
         received = await fetch()
+    on_first()
     start = time.perf_counter()
     first = received
     while received < count:
@@ -127,7 +143,7 @@ async def consume(count: int, fetch: Callable[[], Awaitable[int]]) -> float:
     return (received - first) / (time.perf_counter() - start)
 
 
-async def rest_poll(http: httpx.AsyncClient, count: int) -> float:
+async def rest_poll(http: httpx.AsyncClient, count: int, on_first: Callable[[], None]) -> float:
     created = await http.post(
         "/v1/consumers/bench-rest", json={"topics": [TOPIC], "startPosition": "earliest", "autoCommit": True}
     )
@@ -137,10 +153,10 @@ async def rest_poll(http: httpx.AsyncClient, count: int) -> float:
     async def fetch() -> int:
         return len((await http.get(path, params=params)).json()["messages"])
 
-    return await consume(count, fetch)
+    return await consume(count, fetch, on_first)
 
 
-async def grpc_poll(stub: Stub, count: int) -> float:
+async def grpc_poll(stub: Stub, count: int, on_first: Callable[[], None]) -> float:
     instance = await _instance(stub, "bench-grpc-poll")
     request = pb.PollRequest(
         group="bench-grpc-poll",
@@ -153,10 +169,10 @@ async def grpc_poll(stub: Stub, count: int) -> float:
     async def fetch() -> int:
         return len((await stub.Poll(request)).messages)
 
-    return await consume(count, fetch)
+    return await consume(count, fetch, on_first)
 
 
-async def grpc_subscribe(stub: Stub, count: int) -> float:
+async def grpc_subscribe(stub: Stub, count: int, on_first: Callable[[], None]) -> float:
     instance = await _instance(stub, "bench-grpc-sub")
     request = pb.SubscribeRequest(group="bench-grpc-sub", instance_id=instance, max_messages=1000)
     call = stub.Subscribe(request)
@@ -168,28 +184,90 @@ async def grpc_subscribe(stub: Stub, count: int) -> float:
         return len(response.messages)
 
     try:
-        return await consume(count, fetch)
+        return await consume(count, fetch, on_first)
     finally:
         call.cancel()
 
 
-async def run(args: argparse.Namespace, http_port: int, grpc_port: int) -> list[tuple[str, float]]:
-    c, s, size = args.concurrency, args.seconds, args.size
-    rows: list[tuple[str, float]] = []
+class Meter:
+    """The gateway's CPU and the wall clock over one case."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.cpu0 = self.t0 = 0.0
+
+    def start(self) -> None:
+        self.cpu0, self.t0 = cpu_seconds(self.pid), time.perf_counter()
+
+    def us_per_message(self, rate: float) -> float:
+        """CPU microseconds per message since :meth:`start`, at ``rate`` messages per second."""
+        cpu, elapsed = cpu_seconds(self.pid) - self.cpu0, time.perf_counter() - self.t0
+        return cpu / (rate * elapsed) * 1e6 if rate else float("nan")
+
+
+Row = tuple[str, float, float]
+
+
+CASES = (
+    "rest-single",
+    "grpc-single",
+    "rest-batch",
+    "grpc-batch",
+    "grpc-stream",
+    "grpc-streams",
+    "rest-poll",
+    "grpc-poll",
+    "grpc-subscribe",
+)
+
+
+async def run(args: argparse.Namespace, http_port: int, grpc_port: int, pid: int) -> list[Row]:
+    c, s, size, n = args.concurrency, args.seconds, args.size, args.messages
+    meter = Meter(pid)
+    rows: list[Row] = []
+
+    def rest(batch: int) -> Awaitable[float]:
+        if args.driver == "httpx":
+            return rest_load(http_port, batch, size, c, s)
+        return asyncio.to_thread(native_load, args.driver, http_port, batch, size, c, s)
+
     async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
         stub = Stub(channel)
-        rows.append(("REST, 1 message per request", await rest_load(http_port, 1, size, c, s)))
-        rows.append(("gRPC Publish, 1 message per call", await grpc_publish(stub, 1, size, c, s)))
-        rows.append(("REST, 100-message batches", await rest_load(http_port, BATCH, size, c, s)))
-        rows.append(("gRPC Publish, 100-message batches", await grpc_publish(stub, BATCH, size, c, s)))
-        rows.append(("gRPC PublishStream, 1 stream", await grpc_stream(stub, size, 1, s)))
-        rows.append(
-            (f"gRPC PublishStream, {args.streams} streams", await grpc_stream(stub, size, args.streams, s))
-        )
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}", timeout=30.0) as http:
-            rows.append(("REST poll (max 1000)", await rest_poll(http, args.messages)))
-        rows.append(("gRPC Poll (max 1000)", await grpc_poll(stub, args.messages)))
-        rows.append(("gRPC Subscribe", await grpc_subscribe(stub, args.messages)))
+        http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}", timeout=30.0)
+        cases: dict[str, tuple[str, Callable[[], Awaitable[float]], bool]] = {
+            "rest-single": ("REST, 1 message per request", lambda: rest(1), False),
+            "grpc-single": (
+                "gRPC Publish, 1 message per call",
+                lambda: grpc_publish(stub, 1, size, c, s),
+                False,
+            ),
+            "rest-batch": ("REST, 100-message batches", lambda: rest(BATCH), False),
+            "grpc-batch": (
+                "gRPC Publish, 100-message batches",
+                lambda: grpc_publish(stub, BATCH, size, c, s),
+                False,
+            ),
+            "grpc-stream": ("gRPC PublishStream, 1 stream", lambda: grpc_stream(stub, size, 1, s), False),
+            "grpc-streams": (
+                f"gRPC PublishStream, {args.streams} streams",
+                lambda: grpc_stream(stub, size, args.streams, s),
+                False,
+            ),
+            # the consume cases start the meter at their first message (joining the group is not counted)
+            "rest-poll": ("REST poll (max 1000)", lambda: rest_poll(http, n, meter.start), True),
+            "grpc-poll": ("gRPC Poll (max 1000)", lambda: grpc_poll(stub, n, meter.start), True),
+            "grpc-subscribe": ("gRPC Subscribe", lambda: grpc_subscribe(stub, n, meter.start), True),
+        }
+        async with http:
+            for key in CASES:
+                if key not in args.cases:
+                    continue
+                name, case, starts_itself = cases[key]
+                if not starts_itself:
+                    meter.start()
+                rate = await case()
+                rows.append((name, rate, meter.us_per_message(rate)))
+                print(f"  {name}: {rate:,.0f} msg/s, {rows[-1][2]:.1f} us/msg", file=sys.stderr, flush=True)
     return rows
 
 
@@ -202,16 +280,17 @@ def main() -> int:
         "--messages", type=int, default=50_000, help="messages per consume case (default 50000)"
     )
     parser.add_argument("--streams", type=int, default=4, help="streams of the multi-stream case (default 4)")
+    parser.add_argument("--driver", choices=("auto", "hey", "wrk", "httpx"), default="auto", help="REST load")
+    parser.add_argument(
+        "--cases", default=",".join(CASES), help=f"comma-separated subset of: {', '.join(CASES)}"
+    )
     parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     args = parser.parse_args()
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    if not args.no_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            loop_factory = uvloop.new_event_loop
+    args.cases = set(args.cases.split(","))
+    if unknown := args.cases - set(CASES):
+        parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
+    args.driver = pick_driver(args.driver)
+    loop_factory, loop_name = pick_loop(args.no_uvloop)
     cluster, master = start_cluster()
     http_port, grpc_port = free_port(), free_port()
     # A 1 s consumer heartbeat keeps the wait for a new instance's partitions out of the consume cases.
@@ -220,19 +299,18 @@ def main() -> int:
     )
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            rows = runner.run(run(args, http_port, grpc_port))
+            rows = runner.run(run(args, http_port, grpc_port, gateway.pid))
     finally:
         for proc in (gateway, cluster):
             proc.terminate()
             proc.wait(timeout=30)
-    loop_name = "asyncio" if loop_factory is None else "uvloop"
     print(
         f"value size {args.size} B, {args.concurrency} calls in flight, {args.seconds:g} s per publish case, "
-        f"{args.messages:,} messages per consume case, client loop {loop_name}"
+        f"{args.messages:,} messages per consume case, client loop {loop_name}, REST load from {args.driver}"
     )
-    print(f"{'case':<36}{'messages/s':>12}{'MB/s':>9}")
-    for name, rate in rows:
-        print(f"{name:<36}{rate:>12,.0f}{rate * args.size / 1e6:>9.1f}")
+    print(f"{'case':<36}{'messages/s':>12}{'MB/s':>9}{'gateway CPU us/msg':>20}")
+    for name, rate, cpu_us in rows:
+        print(f"{name:<36}{rate:>12,.0f}{rate * args.size / 1e6:>9.1f}{cpu_us:>20.1f}")
     return 0
 
 

@@ -1,0 +1,198 @@
+"""grpc.aio's own floor: the server CPU of a Publish call when the handler does nothing, beside what the
+gateway's interceptor and protobuf conversion add, so the gateway's figures can be split into grpc's share
+and ours.
+
+Run from the repository root: ``python bench/bench_grpc_floor.py [--seconds S] [--concurrency C]``.
+
+A server process (this script with ``--serve``) answers ``GatewayService/Publish`` in one of these modes:
+
+* ``bytes``: no protobuf at all: the request stays bytes, the answer is prebuilt bytes (grpc.aio's cycle);
+* ``parse``: the request parsed, the prebuilt answer (what protobuf parsing adds);
+* ``passthrough``: ``parse`` behind an interceptor that only hands the method's handler back (what grpc.aio
+  adds for having a Python interceptor at all);
+* ``interceptor``: ``parse`` behind the gateway's :class:`~gateway.grpc.interceptors.GatewayInterceptor`
+  (authentication off, no events: request id, admission, budgets, error translation);
+* ``servicer``: the gateway's own servicer behind that interceptor, over a publish service that answers at
+  once with prebuilt outcomes (everything of a gRPC Publish but the service and the producer).
+
+This process drives it with grpc.aio (uvloop when installed), ``--concurrency`` calls in flight, one message
+per call and 100-message batches of ``--size``-byte values, and prints the server process's CPU
+microseconds per call and per message (user + system from ``/proc``: a busy machine changes the rate, not
+the CPU a call takes). The gateway's own figures, against a broker, are in ``bench_grpc.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench_grpc import timed  # noqa: E402
+from bench_publish import free_port  # noqa: E402
+from benchloop import pick_loop  # noqa: E402
+from proc_cpu import cpu_seconds  # noqa: E402
+
+from gateway.grpc import convert  # noqa: E402
+from gateway.grpc.interceptors import GatewayInterceptor  # noqa: E402
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb  # noqa: E402
+from gateway.grpc.pb.tubemq.gateway.v1.gateway_pb2_grpc import (  # noqa: E402
+    GatewayServiceStub,
+    add_GatewayServiceServicer_to_server,
+)
+from gateway.grpc.servicer import GatewayServicer  # noqa: E402
+from gateway.service.publish import OutgoingMessage, PublishOutcome  # noqa: E402
+from gateway.tubemq.producer import SendResult  # noqa: E402
+
+SERVICE = "tubemq.gateway.v1.GatewayService"
+MODES = ("bytes", "parse", "passthrough", "interceptor", "servicer")
+BATCHES = (1, 100)
+
+
+def _result(i: int) -> SendResult:
+    return SendResult(
+        topic="bench",
+        partition_key="1:bench:0",
+        broker_id=1,
+        partition_id=i % 8,
+        append_offset=123456 + i,
+        message_id=987654321 + i,
+        append_time_ms=1_700_000_000_000,
+        partition_index=i % 8,
+    )
+
+
+def _response(n: int) -> pb.PublishResponse:
+    return convert.publish_response("bench", [PublishOutcome(i, result=_result(i)) for i in range(n)])
+
+
+class _PassThrough(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    async def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
+        return await continuation(details)
+
+
+class _Publisher:
+    """A publish service that stores nothing and answers at once with prebuilt outcomes."""
+
+    def __init__(self, outcomes: dict[int, list[PublishOutcome]]) -> None:
+        self._outcomes = outcomes
+
+    async def publish(self, topic: str, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
+        return self._outcomes[len(messages)]
+
+
+class _Runtime:
+    def __init__(self, outcomes: dict[int, list[PublishOutcome]]) -> None:
+        self._publisher = _Publisher(outcomes)
+
+    def publisher(self) -> _Publisher:
+        return self._publisher
+
+
+async def serve(mode: str, port: int) -> None:
+    answers = {n: _response(n) for n in BATCHES}
+    answer_bytes = {n: a.SerializeToString() for n, a in answers.items()}
+    outcomes = {n: [PublishOutcome(i, result=_result(i)) for i in range(n)] for n in BATCHES}
+
+    async def publish(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if mode == "bytes":
+            # the client sends 1 or 100 messages: tell them apart by size
+            return answer_bytes[1 if len(request) < 4096 else 100]
+        return answers[len(request.messages)]
+
+    interceptors: list[grpc.aio.ServerInterceptor] = []
+    if mode == "passthrough":
+        interceptors.append(_PassThrough())
+    elif mode in ("interceptor", "servicer"):
+        interceptors.append(GatewayInterceptor())
+    server = grpc.aio.server(interceptors=interceptors)
+    if mode == "servicer":
+        add_GatewayServiceServicer_to_server(GatewayServicer(_Runtime(outcomes)), server)  # type: ignore[arg-type]
+    else:
+        raw = mode == "bytes"
+        handler = grpc.unary_unary_rpc_method_handler(
+            publish,
+            request_deserializer=None if raw else pb.PublishRequest.FromString,
+            response_serializer=None if raw else pb.PublishResponse.SerializeToString,
+        )
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, {"Publish": handler}),)
+        )
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("ready", flush=True)
+    await server.wait_for_termination()
+
+
+async def drive(port: int, batch: int, size: int, concurrency: int, seconds: float) -> float:
+    """Calls per second of ``concurrency`` loops calling Publish with ``batch`` messages."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = GatewayServiceStub(channel)
+        message = pb.Message(value=b"x" * size, attributes={"bench": "1"})
+        request = pb.PublishRequest(topic="bench", messages=[message] * batch)
+        await stub.Publish(request)
+
+        async def one() -> int:
+            await stub.Publish(request)
+            return 1
+
+        return await timed(seconds, concurrency, one)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per case (default 5)")
+    parser.add_argument("--concurrency", type=int, default=16, help="calls in flight (default 16)")
+    parser.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {MODES}")
+    parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop (both sides)")
+    parser.add_argument("--serve", nargs=2, metavar=("MODE", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    loop_factory, loop_name = pick_loop(args.no_uvloop)
+    if args.serve:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(serve(args.serve[0], int(args.serve[1])))
+        return 0
+    print(
+        f"value size {args.size} B, {args.concurrency} calls in flight, {args.seconds:g} s per case, "
+        f"{loop_name}"
+    )
+    print(f"{'server':<14}{'batch':>6}{'calls/s':>10}{'CPU us/call':>13}{'CPU us/msg':>12}")
+    for mode in args.modes.split(","):
+        port = free_port()
+        cmd = [sys.executable, __file__, "--serve", mode, str(port)] + (
+            ["--no-uvloop"] if args.no_uvloop else []
+        )
+        server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        try:
+            assert server.stdout is not None
+            if server.stdout.readline().strip() != "ready":
+                raise SystemExit(f"the {mode} server did not start")
+            for batch in BATCHES:
+                with asyncio.Runner(loop_factory=loop_factory) as runner:
+                    runner.run(drive(port, batch, args.size, args.concurrency, 0.5))  # warm up
+                    cpu0, t0 = cpu_seconds(server.pid), time.perf_counter()
+                    rate = runner.run(drive(port, batch, args.size, args.concurrency, args.seconds))
+                    cpu, elapsed = cpu_seconds(server.pid) - cpu0, time.perf_counter() - t0
+                per_call = cpu / (rate * elapsed) * 1e6
+                print(
+                    f"{mode:<14}{batch:>6}{rate:>10,.0f}{per_call:>13.1f}{per_call / batch:>12.1f}",
+                    flush=True,
+                )
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
