@@ -20,6 +20,11 @@ after the instance closed), so ids cannot be probed across principals.
 
 An instance not used for ``lease`` seconds (no request in flight, none started) is closed: its partitions go
 back to the group and whatever it delivered without a commit is redelivered.
+
+Parts, one job each: :mod:`.consumer_types` (what the service answers and keeps), :mod:`.instance_lookup`
+(ids to owners and local instances), :mod:`.instance_operations` (commit, nack, deadlines, seek,
+describe, stream), :mod:`.instance_config` (a new instance's checked settings) and this module (life cycle,
+create, poll, delete, leases).
 """
 
 from __future__ import annotations
@@ -27,52 +32,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 
 from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, CONSUME, PUBLISH, AccessPolicy
 from gateway.service.consume_limits import PollLimits
+from gateway.service.consumer_types import InstanceInfo, InstanceState, Owner, Registry
 from gateway.service.core_errors import OUTAGE_RETRY_AFTER, Doing, service_error
-from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
-from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
+from gateway.service.delivered import DeliveredMessage
+from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.instance import ConsumerInstance
+from gateway.service.instance_config import instance_config
 from gateway.service.instance_id import (
-    MalformedInstanceId,
-    decode_instance_id,
     new_instance_id,
     normalize_base_url,
     redact,
 )
+from gateway.service.instance_operations import InstanceOperations
 from gateway.service.instance_spec import InstanceSpec
-from gateway.service.names import check_text, validate_group, validate_topic
+from gateway.service.names import validate_group
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.service.redelivery import RedeliveryPolicy, Republisher
 from gateway.service.redelivery_checks import check_redelivery, ensure_redelivery_topics
-from gateway.service.seek import MAX_OFFSET, SeekResult, offsets_for_time, plan_seek
-from gateway.service.stream_cursor import StreamCursor
+from gateway.service.seek import SeekResult
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import (
-    MAX_FILTER_ITEM_LENGTH,
-    AssignedPartition,
-    BoundConsumption,
     Consumer,
     ConsumerConfig,
-    PartitionNotHeld,
     PartitionReleased,
-    StartPosition,
 )
 from gateway.tubemq.events import EventBus, Subscription
 from gateway.tubemq.net import CloseOnce, ConnectionPool, cancel_and_wait
-from gateway.tubemq.wire import MetaFormatError
 
 __all__ = [
     "ConsumerService",
@@ -85,64 +81,11 @@ __all__ = [
 
 log = logging.getLogger("gateway.service.consumers")
 
-StartName = Literal["latest", "earliest", "offsets"]
-#: topics one instance may subscribe (the real client's META_MAX_BOOKED_TOPIC_COUNT)
-MAX_TOPICS = 1024
-#: instances taking part in one bound consumption (the wire field is a signed 32-bit integer)
-MAX_SOURCE_COUNT = 2**31 - 1
-_MAX_SESSION_KEY = 1024
-_POSITIONS = {"latest": StartPosition.LATEST, "earliest": StartPosition.EARLIEST}
 #: how many closed ids are remembered to say why they are gone
 _REMEMBER_CLOSED = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """Where another instance lives: another replica at ``url`` (``worker`` None; its gRPC port
-    ``grpc_port`` when it serves gRPC), or this replica's sibling worker process ``worker`` (``url`` is then
-    this replica's own advertised URL)."""
-
-    url: str
-    worker: int | None = None
-    grpc_port: int | None = None
-
-    @property
-    def sibling(self) -> bool:
-        return self.worker is not None
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceInfo:
-    instance_id: str
-    group: str
-    owner_url: str
-    client_id: str
-    auto_commit: bool
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceState:
-    """An instance's identity, held partitions, delivered-uncommitted and buffered message counts."""
-
-    info: InstanceInfo
-    partitions: list[AssignedPartition]
-    pending: int
-    buffered: int
-
-
-@dataclass(slots=True)
-class _Registry:
-    instances: dict[str, ConsumerInstance] = field(default_factory=dict)
-    by_client: dict[str, ConsumerInstance] = field(default_factory=dict)
-    #: instances taken out of ``instances`` whose close has not run to its end yet
-    closing: dict[str, ConsumerInstance] = field(default_factory=dict)
-    closed: OrderedDict[str, tuple[str, str]] = field(default_factory=OrderedDict)  # id -> (reason, owner)
-    creating: int = 0
-    #: instance id -> the quota key it is counted under (see Quotas.claim_instance)
-    quota_keys: dict[str, str] = field(default_factory=dict)
-
-
-class ConsumerService:
+class ConsumerService(InstanceOperations):
     """Owns this replica's consumer instances. ``consumer_config`` is the template of every instance's core
     consumer (heartbeat and wait intervals); its start position and bound settings are set per instance.
 
@@ -220,7 +163,7 @@ class ConsumerService:
         #: this replica's gRPC port, named in the ids of its instances (set once the gRPC server is bound;
         #: None: gRPC calls for them cannot be relayed here from another replica)
         self.grpc_port: int | None = None
-        self._registry = _Registry()
+        self._registry = Registry()
         self._reaper: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
         self._closing = False
@@ -277,79 +220,6 @@ class ConsumerService:
         for instance in self._registry.instances.values():
             instance.begin_drain()
 
-    # --- locating -----------------------------------------------------------------------------------
-
-    def locate(self, group: str, instance_id: str) -> Owner | None:
-        """Who owns the instance when this service does not: another replica, or a sibling worker of this
-        replica; None when this one does. Raises NotFound for an id that is malformed or belongs to another
-        group, Gone for one naming a replica forwarding may not reach or a worker this replica does not
-        have."""
-        try:
-            ref = decode_instance_id(group, instance_id, self._secret)
-        except MalformedInstanceId as exc:
-            raise _not_found(group, instance_id, str(exc)) from None
-        if ref.owner_url == self.advertised_url:
-            if ref.worker == self.worker:
-                return None
-            if ref.worker is not None and self.worker is not None and ref.worker < self.workers:
-                return Owner(ref.owner_url, ref.worker)
-            raise Gone(
-                f"consumer instance {instance_id} was created by a worker process this gateway does not "
-                f"run (it restarted with another worker count); create a new instance with "
-                f"POST /v1/consumers/{group}"
-            )
-        if not self.peers.allows(ref.owner_url):
-            log.warning(
-                "a consumer instance id names a replica forwarding may not reach",
-                extra={"group": group, "instance": redact(instance_id), "owner": ref.owner_url},
-            )
-            raise Gone(
-                f"consumer instance {instance_id} is owned by the gateway at {ref.owner_url}, which "
-                "this gateway may not forward to (consumers.forward_allow, consumers.forward_ports); create "
-                f"a new instance with POST /v1/consumers/{group}",
-                resource_name=instance_id,
-            )
-        return Owner(ref.owner_url, grpc_port=ref.grpc_port)
-
-    def base_url(self, group: str, instance_id: str, public_base: str | None = None) -> str:
-        """The instance's URL: under ``public_base`` (the URL clients reach the gateway at, through a
-        proxy) when given, else under the owner's advertised URL."""
-        if public_base is None:
-            owner = self.locate(group, instance_id)
-            public_base = self.advertised_url if owner is None else owner.url
-        return f"{public_base}/v1/consumers/{group}/instances/{instance_id}"
-
-    def instance(self, group: str, instance_id: str) -> ConsumerInstance:
-        """The local instance; NotFound for a malformed id, Gone for one this replica does not hold."""
-        elsewhere = self.locate(group, instance_id)
-        if elsewhere is not None:
-            where = (
-                f"worker {elsewhere.worker} of this gateway"
-                if elsewhere.sibling
-                else f"the gateway at {elsewhere.url}"
-            )
-            raise Gone(
-                f"consumer instance {instance_id} is owned by {where}, which cannot be "
-                f"reached through this one; create a new instance with POST /v1/consumers/{group}",
-                resource_name=instance_id,
-            )
-        caller = current_principal().identity
-        found = self._registry.instances.get(instance_id)
-        if found is not None and found.owner != caller:
-            raise _not_found(group, instance_id, _FOREIGN)
-        if found is None or found.closed:
-            reason, owner = self._registry.closed.get(
-                instance_id, ("deleted, expired, or its gateway restarted", caller)
-            )
-            if owner != caller:
-                raise _not_found(group, instance_id, _FOREIGN)
-            raise Gone(
-                f"consumer instance {instance_id} is gone ({reason}); create a new instance with "
-                f"POST /v1/consumers/{group}",
-                resource_name=instance_id,
-            )
-        return found
-
     # --- use cases ----------------------------------------------------------------------------------
 
     async def create(self, group: str, spec: InstanceSpec) -> InstanceInfo:
@@ -366,7 +236,7 @@ class ConsumerService:
                 "unused ones or retry later",
                 retry_after=5.0,
             )
-        config, max_bytes = self._instance_config(spec)
+        config, max_bytes = instance_config(self._consumer_config, self.limits, spec)
         policy = check_redelivery(group, spec, self._republisher is not None, self.max_ack_deadline)
         if self._access.enforcing:
             principal = current_principal()
@@ -502,187 +372,13 @@ class ConsumerService:
                 retry_after=OUTAGE_RETRY_AFTER,
             )
 
-    async def commit(
-        self, group: str, instance_id: str, tokens: Sequence[str] | None, *, consumed: bool = True
-    ) -> CommitResult:
-        """Commit tokens (None: everything delivered so far); ``consumed=False`` rolls them back."""
-        instance = self.instance(group, instance_id)
-        async with self.using(instance):
-            attributes = {
-                "messaging.system": "tubemq",
-                "messaging.operation.type": "settle",
-                "messaging.consumer.group.name": group,
-                "tubemq.consumed": consumed,
-            }
-            with tracing.span(f"commit {group}", "client", attributes):
-                try:
-                    return await instance.commit(tokens, consumed=consumed)
-                except core.TubeMQError as exc:
-                    raise service_error(exc, Doing.COMMIT, group=group) from exc
-
-    async def nack(
-        self, group: str, instance_id: str, tokens: Sequence[str], *, delay: float = 0.0
-    ) -> NackResult:
-        """Give single messages back, due ``delay`` seconds from now (``ConsumerInstance.nack``)."""
-        instance = self.instance(group, instance_id)
-        if not tokens:
-            raise InvalidInput("name at least one token to nack", field="tokens")
-        if not 0 <= delay <= self.max_nack_delay:
-            raise InvalidInput(f"delay must be 0 to {self.max_nack_delay * 1000:.0f} ms", field="delay")
-        async with self.using(instance):
-            result = await instance.nack(tokens, delay)
-        if result.error is not None and not (result.retried or result.dead_lettered or result.stale):
-            # Nothing went anywhere: the publish's own error tells the client what to do.
-            raise service_error(result.error, Doing.PUBLISH, topic=instance.policy.retry_topic)
-        return result
-
-    def extend_deadlines(
-        self, group: str, instance_id: str, tokens: Sequence[str], *, seconds: float
-    ) -> DeadlineResult:
-        """Move the deadline of delivered messages to ``seconds`` from now (at most ``max_ack_deadline``)."""
-        instance = self.instance(group, instance_id)
-        if not tokens:
-            raise InvalidInput("name at least one token", field="tokens")
-        if not 0 < seconds <= self.max_ack_deadline:
-            raise InvalidInput(
-                f"the extension must be 1 to {self.max_ack_deadline * 1000:.0f} ms", field="extension"
-            )
-        instance.touch()
-        return instance.extend_deadlines(tokens, seconds)
-
-    async def seek(
-        self,
-        group: str,
-        instance_id: str,
-        position: str,
-        *,
-        offsets: Mapping[str, int] | None = None,
-        partitions: Sequence[str] | None = None,
-        time: object = None,
-        time_zone: str | None = None,
-    ) -> list[SeekResult]:
-        """Move the group's read position in partitions this instance holds, with the rules of a new
-        instance's start position: ``earliest`` (the oldest message kept), ``latest`` (the end) or ``time``
-        (where the messages' ``$msgTime$`` reaches ``time``'s minute in ``time_zone``: Unix ms or RFC 3339
-        text) for ``partitions`` (default: every held partition of the subscribed topics), or ``offsets``
-        (partition key -> broker index offset, clamped by the broker to what it keeps); see
-        :mod:`gateway.service.seek`. What the instance fetched or delivered of them and did not commit is
-        rolled back first."""
-        instance = self.instance(group, instance_id)
-        plan = plan_seek(
-            instance, position, offsets=offsets, partitions=partitions, time=time, time_zone=time_zone
-        )
-        async with self.using(instance):
-            try:
-                targets = plan.offsets
-                if plan.minute is not None:
-                    rpc_timeout = self._consumer_config.rpc_timeout
-                    targets = await offsets_for_time(instance, plan, self._pool, rpc_timeout)
-                moved = await instance.seek(targets)
-            except PartitionNotHeld as exc:
-                raise InvalidInput(
-                    f"{exc}; a rebalance moved it: describe the instance and seek again", field="offsets"
-                ) from None
-            except core.TubeMQError as exc:
-                raise service_error(exc, Doing.COMMIT, group=group) from exc
-        return [SeekResult(key, curr, end) for key, (curr, end) in moved.items()]
-
     async def delete(self, group: str, instance_id: str) -> None:
         """Leave the group. An auto-commit instance commits what it delivered; anything uncommitted is
         redelivered to the group."""
         instance = self.instance(group, instance_id)
         await self._close(instance, "deleted", commit=instance.auto_commit)
 
-    def open_stream(self, group: str, instance_id: str, resume_after: str | None) -> StreamCursor:
-        """A push cursor that resumes after the event id ``resume_after`` (a token the stream sent); without
-        it the stream starts by sending every message delivered and not committed yet. Wrap its use in
-        :meth:`using`."""
-        instance = self.instance(group, instance_id)
-        after = 0
-        if resume_after:
-            text = resume_after.strip()
-            if not text.isascii() or not text.isdigit() or len(text) > 18:
-                raise InvalidInput(
-                    f"{resume_after!r} is not an event id of this stream", field="resume_after"
-                )
-            after = int(text)
-        return StreamCursor(instance, after)
-
-    def describe(self, group: str, instance_id: str) -> InstanceState:
-        """What the instance holds right now."""
-        instance = self.instance(group, instance_id)
-        instance.touch()
-        return InstanceState(
-            info=InstanceInfo(
-                instance_id, group, self.advertised_url, instance.consumer.client_id, instance.auto_commit
-            ),
-            partitions=instance.consumer.assignment(),
-            pending=instance.pending_count,
-            buffered=instance.buffered_count,
-        )
-
-    @contextlib.asynccontextmanager
-    async def using(self, instance: ConsumerInstance) -> AsyncIterator[ConsumerInstance]:
-        """Mark a request in flight (no lease expiry meanwhile) and renew the lease when it ends."""
-        instance.active += 1
-        instance.touch()
-        try:
-            yield instance
-        finally:
-            instance.active -= 1
-            instance.touch()
-
     # --- internals ----------------------------------------------------------------------------------
-
-    def _instance_config(self, spec: InstanceSpec) -> tuple[ConsumerConfig, int | None]:
-        if not spec.topics:
-            raise InvalidInput("subscribe at least one topic", field="topics")
-        if len(spec.topics) > MAX_TOPICS:
-            raise InvalidInput(f"an instance subscribes at most {MAX_TOPICS} topics", field="topics")
-        for i, (topic, stream_ids) in enumerate(spec.topics.items()):
-            validate_topic(topic, f"topics[{i}]")
-            for stream_id in stream_ids or ():
-                check_text(stream_id, f"filters.{topic}", MAX_FILTER_ITEM_LENGTH)
-        max_bytes = None
-        if spec.max_bytes is not None:
-            max_bytes = self.limits.value_bytes(spec.max_bytes, field="maxBytes")
-        position = spec.start_position
-        if position in _POSITIONS:
-            if spec.offsets:
-                raise InvalidInput("offsets are only used with startPosition 'offsets'", field="offsets")
-            return replace(self._consumer_config, start_position=_POSITIONS[position], bound=None), max_bytes
-        if position != "offsets":
-            raise InvalidInput(
-                f"startPosition {position!r} is not one of latest, earliest, offsets", field="startPosition"
-            )
-        if not spec.offsets:
-            raise InvalidInput(
-                "startPosition 'offsets' needs offsets {partitionKey: offset}", field="offsets"
-            )
-        if not 1 <= spec.source_count <= MAX_SOURCE_COUNT:
-            raise InvalidInput(f"sourceCount must be 1-{MAX_SOURCE_COUNT}", field="sourceCount")
-        if spec.session_key is not None:
-            check_text(spec.session_key, "sessionKey", _MAX_SESSION_KEY)
-        for key, offset in spec.offsets.items():
-            check_text(key, "offsets", 300)
-            if not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
-                raise InvalidInput(f"offset of {key[:80]!r} must be 0-{MAX_OFFSET}", field="offsets")
-        if spec.source_count > 1 and not spec.session_key:
-            raise InvalidInput(
-                "several instances sharing bound offsets need one sessionKey", field="sessionKey"
-            )
-        try:
-            bound = BoundConsumption(
-                session_key=spec.session_key or secrets.token_hex(8),
-                source_count=spec.source_count,
-                offsets=dict(spec.offsets),
-            )
-        except (ValueError, MetaFormatError) as exc:
-            raise InvalidInput(f"offsets: {exc}", field="offsets") from None
-        unknown = sorted({key.split(":")[1] for key in bound.offsets} - set(spec.topics))
-        if unknown:
-            raise InvalidInput(f"offsets name topics that are not subscribed: {unknown}", field="offsets")
-        return replace(self._consumer_config, start_position=StartPosition.EARLIEST, bound=bound), max_bytes
 
     async def _close(self, instance: ConsumerInstance, reason: str, *, commit: bool = False) -> None:
         registry = self._registry
@@ -738,15 +434,3 @@ class ConsumerService:
         for outcome in outcomes:
             if isinstance(outcome, Exception):
                 log.warning("consumer instance upkeep failed: %r", outcome)
-
-
-#: the reason given for another principal's instance: the same kind of text as for a forged id
-_FOREIGN = "the instance id is not known here"
-
-
-def _not_found(group: str, instance_id: str, reason: str) -> NotFound:
-    return NotFound(
-        f"no consumer instance {instance_id!r} in group {group!r}: {reason}",
-        field="instanceId",
-        resource_name=instance_id,
-    )

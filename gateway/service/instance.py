@@ -25,36 +25,37 @@ next one gets at-least-once delivery.
 
 State changes are synchronous (no ``await`` in between), so commits may run while a poll waits for data;
 polls of one instance run one at a time.
+
+The class is assembled from parts, one job each: :mod:`.instance_parts` (the records and the state they
+share), :mod:`.instance_settle` (commits, rollbacks, batch confirmations), :mod:`.instance_redelivery`
+(retried messages, deadlines, nacks) and this module (polls and fetches, seek, close).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
 import itertools
 import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
-from gateway.service.errors import Gone, InvalidInput, Unavailable
+from gateway.service.delivered import DeliveredMessage
+from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.instance_id import redact
+from gateway.service.instance_parts import Batch, Budget, Entry, Pending
+from gateway.service.instance_redelivery import Redelivery
 from gateway.service.redelivery import (
     AttemptMemory,
     Origin,
     RedeliveryPolicy,
     Republisher,
-    due_ms,
-    parse_retried,
-    republish,
     wall_ms,
 )
-from gateway.tubemq.consumer import ConsumedBatch, ConsumedMessage, Consumer, InvalidConfirmContext
+from gateway.tubemq.consumer import ConsumedBatch, Consumer
 from gateway.tubemq.errors import ClientClosed, TubeMQError
 from gateway.tubemq.net import CloseOnce
 
@@ -63,40 +64,7 @@ __all__ = ["ConsumerInstance"]
 log = logging.getLogger("gateway.service.consumers")
 
 
-@dataclass(eq=False, slots=True)
-class _Batch:
-    """A core batch being handed out; hashed by identity."""
-
-    context: str
-    topic: str
-    partition_key: str
-    broker_id: int
-    partition_id: int
-    fetched_at: float
-    undelivered: int
-    uncommitted: int = 0
-    live: bool = True
-
-
-#: a buffered message, its batch, and where it came from when it is delivered again (else None: attempt 1)
-_Entry = tuple[_Batch, ConsumedMessage, Origin | None]
-#: a delivered, uncommitted message and its batch
-_Pending = tuple[_Batch, DeliveredMessage]
-
-
-@dataclass(slots=True)
-class _Budget:
-    max_messages: int
-    max_bytes: int
-    used: int = 0
-    out: list[DeliveredMessage] = field(default_factory=list)
-
-    @property
-    def full(self) -> bool:
-        return len(self.out) >= self.max_messages or self.used >= self.max_bytes
-
-
-class ConsumerInstance:
+class ConsumerInstance(Redelivery):
     """See the module docstring. Built and started by the ConsumerService; times in seconds."""
 
     def __init__(
@@ -133,7 +101,7 @@ class ConsumerInstance:
         #: seconds from delivery to a message's deadline
         self.ack_deadline = commit_timeout if ack_deadline is None else ack_deadline
         #: retried messages not due yet: (due, order, entry)
-        self._delayed: list[tuple[float, int, _Entry]] = []
+        self._delayed: list[tuple[float, int, Entry]] = []
         self._delay_order = itertools.count()
         #: tokens whose retry or dead-letter publish is in flight
         self._settling: set[int] = set()
@@ -142,9 +110,9 @@ class ConsumerInstance:
         self._attempts = AttemptMemory()
         #: partitions a seek is moving: a batch fetched meanwhile is rolled back, not delivered
         self._seeking: set[str] = set()
-        self._buffer: deque[_Entry] = deque()
-        self._pending: dict[int, _Pending] = {}
-        self._batches: dict[str, _Batch] = {}
+        self._buffer: deque[Entry] = deque()
+        self._pending: dict[int, Pending] = {}
+        self._batches: dict[str, Batch] = {}
         self._seq = itertools.count(1)
         self._poll_lock = asyncio.Lock()
         self._fetches: set[asyncio.Task[bool]] = set()
@@ -197,7 +165,7 @@ class ConsumerInstance:
             if not self._waited_for_assignment:
                 self._waited_for_assignment = True
                 await self.consumer.wait_for_assignment(max(timeout, self._assignment_wait))
-            budget = _Budget(max_messages, max_bytes)
+            budget = Budget(max_messages, max_bytes)
             if self._delayed:
                 self._release_due(start)
             self._take(budget)
@@ -245,7 +213,7 @@ class ConsumerInstance:
         out.reverse()
         return out
 
-    def _take(self, budget: _Budget) -> None:
+    def _take(self, budget: Budget) -> None:
         """Deliver from the front of the buffer within ``budget`` (one pass, no call per message)."""
         buffer = self._buffer
         out = budget.out
@@ -336,7 +304,7 @@ class ConsumerInstance:
 
     def _add_batch(self, batch: ConsumedBatch) -> None:
         now = self._clock()
-        record = _Batch(
+        record = Batch(
             context=batch.confirm_context,
             topic=batch.topic,
             partition_key=batch.partition_key,
@@ -359,249 +327,6 @@ class ConsumerInstance:
                 self._buffer.append((record, message, origin))
         else:
             self._buffer.extend(zip(itertools.repeat(record), batch.messages, itertools.repeat(None)))
-
-    def _add_retried(self, record: _Batch, messages: Sequence[ConsumedMessage]) -> None:
-        """A batch of the retry topic: messages due now go to the buffer, the others wait in ``_delayed``
-        (holding the batch, so its partition, until they are delivered and settled). The batch's
-        buffered-message timeout counts from when its last message is due."""
-        wall = self._wall()
-        now = self._clock()  # read after the wall clock: the time left is counted from no earlier a moment
-        latest = now
-        for message in messages:
-            parsed = parse_retried(message, now, wall)
-            if parsed is None:  # not published by a gateway: delivered as a message of the retry topic
-                self._buffer.append((record, message, None))
-                continue
-            stripped, origin = parsed
-            entry: _Entry = (record, stripped, origin)
-            if origin.due <= now:
-                self._buffer.append(entry)
-            else:
-                heapq.heappush(self._delayed, (origin.due, next(self._delay_order), entry))
-                latest = max(latest, origin.due)
-        record.fetched_at = latest
-
-    def _release_due(self, now: float) -> None:
-        """Move retried messages that are due from ``_delayed`` to the buffer, in due order."""
-        delayed = self._delayed
-        while delayed and delayed[0][0] <= now:
-            entry = heapq.heappop(delayed)[2]
-            if entry[0].live:
-                self._buffer.append(entry)
-
-    # --- committing ---------------------------------------------------------------------------------
-
-    async def commit(self, tokens: Sequence[str] | None, *, consumed: bool = True) -> CommitResult:
-        """Commit (or, with ``consumed=False``, roll back) the given tokens, or every delivered message when
-        ``tokens`` is None. Raises InvalidInput for a token that is not a token of any instance."""
-        self._check_open()
-        return await self._commit(tokens, consumed=consumed)
-
-    async def _commit(self, tokens: Sequence[str] | None, *, consumed: bool) -> CommitResult:
-        if tokens is None and consumed:
-            return await self._commit_all()
-        if tokens is None:
-            chosen = [(p[1].token, s) for s, p in self._pending.items()]
-        else:
-            chosen = [(token, _parse_token(token, i)) for i, token in enumerate(tokens)]
-        stale: list[str] = []
-        touched: dict[_Batch, list[str]] = {}
-        chosen_messages: dict[int, DeliveredMessage] = {}
-        for token, seq in chosen:
-            item = self._pending.pop(seq, None)
-            if item is None:
-                stale.append(token)
-                continue
-            item[0].uncommitted -= 1
-            touched.setdefault(item[0], []).append(token)
-            chosen_messages[seq] = item[1]
-        rolled_back = 0
-        if consumed:
-            done = [b for b in touched if b.uncommitted == 0 and b.undelivered == 0]
-        else:
-            done = list(touched)
-            rolled_back = sum(len(touched[b]) + self._discard(b, count=True) for b in done)
-            for batch, named in touched.items():  # the named tokens left _pending before the discard
-                for token in named:
-                    self._remember_attempt(batch, int(token), chosen_messages[int(token)])
-        outcomes = await asyncio.gather(*(self._confirm(b, consumed) for b in done))
-        committed = sum(len(t) for t in touched.values()) if consumed else 0
-        for batch, ok in zip(done, outcomes, strict=True):
-            if not ok and consumed:
-                # The core had already given the partition up: these messages come again.
-                stale.extend(touched[batch])
-                committed -= len(touched[batch])
-        return CommitResult(committed, rolled_back, stale, len(self._pending))
-
-    async def _commit_all(self) -> CommitResult:
-        """Commit every delivered message: per batch, not per message (auto-commit runs this every poll).
-        Every pending message's batch is live (a batch leaves ``_batches`` only once confirmed with nothing
-        pending, or discarded with its pending messages)."""
-        pending = self._pending
-        if not pending:
-            return CommitResult(0, 0, [], 0)
-        self._pending = {}
-        touched = [b for b in self._batches.values() if b.uncommitted]
-        committed = 0
-        for batch in touched:
-            committed += batch.uncommitted
-            batch.uncommitted = 0
-        done = [b for b in touched if b.undelivered == 0]
-        outcomes = await asyncio.gather(*(self._confirm(b, True) for b in done))
-        failed = {b for b, ok in zip(done, outcomes, strict=True) if not ok}
-        stale: list[str] = []
-        if failed:
-            # The core had already given those partitions up: their messages come again.
-            stale = [str(s) for s, p in pending.items() if p[0] in failed]
-            committed -= len(stale)
-        return CommitResult(committed, 0, stale, len(self._pending))
-
-    async def _confirm(self, batch: _Batch, consumed: bool) -> bool:
-        """Confirm a batch to the broker; False when the core no longer knows it (partition lost)."""
-        self._batches.pop(batch.context, None)
-        batch.live = False
-        try:
-            await self.consumer.confirm(batch.context, consumed)
-        except (InvalidConfirmContext, ClientClosed):
-            return False
-        except TubeMQError as exc:
-            # The core released the partition with this outcome; the next fetch carries it to the broker.
-            log.warning(
-                "confirm of %s failed (%s); the outcome goes with the next fetch", batch.partition_key, exc
-            )
-        return True
-
-    def _discard(self, batch: _Batch, *, count: bool = False) -> int:
-        """Forget a batch's pending, buffered and delayed messages; returns how many were dropped. With
-        ``count`` (a rollback) the delivered ones count a delivery attempt for when they come back here."""
-        self._batches.pop(batch.context, None)
-        batch.live = False
-        dropped = [s for s, p in self._pending.items() if p[0] is batch]
-        for seq in dropped:
-            if count:
-                self._remember_attempt(batch, seq, self._pending[seq][1])
-            del self._pending[seq]
-        before = len(self._buffer)
-        if any(e[0] is batch for e in self._buffer):
-            self._buffer = deque(e for e in self._buffer if e[0] is not batch)
-        delayed = len(self._delayed)
-        if delayed:
-            self._delayed = [d for d in self._delayed if d[2][0] is not batch]
-            heapq.heapify(self._delayed)
-        return len(dropped) + before - len(self._buffer) + delayed - len(self._delayed)
-
-    def _remember_attempt(self, batch: _Batch, seq: int, delivered: DeliveredMessage) -> None:
-        if batch.topic != self.policy.retry_topic:  # a retried message keeps its count in its attributes
-            self._attempts.delivered_again(
-                batch.partition_key, delivered.message.message_id, delivered.attempt
-            )
-
-    async def expire_uncommitted(self, now: float) -> int:
-        """Deadlines: a delivered message past its deadline goes to the retry topic as its next delivery
-        attempt (or the dead-letter topic past the maximum), alone; without a retry topic (or when that
-        publish fails) its whole batch is rolled back. A batch whose fetched messages were not all delivered
-        within ``commit_timeout`` is rolled back too. Returns how many batches were rolled back."""
-        old = {
-            b: None
-            for b in self._batches.values()
-            if b.undelivered and now - b.fetched_at > self._commit_timeout
-        }
-        if now >= self._next_deadline:
-            expired: list[int] = []
-            earliest = math.inf
-            for seq, (_, delivered) in self._pending.items():
-                if delivered.deadline < now and seq not in self._settling:
-                    expired.append(seq)
-                elif delivered.deadline < earliest:
-                    earliest = delivered.deadline
-            self._next_deadline = earliest
-            if expired and self.policy.retry_topic is not None and self._republisher is not None:
-                result = await self._redeliver_tokens([str(s) for s in expired], 0.0, "deadline")
-                expired = [int(t) for t in result.failed]
-                if result.error is not None:
-                    log.warning(
-                        "%d expired messages of %s could not go to the retry topic (%s); their batches are "
-                        "rolled back instead",
-                        len(expired),
-                        redact(self.instance_id),
-                        result.error,
-                    )
-            for seq in expired:
-                item = self._pending.get(seq)
-                if item is not None:
-                    old[item[0]] = None
-        for batch in old:
-            self._discard(batch, count=True)
-        await asyncio.gather(*(self._confirm(b, False) for b in old))
-        return len(old)
-
-    # --- nacks and deadlines ----------------------------------------------------------------------
-
-    async def nack(self, tokens: Sequence[str], delay: float) -> NackResult:
-        """Give messages back one by one: each goes to the retry topic, due ``delay`` seconds from now, as
-        its next delivery attempt (or, past ``max_delivery_attempts``, to the dead-letter topic) and is
-        settled once a broker acknowledged that publish; its siblings are not redelivered."""
-        self._check_open()
-        if self.policy.retry_topic is None or self._republisher is None:
-            raise InvalidInput(
-                "this instance has no retry topic: create it with retryTopic to nack single messages (or "
-                "roll back whole batches with a commit of consumed false)",
-                field="tokens",
-            )
-        for i, token in enumerate(tokens):
-            _parse_token(token, i)
-        return await self._redeliver_tokens(tokens, delay, "nack")
-
-    async def _redeliver_tokens(self, tokens: Sequence[str], delay: float, why: str) -> NackResult:
-        chosen: list[tuple[str, int, DeliveredMessage]] = []
-        stale: list[str] = []
-        for token in tokens:
-            seq = int(token)
-            item = self._pending.get(seq)
-            if item is None or seq in self._settling:
-                stale.append(token)
-                continue
-            chosen.append((token, seq, item[1]))
-        self._settling.update(seq for _, seq, _ in chosen)
-        try:
-            outcomes = await asyncio.gather(
-                *(self._republish(delivered, delay, why) for _, _, delivered in chosen),
-                return_exceptions=True,
-            )
-        finally:
-            self._settling.difference_update(seq for _, seq, _ in chosen)
-        settled: list[str] = []
-        failed: list[str] = []
-        retried = dead = 0
-        error: Exception | None = None
-        for (token, _, _), outcome in zip(chosen, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                if not isinstance(outcome, Exception):
-                    raise outcome
-                failed.append(token)
-                error = error or outcome
-                continue
-            settled.append(token)
-            if outcome:
-                dead += 1
-            else:
-                retried += 1
-        if settled:
-            result = await self._commit(settled, consumed=True)
-            stale.extend(result.stale)  # settled meanwhile (committed, rolled back, lost): a duplicate copy
-        return NackResult(retried, dead, stale, failed, len(self._pending), error)
-
-    async def _republish(self, delivered: DeliveredMessage, delay: float, why: str) -> bool:
-        """Publish one message to the retry or dead-letter topic (True: the latter); see ``republish``."""
-        assert self._republisher is not None
-        return await republish(
-            self._republisher,
-            self.policy,
-            self.group,
-            delivered,
-            due_ms=due_ms(self._wall(), delay),
-            why=why,
-        )
 
     async def seek(self, offsets: Mapping[str, int]) -> dict[str, tuple[int, int]]:
         """Move the group's read position in held partitions (partition key -> broker index offset; 0 is
@@ -627,26 +352,6 @@ class ConsumerInstance:
         finally:
             self._seeking.difference_update(offsets)
         return dict(zip(offsets, moved, strict=True))
-
-    def extend_deadlines(self, tokens: Sequence[str], seconds: float) -> DeadlineResult:
-        """Set the deadline of the given delivered messages to ``seconds`` from now."""
-        self._check_open()
-        seqs = [_parse_token(token, i) for i, token in enumerate(tokens)]
-        deadline = self._clock() + seconds
-        deadline_ms = self._wall() + int(seconds * 1000)
-        stale: list[str] = []
-        extended = 0
-        for token, seq in zip(tokens, seqs, strict=True):
-            item = self._pending.get(seq)
-            if item is None:
-                stale.append(token)
-                continue
-            item[1].deadline = deadline
-            item[1].deadline_ms = deadline_ms
-            extended += 1
-        if deadline < self._next_deadline:
-            self._next_deadline = deadline
-        return DeadlineResult(extended, stale, deadline_ms)
 
     def partition_released(self, partition_key: str) -> None:
         """The core stopped holding a partition: its batches can no longer be confirmed."""
@@ -687,19 +392,3 @@ class ConsumerInstance:
             self._delayed.clear()
             self._pending.clear()
             self._batches.clear()
-
-    def _check_open(self) -> None:
-        if self.closed_reason is not None:
-            raise Gone(
-                f"consumer instance {self.instance_id} was {self.closed_reason}; create a new instance with "
-                f"POST /v1/consumers/{self.group}",
-                resource_name=self.instance_id,
-            )
-
-
-def _parse_token(token: str, index: int) -> int:
-    if not isinstance(token, str) or not token.isascii() or not token.isdigit() or len(token) > 18:
-        raise InvalidInput(
-            f"commit token {str(token)[:40]!r} is not a token this gateway issued", field=f"tokens[{index}]"
-        )
-    return int(token)

@@ -30,6 +30,8 @@ from gateway.service.instance import ConsumerInstance, DeliveredMessage
 SOURCE = ("semsrc", 1)
 RETRY = ("semretry", 2)
 DEAD = ("semdlq", 1)
+#: the deadlines case's source: two partitions, one message in each
+HOLD = ("semhold", 2)
 #: the reaper checks deadlines this often in these cases
 CONSUMERS = {"lease": 120.0}
 
@@ -136,14 +138,18 @@ async def test_nack_of_one_of_ten_comes_back_alone_then_dead_letters_for_java(ja
 
 
 async def test_deadlines_expire_per_message_and_extended_ones_hold() -> None:
-    source, retry = require_topic(SOURCE), require_topic(RETRY)
+    source, retry = require_topic(HOLD), require_topic(RETRY)
     tag = run_tag("deadline")
     sent = [f"{tag}-{i}" for i in range(2)]
     async with real_gateway(consumers=CONSUMERS) as gw:
-        # one key: both in one partition, delivered together as a rule; and whichever comes first is extended
-        # at once, so a second one that arrives later (earlier runs' messages to skip first) cannot leave the
-        # first to expire before it is extended
-        await _publish(gw.http, source, sent, key=tag)
+        # One message per partition. A held message holds its whole batch and so its partition: had both
+        # been in one partition, the real broker may hand them out in two fetches (it did in 2 runs of 4:
+        # a batch ended between them), and the second could only come once the first, extended for 60 s,
+        # had expired. Whichever comes first is extended at once (it could expire while the other one is
+        # looked for).
+        messages = [{"value": v, "partition": i} for i, v in enumerate(sent)]
+        answer = await gw.http.post(f"/v1/topics/{source}/messages", json={"messages": messages})
+        assert answer.status_code == 200 and "error" not in str(answer.json()["results"]), answer.text
         base = await _create(
             gw.http, group_name("deadline"), topics=[source], retryTopic=retry, ackDeadlineMs=3000
         )

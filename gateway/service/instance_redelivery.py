@@ -1,0 +1,179 @@
+"""Per-message redelivery of a consumer instance: retried messages read back from the retry topic and held
+until due, deadlines (expiry sends a message alone to the retry topic, or rolls its batch back without
+one; extensions), and nacks (:mod:`gateway.service.redelivery` has the topics' rules). Part of
+:class:`gateway.service.instance.ConsumerInstance`."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import math
+from collections.abc import Sequence
+
+from gateway.service.delivered import DeadlineResult, DeliveredMessage, NackResult
+from gateway.service.errors import InvalidInput
+from gateway.service.instance_id import redact
+from gateway.service.instance_parts import Batch, Entry, parse_token
+from gateway.service.instance_settle import Settling, log
+from gateway.service.redelivery import due_ms, parse_retried, republish
+from gateway.tubemq.consumer import ConsumedMessage
+
+__all__ = ["Redelivery"]
+
+
+class Redelivery(Settling):
+    """Retried messages, deadlines and nacks of a consumer instance."""
+
+    def _add_retried(self, record: Batch, messages: Sequence[ConsumedMessage]) -> None:
+        """A batch of the retry topic: messages due now go to the buffer, the others wait in ``_delayed``
+        (holding the batch, so its partition, until they are delivered and settled). The batch's
+        buffered-message timeout counts from when its last message is due."""
+        wall = self._wall()
+        now = self._clock()  # read after the wall clock: the time left is counted from no earlier a moment
+        latest = now
+        for message in messages:
+            parsed = parse_retried(message, now, wall)
+            if parsed is None:  # not published by a gateway: delivered as a message of the retry topic
+                self._buffer.append((record, message, None))
+                continue
+            stripped, origin = parsed
+            entry: Entry = (record, stripped, origin)
+            if origin.due <= now:
+                self._buffer.append(entry)
+            else:
+                heapq.heappush(self._delayed, (origin.due, next(self._delay_order), entry))
+                latest = max(latest, origin.due)
+        record.fetched_at = latest
+
+    def _release_due(self, now: float) -> None:
+        """Move retried messages that are due from ``_delayed`` to the buffer, in due order."""
+        delayed = self._delayed
+        while delayed and delayed[0][0] <= now:
+            entry = heapq.heappop(delayed)[2]
+            if entry[0].live:
+                self._buffer.append(entry)
+
+    async def expire_uncommitted(self, now: float) -> int:
+        """Deadlines: a delivered message past its deadline goes to the retry topic as its next delivery
+        attempt (or the dead-letter topic past the maximum), alone; without a retry topic (or when that
+        publish fails) its whole batch is rolled back. A batch whose fetched messages were not all delivered
+        within ``commit_timeout`` is rolled back too. Returns how many batches were rolled back."""
+        old = {
+            b: None
+            for b in self._batches.values()
+            if b.undelivered and now - b.fetched_at > self._commit_timeout
+        }
+        if now >= self._next_deadline:
+            expired: list[int] = []
+            earliest = math.inf
+            for seq, (_, delivered) in self._pending.items():
+                if delivered.deadline < now and seq not in self._settling:
+                    expired.append(seq)
+                elif delivered.deadline < earliest:
+                    earliest = delivered.deadline
+            self._next_deadline = earliest
+            if expired and self.policy.retry_topic is not None and self._republisher is not None:
+                result = await self._redeliver_tokens([str(s) for s in expired], 0.0, "deadline")
+                expired = [int(t) for t in result.failed]
+                if result.error is not None:
+                    log.warning(
+                        "%d expired messages of %s could not go to the retry topic (%s); their batches are "
+                        "rolled back instead",
+                        len(expired),
+                        redact(self.instance_id),
+                        result.error,
+                    )
+            for seq in expired:
+                item = self._pending.get(seq)
+                if item is not None:
+                    old[item[0]] = None
+        for batch in old:
+            self._discard(batch, count=True)
+        await asyncio.gather(*(self._confirm(b, False) for b in old))
+        return len(old)
+
+    async def nack(self, tokens: Sequence[str], delay: float) -> NackResult:
+        """Give messages back one by one: each goes to the retry topic, due ``delay`` seconds from now, as
+        its next delivery attempt (or, past ``max_delivery_attempts``, to the dead-letter topic) and is
+        settled once a broker acknowledged that publish; its siblings are not redelivered."""
+        self._check_open()
+        if self.policy.retry_topic is None or self._republisher is None:
+            raise InvalidInput(
+                "this instance has no retry topic: create it with retryTopic to nack single messages (or "
+                "roll back whole batches with a commit of consumed false)",
+                field="tokens",
+            )
+        for i, token in enumerate(tokens):
+            parse_token(token, i)
+        return await self._redeliver_tokens(tokens, delay, "nack")
+
+    async def _redeliver_tokens(self, tokens: Sequence[str], delay: float, why: str) -> NackResult:
+        chosen: list[tuple[str, int, DeliveredMessage]] = []
+        stale: list[str] = []
+        for token in tokens:
+            seq = int(token)
+            item = self._pending.get(seq)
+            if item is None or seq in self._settling:
+                stale.append(token)
+                continue
+            chosen.append((token, seq, item[1]))
+        self._settling.update(seq for _, seq, _ in chosen)
+        try:
+            outcomes = await asyncio.gather(
+                *(self._republish(delivered, delay, why) for _, _, delivered in chosen),
+                return_exceptions=True,
+            )
+        finally:
+            self._settling.difference_update(seq for _, seq, _ in chosen)
+        settled: list[str] = []
+        failed: list[str] = []
+        retried = dead = 0
+        error: Exception | None = None
+        for (token, _, _), outcome in zip(chosen, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome
+                failed.append(token)
+                error = error or outcome
+                continue
+            settled.append(token)
+            if outcome:
+                dead += 1
+            else:
+                retried += 1
+        if settled:
+            result = await self._commit(settled, consumed=True)
+            stale.extend(result.stale)  # settled meanwhile (committed, rolled back, lost): a duplicate copy
+        return NackResult(retried, dead, stale, failed, len(self._pending), error)
+
+    async def _republish(self, delivered: DeliveredMessage, delay: float, why: str) -> bool:
+        """Publish one message to the retry or dead-letter topic (True: the latter); see ``republish``."""
+        assert self._republisher is not None
+        return await republish(
+            self._republisher,
+            self.policy,
+            self.group,
+            delivered,
+            due_ms=due_ms(self._wall(), delay),
+            why=why,
+        )
+
+    def extend_deadlines(self, tokens: Sequence[str], seconds: float) -> DeadlineResult:
+        """Set the deadline of the given delivered messages to ``seconds`` from now."""
+        self._check_open()
+        seqs = [parse_token(token, i) for i, token in enumerate(tokens)]
+        deadline = self._clock() + seconds
+        deadline_ms = self._wall() + int(seconds * 1000)
+        stale: list[str] = []
+        extended = 0
+        for token, seq in zip(tokens, seqs, strict=True):
+            item = self._pending.get(seq)
+            if item is None:
+                stale.append(token)
+                continue
+            item[1].deadline = deadline
+            item[1].deadline_ms = deadline_ms
+            extended += 1
+        if deadline < self._next_deadline:
+            self._next_deadline = deadline
+        return DeadlineResult(extended, stale, deadline_ms)

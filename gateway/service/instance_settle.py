@@ -1,0 +1,129 @@
+"""Settling what a consumer instance delivered: commits and rollbacks of tokens, and the confirmation of a
+batch to the broker once all its messages are settled (a rollback gives the whole batch back). Part of
+:class:`gateway.service.instance.ConsumerInstance`."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+from collections import deque
+from collections.abc import Sequence
+
+from gateway.service.delivered import CommitResult, DeliveredMessage
+from gateway.service.instance_parts import Batch, InstanceParts, parse_token
+from gateway.tubemq.consumer import InvalidConfirmContext
+from gateway.tubemq.errors import ClientClosed, TubeMQError
+
+__all__ = ["Settling"]
+
+log = logging.getLogger("gateway.service.consumers")
+
+
+class Settling(InstanceParts):
+    """Commits, rollbacks and batch confirmations of a consumer instance."""
+
+    async def commit(self, tokens: Sequence[str] | None, *, consumed: bool = True) -> CommitResult:
+        """Commit (or, with ``consumed=False``, roll back) the given tokens, or every delivered message when
+        ``tokens`` is None. Raises InvalidInput for a token that is not a token of any instance."""
+        self._check_open()
+        return await self._commit(tokens, consumed=consumed)
+
+    async def _commit(self, tokens: Sequence[str] | None, *, consumed: bool) -> CommitResult:
+        if tokens is None and consumed:
+            return await self._commit_all()
+        if tokens is None:
+            chosen = [(p[1].token, s) for s, p in self._pending.items()]
+        else:
+            chosen = [(token, parse_token(token, i)) for i, token in enumerate(tokens)]
+        stale: list[str] = []
+        touched: dict[Batch, list[str]] = {}
+        chosen_messages: dict[int, DeliveredMessage] = {}
+        for token, seq in chosen:
+            item = self._pending.pop(seq, None)
+            if item is None:
+                stale.append(token)
+                continue
+            item[0].uncommitted -= 1
+            touched.setdefault(item[0], []).append(token)
+            chosen_messages[seq] = item[1]
+        rolled_back = 0
+        if consumed:
+            done = [b for b in touched if b.uncommitted == 0 and b.undelivered == 0]
+        else:
+            done = list(touched)
+            rolled_back = sum(len(touched[b]) + self._discard(b, count=True) for b in done)
+            for batch, named in touched.items():  # the named tokens left _pending before the discard
+                for token in named:
+                    self._remember_attempt(batch, int(token), chosen_messages[int(token)])
+        outcomes = await asyncio.gather(*(self._confirm(b, consumed) for b in done))
+        committed = sum(len(t) for t in touched.values()) if consumed else 0
+        for batch, ok in zip(done, outcomes, strict=True):
+            if not ok and consumed:
+                # The core had already given the partition up: these messages come again.
+                stale.extend(touched[batch])
+                committed -= len(touched[batch])
+        return CommitResult(committed, rolled_back, stale, len(self._pending))
+
+    async def _commit_all(self) -> CommitResult:
+        """Commit every delivered message: per batch, not per message (auto-commit runs this every poll).
+        Every pending message's batch is live (a batch leaves ``_batches`` only once confirmed with nothing
+        pending, or discarded with its pending messages)."""
+        pending = self._pending
+        if not pending:
+            return CommitResult(0, 0, [], 0)
+        self._pending = {}
+        touched = [b for b in self._batches.values() if b.uncommitted]
+        committed = 0
+        for batch in touched:
+            committed += batch.uncommitted
+            batch.uncommitted = 0
+        done = [b for b in touched if b.undelivered == 0]
+        outcomes = await asyncio.gather(*(self._confirm(b, True) for b in done))
+        failed = {b for b, ok in zip(done, outcomes, strict=True) if not ok}
+        stale: list[str] = []
+        if failed:
+            # The core had already given those partitions up: their messages come again.
+            stale = [str(s) for s, p in pending.items() if p[0] in failed]
+            committed -= len(stale)
+        return CommitResult(committed, 0, stale, len(self._pending))
+
+    async def _confirm(self, batch: Batch, consumed: bool) -> bool:
+        """Confirm a batch to the broker; False when the core no longer knows it (partition lost)."""
+        self._batches.pop(batch.context, None)
+        batch.live = False
+        try:
+            await self.consumer.confirm(batch.context, consumed)
+        except (InvalidConfirmContext, ClientClosed):
+            return False
+        except TubeMQError as exc:
+            # The core released the partition with this outcome; the next fetch carries it to the broker.
+            log.warning(
+                "confirm of %s failed (%s); the outcome goes with the next fetch", batch.partition_key, exc
+            )
+        return True
+
+    def _discard(self, batch: Batch, *, count: bool = False) -> int:
+        """Forget a batch's pending, buffered and delayed messages; returns how many were dropped. With
+        ``count`` (a rollback) the delivered ones count a delivery attempt for when they come back here."""
+        self._batches.pop(batch.context, None)
+        batch.live = False
+        dropped = [s for s, p in self._pending.items() if p[0] is batch]
+        for seq in dropped:
+            if count:
+                self._remember_attempt(batch, seq, self._pending[seq][1])
+            del self._pending[seq]
+        before = len(self._buffer)
+        if any(e[0] is batch for e in self._buffer):
+            self._buffer = deque(e for e in self._buffer if e[0] is not batch)
+        delayed = len(self._delayed)
+        if delayed:
+            self._delayed = [d for d in self._delayed if d[2][0] is not batch]
+            heapq.heapify(self._delayed)
+        return len(dropped) + before - len(self._buffer) + delayed - len(self._delayed)
+
+    def _remember_attempt(self, batch: Batch, seq: int, delivered: DeliveredMessage) -> None:
+        if batch.topic != self.policy.retry_topic:  # a retried message keeps its count in its attributes
+            self._attempts.delivered_again(
+                batch.partition_key, delivered.message.message_id, delivered.attempt
+            )
