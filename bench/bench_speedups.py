@@ -6,7 +6,9 @@ Each loop is timed over R rounds of one N-message batch with ``time.process_time
 process: other load on a shared machine does not inflate it); the figure is the best round's µs per message.
 Rows: decoding a GetMessage answer (CRC check, attribute split, ConsumedMessage objects) for messages
 without attributes (as the Java benchmark producer sends), with a stream id and time (as the gateway's
-publish sets) and with custom attributes too. Needs the extension built (``pip install -e .`` where a C
+publish sets) and with custom attributes too; encoding a batch's SendMessage requests
+(``SendRequestTemplate.encode_many``) and framing them (``rpc.encode_requests``), for messages with a
+stream id and time. Needs the extension built (``pip install -e .`` where a C
 compiler is); it says so and prints the pure rows alone otherwise. Benchmarks print numbers; nothing here
 asserts.
 """
@@ -18,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -26,6 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_render import ATTRIBUTES, answer
 
 from gateway.tubemq.consumer import batch
+from gateway.tubemq.producer.requests import SendRequestTemplate
+from gateway.tubemq.wire import rpc, speedups
+from gateway.tubemq.wire.payload import prepare_message
 
 
 def cpu_us(rounds: int, count: int, step: Callable[[], Any]) -> float:
@@ -52,20 +58,58 @@ def main() -> None:
         compiled.set_message_type(batch.ConsumedMessage, batch._MESSAGE_FIELDS)
     n = args.messages
     print(f"{n} messages of {args.size} B, best of {args.rounds} rounds, CPU us per message")
-    print(f"  {'loop':<44}{'pure':>8}{'compiled':>10}{'ratio':>8}")
+    print(f"  {'loop':<52}{'pure':>8}{'compiled':>10}{'ratio':>8}")
     for attributes in sorted(ATTRIBUTES):
         wire = answer(n, args.size, attributes).messages
         pure = cpu_us(args.rounds, n, lambda wire=wire: batch.decode_messages_py(wire, None, 0, True))
         name = f"decode GetMessage answer (attributes {attributes})"
         if compiled is None:
-            print(f"  {name:<44}{pure:8.2f}")
+            print(f"  {name:<52}{pure:8.2f}")
             continue
         c = cpu_us(
             args.rounds,
             n,
             lambda wire=wire: compiled.decode_messages(wire, None, 0, True, batch.parse_prefix),
         )
-        print(f"  {name:<44}{pure:8.2f}{c:10.2f}{pure / c:7.2f}x")
+        print(f"  {name:<52}{pure:8.2f}{c:10.2f}{pure / c:7.2f}x")
+    template = SendRequestTemplate("bench-producer", "bench", sent_addr=2130706433, visit_token=-2)
+    # a publish batch: 100 messages (the REST batch of bench_vs_native), timed over n // 100 of them
+    batches = max(1, n // 100)
+    n = batches * 100
+    sends = [prepare_message(b"x" * args.size, None, "orders", "202611232200") for _ in range(100)]
+    partitions = [i % 8 for i in range(100)]
+    requests = template.encode_many_py(partitions, sends)
+    serials = list(range(100))
+
+    def frames() -> None:
+        for _ in range(batches):
+            rpc.encode_requests(serials, rpc.Method.SEND_MESSAGE, requests, 10_000)
+
+    def encode_py() -> None:
+        for _ in range(batches):
+            template.encode_many_py(partitions, sends)
+
+    def encode() -> None:
+        for _ in range(batches):
+            template.encode_many(partitions, sends)
+
+    def rows(module: ModuleType | None, encoder: Callable[[], None]) -> list[float]:
+        """The encode rows with ``module`` as the selected extension (None: the pure path)."""
+        selected = speedups.compiled
+        speedups.compiled = module
+        try:
+            return [cpu_us(args.rounds, n, encoder), cpu_us(args.rounds, n, frames)]
+        finally:
+            speedups.compiled = selected
+
+    names = ["SendMessage requests, 100 a batch (encode_many)", "their RPC frames (encode_requests)"]
+    pure_rows = rows(None, encode_py)
+    if compiled is None:
+        for name, pure in zip(names, pure_rows, strict=True):
+            print(f"  {name:<52}{pure:8.2f}")
+        return
+    for name, pure, c in zip(names, pure_rows, rows(compiled, encode), strict=True):
+        print(f"  {name:<52}{pure:8.2f}{c:10.2f}{pure / c:7.2f}x")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.consumer.batch import ConsumedMessage, DecodeStats, decode_messages_py, parse_prefix
-from gateway.tubemq.wire import speedups
-from gateway.tubemq.wire.payload import crc32_checksum, encode_key, encode_payload
+from gateway.tubemq.producer.requests import SendRequestTemplate
+from gateway.tubemq.wire import rpc, speedups
+from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -340,3 +341,124 @@ def test_decode_keeps_a_large_batch_and_frees_it() -> None:
     # the list held the message once, the message its body once: nothing else keeps either alive
     freed = sys.getrefcount(body)
     assert held[0] == 3 and freed == held[1] - 1 == 2, (held, freed)
+
+
+# --- the SendMessage requests and their frames ------------------------------------------------------------
+
+int64s = st.integers(-(2**63), 2**63 - 1)
+any_ints = st.one_of(st.integers(-1, 300), int64s, st.integers(-(2**70), 2**70))
+optional_texts = st.one_of(st.none(), st.just(""), st.text(max_size=8))
+
+
+@st.composite
+def prepared(draw: st.DrawFn) -> PreparedMessage:
+    size = draw(st.sampled_from([0, 1, 127, 128, 1024, 8100, 8192, 20_000]))
+    data = draw(st.binary(min_size=size, max_size=size)) if size < 200 else b"d" * size
+    return PreparedMessage(data, draw(any_ints), draw(optional_texts), draw(optional_texts), len(data))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    st.text(max_size=20),
+    st.text(max_size=20),
+    int64s,
+    int64s,
+    st.one_of(st.none(), st.text(max_size=20)),
+    st.lists(st.tuples(any_ints, prepared()), max_size=6),
+)
+def test_send_requests_are_the_same_bytes(
+    client_id: str,
+    topic: str,
+    sent_addr: int,
+    visit_token: int,
+    auth_token: str | None,
+    sends: list[tuple[int, PreparedMessage]],
+) -> None:
+    _extension()
+    try:
+        template = SendRequestTemplate(
+            client_id, topic, sent_addr=sent_addr, visit_token=visit_token, auth_token=auth_token
+        )
+    except UnicodeEncodeError:
+        return  # a lone surrogate in the template's own text: refused before any message
+    partitions = [p for p, _ in sends]
+    messages = [m for _, m in sends]
+    expected = _error(lambda: template.encode_many_py(partitions, messages))
+    got = _error(lambda: template.encode_many(partitions, messages))
+    assert got == expected
+    if expected is None:
+        assert template.encode_many(partitions, messages) == template.encode_many_py(partitions, messages)
+
+
+def test_send_requests_refuse_alike() -> None:
+    _extension()
+    template = SendRequestTemplate("c", "t", sent_addr=1, visit_token=-2)
+    good = PreparedMessage(b"x", 0, None, None, 1)
+    cases: list[tuple[list[Any], list[Any]]] = [
+        ([1, 2], [good]),  # one partition id per message
+        (["1"], [good]),
+        ([1], [PreparedMessage("text", 0, None, None, 1)]),  # type: ignore[arg-type]
+        ([1], [PreparedMessage(b"x", 0, "\ud800", None, 1)]),
+        ([1], [object()]),
+    ]
+    for partitions, messages in cases:
+        expected = _error(lambda p=partitions, m=messages: template.encode_many_py(p, m))
+        got = _error(lambda p=partitions, m=messages: template.encode_many(p, m))
+        assert expected is not None and got is not None
+        assert issubclass(got[0], (expected[0], TypeError)), (got, expected)
+
+
+def _answer_message(i: int) -> broker_pb.SendMessageResponseB2P:
+    return broker_pb.SendMessageResponseB2P(success=True, errCode=200, errMsg=str(i))
+
+
+requests_or_messages = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([b"r" * 8150, b"r" * 8160, b"r" * 8200, b"r" * 20_000]),
+    st.builds(
+        lambda i: broker_pb.SendMessageResponseB2P(success=True, errCode=200, errMsg=str(i)), st.integers()
+    ),
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**40), 2**40)), requests_or_messages
+        ),
+        max_size=6,
+    ),
+    st.sampled_from([13, 17]),
+    st.integers(1, 2**40),
+    st.sampled_from([None, 1, 2, 3]),
+)
+def test_request_frames_are_the_same_bytes(
+    calls: list[tuple[int, Any]], method: int, timeout_ms: int, service: int | None
+) -> None:
+    _extension()
+    numbers = [s for s, _ in calls]
+    requests = [r for _, r in calls]
+
+    def frames() -> list[bytes]:
+        return rpc.encode_requests(numbers, method, requests, timeout_ms, service)
+
+    got = _error(frames)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(speedups, "compiled", None)
+        expected = _error(frames)
+        reference = frames() if expected is None else None
+    assert got == expected
+    if expected is None:
+        assert frames() == reference
+
+
+def test_request_frames_around_one_block_are_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request length whose frame ends near 8192 bytes: one block up to it, two past it."""
+    _extension()
+    requests = [b"r" * n for n in range(8100, 8200)]
+    numbers = list(range(len(requests)))
+    got = rpc.encode_requests(numbers, 13, requests, 5000)
+    monkeypatch.setattr(speedups, "compiled", None)
+    assert got == rpc.encode_requests(numbers, 13, requests, 5000)
+    assert {frame[8:12] for frame in got} == {b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"}

@@ -137,11 +137,11 @@ async def _send_group(
     timeout: float,  # noqa: ASYNC109 - sent on the wire with each request
 ) -> list[object]:
     """One broker's requests of a round; a failure before sending becomes every member's answer."""
-    encode = send_template(ctx, topic).encode
-    requests: list[Message | bytes] = []
-    for i, target in members:
-        item = items[i]
-        requests.append(encode(target.partition_id, item.data, item.flag, item.msg_type, item.msg_time))
+    requests: list[Message | bytes] = list(
+        send_template(ctx, topic).encode_many(
+            [target.partition_id for _, target in members], [items[i] for i, _ in members]
+        )
+    )
     address, method, service = route.brokers[broker_id], Method.SEND_MESSAGE, Service.BROKER_WRITE
     try:
         if len(requests) == 1:  # one waiter and timer of its own: less bookkeeping than a batch's

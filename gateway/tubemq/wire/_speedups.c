@@ -315,6 +315,212 @@ fail:
     return NULL;
 }
 
+/* --- varints and growing output ---------------------------------------------------------------------- */
+
+static Py_ssize_t varint_size(unsigned long long v) {
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static char *put_varint(char *out, unsigned long long v) {
+    while (v >= 0x80) {
+        *out++ = (char)((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    *out++ = (char)v;
+    return out;
+}
+
+/* The UTF-8 of an optional text field: *size -1 when absent (None or empty, as `if text:` says). */
+static int optional_text(PyObject *text, const char **raw, Py_ssize_t *size) {
+    *size = -1;
+    if (text == Py_None) return 0;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "msg_type and msg_time must be str or None");
+        return -1;
+    }
+    if (PyUnicode_GET_LENGTH(text) == 0) return 0;
+    *raw = PyUnicode_AsUTF8AndSize(text, size);
+    return *raw == NULL ? -1 : 0;
+}
+
+/* --- encode_sends: SendMessageRequestP2B of each message (producer/requests.py SendRequestTemplate) ---- */
+
+static PyObject *str_data, *str_msg_type, *str_msg_time;
+
+/* encode_sends(prefix, fields, auth, partition_ids, messages) -> [bytes]: for each message
+ * prefix + varint(partition) + 0x22 + varint(len(data)) + data + 0x28 + varint(flag) + fields
+ * [+ 0x42 msg_type] [+ 0x4a msg_time] + auth (ints as int64 two's complement varints). */
+static PyObject *py_encode_sends(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer prefix, fields, auth;
+    PyObject *partitions, *messages;
+    if (!PyArg_ParseTuple(args, "y*y*y*OO", &prefix, &fields, &auth, &partitions, &messages)) return NULL;
+    PyObject *out = NULL, *pseq = NULL, *mseq = NULL;
+    pseq = PySequence_Fast(partitions, "partition_ids must be a sequence");
+    if (pseq == NULL) goto done;
+    mseq = PySequence_Fast(messages, "messages must be a sequence");
+    if (mseq == NULL) goto done;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(mseq);
+    if (PySequence_Fast_GET_SIZE(pseq) != count) {
+        PyErr_SetString(PyExc_ValueError, "one partition id per message");
+        goto done;
+    }
+    out = PyList_New(count);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *message = PySequence_Fast_GET_ITEM(mseq, i);
+        PyObject *data = NULL, *flag_obj = NULL, *msg_type = NULL, *msg_time = NULL;
+        Py_buffer body = {0};
+        int ok = 0;
+        unsigned long long partition = PyLong_AsUnsignedLongLongMask(PySequence_Fast_GET_ITEM(pseq, i));
+        if (partition == (unsigned long long)-1 && PyErr_Occurred()) goto item_done;
+        if ((data = PyObject_GetAttr(message, str_data)) == NULL ||
+            (flag_obj = PyObject_GetAttr(message, str_flag)) == NULL ||
+            (msg_type = PyObject_GetAttr(message, str_msg_type)) == NULL ||
+            (msg_time = PyObject_GetAttr(message, str_msg_time)) == NULL)
+            goto item_done;
+        unsigned long long flag = PyLong_AsUnsignedLongLongMask(flag_obj);
+        if (flag == (unsigned long long)-1 && PyErr_Occurred()) goto item_done;
+        if (PyObject_GetBuffer(data, &body, PyBUF_SIMPLE) < 0) goto item_done;
+        const char *type_raw = NULL, *time_raw = NULL;
+        Py_ssize_t type_size, time_size;
+        if (optional_text(msg_type, &type_raw, &type_size) < 0 || optional_text(msg_time, &time_raw, &time_size) < 0)
+            goto item_done;
+        Py_ssize_t size = prefix.len + varint_size(partition) + 1 + varint_size((unsigned long long)body.len) +
+                          body.len + 1 + varint_size(flag) + fields.len + auth.len;
+        if (type_size >= 0) size += 1 + varint_size((unsigned long long)type_size) + type_size;
+        if (time_size >= 0) size += 1 + varint_size((unsigned long long)time_size) + time_size;
+        PyObject *request = PyBytes_FromStringAndSize(NULL, size);
+        if (request == NULL) goto item_done;
+        char *w = PyBytes_AS_STRING(request);
+        memcpy(w, prefix.buf, prefix.len);
+        w = put_varint(w + prefix.len, partition);
+        *w++ = 0x22;
+        w = put_varint(w, (unsigned long long)body.len);
+        memcpy(w, body.buf, body.len);
+        w += body.len;
+        *w++ = 0x28;
+        w = put_varint(w, flag);
+        memcpy(w, fields.buf, fields.len);
+        w += fields.len;
+        if (type_size >= 0) {
+            *w++ = 0x42;
+            w = put_varint(w, (unsigned long long)type_size);
+            memcpy(w, type_raw, type_size);
+            w += type_size;
+        }
+        if (time_size >= 0) {
+            *w++ = 0x4a;
+            w = put_varint(w, (unsigned long long)time_size);
+            memcpy(w, time_raw, time_size);
+            w += time_size;
+        }
+        memcpy(w, auth.buf, auth.len);
+        w += auth.len;
+        assert(w == PyBytes_AS_STRING(request) + size);
+        PyList_SET_ITEM(out, i, request);
+        ok = 1;
+    item_done:
+        if (body.obj != NULL) PyBuffer_Release(&body);
+        Py_XDECREF(data);
+        Py_XDECREF(flag_obj);
+        Py_XDECREF(msg_type);
+        Py_XDECREF(msg_time);
+        if (!ok) {
+            Py_CLEAR(out);
+            goto done;
+        }
+    }
+done:
+    Py_XDECREF(pseq);
+    Py_XDECREF(mseq);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&fields);
+    PyBuffer_Release(&auth);
+    return out;
+}
+
+/* --- frame_requests: the RPC frames of serialized requests (wire/rpc.py encode_requests) --------------- */
+
+#define BLOCK_SIZE 8192
+#define TOKEN_SIGNED ((int32_t)0xFF7FF4FEu)
+
+static void put_int32(char *out, int32_t v) {
+    uint32_t u = (uint32_t)v;
+    out[0] = (char)(u >> 24);
+    out[1] = (char)(u >> 16);
+    out[2] = (char)(u >> 8);
+    out[3] = (char)u;
+}
+
+/* frame_requests(serials, prefix, body_head, requests, frame_one) -> [bytes]: for a bytes request whose
+ * frame fits one block and whose serial fits int32, the frame header, prefix, varint(body length),
+ * body_head, varint(len(request)), request; anything else is frame_one(serial, request)'s. */
+static PyObject *py_frame_requests(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *serials, *requests, *frame_one;
+    Py_buffer prefix, head;
+    if (!PyArg_ParseTuple(args, "Oy*y*OO", &serials, &prefix, &head, &requests, &frame_one)) return NULL;
+    PyObject *out = NULL, *sseq = NULL, *rseq = NULL;
+    sseq = PySequence_Fast(serials, "serials must be a sequence");
+    if (sseq == NULL) goto done;
+    rseq = PySequence_Fast(requests, "requests must be a sequence");
+    if (rseq == NULL) goto done;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(rseq);
+    if (PySequence_Fast_GET_SIZE(sseq) != count) {
+        PyErr_SetString(PyExc_ValueError, "one serial per request");
+        goto done;
+    }
+    out = PyList_New(count);
+    if (out == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *serial_obj = PySequence_Fast_GET_ITEM(sseq, i), *request = PySequence_Fast_GET_ITEM(rseq, i);
+        PyObject *frame = NULL;
+        int overflow = 0;
+        long long serial = PyLong_Check(serial_obj) ? PyLong_AsLongLongAndOverflow(serial_obj, &overflow) : 0;
+        if (serial == -1 && PyErr_Occurred()) goto fail;
+        if (PyBytes_CheckExact(request) && PyLong_Check(serial_obj) && !overflow && serial >= INT32_MIN &&
+            serial <= INT32_MAX) {
+            Py_ssize_t inner = PyBytes_GET_SIZE(request);
+            Py_ssize_t inner_len = varint_size((unsigned long long)inner);
+            Py_ssize_t body = head.len + inner_len + inner;
+            Py_ssize_t size = prefix.len + varint_size((unsigned long long)body) + body;
+            if (size <= BLOCK_SIZE) {
+                frame = PyBytes_FromStringAndSize(NULL, 16 + size);
+                if (frame == NULL) goto fail;
+                char *w = PyBytes_AS_STRING(frame);
+                put_int32(w, TOKEN_SIGNED);
+                put_int32(w + 4, (int32_t)serial);
+                put_int32(w + 8, 1);
+                put_int32(w + 12, (int32_t)size);
+                w += 16;
+                memcpy(w, prefix.buf, prefix.len);
+                w = put_varint(w + prefix.len, (unsigned long long)body);
+                memcpy(w, head.buf, head.len);
+                w = put_varint(w + head.len, (unsigned long long)inner);
+                memcpy(w, PyBytes_AS_STRING(request), inner);
+            }
+        }
+        if (frame == NULL) {
+            frame = PyObject_CallFunctionObjArgs(frame_one, serial_obj, request, NULL);
+            if (frame == NULL) goto fail;
+        }
+        PyList_SET_ITEM(out, i, frame);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(sseq);
+    Py_XDECREF(rseq);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&head);
+    return out;
+}
+
 /* --- the module -------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -323,6 +529,10 @@ static PyMethodDef methods[] = {
     {"decode_messages", py_decode_messages, METH_VARARGS,
      "decode_messages(wire, filters, curr_offset, exact, parse_prefix) -> (messages, kept_bytes, "
      "bad_checksum, bad_payload, filtered)"},
+    {"encode_sends", py_encode_sends, METH_VARARGS,
+     "encode_sends(prefix, fields, auth, partition_ids, messages) -> [SendMessageRequestP2B bytes]"},
+    {"frame_requests", py_frame_requests, METH_VARARGS,
+     "frame_requests(serials, prefix, body_head, requests, frame_one) -> [request frame bytes]"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -340,6 +550,9 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         (str_flag = PyUnicode_InternFromString("flag")) == NULL ||
         (str_checksum = PyUnicode_InternFromString("checkSum")) == NULL ||
         (str_message_id = PyUnicode_InternFromString("messageId")) == NULL ||
+        (str_data = PyUnicode_InternFromString("data")) == NULL ||
+        (str_msg_type = PyUnicode_InternFromString("msg_type")) == NULL ||
+        (str_msg_time = PyUnicode_InternFromString("msg_time")) == NULL ||
         (one = PyLong_FromLong(1)) == NULL)
         return NULL;
     return PyModule_Create(&module);

@@ -1,4 +1,4 @@
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 def set_message_type(cls: type, field_names: tuple[str, ...], /) -> None: ...
@@ -12,3 +12,14 @@ def decode_messages(
     ],
     /,
 ) -> tuple[list[Any], int, int, int, int]: ...
+def encode_sends(
+    prefix: bytes, fields: bytes, auth: bytes, partition_ids: Sequence[int], messages: Sequence[Any], /
+) -> list[bytes]: ...
+def frame_requests(
+    serials: Sequence[int],
+    prefix: bytes,
+    body_head: bytes,
+    requests: Sequence[Any],
+    frame_one: Callable[[int, Any], bytes],
+    /,
+) -> list[bytes]: ...
