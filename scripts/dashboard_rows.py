@@ -194,6 +194,18 @@ def consume_row() -> Row:
                 unit="ops",
             ),
             Panel(
+                "Nacks, retries and dead letters",
+                "Per-message redelivery per second: messages clients nacked, deadlines that passed "
+                "uncommitted, copies stored in the retry topic and in the dead-letter topic.",
+                [
+                    (rate("nacks_total", "group"), "{{group}} nacked"),
+                    (rate("deadlines_expired_total", "group"), "{{group}} deadline passed"),
+                    (rate("retries_published_total", "group"), "{{group}} retried"),
+                    (rate("dead_letters_total", "group"), "{{group}} dead-lettered"),
+                ],
+                unit="ops",
+            ),
+            Panel(
                 "Fetch outcomes",
                 "Broker reads per second by outcome (ok, empty, not_found, ...).",
                 [(rate("fetches_total", "outcome"), "{{outcome}}")],

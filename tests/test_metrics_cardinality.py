@@ -24,6 +24,7 @@ from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted
 from gateway.observability.lag_events import GroupLagRead, PartitionLag
 from gateway.observability.metric_limits import HTTP_METHODS, MAX_NODES, OVERFLOW, series_bound
 from gateway.observability.metrics import GatewayMetrics
+from gateway.observability.redelivery_events import RedeliveryCounted
 from gateway.runtime import Runtime
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer.events import (
@@ -44,7 +45,7 @@ from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
 from gateway.tubemq.wire import rpc
 
 #: The documented worst case of one replica with the default caps (docs/operations.md, "Metrics").
-DOCUMENTED_BOUND = 30_000
+DOCUMENTED_BOUND = 32_000
 FETCH_OUTCOMES = ("ok", "empty", "not_found", "speed_limit", "forbidden", "moved", "unavailable", "dropped",
                   "error", "transport")  # fmt: skip
 #: far past the default caps (200 topics, 200 groups, 500 pairs, 256 nodes)
@@ -76,6 +77,7 @@ def _hammer_core(bus: EventBus) -> None:
         bus.emit(OffsetCommitted(client, group, topic, key, True, 28, 200))
         bus.emit(OffsetCommitted(client, group, topic, key, True, 28, 500))
         if t == 0:
+            bus.emit(RedeliveryCounted(group, nacked=1, expired=1, retried=1, dead_lettered=1))
             bus.emit(PartitionRegisterFailed(client, group, key, 500, "no", False))
             for event in EventType:
                 bus.emit(RebalanceEvent(client, group, 1, event.name, (key,), True))

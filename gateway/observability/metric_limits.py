@@ -115,7 +115,8 @@ def series_bound(
     per_topic = 2 + 3  # published messages and bytes, publish errors by reason
     # polled messages and bytes, redeliveries, commits (ok, error), lag, fetches by outcome
     per_pair = 2 + 1 + 2 + 1 + fetch_outcomes
-    per_group = 3 + rebalance_events  # instances, partitions, register failures, rebalances
+    # instances, partitions, register failures, rebalances; nacks, expired deadlines, retries, dead letters
+    per_group = 3 + rebalance_events + 4
     per_node = 2 + rpc_outcomes  # open links, connect failures, requests by outcome
     # shielded, send attempts by outcome (ok and the publish error reasons), reads by outcome
     per_broker = 1 + 4 + fetch_outcomes

@@ -16,6 +16,7 @@ from gateway.observability.lag_events import GroupLagGone, GroupLagRead
 from gateway.observability.metrics_brokers import PUBLISH_ERROR_REASONS, BrokerMetrics
 from gateway.observability.metrics_grpc import GrpcMetrics
 from gateway.observability.metrics_lag import GroupLagMetrics
+from gateway.observability.redelivery_events import RedeliveryCounted
 from gateway.tubemq.consumer import (
     INDEX_ENTRY_SIZE,
     ConsumerClosed,
@@ -129,6 +130,7 @@ class EventMetrics:
             FetchOutcome: self._fetched,
             OffsetCommitted: self._committed,
             RebalanceEvent: self._rebalanced,
+            RedeliveryCounted: self._redelivery,
             GroupLagRead: self._lag.read,
             GroupLagGone: self._lag.gone,
             GrpcCallStarted: self._grpc.started,
@@ -175,6 +177,13 @@ class EventMetrics:
             self.m.redeliveries.labels(group=g, topic=t)
             for result in ("ok", "error"):
                 self.m.commits.labels(group=g, topic=t, result=result)
+            for family in (
+                self.m.nacks,
+                self.m.deadlines_expired,
+                self.m.retries_published,
+                self.m.dead_letters,
+            ):
+                family.labels(group=g)
         return pair
 
     # --- TubeMQ requests and links -------------------------------------------------------------------
@@ -371,6 +380,16 @@ class EventMetrics:
             return
         result = "ok" if e.errcode == 200 else "error"
         self.m.commits.labels(group=group, topic=topic, result=result).inc()
+
+    def _redelivery(self, e: RedeliveryCounted) -> None:
+        group = self.m.groups(e.group)
+        for family, count in (
+            (self.m.nacks, e.nacked),
+            (self.m.deadlines_expired, e.expired),
+            (self.m.retries_published, e.retried),
+            (self.m.dead_letters, e.dead_lettered),
+        ):
+            family.labels(group=group).inc(count)  # a 0 still creates the series, for rates and ratios
 
     def _rebalanced(self, e: RebalanceEvent) -> None:
         if e.done:

@@ -172,6 +172,25 @@ class MetricFamilies:
             "Batches handed back for redelivery (rolled back, or released unconsumed).",
             ("group", "topic"),
         )
+        self.nacks = counter(
+            "nacks_total", "Delivered messages clients gave back one by one (nack).", ("group",)
+        )
+        self.deadlines_expired = counter(
+            "deadlines_expired_total",
+            "Delivered messages whose deadline passed uncommitted (sent to the retry topic alone, or their "
+            "batch rolled back).",
+            ("group",),
+        )
+        self.retries_published = counter(
+            "retries_published_total",
+            "Copies of nacked or expired messages a broker stored in the retry topic.",
+            ("group",),
+        )
+        self.dead_letters = counter(
+            "dead_letters_total",
+            "Messages a broker stored in the dead-letter topic at their last delivery attempt.",
+            ("group",),
+        )
         self.consumer_lag = gauge(
             "consumer_lag_messages",
             "Messages not yet read by the group: per store, its slowest held partition's backlog "

@@ -302,6 +302,7 @@ class ConsumerService(InstanceOperations):
             policy=policy,
             republisher=self._republisher,
             ack_deadline=spec.ack_deadline,
+            events=self._events,
         )
         registry.creating += 1
         registry.by_client[consumer.client_id] = instance

@@ -57,6 +57,7 @@ from gateway.service.redelivery import (
 )
 from gateway.tubemq.consumer import ConsumedBatch, Consumer
 from gateway.tubemq.errors import ClientClosed, TubeMQError
+from gateway.tubemq.events import EventBus
 from gateway.tubemq.net import CloseOnce
 
 __all__ = ["ConsumerInstance"]
@@ -83,6 +84,7 @@ class ConsumerInstance(Redelivery):
         republisher: Republisher | None = None,
         ack_deadline: float | None = None,
         wall: Callable[[], int] = wall_ms,
+        events: EventBus | None = None,
     ) -> None:
         self.instance_id = instance_id
         #: the identity of the principal that created the instance (``Principal.identity``: method and
@@ -98,6 +100,7 @@ class ConsumerInstance(Redelivery):
         self._wall = wall
         self.policy = policy or RedeliveryPolicy()
         self._republisher = republisher
+        self._events = events
         #: seconds from delivery to a message's deadline
         self.ack_deadline = commit_timeout if ack_deadline is None else ack_deadline
         #: retried messages not due yet: (due, order, entry)

@@ -13,6 +13,7 @@ from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import Gone, InvalidInput
 from gateway.service.redelivery import AttemptMemory, Origin, RedeliveryPolicy, Republisher
 from gateway.tubemq.consumer import ConsumedMessage, Consumer
+from gateway.tubemq.events import EventBus
 
 __all__ = ["Batch", "Budget", "Entry", "InstanceParts", "Pending", "parse_token"]
 
@@ -61,6 +62,8 @@ class InstanceParts:
     ack_deadline: float
     closed_reason: str | None
     _republisher: Republisher | None
+    #: where redelivery counts go (the metrics), None: nowhere
+    _events: EventBus | None
     _clock: Callable[[], float]
     _wall: Callable[[], int]
     _commit_timeout: float

@@ -10,6 +10,7 @@ import heapq
 import math
 from collections.abc import Sequence
 
+from gateway.observability.redelivery_events import RedeliveryCounted
 from gateway.service.delivered import DeadlineResult, DeliveredMessage, NackResult
 from gateway.service.errors import InvalidInput
 from gateway.service.instance_id import redact
@@ -72,6 +73,8 @@ class Redelivery(Settling):
                 elif delivered.deadline < earliest:
                     earliest = delivered.deadline
             self._next_deadline = earliest
+            if expired and self._events is not None:
+                self._events.emit(RedeliveryCounted(self.group, expired=len(expired)))
             if expired and self.policy.retry_topic is not None and self._republisher is not None:
                 result = await self._redeliver_tokens([str(s) for s in expired], 0.0, "deadline")
                 expired = [int(t) for t in result.failed]
@@ -141,6 +144,10 @@ class Redelivery(Settling):
                 dead += 1
             else:
                 retried += 1
+        if self._events is not None and chosen:
+            nacked = len(chosen) if why == "nack" else 0  # an expiry was counted by the deadline check
+            counted = RedeliveryCounted(self.group, nacked=nacked, retried=retried, dead_lettered=dead)
+            self._events.emit(counted)
         if settled:
             result = await self._commit(settled, consumed=True)
             stale.extend(result.stale)  # settled meanwhile (committed, rolled back, lost): a duplicate copy
