@@ -41,7 +41,8 @@ def blocks(page: Path) -> list[Block]:
     text = page.read_text()
     out = []
     for match in FENCE.finditer(text):
-        headings = re.findall(r"^##? (.+)$", text[: match.start()], re.M)
+        prose = FENCE.sub("", text[: match.start()])  # a "# comment" line of an earlier block is no heading
+        headings = re.findall(r"^##? (.+)$", prose, re.M)
         out.append(Block(headings[-1] if headings else "", match.group(1), match.group(2)))
     return out
 
