@@ -50,6 +50,11 @@ from gateway.grpc.pb.tubemq.gateway.v1.gateway_pb2_grpc import (  # noqa: E402
     add_GatewayServiceServicer_to_server,
 )
 from gateway.grpc.servicer import GatewayServicer  # noqa: E402
+
+try:  # the servicer's own registration (Publish requests read by hand), where the tree has one
+    from gateway.grpc.servicer import add_to_server
+except ImportError:  # an older tree
+    add_to_server = add_GatewayServiceServicer_to_server
 from gateway.service.publish import OutgoingMessage, PublishOutcome  # noqa: E402
 from gateway.tubemq.producer import SendResult  # noqa: E402
 
@@ -72,7 +77,8 @@ def _result(i: int) -> SendResult:
 
 
 def _response(n: int) -> pb.PublishResponse:
-    return convert.publish_response("bench", [PublishOutcome(i, result=_result(i)) for i in range(n)])
+    stored = [PublishOutcome(i, result=_result(i)) for i in range(n)]
+    return pb.PublishResponse(topic="bench", results=[convert.publish_result(o) for o in stored])
 
 
 class _PassThrough(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -116,7 +122,7 @@ async def serve(mode: str, port: int) -> None:
         interceptors.append(GatewayInterceptor())
     server = grpc.aio.server(interceptors=interceptors)
     if mode == "servicer":
-        add_GatewayServiceServicer_to_server(GatewayServicer(_Runtime(outcomes)), server)  # type: ignore[arg-type]
+        add_to_server(GatewayServicer(_Runtime(outcomes)), server)  # type: ignore[arg-type]
     else:
         raw = mode == "bytes"
         handler = grpc.unary_unary_rpc_method_handler(

@@ -8,8 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.grpc.consumed_wire import _varint, encode_consumed
+from gateway.grpc.consumed_wire import encode_consumed
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.proto_wire import varint as _varint
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedMessage
 

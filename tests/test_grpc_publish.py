@@ -15,6 +15,7 @@ from gateway.embedded.cluster import EmbeddedCluster
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.publish_stream import publish_stream
+from gateway.grpc.publish_wire import PublishBatch, decode_publish
 from tests.grpc_support import (
     TOPICS,
     Gateway,
@@ -326,8 +327,8 @@ async def test_publish_stream_reads_at_most_window_ahead_of_the_acks(gw: Gateway
             )
 
     acked = 0
-    async for response in publish_stream(gw.runtime.publish, requests(), window):
-        for ack in response.acks:
+    async for answer in publish_stream(gw.runtime.publish, _read(requests()), window):
+        for ack in pb.PublishStreamResponse.FromString(answer).acks:
             assert ack.sequence == acked and ack.WhichOneof("outcome") == "stored"
             acked += 1
         await asyncio.sleep(0.001)
@@ -339,8 +340,15 @@ async def test_publish_stream_reads_at_most_window_ahead_of_the_acks(gw: Gateway
 async def test_a_request_bigger_than_the_window_still_goes_through(gw: Gateway) -> None:
     assert gw.runtime.publish is not None
     requests = _requests("demo", [message(f"b{i}") for i in range(50)], per_request=50)
-    responses = [r async for r in publish_stream(gw.runtime.publish, requests, 8)]
+    answers = [r async for r in publish_stream(gw.runtime.publish, _read(requests), 8)]
+    responses = [pb.PublishStreamResponse.FromString(answer) for answer in answers]
     assert [a.sequence for r in responses for a in r.acks] == list(range(50))
+
+
+async def _read(requests: AsyncIterator[pb.PublishStreamRequest]) -> AsyncIterator[PublishBatch]:
+    """The stream's requests as the server reads them (publish_stream takes them read, answers bytes)."""
+    async for request in requests:
+        yield decode_publish(request.SerializeToString())
 
 
 async def test_publish_stream_cancelled_by_the_client(gw: Gateway) -> None:

@@ -74,9 +74,9 @@ class AdmittingInterceptor(WrappingInterceptor):
     async def _handler(self, details: grpc.HandlerCallDetails, handler: Any) -> Any:
         """Runs in ``intercept_service``, when the call's headers are in and its message is not read."""
         method: str = details.method
-        call = CallState(self._admission)
+        call = CallState(self._admission, details.invocation_metadata)
         CALL.set(call)  # the handler and the deserializer of this call run in this task (see call_budget)
-        lazy = await self._verdict(method, details.invocation_metadata, call)
+        lazy = await self._verdict(method, call.metadata, call)
         if not lazy or (handler.unary_unary is None and handler.unary_stream is None):
             # a stream-request method reads its messages only when the (admitted) handler asks for them
             return self._cached(self._wrapped, method, handler, self._wrap)

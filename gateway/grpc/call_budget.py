@@ -44,10 +44,13 @@ class CallState:
     """One call: ``principal`` when the metadata authenticated it, ``error`` when it is refused, the publish
     bytes it holds (``reserved``; ``unclaimed``: of those, not yet handed to a stream batch)."""
 
-    __slots__ = ("admission", "closed", "error", "principal", "reserved", "unclaimed")
+    __slots__ = ("admission", "closed", "error", "metadata", "principal", "reserved", "unclaimed")
 
-    def __init__(self, admission: Admission) -> None:
+    def __init__(self, admission: Admission, metadata: Any = None) -> None:
         self.admission = admission
+        #: the call's request headers as grpc handed them to the interceptor (read once per call: each
+        #: ``context.invocation_metadata()`` builds them again)
+        self.metadata = metadata
         self.principal: Principal | None = None
         self.error: ServiceError | None = None
         self.reserved = 0

@@ -15,47 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from gateway.grpc.proto_wire import text_field as _text
+from gateway.grpc.proto_wire import varint as _varint
 from gateway.service.delivered import DeliveredMessage, partition_runs
 
 __all__ = ["encode_consumed"]
-
-_BYTE = [bytes((i,)) for i in range(0x80)]
-#: the continuation bits of an n-byte varint: 0x80 in every byte but the last
-_CONTINUED = [0] + [int.from_bytes(b"\x80" * (n - 1) + b"\x00", "little") for n in range(1, 11)]
-_LOW56 = (1 << 56) - 1
-
-
-def _varint(value: int) -> bytes:
-    """A base-128 varint; negative values as their 64-bit two's complement (int32 and int64 alike).
-
-    Offsets and message ids take 4 to 9 bytes: a loop over 7-bit groups costs 0.3-0.75 us each, the
-    branches and the bit spread below about half of that."""
-    if value < 0x4000:
-        if value >= 0x80:
-            return bytes((value & 0x7F | 0x80, value >> 7))
-        if value >= 0:
-            return _BYTE[value]
-        value += 1 << 64
-    elif value < 0x10000000:
-        if value < 0x200000:
-            return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
-        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14 & 0x7F | 0x80, value >> 21))
-    size = (value.bit_length() + 6) // 7
-    # Spread the low 56 bits, 7 to a byte (28 | 28, then 14 | 14 in each half, then 7 | 7), then the
-    # 8 high bits into bytes 8 and 9; then set the continuation bits.
-    x = value & _LOW56
-    x = (x & 0xFFFFFFF) | ((x & 0xFFFFFFF0000000) << 4)
-    x = (x & 0x00003FFF00003FFF) | ((x & 0x0FFFC0000FFFC000) << 2)
-    x = (x & 0x007F007F007F007F) | ((x & 0x3F803F803F803F80) << 1)
-    if size > 8:
-        high = value >> 56
-        x |= ((high & 0x7F) | ((high & 0x3F80) << 1)) << 64
-    return (x | _CONTINUED[size]).to_bytes(size, "little")
-
-
-def _text(tag: bytes, text: str) -> bytes:
-    data = text.encode()
-    return tag + _varint(len(data)) + data
 
 
 def _head(topic: str, partition_key: str, broker_id: int, partition_id: int) -> bytes:

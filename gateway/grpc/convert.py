@@ -38,12 +38,6 @@ def publish_result(outcome: PublishOutcome) -> pb.PublishResult:
     return pb.PublishResult(index=outcome.index, error=error_status(outcome.error))
 
 
-def publish_response(topic: str, outcomes: list[PublishOutcome]) -> pb.PublishResponse:
-    results = [publish_result(o) for o in outcomes]
-    failed = sum(1 for o in outcomes if not o.ok)
-    return pb.PublishResponse(topic=topic, results=results, failed=failed)
-
-
 def topic(view: TopicView) -> pb.GetTopicResponse:
     return pb.GetTopicResponse(
         topic=view.topic,

@@ -104,7 +104,13 @@ class _Flow:
 
 
 def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str | bytes]:
-    return {key: value for key, value in context.invocation_metadata() or ()}
+    """The call's request headers: those the interceptor was handed for it, else (a handler run without
+    it) the context's."""
+    call = CALL.get()
+    headers = (
+        call.metadata if call is not None and call.metadata is not None else context.invocation_metadata()
+    )
+    return dict(headers or ())
 
 
 class GatewayInterceptor(AdmittingInterceptor):

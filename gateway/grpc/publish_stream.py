@@ -25,11 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.grpc.call_budget import claim_message_bytes
-from gateway.grpc.convert import outgoing, receipt
-from gateway.grpc.errors import error_status
-from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.publish_wire import PublishBatch, failed_acks, stream_acks
 from gateway.service.errors import InvalidInput, ServiceError
-from gateway.service.publish import OutgoingMessage, PublishOutcome, PublishService
+from gateway.service.publish import OutgoingMessage, PublishService
 
 _Chain = tuple[str, str, Any]
 
@@ -40,16 +38,16 @@ class _Flight:
 
     window: int
     slots: asyncio.Semaphore
-    batches: deque[tuple[asyncio.Task[list[pb.PublishAck]], int]] = field(default_factory=deque)
+    batches: deque[tuple[asyncio.Task[bytes], int]] = field(default_factory=deque)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     reading: bool = True
 
 
 async def publish_stream(
-    service: PublishService, requests: AsyncIterable[pb.PublishStreamRequest], window: int
-) -> AsyncIterator[pb.PublishStreamResponse]:
-    """Responses for ``requests``: every message acked once, in order; at most ``window`` messages (or one
-    bigger request) read and not yet acknowledged."""
+    service: PublishService, requests: AsyncIterable[PublishBatch], window: int
+) -> AsyncIterator[bytes]:
+    """Serialized ``PublishStreamResponse`` for ``requests``: every message acked once, in order; at most
+    ``window`` messages (or one bigger request) read and not yet acknowledged."""
     flight = _Flight(window, asyncio.Semaphore(window))
     reader = asyncio.create_task(_read(service, requests, flight), name="grpc-publish-stream-reader")
     try:
@@ -61,13 +59,13 @@ async def publish_stream(
                 flight.changed.clear()
                 await flight.changed.wait()
             await asyncio.wait((flight.batches[0][0],))
-            acks: list[pb.PublishAck] = []
+            acks: list[bytes] = []  # each request's acks: joined, they are the response's repeated field
             while flight.batches and flight.batches[0][0].done():
                 task, taken = flight.batches.popleft()
-                acks.extend(task.result())
+                acks.append(task.result())
                 for _ in range(taken):
                     flight.slots.release()
-            yield pb.PublishStreamResponse(acks=acks)
+            yield b"".join(acks)
     finally:
         reader.cancel()
         for task, _ in flight.batches:
@@ -76,13 +74,11 @@ async def publish_stream(
             await reader
 
 
-async def _read(
-    service: PublishService, requests: AsyncIterable[pb.PublishStreamRequest], flight: _Flight
-) -> None:
+async def _read(service: PublishService, requests: AsyncIterable[PublishBatch], flight: _Flight) -> None:
     topic = ""
     sequence = 0
     # Last batch of each ordering chain (topic + key, or topic + partition), for the next one to wait for.
-    tails: dict[_Chain, asyncio.Task[list[pb.PublishAck]]] = {}
+    tails: dict[_Chain, asyncio.Task[bytes]] = {}
     try:
         async for request in requests:
             if request.topic:
@@ -92,7 +88,7 @@ async def _read(
             taken = min(len(request.messages), flight.window)
             for _ in range(taken):
                 await flight.slots.acquire()
-            messages = [outgoing(m) for m in request.messages]
+            messages = request.messages
             chains = _chains(topic, messages)
             before = {tails[c] for c in chains if c in tails}
             task = asyncio.create_task(_publish(service, topic, messages, sequence, before))
@@ -126,7 +122,7 @@ def _chains(topic: str, messages: Sequence[OutgoingMessage]) -> set[_Chain]:
     return chains
 
 
-def _forget(tails: dict[_Chain, asyncio.Task[list[pb.PublishAck]]], chain: _Chain, task: Any) -> None:
+def _forget(tails: dict[_Chain, asyncio.Task[bytes]], chain: _Chain, task: Any) -> None:
     if tails.get(chain) is task:
         del tails[chain]
 
@@ -136,8 +132,8 @@ async def _publish(
     topic: str,
     messages: list[OutgoingMessage],
     first: int,
-    before: set[asyncio.Task[list[pb.PublishAck]]],
-) -> list[pb.PublishAck]:
+    before: set[asyncio.Task[bytes]],
+) -> bytes:
     if before:
         await asyncio.wait(before)
     try:
@@ -145,13 +141,5 @@ async def _publish(
             raise InvalidInput("topic is required on the first request of the stream", field="topic")
         outcomes = await service.publish(topic, messages)
     except ServiceError as exc:
-        status = error_status(exc)
-        return [pb.PublishAck(sequence=first + i, error=status) for i in range(len(messages))]
-    return [_ack(first, outcome) for outcome in outcomes]
-
-
-def _ack(first: int, outcome: PublishOutcome) -> pb.PublishAck:
-    if outcome.result is not None:
-        return pb.PublishAck(sequence=first + outcome.index, stored=receipt(outcome.result))
-    assert outcome.error is not None
-    return pb.PublishAck(sequence=first + outcome.index, error=error_status(outcome.error))
+        return failed_acks(first, len(messages), exc)
+    return stream_acks(first, outcomes)

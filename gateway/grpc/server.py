@@ -20,10 +20,9 @@ from grpc_health.v1 import health_pb2_grpc
 from gateway.grpc.call_admission import OPEN_READS
 from gateway.grpc.health import HEALTH_SERVICE_NAME, ReadinessHealth
 from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
-from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.reflection import enable_reflection
 from gateway.grpc.replicas import GrpcReplicas
-from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer
+from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer, add_to_server
 from gateway.grpc.siblings import GrpcSiblings
 from gateway.grpc.tracing import TracingInterceptor
 from gateway.observability import tracing
@@ -140,7 +139,7 @@ class GrpcServer:
                 ("grpc.so_reuseport", 1 if self.reuse_port else 0),
             ],
         )
-        gateway_pb2_grpc.add_GatewayServiceServicer_to_server(self.servicer, server)  # type: ignore[no-untyped-call]
+        add_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME), server)
         try:

@@ -15,13 +15,44 @@ import grpc
 from gateway.grpc import convert
 from gateway.grpc.consuming import ConsumerRpcs
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.publish_stream import publish_stream
+from gateway.grpc.publish_wire import PublishBatch, publish_handlers, publish_response
 from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings
 from gateway.runtime import Runtime
 from gateway.service.publish import PublishService, failed_alike
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GatewayService"].full_name
+
+
+def add_to_server(servicer: GatewayServicer, server: grpc.aio.Server) -> None:
+    """Serve ``servicer`` on ``server``: the generated registration, with Publish and PublishStream requests
+    read by :func:`~gateway.grpc.publish_wire.decode_publish` (the servicer takes them as
+    :class:`~gateway.grpc.publish_wire.PublishBatch`)."""
+    generated = _Handlers()
+    gateway_pb2_grpc.add_GatewayServiceServicer_to_server(servicer, generated)  # type: ignore[no-untyped-call]
+    if generated.handlers is None:
+        raise RuntimeError("the generated gateway_pb2_grpc registered no method handlers: regenerate it")
+    handlers = publish_handlers(generated.handlers)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+class _Handlers:
+    """Stands for the server in the generated ``add_GatewayServiceServicer_to_server``: keeps its handlers."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler] | None = None
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        if service == SERVICE_NAME:
+            self.handlers = handlers
 
 
 class GatewayServicer(ConsumerRpcs):
@@ -68,18 +99,17 @@ class GatewayServicer(ConsumerRpcs):
     # --- publishing ---------------------------------------------------------------------------------
 
     async def Publish(
-        self, request: pb.PublishRequest, context: grpc.aio.ServicerContext
-    ) -> pb.PublishResponse:
-        messages = [convert.outgoing(m) for m in request.messages]
-        outcomes = await self._publisher().publish(request.topic, messages)
+        self, request: PublishBatch, context: grpc.aio.ServicerContext
+    ) -> pb.PublishResponse | bytes:
+        outcomes = await self._publisher().publish(request.topic, request.messages)
         failure = failed_alike(outcomes)
         if failure is not None:
             raise failure
-        return convert.publish_response(request.topic, outcomes)
+        return publish_response(request.topic, outcomes)
 
     async def PublishStream(
-        self, requests: AsyncIterable[pb.PublishStreamRequest], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.PublishStreamResponse]:
+        self, requests: AsyncIterable[PublishBatch], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
         async for response in publish_stream(self._publisher(), requests, self._window):
             yield response
 
