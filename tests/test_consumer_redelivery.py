@@ -4,8 +4,12 @@ retry topic, delivery attempts, dead letters, deadlines and their extension."""
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from consumer_support import Env, bodies, environment
@@ -261,3 +265,37 @@ async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_
     second_gateway = await _service(env)
     again = await _collect(second_gateway, "g-crash", await _instance(second_gateway, "g-crash"), 2)
     assert sorted((d.message.body, d.attempt) for d in again) == [(b"precious", 1), (b"precious", 2)]
+
+
+async def test_a_gateway_killed_between_the_retry_publish_and_the_confirm_loses_nothing() -> None:
+    """A real SIGKILL of a gateway process (tests/kill_after_retry_publish.py) right after the broker
+    acknowledged the retry copy, before the batch was confirmed: no unregister, no goodbye. Once the broker
+    and the master time the dead consumer out, the group gets the original again besides the retry copy."""
+    async with environment("solo:1,retry:2", consumer_timeout=3.0) as env:
+        await env.publish("solo", [b"precious-0"])
+        master = ",".join(str(a) for a in env.cluster.master_addresses)
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(Path(__file__).parent / "kill_after_retry_publish.py"),
+            master,
+            "g-kill",
+            "solo",
+            "retry",
+            "precious",
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await asyncio.wait_for(child.communicate(), 60)
+        events = [json.loads(line)["event"] for line in out.decode().splitlines()]
+        assert (child.returncode, events) == (-signal.SIGKILL, ["nacking", "published"]), out
+        survivor = await _service(env)
+        instance = await _instance(survivor, "g-kill")
+        got: list[DeliveredMessage] = []
+
+        async def both() -> bool:
+            got.extend(await survivor.poll("g-kill", instance, timeout=0.5))
+            if got:
+                await survivor.commit("g-kill", instance, [m.token for m in got])
+            return len(got) >= 2
+
+        await eventually(both, timeout=45, what="the original and the retry copy")
+        assert sorted((m.message.body, m.attempt) for m in got) == [(b"precious-0", 1), (b"precious-0", 2)]

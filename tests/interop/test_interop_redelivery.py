@@ -1,11 +1,14 @@
 """Per-message redelivery on the real TubeMQ: a nacked message of ten comes back alone after its delay with
 deliveryAttempt 2, then goes to the dead-letter topic, where the real Java client reads it with its reason;
 deadlines expire per message and extended ones hold; a gateway stopped between the retry publish and the
-settle loses nothing."""
+settle loses nothing, and so does one killed (SIGKILL) there."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from interop_support import (
+    MASTER,
     WEB,
     attributes_of,
     decode_value,
@@ -327,3 +331,41 @@ async def test_lag_equals_the_unconsumed_count_with_no_instance_alive() -> None:
         [part] = topic["partitions"]
         assert (topic["topic"], topic["lag"], part["lag"]) == (source, 12, 12)
         assert part["endOffset"] - part["committedOffset"] == 12 * 28
+
+
+async def test_a_gateway_killed_between_the_retry_publish_and_the_confirm_loses_nothing() -> None:
+    """A real SIGKILL of a gateway process (tests/kill_after_retry_publish.py) right after the real broker
+    acknowledged the retry copy, before the batch was confirmed: no unregister, no goodbye. Once the broker
+    and the master time the dead consumer out, the group gets the original again besides the retry copy."""
+    source, retry = require_topic(SOURCE), require_topic(RETRY)
+    tag = run_tag("kill")
+    group = group_name("kill")
+    async with real_gateway(consumers=CONSUMERS) as gw:
+        await _publish(gw.http, source, [f"{tag}-0"])
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(Path(__file__).parent.parent / "kill_after_retry_publish.py"),
+        MASTER,
+        group,
+        source,
+        retry,
+        tag,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await asyncio.wait_for(child.communicate(), 180)
+    events = [json.loads(line)["event"] for line in out.decode().splitlines()]
+    assert (child.returncode, events) == (-signal.SIGKILL, ["nacking", "published"]), out
+    async with real_gateway(consumers=CONSUMERS) as gw:
+        base = await _create(gw.http, group, topics=[source], retryTopic=retry)
+        got: list[dict[str, Any]] = []
+
+        async def both() -> bool:
+            mine = await _poll_tagged(gw.http, base, tag)
+            if mine:
+                await gw.http.post(f"{base}/commits", json={"tokens": [m["token"] for m in mine]})
+            got.extend(mine)
+            return len(got) >= 2
+
+        # the real broker drops a dead consumer's registration after about 35 s
+        await wait_until(both, 150.0, "the original and the retry copy")
+        assert sorted((m["value"], m["deliveryAttempt"]) for m in got) == [(f"{tag}-0", 1), (f"{tag}-0", 2)]
