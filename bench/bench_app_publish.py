@@ -10,6 +10,9 @@ process's own CPU time divided by the requests is the gateway's cost per request
 count of direct ``PublishService.publish`` calls is printed next to it for scale (a lower bound of the core's
 share: alone, the concurrent sends share the connection's writes more than between HTTP requests).
 
+``--without RequestIdMiddleware`` (repeatable) leaves a middleware out: the difference is its cost (the work
+it does included; leaving out the hot path's own layer sends publish the router's way).
+
 With ``--protocol`` the requests go in one layer further out, as bytes into the HTTP protocol the gateway
 serves with (uvicorn's httptools protocol with the gateway's guard, ``gateway.serve.http_config``), one
 protocol instance per connection over an in-memory transport: the parser, uvicorn's request cycle, the
@@ -200,6 +203,12 @@ async def main_async(args: argparse.Namespace) -> None:
     await runtime.start()
     try:
         app = create_app(runtime=runtime)
+        if args.without:  # a layer's cost: the same requests with it left out (its work is skipped too)
+            names = {m.cls.__name__ for m in app.user_middleware}
+            unknown = set(args.without) - names
+            if unknown:
+                raise SystemExit(f"no middleware {sorted(unknown)}; the app's are {sorted(names)}")
+            app.user_middleware = [m for m in app.user_middleware if m.cls.__name__ not in args.without]
         driver: Driver | ProtocolDriver = Driver(app, args.topic, args.size)
         if args.protocol:
             driver = ProtocolDriver(app, settings, args.topic, args.size, args.concurrency)
@@ -220,6 +229,8 @@ async def main_async(args: argparse.Namespace) -> None:
         if isinstance(driver, ProtocolDriver):
             driver.close()
         way = "protocol" if args.protocol else "app"
+        if args.without:
+            way += f" without {', '.join(args.without)}"
         print(
             f"{args.label}one-message publish, {args.size} B, {args.concurrency} in flight, "
             f"median of {args.rounds} x {args.requests}: {way} {app_med:.1f} us/request "
@@ -239,6 +250,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds; medians are printed (default 5)")
     parser.add_argument(
         "--access-log-sample", type=float, default=1.0, help="the access log's sample (default 1.0)"
+    )
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="MIDDLEWARE",
+        help="leave this middleware (class name, e.g. RequestIdMiddleware) out of the app: its cost per "
+        "request by difference (repeatable)",
     )
     parser.add_argument("--label", default="", help="text printed before the result (an A/B's name)")
     parser.add_argument("--no-uvloop", action="store_true", help="asyncio's own event loop")
