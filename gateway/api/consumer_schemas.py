@@ -180,8 +180,10 @@ class SeekRequest(BaseModel):
     time: SeekTime | None = Field(
         None,
         description="position time: each partition moves to its first message whose msgTime (yyyyMMddHHmm, "
-        "stamped by its producer) is at or after this time's minute in `timeZone`; messages without a "
-        "msgTime go with the next message that has one; no such message: the end",
+        "stamped by its producer, minute precision) is at or after this time's minute in `timeZone`; "
+        "messages without a msgTime go with the next message that has one; a time before every message "
+        "lands on the oldest kept, after every message on the end; with msgTimes out of offset order, on "
+        "a message stamped at or after it whose predecessor is stamped before it (docs/consumers.md)",
     )
     timeZone: str | None = Field(
         None,
