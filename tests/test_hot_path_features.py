@@ -10,6 +10,7 @@ give the same status, headers and body, the same access log lines, the same HTTP
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -283,5 +284,102 @@ async def test_limits_gzip_cors_and_tracing(
         await _run(apps, script, access_lines, spans, ("10.2.0.1", "10.2.0.2"))
         statuses = [line["status"] for line in (_line(r) for r in access_lines)]
         assert statuses[:5] == [200, 200, 200, 429, 413], statuses
+    finally:
+        await apps.runtime.stop()
+
+
+class Exchange:
+    """One request sent straight into an ASGI app: the body as the client sends it (``None``: the client goes
+    away instead; ``stall``: it never comes), and the answer's messages."""
+
+    def __init__(self, body: bytes | None, stall: bool = False) -> None:
+        self.body = body
+        self.stall = stall
+        self.messages: list[dict[str, Any]] = []
+        self._sent = False
+
+    async def run(self, app: ASGIApp, client: str) -> None:
+        headers = [(b"content-type", b"application/json")]
+        if self.body is not None:
+            headers.append((b"content-length", str(len(self.body)).encode()))
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "server": ("127.0.0.1", 8080),
+            "client": (client, 40000),
+            "scheme": "http",
+            "method": "POST",
+            "root_path": "",
+            "path": PUBLISH,
+            "raw_path": PUBLISH.encode(),
+            "query_string": b"",
+            "headers": headers,
+            "state": {},
+        }
+        await app(scope, self.receive, self.send)
+
+    async def receive(self) -> dict[str, Any]:
+        if self.stall or self._sent:
+            await asyncio.Event().wait()  # nothing more comes (a disconnect is not sent here)
+        self._sent = True
+        if self.body is None:
+            return {"type": "http.disconnect"}
+        return {"type": "http.request", "body": self.body, "more_body": False}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    def comparable(self) -> list[Any]:
+        found: list[Any] = []
+        for message in self.messages:
+            if message["type"] == "http.response.start":
+                headers = sorted(
+                    (k, v) for k, v in message["headers"] if k not in (b"x-request-id", b"content-length")
+                )
+                found.append((message["status"], headers))
+            else:
+                body = message.get("body", b"")
+                try:
+                    document = json.loads(body)
+                except ValueError:
+                    found.append(body)
+                    continue
+                document.pop("requestId", None)
+                error = document.get("error", {})
+                error["message"] = re.sub(r"request id \w+", "request id <id>", error.get("message", ""))
+                found.append(document)
+        return found
+
+
+async def test_errors_the_client_leaving_and_a_stalled_body(
+    cluster: EmbeddedCluster, access_lines: list[logging.LogRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unhandled error (500 with the request id), a client that leaves before its body (499, nothing sent)
+    and a body that never comes (408): alike on both ways, access lines and metrics included."""
+    apps = await _apps(cluster, limits={"body_timeout": 0.2})
+    try:
+        service = apps.runtime.publisher()
+
+        async def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a bug")
+
+        cases = [(Exchange(ONE), True), (Exchange(None), False), (Exchange(ONE, stall=True), False)]
+        seen = []
+        for app, client in ((apps.hot, "10.3.0.1"), (_long_way(apps.plain), "10.3.0.2")):
+            access_lines.clear()
+            views = []
+            for case, fails in cases:
+                exchange = Exchange(case.body, case.stall)
+                with monkeypatch.context() as patch:
+                    if fails:
+                        patch.setattr(service, "publish", broken)
+                    await asyncio.wait_for(exchange.run(app, client), 10)
+                views.append(exchange.comparable())
+            seen.append((views, [_line(r) for r in access_lines]))
+        assert seen[0] == seen[1]
+        assert [line["status"] for line in seen[0][1]] == [500, 499, 408]
+        assert seen[0][0][1] == []  # nothing is sent to a client that left
+        assert _http_series(apps.hot) == _http_series(apps.plain)
     finally:
         await apps.runtime.stop()
