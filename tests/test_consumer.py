@@ -250,13 +250,15 @@ class RecordingPool(ConnectionPool):
         self,
         address: NodeAddress,
         method: int,
-        request: Message,
+        request: Message | bytes,
         timeout: float,  # noqa: ASYNC109 - the pool API
         service: int | None = None,
     ) -> Message:
-        copy = type(request)()
-        copy.CopyFrom(request)
-        self.sent.append((method, copy))
+        # Pre-encoded requests (the producer's SendMessage frames) are bytes: not a consumer's fields.
+        if isinstance(request, Message):
+            copy = type(request)()
+            copy.CopyFrom(request)
+            self.sent.append((method, copy))
         return await super().request(address, method, request, timeout, service)
 
 
