@@ -17,5 +17,6 @@ setup(
             sources=["gateway/tubemq/wire/_speedups.c"],
             optional=True,
         ),
+        Extension("gateway.grpc._consumed", sources=["gateway/grpc/_consumed.c"], optional=True),
     ]
 )

@@ -8,7 +8,8 @@ Rows: decoding a GetMessage answer (CRC check, attribute split, ConsumedMessage 
 without attributes (as the Java benchmark producer sends), with a stream id and time (as the gateway's
 publish sets) and with custom attributes too; encoding a batch's SendMessage requests
 (``SendRequestTemplate.encode_many``) and framing them (``rpc.encode_requests``), for messages with a
-stream id and time. Needs the extension built (``pip install -e .`` where a C
+stream id and time; the gRPC answer of a poll (``consumed_wire.encode_consumed``, what Subscribe and Poll
+send) of the decoded messages with a stream id. Needs the extension built (``pip install -e .`` where a C
 compiler is); it says so and prints the pure rows alone otherwise. Benchmarks print numbers; nothing here
 asserts.
 """
@@ -28,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_render import ATTRIBUTES, answer
 
+from gateway.grpc import consumed_wire
+from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
@@ -71,6 +74,18 @@ def main() -> None:
             n,
             lambda wire=wire: compiled.decode_messages(wire, None, 0, True, batch.parse_prefix),
         )
+        print(f"  {name:<52}{pure:8.2f}{c:10.2f}{pure / c:7.2f}x")
+    stream, _ = batch.decode_messages_py(answer(n, args.size, "stream").messages, None, 0, True)
+    delivered = [
+        DeliveredMessage(i + 1, "bench", "1:bench:0", 1, 0, m, 1, 0.0, 0) for i, m in enumerate(stream)
+    ]
+    name = "gRPC answer of a poll (encode_consumed)"
+    pure = cpu_us(args.rounds, n, lambda: consumed_wire.encode_consumed_py(delivered))
+    grpc_compiled = speedups.load_extension("gateway.grpc._consumed") if compiled is not None else None
+    if grpc_compiled is None:
+        print(f"  {name:<52}{pure:8.2f}")
+    else:
+        c = cpu_us(args.rounds, n, lambda: grpc_compiled.encode_consumed(delivered))
         print(f"  {name:<52}{pure:8.2f}{c:10.2f}{pure / c:7.2f}x")
     template = SendRequestTemplate("bench-producer", "bench", sent_addr=2130706433, visit_token=-2)
     # a publish batch: 100 messages (the REST batch of bench_vs_native), timed over n // 100 of them

@@ -388,6 +388,8 @@ _ADAPTER_CORE = (
     "gateway.tubemq.events",
     "gateway.tubemq.net:ConnectionPool",
     "gateway.tubemq.producer:SendResult",
+    # compiled twins of the adapters' loops load by the core's switch (gateway/grpc/_consumed.c)
+    "gateway.tubemq.wire:load_speedups",
 )
 _PROCESS = (
     "gateway.config",

@@ -25,12 +25,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.grpc.consumed_wire import encode_consumed, encode_consumed_py
+from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.consumer.batch import ConsumedMessage, DecodeStats, decode_messages_py, parse_prefix
 from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from tests.test_consumed_wire import messages as consumed_wire_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,6 +80,7 @@ def test_the_compiled_path_is_loaded_where_it_can_be_built() -> None:
         pytest.skip("no C compiler or Python headers on this machine: the pure path only")
     assert speedups.ACTIVE == speedups.COMPILED, speedups.REASON
     assert batch.decode_messages is batch._decode_messages_c
+    assert speedups.load_extension("gateway.grpc._consumed") is not None
 
 
 def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> None:
@@ -462,3 +466,108 @@ def test_request_frames_around_one_block_are_the_same_bytes(monkeypatch: pytest.
     monkeypatch.setattr(speedups, "compiled", None)
     assert got == rpc.encode_requests(numbers, 13, requests, 5000)
     assert {frame[8:12] for frame in got} == {b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"}
+
+
+# --- the gRPC answer of delivered messages ---------------------------------------------------------------
+
+
+def _consumed_extension() -> ModuleType:
+    _extension()  # skips (or fails) alike where the extensions are not built
+    import gateway.grpc._consumed as module
+
+    return module
+
+
+def _same_consumed(batch: list[DeliveredMessage]) -> None:
+    expected = _error(lambda: encode_consumed_py(batch))
+    answer = _consumed_extension().encode_consumed(batch)
+    if answer is NotImplemented:  # the caller runs the reference: same bytes, same error by construction
+        return
+    assert expected is None, expected
+    assert answer == encode_consumed_py(batch)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(consumed_wire_messages, max_size=8), st.booleans())
+def test_the_grpc_answer_is_the_same_bytes(batch: list[DeliveredMessage], runs: bool) -> None:
+    if runs and batch:  # runs of one partition and shared attributes, as a poll hands them out
+        first = batch[0]
+        batch = [
+            DeliveredMessage(
+                m.seq,
+                first.topic,
+                first.partition_key,
+                first.broker_id,
+                first.partition_id,
+                m.message,
+                m.attempt,
+                m.deadline,
+                m.deadline_ms,
+            )
+            for m in batch
+        ]
+    _same_consumed(batch)
+    assert encode_consumed(batch) == encode_consumed_py(batch)
+
+
+def _delivered(**changes: Any) -> DeliveredMessage:
+    fields = {"message_id": 7, "body": b"v", "attributes": {"a": "b"}, "stream_id": "s", "msg_time": None}
+    fields |= {k: v for k, v in changes.items() if k in fields or k in ("offset", "key")}
+    message = ConsumedMessage(
+        fields["message_id"],
+        fields["body"],
+        fields["attributes"],
+        fields["stream_id"],
+        fields["msg_time"],
+        0,
+        0,
+        fields.get("offset"),
+        fields.get("key"),
+    )
+    outer = {"seq": 1, "topic": "t", "partition_key": "1:t:0", "broker_id": 1, "partition_id": 0}
+    outer |= {k: v for k, v in changes.items() if k in outer or k in ("attempt", "deadline_ms")}
+    return DeliveredMessage(
+        outer["seq"],
+        outer["topic"],
+        outer["partition_key"],
+        outer["broker_id"],
+        outer["partition_id"],
+        message,
+        outer.get("attempt", 1),
+        0.0,
+        outer.get("deadline_ms", 0),
+    )
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"message_id": 2**64 - 1},
+        {"message_id": 2**64},
+        {"message_id": -(2**63) - 1},
+        {"offset": -1},
+        {"offset": 2**70},
+        {"seq": 2**70},
+        {"seq": -3},
+        {"topic": "\ud800"},
+        {"key": "\udfff"},
+        {"key": ""},
+        {"attributes": {"\ud800": "x"}},
+        {"attributes": {1: "x"}},
+        {"stream_id": ""},
+        {"stream_id": b"s"},
+        {"body": b""},
+        {"body": bytearray(b"v")},
+        {"topic": None},
+        {"broker_id": "1"},
+        {"deadline_ms": 2**64},
+        {"attempt": -1},
+    ],
+    ids=repr,
+)
+def test_the_grpc_answer_of_odd_messages_is_the_same(changes: dict[str, Any]) -> None:
+    _same_consumed([_delivered(**changes), _delivered()])
+    expected = _error(lambda: encode_consumed_py([_delivered(**changes)]))
+    got = _error(lambda: encode_consumed([_delivered(**changes)]))
+    assert got == expected

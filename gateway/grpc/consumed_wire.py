@@ -18,8 +18,12 @@ from collections.abc import Mapping, Sequence
 from gateway.grpc.proto_wire import text_field as _text
 from gateway.grpc.proto_wire import varint as _varint
 from gateway.service.delivered import DeliveredMessage, partition_runs
+from gateway.tubemq.wire import load_speedups
 
-__all__ = ["encode_consumed"]
+__all__ = ["encode_consumed", "encode_consumed_py"]
+
+#: gateway/grpc/_consumed.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.grpc._consumed")
 
 
 def _head(topic: str, partition_key: str, broker_id: int, partition_id: int) -> bytes:
@@ -53,7 +57,18 @@ def _extra(attempt: int, deadline: int) -> bytes:
 
 
 def encode_consumed(messages: Sequence[DeliveredMessage]) -> bytes:
-    """The serialized ``PollResponse`` (equally ``SubscribeResponse``) of ``messages``."""
+    """The serialized ``PollResponse`` (equally ``SubscribeResponse``) of ``messages``: one C call where
+    the extension is built (it hands anything odd back: then, and on the pure path, the reference below)."""
+    if _compiled is not None:
+        answer = _compiled.encode_consumed(messages)
+        if answer is not NotImplemented:
+            encoded: bytes = answer
+            return encoded
+    return encode_consumed_py(messages)
+
+
+def encode_consumed_py(messages: Sequence[DeliveredMessage]) -> bytes:
+    """:func:`encode_consumed` in Python: the reference of gateway/grpc/_consumed.c."""
     out: list[bytes] = []
     append = out.append
     # by the identity of the attributes dict (shared per attribute text; every message is alive during the

@@ -19,6 +19,7 @@ from gateway.tubemq.wire.payload import (
 )
 from gateway.tubemq.wire.speedups import ACTIVE as SPEEDUPS
 from gateway.tubemq.wire.speedups import REASON as SPEEDUPS_REASON
+from gateway.tubemq.wire.speedups import load_extension as load_speedups
 
 __all__ = [
     "METHODS",
@@ -33,6 +34,7 @@ __all__ = [
     "build_attribute_text",
     "consumer_id",
     "format_msg_time",
+    "load_speedups",
     "local_ipv4",
     "parse_msg_time",
     "prepare_message",

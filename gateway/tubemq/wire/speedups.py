@@ -13,11 +13,12 @@ The pure functions stay the reference: every compiled function gives the same re
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 from typing import Final
 
-__all__ = ["ACTIVE", "COMPILED", "ENV_SWITCH", "PURE", "REASON", "compiled"]
+__all__ = ["ACTIVE", "COMPILED", "ENV_SWITCH", "PURE", "REASON", "compiled", "load_extension"]
 
 ENV_SWITCH: Final = "TUBEMQ_GATEWAY_NO_EXTENSIONS"
 COMPILED: Final = "compiled"
@@ -37,3 +38,14 @@ def _load() -> tuple[ModuleType | None, str]:
 #: the extension module, or None on the pure path
 compiled, REASON = _load()
 ACTIVE: Final = PURE if compiled is None else COMPILED
+
+
+def load_extension(name: str) -> ModuleType | None:
+    """Another compiled module of the package (``gateway.grpc._consumed``) where the core's is loaded (same
+    build, same switch), else None: its caller keeps the pure path."""
+    if compiled is None:
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
