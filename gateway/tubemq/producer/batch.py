@@ -15,7 +15,9 @@ deadline. A pinned broker that is shielded ends its message at once with ``Servi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import chain
+from typing import cast
 
 from google.protobuf.message import Message
 
@@ -58,22 +60,21 @@ async def send_batch(
     """Send every item before the loop time ``deadline``; returns, in order, each item's result or the
     error that ended it."""
     loop = asyncio.get_running_loop()
-    count = len(items)
-    results: list[SendResult | Exception | None] = [None] * count
-    last_errors: list[Exception | None] = [None] * count
-    avoids: list[set[PartitionRef] | None] = [None] * count
-    todo = list(range(count))
+    # Each message's result, or the error of its last attempt while it may go again.
+    results: list[SendResult | Exception | None] = [None] * len(items)
+    avoids: dict[int, set[PartitionRef]] = {}  # what failed each message so far
+    places: dict[PartitionRef, tuple[str, int]] | None = {} if len(items) > 1 else None
+    todo: Sequence[int] = range(len(items))
     for _ in range(ctx.max_attempts):
-        if not todo:
-            break
-        if deadline - loop.time() <= 0:
+        now = loop.time()
+        if deadline <= now:
             break
         route = ctx.routes.route(topic)
         groups: dict[int, list[tuple[int, PartitionRef]]] = {}
         for i in todo:
             item = items[i]
             try:
-                target = _choose(ctx, topic, route, item.key, item.partition, avoids[i] or _NO_AVOID)
+                target = _choose(ctx, topic, route, item.key, item.partition, avoids.get(i, _NO_AVOID))
             except TubeMQError as exc:
                 results[i] = exc
                 continue
@@ -81,50 +82,51 @@ async def send_batch(
             ctx.breaker.begin_attempt(target.broker_id)
             group = groups.get(target.broker_id)
             if group is None:
-                group = groups[target.broker_id] = []
-            group.append((i, target))
+                groups[target.broker_id] = [(i, target)]
+            else:
+                group.append((i, target))
         if not groups:
-            todo = []
+            todo = ()
             break
         assert route is not None
-        timeout = min(max(deadline - loop.time(), 0.001), ctx.rpc_timeout)
-        started = loop.time()
-        rounds = [
-            _send_group(ctx, topic, route, broker_id, members, items, timeout)
-            for broker_id, members in groups.items()
-        ]
-        if len(rounds) == 1:
-            answers = [await rounds[0]]
+        timeout = min(max(deadline - now, 0.001), ctx.rpc_timeout)
+        answered: Iterable[tuple[tuple[int, PartitionRef], object]]
+        if len(groups) == 1:  # one broker: its answers, without a task per broker
+            for broker_id, members in groups.items():
+                answers = await _send_group(ctx, topic, route, broker_id, members, items, timeout)
+                answered = zip(members, answers, strict=True)
         else:
-            answers = await asyncio.gather(*rounds)
-        seconds = loop.time() - started
+            rounds = await asyncio.gather(
+                *(
+                    _send_group(ctx, topic, route, broker_id, members, items, timeout)
+                    for broker_id, members in groups.items()
+                )
+            )
+            answered = chain.from_iterable(
+                zip(members, answers, strict=True)
+                for members, answers in zip(groups.values(), rounds, strict=True)
+            )
         tally: _Tally = {}
-        places: dict[PartitionRef, tuple[str, int]] = {}  # this round's route: key and index per partition
-        todo = []
-        for members, group_answers in zip(groups.values(), answers, strict=True):
-            for (i, target), answer in zip(members, group_answers, strict=True):
-                outcome = _judge(ctx, topic, route, target, answer, items[i], tally, places, avoids, i)
-                if isinstance(outcome, SendResult) or not _retriable(outcome):
-                    results[i] = outcome
-                else:
-                    last_errors[i] = outcome
-                    todo.append(i)
+        again: list[int] = []
+        for (i, target), answer in answered:
+            outcome = _judge(ctx, topic, route, target, answer, items[i], tally, places, avoids, i)
+            results[i] = outcome
+            if not isinstance(outcome, SendResult) and _retriable(outcome):
+                again.append(i)
+        todo = again
         if ctx.events is not None:
             # One event per (broker, outcome) of the round, not per message: they share one duration.
+            seconds = loop.time() - now
             for (broker_id, kind, code), (n, size) in tally.items():
                 ctx.events.emit(SendCompleted(topic, broker_id, kind, seconds, code, size, n))
-    for i in todo:
-        error = last_errors[i]
-        results[i] = (
-            error
-            if error is not None
-            else RequestTimeout(f"no time left to send to topic {topic!r} within the deadline")
-        )
-    done: list[SendResult | Exception] = []
-    for result in results:
-        assert result is not None
-        done.append(result)
-    return done
+        if not todo:
+            break
+    for i in todo:  # out of attempts or of time: the last attempt's error, if there was one
+        if results[i] is None:
+            results[i] = RequestTimeout(f"no time left to send to topic {topic!r} within the deadline")
+    # Every message has its result now. (A string for cast: the type expression would be built on every
+    # call.)
+    return cast("list[SendResult | Exception]", results)
 
 
 async def _send_group(
@@ -167,11 +169,33 @@ def _judge(
     answer: object,
     item: PreparedMessage,
     tally: _Tally,
-    places: dict[PartitionRef, tuple[str, int]],
-    avoids: list[set[PartitionRef] | None],
+    places: dict[PartitionRef, tuple[str, int]] | None,
+    avoids: dict[int, set[PartitionRef]],
     i: int,
 ) -> SendResult | Exception:
     """Book one answer: breaker, partition back-off, event, what to avoid next."""
+    if isinstance(answer, broker_pb.SendMessageResponseB2P):
+        if answer.success and answer.errCode == SUCCESS:
+            ctx.breaker.record_success(target.broker_id)
+            ctx.partitioner.record_success(topic, target)
+            _tally(tally, target.broker_id, "ok", None, len(item.data))
+            if places is None:
+                return _result(topic, route, target, answer)
+            place = places.get(target)
+            if place is None:
+                place = places[target] = place_of(topic, route, target)
+            return _result(topic, route, target, answer, place)
+        error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
+        ctx.partitioner.record_failure(topic, target)
+        if error.errno == SERVICE_UNAVAILABLE:
+            ctx.breaker.record_unavailable(target.broker_id)
+            _tally(tally, target.broker_id, "unavailable", error.errno)
+            _avoid(avoids, i).update(p for p in route.partitions if p.broker_id == target.broker_id)
+        else:
+            ctx.breaker.record_rejected(target.broker_id)
+            _tally(tally, target.broker_id, "rejected", error.errno)
+            _avoid(avoids, i).add(target)
+        return error
     if isinstance(answer, (TransportError, RemoteException)):
         if isinstance(answer, RemoteException) and not answer.retriable:
             ctx.breaker.record_rejected(target.broker_id)
@@ -182,31 +206,11 @@ def _judge(
         _tally(tally, target.broker_id, "transport")
         _avoid(avoids, i).update(p for p in route.partitions if p.broker_id == target.broker_id)
         return answer
-    if isinstance(answer, Exception):
-        return answer  # not a send outcome (a closed pool, a bug): the caller maps or raises it
-    assert isinstance(answer, broker_pb.SendMessageResponseB2P)
-    if answer.success and answer.errCode == SUCCESS:
-        ctx.breaker.record_success(target.broker_id)
-        ctx.partitioner.record_success(topic, target)
-        _tally(tally, target.broker_id, "ok", size=len(item.data))
-        place = places.get(target)
-        if place is None:
-            place = places[target] = place_of(topic, route, target)
-        return _result(topic, route, target, answer, place)
-    error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
-    ctx.partitioner.record_failure(topic, target)
-    if error.errno == SERVICE_UNAVAILABLE:
-        ctx.breaker.record_unavailable(target.broker_id)
-        _tally(tally, target.broker_id, "unavailable", error.errno)
-        _avoid(avoids, i).update(p for p in route.partitions if p.broker_id == target.broker_id)
-    else:
-        ctx.breaker.record_rejected(target.broker_id)
-        _tally(tally, target.broker_id, "rejected", error.errno)
-        _avoid(avoids, i).add(target)
-    return error
+    assert isinstance(answer, Exception)
+    return answer  # not a send outcome (a closed pool, a bug): the caller maps or raises it
 
 
-def _tally(tally: _Tally, broker_id: int, outcome: str, code: int | None = None, *, size: int = 0) -> None:
+def _tally(tally: _Tally, broker_id: int, outcome: str, code: int | None = None, size: int = 0) -> None:
     entry = tally.get((broker_id, outcome, code))
     if entry is None:
         tally[(broker_id, outcome, code)] = [1, size]
@@ -215,8 +219,8 @@ def _tally(tally: _Tally, broker_id: int, outcome: str, code: int | None = None,
         entry[1] += size
 
 
-def _avoid(avoids: list[set[PartitionRef] | None], i: int) -> set[PartitionRef]:
-    avoid = avoids[i]
+def _avoid(avoids: dict[int, set[PartitionRef]], i: int) -> set[PartitionRef]:
+    avoid = avoids.get(i)
     if avoid is None:
         avoid = avoids[i] = set()
     return avoid

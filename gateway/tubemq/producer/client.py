@@ -320,7 +320,6 @@ class Producer:
         publish rules (``payload.prepare_message``: ``InvalidMessage`` names the field at fault) and the
         message goes out as a batch of one (``send_prepared``).
         """
-        self._check_open()
         message = prepare_message(body, attributes, stream_id, msg_time, key, partition)
         (result,) = await self.send_prepared(topic, (message,), timeout=timeout)
         if isinstance(result, Exception):
@@ -376,22 +375,21 @@ class Producer:
         if route is None:
             raise self._routes.no_route(topic)
         limit = route.max_msg_size
-        items = messages
+        budget = self.config.send_timeout if timeout is None else timeout
+        deadline = asyncio.get_running_loop().time() + budget
+        for message in messages:
+            if message.size > limit or (message.key is not None and message.partition is not None):
+                break
+        else:  # the usual batch: every message may go
+            return await send_batch(self._send_context, topic, messages, deadline=deadline)
         refused: dict[int, Exception] = {}
         for i, message in enumerate(messages):
             if message.key is not None and message.partition is not None:
                 refused[i] = ClientError("give either a key or an explicit partition, not both")
             elif message.size > limit:
                 refused[i] = MessageTooLarge(message.size, limit, topic)
-        if refused:
-            items = [m for i, m in enumerate(messages) if i not in refused]
-        sent: list[SendResult | Exception] = []
-        if items:
-            budget = self.config.send_timeout if timeout is None else timeout
-            deadline = asyncio.get_running_loop().time() + budget
-            sent = await send_batch(self._send_context, topic, items, deadline=deadline)
-        if not refused:
-            return sent
+        items = [m for i, m in enumerate(messages) if i not in refused]
+        sent = await send_batch(self._send_context, topic, items, deadline=deadline) if items else []
         done = iter(sent)
         return [refused[i] if i in refused else next(done) for i in range(len(messages))]
 

@@ -114,7 +114,7 @@ class SendRequestTemplate:
             if len(self._heads) < 4096:
                 self._heads[partition_id] = head
         fields, auth = self._tail
-        parts = [head, encode_varint(len(data)), data, b"\x28", _int(flag), fields]
+        parts = [head, encode_varint(len(data)), data, b"\x28", _FLAGS.get(flag) or _int(flag), fields]
         if msg_type:
             parts.append(_text(8, msg_type))
         if msg_time:
@@ -146,6 +146,7 @@ class SendRequestTemplate:
 
 
 _UINT64_MASK = (1 << 64) - 1
+_FLAGS = {0: b"\x00", 1: b"\x01"}  # a payload's flag: without or with attributes
 
 
 def _tag(field: int, wire_type: int) -> bytes:

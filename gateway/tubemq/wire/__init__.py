@@ -10,12 +10,9 @@ from gateway.tubemq.wire.meta import BrokerInfo, MetaFormatError, Partition
 from gateway.tubemq.wire.methods import METHODS, Method
 from gateway.tubemq.wire.payload import (
     PreparedMessage,
-    build_attribute_text,
     format_msg_time,
     parse_msg_time,
     prepare_message,
-    validate_attribute_key,
-    validate_attribute_value,
 )
 from gateway.tubemq.wire.speedups import ACTIVE as SPEEDUPS
 from gateway.tubemq.wire.speedups import REASON as SPEEDUPS_REASON
@@ -31,13 +28,10 @@ __all__ = [
     "Method",
     "Partition",
     "PreparedMessage",
-    "build_attribute_text",
     "consumer_id",
     "format_msg_time",
     "load_speedups",
     "local_ipv4",
     "parse_msg_time",
     "prepare_message",
-    "validate_attribute_key",
-    "validate_attribute_value",
 ]

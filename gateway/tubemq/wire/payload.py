@@ -266,6 +266,8 @@ def prepare_message(
         msg_time = format_msg_time(msg_time)
     elif msg_time is not None and not _is_msg_time(msg_time):
         raise InvalidMessage(f"msgTime {msg_time[:40]!r} must be yyyyMMddHHmm, e.g. 202401311530", "msgTime")
+    if not (attributes or msg_type or msg_time or key):  # the plain message: the body is the payload
+        return PreparedMessage(bytes(body), 0, None, None, len(body), key, partition)
     text = _join_text(attributes, msg_type, msg_time, key)
     data, flag = _encode(body, text)
     return PreparedMessage(data, flag, msg_type, msg_time, len(body) + len(text), key, partition)
@@ -289,17 +291,18 @@ def _check_attributes(attributes: Mapping[str, str]) -> None:
     for name, value in attributes.items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise InvalidMessage("attributes must map strings to strings", "attributes")
-        _check_unicode(name, "an attribute key", "attributes")
+        if not name.isascii():
+            _check_unicode(name, "an attribute key", "attributes")
         try:
             validate_attribute_key(name)
         except InvalidAttribute as exc:
             raise InvalidMessage(str(exc), "attributes") from None
-        field = f"attributes.{name}"
-        _check_unicode(value, f"attribute {name!r}", field)
+        if not value.isascii():
+            _check_unicode(value, f"attribute {name!r}", f"attributes.{name}")
         try:
             validate_attribute_value(value)
         except InvalidAttribute as exc:
-            raise InvalidMessage(str(exc), field) from None
+            raise InvalidMessage(str(exc), f"attributes.{name}") from None
 
 
 def _check_stream_id(stream_id: str) -> str:
