@@ -352,7 +352,7 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
     copied = {
         p for line in re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile, re.MULTILINE) for p in line.split()
     }
-    assert copied == {"pyproject.toml", "README.md", "gateway"}
+    assert copied == {"pyproject.toml", "setup.py", "README.md", "gateway"}
     assert all(f"!{p}" in ignore or f"!{p}/" in ignore for p in copied)
 
 
