@@ -15,13 +15,25 @@ values on ``--topic``:
   for the p99 latency;
 * gRPC ``Publish`` (100-message batches and one message per call) and ``PublishStream``, from this process;
 * consume, each case in a fresh consumer group from the earliest offset, ``--consume-messages`` messages timed
-  from the first one: REST long poll, REST SSE and gRPC ``Subscribe``.
+  from the first one: REST long poll, REST SSE and gRPC ``Subscribe``;
+* workers: REST publish (one message per request at peak, and 100-message batches) on a gateway started with
+  ``--workers 1`` and then on one with ``--workers 2``, on the same machine in the same run (the ratio column
+  of the ``--workers 2`` rows compares them with the ``--workers 1`` rows).
+
+The gateway runs as ``serve`` runs by default (one worker process per CPU) unless ``--gateway-arg`` says
+otherwise; ``--gateway-env KEY=VALUE`` sets an environment variable for every gateway the bench starts
+(e.g. ``TUBEMQ_GATEWAY_NO_EXTENSIONS=1`` for the pure-Python path). With ``--gateway-root`` the gateway of
+another source tree runs (an export of an older commit, for a before/after table on one machine): the bench
+passes it only what ``serve`` has long taken (``--masters``, the listen addresses, ``--workers`` in the
+workers cases) and the environment variables asked for.
 
 Every case runs ``--repeat`` times; the report shows the median (and the spread). CPU per message is the
 gateway process's own CPU time (user + system, from ``/proc/<pid>/stat``, its child processes included)
-over the case, divided by the messages of the case. The machine's load average is printed before and after:
-on a shared machine, compare runs made under a similar load. With ``--pin`` the gateway runs on the last CPU
-and every load driver on the others. Benchmarks print numbers; nothing here asserts a timing.
+over the case, divided by the messages of the case (for one-message requests and calls: per request); the
+native rows have none (the Java client's CPU includes its JVM's start). The machine's load average is
+printed before and after: on a shared machine, compare runs made under a similar load. With ``--pin`` the
+gateway runs on the last CPU and every load driver on the others. Benchmarks print numbers; nothing here
+asserts a timing.
 
 Only 127.0.0.1 is ever contacted; ``--master`` must be a loopback address.
 """
@@ -52,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_grpc import Stub, grpc_publish, grpc_stream, pb  # noqa: E402
 from bench_publish import free_port, parse_load  # noqa: E402
-from proc_cpu import cpu_seconds  # noqa: E402
+from proc_cpu import cpu_seconds, process_tree  # noqa: E402
 
 BATCH = 100
 LOOPBACK = ("127.0.0.1", "[::1]", "localhost")
@@ -87,17 +99,22 @@ class Case:
 class Gateway:
     """The gateway process under test."""
 
-    def __init__(self, master: str, args: argparse.Namespace, cpus: set[int] | None) -> None:
+    def __init__(
+        self, master: str, args: argparse.Namespace, cpus: set[int] | None, workers: int | None = None
+    ) -> None:
         self.http_port, self.grpc_port = free_port(), free_port()
         env = {
             **os.environ,
             "TUBEMQ_GATEWAY_LOG_LEVEL": args.log_level,
             # A short heartbeat: a new consumer instance learns its partitions sooner.
             "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "1",
+            **args.gateway_env,
         }
         cmd = [sys.executable, "-m", "gateway", "serve", "--masters", master]
         cmd += ["--http-host", "127.0.0.1", "--http-port", str(self.http_port)]
         cmd += ["--grpc-port", str(self.grpc_port)]
+        if workers is not None:
+            cmd += ["--workers", str(workers)]
         cmd += args.gateway_arg
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - the gateway's stderr, read on failure
         self.proc = subprocess.Popen(
@@ -127,6 +144,10 @@ class Gateway:
 
     def cpu(self) -> float:
         return cpu_seconds(self.proc.pid)
+
+    def processes(self) -> int:
+        """The gateway's processes (the supervisor and its workers, or the one process)."""
+        return len(process_tree(self.proc.pid))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -418,10 +439,19 @@ CASES = (
     "rest-poll",
     "rest-sse",
     "grpc-subscribe",
+    "workers",
 )
+#: the gateways of the workers case: --workers 1, then --workers 2
+WORKERS = (1, 2)
 
 
-def run_all(args: argparse.Namespace, gw: Gateway, drivers: set[int] | None) -> dict[str, Case]:
+def run_all(
+    args: argparse.Namespace,
+    gw: Gateway,
+    drivers: set[int] | None,
+    start: Callable[[int], Gateway],
+) -> dict[str, Case]:
+    """Every case of ``args.cases`` on ``gw``, the workers case on gateways ``start(workers)`` starts."""
     half_c = args.half_connections or args.single_connections
     cases = {
         "native-async": Case("native async producer (Java)"),
@@ -437,6 +467,10 @@ def run_all(args: argparse.Namespace, gw: Gateway, drivers: set[int] | None) -> 
         "rest-sse": Case("REST SSE", "native-consume"),
         "grpc-subscribe": Case("gRPC Subscribe", "native-consume"),
     }
+    for n in WORKERS:  # compared with the --workers 1 rows
+        cases[f"rest-single-w{n}"] = Case(f"REST 1 msg/request (peak), --workers {n}", "rest-single-w1")
+        cases[f"rest-batch-w{n}"] = Case(f"REST {BATCH}-msg batches, --workers {n}", "rest-batch-w1")
+    cases["rest-single-w1"].native = cases["rest-batch-w1"].native = None
     wanted = [c for c in CASES if c in args.cases]
     size, secs, topic, c1 = args.size, args.seconds, args.topic, args.single_connections
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
@@ -468,11 +502,38 @@ def run_all(args: argparse.Namespace, gw: Gateway, drivers: set[int] | None) -> 
                     sample = runner.run(rest_poll(gw, args))
                 elif key == "rest-sse":
                     sample = runner.run(rest_sse(gw, args))
-                else:
+                elif key == "grpc-subscribe":
                     sample = runner.run(grpc_subscribe(gw, args))
+                else:
+                    workers_case(args, start, drivers, cases, round_)
+                    continue
                 cases[key].samples.append(sample)
                 _progress(round_, cases[key].name, sample)
     return cases
+
+
+def workers_case(
+    args: argparse.Namespace,
+    start: Callable[[int], Gateway],
+    drivers: set[int] | None,
+    cases: dict[str, Case],
+    round_: int,
+) -> None:
+    """REST publish peaks, one message per request and 100-message batches, on a gateway of each of
+    :data:`WORKERS` worker processes, one gateway after the other."""
+    for n in WORKERS:
+        gw = start(n)
+        try:
+            for key, batch, connections in (
+                (f"rest-single-w{n}", 1, args.single_connections),
+                (f"rest-batch-w{n}", BATCH, args.batch_connections),
+            ):
+                sample = rest_publish(gw, args, batch, connections, drivers)
+                sample.note = f"{gw.processes()} processes"
+                cases[key].samples.append(sample)
+                _progress(round_, cases[key].name, sample)
+        finally:
+            gw.stop()
 
 
 def _progress(round_: int, name: str, s: Sample) -> None:
@@ -490,14 +551,18 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def report(cases: dict[str, Case], args: argparse.Namespace, load: tuple[str, str]) -> None:
+def report(cases: dict[str, Case], args: argparse.Namespace, load: tuple[str, str], gateway: str) -> None:
     print(
         f"value size {args.size} B, topic {args.topic}, {args.seconds:g} s per publish case, "
         f"{args.consume_messages:,} messages per consume case, median of {args.repeat}, "
         f"REST load from {args.driver}{', pinned' if args.pin else ''}"
     )
     print(f"load average (1/5/15 min) before: {load[0]}; after: {load[1]}")
-    header = f"{'path':<42}{'msg/s':>10}{'range':>17}{'vs native':>10}{'CPU us/msg':>11}{'p99 ms':>8}"
+    print(
+        f"gateway: {gateway}; ratio: to the native client's row (the --workers rows: to --workers 1); "
+        "CPU us/msg: the gateway's CPU per message (per request or call for one message each)"
+    )
+    header = f"{'path':<42}{'msg/s':>10}{'range':>17}{'ratio':>10}{'CPU us/msg':>11}{'p99 ms':>8}"
     print(header)
     print("-" * len(header))
     for case in cases.values():
@@ -561,7 +626,22 @@ def main() -> int:
     parser.add_argument(
         "--gateway-arg", action="append", default=[], help="extra argument for `tubemq-gateway serve`"
     )
+    parser.add_argument(
+        "--gateway-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an environment variable for every gateway started (repeatable), "
+        "e.g. TUBEMQ_GATEWAY_NO_EXTENSIONS=1",
+    )
     args = parser.parse_args()
+    env: dict[str, str] = {}
+    for item in args.gateway_env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--gateway-env takes KEY=VALUE, got {item!r}")
+        env[key] = value
+    args.gateway_env = env
     args.cases = set(args.cases.split(","))
     unknown = args.cases - set(CASES)
     if unknown:
@@ -580,13 +660,18 @@ def main() -> int:
         gw_cpus, drivers = {allowed[-1]}, set(allowed[:-1])
     before = _loadavg()
     gw = Gateway(args.master, args, gw_cpus)
+    shape = f"{gw.processes()} processes"
+    if args.gateway_env:
+        shape += ", with " + " ".join(f"{k}={v}" for k, v in args.gateway_env.items())
+    if args.gateway_root:
+        shape += f", from {args.gateway_root}"
     try:
         if drivers is not None:
             os.sched_setaffinity(0, drivers)  # this process drives the gRPC and consume cases
-        cases = run_all(args, gw, drivers)
+        cases = run_all(args, gw, drivers, partial(Gateway, args.master, args, gw_cpus))
     finally:
         gw.stop()
-    report(cases, args, (before, _loadavg()))
+    report(cases, args, (before, _loadavg()), shape)
     return 0
 
 
