@@ -40,6 +40,7 @@ from gateway.api.app import create_app
 from gateway.config import Settings
 from gateway.observability.logging import configure_logging
 from gateway.runtime import Runtime
+from gateway.serve import tune_gc
 from gateway.service.publish import OutgoingMessage
 
 LOOPBACK = ("127.0.0.1", "[::1]", "localhost")
@@ -221,6 +222,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
         await run_many(driver.one, 200, args.concurrency)  # warm up: routes, metric children, links
         await run_many(direct, 200, args.concurrency)
+        tune_gc()  # as the server does just before serving (gateway/serve.py)
         app_us, svc_us = [], []
         for _ in range(args.rounds):
             app_us.append(await run_many(driver.one, args.requests, args.concurrency) / args.requests * 1e6)

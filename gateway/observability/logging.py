@@ -18,19 +18,24 @@
 from __future__ import annotations
 
 import dataclasses
-import enum
 import json
 import logging
 import random
 import sys
 import time
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO
 
 from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.observability.json_lines import (
+    _STANDARD_ATTRS,
+    JsonFormatter,
+    _jsonable,
+    direct_handler,
+    write_direct,
+)
 from gateway.observability.request_id import (
     REQUEST_ID_HEADER,
     accepted,
@@ -62,86 +67,6 @@ _HEADER_LOWER = REQUEST_ID_HEADER.lower().encode("latin-1")
 _http_log = logging.getLogger("gateway.http")
 #: the source file named by access-line records (the caller's frame is not looked up for them)
 _ACCESS_FN = __file__
-
-#: Attributes every LogRecord has; anything else on a record came from ``extra=`` and is logged as a field.
-_STANDARD_ATTRS = frozenset(
-    vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime", "taskName"}
-)
-#: Extras that only make sense on a terminal (uvicorn's ANSI-coloured copy of the message).
-_DROPPED_EXTRAS = frozenset({"color_message"})
-
-
-#: Values written to JSON as they are (checked by exact type: the common case, before the general rules).
-_PLAIN = frozenset({str, int, float, bool, type(None)})
-
-
-def _jsonable(value: Any) -> Any:
-    """Make event and extra values JSON-friendly: enums by value, addresses and other objects by str()."""
-    if type(value) in _PLAIN or value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, enum.Enum):
-        return _jsonable(value.value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-#: One encoder for every line: ``json.dumps`` with non-default options builds a new encoder per call.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-class _Timestamps:
-    """``ts`` text (UTC, ISO 8601, milliseconds): the date and time to the second are formatted once per
-    second, the milliseconds appended (datetime formatting was a tenth of an access line's cost)."""
-
-    __slots__ = ("_prefix", "_second")
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._prefix = ""
-
-    def __call__(self, created: float) -> str:
-        second = int(created)
-        micros = round((created - second) * 1e6)  # as datetime.fromtimestamp rounds, then truncated
-        if micros >= 1_000_000:
-            second, micros = second + 1, 0
-        if second != self._second:
-            self._prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-            self._second = second
-        return f"{self._prefix}.{micros // 1000:03d}+00:00"
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line; see the module docstring for the fields."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._ts = _Timestamps()
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": self._ts(record.created),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        request_id = current_request_id()
-        if request_id is not None:
-            entry["request_id"] = request_id
-        for key, value in vars(record).items():
-            if key not in _STANDARD_ATTRS and key not in entry and key not in _DROPPED_EXTRAS:
-                entry[key] = _jsonable(value)
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        elif record.exc_text:
-            entry["exc"] = record.exc_text
-        if record.stack_info:
-            entry["stack"] = self.formatStack(record.stack_info)
-        return redact_text(_ENCODE(entry))
 
 
 class RedactingFilter(logging.Filter):
@@ -289,6 +214,10 @@ class RequestIdMiddleware:
         principal = scope.get(PRINCIPAL_SCOPE_KEY)
         if principal is not None:
             extra["principal"] = principal
+        handler = direct_handler(log, level)
+        if handler is not None:  # configure_logging's set-up: the same line, without a LogRecord
+            write_direct(handler, log, level, "request", extra)
+            return
         log.handle(log.makeRecord(log.name, level, _ACCESS_FN, 0, "request", (), None, extra=extra))
 
     def __repr__(self) -> str:
