@@ -32,16 +32,18 @@ def _check(name: object, field: str, pattern: re.Pattern[str], max_length: int, 
     return name
 
 
+_TOPIC_RULE = f"2-{MAX_TOPIC_LENGTH} ASCII letters, digits or '_', starting with a letter"
+_GROUP_RULE = f"2-{MAX_GROUP_LENGTH} ASCII letters, digits, '_' or '-', starting with a letter"
+
+
 def validate_topic(topic: object, field: str = "topic") -> str:
     """Return ``topic`` if it is a valid TubeMQ topic name; raises InvalidInput naming ``field``."""
-    rule = f"2-{MAX_TOPIC_LENGTH} ASCII letters, digits or '_', starting with a letter"
-    return _check(topic, field, _TOPIC_RE, MAX_TOPIC_LENGTH, "topic", rule)
+    return _check(topic, field, _TOPIC_RE, MAX_TOPIC_LENGTH, "topic", _TOPIC_RULE)
 
 
 def validate_group(group: object, field: str = "group") -> str:
     """Return ``group`` if it is a valid TubeMQ consumer group name; raises InvalidInput naming ``field``."""
-    rule = f"2-{MAX_GROUP_LENGTH} ASCII letters, digits, '_' or '-', starting with a letter"
-    return _check(group, field, _GROUP_RE, MAX_GROUP_LENGTH, "consumer group", rule)
+    return _check(group, field, _GROUP_RE, MAX_GROUP_LENGTH, "consumer group", _GROUP_RULE)
 
 
 def check_text(text: object, field: str, max_length: int) -> None:

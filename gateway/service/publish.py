@@ -82,6 +82,12 @@ class TopicView:
     shielded_brokers: list[int] = field(default_factory=list)
 
 
+def _named(raw: bool, i: int) -> tuple[str, int | None]:
+    """How an error names message ``i``: ``message`` without a batch envelope, else ``messages[i]`` (built
+    only when an error names it, not for every message on the way)."""
+    return ("message", None) if raw else (f"messages[{i}]", i)
+
+
 async def _all_or_none(sends: list[Coroutine[Any, Any, None]]) -> None:
     """Run the sends of one request concurrently. If the request fails (cancelled, or a send raised
     something no outcome can hold) the sends still outstanding are cancelled and awaited before the
@@ -171,7 +177,6 @@ class PublishService:
         total = 0
         prepared: list[PreparedMessage] = []  # each message checked and encoded once, by the publish rules
         for i, message in enumerate(messages):
-            prefix, index = ("message", None) if raw else (f"messages[{i}]", i)
             try:
                 ready = prepare_message(
                     message.value,
@@ -182,8 +187,10 @@ class PublishService:
                     message.partition,
                 )
             except core.InvalidMessage as exc:  # named as the client named it: messages[i].<field>
+                prefix, index = _named(raw, i)
                 raise InvalidInput(str(exc), field=f"{prefix}.{exc.field}", index=index) from None
             if ready.size > limit:
+                prefix, index = _named(raw, i)
                 raise PayloadTooLarge(
                     f"message of {ready.size} bytes is above the topic's limit of {limit} bytes",
                     limit=limit,
@@ -195,10 +202,11 @@ class PublishService:
         if self._quotas is not None:
             # One check for the whole, valid batch, before anything is sent (raises RateLimited).
             self._quotas.charge_publish(len(messages), total)
-        outcomes = [PublishOutcome(i) for i in range(len(messages))]
         if single:
-            await self._send_one(topic, prepared[0], outcomes[0])
-            return outcomes
+            outcome = PublishOutcome(0)
+            await self._send_one(topic, prepared[0], outcome)
+            return [outcome]
+        outcomes = [PublishOutcome(i) for i in range(len(messages))]
         # Messages pinned to one key or partition go out one after another so they stay in batch order;
         # free messages go out together (Producer.send_prepared: one request each, written per broker in one
         # go, at most ``concurrency`` in flight). A chain of pinned messages counts as one send in flight.
