@@ -124,3 +124,25 @@ async def test_the_reader_on_the_embedded_web_api() -> None:
 async def _get(url: str) -> Any:
     async with httpx.AsyncClient(timeout=5) as http:
         return (await http.get(url)).json()
+
+
+async def test_the_web_api_stops_with_a_client_that_never_sent_its_request() -> None:
+    """A connection accepted and silent when the node stops is closed with it: no handler task is left
+    pending past the event loop (Python 3.11's Server.wait_closed does not wait for connections)."""
+    import asyncio
+
+    from gateway.embedded.web import WebApi
+
+    api = WebApi(lambda method, params: {"result": True}, name="t")
+    await api.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", api.port)
+
+    def handlers() -> list[asyncio.Task[Any]]:
+        return [t for t in asyncio.all_tasks() if "WebApi._serve" in repr(t.get_coro())]
+
+    await eventually(lambda: len(handlers()) == 1, what="the connection served")
+    (handler,) = handlers()
+    await api.stop()
+    assert handler.done()
+    assert await asyncio.wait_for(reader.read(), 5) == b""  # the client sees the connection end
+    writer.close()

@@ -59,6 +59,9 @@ class WebApi:
         self.name = name
         self._port = port
         self._server: asyncio.Server | None = None
+        # connections being served: closed by stop() (Python 3.11's Server.wait_closed does not wait for
+        # them, so a client that connected and never sent would leave its task pending past the loop)
+        self._open: set[asyncio.StreamWriter] = set()
 
     def __repr__(self) -> str:
         return f"<WebApi {self.name} {self.host}:{self._port} {'up' if self._server else 'down'}>"
@@ -75,9 +78,22 @@ class WebApi:
         server, self._server = self._server, None
         if server is not None:
             server.close()
+            for writer in list(self._open):
+                writer.transport.abort()
             await server.wait_closed()
+            for _ in range(100):  # the aborted connections' handlers end within a few loop turns
+                if not self._open:
+                    break
+                await asyncio.sleep(0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open.add(writer)
+        try:
+            await self._exchange(reader, writer)
+        finally:
+            self._open.discard(writer)
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
             status, body = self._answer(head)
