@@ -139,11 +139,19 @@ async def _send_group(
     timeout: float,  # noqa: ASYNC109 - sent on the wire with each request
 ) -> list[object]:
     """One broker's requests of a round; a failure before sending becomes every member's answer."""
-    requests: list[Message | bytes] = list(
-        send_template(ctx, topic).encode_many(
-            [target.partition_id for _, target in members], [items[i] for i, _ in members]
+    template = send_template(ctx, topic)
+    if len(members) == 1:  # a lone send: no lists to build around one request
+        i, target = members[0]
+        m = items[i]
+        requests: list[Message | bytes] = [
+            template.encode(target.partition_id, m.data, m.flag, m.msg_type, m.msg_time)
+        ]
+    else:
+        requests = list(
+            template.encode_many(
+                [target.partition_id for _, target in members], [items[i] for i, _ in members]
+            )
         )
-    )
     address, method, service = route.brokers[broker_id], Method.SEND_MESSAGE, Service.BROKER_WRITE
     try:
         if len(requests) == 1:  # one waiter and timer of its own: less bookkeeping than a batch's
