@@ -23,8 +23,8 @@ back to the group and whatever it delivered without a commit is redelivered.
 
 Parts, one job each: :mod:`.consumer_types` (what the service answers and keeps), :mod:`.instance_lookup`
 (ids to owners and local instances), :mod:`.instance_operations` (commit, nack, deadlines, seek,
-describe, stream), :mod:`.instance_config` (a new instance's checked settings) and this module (life cycle,
-create, poll, delete, leases).
+describe, stream), :mod:`.instance_config` (a new instance's checked settings), :mod:`.instance_leases`
+(closing instances, the lease reaper) and this module (life cycle, create, poll, delete).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from gateway.service.instance_id import (
     normalize_base_url,
     redact,
 )
+from gateway.service.instance_leases import Leases
 from gateway.service.instance_operations import InstanceOperations
 from gateway.service.instance_spec import InstanceSpec
 from gateway.service.names import validate_group
@@ -81,11 +82,8 @@ __all__ = [
 
 log = logging.getLogger("gateway.service.consumers")
 
-#: how many closed ids are remembered to say why they are gone
-_REMEMBER_CLOSED = 4096
 
-
-class ConsumerService(InstanceOperations):
+class ConsumerService(InstanceOperations, Leases):
     """Owns this replica's consumer instances. ``consumer_config`` is the template of every instance's core
     consumer (heartbeat and wait intervals); its start position and bound settings are set per instance.
 
@@ -378,60 +376,3 @@ class ConsumerService(InstanceOperations):
         redelivered to the group."""
         instance = self.instance(group, instance_id)
         await self._close(instance, "deleted", commit=instance.auto_commit)
-
-    # --- internals ----------------------------------------------------------------------------------
-
-    async def _close(self, instance: ConsumerInstance, reason: str, *, commit: bool = False) -> None:
-        registry = self._registry
-        key = instance.instance_id
-        if registry.instances.pop(key, None) is not None:
-            registry.closed[key] = (reason, instance.owner)
-            while len(registry.closed) > _REMEMBER_CLOSED:
-                registry.closed.popitem(last=False)
-            registry.closing[key] = instance
-            if self._quotas is not None:
-                self._quotas.release_instance(registry.quota_keys.pop(key, None))
-        elif key not in registry.closing:
-            return
-        try:
-            await instance.close(reason, commit_delivered=commit)
-        except Exception:
-            log.exception("closing consumer instance %s failed", redact(key))
-        finally:
-            # A cancelled caller leaves the close running (shielded): it stays listed until it is done.
-            if instance.close_done:
-                registry.closing.pop(key, None)
-                registry.by_client.pop(instance.consumer.client_id, None)
-                self._released.discard(instance.consumer.client_id)
-        log.info("consumer instance closed", extra={"instance": redact(key), "reason": reason})
-
-    def _on_released(self, event: PartitionReleased) -> None:
-        instance = self._registry.by_client.get(event.client_id)
-        if instance is not None:
-            self._released.add(event.client_id)
-            instance.partition_released(event.partition_key)
-
-    async def _reap_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._reap_interval)
-            await self.reap()
-
-    async def reap(self) -> None:
-        """Close instances idle past their lease and roll back batches past the commit timeout."""
-        now = self._clock()
-        registry = self._registry
-        for key, closing in list(registry.closing.items()):
-            if closing.close_done:  # a close whose caller was cancelled has finished since
-                del registry.closing[key]
-                registry.by_client.pop(closing.consumer.client_id, None)
-                self._released.discard(closing.consumer.client_id)
-        instances = list(registry.instances.values())
-        expired = [i for i in instances if i.active == 0 and now - i.last_used > self.lease]
-        outcomes = await asyncio.gather(
-            *(self._close(i, f"expired after {self.lease:g}s without requests") for i in expired),
-            *(i.expire_uncommitted(now) for i in instances if i not in expired),
-            return_exceptions=True,
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, Exception):
-                log.warning("consumer instance upkeep failed: %r", outcome)
