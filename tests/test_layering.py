@@ -59,6 +59,7 @@ CORE_RANKS: dict[str, int] = {
     # wire: protobuf messages and payload/metadata codecs, then framing, then the RPC envelope
     "wire.pb": 1,
     "wire.payload": 1,
+    "wire.attributes": 1,
     "wire.meta": 1,
     "wire.client_id": 1,
     "wire.auth": 1,
