@@ -4,9 +4,9 @@ One rule for every adapter: a request's ``max_messages`` and ``max_bytes`` (when
 1 to :data:`MAX_MESSAGES_LIMIT` / :data:`MAX_BYTES_LIMIT`, else :class:`InvalidInput` naming the service's
 field (``max_messages``, ``max_bytes``, ``timeout``; each adapter renames it to its own spelling with
 :func:`~gateway.service.errors.renamed_fields`); an absent one takes the instance's own ``maxBytes`` or the
-gateway's default. The defaults are the configuration's (``consumers.poll_*`` in ``gateway/config.py``, which
-takes its default values from the ``DEFAULT_*`` constants here: the service layer may not import the
-configuration), handed to :class:`PollLimits` by the runtime.
+gateway's default. The defaults are the configuration's (``consumers.poll_*`` in
+``gateway/config/messaging.py``, which takes its default values from the ``DEFAULT_*`` constants here: the
+service layer may not import the configuration), handed to :class:`PollLimits` by the runtime.
 """
 
 from __future__ import annotations
