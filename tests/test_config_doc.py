@@ -1,5 +1,5 @@
 """The configuration reference (docs/configuration.md) and the Helm values reference (docs/helm-values.md) are
-generated, from gateway/config.py and the chart's values.yaml (issue #28 item 5): the committed pages are
+generated, from gateway/config/ and the chart's values.yaml (issue #28 item 5): the committed pages are
 what the generators print, every setting and every value is on them, and what the generators read off the
 code (the serve flags, the chart's templates, the split over the workers) is what the code does."""
 
@@ -48,7 +48,7 @@ def leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
 def test_the_configuration_reference_is_generated(config_doc: ModuleType) -> None:
     committed = CONFIG_PAGE.read_text(encoding="utf-8")
     assert committed == config_doc.page_with(config_doc.render(), committed), (
-        "docs/configuration.md is stale (gateway/config.py, the serve flags, the chart's templates or the "
+        "docs/configuration.md is stale (gateway/config/, the serve flags, the chart's templates or the "
         "split over the workers changed): run `python scripts/gen_config_doc.py` and commit it"
     )
 
