@@ -19,7 +19,7 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerGateway]:
-    gateway = start_workers(tmp_path_factory.mktemp("wr"), 2, "--embedded-topics", "rs:1,rt:1,gs:1,gt:1")
+    gateway = start_workers(tmp_path_factory.mktemp("wr"), 2, "--embedded-topics", "rs:1,rt:1,gs:1,gt:1,ts:1")
     try:
         yield gateway
     finally:
@@ -72,6 +72,29 @@ async def test_rest_nack_deadlines_seek_and_lag_through_the_other_worker(gw: Wor
             assert lag.status_code == 200, lag.text
             assert lag.json()["group"] == "wrg" and lag.json()["lag"] >= 0, lag.json()
         assert set(sent) <= {m["value"] for m in again}  # after the seek (the nacked one comes back too)
+        assert (await other.delete(base)).status_code == 204
+
+
+async def test_rest_seek_by_time_through_the_other_worker(gw: WorkerGateway) -> None:
+    async with gw.pinned(0) as own, gw.pinned(1) as other:
+        stamped = [{"value": f"t{i}", "msgTime": f"2026112701{i:02d}"} for i in range(4)]
+        published = await own.post("/v1/topics/ts/messages", json={"messages": stamped})
+        assert published.status_code == 200, published.text
+        created = await own.post("/v1/consumers/wtg", json={"topics": ["ts"], "startPosition": "earliest"})
+        assert created.status_code == 201, created.text
+        instance = created.json()["instanceId"]
+        assert owner_worker(instance) == 0
+        base = f"/v1/consumers/wtg/instances/{instance}"
+        assert [m["value"] for m in await _poll(other, base, 4)] == ["t0", "t1", "t2", "t3"]
+        assert (await other.post(f"{base}/commits", json={})).status_code == 200
+
+        seeked = await other.post(
+            f"{base}/seek", json={"position": "time", "time": "2026-11-27T01:02:00Z", "timeZone": "UTC"}
+        )
+        assert seeked.status_code == 200, seeked.text
+        assert [m["value"] for m in await _poll(other, base, 2)] == ["t2", "t3"]
+        refused = await other.post(f"{base}/seek", json={"position": "time", "time": "01:02"})
+        assert refused.status_code == 400 and refused.json()["error"]["field"] == "time", refused.text
         assert (await other.delete(base)).status_code == 204
 
 
