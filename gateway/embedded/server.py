@@ -37,16 +37,16 @@ import functools
 import logging
 import ssl as _ssl
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from google.protobuf.message import Message
 
+from gateway.embedded.calls import CallContext, Handler, RemoteFault, service_offers
+from gateway.embedded.server_link import AcceptedLink
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.errors import STATUS_ERROR, STATUS_FATAL, ProtocolError
+from gateway.tubemq.errors import STATUS_ERROR, ProtocolError
 from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
-from gateway.tubemq.wire.frame_decoder import FrameDecoder
-from gateway.tubemq.wire.methods import METHODS, SERVICE_METHODS
+from gateway.tubemq.wire.methods import METHODS
 from gateway.tubemq.wire.rpc_server import (
     RpcDecodeError,
     RpcRequest,
@@ -77,101 +77,6 @@ _STREAM_LIMIT = 4 * 1024 * 1024
 DEFAULT_MAX_UNSENT_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_CALLS = 1024
 DEFAULT_FRAME_TIMEOUT = 30.0
-
-
-def service_offers(service: int, method: int) -> bool:
-    """True when the Java server accepts ``method`` under ``service`` (services 2 and 3 share 13)."""
-    methods = SERVICE_METHODS.get(service)
-    return methods is not None and method in methods
-
-
-class RemoteFault(Exception):
-    """Raised by a handler to answer with an RPC exception instead of a response.
-
-    ``status`` is ``errors.STATUS_ERROR`` (1) or ``errors.STATUS_FATAL`` (2); ``exception_name`` is the
-    fully qualified Java class name with the ``org.apache.inlong.tubemq.`` prefix (rewritten for older
-    protocol versions); ``message`` goes into ``RspExceptionBody.stackTrace``.
-    """
-
-    def __init__(self, status: int, exception_name: str, message: str = "") -> None:
-        if status not in (STATUS_ERROR, STATUS_FATAL):
-            raise ValueError(f"status must be ERROR (1) or FATAL (2), got {status}")
-        super().__init__(f"{exception_name}: {message}" if message else exception_name)
-        self.status = status
-        self.exception_name = exception_name
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class CallContext:
-    """What the server knows about one call besides its request message.
-
-    ``timeout`` is the request's own timeout in seconds (0.0 when absent: the answer will be dropped);
-    ``received_at`` is the server's monotonic clock when the frame was decoded.
-    """
-
-    peer: NodeAddress
-    serial: int
-    service: int
-    protocol_version: int
-    timeout: float
-    received_at: float
-    tls: bool
-
-    @property
-    def deadline(self) -> float:
-        """Monotonic time after which the answer is dropped."""
-        return self.received_at + self.timeout
-
-
-Handler = Callable[[int, Message, CallContext], Awaitable[Message]]
-
-
-class _Link:
-    """One accepted client link: its writer, frame decoder and the handler tasks it started."""
-
-    __slots__ = ("calls", "closed", "decoder", "outbox", "partial_since", "peer", "room", "task", "writer")
-
-    def __init__(self, writer: asyncio.StreamWriter, peer: NodeAddress, max_frame_bytes: int) -> None:
-        self.writer = writer
-        self.peer = peer
-        self.decoder = FrameDecoder(max_frame_bytes)
-        self.calls: set[asyncio.Task[None]] = set()
-        self.task = asyncio.current_task()
-        self.closed = False
-        self.outbox: list[bytes] = []
-        #: monotonic time since when the decoder holds an unfinished frame (None: at a frame boundary)
-        self.partial_since: float | None = None
-        #: set while fewer than the server's max_calls requests of this link are running
-        self.room = asyncio.Event()
-        self.room.set()
-
-    def send(self, data: bytes) -> None:
-        if not self.closed:
-            outbox = self.outbox
-            outbox.append(data)
-            if len(outbox) == 1:
-                asyncio.get_running_loop().call_soon(self.flush)
-
-    def flush(self) -> None:
-        # Answers finished during one loop iteration leave in a single write.
-        outbox = self.outbox
-        data = outbox[0] if len(outbox) == 1 else b"".join(outbox)
-        outbox.clear()
-        if not self.closed:
-            self.writer.write(data)
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.writer.transport.abort()
-        for call in self.calls:
-            call.cancel()
-        self.room.set()
-
-    def __repr__(self) -> str:
-        return f"<_Link {self.peer} calls={len(self.calls)}{' closed' if self.closed else ''}>"
 
 
 class RpcServer:
@@ -212,7 +117,7 @@ class RpcServer:
         self._clock = clock
         self._max_frame_bytes = max_frame_bytes
         self._server: asyncio.Server | None = None
-        self._links: set[_Link] = set()
+        self._links: set[AcceptedLink] = set()
         self._stopping = False
         self.requests_received = 0
         self.links_accepted = 0
@@ -293,7 +198,7 @@ class RpcServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = NodeAddress(str(peername[0]), int(peername[1])) if peername else NodeAddress("?", 0)
-        link = _Link(writer, peer, self._max_frame_bytes)
+        link = AcceptedLink(writer, peer, self._max_frame_bytes)
         if self._server is None:  # accepted while stop() was running
             writer.transport.abort()
             return
@@ -326,7 +231,7 @@ class RpcServer:
             self._links.discard(link)
             link.close()
 
-    async def _pause(self, link: _Link) -> None:
+    async def _pause(self, link: AcceptedLink) -> None:
         """Stop reading until the unsent answers drained and a call slot is free."""
         self.read_pauses += 1
         try:
@@ -354,7 +259,7 @@ class RpcServer:
                     )
                     link.close()
 
-    def _on_frame(self, link: _Link, frame: Frame) -> None:
+    def _on_frame(self, link: AcceptedLink, frame: Frame) -> None:
         self.requests_received += 1
         received = self._clock()
         try:
@@ -371,12 +276,12 @@ class RpcServer:
         if len(calls) >= self._max_calls:
             link.room.clear()
 
-    def _call_done(self, link: _Link, call: asyncio.Task[None]) -> None:
+    def _call_done(self, link: AcceptedLink, call: asyncio.Task[None]) -> None:
         link.calls.discard(call)
         if len(link.calls) < self._max_calls:
             link.room.set()
 
-    async def _call(self, link: _Link, request: RpcRequest, message: Message, received: float) -> None:
+    async def _call(self, link: AcceptedLink, request: RpcRequest, message: Message, received: float) -> None:
         version = request.protocol_ver
         ctx = CallContext(
             peer=link.peer,
@@ -425,7 +330,7 @@ class RpcServer:
             )
         return encode_response(request.serial, request.method, response)
 
-    def _answer(self, link: _Link, ctx: CallContext, data: bytes) -> None:
+    def _answer(self, link: AcceptedLink, ctx: CallContext, data: bytes) -> None:
         # Java drops an answer once the request's own timeout has passed (>=), so timeout 0 never answers.
         if self._clock() - ctx.received_at >= ctx.timeout:
             log.debug(
