@@ -2,21 +2,24 @@
 
 Built once per process in the app's lifespan and shared by the REST and gRPC adapters. In a worker process
 of ``serve --workers N`` (``worker`` set), the embedded cluster is the supervisor's, one for the replica.
+
+The settings checks made before starting live in :mod:`.checks`, the parts built from the settings (the
+embedded cluster, the callers' quotas) in :mod:`.builders`; this module re-exports their names, so
+``from gateway.runtime import ...`` takes any of them.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from gateway.config import Settings
-from gateway.embedded.auth import ServerAuth
 from gateway.embedded.cluster import EmbeddedCluster
-from gateway.embedded.store import Retention
 from gateway.embedded.topics import load_topic_file, parse_topic_specs
 from gateway.observability import tracing
+from gateway.runtime.builders import build_quotas, embedded_cluster, embedded_upstream
+from gateway.runtime.checks import ConfigurationError, check_advertised_url, consumer_id_secret, peer_policy
 from gateway.security.setup import Security, build_security, check_override_names
 from gateway.service.admission import Admission
 from gateway.service.consume_limits import PollLimits
@@ -24,12 +27,10 @@ from gateway.service.consumers import ConsumerService
 from gateway.service.errors import Unavailable
 from gateway.service.group_lag import LagMonitor
 from gateway.service.group_offsets import GroupOffsetsReader
-from gateway.service.instance_counts import SharedInstanceCounts
-from gateway.service.instance_id import normalize_base_url
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
-from gateway.service.quotas import Quotas, RateLimits
+from gateway.service.quotas import Quotas
 from gateway.service.ranges import RangeService
 from gateway.service.registrations import RegistrationLedger, release_predecessor
 from gateway.tubemq.address import NodeAddress, parse_address_list
@@ -39,58 +40,22 @@ from gateway.tubemq.events import EventBus
 from gateway.tubemq.net import BreakerState, ConnectionPool
 from gateway.tubemq.producer import Producer, ProducerConfig
 from gateway.tubemq.wire import SPEEDUPS, SPEEDUPS_REASON
-from gateway.upstream import UpstreamOptions, refusal_settings, upstream_options
+from gateway.upstream import refusal_settings, upstream_options
 from gateway.workers.context import WorkerContext
 
+__all__ = [
+    "ConfigurationError",
+    "Runtime",
+    "build_quotas",
+    "check_advertised_url",
+    "consumer_id_secret",
+    "embedded_cluster",
+    "embedded_upstream",
+    "peer_policy",
+]
+
 log = logging.getLogger("gateway.runtime")
-_N = TypeVar("_N", int, float)
 _S = TypeVar("_S")
-
-
-class ConfigurationError(ValueError):
-    """The settings cannot work together; the message says what to set."""
-
-
-def consumer_id_secret(settings: Settings) -> bytes:
-    """The key signing consumer instance ids: ``consumers.id_secret``; without one, a random key of this
-    process, which only a single replica in open mode may use (its ids then name no other replica, so a
-    forged id never verifies). Raises ConfigurationError when a shared secret is needed but missing."""
-    c = settings.consumers
-    if c.id_secret:
-        return c.id_secret.encode("utf-8")
-    needs: list[str] = []
-    if settings.auth.mode == "required":
-        needs.append("auth.mode is required")
-    if c.replicas > 1:
-        needs.append(f"consumers.replicas is {c.replicas}")
-    if c.forward_allow:
-        needs.append("consumers.forward_allow names other replicas")
-    if needs:
-        raise ConfigurationError(
-            f"consumers.id_secret is not set, but {' and '.join(needs)}: set the same secret on every "
-            "replica, e.g. TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET=$(openssl rand -hex 32) (the Helm chart "
-            "generates one)"
-        )
-    return secrets.token_bytes(32)
-
-
-def check_advertised_url(settings: Settings) -> None:
-    """Several replicas need ``consumers.advertised_url``: the ids of a replica's instances name it and the
-    other replicas forward there (an address derived from the listen address may be one they cannot
-    reach). Raises ConfigurationError."""
-    c = settings.consumers
-    if c.replicas > 1 and not c.advertised_url:
-        raise ConfigurationError(
-            f"consumers.replicas is {c.replicas} but consumers.advertised_url is not set: set the URL the "
-            "other replicas reach this one at, e.g. TUBEMQ_GATEWAY_CONSUMERS__ADVERTISED_URL="
-            "http://$(POD_IP):8080 (the Helm chart sets it)"
-        )
-
-
-def peer_policy(settings: Settings) -> PeerPolicy:
-    """The replicas this one may forward consumer requests to (``consumers.forward_*``)."""
-    c = settings.consumers
-    return PeerPolicy.build(normalize_base_url(settings.advertised_url()), c.forward_allow, c.forward_ports)
 
 
 @dataclass
@@ -365,59 +330,3 @@ def _serving(service: _S | None) -> _S:
     if service is None:
         raise Unavailable("the gateway is starting or stopping; retry shortly", retry_after=1.0)
     return service
-
-
-def embedded_upstream(upstream: UpstreamOptions) -> UpstreamOptions:
-    """The upstream options for the embedded cluster: it listens on loopback without TLS."""
-    if upstream.ssl is None:
-        return upstream
-    log.warning(
-        "tubemq.tls is on but no master is configured: the embedded cluster listens on "
-        "loopback without TLS, so TLS is not used; set masters to reach a TLS cluster"
-    )
-    return replace(upstream, ssl=None, server_hostname=None)
-
-
-def embedded_cluster(settings: Settings, upstream: UpstreamOptions) -> EmbeddedCluster:
-    """The embedded cluster of ``settings.embedded`` (not started). With ``tubemq.auth`` set, it demands those
-    credentials, as a real one would."""
-    e = settings.embedded
-    auth = ServerAuth(upstream.credentials) if upstream.credentials is not None else None
-    topics = load_topic_file(e.topics_file) if e.topics_file is not None else parse_topic_specs(e.topics)
-    return EmbeddedCluster(
-        topics,
-        brokers=e.brokers,
-        data_dir=e.data_dir,
-        auth=auth,
-        retention=Retention(e.retention_bytes, e.retention_seconds),
-        fsync=e.fsync,
-    )
-
-
-def build_quotas(settings: Settings, worker: WorkerContext | None = None) -> Quotas:
-    """The callers' limits from ``settings.rate_limits`` (an override's missing fields take the default);
-    consumer instances are counted with the sibling workers of ``worker`` (per replica)."""
-    r = settings.rate_limits
-    default = RateLimits(
-        publish_messages_per_second=r.publish_messages_per_second,
-        publish_bytes_per_second=r.publish_bytes_per_second,
-        burst_seconds=r.burst_seconds,
-        max_instances=r.max_instances_per_principal,
-    )
-    overrides = {
-        name: RateLimits(
-            publish_messages_per_second=_pick(o.publish_messages_per_second, r.publish_messages_per_second),
-            publish_bytes_per_second=_pick(o.publish_bytes_per_second, r.publish_bytes_per_second),
-            burst_seconds=o.burst_seconds if o.burst_seconds is not None else r.burst_seconds,
-            max_instances=_pick(o.max_instances_per_principal, r.max_instances_per_principal),
-        )
-        for name, o in r.overrides.items()
-    }
-    shared = (
-        SharedInstanceCounts(worker.socket_dir / "instances", worker.index) if worker is not None else None
-    )
-    return Quotas(default, overrides, max_callers=r.max_tracked_callers, instances=shared)
-
-
-def _pick(override: _N | None, default: _N | None) -> _N | None:
-    return default if override is None else override

@@ -1,0 +1,79 @@
+"""Parts the runtime (and the workers' supervisor) build from the settings: the embedded cluster and the
+upstream options it is reached with, and the callers' quotas."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import TypeVar
+
+from gateway.config import Settings
+from gateway.embedded.auth import ServerAuth
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.store import Retention
+from gateway.embedded.topics import load_topic_file, parse_topic_specs
+from gateway.service.instance_counts import SharedInstanceCounts
+from gateway.service.quotas import Quotas, RateLimits
+from gateway.upstream import UpstreamOptions
+from gateway.workers.context import WorkerContext
+
+__all__ = ["build_quotas", "embedded_cluster", "embedded_upstream"]
+
+log = logging.getLogger("gateway.runtime")
+_N = TypeVar("_N", int, float)
+
+
+def embedded_upstream(upstream: UpstreamOptions) -> UpstreamOptions:
+    """The upstream options for the embedded cluster: it listens on loopback without TLS."""
+    if upstream.ssl is None:
+        return upstream
+    log.warning(
+        "tubemq.tls is on but no master is configured: the embedded cluster listens on "
+        "loopback without TLS, so TLS is not used; set masters to reach a TLS cluster"
+    )
+    return replace(upstream, ssl=None, server_hostname=None)
+
+
+def embedded_cluster(settings: Settings, upstream: UpstreamOptions) -> EmbeddedCluster:
+    """The embedded cluster of ``settings.embedded`` (not started). With ``tubemq.auth`` set, it demands those
+    credentials, as a real one would."""
+    e = settings.embedded
+    auth = ServerAuth(upstream.credentials) if upstream.credentials is not None else None
+    topics = load_topic_file(e.topics_file) if e.topics_file is not None else parse_topic_specs(e.topics)
+    return EmbeddedCluster(
+        topics,
+        brokers=e.brokers,
+        data_dir=e.data_dir,
+        auth=auth,
+        retention=Retention(e.retention_bytes, e.retention_seconds),
+        fsync=e.fsync,
+    )
+
+
+def build_quotas(settings: Settings, worker: WorkerContext | None = None) -> Quotas:
+    """The callers' limits from ``settings.rate_limits`` (an override's missing fields take the default);
+    consumer instances are counted with the sibling workers of ``worker`` (per replica)."""
+    r = settings.rate_limits
+    default = RateLimits(
+        publish_messages_per_second=r.publish_messages_per_second,
+        publish_bytes_per_second=r.publish_bytes_per_second,
+        burst_seconds=r.burst_seconds,
+        max_instances=r.max_instances_per_principal,
+    )
+    overrides = {
+        name: RateLimits(
+            publish_messages_per_second=_pick(o.publish_messages_per_second, r.publish_messages_per_second),
+            publish_bytes_per_second=_pick(o.publish_bytes_per_second, r.publish_bytes_per_second),
+            burst_seconds=o.burst_seconds if o.burst_seconds is not None else r.burst_seconds,
+            max_instances=_pick(o.max_instances_per_principal, r.max_instances_per_principal),
+        )
+        for name, o in r.overrides.items()
+    }
+    shared = (
+        SharedInstanceCounts(worker.socket_dir / "instances", worker.index) if worker is not None else None
+    )
+    return Quotas(default, overrides, max_callers=r.max_tracked_callers, instances=shared)
+
+
+def _pick(override: _N | None, default: _N | None) -> _N | None:
+    return default if override is None else override
