@@ -72,6 +72,7 @@ CORE_RANKS: dict[str, int] = {
     "wire.frame_decoder": 2,
     "wire.rpc": 3,
     "wire.rpc_server": 3,
+    "wire.send_answers": 3,
     "wire": 3,
     # net: leaf helpers, then one link (the socket, then the request multiplexer on it), the pool of links
     # (its records, then its behaviour), the master client
@@ -95,6 +96,7 @@ SANS_IO = (
     "wire/frame_decoder.py",
     "wire/rpc.py",
     "wire/rpc_server.py",
+    "wire/send_answers.py",
     "wire/methods.py",
     "wire/strict.py",
 )

@@ -54,11 +54,15 @@ from gateway.tubemq.wire.rpc import (
     parse_response,
 )
 
-__all__ = ["Connection", "Outcome", "RequestCompleted"]
+__all__ = ["AnswersDecoder", "Connection", "Outcome", "RequestCompleted"]
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+
+AnswersDecoder = Callable[[Sequence[object], int], Sequence[object | None]]
+"""Reads the answers of a ``request_many`` batch at once: given what the reader filed for each request and
+the method, a value per answer it read, None for one to parse the general way."""
 
 
 class Outcome(Enum):
@@ -109,7 +113,7 @@ class Connection(Link):
         )
         self._serial = 0
         self.pending: dict[int, asyncio.Future[RpcResponse]] = {}
-        self._waits: dict[int, _BatchWait] = {}  # serial -> its request_many batch
+        self._waits: dict[int, tuple[_BatchWait, int]] = {}  # serial -> its request_many batch and slot
         self.unknown_answers = 0
         """Answers whose serial number was not pending (expired, cancelled or never sent)."""
         self.requests_sent = 0
@@ -118,11 +122,11 @@ class Connection(Link):
 
     @property
     def in_flight(self) -> int:
-        return len(self.pending)
+        return len(self.pending) + len(self._waits)
 
     def is_idle(self, now: float, idle_timeout: float) -> bool:
         """True when open, nothing is in flight and no traffic happened for ``idle_timeout`` seconds."""
-        if self._state is not ConnectionState.OPEN or self.pending or self.idle_since is None:
+        if self._state is not ConnectionState.OPEN or self.pending or self._waits or self.idle_since is None:
             return False
         return now - max(self.idle_since, self.last_activity) >= idle_timeout
 
@@ -132,7 +136,7 @@ class Connection(Link):
         if self._close_reason is not None:
             state = f"{state} ({self._close_reason.value})"
         return (
-            f"<Connection {self.address}{tls} {state} in_flight={len(self.pending)} "
+            f"<Connection {self.address}{tls} {state} in_flight={self.in_flight} "
             f"sent={self.requests_sent} unknown_answers={self.unknown_answers}>"
         )
 
@@ -141,7 +145,7 @@ class Connection(Link):
     def _next_serial(self) -> int:
         serial = self._serial + 1 if self._serial < _INT32_MAX else _INT32_MIN
         # A wrapped counter could meet a request still pending after 2**32 others; skip it.
-        while serial in self.pending:
+        while serial in self.pending or serial in self._waits:
             serial = serial + 1 if serial < _INT32_MAX else _INT32_MIN
         self._serial = serial
         return serial
@@ -221,7 +225,7 @@ class Connection(Link):
             timer.cancel()
             pending.pop(serial, None)
             now = self._clock()
-            if not pending:
+            if not pending and not self._waits:
                 self.idle_since = now
             events = self._events
             if events is not None and events.has_subscribers:
@@ -233,16 +237,20 @@ class Connection(Link):
         requests: Sequence[Message | bytes],
         timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
         service: int | None = None,
-    ) -> list[Message | TubeMQError]:
+        decode: AnswersDecoder | None = None,
+    ) -> list[object]:
         """Send ``requests`` (messages, or serialized ones as ``rpc.encode_requests`` takes) as ``method``
         in one write and return, in order, each one's parsed response or the error that ended it
         (``ConnectionClosed``, ``RequestTimeout``, ``ProtocolError``, a ``RemoteException``): one failure
         never hides another request's answer.
 
         Each request keeps its own serial number and answer; only the bookkeeping is shared: one waiter
-        and one timer for the whole batch (``timeout`` seconds, sent to the node in ms). Raises only
-        what stops the batch before anything is sent (a closed link, a bad ``timeout`` or message) and
-        ``CancelledError``.
+        and one timer for the whole batch (``timeout`` seconds, sent to the node in ms), and no future per
+        request (the reader files each answer in the batch's slot for it). ``decode``, when given, reads
+        every answer of the batch in one call (``send_answers.decode_send_answers``): each answer it gives
+        a value for is returned as that value instead of a parsed message; an answer it gives None for is
+        parsed as without it (``parse_response``). Raises only what stops the batch before anything is
+        sent (a closed link, a bad ``timeout`` or message) and ``CancelledError``.
         """
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
@@ -256,22 +264,17 @@ class Connection(Link):
         serials = [self._next_serial() for _ in range(count)]
         frames = encode_requests(serials, method, requests, timeout_ms, service)
         loop = asyncio.get_running_loop()
-        # The reader counts the batch's answers down (no done-callback per request): see _dispatch.
+        # The reader files each answer in the batch's slots and counts them down: see _dispatch.
         batch = _BatchWait(count, loop.create_future())
         waits = self._waits
-        futures: list[asyncio.Future[RpcResponse]] = []
-        pending = self.pending
-        for serial in serials:
-            future: asyncio.Future[RpcResponse] = loop.create_future()
-            pending[serial] = future
-            waits[serial] = batch
-            futures.append(future)
+        for i, serial in enumerate(serials):
+            waits[serial] = (batch, i)
         waiter = batch.waiter
         self.idle_since = None
         started = self._clock()
         deadline = loop.time() + timeout
-        timer = loop.call_at(deadline, _expire_all, futures, batch)
-        results: list[Message | TubeMQError] = []
+        timer = loop.call_at(deadline, batch.wake)
+        results: list[object] = []
         try:
             outbox = self._outbox
             was_empty = not outbox
@@ -285,25 +288,29 @@ class Connection(Link):
                     async with asyncio.timeout_at(deadline):
                         await self._drain()
                 except TimeoutError:
-                    _expire_all(futures, batch)
+                    batch.wake()  # what is unanswered has timed out
                 except ConnectionClosed:
-                    pass  # _terminate failed every pending request with the reason
+                    pass  # _terminate filed the reason as every unanswered request's answer
             await waiter
+            slots = batch.slots
+            decoded = decode(slots, method) if decode is not None else None
             timed_out = False
-            for future in futures:
-                results.append(self._answer_of(future, method, timeout))
-                if type(results[-1]) is RequestTimeout:
-                    timed_out = True
+            for i, slot in enumerate(slots):
+                value = decoded[i] if decoded is not None else None
+                if value is None:
+                    value = self._answer_of(slot, method, timeout)
+                    if type(value) is RequestTimeout:
+                        timed_out = True
+                results.append(value)
             if timed_out and self.last_read < started:
                 self._terminate(CloseReason.NO_ANSWER, None)
             return results
         finally:
             timer.cancel()
             for serial in serials:
-                pending.pop(serial, None)
                 waits.pop(serial, None)
             now = self._clock()
-            if not pending:
+            if not self.pending and not waits:
                 self.idle_since = now
             events = self._events
             if events is not None and events.has_subscribers:
@@ -317,25 +324,25 @@ class Connection(Link):
                 for outcome, n in tally.items():
                     events.emit(RequestCompleted(self.address, method, outcome, now - started, n))
 
-    def _answer_of(
-        self, future: asyncio.Future[RpcResponse], method: int, timeout: float
-    ) -> Message | TubeMQError:
-        exc = future.exception()
-        if exc is not None:
-            if isinstance(exc, TimeoutError):
-                return RequestTimeout(f"no answer from {self.address} to method {method} within {timeout:g}s")
-            if isinstance(exc, TubeMQError):
-                return exc
-            raise exc
-        answer = future.result()
-        if answer.method != method:
-            return ProtocolError(f"{self.address} answered a method {method} call as method {answer.method}")
+    def _answer_of(self, slot: object, method: int, timeout: float) -> Message | TubeMQError:
+        """A batch member's answer from what the reader filed for it (None: nothing came in time)."""
+        if slot is None:
+            return RequestTimeout(f"no answer from {self.address} to method {method} within {timeout:g}s")
+        if isinstance(slot, TubeMQError):
+            return slot
+        assert isinstance(slot, RpcResponse)
+        if slot.method != method:
+            return ProtocolError(f"{self.address} answered a method {method} call as method {slot.method}")
         try:
-            return parse_response(method, answer.data)
+            return parse_response(method, slot.data)
         except ProtocolError as error:
             return error
 
     def _dispatch(self, frame: Frame) -> None:
+        slot = self._waits.pop(frame.serial, None)  # answered: no longer in flight
+        if slot is not None:
+            self._file(frame, *slot)
+            return
         future = self.pending.get(frame.serial)
         if future is None or future.done():
             self.unknown_answers += 1
@@ -344,20 +351,26 @@ class Connection(Link):
         if isinstance(answer, RpcFailure):
             exc = answer.to_exception()
             future.set_exception(exc)
-            self._answered(frame.serial)
             if exc.is_io_exception:
                 self._terminate(CloseReason.REMOTE_IO_EXCEPTION, exc)
         else:
             future.set_result(answer)
-            self._answered(frame.serial)
 
-    def _answered(self, serial: int) -> None:
-        """Count an answer of a ``request_many`` batch; its waiter wakes with the last one."""
-        batch = self._waits.pop(serial, None)
-        if batch is not None:
-            batch.left -= 1
-            if batch.left <= 0:
-                batch.wake()
+    def _file(self, frame: Frame, batch: _BatchWait, i: int) -> None:
+        """File an answer of a ``request_many`` batch in its slot; the batch's waiter wakes with the last."""
+        if batch.waiter.done():  # the batch timed out (or its link closed) before this answer came
+            self.unknown_answers += 1
+            return
+        answer = decode_response(frame)
+        if isinstance(answer, RpcFailure):
+            exc = answer.to_exception()
+            batch.slots[i] = exc
+            batch.answered()
+            if exc.is_io_exception:
+                self._terminate(CloseReason.REMOTE_IO_EXCEPTION, exc)
+        else:
+            batch.slots[i] = answer
+            batch.answered()
 
     def _fail_pending(self) -> int:
         failed = 0
@@ -365,7 +378,11 @@ class Connection(Link):
             if not future.done():
                 future.set_exception(self._closed_error())
                 failed += 1
-        for batch in self._waits.values():
+        for batch, i in self._waits.values():
+            if not batch.waiter.done() and batch.slots[i] is None:
+                batch.slots[i] = self._closed_error()
+                failed += 1
+        for batch, _ in self._waits.values():
             batch.wake()
         self._waits.clear()
         return failed
@@ -383,24 +400,24 @@ def _expire(future: asyncio.Future[RpcResponse]) -> None:
 
 
 class _BatchWait:
-    """The requests of one ``request_many`` call still unanswered, and the future their caller awaits."""
+    """The answers of one ``request_many`` call (``slots``: None until one comes), how many are still
+    unanswered, and the future their caller awaits."""
 
-    __slots__ = ("left", "waiter")
+    __slots__ = ("left", "slots", "waiter")
 
     def __init__(self, left: int, waiter: asyncio.Future[None]) -> None:
         self.left = left
+        self.slots: list[object] = [None] * left
         self.waiter = waiter
+
+    def answered(self) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            self.wake()
 
     def wake(self) -> None:
         if not self.waiter.done():
             self.waiter.set_result(None)
-
-
-def _expire_all(futures: list[asyncio.Future[RpcResponse]], batch: _BatchWait) -> None:
-    for future in futures:
-        if not future.done():
-            future.set_exception(TimeoutError())
-    batch.wake()
 
 
 def _outcome_of(result: object) -> Outcome:

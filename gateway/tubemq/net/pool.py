@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Sequence
 from google.protobuf.message import Message
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout, TubeMQError
+from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout
 from gateway.tubemq.events import Event, EventBus
 from gateway.tubemq.net.backoff import Backoff, ExponentialBackoff
-from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.net.connection import AnswersDecoder, Connection
 from gateway.tubemq.net.link import CloseReason
 from gateway.tubemq.net.pool_state import (
     NodeLinks,
@@ -135,13 +135,15 @@ class ConnectionPool:
         requests: Sequence[Message | bytes],
         timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
         service: int | None = None,
-    ) -> list[Message | TubeMQError]:
+        decode: AnswersDecoder | None = None,
+    ) -> list[object]:
         """``request`` for several requests to one node, written together over one pooled link: returns each
-        one's response or error in order (``Connection.request_many``). Raises, for the whole batch, what
-        keeps it from being sent: ``ConnectError``, ``RequestTimeout`` while connecting, ``ClientClosed``.
+        one's response (or what ``decode`` read of it) or error in order (``Connection.request_many``).
+        Raises, for the whole batch, what keeps it from being sent: ``ConnectError``, ``RequestTimeout``
+        while connecting, ``ClientClosed``.
         """
         link, remaining = await self._link_within(address, method, timeout)
-        return await link.request_many(method, requests, remaining, service)
+        return await link.request_many(method, requests, remaining, service, decode)
 
     def preconnect(self, addresses: Iterable[NodeAddress]) -> None:
         """Start opening links to ``addresses`` in the background (nodes in backoff are skipped)."""

@@ -45,6 +45,7 @@ from gateway.tubemq.producer.send import (
 from gateway.tubemq.wire.payload import PreparedMessage
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method, Service
+from gateway.tubemq.wire.send_answers import SendAnswer, decode_send_answers, send_answer_of
 
 __all__ = ["send_batch"]
 
@@ -156,7 +157,9 @@ async def _send_group(
     try:
         if len(requests) == 1:  # one waiter and timer of its own: less bookkeeping than a batch's
             return [await ctx.pool.request(address, method, requests[0], timeout, service)]
-        answers: list[object] = list(await ctx.pool.request_many(address, method, requests, timeout, service))
+        # the answers read in one call (decode_send_answers: a tuple of fields each, no protobuf message)
+        decode = decode_send_answers
+        answers = await ctx.pool.request_many(address, method, requests, timeout, service, decode)
     except Exception as exc:  # connect failure, pool closed (for one request: its answer): every member's
         return [exc] * len(members)
     return answers
@@ -182,18 +185,22 @@ def _judge(
     i: int,
 ) -> SendResult | Exception:
     """Book one answer: breaker, partition back-off, event, what to avoid next."""
-    if isinstance(answer, broker_pb.SendMessageResponseB2P):
-        if answer.success and answer.errCode == SUCCESS:
+    if type(answer) is not tuple and isinstance(answer, broker_pb.SendMessageResponseB2P):
+        answer = send_answer_of(answer)  # a lone send's answer, or one the batch's reader left parsed
+    if type(answer) is tuple:
+        fields = cast(SendAnswer, answer)
+        success, code, err_msg = fields[0], fields[1], fields[2]
+        if success and code == SUCCESS:
             ctx.breaker.record_success(target.broker_id)
             ctx.partitioner.record_success(topic, target)
             _tally(tally, target.broker_id, "ok", None, len(item.data))
             if places is None:
-                return _result(topic, route, target, answer)
+                return _result(topic, route, target, fields)
             place = places.get(target)
             if place is None:
                 place = places[target] = place_of(topic, route, target)
-            return _result(topic, route, target, answer, place)
-        error = for_code(answer.errCode if answer.errCode != SUCCESS else 500, answer.errMsg)
+            return _result(topic, route, target, fields, place)
+        error = for_code(code if code != SUCCESS else 500, err_msg)
         ctx.partitioner.record_failure(topic, target)
         if error.errno == SERVICE_UNAVAILABLE:
             ctx.breaker.record_unavailable(target.broker_id)

@@ -33,7 +33,7 @@ from gateway.tubemq.producer.events import SendCompleted
 from gateway.tubemq.producer.partitioner import Partitioner, PartitionRef
 from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.producer.routes import RouteTable, TopicRoute
-from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.send_answers import SendAnswer
 
 __all__ = ["SendContext", "SendResult", "place_of", "send_template"]
 
@@ -127,15 +127,15 @@ def _result(
     topic: str,
     route: TopicRoute,
     target: PartitionRef,
-    answer: broker_pb.SendMessageResponseB2P,
+    answer: SendAnswer,
     place: tuple[str, int] | None = None,
 ) -> SendResult:
-    """The result of a stored message; ``place`` is ``(target.key(topic), its index)`` when known."""
-    if answer.HasField("messageId"):
-        message_id = answer.messageId
-    else:
+    """The result of a stored message (``answer``: its broker answer's fields); ``place`` is
+    ``(target.key(topic), its index)`` when known."""
+    _, _, err_msg, message_id, append_time, append_offset = answer
+    if message_id is None:
         try:
-            message_id = int(answer.errMsg)
+            message_id = int(err_msg)
         except ValueError:
             message_id = -1
     # positional, in field order: keywords cost a third of the build
@@ -145,8 +145,8 @@ def _result(
         target.key(topic) if place is None else place[0],
         target.broker_id,
         message_id,
-        answer.appendTime if answer.HasField("appendTime") else -1,
-        answer.appendOffset if answer.HasField("appendOffset") else -1,
+        -1 if append_time is None else append_time,
+        -1 if append_offset is None else append_offset,
         _index_of(route, target) if place is None else place[1],
     )
 

@@ -6,6 +6,8 @@
  * decode_messages: gateway.tubemq.consumer.batch.decode_messages_py's loop over a GetMessage answer's
  *   TransferedMessage list: CRC check, attribute prefix split (each distinct prefix parsed once, by the
  *   Python parse_prefix it is given), client filter, one ConsumedMessage per kept message.
+ * send_answers: gateway.tubemq.wire.send_answers.decode_send_answers_py: the SendMessageResponseB2P fields
+ *   of each answer of a request_many batch (an answer it does not read exactly as protobuf does is None).
  *
  * Only the CPython C API is used (no third-party headers, no zlib headers): the module builds wherever
  * Python's own headers and a C compiler are, and setup.py marks it optional, so a machine without a
@@ -521,6 +523,121 @@ done:
     return out;
 }
 
+/* --- send_answers: SendMessageResponseB2P of each answer of a batch (wire/send_answers.py) ------------- */
+
+static PyObject *str_method;
+
+/* A varint at *p (before end): 0 and the value, or -1 for anything the reference may read otherwise (cut
+ * off, longer than ten bytes, or a tenth byte above 1). */
+static int read_varint(const unsigned char **p, const unsigned char *end, uint64_t *value) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (*p >= end) return -1;
+        unsigned char byte = *(*p)++;
+        if (shift == 63 && byte > 1) return -1;
+        v |= (uint64_t)(byte & 0x7F) << shift;
+        if (!(byte & 0x80)) {
+            *value = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* SendMessageResponseB2P{success=1 bool, errCode=2 int32, errMsg=3 string, requireAuth=4 bool, messageId=5,
+ * appendTime=6, appendOffset=7 int64} as (success, errCode, errMsg, messageId|None, appendTime|None,
+ * appendOffset|None); None (not an error) for anything else than those fields with their wire types, the
+ * three required ones present and errMsg ASCII: the reference reads such an answer. A repeated field's
+ * last value counts, as protobuf's. */
+static PyObject *send_answer(const unsigned char *p, const unsigned char *end) {
+    uint64_t success = 0, code = 0, ints[3] = {0, 0, 0};
+    int seen = 0; /* bit n-1: field n */
+    const unsigned char *text = NULL;
+    Py_ssize_t text_len = 0;
+    while (p < end) {
+        uint64_t tag, value;
+        if (read_varint(&p, end, &tag) < 0) Py_RETURN_NONE;
+        uint64_t field = tag >> 3, wire_type = tag & 7;
+        if (field < 1 || field > 7) Py_RETURN_NONE;
+        if (field == 3) {
+            if (wire_type != 2 || read_varint(&p, end, &value) < 0 || value > (uint64_t)(end - p)) Py_RETURN_NONE;
+            for (uint64_t i = 0; i < value; i++)
+                if (p[i] & 0x80) Py_RETURN_NONE;
+            text = p;
+            text_len = (Py_ssize_t)value;
+            p += value;
+        } else {
+            if (wire_type != 0 || read_varint(&p, end, &value) < 0) Py_RETURN_NONE;
+            if (field == 1) success = value;
+            else if (field == 2) code = value;
+            else if (field >= 5) ints[field - 5] = value;
+        }
+        seen |= 1 << (field - 1);
+    }
+    if ((seen & 7) != 7) Py_RETURN_NONE;
+    PyObject *items[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    items[0] = PyBool_FromLong(success != 0);
+    items[1] = PyLong_FromLong((long)(int32_t)(uint32_t)code);
+    items[2] = PyUnicode_DecodeASCII((const char *)text, text_len, "strict");
+    for (int i = 0; i < 3; i++)
+        items[3 + i] = (seen >> (4 + i)) & 1 ? PyLong_FromLongLong((long long)ints[i]) : Py_NewRef(Py_None);
+    PyObject *answer = PyTuple_New(6);
+    for (int i = 0; i < 6; i++) {
+        if (items[i] == NULL || answer == NULL) {
+            for (int j = 0; j < 6; j++) Py_XDECREF(items[j]);
+            Py_XDECREF(answer);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < 6; i++) PyTuple_SET_ITEM(answer, i, items[i]);
+    return answer;
+}
+
+/* send_answers(answers, method, response_type) -> [tuple | None]: for each answer that is exactly a
+ * response_type (an RpcResponse) of method, its data read by send_answer; None for any other answer. */
+static PyObject *py_send_answers(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *answers, *method, *response_type;
+    if (!PyArg_ParseTuple(args, "OO!O!", &answers, &PyLong_Type, &method, &PyType_Type, &response_type)) return NULL;
+    PyObject *seq = PySequence_Fast(answers, "answers must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(count);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *parsed = NULL;
+        if ((PyObject *)Py_TYPE(item) != response_type) {
+            parsed = Py_NewRef(Py_None);
+        } else {
+            PyObject *got = PyObject_GetAttr(item, str_method);
+            if (got == NULL) goto fail;
+            int same = PyObject_RichCompareBool(got, method, Py_EQ);
+            Py_DECREF(got);
+            if (same < 0) goto fail;
+            if (!same) {
+                parsed = Py_NewRef(Py_None);
+            } else {
+                PyObject *data = PyObject_GetAttr(item, str_data);
+                if (data == NULL) goto fail;
+                if (PyBytes_Check(data)) {
+                    const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(data);
+                    parsed = send_answer(raw, raw + PyBytes_GET_SIZE(data));
+                } else {
+                    parsed = Py_NewRef(Py_None);
+                }
+                Py_DECREF(data);
+                if (parsed == NULL) goto fail;
+            }
+        }
+        PyList_SET_ITEM(out, i, parsed);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    return NULL;
+}
+
 /* --- the module -------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -533,6 +650,8 @@ static PyMethodDef methods[] = {
      "encode_sends(prefix, fields, auth, partition_ids, messages) -> [SendMessageRequestP2B bytes]"},
     {"frame_requests", py_frame_requests, METH_VARARGS,
      "frame_requests(serials, prefix, body_head, requests, frame_one) -> [request frame bytes]"},
+    {"send_answers", py_send_answers, METH_VARARGS,
+     "send_answers(answers, method, response_type) -> [SendMessageResponseB2P fields tuple or None]"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -553,6 +672,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         (str_data = PyUnicode_InternFromString("data")) == NULL ||
         (str_msg_type = PyUnicode_InternFromString("msg_type")) == NULL ||
         (str_msg_time = PyUnicode_InternFromString("msg_time")) == NULL ||
+        (str_method = PyUnicode_InternFromString("method")) == NULL ||
         (one = PyLong_FromLong(1)) == NULL)
         return NULL;
     return PyModule_Create(&module);

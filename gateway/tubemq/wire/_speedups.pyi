@@ -23,3 +23,6 @@ def frame_requests(
     frame_one: Callable[[int, Any], bytes],
     /,
 ) -> list[bytes]: ...
+def send_answers(
+    answers: Sequence[Any], method: int, response_type: type, /
+) -> list[tuple[bool, int, str, int | None, int | None, int | None] | None]: ...
