@@ -25,10 +25,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.api.consumer_deps import get_forwarder
 from gateway.api.deps import get_runtime
 from gateway.api.forwarding import Forwarder, check_passable
 from gateway.api.overview_schemas import ConsumersOverviewResponse, TopicsOverviewResponse
-from gateway.api.routes_consumers import get_forwarder
 from gateway.api.schemas import ErrorResponse
 from gateway.api.worker_listener import replica_metrics
 from gateway.observability.metrics import OVERFLOW, PREFIX, GatewayMetrics
