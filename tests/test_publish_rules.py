@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import parse_topic_specs
@@ -18,7 +20,7 @@ from gateway.service.publish import OutgoingMessage, PublishService
 from gateway.tubemq.errors import InvalidAttribute, InvalidMessage
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
-from gateway.tubemq.wire.payload import prepare_message
+from gateway.tubemq.wire.payload import BatchPreparer, prepare_message
 
 _SURROGATE = (
     " holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape), which is not text; send valid Unicode"
@@ -203,6 +205,40 @@ def test_a_message_within_every_rule_is_prepared() -> None:
     message = prepare_message(b"v", {"a": "1"}, " s1 ", "202401311530", "k" * 1024, None)
     assert (message.msg_type, message.msg_time, message.key) == ("s1", "202401311530", "k" * 1024)
     assert prepare_message(b"v", stream_id="s" * 256, partition=0).partition == 0
+
+
+_texts = st.sampled_from(["a", "b", " s1 ", "x,y", "k=v", "$msgType$", " ", "", "\ud800", "é"])
+_times = st.sampled_from(["202401311530", "20240131153", "x"])
+_message_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "value": st.sampled_from([b"", b"v", b"body" * 40, bytearray(b"ba"), memoryview(b"mv")]),
+        "attributes": st.one_of(
+            st.dictionaries(_texts, _texts, max_size=3),
+            st.sampled_from([{"a": 1}, {"a": ["x"]}, {"a": None}, (("a", "b"),)]),
+        ),
+        "stream_id": _texts,
+        "msg_time": _times,
+        "key": st.sampled_from(["k", "", "k" * 1025]),
+        "partition": st.sampled_from([0, 3, -1, "1:demo:0"]),
+    },
+)
+
+
+def _outcome(prepare: Any, fields: dict[str, Any]) -> object:
+    m = _outgoing(fields)
+    try:
+        return prepare(m.value, m.attributes, m.stream_id, m.msg_time, m.key, m.partition)
+    except Exception as exc:  # the same error: type, message and field
+        return (type(exc), str(exc), getattr(exc, "field", None))
+
+
+@settings(max_examples=300)
+@given(st.lists(st.one_of(_message_fields, st.sampled_from([r[1] for r in RULES])), max_size=12))
+def test_a_batch_preparer_gives_what_prepare_message_gives(batch: list[dict[str, Any]]) -> None:
+    preparer = BatchPreparer()
+    for fields in batch + batch:  # the second time round, every text it kept is reused
+        assert _outcome(preparer.prepare, fields) == _outcome(prepare_message, fields), fields
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.net import BreakerState
 from gateway.tubemq.producer import Producer, SendResult, TopicRouteInfo
-from gateway.tubemq.wire import PreparedMessage, prepare_message
+from gateway.tubemq.wire import BatchPreparer, PreparedMessage, prepare_message
 
 _MESSAGING = {"messaging.system": "tubemq"}
 
@@ -176,9 +176,11 @@ class PublishService:
         single = len(messages) == 1
         total = 0
         prepared: list[PreparedMessage] = []  # each message checked and encoded once, by the publish rules
+        # a batch's messages share their attribute text mostly: BatchPreparer builds each distinct one once
+        prepare = prepare_message if single else BatchPreparer().prepare
         for i, message in enumerate(messages):
             try:
-                ready = prepare_message(
+                ready = prepare(
                     message.value,
                     message.attributes,
                     message.stream_id,

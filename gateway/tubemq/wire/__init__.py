@@ -9,6 +9,7 @@ from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
 from gateway.tubemq.wire.meta import BrokerInfo, MetaFormatError, Partition
 from gateway.tubemq.wire.methods import METHODS, Method
 from gateway.tubemq.wire.payload import (
+    BatchPreparer,
     PreparedMessage,
     format_msg_time,
     parse_msg_time,
@@ -22,6 +23,7 @@ __all__ = [
     "METHODS",
     "SPEEDUPS",
     "SPEEDUPS_REASON",
+    "BatchPreparer",
     "BrokerInfo",
     "Credentials",
     "MetaFormatError",

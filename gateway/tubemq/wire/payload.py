@@ -45,6 +45,7 @@ __all__ = [
     "TOKEN_MSG_KEY",
     "TOKEN_MSG_TIME",
     "TOKEN_MSG_TYPE",
+    "BatchPreparer",
     "DecodedPayload",
     "PayloadDecodeError",
     "PreparedMessage",
@@ -145,6 +146,61 @@ def prepare_message(
     text = join_text(attributes, msg_type, msg_time, key)
     data, flag = _encode(body, text)
     return PreparedMessage(data, flag, msg_type, msg_time, len(body) + len(text), key, partition)
+
+
+class BatchPreparer:
+    """:func:`prepare_message` for the messages of one batch, with the same results and errors, preparing the
+    attribute text of each distinct ``(attributes, stream_id, msg_time)`` once: a batch's messages mostly
+    share theirs, so the checks and the text are not redone for every message (issue #26). The first
+    message of each goes through :func:`prepare_message`, whose prefix the others then reuse; a message it
+    does not cover (a key, whose text is its own; a datetime msgTime; attributes that are not a dict; no
+    body; a negative partition) goes through :func:`prepare_message` too. One per batch: it remembers at
+    most 64 texts."""
+
+    __slots__ = ("_texts",)
+
+    def __init__(self) -> None:
+        # (attribute items, stream_id, msg_time) -> (prefix, flag, msg_type, msg_time, attribute characters)
+        self._texts: dict[object, tuple[bytes, int, str | None, str | None, int]] = {}
+
+    def prepare(
+        self,
+        body: bytes,
+        attributes: Mapping[str, str] | None = None,
+        stream_id: str | None = None,
+        msg_time: str | datetime | None = None,
+        key: str | None = None,
+        partition: int | str | None = None,
+    ) -> PreparedMessage:
+        """What ``prepare_message(body, attributes, stream_id, msg_time, key, partition)`` gives or raises."""
+        if (
+            key is not None
+            or not body
+            or (attributes is not None and type(attributes) is not dict)
+            or (msg_time is not None and type(msg_time) is not str)
+            or (type(partition) is int and partition < 0)
+        ):
+            return prepare_message(body, attributes, stream_id, msg_time, key, partition)
+        try:
+            memo = (tuple(attributes.items()) if attributes else None, stream_id, msg_time)
+            known = self._texts.get(memo)
+        except TypeError:  # an unhashable attribute value: the reference names what is wrong
+            return prepare_message(body, attributes, stream_id, msg_time, key, partition)
+        if known is None:
+            ready = prepare_message(body, attributes, stream_id, msg_time, None, partition)
+            if len(self._texts) < 64:
+                prefix = ready.data[: len(ready.data) - len(body)]
+                self._texts[memo] = (
+                    prefix,
+                    ready.flag,
+                    ready.msg_type,
+                    ready.msg_time,
+                    ready.size - len(body),
+                )
+            return ready
+        prefix, flag, msg_type, time_text, extra = known
+        data = prefix + body if prefix else bytes(body)
+        return PreparedMessage(data, flag, msg_type, time_text, len(body) + extra, None, partition)
 
 
 def _check_unicode(value: str, what: str, field: str) -> None:
