@@ -1,4 +1,5 @@
-"""REST publish parsing: the fast path for plain messages agrees with the general one."""
+"""REST publish parsing: the fast paths for plain messages (orjson's read of the usual batch, the usual
+message) agree with the general one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.api.publish_parse import _parse_any, parse_json_batch, parse_message
+from gateway.api.publish_parse import _parse_any, parse_json_batch, parse_json_batch_py, parse_message
 from gateway.service.errors import InvalidInput
 from gateway.service.publish import OutgoingMessage
 
@@ -71,3 +72,64 @@ def test_errors_name_the_field(item: object, field: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         parse_json_batch(json.dumps({"messages": [item]}).encode())
     assert caught.value.field == field and caught.value.index == 0
+
+
+_BIG = st.sampled_from([2**64, -(2**63) - 1, 2**63, 10**30, 1.5, 1e300, float("nan"), float("inf")])
+
+
+def _batch_outcome(parse: Any, body: bytes) -> object:
+    try:
+        return parse(body)
+    except InvalidInput as exc:
+        return (str(exc), exc.field, exc.index)
+
+
+@st.composite
+def _bodies(draw: st.DrawFn) -> bytes:
+    """JSON bodies: mostly usual batches, some with any other field, numbers past 64 bits, NaN, lone
+    surrogate escapes, duplicate keys, another envelope, or bytes cut or changed."""
+    usual = st.fixed_dictionaries(
+        {"value": st.text(max_size=6)},
+        optional={"attributes": st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2)},
+    )
+    odd = st.one_of(
+        _MESSAGES,
+        st.fixed_dictionaries({"value": st.text(max_size=3), "partition": _BIG}),
+        st.fixed_dictionaries({"value": st.lists(_BIG, max_size=2), "encoding": st.just("json")}),
+    )
+    items: list[Any] = draw(st.lists(usual if draw(st.booleans()) else st.one_of(usual, odd), max_size=5))
+    doc: Any = (
+        {"messages": items} if draw(st.integers(0, 9)) else draw(st.sampled_from([[], {"m": 1}, items]))
+    )
+    text = json.dumps(doc, ensure_ascii=draw(st.booleans()))
+    mutation = draw(st.integers(0, 7))
+    if mutation == 1:
+        text = text.replace('"value": "', '"value": "\\ud800', 1)
+    elif mutation == 2:
+        text = text.replace('{"value"', '{"value": "dup", "value"', 1)
+    elif mutation == 3 and text:
+        text = text[: draw(st.integers(0, len(text) - 1))]
+    body = text.encode("utf-8", "surrogatepass")
+    if mutation == 4:
+        body = b"\xef\xbb\xbf" + body
+    return body
+
+
+@settings(max_examples=400)
+@given(_bodies())
+def test_a_batch_reads_as_the_standard_library_reads_it(body: bytes) -> None:
+    got, want = _batch_outcome(parse_json_batch, body), _batch_outcome(parse_json_batch_py, body)
+    if isinstance(got, list) and isinstance(want, list):  # NaN is not equal to itself: compare the bytes
+        assert [(m.value, m.attributes, m.key, repr(m.partition)) for m in got] == [
+            (m.value, m.attributes, m.key, repr(m.partition)) for m in want
+        ]
+        assert got == want or "NaN" in body.decode("utf-8", "replace")
+    else:
+        assert got == want, body
+
+
+def test_a_number_past_64_bits_is_read_exactly() -> None:
+    body = json.dumps({"messages": [{"value": [2**64, 10**30], "encoding": "json"}]}).encode()
+    assert parse_json_batch(body) == [
+        OutgoingMessage(b"[18446744073709551616,1000000000000000000000000000000]")
+    ]
