@@ -12,8 +12,14 @@ An answer is compressed when all of these hold:
 
 Compressed answers get ``Content-Encoding: gzip``, the new ``Content-Length`` and ``Vary: Accept-Encoding``;
 an answer that would have been compressed for another client gets the ``Vary`` alone, so caches keep the
-two apart. A body above :data:`THREAD_ABOVE` bytes is compressed in a worker thread (zlib releases the GIL),
-so a 4 MiB poll answer does not stall the event loop for other requests.
+two apart. A body above :data:`THREAD_ABOVE` bytes is compressed in a worker thread (the compressors release
+the GIL), so a 4 MiB poll answer does not stall the event loop for other requests.
+
+The compressor: at ``compression.level`` 1 (the default, "fastest") ISA-L's level 1 (``isal``, Intel's
+SIMD deflate), at any other level zlib's (``gzip``) at that level. Both write standard gzip. On a
+1,000-message poll answer (1 KiB values, base64) ISA-L took 2.5 us per message against zlib's 31 for random
+values (the answer 0.72 of its size against zlib's 0.65), and 0.08 against 1.9 us for repetitive ones
+(issue #26: zlib was the largest single cost of a gzip-accepting long poll).
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ import gzip
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from isal import igzip
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["THREAD_ABOVE", "GzipMiddleware", "accepts_gzip"]
+__all__ = ["THREAD_ABOVE", "GzipMiddleware", "accepts_gzip", "compress"]
 
 #: bodies larger than this are compressed off the event loop
 THREAD_ABOVE = 64 * 1024
@@ -130,7 +137,14 @@ class GzipMiddleware:
         await self.app(scope, receive, wrapped)
 
 
+def compress(body: bytes, level: int) -> bytes:
+    """``body`` as gzip at ``level`` (1-9): ISA-L at 1, zlib at any other (module docstring)."""
+    if level == 1:
+        return igzip.compress(body, 1, mtime=0)
+    return gzip.compress(body, level, mtime=0)
+
+
 async def _compress(body: bytes, level: int) -> bytes:
     if len(body) > THREAD_ABOVE:
-        return await asyncio.to_thread(gzip.compress, body, level, mtime=0)
-    return gzip.compress(body, level, mtime=0)
+        return await asyncio.to_thread(compress, body, level)
+    return compress(body, level)
