@@ -62,6 +62,16 @@ def peer_settings(*socks: socket.socket, secret: str = "replica-shared-secret-01
     }
 
 
+#: consumer settings (``consumers.*``) that make a test gateway's consumers join, fetch and rebalance in
+#: fractions of a second
+FAST_CONSUMERS: dict[str, float] = {
+    "heartbeat_interval": 0.1,
+    "empty_fetch_wait": 0.05,
+    "rebalance_commit_wait": 0.3,
+    "assignment_wait": 5.0,
+}
+
+
 @asynccontextmanager
 async def gateway(
     env: Env,
@@ -77,14 +87,7 @@ async def gateway(
     is known."""
     sock = sock if sock is not None else bound_socket()
     port = sock.getsockname()[1]
-    options: dict[str, Any] = {
-        "heartbeat_interval": 0.1,
-        "empty_fetch_wait": 0.05,
-        "rebalance_commit_wait": 0.3,
-        "assignment_wait": 5.0,
-        "sse_keepalive": 0.3,
-        "forward_timeout": 1.0,
-    }
+    options: dict[str, Any] = {**FAST_CONSUMERS, "sse_keepalive": 0.3, "forward_timeout": 1.0}
     options.update(consumer_settings)
     settings = Settings(
         masters=",".join(str(a) for a in env.cluster.master_addresses),

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from gateway_support import FAST_CONSUMERS
 from waiting import eventually
 from workers_support import samples
 
@@ -20,20 +21,13 @@ from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
 from gateway.service.group_offsets import GroupOffsetsReader, OffsetsUnavailable
 
-FAST = {
-    "heartbeat_interval": 0.1,
-    "empty_fetch_wait": 0.05,
-    "rebalance_commit_wait": 0.3,
-    "assignment_wait": 5.0,
-}
-
 
 @pytest.fixture
 async def client() -> AsyncIterator[tuple[httpx.AsyncClient, Runtime]]:
     settings = Settings(
         http_host="127.0.0.1",
         embedded={"topics": "lagt:1,lag2:2"},
-        consumers=FAST,
+        consumers=FAST_CONSUMERS,
         tubemq={"group_lag_interval": 0.2},
     )
     runtime = Runtime(settings)

@@ -10,6 +10,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from gateway_support import FAST_CONSUMERS
 
 from gateway.api.app import create_app
 from gateway.config import Settings
@@ -18,13 +19,6 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 
-FAST = {
-    "heartbeat_interval": 0.1,
-    "empty_fetch_wait": 0.05,
-    "rebalance_commit_wait": 0.3,
-    "assignment_wait": 5.0,
-}
-
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[httpx.AsyncClient, gateway_pb2_grpc.GatewayServiceStub]]:
@@ -32,7 +26,7 @@ async def served() -> AsyncIterator[tuple[httpx.AsyncClient, gateway_pb2_grpc.Ga
         http_host="127.0.0.1",
         grpc={"port": 0, "host": "127.0.0.1"},
         embedded={"topics": "lagone:1,lagtwo:2"},
-        consumers=FAST,
+        consumers=FAST_CONSUMERS,
     )
     runtime = Runtime(settings)
     await runtime.start()

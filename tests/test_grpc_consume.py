@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 import pytest
+from gateway_support import FAST_CONSUMERS
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
@@ -18,12 +19,6 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from tests.grpc_support import Gateway, detail_of, gateway_settings, message, running_gateway
 
 TOPICS = [TopicSpec("demo", 4), TopicSpec("solo", 1)]
-FAST = {
-    "heartbeat_interval": 0.1,
-    "empty_fetch_wait": 0.05,
-    "rebalance_commit_wait": 0.3,
-    "assignment_wait": 5.0,
-}
 
 
 @pytest.fixture
@@ -33,7 +28,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
 
 
 def _settings(cluster: EmbeddedCluster, **consumers: Any) -> Any:
-    return gateway_settings(cluster, http_host="127.0.0.1", consumers={**FAST, **consumers})
+    return gateway_settings(cluster, http_host="127.0.0.1", consumers={**FAST_CONSUMERS, **consumers})
 
 
 @pytest.fixture
