@@ -16,14 +16,17 @@ import grpc
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from gateway_support import bound_socket
 from waiting import eventually
 
 from gateway.api.app import create_app
-from gateway.config import Settings
+from gateway.config import Settings, TlsSettings
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from gateway.security.api_keys import hash_key, new_key
+from gateway.serve import http_config
+from gateway.tls import grpc_server_credentials
 
 #: the subject of a client certificate a rule names (an RFC 4514 string, as the TLS listener gives it)
 MTLS_SUBJECT = "CN=client-1,O=Example"
@@ -171,6 +174,29 @@ async def secure_gateway(
         await task
         await runtime.stop()
         sock.close()
+
+
+@asynccontextmanager
+async def tls_listeners(settings: Settings, tls: TlsSettings) -> AsyncIterator[tuple[str, GrpcServer]]:
+    """A runtime of ``settings`` started and served over HTTPS (uvicorn configured as ``serve`` does it) on a
+    free loopback port and over gRPC with ``tls``'s server credentials; yields the HTTPS base URL and the
+    gRPC server."""
+    runtime = Runtime(settings)
+    await runtime.start()
+    sock = bound_socket()
+    server = uvicorn.Server(http_config(settings, create_app(runtime=runtime), log_level=None))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    rpc = GrpcServer(runtime, credentials=grpc_server_credentials(tls), grace=0.2)
+    try:
+        await eventually(_started(server), timeout=10, what="uvicorn start")
+        await rpc.start()
+        yield f"https://127.0.0.1:{sock.getsockname()[1]}", rpc
+    finally:
+        await rpc.stop(0)
+        server.should_exit = True
+        await task
+        sock.close()
+        await runtime.stop()
 
 
 def _started(server: uvicorn.Server) -> Callable[[], Awaitable[bool]]:

@@ -23,21 +23,14 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-import uvicorn
-from gateway_support import bound_socket
+from auth_support import tls_listeners
 from jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
 from test_auth_grpc import METHODS, _name, _request
 from test_auth_rest import BODIES, OPERATIONS, _url
 from tls_support import Pki, make_pki
-from waiting import eventually
 
-from gateway.api.app import create_app
 from gateway.config import Settings, TlsSettings
-from gateway.grpc.server import GrpcServer
-from gateway.runtime import Runtime
 from gateway.security.api_keys import hash_key, new_key
-from gateway.serve import http_config
-from gateway.tls import grpc_server_credentials
 
 GROUP = "g_auth"
 METHODS_OF_AUTH = ("api_key", "jwt", "mtls")
@@ -113,32 +106,8 @@ async def gw(tmp_path: Path) -> AsyncIterator[ThreeWays]:
                 "empty_fetch_wait": 0.05,
             },
         )
-        runtime = Runtime(settings)
-        await runtime.start()
-        sock = bound_socket()
-        server = uvicorn.Server(http_config(settings, create_app(runtime=runtime), log_level=None))
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        rpc = GrpcServer(runtime, credentials=grpc_server_credentials(tls), grace=0.2)
-        try:
-
-            async def up() -> bool:
-                return server.started
-
-            await eventually(up, timeout=10, what="uvicorn start")
-            await rpc.start()
-            yield ThreeWays(
-                f"https://127.0.0.1:{sock.getsockname()[1]}",
-                rpc.address,
-                pki,
-                key,
-                signer.token(sub=subject, roles=["app"]),
-            )
-        finally:
-            await rpc.stop(0)
-            server.should_exit = True
-            await task
-            sock.close()
-            await runtime.stop()
+        async with tls_listeners(settings, tls) as (base_url, rpc):
+            yield ThreeWays(base_url, rpc.address, pki, key, signer.token(sub=subject, roles=["app"]))
 
 
 def _forged(instance_id: str) -> str:

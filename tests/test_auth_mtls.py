@@ -8,7 +8,6 @@ listeners (HTTPS and gRPC) with certificates made in the test.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,21 +16,13 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-import uvicorn
-from auth_support import MTLS_SUBJECT, SecureGateway, secure_gateway
+from auth_support import MTLS_SUBJECT, SecureGateway, secure_gateway, tls_listeners
 from fastapi import FastAPI
-from gateway_support import bound_socket
 from tls_support import make_pki
-from waiting import eventually
 
-from gateway.api.app import create_app
 from gateway.config import Settings, TlsSettings
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
-from gateway.grpc.server import GrpcServer
-from gateway.runtime import Runtime
-from gateway.serve import http_config
-from gateway.tls import grpc_server_credentials
 
 
 @pytest.fixture
@@ -114,20 +105,8 @@ async def test_end_to_end_over_the_tls_listeners(tmp_path: Path) -> None:
         auth={"mode": "required", "mtls_principal": True, "rules_file": str(rules)},
         consumers={"id_secret": "mtls-test-secret"},
     )
-    runtime = Runtime(settings)
-    await runtime.start()
-    sock = bound_socket()
-    server = uvicorn.Server(http_config(settings, create_app(runtime=runtime), log_level=None))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    rpc = GrpcServer(runtime, credentials=grpc_server_credentials(tls), grace=0.2)
-    try:
-
-        async def up() -> bool:
-            return server.started
-
-        await eventually(up, timeout=10, what="uvicorn start")
-        await rpc.start()
-        url = f"https://127.0.0.1:{sock.getsockname()[1]}/v1/topics/demo"
+    async with tls_listeners(settings, tls) as (base_url, rpc):
+        url = f"{base_url}/v1/topics/demo"
         for client, status in ((pki.client, 200), (pki.dual, 403)):
             async with httpx.AsyncClient(verify=pki.client_context(client)) as http:
                 answer = await http.get(url)
@@ -149,12 +128,6 @@ async def test_end_to_end_over_the_tls_listeners(tmp_path: Path) -> None:
                         await call
                     assert caught.value.code() is code
                     assert "'mtls:CN=replica'" in (caught.value.details() or "")
-    finally:
-        await rpc.stop(0)
-        server.should_exit = True
-        await task
-        sock.close()
-        await runtime.stop()
 
 
 async def test_a_websocket_is_refused_when_auth_is_required(gw: SecureGateway) -> None:
