@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,17 +15,12 @@ from typing import Any
 import httpx
 import yaml
 from deploy_tools import NAMESPACE, RELEASE, alert_rules_file, prometheus_tool, render
+from serve_support import free_port
 
 #: the job name the chart's alert rules select (ServiceMonitor: the Service name)
 JOB = f"{RELEASE}-tubemq-gateway"
 RATE_WINDOW = "10s"
 SCRAPE = "1s"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def concrete(expr: str) -> str:

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
+from serve_support import free_port, stop_serve
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_serve_runs_on_the_embedded_cluster_and_publishes(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""}
     proc = subprocess.Popen(
         [
@@ -35,7 +28,7 @@ def test_serve_runs_on_the_embedded_cluster_and_publishes(tmp_path: Path) -> Non
             "--http-port",
             str(port),
             "--grpc-port",
-            str(_free_port()),
+            str(free_port()),
             "--embedded-topics",
             "orders:3",
             "--embedded-data-dir",
@@ -65,14 +58,7 @@ def test_serve_runs_on_the_embedded_cluster_and_publishes(tmp_path: Path) -> Non
         topic = httpx.get(f"{base}/v1/topics/orders", timeout=10).json()
         assert len(topic["partitions"]) == 3
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            if proc.stdout:
-                proc.stdout.close()
+        code, _ = stop_serve(proc)
     assert code == 0
     # the embedded cluster kept the messages on disk
     assert any((tmp_path / "data").rglob("*.log"))

@@ -5,7 +5,6 @@ probes on the admin port (no client certificate), gRPC over TLS."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,13 +13,14 @@ from pathlib import Path
 import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from test_cli_serve import ROOT, _free_port
+from serve_support import free_port, stop_serve
+from test_cli_serve import ROOT
 from tls_support import make_pki
 
 
 def test_serve_with_tls_flags_and_an_admin_port(tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
-    port, admin_port, grpc_port = _free_port(), _free_port(), _free_port()
+    port, admin_port, grpc_port = free_port(), free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""}
     proc = subprocess.Popen(
         [
@@ -86,12 +86,5 @@ def test_serve_with_tls_flags_and_an_admin_port(tmp_path: Path) -> None:
     finally:
         admin.close()
         api.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            if proc.stdout:
-                proc.stdout.close()
+        code, _ = stop_serve(proc)
     assert code == 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 import grpc
 import pytest
 from auth_support import AuthFiles, write_auth_files, write_mtls_auth_files
+from serve_support import free_port
 from tls_support import Pki, make_pki
 
 from gateway.config import Settings
@@ -32,13 +32,6 @@ from gateway.service.instance_id import decode_instance_id
 from gateway.tls import grpc_server_credentials
 
 SECRET = "replica-shared-secret-0123456789"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass
@@ -122,7 +115,7 @@ def files(tmp_path: Path) -> AuthFiles:
 
 
 def _ports() -> tuple[list[int], list[int]]:
-    return [_free_port(), _free_port()], [_free_port(), _free_port()]
+    return [free_port(), free_port()], [free_port(), free_port()]
 
 
 async def _failure(call: Any) -> grpc.aio.AioRpcError:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +11,12 @@ from pathlib import Path
 import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from serve_support import free_port, stop_serve
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serving(channel: grpc.Channel) -> bool:
@@ -35,7 +28,7 @@ def _serving(channel: grpc.Channel) -> bool:
 
 
 def test_serve_answers_grpc_and_http_from_one_runtime(tmp_path: Path) -> None:
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""}
     command = [sys.executable, "-m", "gateway", "serve", "--http-host", "127.0.0.1"]
     command += ["--http-port", str(http_port), "--grpc-port", str(grpc_port), "--embedded-topics", "orders:3"]
@@ -57,13 +50,5 @@ def test_serve_answers_grpc_and_http_from_one_runtime(tmp_path: Path) -> None:
         topic = httpx.get(f"http://127.0.0.1:{http_port}/v1/topics/orders", timeout=10).json()
         assert len(topic["partitions"]) == 3
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-            if proc.stdout:
-                proc.stdout.close()
+        code, output = stop_serve(proc)
     assert code == 0, output

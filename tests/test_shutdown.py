@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -20,6 +19,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from serve_support import free_port
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
@@ -187,12 +187,6 @@ GRACE = 10.0
 DRAIN_DELAY = 2.0  # room for a loaded CI machine to deliver the signal and answer a probe
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Load:
     """Publish load: every value answered 200, and when the answers came."""
@@ -262,7 +256,7 @@ async def _first_unready(base: str, since: float) -> float | None:
 
 
 async def test_sigterm_under_publish_load_loses_no_acknowledged_message(tmp_path: Path) -> None:
-    port, data = _free_port(), tmp_path / "data"
+    port, data = free_port(), tmp_path / "data"
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
