@@ -13,7 +13,10 @@ values on ``--topic``:
 * REST publish of 100-message JSON batches (wrk, or hey; ``--batch-connections``);
 * REST publish of one message per request at peak (``--single-connections``), then at half that rate with hey
   for the p99 latency;
-* gRPC ``Publish`` (100-message batches and one message per call) and ``PublishStream``, from this process;
+* gRPC ``Publish`` (100-message batches and one message per call) and ``PublishStream`` (streams of 10
+  100-message requests), from h2load on as many connections as the REST row when it is installed (Debian
+  ``nghttp2-client``; ``bench/grpc_load.py`` says why and how its calls are checked), else from this process
+  with grpc.aio on one channel (``--grpc-driver``);
 * consume, each case in a fresh consumer group from the earliest offset, ``--consume-messages`` messages timed
   from the first one: REST long poll, REST SSE and gRPC ``Subscribe``;
 * workers: REST publish (one message per request at peak, and 100-message batches) on a gateway started with
@@ -64,9 +67,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench_grpc import Stub, grpc_publish, grpc_stream, pb  # noqa: E402
 from bench_publish import free_port, parse_load  # noqa: E402
+from grpc_load import frame, h2load_calls, h2load_installed  # noqa: E402
 from proc_cpu import cpu_seconds, process_tree  # noqa: E402
 
 BATCH = 100
+#: the requests of one PublishStream stream h2load sends (each of BATCH messages)
+STREAM_REQUESTS = 10
 LOOPBACK = ("127.0.0.1", "[::1]", "localhost")
 
 
@@ -281,6 +287,39 @@ async def grpc_case(gw: Gateway, work: Callable[[Stub], Awaitable[float]]) -> Sa
     return Sample(rate, cpu_us=cpu / msgs * 1e6 if msgs else None)
 
 
+def grpc_h2load(
+    gw: Gateway, args: argparse.Namespace, method: str, batch: int, connections: int, cpus: set[int] | None
+) -> Sample:
+    """Peak msg/s of ``method`` calls from h2load (bench/grpc_load.py) on ``connections`` connections:
+    Publish with ``batch`` messages per call, PublishStream with STREAM_REQUESTS requests of ``batch``
+    messages per stream."""
+    message = pb.Message(value=b"x" * args.size, attributes={"bench": "1"})
+    if method == "Publish":
+        body, per_call = (
+            frame(pb.PublishRequest(topic=args.topic, messages=[message] * batch).SerializeToString()),
+            batch,
+        )
+    else:
+        one = frame(pb.PublishStreamRequest(topic=args.topic, messages=[message] * batch).SerializeToString())
+        body, per_call = one * STREAM_REQUESTS, batch * STREAM_REQUESTS
+    with tempfile.TemporaryDirectory() as tmp:
+        cpu0 = gw.cpu()
+        rate = h2load_calls(
+            gw.grpc_port,
+            gw.url,
+            method,
+            body,
+            connections,
+            args.seconds,
+            lambda cmd: run(cmd, cpus, timeout=args.seconds + 120),
+            str(Path(tmp) / "body.bin"),
+        )
+        cpu = gw.cpu() - cpu0
+    msgs = rate * per_call * max(1, round(args.seconds))
+    note = f"h2load, {connections} connections"
+    return Sample(rate * per_call, cpu_us=cpu / msgs * 1e6 if msgs else None, note=note)
+
+
 # --- consume ------------------------------------------------------------------------------------------------
 
 
@@ -491,6 +530,11 @@ def run_all(
                     half = rest_latency(gw, args, sample.rate / 2, drivers)
                     cases["rest-half"].samples.append(half)
                     _progress(round_, cases["rest-half"].name, half)
+                elif key in ("grpc-batch", "grpc-single") and args.grpc_driver == "h2load":
+                    batch, calls = (BATCH, args.batch_connections) if key == "grpc-batch" else (1, c1)
+                    sample = grpc_h2load(gw, args, "Publish", batch, calls, drivers)
+                elif key == "grpc-stream" and args.grpc_driver == "h2load":
+                    sample = grpc_h2load(gw, args, "PublishStream", BATCH, args.batch_connections, drivers)
                 elif key in ("grpc-batch", "grpc-single"):
                     batch, calls = (BATCH, args.batch_connections) if key == "grpc-batch" else (1, c1)
                     publish = partial(grpc_publish, batch=batch, size=size, c=calls, s=secs, topic=topic)
@@ -611,6 +655,13 @@ def main() -> int:
     )
     parser.add_argument("--join-wait", type=float, default=60.0, help="seconds to wait for partitions")
     parser.add_argument("--driver", choices=("auto", "wrk", "hey"), default="auto", help="REST load driver")
+    parser.add_argument(
+        "--grpc-driver",
+        choices=("auto", "h2load", "python"),
+        default="auto",
+        help="gRPC publish load: h2load (nghttp2-client) on as many connections as the REST row, or grpc.aio "
+        "from this process on one channel (auto: h2load when installed)",
+    )
     parser.add_argument("--log-level", default="info", help="the gateway's log level (default info)")
     parser.add_argument(
         "--pin", action="store_true", help="gateway on the last CPU, load drivers on the rest"
@@ -648,6 +699,10 @@ def main() -> int:
         parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
     if args.master.rsplit(":", 1)[0] not in LOOPBACK:
         parser.error("--master must be a loopback address (127.0.0.1 or [::1])")
+    if args.grpc_driver == "auto":
+        args.grpc_driver = "h2load" if h2load_installed() else "python"
+    elif args.grpc_driver == "h2load" and not h2load_installed():
+        parser.error("install h2load (Debian package nghttp2-client)")
     if args.driver == "auto":
         args.driver = next((d for d in ("wrk", "hey") if shutil.which(d)), "")
         if not args.driver:

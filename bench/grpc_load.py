@@ -1,0 +1,82 @@
+"""gRPC publish load from ``h2load`` (Debian package ``nghttp2-client``), as wrk drives the REST rows.
+
+Why: the gRPC rows used to be driven by grpc.aio from the bench's own Python process, which costs more CPU
+per call than the gateway itself (about 700 us per one-message call on the 2-core bench machine, against the
+gateway's ~500), and over one channel, that is one HTTP/2 connection, which ``serve --workers N`` hands to
+one worker process (``SO_REUSEPORT`` balances connections, not calls). The REST rows come from wrk (C, a few
+us per request) over several connections that the workers share. ``h2load`` sends gRPC calls as they are on
+the wire: one HTTP/2 stream per call, ``content-type: application/grpc``, the length-prefixed request
+message as the body, over ``connections`` connections with one call in flight on each.
+
+``h2load`` counts HTTP answers, and a gRPC error is an HTTP 200 with a ``grpc-status`` trailer, so every run
+is checked against the gateway's own ``grpc_server_handled_total`` (``/metrics``, every worker): a call that
+ended with any code but OK ends the bench (a few CANCELLED are those ``h2load`` leaves in flight when its
+time is up), and fewer OK calls than ``h2load`` counted would too.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import httpx
+
+SERVICE = "tubemq.gateway.v1.GatewayService"
+
+_HANDLED = re.compile(r"^grpc_server_handled_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def h2load_installed() -> bool:
+    return shutil.which("h2load") is not None
+
+
+def frame(message: bytes) -> bytes:
+    """One gRPC message on the wire: not compressed, its length (4 bytes, big-endian), the bytes."""
+    return b"\x00" + len(message).to_bytes(4, "big") + message
+
+
+def handled(http_url: str, method: str) -> Counter[str]:
+    """Calls of ``method`` the gateway has ended, by ``grpc_code`` (summed over its workers)."""
+    text = httpx.get(f"{http_url}/metrics", timeout=30).text
+    codes: Counter[str] = Counter()
+    for labels, value in _HANDLED.findall(text):
+        found = dict(_LABEL.findall(labels))
+        if found.get("grpc_service") == SERVICE and found.get("grpc_method") == method:
+            codes[found.get("grpc_code", "")] += int(float(value))
+    return codes
+
+
+def h2load_calls(
+    grpc_port: int,
+    http_url: str,
+    method: str,
+    body: bytes,
+    connections: int,
+    seconds: float,
+    run: Callable[[Sequence[str]], str],
+    body_file: str,
+) -> float:
+    """Calls per second of ``method`` with ``body`` (framed request messages) on ``connections`` connections,
+    one call in flight on each, for ``seconds``; ``run`` runs the command and returns its output."""
+    with open(body_file, "wb") as f:
+        f.write(body)
+    cmd = ["h2load", "-D", str(max(1, round(seconds))), "-c", str(connections), "-m", "1", "-t", "1"]
+    cmd += ["-d", body_file, "-H", "content-type: application/grpc", "-H", "te: trailers"]
+    cmd += [f"http://127.0.0.1:{grpc_port}/{SERVICE}/{method}"]
+    before = handled(http_url, method)
+    out = run(cmd)
+    after = handled(http_url, method)
+    rate = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
+    done = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
+    if rate is None or done is None:
+        raise SystemExit(f"cannot read h2load's output:\n{out[-2000:]}")
+    ended = after - before
+    failed = {code: n for code, n in ended.items() if code != "OK"}
+    if failed.pop("Canceled", 0) > connections or failed:
+        raise SystemExit(f"gRPC {method} calls failed under h2load: {dict(ended)}\n{out[-2000:]}")
+    if ended["OK"] < int(done.group(1)):
+        raise SystemExit(f"h2load counted {done.group(1)} answers, the gateway {ended['OK']} OK calls")
+    return float(rate.group(1))
