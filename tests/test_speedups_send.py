@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.tubemq.errors import ConnectionClosed
-from gateway.tubemq.wire.frame import encode_varint
+from gateway.tubemq.wire.frame import Frame, encode_varint
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.wire.rpc import RpcResponse
+from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcResponse, decode_response, response_prefix
 from gateway.tubemq.wire.send_answers import decode_send_answers_py
 from tests.test_speedups import _extension
 
@@ -75,7 +75,8 @@ def odd_answers(draw: st.DrawFn) -> bytes:
 
 
 def _both(items: list[Any]) -> tuple[list[Any], list[Any]]:
-    return _extension().send_answers(items, SEND, RpcResponse), decode_send_answers_py(items, SEND)
+    compiled = _extension().send_answers(items, SEND, RpcResponse, Frame, SUCCESS_PREFIX)
+    return compiled, decode_send_answers_py(items, SEND)
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
@@ -120,4 +121,57 @@ def test_what_is_not_an_answer_of_the_method_is_declined(item: object) -> None:
 
 def test_a_response_that_is_not_bytes_is_declined() -> None:
     item: Any = RpcResponse(1, SEND, bytearray(b"\x08\x01\x10\xc8\x01\x1a\x00"))  # type: ignore[arg-type]
-    assert _extension().send_answers([item], SEND, RpcResponse) == [None]
+    assert _extension().send_answers([item], SEND, RpcResponse, Frame, SUCCESS_PREFIX) == [None]
+
+
+def _envelope(method: int, data: bytes, prefix: bytes = SUCCESS_PREFIX) -> bytes:
+    body = b"\x08" + encode_varint(method) + b"\x12" + encode_varint(len(data)) + data
+    return prefix + encode_varint(len(body)) + body
+
+
+@st.composite
+def envelopes(draw: st.DrawFn) -> bytes:
+    """Answer payloads: the usual envelope of a send answer, or one with another method, another header,
+    a body size too large or too small, fields in another order or more of them, trailing bytes, cut."""
+    data = draw(st.one_of(answers(), odd_answers()))
+    method = draw(st.sampled_from([SEND, SEND, SEND, 14, 200]))
+    prefix = draw(st.sampled_from([SUCCESS_PREFIX] * 4 + [response_prefix(1, 3), response_prefix(0, 2)]))
+    payload = _envelope(method, data, prefix)
+    change = draw(st.integers(0, 9))
+    head = len(prefix)
+    if change == 1:  # the body's fields the other way round: protobuf reads it, not the fast path
+        body = b"\x12" + encode_varint(len(data)) + data + b"\x08" + encode_varint(method)
+        payload = prefix + encode_varint(len(body)) + body
+    elif change == 2:  # a larger body size than what follows
+        payload = prefix + encode_varint(len(payload) - head) + payload[head + 1 :]
+    elif change == 3:
+        payload += draw(st.binary(min_size=1, max_size=4))
+    elif change == 4 and payload:
+        payload = payload[: draw(st.integers(0, len(payload) - 1))]
+    elif change == 5:
+        payload = prefix + draw(st.binary(max_size=30))
+    return payload
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(envelopes(), max_size=5))
+def test_a_frame_is_read_as_its_decoded_envelope_is(payloads: list[bytes]) -> None:
+    frames = [Frame(i, payload) for i, payload in enumerate(payloads)]
+    compiled, reference = _both(frames)
+    for payload, got, want in zip(payloads, compiled, reference, strict=True):
+        assert got is None or got == want, payload.hex()
+        if _extension().usual_answer(payload, SUCCESS_PREFIX):
+            # the reader files such a frame as it is: decode_response must read it without error, and the
+            # batch reader must read it as it reads the decoded answer
+            answer = decode_response(Frame(0, payload))
+            assert isinstance(answer, RpcResponse)
+            assert got == _both([answer])[0][0]
+
+
+def test_the_usual_envelope_of_a_broker_answer_is_read_from_its_frame() -> None:
+    data = broker_pb.SendMessageResponseB2P(
+        success=True, errCode=200, errMsg="OK", messageId=9
+    ).SerializeToString()
+    frame = Frame(5, _envelope(SEND, data))
+    assert _extension().usual_answer(frame.payload, SUCCESS_PREFIX)
+    assert _both([frame]) == ([(True, 200, "OK", 9, None, None)], [(True, 200, "OK", 9, None, None)])

@@ -46,12 +46,14 @@ from gateway.tubemq.events import Event, EventBus
 from gateway.tubemq.net.link import CloseReason, ConnectionState, Link
 from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
 from gateway.tubemq.wire.rpc import (
+    SUCCESS_PREFIX,
     RpcFailure,
     RpcResponse,
     decode_response,
     encode_request,
     encode_requests,
     parse_response,
+    usual_answer,
 )
 
 __all__ = ["AnswersDecoder", "Connection", "Outcome", "RequestCompleted"]
@@ -330,6 +332,11 @@ class Connection(Link):
             return RequestTimeout(f"no answer from {self.address} to method {method} within {timeout:g}s")
         if isinstance(slot, TubeMQError):
             return slot
+        if isinstance(slot, Frame):  # a usual answer filed as it came (_file)
+            try:
+                slot = decode_response(slot)
+            except ProtocolError as error:
+                return error
         assert isinstance(slot, RpcResponse)
         if slot.method != method:
             return ProtocolError(f"{self.address} answered a method {method} call as method {slot.method}")
@@ -357,9 +364,15 @@ class Connection(Link):
             future.set_result(answer)
 
     def _file(self, frame: Frame, batch: _BatchWait, i: int) -> None:
-        """File an answer of a ``request_many`` batch in its slot; the batch's waiter wakes with the last."""
+        """File an answer of a ``request_many`` batch in its slot; the batch's waiter wakes with the last.
+        The usual success answer is filed as its frame (compiled path: ``rpc.usual_answer``), decoded with
+        its batch; any other is decoded here, so a failure or garbage acts at once as for a lone request."""
         if batch.waiter.done():  # the batch timed out (or its link closed) before this answer came
             self.unknown_answers += 1
+            return
+        if usual_answer is not None and usual_answer(frame.payload, SUCCESS_PREFIX):
+            batch.slots[i] = frame
+            batch.answered()
             return
         answer = decode_response(frame)
         if isinstance(answer, RpcFailure):

@@ -7,7 +7,8 @@
  *   TransferedMessage list: CRC check, attribute prefix split (each distinct prefix parsed once, by the
  *   Python parse_prefix it is given), client filter, one ConsumedMessage per kept message.
  * send_answers: gateway.tubemq.wire.send_answers.decode_send_answers_py: the SendMessageResponseB2P fields
- *   of each answer of a request_many batch (an answer it does not read exactly as protobuf does is None).
+ *   of each answer of a request_many batch (an answer it does not read exactly as protobuf does is None);
+ *   usual_answer: whether a frame's payload is the envelope rpc.decode_response reads on its fast path.
  *
  * Only the CPython C API is used (no third-party headers, no zlib headers): the module builds wherever
  * Python's own headers and a C compiler are, and setup.py marks it optional, so a machine without a
@@ -525,7 +526,7 @@ done:
 
 /* --- send_answers: SendMessageResponseB2P of each answer of a batch (wire/send_answers.py) ------------- */
 
-static PyObject *str_method;
+static PyObject *str_method, *str_payload_field;
 
 /* A varint at *p (before end): 0 and the value, or -1 for anything the reference may read otherwise (cut
  * off, longer than ten bytes, or a tenth byte above 1). */
@@ -593,49 +594,99 @@ static PyObject *send_answer(const unsigned char *p, const unsigned char *end) {
     return answer;
 }
 
-/* send_answers(answers, method, response_type) -> [tuple | None]: for each answer that is exactly a
- * response_type (an RpcResponse) of method, its data read by send_answer; None for any other answer. */
+/* The usual success answer's envelope (rpc.py decode_response's fast path): prefix, varint(body size), then
+ * a body that is exactly 08 <method, one byte> 12 varint(n) <n data bytes>. 0 with the method and the data's
+ * bounds when payload is that (decode_response then reads it without error, to the same method and data),
+ * -1 for anything else (decode_response reads it its own way). */
+static int usual_envelope(const unsigned char *p, Py_ssize_t len, const unsigned char *prefix, Py_ssize_t prefix_len,
+                          long *method, const unsigned char **data, const unsigned char **end) {
+    if (len < prefix_len || memcmp(p, prefix, prefix_len)) return -1;
+    const unsigned char *q = p + prefix_len, *stop = p + len;
+    uint64_t size, data_size;
+    if (read_varint(&q, stop, &size) < 0 || size > (uint64_t)(stop - q) || size < 4) return -1;
+    const unsigned char *body_end = q + size;
+    if (q[0] != 0x08 || q[1] >= 0x80 || q[2] != 0x12) return -1;
+    *method = q[1];
+    q += 3;
+    if (read_varint(&q, body_end, &data_size) < 0 || data_size != (uint64_t)(body_end - q)) return -1;
+    *data = q;
+    *end = body_end;
+    return 0;
+}
+
+/* usual_answer(payload, prefix) -> bool: whether payload is the usual success envelope (usual_envelope). */
+static PyObject *py_usual_answer(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *payload;
+    Py_buffer prefix;
+    if (!PyArg_ParseTuple(args, "Sy*", &payload, &prefix)) return NULL;
+    long method;
+    const unsigned char *data, *end;
+    int usual = usual_envelope((const unsigned char *)PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload),
+                               prefix.buf, prefix.len, &method, &data, &end) == 0;
+    PyBuffer_Release(&prefix);
+    return PyBool_FromLong(usual);
+}
+
+/* send_answers(answers, method, response_type, frame_type, prefix) -> [tuple | None]: for each answer that
+ * is exactly a response_type (an RpcResponse) of method, or a frame_type (a Frame) whose payload is the
+ * usual success envelope of method, its data read by send_answer; None for any other answer. */
 static PyObject *py_send_answers(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *answers, *method, *response_type;
-    if (!PyArg_ParseTuple(args, "OO!O!", &answers, &PyLong_Type, &method, &PyType_Type, &response_type)) return NULL;
-    PyObject *seq = PySequence_Fast(answers, "answers must be a sequence");
-    if (seq == NULL) return NULL;
+    PyObject *answers, *method, *response_type, *frame_type;
+    Py_buffer prefix;
+    if (!PyArg_ParseTuple(args, "OO!O!O!y*", &answers, &PyLong_Type, &method, &PyType_Type, &response_type,
+                          &PyType_Type, &frame_type, &prefix))
+        return NULL;
+    PyObject *out = NULL, *seq = PySequence_Fast(answers, "answers must be a sequence");
+    if (seq == NULL) goto done;
+    int overflow;
+    long wanted = PyLong_AsLongAndOverflow(method, &overflow);
+    if (wanted == -1 && PyErr_Occurred()) goto done;
+    if (overflow) wanted = -1; /* no answer's method is that */
     Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
-    PyObject *out = PyList_New(count);
-    if (out == NULL) goto fail;
+    out = PyList_New(count);
+    if (out == NULL) goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *parsed = NULL;
-        if ((PyObject *)Py_TYPE(item) != response_type) {
-            parsed = Py_NewRef(Py_None);
-        } else {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i), *parsed = NULL, *field = NULL;
+        PyObject *type = (PyObject *)Py_TYPE(item);
+        if (type == frame_type) {
+            field = PyObject_GetAttr(item, str_payload_field);
+            if (field == NULL) goto fail;
+            long got;
+            const unsigned char *data, *end;
+            if (PyBytes_Check(field) &&
+                usual_envelope((const unsigned char *)PyBytes_AS_STRING(field), PyBytes_GET_SIZE(field), prefix.buf,
+                               prefix.len, &got, &data, &end) == 0 &&
+                got == wanted)
+                parsed = send_answer(data, end);
+            else
+                parsed = Py_NewRef(Py_None);
+        } else if (type == response_type) {
             PyObject *got = PyObject_GetAttr(item, str_method);
             if (got == NULL) goto fail;
             int same = PyObject_RichCompareBool(got, method, Py_EQ);
             Py_DECREF(got);
             if (same < 0) goto fail;
-            if (!same) {
-                parsed = Py_NewRef(Py_None);
+            if (same && (field = PyObject_GetAttr(item, str_data)) == NULL) goto fail;
+            if (same && PyBytes_Check(field)) {
+                const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(field);
+                parsed = send_answer(raw, raw + PyBytes_GET_SIZE(field));
             } else {
-                PyObject *data = PyObject_GetAttr(item, str_data);
-                if (data == NULL) goto fail;
-                if (PyBytes_Check(data)) {
-                    const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(data);
-                    parsed = send_answer(raw, raw + PyBytes_GET_SIZE(data));
-                } else {
-                    parsed = Py_NewRef(Py_None);
-                }
-                Py_DECREF(data);
-                if (parsed == NULL) goto fail;
+                parsed = Py_NewRef(Py_None);
             }
+        } else {
+            parsed = Py_NewRef(Py_None);
         }
+        Py_XDECREF(field);
+        if (parsed == NULL) goto fail;
         PyList_SET_ITEM(out, i, parsed);
     }
-    Py_DECREF(seq);
-    return out;
+    goto done;
 fail:
-    Py_XDECREF(out);
-    Py_DECREF(seq);
-    return NULL;
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(seq);
+    PyBuffer_Release(&prefix);
+    return out;
 }
 
 /* --- the module -------------------------------------------------------------------------------------- */
@@ -651,7 +702,9 @@ static PyMethodDef methods[] = {
     {"frame_requests", py_frame_requests, METH_VARARGS,
      "frame_requests(serials, prefix, body_head, requests, frame_one) -> [request frame bytes]"},
     {"send_answers", py_send_answers, METH_VARARGS,
-     "send_answers(answers, method, response_type) -> [SendMessageResponseB2P fields tuple or None]"},
+     "send_answers(answers, method, response_type, frame_type, prefix) -> [SendMessageResponseB2P fields or None]"},
+    {"usual_answer", py_usual_answer, METH_VARARGS,
+     "usual_answer(payload, prefix) -> whether payload is the usual success envelope"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -673,6 +726,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
         (str_msg_type = PyUnicode_InternFromString("msg_type")) == NULL ||
         (str_msg_time = PyUnicode_InternFromString("msg_time")) == NULL ||
         (str_method = PyUnicode_InternFromString("method")) == NULL ||
+        (str_payload_field = PyUnicode_InternFromString("payload")) == NULL ||
         (one = PyLong_FromLong(1)) == NULL)
         return NULL;
     return PyModule_Create(&module);

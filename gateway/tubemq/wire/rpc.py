@@ -19,7 +19,7 @@ parse checks required fields and UTF-8 text as the Java peers do (:mod:`gateway.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -137,6 +137,15 @@ for _service in Service:
     _request_prefix(_service, PROTOCOL_VERSION)
 _SUCCESS_PREFIX = response_prefix(STATUS_SUCCESS, PROTOCOL_VERSION)
 _SUCCESS_PREFIX_LEN = len(_SUCCESS_PREFIX)
+SUCCESS_PREFIX = _SUCCESS_PREFIX
+"""The headers of a SUCCESS answer as the Java peers write them (what :func:`decode_response` reads fast)."""
+
+usual_answer: Callable[[bytes, bytes], bool] | None = (
+    None if speedups.compiled is None else speedups.compiled.usual_answer
+)
+"""Compiled only (None on the pure path): ``usual_answer(payload, SUCCESS_PREFIX)`` says whether an answer is
+the usual success envelope, which :func:`decode_response` reads without error to its method and data (its
+fast path), so a reader may keep the frame and decode it later, with its batch."""
 
 
 # --- client side -----------------------------------------------------------------------------------

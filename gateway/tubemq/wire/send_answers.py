@@ -18,8 +18,9 @@ from collections.abc import Sequence
 
 from gateway.tubemq.errors import ProtocolError
 from gateway.tubemq.wire import speedups
+from gateway.tubemq.wire.frame import Frame
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
-from gateway.tubemq.wire.rpc import RpcResponse, parse_as
+from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcResponse, decode_response, parse_as
 
 __all__ = ["SendAnswer", "decode_send_answers", "decode_send_answers_py", "send_answer_of"]
 
@@ -41,19 +42,29 @@ def send_answer_of(message: broker_pb.SendMessageResponseB2P) -> SendAnswer:
 
 
 def decode_send_answers(answers: Sequence[object], method: int) -> list[SendAnswer | None]:
-    """Each answer's fields when it is an ``RpcResponse`` of ``method`` that reads as a
-    ``SendMessageResponseB2P``, else None (read it the general way)."""
+    """Each answer's fields when it is an ``RpcResponse`` of ``method`` (or a ``Frame`` of one, as the
+    connection files the usual answer: ``rpc.usual_answer``) that reads as a ``SendMessageResponseB2P``,
+    else None (read it the general way)."""
     compiled = speedups.compiled
     if compiled is None:
         return decode_send_answers_py(answers, method)
-    decoded: list[SendAnswer | None] = compiled.send_answers(answers, method, RpcResponse)
+    decoded: list[SendAnswer | None] = compiled.send_answers(
+        answers, method, RpcResponse, Frame, SUCCESS_PREFIX
+    )
     return decoded
 
 
 def decode_send_answers_py(answers: Sequence[object], method: int) -> list[SendAnswer | None]:
     """:func:`decode_send_answers` in Python: the reference of the C function."""
     decoded: list[SendAnswer | None] = []
-    for answer in answers:
+    for item in answers:
+        answer = item
+        if type(item) is Frame:
+            try:
+                answer = decode_response(item)
+            except ProtocolError:
+                decoded.append(None)
+                continue
         if type(answer) is not RpcResponse or answer.method != method:
             decoded.append(None)
             continue
