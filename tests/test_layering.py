@@ -80,6 +80,7 @@ CORE_RANKS: dict[str, int] = {
     "net.breaker": 1,
     "net.teardown": 1,
     "net.link_protocol": 1,
+    "net.requests": 1,
     "net.link": 4,
     "net.connection": 4,
     "net.pool_state": 5,

@@ -29,8 +29,6 @@ import asyncio
 import ssl as _ssl
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import Enum
 
 from google.protobuf.message import Message
 
@@ -42,8 +40,9 @@ from gateway.tubemq.errors import (
     RequestTimeout,
     TubeMQError,
 )
-from gateway.tubemq.events import Event, EventBus
+from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.link import CloseReason, ConnectionState, Link
+from gateway.tubemq.net.requests import AnswersDecoder, BatchWait, Outcome, RequestCompleted, outcome_of
 from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
 from gateway.tubemq.wire.rpc import (
     SUCCESS_PREFIX,
@@ -56,37 +55,11 @@ from gateway.tubemq.wire.rpc import (
     usual_answer,
 )
 
-__all__ = ["AnswersDecoder", "Connection", "Outcome", "RequestCompleted"]
+__all__ = ["AnswersDecoder", "Connection", "Outcome", "RequestCompleted"]  # the last three: net/requests.py
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
-
-AnswersDecoder = Callable[[Sequence[object], int], Sequence[object | None]]
-"""Reads the answers of a ``request_many`` batch at once: given what the reader filed for each request and
-the method, a value per answer it read, None for one to parse the general way."""
-
-
-class Outcome(Enum):
-    """How a request ended, for ``RequestCompleted``."""
-
-    OK = "ok"
-    REMOTE_EXCEPTION = "remote_exception"
-    TIMEOUT = "timeout"
-    CLOSED = "closed"
-    PROTOCOL_ERROR = "protocol_error"
-    CANCELLED = "cancelled"
-
-
-@dataclass(frozen=True, slots=True)
-class RequestCompleted(Event):
-    """``count`` requests (one, or those of a batch that ended alike) ended after ``seconds``."""
-
-    address: NodeAddress
-    method: int
-    outcome: Outcome
-    seconds: float
-    count: int = 1
 
 
 class Connection(Link):
@@ -115,7 +88,7 @@ class Connection(Link):
         )
         self._serial = 0
         self.pending: dict[int, asyncio.Future[RpcResponse]] = {}
-        self._waits: dict[int, tuple[_BatchWait, int]] = {}  # serial -> its request_many batch and slot
+        self._waits: dict[int, tuple[BatchWait, int]] = {}  # serial -> its request_many batch and slot
         self.unknown_answers = 0
         """Answers whose serial number was not pending (expired, cancelled or never sent)."""
         self.requests_sent = 0
@@ -267,7 +240,7 @@ class Connection(Link):
         frames = encode_requests(serials, method, requests, timeout_ms, service)
         loop = asyncio.get_running_loop()
         # The reader files each answer in the batch's slots and counts them down: see _dispatch.
-        batch = _BatchWait(count, loop.create_future())
+        batch = BatchWait(count, loop.create_future())
         waits = self._waits
         for i, serial in enumerate(serials):
             waits[serial] = (batch, i)
@@ -319,7 +292,7 @@ class Connection(Link):
                 # One event per outcome, not per request: the batch shares its duration.
                 tally: dict[Outcome, int] = {}
                 for result in results:
-                    outcome = _outcome_of(result)
+                    outcome = outcome_of(result)
                     tally[outcome] = tally.get(outcome, 0) + 1
                 if len(results) < count:
                     tally[Outcome.CANCELLED] = count - len(results)
@@ -363,7 +336,7 @@ class Connection(Link):
         else:
             future.set_result(answer)
 
-    def _file(self, frame: Frame, batch: _BatchWait, i: int) -> None:
+    def _file(self, frame: Frame, batch: BatchWait, i: int) -> None:
         """File an answer of a ``request_many`` batch in its slot; the batch's waiter wakes with the last.
         The usual success answer is filed as its frame (compiled path: ``rpc.usual_answer``), decoded with
         its batch; any other is decoded here, so a failure or garbage acts at once as for a lone request."""
@@ -410,38 +383,3 @@ def _retrieved(future: asyncio.Future[RpcResponse]) -> None:
 def _expire(future: asyncio.Future[RpcResponse]) -> None:
     if not future.done():
         future.set_exception(TimeoutError())
-
-
-class _BatchWait:
-    """The answers of one ``request_many`` call (``slots``: None until one comes), how many are still
-    unanswered, and the future their caller awaits."""
-
-    __slots__ = ("left", "slots", "waiter")
-
-    def __init__(self, left: int, waiter: asyncio.Future[None]) -> None:
-        self.left = left
-        self.slots: list[object] = [None] * left
-        self.waiter = waiter
-
-    def answered(self) -> None:
-        self.left -= 1
-        if self.left <= 0:
-            self.wake()
-
-    def wake(self) -> None:
-        if not self.waiter.done():
-            self.waiter.set_result(None)
-
-
-def _outcome_of(result: object) -> Outcome:
-    if not isinstance(result, TubeMQError):
-        return Outcome.OK
-    if isinstance(result, RemoteException):
-        return Outcome.REMOTE_EXCEPTION
-    if isinstance(result, ConnectionClosed):
-        return Outcome.CLOSED
-    if isinstance(result, ProtocolError):
-        return Outcome.PROTOCOL_ERROR
-    if isinstance(result, RequestTimeout):
-        return Outcome.TIMEOUT
-    return Outcome.OK
