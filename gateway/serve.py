@@ -143,6 +143,7 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
     import uvicorn
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+    from gateway.api.direct_protocol import direct_protocol
     from gateway.api.http_guard import HeaderLimits, guarded_protocol
     from gateway.api.tls_scope import TlsHttpToolsProtocol
     from gateway.tls import uvicorn_tls_options
@@ -154,6 +155,8 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
         TlsHttpToolsProtocol if tls else HttpToolsProtocol,
         HeaderLimits(limits.max_header_bytes, limits.max_headers, limits.header_timeout),
     )
+    if settings.http.direct_publish:  # a one-message publish answered below ASGI (direct_protocol.py)
+        http = direct_protocol(http)
     options.setdefault("timeout_keep_alive", limits.keep_alive_timeout)
     options.setdefault("proxy_headers", False)
     return uvicorn.Config(app, http=http, access_log=False, log_config=None, **tls, **options)

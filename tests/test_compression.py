@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from starlette.datastructures import MutableHeaders
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.api.compression import GzipMiddleware, _compressible, _is_json, accepts_gzip, compress
+from gateway.api.compression import GzipMiddleware, _is_json, accepts_gzip, compress, compressible
 from gateway.config import CompressionSettings
 
 GZIP = {"accept-encoding": "gzip"}
@@ -172,7 +172,7 @@ def test_which_answers_may_be_compressed_is_read_from_the_raw_headers_as_starlet
 ) -> None:
     view = MutableHeaders(raw=list(headers))
     expected = "content-encoding" not in view and _is_json(view.get("content-type", ""))
-    assert _compressible(headers) is expected
+    assert compressible(headers) is expected
 
 
 @given(body=st.binary(max_size=4096), level=st.integers(1, 9))

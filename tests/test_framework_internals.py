@@ -3,7 +3,8 @@
 ``gateway/api/hot_path.py`` subclasses FastAPI, walks the middleware stack through ``.app`` and repeats
 Starlette's exception-handler lookup; ``gateway/api/http_guard.py``, ``declined_upgrade.py`` and
 ``tls_scope.py`` subclass uvicorn's httptools protocol, override ``on_response_complete`` and
-``data_received`` with copies of uvicorn's own, and call its private methods. pyproject.toml caps those
+``data_received`` with copies of uvicorn's own, and call its private methods; ``direct_protocol.py`` answers
+a publish in place of uvicorn's request cycle, writing the answer as the cycle does. pyproject.toml caps those
 three below the next release nobody has checked; raising a cap means running this file on the new release.
 Each failure names the missing attribute, the changed signature, or the function whose code changed (a
 fingerprint of its syntax tree, so formatting alone does not count) and what to re-read.
@@ -28,8 +29,10 @@ from starlette import _exception_handler
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.middleware.exceptions import ExceptionMiddleware
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware as UvicornProxyHeaders
 from uvicorn.protocols.http import flow_control, httptools_impl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import ServerState
@@ -60,6 +63,8 @@ PROTOCOL_METHODS: dict[str, list[str]] = {
     "_unset_keepalive_if_required": ["self"],
     "_start_asgi_task": ["self", "cycle", "app"],
     "_should_upgrade": ["self"],
+    "on_message_begin": ["self"],
+    "on_body": ["self", "body"],
 }
 # ... the attributes its instances carry that the gateway reads or replaces
 PROTOCOL_ATTRIBUTES = (
@@ -75,8 +80,29 @@ PROTOCOL_ATTRIBUTES = (
     "server_state",
     "timeout_keep_alive",
     "transport",
+    # gateway/api/direct_protocol.py
+    "url",
+    "expect_100_continue",
+    "limit_concurrency",
+    "root_path",
+    "config",
+    "tasks",
+    "client",
+    "server",
+    "scheme",
 )
-CYCLE_ATTRIBUTES = ("scope", "transport", "more_body", "disconnected")
+CYCLE_ATTRIBUTES = (
+    "scope",
+    "transport",
+    "more_body",
+    "disconnected",
+    # what gateway/api/direct_protocol.py's DirectExchange stands in for
+    "body",
+    "response_complete",
+    "keep_alive",
+    "message_event",
+)
+_DIRECT = "gateway/api/direct_protocol.py"
 
 # Code the gateway repeats or depends on the exact behaviour of: (function, what to re-read, fingerprint).
 FINGERPRINTS: list[tuple[Callable[..., Any], str, str]] = [
@@ -104,6 +130,62 @@ FINGERPRINTS: list[tuple[Callable[..., Any], str, str]] = [
         ExceptionMiddleware.__init__,
         "gateway/api/hot_path.py gives the hot path the handlers this middleware gets",
         "bfd42dd92fcaf2ad",
+    ),
+    (
+        RequestResponseCycle.send,
+        f"{_DIRECT} DirectExchange.respond writes an answer as it does (status line, default headers, close)",
+        "56ed65c2dbfbab57",
+    ),
+    (
+        RequestResponseCycle.receive,
+        f"{_DIRECT} DirectExchange.receive gives the body as it does",
+        "34f316bf4d515351",
+    ),
+    (
+        RequestResponseCycle.run_asgi,
+        f"{_DIRECT} _serve repeats its handling of a failed app",
+        "4eb1612586e8f0c9",
+    ),
+    (
+        HttpToolsProtocol.on_message_begin,
+        f"{_DIRECT} builds this scope at the end of the head, for requests that go the ASGI way",
+        "4294ff927d3acca1",
+    ),
+    (
+        HttpToolsProtocol.on_headers_complete,
+        f"{_DIRECT} _direct repeats its keep-alive, pipelining and limit_concurrency rules",
+        "ecff2e577ea27e2b",
+    ),
+    (HttpToolsProtocol._start_asgi_task, f"{_DIRECT} starts its task as this does", "88ea2ed9715075b6"),
+    (
+        HttpToolsProtocol.on_body,
+        f"{_DIRECT} DirectExchange has the cycle attributes it uses",
+        "54275cb9f3e46b0a",
+    ),
+    (
+        HttpToolsProtocol.on_message_complete,
+        f"{_DIRECT} DirectExchange has the cycle attributes it uses",
+        "2c5bf60e45208bd7",
+    ),
+    (
+        HttpToolsProtocol.connection_lost,
+        f"{_DIRECT} DirectExchange has the cycle attributes it uses",
+        "57f91eb8d08c0749",
+    ),
+    (
+        HttpToolsProtocol.shutdown,
+        f"{_DIRECT} DirectExchange has the cycle attributes it uses",
+        "54f6bb3a398194f7",
+    ),
+    (
+        CORSMiddleware.send,
+        "gateway/api/direct_publish.py calls it for the answer's start message and reads the headers it set",
+        "9dd1afa23677335f",
+    ),
+    (
+        UvicornProxyHeaders.__call__,
+        "gateway/api/proxy.py rewrite runs it over an app that does nothing",
+        "29aca4cd99b5c535",
     ),
     (
         Starlette.__call__,
@@ -160,6 +242,13 @@ def test_uvicorn_protocol_and_cycle_attributes_the_gateway_uses_are_there() -> N
         f"FlowControl.{name}"
         for name in ("drain", "resume_reading")
         if not hasattr(flow_control.FlowControl, name)
+    ]
+    if "write_paused" not in _assigned_attributes(flow_control.FlowControl):
+        missing.append("FlowControl.write_paused")
+    missing += [
+        f"httptools_impl.{name}"
+        for name in ("HEADER_RE", "HEADER_VALUE_RE", "STATUS_LINE")
+        if not hasattr(httptools_impl, name)
     ]
     assert missing == [], f"uvicorn ({_versions()}) no longer sets {missing}: see gateway/api/http_guard.py"
     assert httptools_impl.HttpToolsProtocol is HttpToolsProtocol

@@ -21,6 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
+from direct_support import access_lines as kept_access_lines
+from direct_support import http_series, line, span_view, spans_exporter
 from fastapi import FastAPI
 from jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -60,31 +62,14 @@ async def cluster() -> AsyncIterator[EmbeddedCluster]:
 
 @pytest.fixture
 def spans() -> Iterator[Any]:
-    pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed (pip install '.[otel]')")
-    from tests.tracing_support import in_memory_spans
-
-    with in_memory_spans() as exporter:
+    with spans_exporter() as exporter:
         yield exporter
 
 
 @pytest.fixture
 def access_lines() -> Iterator[list[logging.LogRecord]]:
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    handler = Keep(logging.DEBUG)
-    log = logging.getLogger("gateway.access")
-    level = log.level
-    log.addHandler(handler)
-    log.setLevel(logging.DEBUG)
-    try:
+    with kept_access_lines() as records:
         yield records
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(level)
 
 
 async def _apps(cluster: EmbeddedCluster, **settings: Any) -> Apps:
@@ -158,34 +143,6 @@ def _comparable(r: httpx.Response) -> tuple[int, Any, dict[str, str]]:
     return r.status_code, body, headers
 
 
-def _line(record: logging.LogRecord) -> dict[str, Any]:
-    keep = ("method", "path", "route", "status", "principal")
-    return {"msg": record.getMessage(), "level": record.levelname} | {
-        k: getattr(record, k) for k in keep if hasattr(record, k)
-    }
-
-
-def _http_series(app: FastAPI) -> list[str]:
-    text = app.state.metrics.render().decode()
-    found = []
-    for line in text.splitlines():
-        if line.startswith("tubemq_gateway_http_request") and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            found.append(f"{name} {value}" if "_count" in name or "_total" in name else name)
-    return sorted(found)
-
-
-def _span_view(exporter: Any) -> list[tuple[str, str, dict[str, Any]]]:
-    found = []
-    for span in exporter.get_finished_spans():
-        attributes = {
-            k: v for k, v in (span.attributes or {}).items() if "offset" not in k and "partition" not in k
-        }
-        found.append((span.name, str(span.status.status_code), attributes))
-    exporter.clear()
-    return found
-
-
 async def _run(
     apps: Apps,
     script: Script,
@@ -207,12 +164,12 @@ async def _run(
         answered = [a for a in answers if a.request.method != "OPTIONS"]
         assert all(a.headers.get("x-request-id") for a in answered)
         view = [_comparable(a) for a in answers]
-        lines = [_line(r) for r in access_lines]
-        seen.append((view, lines, _span_view(spans) if spans is not None else None))
+        lines = [line(r) for r in access_lines]
+        seen.append((view, lines, span_view(spans) if spans is not None else None))
     assert seen[0][0] == seen[1][0]
     assert seen[0][1] == seen[1][1] and len(seen[0][1]) == sum(m != "OPTIONS" for m, *_ in script)
     assert seen[0][2] == seen[1][2]
-    assert _http_series(apps.hot) == _http_series(apps.plain)
+    assert http_series(apps.hot) == http_series(apps.plain)
 
 
 async def test_every_auth_method_and_refusal(
@@ -250,7 +207,7 @@ async def test_every_auth_method_and_refusal(
                 ("POST", PUBLISH, {**JSON, **files.headers("alice")}, b"{"),  # authenticated, then 400
             ]
             await _run(apps, script, access_lines, None, ("10.1.0.1", "10.1.0.2"))
-            statuses = [line["status"] for line in (_line(r) for r in access_lines)]
+            statuses = [line["status"] for line in (line(r) for r in access_lines)]
             assert statuses == [200, 200, 200, 403, 403, 403, 200, 403, 401, 401, 401, 400], statuses
         finally:
             await apps.runtime.stop()
@@ -282,7 +239,7 @@ async def test_limits_gzip_cors_and_tracing(
             ("OPTIONS", PUBLISH, {**browser, "access-control-request-method": "POST"}, b""),
         ]
         await _run(apps, script, access_lines, spans, ("10.2.0.1", "10.2.0.2"))
-        statuses = [line["status"] for line in (_line(r) for r in access_lines)]
+        statuses = [line["status"] for line in (line(r) for r in access_lines)]
         assert statuses[:5] == [200, 200, 200, 429, 413], statuses
     finally:
         await apps.runtime.stop()
@@ -376,10 +333,10 @@ async def test_errors_the_client_leaving_and_a_stalled_body(
                         patch.setattr(service, "publish", broken)
                     await asyncio.wait_for(exchange.run(app, client), 10)
                 views.append(exchange.comparable())
-            seen.append((views, [_line(r) for r in access_lines]))
+            seen.append((views, [line(r) for r in access_lines]))
         assert seen[0] == seen[1]
         assert [line["status"] for line in seen[0][1]] == [500, 499, 408]
         assert seen[0][0][1] == []  # nothing is sent to a client that left
-        assert _http_series(apps.hot) == _http_series(apps.plain)
+        assert http_series(apps.hot) == http_series(apps.plain)
     finally:
         await apps.runtime.stop()

@@ -39,15 +39,33 @@ from gateway.security.setup import Security
 from gateway.service.errors import NotFound, ServiceError
 from gateway.service.principal import ANONYMOUS, Principal, enter_caller, leave_caller
 
-__all__ = ["AuthMiddleware", "RestOperation", "document_security", "rest_operations", "send_error"]
+__all__ = [
+    "Answer",
+    "AuthMiddleware",
+    "RestOperation",
+    "caller_address",
+    "document_security",
+    "error_answer",
+    "rest_operations",
+    "send_error",
+]
+
+#: a whole answer: status, headers (ASGI: lower-case names), body
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 
-async def send_error(send: Send, exc: ServiceError) -> None:
-    """Answer with ``exc`` as the API's error body (the same as ``gateway/api/errors.py`` renders)."""
+def error_answer(exc: ServiceError) -> Answer:
+    """``exc`` as the API's error answer (the same as ``gateway/api/errors.py`` renders)."""
     body = json.dumps(error_document(exc.to_dict()), ensure_ascii=False).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error_headers(exc).items()]
-    await send({"type": "http.response.start", "status": STATUS_BY_KIND[exc.kind], "headers": headers})
+    return STATUS_BY_KIND[exc.kind], headers, body
+
+
+async def send_error(send: Send, exc: ServiceError) -> None:
+    """Answer with ``exc`` as the API's error body (:func:`error_answer`)."""
+    status, headers, body = error_answer(exc)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -158,27 +176,30 @@ class AuthMiddleware:
         if kind != "http" and kind != "websocket":  # lifespan
             await self.app(scope, receive, send)
             return
-        principal = await self._principal(scope, kind, send)
-        if principal is None:
-            return  # refused: answered
+        if kind == "websocket" and self._security().mode != "open":
+            # the API has no WebSocket operation: refuse rather than pass one unchecked
+            await send({"type": "websocket.close", "code": 1008, "reason": "no WebSocket operations"})
+            return
+        try:
+            principal = await self.authenticate(scope)
+        except ServiceError as exc:
+            await send_error(send, exc)  # refused
+            return
         # The one place a REST request's caller is set (gateway.service.principal.enter_caller), for every
         # request, open ones included: anonymous callers' limits and quotas are keyed by this address.
-        client = scope.get("client")
-        token = enter_caller(principal, client[0] if client else None)
+        token = enter_caller(principal, caller_address(scope))
         try:
             await self.app(scope, receive, send)
         finally:
             leave_caller(token)
 
-    async def _principal(self, scope: Scope, kind: str, send: Send) -> Principal | None:
-        """The caller's principal (ANONYMOUS in open mode and on open operations), or None when the request
-        was refused here (then it has been answered)."""
+    async def authenticate(self, scope: Scope) -> Principal:
+        """The caller's principal (ANONYMOUS in open mode and on open operations); raises the ServiceError
+        to answer instead (401, 403, 404). The step the publish answered below ASGI takes too
+        (``gateway/api/direct_publish.py``)."""
         security = self._security()
         if security.mode == "open":
             return ANONYMOUS
-        if kind == "websocket":  # the API has no WebSocket operation: refuse rather than pass one unchecked
-            await send({"type": "websocket.close", "code": 1008, "reason": "no WebSocket operations"})
-            return None
         methods = self._methods(scope["path"])
         operation = methods.get(scope["method"]) if methods is not None else None
         if operation is not None and operation.open:
@@ -189,23 +210,25 @@ class AuthMiddleware:
                 authorization = value.decode("latin-1")
             elif name == b"x-api-key":
                 api_key = value.decode("latin-1")
-        try:
-            authenticator = security.authenticator
-            client_cert = None
-            if authenticator.mtls:
-                _believe_replica_cert(scope, self._replica_secret())
-                client_cert = _client_cert(scope)
-            principal = await authenticator.authenticate(from_headers(authorization, api_key, client_cert))
-            if not principal.anonymous:  # the access line names who made the request, refused or not
-                scope[PRINCIPAL_SCOPE_KEY] = principal.label
-            if methods is None:
-                raise NotFound(f"no route {scope['method']} {scope['path']}; see /openapi.json", field="path")
-            if operation is not None:  # None: a method the path does not serve (the app answers 405)
-                security.admit(operation, principal)
-        except ServiceError as exc:
-            await send_error(send, exc)
-            return None
+        authenticator = security.authenticator
+        client_cert = None
+        if authenticator.mtls:
+            _believe_replica_cert(scope, self._replica_secret())
+            client_cert = _client_cert(scope)
+        principal = await authenticator.authenticate(from_headers(authorization, api_key, client_cert))
+        if not principal.anonymous:  # the access line names who made the request, refused or not
+            scope[PRINCIPAL_SCOPE_KEY] = principal.label
+        if methods is None:
+            raise NotFound(f"no route {scope['method']} {scope['path']}; see /openapi.json", field="path")
+        if operation is not None:  # None: a method the path does not serve (the app answers 405)
+            security.admit(operation, principal)
         return principal
+
+
+def caller_address(scope: Scope) -> str | None:
+    """The network address a request's caller is keyed by (anonymous callers' limits and quotas)."""
+    client = scope.get("client")
+    return client[0] if client else None
 
 
 SECURITY_SCHEMES: dict[str, dict[str, str]] = {

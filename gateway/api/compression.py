@@ -33,7 +33,7 @@ from isal import igzip
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["THREAD_ABOVE", "GzipMiddleware", "accepts_gzip", "compress"]
+__all__ = ["THREAD_ABOVE", "GzipMiddleware", "accepts_gzip", "compress", "compressible", "gzip_answer"]
 
 #: bodies larger than this are compressed off the event loop
 THREAD_ABOVE = 64 * 1024
@@ -70,7 +70,7 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
-def _compressible(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+def compressible(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     """Whether an answer with these (ASGI: lower-case) headers may be compressed: JSON by its first
     Content-Type, and no Content-Encoding. Read from the raw pairs: building Starlette's header view for
     every answer cost more than the rest of this middleware on a small one."""
@@ -107,7 +107,7 @@ class GzipMiddleware:
                 await send(message)
                 return
             if message["type"] == "http.response.start":
-                if not _compressible(message.get("headers", ())):
+                if not compressible(message.get("headers", ())):
                     passing = True
                     await send(message)
                     return
@@ -119,19 +119,18 @@ class GzipMiddleware:
             head, start = start, None
             passing = True
             body: bytes = message.get("body", b"")
-            if message.get("more_body", False) or len(body) < settings.min_bytes:
-                await send(head)  # streamed or small: as it is
+            if message.get("more_body", False):
+                await send(head)  # streamed: as it is
                 await send(message)
                 return
-            headers = MutableHeaders(raw=head["headers"])
-            headers.add_vary_header("Accept-Encoding")
-            # Read only here: most answers (a publish's) are small and never need it.
-            if accepts_gzip(v for k, v in scope["headers"] if k == b"accept-encoding"):
-                body = await _compress(body, settings.level)
-                headers["Content-Encoding"] = "gzip"
-                headers["Content-Length"] = str(len(body))
-                message = {**message, "body": body}
-            await send(head)
+            whole = (head["headers"], body)
+            if len(body) > THREAD_ABOVE:
+                headers, compressed = await asyncio.to_thread(gzip_answer, settings, scope, *whole)
+            else:
+                headers, compressed = gzip_answer(settings, scope, *whole)
+            if compressed is not body:
+                message = {**message, "body": compressed}
+            await send(head if headers is head["headers"] else {**head, "headers": headers})
             await send(message)
 
         await self.app(scope, receive, wrapped)
@@ -144,7 +143,20 @@ def compress(body: bytes, level: int) -> bytes:
     return gzip.compress(body, level, mtime=0)
 
 
-async def _compress(body: bytes, level: int) -> bytes:
-    if len(body) > THREAD_ABOVE:
-        return await asyncio.to_thread(compress, body, level)
-    return compress(body, level)
+def gzip_answer(
+    settings: Any, scope: Scope, headers: list[tuple[bytes, bytes]], body: bytes
+) -> tuple[list[tuple[bytes, bytes]], bytes]:
+    """A whole (not streamed) answer whose headers are :func:`compressible`, as it goes to the client:
+    compressed when it is large enough and the request accepts gzip, with ``Vary`` when it is large
+    enough; ``headers`` itself is not changed. The step the publish answered below ASGI takes too
+    (``gateway/api/direct_publish.py``)."""
+    if len(body) < settings.min_bytes:
+        return headers, body  # small: as it is
+    found = MutableHeaders(raw=list(headers))
+    found.add_vary_header("Accept-Encoding")
+    # Read only here: most answers (a publish's) are small and never need it.
+    if accepts_gzip(v for k, v in scope["headers"] if k == b"accept-encoding"):
+        body = compress(body, settings.level)
+        found["Content-Encoding"] = "gzip"
+        found["Content-Length"] = str(len(body))
+    return found.raw, body

@@ -30,9 +30,17 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gateway.api.auth import Answer
 from gateway.api.routes_topics import publish_answer, publish_messages, router
 
-__all__ = ["PUBLISH_PATH", "GatewayApp", "HotPathConflict", "HotPathMiddleware", "check_publish_route"]
+__all__ = [
+    "PUBLISH_PATH",
+    "GatewayApp",
+    "HotPathConflict",
+    "HotPathMiddleware",
+    "check_publish_route",
+    "native_telemetry",
+]
 
 #: The publish route's path template; ``{topic}`` matches as Starlette's ``str`` convertor does.
 PUBLISH_PATH = "/v1/topics/{topic}/messages"
@@ -53,18 +61,23 @@ class GatewayApp(FastAPI):
             and not self.root_path
             and not scope.get("root_path")
             and _PUBLISH.fullmatch(scope["path"]) is not None
-            and not _native_telemetry(self)
+            and not native_telemetry(self)
         ):
-            stack = self.middleware_stack
-            if stack is None:
-                stack = self.middleware_stack = self.build_middleware_stack()
-            if stack is not self._entry_of:
-                self._entry_of, self._entry = stack, _own_outermost(self, stack)
-            if self._entry is not None:
+            entry = self.entry()
+            if entry is not None:
                 scope["app"] = self  # as Starlette.__call__ sets it
-                await self._entry(scope, receive, send)
+                await entry(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    def entry(self) -> ASGIApp | None:
+        """The app's outermost own middleware in its (built) middleware stack, if found there."""
+        stack = self.middleware_stack
+        if stack is None:
+            stack = self.middleware_stack = self.build_middleware_stack()
+        if stack is not self._entry_of:
+            self._entry_of, self._entry = stack, _own_outermost(self, stack)
+        return self._entry
 
 
 class HotPathConflict(RuntimeError):
@@ -113,7 +126,8 @@ def _name(call: Any) -> str:
     return str(getattr(call, "__qualname__", None) or repr(call))
 
 
-def _native_telemetry(app: FastAPI) -> bool:
+def native_telemetry(app: FastAPI) -> bool:
+    """Whether FastAPI's own telemetry is on (then publishes go the long way, through it)."""
     telemetry = getattr(app, "_native_telemetry", None)
     return telemetry is not None and bool(telemetry.enabled())
 
@@ -161,8 +175,15 @@ class HotPathMiddleware:
         if match is None:
             await self.app(scope, receive, send)
             return
+        status, headers, body = await self.answer(scope, receive, match["topic"])
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def answer(self, scope: Scope, receive: Receive, topic: str) -> Answer:
+        """The publish endpoint's answer to the request of ``scope`` (a publish to ``topic``), its
+        exceptions answered by the app's handlers; an exception no handler takes is raised. The step the
+        publish answered below ASGI takes too (``gateway/api/direct_publish.py``)."""
         route = self._route or self._setup()
-        topic = match["topic"]
         # What the router would have put in the scope for this route (the metrics and the access log
         # read the route template from it).
         scope["route"] = route
@@ -176,16 +197,12 @@ class HotPathMiddleware:
             if handler is None:
                 raise
             handled = handler(request, exc)
-            response = await handled if inspect.isawaitable(handled) else handled
-            await response(scope, receive, send)
-            return
+            answer = await handled if inspect.isawaitable(handled) else handled
         if isinstance(answer, bytes):
             # What Response(answer, media_type="application/json") sends, in the same header order.
-            headers = [(b"content-length", str(len(answer)).encode("latin-1")), _JSON_TYPE]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": answer})
-            return
-        await answer(scope, receive, send)
+            return 200, [(b"content-length", str(len(answer)).encode("latin-1")), _JSON_TYPE], answer
+        # The app's responses here are whole JSON documents (JSONResponse): what they send is this.
+        return answer.status_code, answer.raw_headers, bytes(answer.body)
 
     def __repr__(self) -> str:
         return f"<HotPathMiddleware {PUBLISH_PATH}>"

@@ -80,18 +80,31 @@ class ProxyHeadersMiddleware:
     def __init__(self, app: ASGIApp, *, trusted: Sequence[str]) -> None:
         self.app = app
         self.trusted = TrustedProxies(trusted)
-        # uvicorn's middleware trusts by its own parsing of the same entries; it only runs for a peer ours
-        # already trusts, so the stricter of the two decides.
-        self._rewrite = UvicornProxyHeaders(app, trusted_hosts=list(trusted))  # type: ignore[arg-type]
+        # uvicorn's middleware (here only rewriting the scope) trusts by its own parsing of the same entries;
+        # it only runs for a peer ours already trusts, so the stricter of the two decides.
+        self._rewrite = UvicornProxyHeaders(_rewritten, trusted_hosts=list(trusted))  # type: ignore[arg-type]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
-            client = scope.get("client")
-            if client is not None and client[0] in self.trusted:
-                scope[TRUSTED_PEER] = True
-                await self._rewrite(scope, receive, send)  # type: ignore[arg-type]
-                return
+            await self.rewrite(scope)
         await self.app(scope, receive, send)
+
+    async def rewrite(self, scope: Scope) -> None:
+        """For a request from a trusted proxy: mark it trusted, and take the client address and scheme from
+        ``X-Forwarded-For`` and ``X-Forwarded-Proto`` (uvicorn's rules). The step the publish answered below
+        ASGI takes too (``gateway/api/direct_publish.py``)."""
+        client = scope.get("client")
+        if client is not None and client[0] in self.trusted:
+            scope[TRUSTED_PEER] = True
+            await self._rewrite(scope, _nothing, _nothing)  # type: ignore[arg-type]
+
+
+async def _rewritten(scope: Scope, receive: Receive, send: Send) -> None:
+    """The app behind uvicorn's middleware in :class:`ProxyHeadersMiddleware`: it only rewrites the scope."""
+
+
+async def _nothing(*args: object) -> None:
+    raise RuntimeError("not used: the proxy headers step only rewrites the scope")
 
 
 def _last(values: list[str]) -> str | None:

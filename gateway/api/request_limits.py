@@ -33,20 +33,21 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.api.auth import Answer
 from gateway.api.http_guard import connection_extension
 from gateway.api.schemas import error_document
 from gateway.config import LimitSettings
 from gateway.service.admission import Admission, caller_share
 from gateway.service.principal import current_caller
 
-__all__ = ["RequestLimitsMiddleware", "caller_of"]
+__all__ = ["BodyReader", "Refused", "RequestLimitsMiddleware", "caller_of"]
 
 #: paths never refused for load: the probes must answer while the gateway is busy
 _PROBES = frozenset({"/healthz", "/readyz", "/livez"})
 _RETRY_AFTER = 1
 
 
-class _Refused(Exception):
+class Refused(Exception):
     """Why a request stops here: the answer the middleware sends instead of the app's."""
 
     def __init__(self, status: int, code: str, message: str, **extra: Any) -> None:
@@ -54,7 +55,7 @@ class _Refused(Exception):
         self.status = status
         self.error: dict[str, Any] = {"code": code, "message": message, **extra}
 
-    async def send(self, send: Send) -> None:
+    def answer(self) -> Answer:
         body = json.dumps(error_document(self.error)).encode()
         headers = [
             (b"content-type", b"application/json"),
@@ -63,12 +64,16 @@ class _Refused(Exception):
         ]
         if self.status == 503:
             headers.append((b"retry-after", str(_RETRY_AFTER).encode()))
-        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        return self.status, headers, body
+
+    async def send(self, send: Send) -> None:
+        status, headers, body = self.answer()
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 
-def _too_large(limit: int) -> _Refused:
-    return _Refused(
+def _too_large(limit: int) -> Refused:
+    return Refused(
         413,
         "payload_too_large",
         f"request body above {limit} bytes; split the batch (or send a smaller document)",
@@ -102,23 +107,11 @@ class RequestLimitsMiddleware:
         if scope["type"] != "http" or scope["path"] in _PROBES:
             await self.app(scope, receive, send)
             return
-        limits = self._limits()
-        publish = _is_publish(scope)
-        limit = limits.max_request_bytes if publish else limits.max_control_body_bytes
-        length = _content_length(scope)
-        if length is not None and length > limit:
-            await _too_large(limit).send(send)
+        admitted = self.admit(scope, receive)
+        if isinstance(admitted, Refused):
+            await admitted.send(send)
             return
-        admission = self._admission()
-        caller = caller_of(scope)
-        share = caller_share(limits.max_concurrent_requests, limits.max_concurrent_per_caller)
-        refusal = admission.enter(caller, limits.max_concurrent_requests, share)
-        if refusal is not None:
-            await _Refused(503, "unavailable", refusal.message(), retryAfterSeconds=_RETRY_AFTER).send(send)
-            return
-        extension = connection_extension(scope)
-        buffered = extension.get("body_buffered") if extension is not None else None
-        reader = _BodyReader(admission, receive, limit, limits, publish, buffered, length)
+        reader = admitted
         started = False
 
         async def guarded_send(message: Message) -> None:
@@ -136,12 +129,38 @@ class RequestLimitsMiddleware:
                 raise
             # the app failed because its body was cut off (ClientDisconnect and the like): answered below
         finally:
-            admission.release(reader.reserved)
-            reader.reserved = 0
-            admission.leave(caller)
+            self.leave(reader)
         if reader.refusal is not None and not reader.refused and not started:
             reader.refused = True
             await reader.refusal.send(send)
+
+    def admit(self, scope: Scope, receive: Receive) -> Refused | BodyReader:
+        """The steps before the app: the refusal to answer instead (413 by Content-Length, 503 above the
+        concurrency budgets), or the admitted request's body reader (the app's ``receive``); then
+        :meth:`leave` when the request is done. The publish answered below ASGI takes these steps too
+        (``gateway/api/direct_publish.py``)."""
+        limits = self._limits()
+        publish = _is_publish(scope)
+        limit = limits.max_request_bytes if publish else limits.max_control_body_bytes
+        length = _content_length(scope)
+        if length is not None and length > limit:
+            return _too_large(limit)
+        admission = self._admission()
+        caller = caller_of(scope)
+        share = caller_share(limits.max_concurrent_requests, limits.max_concurrent_per_caller)
+        refusal = admission.enter(caller, limits.max_concurrent_requests, share)
+        if refusal is not None:
+            return Refused(503, "unavailable", refusal.message(), retryAfterSeconds=_RETRY_AFTER)
+        extension = connection_extension(scope)
+        buffered = extension.get("body_buffered") if extension is not None else None
+        return BodyReader(admission, receive, limit, limits, publish, buffered, length, caller)
+
+    @staticmethod
+    def leave(reader: BodyReader) -> None:
+        """The request admitted with ``reader`` is done: its publish bytes and its slot are given back."""
+        reader.admission.release(reader.reserved)
+        reader.reserved = 0
+        reader.admission.leave(reader.caller)
 
 
 def caller_of(scope: Scope) -> str:
@@ -157,12 +176,11 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-class _BodyReader:
+class BodyReader:
     """The app's ``receive``: counts the body against the limits and sets a deadline on each piece and on
     the whole body."""
 
     __slots__ = (
-        "_admission",
         "_buffered",
         "_done",
         "_length",
@@ -172,6 +190,8 @@ class _BodyReader:
         "_receive",
         "_received",
         "_started",
+        "admission",
+        "caller",
         "refusal",
         "refused",
         "reserved",
@@ -186,8 +206,10 @@ class _BodyReader:
         publish: bool,
         buffered: Callable[[], bool] | None = None,
         length: int | None = None,
+        caller: str = "",
     ) -> None:
-        self._admission = admission
+        self.admission = admission
+        self.caller = caller
         self._length = length or 0
         self._started = 0.0  # when the first piece of body was waited for (the buffered case never waits)
         self._buffered = buffered
@@ -197,7 +219,7 @@ class _BodyReader:
         self._publish = publish
         self._received = 0
         self._done = False
-        self.refusal: _Refused | None = None
+        self.refusal: Refused | None = None
         self.refused = False
         self.reserved = 0
 
@@ -223,7 +245,7 @@ class _BodyReader:
                     message = await self._receive()
         except TimeoutError:
             return self._refuse(
-                _Refused(
+                Refused(
                     408,
                     "request_timeout",
                     f"the request body did not come in time: a pause above {limits.body_timeout:g} s, or "
@@ -240,9 +262,9 @@ class _BodyReader:
             return self._refuse(_too_large(self._limit))
         if self._publish and size:
             cap = self._limits.max_inflight_publish_bytes
-            if not self._admission.reserve(size, cap):
+            if not self.admission.reserve(size, cap):
                 return self._refuse(
-                    _Refused(
+                    Refused(
                         503,
                         "unavailable",
                         f"this gateway holds its maximum of {cap} bytes of publish requests; retry shortly "
@@ -255,6 +277,6 @@ class _BodyReader:
             self._done = True
         return message
 
-    def _refuse(self, refusal: _Refused) -> Message:
+    def _refuse(self, refusal: Refused) -> Message:
         self.refusal = refusal
         return {"type": "http.disconnect"}

@@ -111,14 +111,15 @@ def _with_tls(app: ASGIApp, extension: dict[str, Any]) -> ASGIApp:
     return tls_app
 
 
-def _connection_app(app: ASGIApp, transport: asyncio.Transport) -> ASGIApp:
-    ssl_object = transport.get_extra_info("ssl_object")
-    return app if ssl_object is None else _with_tls(app, tls_extension(ssl_object))
-
-
 class TlsHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, adding the TLS extension to the scopes of a TLS connection."""
+    """uvicorn's httptools protocol, adding the TLS extension to the scopes of a TLS connection
+    (``tls_extension``: the connection's, for a request answered below ASGI: ``direct_protocol.py``)."""
+
+    tls_extension: dict[str, Any] | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self.app = _connection_app(self.app, transport)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.tls_extension = tls_extension(ssl_object)
+            self.app = _with_tls(self.app, self.tls_extension)

@@ -8,12 +8,14 @@ sets its status to error. The concrete path is never recorded: consumer paths ho
 
 from __future__ import annotations
 
+from typing import Any
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.observability import tracing
 from gateway.observability.logging import route_template
 
-__all__ = ["TracingMiddleware"]
+__all__ = ["TracingMiddleware", "carrier_of", "finish_span"]
 
 _PROPAGATED = (b"traceparent", b"tracestate")
 
@@ -26,9 +28,8 @@ class TracingMiddleware:
         if scope["type"] != "http" or not tracing.enabled():
             await self.app(scope, receive, send)
             return
-        carrier = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in _PROPAGATED}
         method = scope["method"]
-        with tracing.server_span(method, carrier, {"http.request.method": method}) as span:
+        with tracing.server_span(method, carrier_of(scope), {"http.request.method": method}) as span:
             status = 0
 
             async def traced_send(message: Message) -> None:
@@ -40,14 +41,26 @@ class TracingMiddleware:
             try:
                 await self.app(scope, receive, traced_send)
             finally:
-                if span is not None:
-                    route = route_template(scope)
-                    if route != "<unmatched>":
-                        span.update_name(f"{method} {route}")
-                        span.set_attribute("http.route", route)
-                    if status:
-                        span.set_attribute("http.response.status_code", status)
-                        if status >= 500:
-                            from opentelemetry.trace import Status, StatusCode
+                finish_span(span, scope, status)
 
-                            span.set_status(Status(StatusCode.ERROR))
+
+def carrier_of(scope: Scope) -> dict[str, str]:
+    """The request's W3C trace context headers, which the SERVER span continues."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"] if k in _PROPAGATED}
+
+
+def finish_span(span: Any, scope: Scope, status: int) -> None:
+    """Name the request's span after its route and record the answer's ``status`` (0: none); a 5xx is an
+    error. The publish answered below ASGI takes this step too (``gateway/api/direct_publish.py``)."""
+    if span is None:
+        return
+    route = route_template(scope)
+    if route != "<unmatched>":
+        span.update_name(f"{scope['method']} {route}")
+        span.set_attribute("http.route", route)
+    if status:
+        span.set_attribute("http.response.status_code", status)
+        if status >= 500:
+            from opentelemetry.trace import Status, StatusCode
+
+            span.set_status(Status(StatusCode.ERROR))

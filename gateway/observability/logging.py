@@ -55,9 +55,13 @@ __all__ = [
     "RedactingFilter",
     "RequestIdMiddleware",
     "TextFormatter",
+    "client_left",
     "configure_logging",
     "current_request_id",
+    "internal_error",
     "redact_library_logs",
+    "request_id_of",
+    "with_request_id",
 ]
 
 #: The status logged (and counted by the metrics) for a request whose client went away before any answer.
@@ -153,22 +157,19 @@ class RequestIdMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = _incoming_id(scope) or new_request_id()
+        request_id = request_id_of(scope)
         token = bind(request_id)
         started = time.perf_counter()
         status = 500
         started_response = False
         client_gone = False
-        id_header = (_HEADER_LOWER, request_id.encode("latin-1"))
 
         async def send_with_id(message: Message) -> None:
             nonlocal status, started_response
             if message["type"] == "http.response.start":
                 started_response = True
                 status = message["status"]
-                headers = [h for h in message.get("headers", ()) if h[0].lower() != _HEADER_LOWER]
-                headers.append(id_header)
-                message = {**message, "headers": headers}
+                message = {**message, "headers": with_request_id(message.get("headers", ()), request_id)}
             await send(message)
 
         async def receive_tracked() -> Message:
@@ -183,19 +184,19 @@ class RequestIdMiddleware:
             if started_response:
                 raise
             if client_gone:
-                # The client left before the answer (an abandoned upload): nobody to answer, nothing to fix
-                # on our side. Logged as 499 like the metrics count it, without a traceback.
-                status = CLIENT_CLOSED
-                _http_log.info("the client went away before the answer")
+                status = client_left()
             else:
-                # Answer here rather than in Starlette's outer error middleware, so that the client gets
-                # the request id to quote and the traceback is logged as one JSON line carrying that id.
-                _http_log.exception("unhandled error while serving the request")
-                await _internal_error(send_with_id, request_id)
+                status, headers, body = internal_error(request_id)
+                await send_with_id({"type": "http.response.start", "status": status, "headers": headers})
+                await send_with_id({"type": "http.response.body", "body": body})
         finally:
-            if status >= 400 or self._sample >= 1.0 or random.random() < self._sample:
-                self._access_line(scope, status, time.perf_counter() - started)
+            self.log_request(scope, status, time.perf_counter() - started)
             unbind(token)
+
+    def log_request(self, scope: Scope, status: int, seconds: float) -> None:
+        """The access line of a request answered ``status`` after ``seconds`` (sampled below 400)."""
+        if status >= 400 or self._sample >= 1.0 or random.random() < self._sample:
+            self._access_line(scope, status, seconds)
 
     def _access_line(self, scope: Scope, status: int, seconds: float) -> None:
         path = scope.get("path", "")
@@ -224,7 +225,30 @@ class RequestIdMiddleware:
         return f"<RequestIdMiddleware header={REQUEST_ID_HEADER} quiet={sorted(self._quiet)}>"
 
 
-async def _internal_error(send: Send, request_id: str) -> None:
+def request_id_of(scope: Scope) -> str:
+    """The request's id: its ``X-Request-ID`` when that is a sane token, else a new one."""
+    return _incoming_id(scope) or new_request_id()
+
+
+def with_request_id(headers: Iterable[tuple[bytes, bytes]], request_id: str) -> list[tuple[bytes, bytes]]:
+    """An answer's headers with ``X-Request-ID: request_id`` last (any the app set replaced)."""
+    found = [h for h in headers if h[0].lower() != _HEADER_LOWER]
+    found.append((_HEADER_LOWER, request_id.encode("latin-1")))
+    return found
+
+
+def client_left() -> int:
+    """The client left before the answer (an abandoned upload): nobody to answer, nothing to fix on our
+    side. Logged as 499 like the metrics count it, without a traceback; returns that status."""
+    _http_log.info("the client went away before the answer")
+    return CLIENT_CLOSED
+
+
+def internal_error(request_id: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Log the error being handled and return the 500 to answer with, naming the request id: answered by
+    the request-id step rather than Starlette's outer error middleware, so that the client gets the id to
+    quote and the traceback is logged as one JSON line carrying it."""
+    _http_log.exception("unhandled error while serving the request")
     body = json.dumps(
         {
             "error": {"code": "internal", "message": f"internal error; quote request id {request_id}"},
@@ -232,8 +256,7 @@ async def _internal_error(send: Send, request_id: str) -> None:
         }
     ).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 500, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    return 500, headers, body
 
 
 def _incoming_id(scope: Scope) -> str | None:

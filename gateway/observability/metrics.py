@@ -158,12 +158,18 @@ class HttpMetricsMiddleware:
         try:
             await self.app(scope, receive_disconnect, send_status)
         finally:
-            self.metrics.http_in_flight.dec()
-            # An answer that started keeps its status; none at all is a 500, or a 499 when the client left.
-            code = status if status is not None else CLIENT_CLOSED if client_gone else 500
-            self.metrics.observe_http(
-                route_template(scope), scope.get("method", ""), code, time.perf_counter() - started
-            )
+            self.finished(scope, status, client_gone, started)
+
+    def finished(self, scope: Scope, status: int | None, client_gone: bool, started: float) -> None:
+        """Count a request that began (``http_in_flight`` raised) at ``started`` (``perf_counter``) and ended:
+        ``status`` of its answer, None when none started (``client_gone``: the client had left). The publish
+        answered below ASGI takes this step too (``gateway/api/direct_publish.py``)."""
+        self.metrics.http_in_flight.dec()
+        # An answer that started keeps its status; none at all is a 500, or a 499 when the client left.
+        code = status if status is not None else CLIENT_CLOSED if client_gone else 500
+        self.metrics.observe_http(
+            route_template(scope), scope.get("method", ""), code, time.perf_counter() - started
+        )
 
     def __repr__(self) -> str:
         return f"<HttpMetricsMiddleware {self.metrics!r}>"

@@ -1,0 +1,267 @@
+"""The httptools protocol answering a one-message publish itself, below ASGI (issue #26).
+
+For every request uvicorn builds an ASGI scope (copying the app state), a ``RequestResponseCycle`` with its
+event, ASGI messages for the body and the answer, and runs them through each middleware's send and receive
+wrappers. For the request the gateway serves most, ``POST /v1/topics/{topic}/messages`` with a
+``Content-Length`` body, :func:`direct_protocol`'s subclass builds none of that: at the end of the header
+section it starts one task that runs the app's middleware steps as plain calls
+(:class:`gateway.api.direct_publish.DirectPublish`), and writes the answer's bytes itself, as uvicorn would
+(its status line, its default headers, ``connection: close`` when the connection ends).
+
+Every other request goes the ASGI way unchanged, and so does a publish the direct way would not serve
+identically: an app without its usual middleware stack (or with FastAPI's native telemetry, or a root path),
+``Expect: 100-continue``, a chunked body or one above ``limits.max_request_bytes`` (answered 413 there), an
+Upgrade offer, a percent-encoded path, uvicorn's ``limit_concurrency``, and a request pipelined behind another
+request still in progress on the connection (queued by uvicorn, answered in order).
+
+The HTTP semantics are uvicorn's: the direct request stands as the connection's current cycle (a
+:class:`DirectExchange` has the attributes uvicorn's parser callbacks, flow control and graceful shutdown
+use), so its body is buffered and read with flow control as a cycle's is, a request pipelined behind it
+waits in uvicorn's queue and starts when it is answered, a graceful shutdown lets it finish and then closes
+the connection, and the task is one of the server's (waited for, or cancelled, at shutdown). Keep-alive and
+the header timeouts are the guarded protocol's (``gateway/api/http_guard.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import re
+from itertools import chain
+from typing import Any
+
+import httptools
+from starlette.types import Message
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+)
+
+from gateway.api.direct_publish import DirectPublish, direct_publish_of
+from gateway.api.hot_path import _PUBLISH
+
+__all__ = ["DirectExchange", "direct_protocol"]
+
+_CLOSE = re.compile(rb"(?:^|,)\s*close\s*(?:,|$)", re.IGNORECASE)
+_DISCONNECT: Message = {"type": "http.disconnect"}
+
+
+class DirectExchange:
+    """One publish answered directly: the connection's current cycle as uvicorn's code sees it (``body``,
+    ``more_body``, ``disconnected``, ``response_complete``, ``keep_alive``, ``message_event.set()``) and the
+    request as :class:`~gateway.api.direct_publish.DirectRequest` gives it to the steps."""
+
+    __slots__ = (
+        "_protocol",
+        "_waiter",
+        "body",
+        "client_gone",
+        "disconnected",
+        "keep_alive",
+        "message_event",
+        "more_body",
+        "response_complete",
+        "response_started",
+        "scope",
+    )
+
+    def __init__(self, protocol: Any, scope: dict[str, Any], keep_alive: bool) -> None:
+        self._protocol = protocol
+        self._waiter: Any = None
+        self.scope = scope
+        self.body = bytearray()
+        self.more_body = True
+        self.disconnected = False
+        self.client_gone = False
+        self.response_started = False
+        self.response_complete = False
+        self.keep_alive = keep_alive
+        self.message_event = self  # uvicorn calls ``cycle.message_event.set()`` on body, end and loss
+
+    def set(self) -> None:
+        """Body came, the request ended or the connection was lost: wake a waiting ``receive``."""
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def body_buffered(self) -> bool:
+        """Whether the whole body is here (or the client left): ``receive`` answers without waiting."""
+        return not self.more_body or self.disconnected
+
+    async def receive(self) -> Message:
+        """The body as uvicorn's cycle gives it (``http.request`` messages, ``http.disconnect`` when the
+        client left), reading on from the connection (flow control) while the app waits for it."""
+        if not self.disconnected and self.more_body and not self.body:
+            protocol = self._protocol
+            protocol.flow.resume_reading()
+            self._waiter = protocol.loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self.disconnected:
+            self.client_gone = True
+            return _DISCONNECT
+        message: Message = {"type": "http.request", "body": bytes(self.body), "more_body": self.more_body}
+        self.body = bytearray()
+        if self.more_body:
+            self._protocol.flow.resume_reading()
+        return message
+
+    async def respond(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        """Write the answer as uvicorn's cycle would (status line, default headers, ``connection: close``
+        when the connection ends after it), then let the connection go on to its next request."""
+        protocol = self._protocol
+        if protocol.flow.write_paused and not self.disconnected:
+            await protocol.flow.drain()
+        if self.disconnected:
+            return
+        self.response_started = True
+        content = [STATUS_LINE[status]]
+        closing = False
+        for name, value in chain(protocol.server_state.default_headers, headers):
+            if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
+                raise RuntimeError("Invalid HTTP header name or value.")
+            name = name.lower()
+            if name == b"connection" and _CLOSE.search(value) is not None:
+                self.keep_alive = False
+                closing = True
+            content.extend((name, b": ", value, b"\r\n"))
+        if not self.keep_alive and not closing:
+            content.append(b"connection: close\r\n")
+        content.append(b"\r\n")
+        content.append(body)
+        protocol._flush()  # anything the response writer still holds goes first
+        transport = protocol.transport
+        transport.write(b"".join(content))
+        self.response_complete = True
+        if not self.keep_alive:
+            transport.close()
+        protocol.on_response_complete()
+
+    async def fail(self) -> None:
+        """uvicorn's answer to an app that failed before answering (500, plain text, closing)."""
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", b"21"),
+            (b"connection", b"close"),
+        ]
+        await self.respond(500, headers, b"Internal Server Error")
+
+    def release(self) -> None:
+        """The request is done: no reference back to the connection, nor to the scope (which refers back to
+        this exchange), is kept: nothing for the garbage collector."""
+        self._protocol = None
+        self.scope = {}
+
+
+def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
+    """A subclass of ``base`` (the guarded protocol, ``gateway/api/http_guard.py``) answering publishes
+    directly (see the module docstring)."""
+
+    class DirectPublishProtocol(base):  # type: ignore[valid-type, misc]
+        def on_message_begin(self) -> None:
+            # The scope is built at the end of the header section, for a request that goes the ASGI way.
+            self.url = b""
+            self.expect_100_continue = False
+            self.headers: list[tuple[bytes, bytes]] = []
+            self.scope = None
+
+        def _asgi_scope(self) -> None:
+            """uvicorn's scope for the request whose head was just read (built at its beginning there)."""
+            url, headers, expect = self.url, self.headers, self.expect_100_continue
+            super().on_message_begin()
+            self.url, self.headers, self.expect_100_continue = url, headers, expect
+            self.scope["headers"] = headers  # type: ignore[index]
+
+        def on_headers_complete(self) -> None:
+            if not self._direct():
+                self._asgi_scope()
+                super().on_headers_complete()
+
+        def _direct(self) -> bool:
+            """Start answering the request directly, if it is a publish this protocol serves identically."""
+            parser = self.parser
+            if parser.get_method() != b"POST" or self.expect_100_continue or parser.should_upgrade():
+                return False
+            cycle: Any = getattr(self, "cycle", None)
+            if (cycle is not None and not cycle.response_complete) or self.pipeline:
+                return False
+            if self.limit_concurrency is not None or self.root_path:
+                return False
+            app = self.config.loaded_app
+            publish = direct_publish_of(app)
+            if publish is None:
+                return False
+            try:
+                parsed = httptools.parse_url(self.url)
+            except httptools.HttpParserInvalidURLError:
+                return False
+            raw_path = parsed.path
+            if b"%" in raw_path:
+                return False
+            path = raw_path.decode("ascii", "replace")
+            match = _PUBLISH.fullmatch(path)
+            if match is None:
+                return False
+            length = None
+            for name, value in self.headers:
+                if name == b"content-length":
+                    if length is not None:
+                        return False
+                    length = value
+                elif name == b"transfer-encoding":
+                    return False
+            if length is None or not length.isdigit() or int(length) > publish.max_body():
+                return False
+            http_version = parser.get_http_version()
+            scope: dict[str, Any] = {
+                "type": "http",
+                "http_version": http_version,
+                "method": "POST",
+                "path": path,
+                "raw_path": raw_path,
+                "query_string": parsed.query or b"",
+                "root_path": "",
+                "headers": self.headers,
+                "server": self.server,
+                "client": self.client,
+                "scheme": self.scheme,
+                "app": app,
+            }
+            exchange = DirectExchange(self, scope, http_version != "1.0" and parser.should_keep_alive())
+            extensions: dict[str, Any] = {"gateway.connection": {"body_buffered": exchange.body_buffered}}
+            tls = getattr(self, "tls_extension", None)
+            if tls is not None:
+                extensions["tls"] = tls
+            scope["extensions"] = extensions
+            self._in_head = False  # the guarded protocol's head timer finds nothing to do
+            self.cycle = exchange
+            coroutine = self._serve(publish, exchange, match["topic"])
+            if getattr(self.config, "reset_contextvars", False):
+                task = self.loop.create_task(coroutine, context=contextvars.Context())
+            else:
+                task = self.loop.create_task(coroutine)
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+            return True
+
+        async def _serve(self, publish: DirectPublish, exchange: DirectExchange, topic: str) -> None:
+            """uvicorn's ``run_asgi`` around the direct answer."""
+            try:
+                await publish.serve(exchange, topic)
+            except BaseException as exc:
+                self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                if not exchange.response_started:
+                    await exchange.fail()
+                elif self.transport is not None:
+                    self.transport.close()
+            else:
+                if not exchange.response_started and not exchange.disconnected:
+                    self.logger.error("ASGI callable returned without starting response.")
+                    await exchange.fail()
+            finally:
+                exchange.release()
+
+    return DirectPublishProtocol
