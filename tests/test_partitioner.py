@@ -119,3 +119,24 @@ def test_explicit_by_index_and_by_key() -> None:
 
 def test_partition_key_format() -> None:
     assert PartitionRef(1, 10002).key("demo") == "1:demo:10002"
+
+
+@given(st.lists(st.tuples(st.sampled_from(["t", "u"]), st.integers(0, 40)), max_size=6), st.integers(1, 8))
+def test_round_robin_many_is_that_many_round_robins(calls: list[tuple[str, int]], size: int) -> None:
+    partitions = [PartitionRef(1 + i % 2, i) for i in range(size)]
+    one = Partitioner(rng=random.Random(7))
+    many = Partitioner(rng=random.Random(7))
+    for topic, count in calls:
+        assert many.round_robin_many(topic, partitions, count) == [
+            one.round_robin(topic, partitions, None) for _ in range(count)
+        ]
+        assert many.calm
+
+
+def test_round_robin_many_declines_while_a_partition_is_in_back_off() -> None:
+    clock = ManualClock()
+    p = Partitioner(failure_limit=0, delay=5.0, clock=clock)
+    parts = [PartitionRef(1, 0), PartitionRef(1, 1)]
+    p.record_failure("t", parts[0])
+    assert not p.calm and p.round_robin_many("t", parts, 3) is None
+    assert Partitioner().round_robin_many("t", [], 3) is None

@@ -179,18 +179,18 @@ class BrokerBreaker:
 
     # -- outcomes --------------------------------------------------------------------------------------
 
-    def begin_attempt(self, broker_id: int) -> None:
-        """Count a send that is about to go to ``broker_id``; in HALF_OPEN this is the trial send."""
+    def begin_attempt(self, broker_id: int, count: int = 1) -> None:
+        """Count a send (``count`` sends) about to go to ``broker_id``; in HALF_OPEN it is the trial send."""
         self._tick()
         broker = self._broker(broker_id)
-        broker.sends += 1
+        broker.sends += count
         if broker.state is BreakerState.HALF_OPEN:
             broker.trial_started = self._clock()
 
-    def record_success(self, broker_id: int) -> None:
-        """The broker answered 200."""
+    def record_success(self, broker_id: int, count: int = 1) -> None:
+        """The broker answered 200 (to ``count`` sends, with nothing else in between)."""
         broker = self._broker(broker_id)
-        broker.successes += 1
+        broker.successes += count
         self._answered(broker_id, broker)
 
     def record_rejected(self, broker_id: int) -> None:

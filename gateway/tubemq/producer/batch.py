@@ -15,8 +15,7 @@ deadline. A pinned broker that is shielded ends its message at once with ``Servi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
-from itertools import chain
+from collections.abc import Sequence
 from typing import cast
 
 from google.protobuf.message import Message
@@ -71,31 +70,18 @@ async def send_batch(
         if deadline <= now:
             break
         route = ctx.routes.route(topic)
-        groups: dict[int, list[tuple[int, PartitionRef]]] = {}
-        for i in todo:
-            item = items[i]
-            try:
-                target = _choose(ctx, topic, route, item.key, item.partition, avoids.get(i, _NO_AVOID))
-            except TubeMQError as exc:
-                results[i] = exc
-                continue
-            # Counted at once: a HALF_OPEN broker admits one trial, so the next choice sees it taken.
-            ctx.breaker.begin_attempt(target.broker_id)
-            group = groups.get(target.broker_id)
-            if group is None:
-                groups[target.broker_id] = [(i, target)]
-            else:
-                group.append((i, target))
+        groups = _choose_calmly(ctx, topic, route, items, todo) if not avoids else None
+        if groups is None:
+            groups = _choose_each(ctx, topic, route, items, todo, avoids, results)
         if not groups:
             todo = ()
             break
         assert route is not None
         timeout = min(max(deadline - now, 0.001), ctx.rpc_timeout)
-        answered: Iterable[tuple[tuple[int, PartitionRef], object]]
         if len(groups) == 1:  # one broker: its answers, without a task per broker
             for broker_id, members in groups.items():
                 answers = await _send_group(ctx, topic, route, broker_id, members, items, timeout)
-                answered = zip(members, answers, strict=True)
+                answered = [(members, answers)]
         else:
             rounds = await asyncio.gather(
                 *(
@@ -103,17 +89,18 @@ async def send_batch(
                     for broker_id, members in groups.items()
                 )
             )
-            answered = chain.from_iterable(
-                zip(members, answers, strict=True)
-                for members, answers in zip(groups.values(), rounds, strict=True)
-            )
+            answered = list(zip(groups.values(), rounds, strict=True))
         tally: _Tally = {}
         again: list[int] = []
-        for (i, target), answer in answered:
-            outcome = _judge(ctx, topic, route, target, answer, items[i], tally, places, avoids, i)
-            results[i] = outcome
-            if not isinstance(outcome, SendResult) and _retriable(outcome):
-                again.append(i)
+        for members, answers in answered:
+            if len(members) > 1 and places is not None and _all_stored(answers):
+                _book_stored(ctx, topic, route, members, answers, items, tally, places, results)
+                continue
+            for (i, target), answer in zip(members, answers, strict=True):
+                outcome = _judge(ctx, topic, route, target, answer, items[i], tally, places, avoids, i)
+                results[i] = outcome
+                if not isinstance(outcome, SendResult) and _retriable(outcome):
+                    again.append(i)
         todo = again
         if ctx.events is not None:
             # One event per (broker, outcome) of the round, not per message: they share one duration.
@@ -128,6 +115,108 @@ async def send_batch(
     # Every message has its result now. (A string for cast: the type expression would be built on every
     # call.)
     return cast("list[SendResult | Exception]", results)
+
+
+_Groups = dict[int, list[tuple[int, PartitionRef]]]
+
+
+def _choose_calmly(
+    ctx: SendContext,
+    topic: str,
+    route: TopicRoute | None,
+    items: Sequence[PreparedMessage],
+    todo: Sequence[int],
+) -> _Groups | None:
+    """The usual round: free messages, no broker shielded, no partition in back-off: the partitions that
+    ``_choose`` would give one message after another, chosen in one step (``round_robin_many``), and each
+    broker's attempts counted at once. None when the round is not that (``_choose_each`` then)."""
+    if route is None or not ctx.breaker.all_closed():
+        return None
+    for i in todo:
+        item = items[i]
+        if item.key is not None or item.partition is not None:
+            return None
+    targets = ctx.partitioner.round_robin_many(topic, route.partitions, len(todo))
+    if targets is None:
+        return None
+    groups: _Groups = {}
+    for i, target in zip(todo, targets, strict=True):
+        group = groups.get(target.broker_id)
+        if group is None:
+            groups[target.broker_id] = [(i, target)]
+        else:
+            group.append((i, target))
+    for broker_id, members in groups.items():
+        ctx.breaker.begin_attempt(broker_id, len(members))  # every broker CLOSED: no trial to claim
+    return groups
+
+
+def _choose_each(
+    ctx: SendContext,
+    topic: str,
+    route: TopicRoute | None,
+    items: Sequence[PreparedMessage],
+    todo: Sequence[int],
+    avoids: dict[int, set[PartitionRef]],
+    results: list[SendResult | Exception | None],
+) -> _Groups:
+    """A partition for each message of the round by ``_choose`` (a message it cannot place gets its error in
+    ``results``), grouped by broker."""
+    groups: _Groups = {}
+    for i in todo:
+        item = items[i]
+        try:
+            target = _choose(ctx, topic, route, item.key, item.partition, avoids.get(i, _NO_AVOID))
+        except TubeMQError as exc:
+            results[i] = exc
+            continue
+        # Counted at once: a HALF_OPEN broker admits one trial, so the next choice sees it taken.
+        ctx.breaker.begin_attempt(target.broker_id)
+        group = groups.get(target.broker_id)
+        if group is None:
+            groups[target.broker_id] = [(i, target)]
+        else:
+            group.append((i, target))
+    return groups
+
+
+def _all_stored(answers: Sequence[object]) -> bool:
+    """Whether every answer is a broker's 200 (``SendAnswer`` fields, as ``decode_send_answers`` reads)."""
+    return all(type(a) is tuple and a[0] and a[1] == SUCCESS for a in answers)
+
+
+def _book_stored(
+    ctx: SendContext,
+    topic: str,
+    route: TopicRoute,
+    members: list[tuple[int, PartitionRef]],
+    answers: Sequence[object],
+    items: Sequence[PreparedMessage],
+    tally: _Tally,
+    places: dict[PartitionRef, tuple[str, int]],
+    results: list[SendResult | Exception | None],
+) -> None:
+    """``_judge`` of a broker's answers that all say stored, booked at once: the breaker's successes and the
+    tally in one step each (nothing else came between them), the partitions' back-off only when any is in
+    it, a result per message."""
+    broker_id = members[0][1].broker_id
+    ctx.breaker.record_success(broker_id, len(members))
+    calm = ctx.partitioner.calm
+    size = 0
+    for (i, target), answer in zip(members, answers, strict=True):
+        if not calm:
+            ctx.partitioner.record_success(topic, target)
+        size += len(items[i].data)
+        place = places.get(target)
+        if place is None:
+            place = places[target] = place_of(topic, route, target)
+        results[i] = _result(topic, route, target, cast(SendAnswer, answer), place)
+    entry = tally.get((broker_id, "ok", None))
+    if entry is None:
+        tally[(broker_id, "ok", None)] = [len(members), size]
+    else:
+        entry[0] += len(members)
+        entry[1] += size
 
 
 async def _send_group(

@@ -110,6 +110,31 @@ class Partitioner:
             chosen = pool[self._stepped % len(pool)]
         return chosen
 
+    def round_robin_many(
+        self, topic: str, partitions: Sequence[PartitionRef], count: int
+    ) -> list[PartitionRef] | None:
+        """What ``count`` calls of ``round_robin(topic, partitions, None)`` give while nothing failed lately
+        (no partition delayed), in one step; None when something did (call ``round_robin`` then)."""
+        if self._backoff or not partitions:
+            return None
+        if count <= 0:
+            return []
+        counter = self._counters.get(topic)
+        if counter is None:
+            counter = self._rng.getrandbits(32)
+        size = len(partitions)
+        chosen: list[PartitionRef] = []
+        for _ in range(count):
+            counter = (counter + 1) & 0xFFFFFFFF
+            chosen.append(partitions[(counter & 0x7FFFFFFF) % size])
+        self._counters[topic] = counter
+        return chosen
+
+    @property
+    def calm(self) -> bool:
+        """Nothing failed lately: no partition is in back-off (``record_success`` has nothing to do)."""
+        return not self._backoff
+
     @staticmethod
     def by_key(topic: str, key: str, partitions: Sequence[PartitionRef]) -> PartitionRef:
         """The partition of ``key``: stable while the topic's partition set is unchanged."""
