@@ -7,7 +7,7 @@ separate functions. Per call, in order:
    the response trailers of every call (and also in the headers of streaming calls), and visible to logs
    through :func:`gateway.observability.request_id.current_request_id`.
 2. **Authentication and admission**, before any request message is received
-   (:meth:`GatewayInterceptor._handler`, run by ``intercept_service`` when the call's headers are in; the
+   (``intercept_service``, run when the call's headers are in; the
    message is read only by the handler grpc is given back): the
    credentials of the call's metadata are checked there. A call they do not authenticate (or no rule
    allows), and every call of an open method (health), gets its method's handler in the *stream-request*
@@ -88,6 +88,9 @@ REQUEST_ID_HEADER = HTTP_REQUEST_ID_HEADER.lower()  # gRPC metadata keys are low
 Authorizer = Callable[[str, Mapping[str, str | bytes]], Awaitable[None]]
 
 
+#: Peers whose host is remembered (the cache is emptied when full: connections come and go).
+_MAX_PEERS = 4096
+
 #: Seconds between two GrpcStreamMessages reports of one stream (while messages flow).
 REPORT_INTERVAL = 1.0
 
@@ -132,6 +135,8 @@ class GatewayInterceptor(AdmittingInterceptor):
         self._replica_secret = replica_secret
         self._authorize = authorize
         self._clock = clock
+        #: peer (a connection's ``ipv4:host:port``) -> its host, for the caller's address
+        self._hosts: dict[str, str] = {}
         super().__init__(
             security=security, admission=admission, limits=limits, max_health_watches=max_health_watches
         )
@@ -143,14 +148,18 @@ class GatewayInterceptor(AdmittingInterceptor):
         return f"<GatewayInterceptor methods={len(self._wrapped)} auth={auth} events={self._events!r}>"
 
     def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        begun = GrpcCallStarted(method, kind)  # one event per method: it is frozen
+
         async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
             started = self._clock()
-            request_id, metadata = self._begin(context, method, kind)
+            request_id, metadata = self._begin(context, begun)
             code = grpc.StatusCode.OK
             flow = _Flow(started + REPORT_INTERVAL) if kind == CLIENT_STREAM else None
             leave = None
             try:
-                await self._admit(method, metadata, context)
+                pending = self._admit(method, metadata, context)
+                if pending is not None:
+                    await pending
                 leave = self._enter(method, context)
                 if flow is not None:
                     request = self._counted(request, flow, method, kind)
@@ -174,14 +183,18 @@ class GatewayInterceptor(AdmittingInterceptor):
     def _streaming(
         self, method: str, kind: str, behavior: Callable[..., Any]
     ) -> Callable[..., AsyncIterator[Any]]:
+        begun = GrpcCallStarted(method, kind)
+
         async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             started = self._clock()
-            request_id, metadata = self._begin(context, method, kind)
+            request_id, metadata = self._begin(context, begun)
             code = grpc.StatusCode.OK
             flow = _Flow(started + REPORT_INTERVAL)
             leave = None
             try:
-                await self._admit(method, metadata, context)
+                pending = self._admit(method, metadata, context)
+                if pending is not None:
+                    await pending
                 leave = self._enter(method, context)
                 # Headers only once the call is admitted: a refusal is a clean trailers-only answer (headers
                 # sent before an immediate abort made grpc clients now and then see INTERNAL instead).
@@ -233,37 +246,65 @@ class GatewayInterceptor(AdmittingInterceptor):
         if events is not None and events.has_subscribers:
             events.emit(GrpcStreamMessages(method, kind, received, sent))
 
-    async def _admit(
+    def _admit(
+        self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
+    ) -> Awaitable[None] | None:
+        """Authenticate the caller (unless ``intercept_service`` did from the metadata) and enter it, with
+        the peer's address, for this call's task (each call runs in a task of its own): the one place a gRPC
+        call's caller is set, refused or not (the call's log line names who was refused). Raises
+        ServiceError / AuthError. Done at once when nothing is left to await (the caller known, no
+        ``authorize`` hook); else the awaitable that does it."""
+        settled = self._settled(method)
+        if settled is None or self._authorize is not None:
+            return self._admit_later(method, metadata, context)
+        self._enter_caller(context, *settled)
+        return None
+
+    async def _admit_later(
         self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
     ) -> None:
-        """Authenticate the caller (unless :meth:`_handler` did from the metadata) and enter it, with the
-        peer's address, for this call's task (each call runs in a task of its own): the one place a gRPC
-        call's caller is set, refused or not (the call's log line names who was refused). Raises
-        ServiceError / AuthError."""
-        principal, refusal = await self._principal(method, metadata, context)
-        enter_caller(principal, peer_host(context.peer()))
-        if refusal is not None:
-            raise refusal
+        self._enter_caller(context, *await self._principal(method, metadata, context))
         if self._authorize is not None:
             await self._authorize(method, metadata)
 
-    async def _principal(
-        self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
-    ) -> tuple[Principal, Exception | None]:
+    def _enter_caller(
+        self, context: grpc.aio.ServicerContext, principal: Principal, refusal: Exception | None
+    ) -> None:
+        peer = context.peer()
+        host = self._hosts.get(peer)
+        if host is None:
+            if len(self._hosts) >= _MAX_PEERS:
+                self._hosts.clear()
+            host = self._hosts[peer] = peer_host(peer) or ""
+        enter_caller(principal, host or None)
+        if refusal is not None:
+            raise refusal
+
+    def _settled(self, method: str) -> tuple[Principal, Exception | None] | None:
         """The call's principal (ANONYMOUS in open mode and on open methods) and why it is refused (None:
-        admitted)."""
+        admitted), when no credentials are left to check; None when they are (:meth:`_principal`)."""
         call = CALL.get()
         if call is not None and call.error is not None:
             return call.principal or ANONYMOUS, call.error
         security = self._security
-        if security is None or security.mode == "open":
+        if security is None or security.mode == "open" or grpc_operation(method).open:
             return ANONYMOUS, None
+        if call is not None and call.principal is not None:
+            return call.principal, None
+        return None
+
+    async def _principal(
+        self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
+    ) -> tuple[Principal, Exception | None]:
+        """The call's principal and why it is refused (None: admitted), credentials checked here when
+        ``intercept_service`` could not (a certificate's subject)."""
+        settled = self._settled(method)
+        if settled is not None:
+            return settled
+        security = self._security
+        assert security is not None  # _settled answers every call without security
         operation = grpc_operation(method)
-        if operation.open:
-            return ANONYMOUS, None
-        principal = call.principal if call is not None else None
-        if principal is not None:
-            return principal, None
+        call = CALL.get()
         authenticator = security.authenticator
         credentials = from_headers(
             metadata_text(metadata.get("authorization")),
@@ -283,11 +324,11 @@ class GatewayInterceptor(AdmittingInterceptor):
         return principal, None
 
     def _begin(
-        self, context: grpc.aio.ServicerContext, method: str, kind: str
+        self, context: grpc.aio.ServicerContext, begun: GrpcCallStarted
     ) -> tuple[str, dict[str, str | bytes]]:
         events = self._events
         if events is not None and events.has_subscribers:
-            events.emit(GrpcCallStarted(method, kind))
+            events.emit(begun)
         metadata = _metadata(context)
         given = metadata.get(REQUEST_ID_HEADER)
         request_id = (accepted(given) if isinstance(given, str) else None) or new_request_id()
