@@ -138,12 +138,12 @@ def comparable(answer: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
     for line in lines:
         name, _, value = line.partition(b": ")
         headers.append((name, value))
-    declared = dict(headers).get(b"content-length")
+    named = {n.lower(): v for n, v in headers}
+    declared = named.get(b"content-length")
     assert declared is None or int(declared) == len(body), answer
-    masked = [
-        (n, b"<masked>" if n in (b"date", b"x-request-id", b"content-length") else v) for n, v in headers
-    ]
-    if dict(headers).get(b"content-encoding") == b"gzip":
+    volatile = (b"date", b"x-request-id", b"content-length")
+    masked = [(n, b"<masked>" if n.lower() in volatile else v) for n, v in headers]
+    if named.get(b"content-encoding") == b"gzip":
         body = gzip.decompress(body)
     body = _VOLATILE.sub(rb'"\1":0', body)
     body = re.sub(rb'("requestId": ?"|request id )[0-9a-f]+', rb"\1<id>", body)

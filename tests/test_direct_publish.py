@@ -8,8 +8,11 @@ also checks which requests the direct way served, so none passes by going the AS
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,11 +33,15 @@ from direct_support import (
     talk,
 )
 from jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
+from serve_support import free_port
+from test_topology import Replica, running_nginx
+from tls_support import make_pki
+from workers_support import start_workers
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.observability import tracing
-from tests.auth_support import write_auth_files
+from tests.auth_support import write_auth_files, write_mtls_auth_files
 
 PUBLISH = "/v1/topics/demo/messages"
 ORIGIN = "https://app.example"
@@ -272,3 +279,123 @@ def test_a_middleware_the_direct_way_does_not_know_sends_publishes_the_asgi_way(
     app.middleware_stack = None
     assert direct_publish_of(app) is None
     logging.getLogger(__name__).debug("checked")
+
+
+async def test_tls_with_client_certificates(
+    cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over TLS: a client certificate's subject authenticates (mTLS), an API key on a connection without a
+    certificate too, and no credentials are refused, alike both ways."""
+    pki = make_pki(tmp_path)
+    subject = pki.client.subject.rfc4514_string()
+    files = write_mtls_auth_files(tmp_path, subject)
+    tls = {
+        "cert_file": str(pki.server.cert),
+        "key_file": str(pki.server.key),
+        "client_ca_file": str(pki.ca),
+        "client_auth": "optional",
+    }
+    auth = files.auth_settings(mtls_principal=True)
+    secret = {"id_secret": "direct-secret-0123456789"}
+    async with pair(cluster, tls=tls, auth=auth, consumers=secret) as gateways:
+        with_cert = [request("POST", PUBLISH, JSON, ONE), request("POST", PUBLISH, JSON, b"[")]
+        answers, served = await _both(
+            gateways, with_cert, monkeypatch, context=pki.client_context(pki.client)
+        )
+        assert _statuses(answers) == [200, 400] and len(served) == 2
+        without = [
+            request("POST", PUBLISH, JSON, ONE),  # 401
+            request("POST", PUBLISH, {**JSON, **files.headers("alice")}, ONE),
+        ]
+        answers, served = await _both(gateways, without, monkeypatch, context=pki.client_context())
+        assert _statuses(answers) == [401, 200] and len(served) == 2
+
+
+async def test_behind_nginx_the_client_address_comes_from_the_proxy(
+    cluster: EmbeddedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through a real nginx (HTTP/1.1 keep-alive upstream): answers alike both ways, and the client address
+    a trusted proxy forwards is the caller's (the quota refusal names it)."""
+    limits = {"rate_limits": {"publish_messages_per_second": 1, "burst_seconds": 1}}
+    async with pair(cluster, **limits) as gateways, contextlib.AsyncExitStack() as stack:
+        proxied = []
+        for i, gateway in enumerate(gateways):
+            replica = Replica(f"r{i}", gateway.port, free_port())
+            nginx = running_nginx(tmp_path / f"nginx{i}", [replica])
+            url, _ = await asyncio.to_thread(nginx.__enter__)
+            stack.push_async_callback(asyncio.to_thread, nginx.__exit__, None, None, None)
+            proxied.append(dataclasses.replace(gateway, port=int(url.rsplit(":", 1)[1])))
+        forwarded = {**JSON, "x-forwarded-for": "10.9.8.7"}
+        requests = [request("POST", PUBLISH, forwarded, ONE), request("POST", PUBLISH, forwarded, ONE)]
+        answers, served = await _both((proxied[0], proxied[1]), requests, monkeypatch)
+        assert _statuses(answers) == [200, 429] and len(served) == 2
+        assert b"client 10.9.8.7 is above" in answers[1][2]
+
+
+async def test_two_worker_processes(tmp_path: Path) -> None:
+    """``serve --workers 2`` (SO_REUSEPORT workers, each with its private listener) answers publishes on
+    the shared port alike with the direct way on and off."""
+    seen = []
+    for direct in ("true", "false"):
+        (tmp_path / direct).mkdir()
+        gateway = await asyncio.to_thread(
+            start_workers, tmp_path / direct, 2, env={"TUBEMQ_GATEWAY_HTTP__DIRECT_PUBLISH": direct}
+        )
+        try:
+            answers = []
+            for _ in range(4):  # new connections: either worker
+                answers += await talk(
+                    gateway.http_port,
+                    [
+                        request("POST", PUBLISH, JSON, ONE),
+                        request("POST", PUBLISH, JSON, b"{"),
+                        request("POST", PUBLISH, {"content-type": "text/plain"}, b"x"),
+                    ],
+                )
+        finally:
+            await asyncio.to_thread(gateway.stop)
+        seen.append([_BROKER_CHOSEN.sub(rb'"\1":0', comparable(a)[2]) for a in answers])
+        assert _statuses([comparable(a) for a in answers]) == [200, 400, 415] * 4
+    assert seen[0] == seen[1]
+
+
+#: what a broker of a topic with several partitions chooses for a message
+_BROKER_CHOSEN = re.compile(rb'"(partition|partitionKey|brokerId|partitionId)":"?[^,}"]*"?')
+
+
+async def test_a_graceful_shutdown_lets_a_publish_in_progress_finish(
+    cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shutdown begins while a publish is with the broker: it is answered (200, ``connection: close``), the
+    connection then ends, and the listener takes no new connection. Alike both ways."""
+    seen = []
+    for direct in (True, False):
+        # a long keep-alive: the connection must end because of the shutdown, not of an idle timer
+        async with serving(cluster, direct, limits={"keep_alive_timeout": 60}) as gateway:
+            service = gateway.runtime.publisher()
+            original = service.publish
+
+            async def slow(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+                await asyncio.sleep(0.5)
+                return await __original(*args, **kwargs)
+
+            monkeypatch.setattr(service, "publish", slow)
+            with counting_direct(monkeypatch) as served:
+                reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
+                writer.write(request("POST", PUBLISH, JSON, ONE))
+                await writer.drain()
+                await asyncio.sleep(0.2)
+                gateway.server.should_exit = True
+                answer = comparable(await read_answer(reader))
+                assert await asyncio.wait_for(reader.read(), 3) == b""
+                writer.close()
+                for _ in range(100):
+                    if not gateway.server.servers or not gateway.server.servers[0].is_serving():
+                        break
+                    await asyncio.sleep(0.05)
+                with pytest.raises(OSError):
+                    await asyncio.open_connection("127.0.0.1", gateway.port)
+            assert len(served) == (1 if direct else 0)
+            seen.append(answer)
+    assert seen[0] == seen[1]
+    assert _statuses(seen) == [200, 200] and (b"connection", b"close") in seen[0][1]
