@@ -100,3 +100,23 @@ async def test_a_link_closed_under_a_batch_fails_only_the_unanswered() -> None:
     finally:
         await link.close()
         await broker.server.stop()
+
+
+async def test_a_batch_across_the_serial_wrap_around_gets_each_answer() -> None:
+    broker = Broker()
+    await broker.server.start()
+    link = Connection(broker.server.address)
+    try:
+        await link.connect(2.0)
+        link._serial = 2**31 - 3  # the next batch's serials run past int32's end and start again below it
+        datas = [f"ok-{n}".encode() for n in range(6)]
+        answers = await link.request_many(SEND, [_request(d) for d in datas], 5.0, decode=decode_send_answers)
+        assert answers == [(True, 200, "OK", n, 1000 + n, n) for n in range(6)]
+        again = await link.request_many(SEND, [_request(d) for d in datas[:2]], 5.0)
+        assert [send_answer_of(a) for a in again if isinstance(a, broker_pb.SendMessageResponseB2P)] == [
+            (True, 200, "OK", n, 1000 + n, n) for n in range(2)
+        ]
+        assert link.in_flight == 0 and link.is_open
+    finally:
+        await link.close()
+        await broker.server.stop()

@@ -87,8 +87,9 @@ class Connection(Link):
             max_frame_bytes=max_frame_bytes,
         )
         self._serial = 0
+        self._wrapped = False  # the serial counter went past int32's end once: serials may be pending ahead
         self.pending: dict[int, asyncio.Future[RpcResponse]] = {}
-        self._waits: dict[int, tuple[BatchWait, int]] = {}  # serial -> its request_many batch and slot
+        self._waits: dict[int, BatchWait] = {}  # serial -> its request_many batch (until answered)
         self.unknown_answers = 0
         """Answers whose serial number was not pending (expired, cancelled or never sent)."""
         self.requests_sent = 0
@@ -117,8 +118,21 @@ class Connection(Link):
 
     # --- requests ------------------------------------------------------------------------------------
 
+    def _next_serials(self, count: int) -> Sequence[int]:
+        """``count`` serial numbers for a batch: the next ones in a row while the counter has not wrapped
+        around (nothing pending can hold them), else one by one (``_next_serial``)."""
+        start = self._serial + 1
+        if not self._wrapped and start + count - 1 <= _INT32_MAX:
+            self._serial = start + count - 1
+            return range(start, start + count)
+        return [self._next_serial() for _ in range(count)]
+
     def _next_serial(self) -> int:
-        serial = self._serial + 1 if self._serial < _INT32_MAX else _INT32_MIN
+        if self._serial < _INT32_MAX:
+            serial = self._serial + 1
+        else:
+            serial = _INT32_MIN
+            self._wrapped = True
         # A wrapped counter could meet a request still pending after 2**32 others; skip it.
         while serial in self.pending or serial in self._waits:
             serial = serial + 1 if serial < _INT32_MAX else _INT32_MIN
@@ -236,20 +250,20 @@ class Connection(Link):
         if count == 0:
             return []
         timeout_ms = max(1, round(timeout * 1000))
-        serials = [self._next_serial() for _ in range(count)]
+        serials = self._next_serials(count)
         frames = encode_requests(serials, method, requests, timeout_ms, service)
         loop = asyncio.get_running_loop()
         # The reader files each answer in the batch's slots and counts them down: see _dispatch.
-        batch = BatchWait(count, loop.create_future())
+        batch = BatchWait(serials, loop.create_future())
         waits = self._waits
-        for i, serial in enumerate(serials):
-            waits[serial] = (batch, i)
+        waits.update(dict.fromkeys(serials, batch))
         waiter = batch.waiter
         self.idle_since = None
         started = self._clock()
         deadline = loop.time() + timeout
         timer = loop.call_at(deadline, batch.wake)
         results: list[object] = []
+        all_read = False  # every answer read by the decoder: each an OK outcome
         try:
             outbox = self._outbox
             was_empty = not outbox
@@ -269,6 +283,10 @@ class Connection(Link):
             await waiter
             slots = batch.slots
             decoded = decode(slots, method) if decode is not None else None
+            if decoded is not None and None not in decoded:  # the decoder read every answer
+                results = list(decoded)
+                all_read = True
+                return results
             timed_out = False
             for i, slot in enumerate(slots):
                 value = decoded[i] if decoded is not None else None
@@ -282,16 +300,17 @@ class Connection(Link):
             return results
         finally:
             timer.cancel()
-            for serial in serials:
-                waits.pop(serial, None)
+            if batch.left > 0:  # what was answered has left already (_dispatch)
+                for serial in serials:
+                    waits.pop(serial, None)
             now = self._clock()
             if not self.pending and not waits:
                 self.idle_since = now
             events = self._events
             if events is not None and events.has_subscribers:
                 # One event per outcome, not per request: the batch shares its duration.
-                tally: dict[Outcome, int] = {}
-                for result in results:
+                tally: dict[Outcome, int] = {Outcome.OK: count} if all_read else {}
+                for result in () if all_read else results:
                     outcome = outcome_of(result)
                     tally[outcome] = tally.get(outcome, 0) + 1
                 if len(results) < count:
@@ -319,9 +338,9 @@ class Connection(Link):
             return error
 
     def _dispatch(self, frame: Frame) -> None:
-        slot = self._waits.pop(frame.serial, None)  # answered: no longer in flight
-        if slot is not None:
-            self._file(frame, *slot)
+        batch = self._waits.pop(frame.serial, None)  # answered: no longer in flight
+        if batch is not None:
+            self._file(frame, batch, batch.slot_of(frame.serial))
             return
         future = self.pending.get(frame.serial)
         if future is None or future.done():
@@ -364,11 +383,12 @@ class Connection(Link):
             if not future.done():
                 future.set_exception(self._closed_error())
                 failed += 1
-        for batch, i in self._waits.values():
+        for serial, batch in self._waits.items():
+            i = batch.slot_of(serial)
             if not batch.waiter.done() and batch.slots[i] is None:
                 batch.slots[i] = self._closed_error()
                 failed += 1
-        for batch, _ in self._waits.values():
+        for batch in self._waits.values():
             batch.wake()
         self._waits.clear()
         return failed

@@ -49,15 +49,25 @@ class RequestCompleted(Event):
 
 
 class BatchWait:
-    """The answers of one ``request_many`` call (``slots``: None until one comes), how many are still
-    unanswered, and the future their caller awaits."""
+    """The answers of one ``request_many`` call by the serial numbers of its requests (``slots``: None until
+    one comes), how many are still unanswered, and the future their caller awaits."""
 
-    __slots__ = ("left", "slots", "waiter")
+    __slots__ = ("_first", "_positions", "left", "slots", "waiter")
 
-    def __init__(self, left: int, waiter: asyncio.Future[None]) -> None:
-        self.left = left
-        self.slots: list[object] = [None] * left
+    def __init__(self, serials: Sequence[int], waiter: asyncio.Future[None]) -> None:
+        self.left = len(serials)
+        self.slots: list[object] = [None] * self.left
         self.waiter = waiter
+        # Serials in a row (a range: no wrap-around inside the batch) place an answer by subtraction.
+        self._first = serials[0] if isinstance(serials, range) else None
+        self._positions = None if isinstance(serials, range) else {s: i for i, s in enumerate(serials)}
+
+    def slot_of(self, serial: int) -> int:
+        """The slot of the request with this serial number (one of the batch's)."""
+        if self._positions is None:
+            assert self._first is not None
+            return serial - self._first
+        return self._positions[serial]
 
     def answered(self) -> None:
         self.left -= 1
