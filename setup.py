@@ -10,13 +10,18 @@ one).
 
 from setuptools import Extension, setup
 
+#: what the extensions share (varints, the growing buffer, a delivered message's fields): one copy, included
+SHARED = ["gateway/_cext/outbuf.h", "gateway/_cext/delivered.h"]
+
+
+def extension(name: str, source: str) -> Extension:
+    return Extension(name, sources=[source], include_dirs=["gateway/_cext"], depends=SHARED, optional=True)
+
+
 setup(
     ext_modules=[
-        Extension(
-            "gateway.tubemq.wire._speedups",
-            sources=["gateway/tubemq/wire/_speedups.c"],
-            optional=True,
-        ),
-        Extension("gateway.grpc._consumed", sources=["gateway/grpc/_consumed.c"], optional=True),
+        extension("gateway.tubemq.wire._speedups", "gateway/tubemq/wire/_speedups.c"),
+        extension("gateway.grpc._consumed", "gateway/grpc/_consumed.c"),
+        extension("gateway.api._rendered", "gateway/api/_rendered.c"),
     ]
 )

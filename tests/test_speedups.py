@@ -89,6 +89,7 @@ def test_the_compiled_path_is_loaded_where_it_can_be_built() -> None:
     assert speedups.ACTIVE == speedups.COMPILED, speedups.REASON
     assert batch.decode_messages is batch._decode_messages_c
     assert speedups.load_extension("gateway.grpc._consumed") is not None
+    assert speedups.load_extension("gateway.api._rendered") is not None
 
 
 def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> None:
@@ -547,31 +548,35 @@ def _delivered(**changes: Any) -> DeliveredMessage:
     )
 
 
+#: fields of a delivered message that the compiled answers hand back, or take as the references do
+ODD_MESSAGE_CHANGES: list[dict[str, Any]] = [
+    {},
+    {"message_id": 2**64 - 1},
+    {"message_id": 2**64},
+    {"message_id": -(2**63) - 1},
+    {"offset": -1},
+    {"offset": 2**70},
+    {"seq": 2**70},
+    {"seq": -3},
+    {"topic": "\ud800"},
+    {"key": "\udfff"},
+    {"key": ""},
+    {"attributes": {"\ud800": "x"}},
+    {"attributes": {1: "x"}},
+    {"stream_id": ""},
+    {"stream_id": b"s"},
+    {"body": b""},
+    {"body": bytearray(b"v")},
+    {"topic": None},
+    {"broker_id": "1"},
+    {"deadline_ms": 2**64},
+    {"attempt": -1},
+]
+
+
 @pytest.mark.parametrize(
     "changes",
-    [
-        {},
-        {"message_id": 2**64 - 1},
-        {"message_id": 2**64},
-        {"message_id": -(2**63) - 1},
-        {"offset": -1},
-        {"offset": 2**70},
-        {"seq": 2**70},
-        {"seq": -3},
-        {"topic": "\ud800"},
-        {"key": "\udfff"},
-        {"key": ""},
-        {"attributes": {"\ud800": "x"}},
-        {"attributes": {1: "x"}},
-        {"stream_id": ""},
-        {"stream_id": b"s"},
-        {"body": b""},
-        {"body": bytearray(b"v")},
-        {"topic": None},
-        {"broker_id": "1"},
-        {"deadline_ms": 2**64},
-        {"attempt": -1},
-    ],
+    ODD_MESSAGE_CHANGES,
     ids=repr,
 )
 def test_the_grpc_answer_of_odd_messages_is_the_same(changes: dict[str, Any]) -> None:

@@ -7,6 +7,10 @@ still goes through the JSON encoder, so the output is always valid, single-line 
 Values are base64 by default; ``utf8`` gives text and ``json`` the parsed value. A value that cannot be shown
 in the asked format (not UTF-8, not JSON) falls back to base64 for that message alone; ``encoding`` says which
 was used.
+
+base64 answers are rendered in one C call where the extension is built (gateway/api/_rendered.c, issue #26:
+0.2 instead of 1.0 us per 1 KiB message); it writes the numbers and copies the pieces that :func:`_head` and
+:func:`_meta` render here, and hands anything odd back to :func:`_render`, the reference.
 """
 
 from __future__ import annotations
@@ -18,10 +22,14 @@ from typing import Any
 from pybase64 import b64encode
 
 from gateway.service.delivered import DeliveredMessage, partition_runs
+from gateway.tubemq.wire import load_speedups
 
 __all__ = ["encode_value", "render_event", "render_events", "render_message", "render_poll", "to_json"]
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+#: gateway/api/_rendered.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.api._rendered")
 
 
 def to_json(payload: Any) -> bytes:
@@ -31,6 +39,11 @@ def to_json(payload: Any) -> bytes:
 
 def render_poll(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
     """The body of a poll answer: ``{"messages": [...]}``."""
+    if fmt == "base64" and _compiled is not None:
+        answer = _compiled.render_base64(messages, False, _head, _meta)
+        if answer is not NotImplemented:
+            body: bytes = answer
+            return body
     parts = _render(messages, fmt, _POLL)
     if not parts:
         return b'{"messages":[]}'
@@ -43,6 +56,11 @@ def render_poll(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
 
 def render_events(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
     """SSE events of ``messages``, one after the other (one write for a step)."""
+    if fmt == "base64" and _compiled is not None:
+        answer = _compiled.render_base64(messages, True, _head, _meta)
+        if answer is not NotImplemented:
+            events: bytes = answer
+            return events
     return b"".join(_render(messages, fmt, _EVENT))
 
 
@@ -82,22 +100,15 @@ def _render(messages: Sequence[DeliveredMessage], fmt: str, templates: tuple[byt
     # The attribute fields, by the identity of the attributes dict (decoding shares one per attribute
     # text; every message is alive during the call, so ids are not reused) and the fields beside it.
     metas: dict[tuple[int, str | None, str | None, str | None], bytes] = {}
-    for (topic, partition_key, broker_id, partition_id), run in partition_runs(messages):
-        head = (
-            f'"topic":{_encode(topic)},"partitionKey":{_encode(partition_key)},'
-            f'"brokerId":{broker_id},"partitionId":{partition_id}'
-        ).encode()
+    for where, run in partition_runs(messages):
+        head = _head(*where)
         for m in run:
             msg = m.message
             attributes = msg.attributes
             meta_key = (id(attributes) if attributes else 0, msg.key, msg.stream_id, msg.msg_time)
             meta = metas.get(meta_key)
             if meta is None:
-                attribute_text = _encode(attributes) if attributes else "{}"
-                meta = metas[meta_key] = (
-                    f'"key":{_optional(msg.key)},"streamId":{_optional(msg.stream_id)},'
-                    f'"msgTime":{_optional(msg.msg_time)},"attributes":{attribute_text}'
-                ).encode()
+                meta = metas[meta_key] = _meta(msg.key, msg.stream_id, msg.msg_time, attributes)
             seq = m.seq
             offset = msg.offset
             if fmt == "base64":
@@ -123,6 +134,23 @@ def _render(messages: Sequence[DeliveredMessage], fmt: str, templates: tuple[byt
             else:
                 append(template % (seq, head, offset, msg.message_id, attempt, deadline, meta, value))
     return out
+
+
+def _head(topic: str, partition_key: str, broker_id: int, partition_id: int) -> bytes:
+    """The partition's fields of a message (rendered once per run of one partition)."""
+    return (
+        f'"topic":{_encode(topic)},"partitionKey":{_encode(partition_key)},'
+        f'"brokerId":{broker_id},"partitionId":{partition_id}'
+    ).encode()
+
+
+def _meta(key: str | None, stream_id: str | None, msg_time: str | None, attributes: dict[str, str]) -> bytes:
+    """The key and attribute fields of a message (rendered once per run of messages sharing them)."""
+    attribute_text = _encode(attributes) if attributes else "{}"
+    return (
+        f'"key":{_optional(key)},"streamId":{_optional(stream_id)},'
+        f'"msgTime":{_optional(msg_time)},"attributes":{attribute_text}'
+    ).encode()
 
 
 #: the ASCII bytes a JSON string escapes (controls, quote, backslash); DEL (0x7f) is left as it is

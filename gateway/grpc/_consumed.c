@@ -12,74 +12,10 @@
  * msg time and attributes (encoded once per run of the same objects), 13 delivery_attempt, 14 deadline,
  * 11 value, 12 key; proto3 fields at their default are left out, as the reference does.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
-
-/* --- a growing output buffer ------------------------------------------------------------------------- */
-
-typedef struct {
-    char *data;
-    Py_ssize_t len, cap;
-} buffer;
-
-static int reserve(buffer *b, Py_ssize_t more) {
-    if (more > PY_SSIZE_T_MAX - b->len) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (b->len + more <= b->cap) return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more) {
-        if (cap > PY_SSIZE_T_MAX / 2) {
-            cap = b->len + more;
-            break;
-        }
-        cap *= 2;
-    }
-    char *data = PyMem_Realloc(b->data, cap);
-    if (data == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->data = data;
-    b->cap = cap;
-    return 0;
-}
-
-static Py_ssize_t varint_size(uint64_t v) {
-    Py_ssize_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static char *put_varint(char *out, uint64_t v) {
-    while (v >= 0x80) {
-        *out++ = (char)((v & 0x7F) | 0x80);
-        v >>= 7;
-    }
-    *out++ = (char)v;
-    return out;
-}
-
-/* appends that cannot fail: the caller reserved the room */
-static void add(buffer *b, const void *src, Py_ssize_t n) {
-    if (n == 0) return; /* src may be an empty buffer's NULL */
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-}
-
-static void add_byte(buffer *b, char c) { b->data[b->len++] = c; }
-
-static void add_varint(buffer *b, uint64_t v) { b->len = put_varint(b->data + b->len, v) - b->data; }
+#include "delivered.h" /* gateway/_cext: the delivered message's fields, varints, the growing buffer */
 
 /* --- reading the messages -------------------------------------------------------------------------------- */
 
-#define UNSUPPORTED 1 /* not an error: hand the batch to the reference */
 
 /* An int field as the reference's _varint encodes it: int64 as two's complement, or uint64. */
 static int int_value(PyObject *value, uint64_t *out) {
@@ -138,8 +74,6 @@ static int add_int(buffer *b, char tag, PyObject *value, int skip_zero) {
     return 0;
 }
 
-static PyObject *s_seq, *s_topic, *s_partition_key, *s_broker_id, *s_partition_id, *s_message, *s_attempt,
-    *s_deadline_ms, *s_message_id, *s_body, *s_attributes, *s_stream_id, *s_msg_time, *s_offset, *s_key;
 
 /* fields 2-5 of a partition run */
 static int encode_head(buffer *b, PyObject *topic, PyObject *partition_key, PyObject *broker_id,
@@ -181,32 +115,6 @@ static int encode_meta(buffer *b, PyObject *stream_id, PyObject *msg_time, PyObj
 
 /* --- encode_consumed ---------------------------------------------------------------------------------- */
 
-#define N_OUTER 8
-#define N_INNER 7
-
-typedef struct {
-    PyObject *outer[N_OUTER]; /* seq, topic, partition_key, broker_id, partition_id, message, attempt, deadline_ms */
-    PyObject *inner[N_INNER]; /* message_id, body, attributes, stream_id, msg_time, offset, key */
-} fields;
-
-static void fields_clear(fields *f) {
-    for (int i = 0; i < N_OUTER; i++) Py_CLEAR(f->outer[i]);
-    for (int i = 0; i < N_INNER; i++) Py_CLEAR(f->inner[i]);
-}
-
-static int fields_read(PyObject *m, fields *f) {
-    PyObject *outer_names[N_OUTER] = {s_seq,    s_topic,   s_partition_key, s_broker_id,
-                                      s_partition_id, s_message, s_attempt,     s_deadline_ms};
-    PyObject *inner_names[N_INNER] = {s_message_id, s_body, s_attributes, s_stream_id, s_msg_time, s_offset, s_key};
-    for (int i = 0; i < N_OUTER; i++)
-        if ((f->outer[i] = PyObject_GetAttr(m, outer_names[i])) == NULL) return -1;
-    for (int i = 0; i < N_INNER; i++)
-        if ((f->inner[i] = PyObject_GetAttr(f->outer[5], inner_names[i])) == NULL) return -1;
-    return 0;
-}
-
-/* whether a and b are equal (the reference compares with !=); -1 on error */
-static int same(PyObject *a, PyObject *b) { return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ); }
 
 static PyObject *py_encode_consumed(PyObject *Py_UNUSED(self), PyObject *arg) {
     PyObject *seq = PySequence_Fast(arg, "messages must be a sequence");
@@ -223,13 +131,12 @@ static PyObject *py_encode_consumed(PyObject *Py_UNUSED(self), PyObject *arg) {
         PyObject *message_id = cur.inner[0], *body = cur.inner[1], *attributes = cur.inner[2],
                  *stream_id = cur.inner[3], *msg_time = cur.inner[4], *offset = cur.inner[5], *key = cur.inner[6];
         /* the partition's fields, again when it changed (the reference's partition_runs) */
-        int same_run = i > 0;
-        for (int k = 1; k <= 4 && same_run == 1; k++) same_run = same(cur.outer[k], prev.outer[k]);
-        if (same_run < 0) {
+        int run = new_run(&cur, &prev, i == 0);
+        if (run < 0) {
             rc = -1;
             break;
         }
-        if (!same_run) {
+        if (run) {
             head.len = 0;
             if ((rc = encode_head(&head, cur.outer[1], cur.outer[2], cur.outer[3], cur.outer[4]))) break;
         }
@@ -308,15 +215,7 @@ static PyObject *py_encode_consumed(PyObject *Py_UNUSED(self), PyObject *arg) {
     fields_clear(&prev);
     fields_clear(&cur);
     Py_DECREF(seq);
-    PyObject *result = NULL;
-    if (rc == 0)
-        result = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
-    else if (rc == UNSUPPORTED || !PyErr_ExceptionMatches(PyExc_MemoryError)) {
-        /* what the fast path does not take, and any error a message's fields raised: the reference
-         * encodes the batch, or raises what it raises */
-        PyErr_Clear();
-        result = Py_NewRef(Py_NotImplemented);
-    }
+    PyObject *result = answer_or_reference(rc, &out);
     PyMem_Free(out.data);
     PyMem_Free(head.data);
     PyMem_Free(meta.data);
@@ -335,23 +234,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.grpc._consum
                                     methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__consumed(void) {
-#define INTERN(var, text) \
-    if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL;
-    INTERN(s_seq, "seq")
-    INTERN(s_topic, "topic")
-    INTERN(s_partition_key, "partition_key")
-    INTERN(s_broker_id, "broker_id")
-    INTERN(s_partition_id, "partition_id")
-    INTERN(s_message, "message")
-    INTERN(s_attempt, "attempt")
-    INTERN(s_deadline_ms, "deadline_ms")
-    INTERN(s_message_id, "message_id")
-    INTERN(s_body, "body")
-    INTERN(s_attributes, "attributes")
-    INTERN(s_stream_id, "stream_id")
-    INTERN(s_msg_time, "msg_time")
-    INTERN(s_offset, "offset")
-    INTERN(s_key, "key")
-#undef INTERN
+    if (delivered_init() < 0) return NULL;
     return PyModule_Create(&module);
 }

@@ -14,8 +14,7 @@
  * Python's own headers and a C compiler are, and setup.py marks it optional, so a machine without a
  * compiler installs the pure path.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "outbuf.h" /* gateway/_cext: varints */
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
@@ -316,26 +315,6 @@ fail:
     Py_XDECREF(iter);
     decode_state_clear(&s);
     return NULL;
-}
-
-/* --- varints and growing output ---------------------------------------------------------------------- */
-
-static Py_ssize_t varint_size(unsigned long long v) {
-    Py_ssize_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static char *put_varint(char *out, unsigned long long v) {
-    while (v >= 0x80) {
-        *out++ = (char)((v & 0x7F) | 0x80);
-        v >>= 7;
-    }
-    *out++ = (char)v;
-    return out;
 }
 
 /* The UTF-8 of an optional text field: *size -1 when absent (None or empty, as `if text:` says). */

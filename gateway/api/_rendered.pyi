@@ -1,0 +1,10 @@
+from collections.abc import Callable, Sequence
+from typing import Any
+
+def render_base64(
+    messages: Sequence[Any],
+    events: bool,
+    head_of: Callable[..., bytes],
+    meta_of: Callable[..., bytes],
+    /,
+) -> Any: ...
