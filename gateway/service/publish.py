@@ -175,6 +175,7 @@ class PublishService:
         limit = (await self.ensure_topic(topic)).max_msg_size
         single = len(messages) == 1
         total = 0
+        pinned = False  # a message with a key or a partition
         prepared: list[PreparedMessage] = []  # each message checked and encoded once, by the publish rules
         # a batch's messages share their attribute text mostly: BatchPreparer builds each distinct one once
         prepare = prepare_message if single else BatchPreparer().prepare
@@ -201,6 +202,8 @@ class PublishService:
                 )
             total += ready.size
             prepared.append(ready)
+            if ready.key is not None or ready.partition is not None:
+                pinned = True
         if self._quotas is not None:
             # One check for the whole, valid batch, before anything is sent (raises RateLimited).
             self._quotas.charge_publish(len(messages), total)
@@ -212,9 +215,9 @@ class PublishService:
         # Messages pinned to one key or partition go out one after another so they stay in batch order;
         # free messages go out together (Producer.send_prepared: one request each, written per broker in one
         # go, at most ``concurrency`` in flight). A chain of pinned messages counts as one send in flight.
-        free: list[int] = []
+        free: list[int] = [] if pinned else list(range(len(prepared)))  # all free: the usual batch
         chains: dict[tuple[str, object], list[int]] = {}
-        for i, ready in enumerate(prepared):
+        for i, ready in enumerate(prepared if pinned else ()):
             if ready.key is not None:
                 pin: tuple[str, object] = ("k", ready.key)
             elif ready.partition is not None:
@@ -266,10 +269,9 @@ class PublishService:
         """Send the messages at ``indexes`` (no key, no partition) in windows of at most ``window``."""
         for start in range(0, len(indexes), window):
             part = indexes[start : start + window]
+            batch = prepared if len(part) == len(prepared) else [prepared[i] for i in part]
             try:
-                results = await self._producer.send_prepared(
-                    topic, [prepared[i] for i in part], timeout=self._send_timeout
-                )
+                results = await self._producer.send_prepared(topic, batch, timeout=self._send_timeout)
             except Exception as exc:  # the whole batch: producer closed, topic unpublished or unrouted
                 for i in part:
                     outcomes[i].error = service_error(exc, Doing.PUBLISH, topic=topic, index=i)
