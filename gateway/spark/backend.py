@@ -2,46 +2,30 @@
 with the ``gateway`` option, over a tubemq-gateway's REST API (:mod:`gateway.spark.rest`).
 
 Rows read come as Arrow record batches (:mod:`gateway.spark.arrow`). Rows written are Spark ``Row``
-tuples whose column names come from the DataFrame: ``value`` (binary or string) is required; ``key``,
-``attributes``, ``stream_id`` and ``msg_time`` (timestamp or ``yyyyMMddHHmm`` text) are used when present,
-every other column is ignored.
+tuples whose column names come from the DataFrame (:mod:`gateway.spark.batches` says which are used); they
+go out in bounded batches, each through the producer's batch path (``Producer.send_prepared``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, wait
 from typing import Any
 
 from gateway.spark.arrow import from_messages
+from gateway.spark.batches import batches, picker, row_bytes
 from gateway.spark.core import PartitionRange, PlannedPartition, get_core, plan_topic
 from gateway.spark.failures import WriteFailed
 from gateway.spark.options import SourceOptions
+from gateway.tubemq.errors import ClientError
 from gateway.tubemq.producer import Producer
+from gateway.tubemq.wire import PreparedMessage, prepare_message
 
-__all__ = [
-    "WRITE_CHUNK",
-    "DataLost",
-    "OutgoingRow",
-    "check_columns",
-    "data_loss",
-    "plan",
-    "read_batches",
-    "to_outgoing",
-    "write_rows",
-]
+__all__ = ["DataLost", "data_loss", "plan", "read_batches", "write_rows"]
 
 log = logging.getLogger(__name__)
-
-WRITE_CHUNK = 1000
-"""Rows sent concurrently by one write task before it waits for their answers."""
-
-OutgoingRow = tuple[bytes, str | None, dict[str, str] | None, str | None, datetime | str | None]
-"""(value, key, attributes, stream_id, msg_time) of one message to send."""
-
-_OPTIONAL = ("key", "attributes", "stream_id", "msg_time")
 
 
 def plan(options: SourceOptions) -> dict[str, PlannedPartition]:
@@ -109,68 +93,74 @@ def _check_expired(task: PartitionRange, lost: int) -> None:
         )
 
 
-def check_columns(columns: Sequence[str]) -> None:
-    if "value" not in columns:
-        raise ValueError(f"writing to tubemq needs a 'value' column; the DataFrame has {list(columns)}")
-
-
-def to_outgoing(index: Mapping[str, int], row: Sequence[Any]) -> OutgoingRow:
-    """Pick the message fields out of one Row, ``index`` giving each column's position."""
-    value = row[index["value"]]
-    if value is None:
-        raise ValueError("a row has a null 'value': every message needs a body")
-    if isinstance(value, str):
-        body = value.encode("utf-8")
-    elif isinstance(value, bytes | bytearray | memoryview):
-        body = bytes(value)
-    else:
-        raise ValueError(f"a row's 'value' is {type(value).__name__}: it must be string or binary")
-    fields = [row[index[name]] if name in index else None for name in _OPTIONAL]
-    key, attributes, stream_id, msg_time = fields
-    return (
-        body,
-        str(key) if key is not None else None,
-        {str(k): str(v) for k, v in attributes.items()} if attributes else None,
-        str(stream_id) if stream_id is not None else None,
-        msg_time,
-    )
-
-
-def _chunks(rows: Iterable[Any], columns: Sequence[str]) -> Iterator[list[OutgoingRow]]:
-    index = {name: i for i, name in enumerate(columns)}
-    chunk: list[OutgoingRow] = []
+def _prepared(
+    rows: Iterable[Any], columns: Sequence[str]
+) -> Iterator[tuple[PreparedMessage | Exception, int]]:
+    """Each row checked by the publish rules and encoded (``payload.prepare_message``), or the error naming
+    the field it breaks (kept in its place: its batch reports it), with its bytes."""
+    pick = picker({name: i for i, name in enumerate(columns)})
     for row in rows:
-        chunk.append(to_outgoing(index, row))
-        if len(chunk) >= WRITE_CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+        outgoing = pick(row)
+        body, key, attributes, stream_id, msg_time = outgoing
+        try:
+            message: PreparedMessage | Exception = prepare_message(body, attributes, stream_id, msg_time, key)
+        except ClientError as exc:
+            message = exc
+        yield message, row_bytes(outgoing)
 
 
-async def _send_chunk(producer: Producer, topic: str, chunk: list[OutgoingRow]) -> int:
-    results = await asyncio.gather(
-        *(
-            producer.send(topic, body, key=key, attributes=attrs, stream_id=stream, msg_time=when)
-            for body, key, attrs, stream, when in chunk
-        ),
-        return_exceptions=True,
-    )
-    failures = [r for r in results if isinstance(r, BaseException)]
+async def _send_batch(producer: Producer, topic: str, batch: list[PreparedMessage | Exception]) -> int:
+    """Send one batch through the producer's batch path; its size once a broker acknowledged every message,
+    else :class:`WriteFailed` counting the messages that were not stored and naming the first one's error."""
+    ready = [m for m in batch if not isinstance(m, Exception)]
+    try:
+        sent = await producer.send_prepared(topic, ready) if ready else []
+    except Exception as exc:  # the producer is closed, or the topic unpublished or unrouted: none was sent
+        raise WriteFailed(
+            f"{len(batch)} of {len(batch)} messages to {topic!r} failed; first: {exc!r}"
+        ) from exc
+    if len(ready) < len(batch):  # rows that broke a publish rule keep their place among the outcomes
+        answers = iter(sent)
+        sent = [m if isinstance(m, Exception) else next(answers) for m in batch]
+    failures = [outcome for outcome in sent if isinstance(outcome, Exception)]
     if failures:
         raise WriteFailed(
-            f"{len(failures)} of {len(chunk)} messages to {topic!r} failed; first: {failures[0]!r}"
+            f"{len(failures)} of {len(batch)} messages to {topic!r} failed; first: {failures[0]!r}"
         ) from failures[0]
-    return len(chunk)
+    return len(batch)
 
 
 def write_rows(options: SourceOptions, columns: Sequence[str], rows: Iterable[Any]) -> int:
-    """Send every row; returns how many; raises :class:`WriteFailed` when any message failed."""
+    """Send every row, in batches bounded by ``writeBatchRows`` and ``writeBatchBytes``
+    (:mod:`gateway.spark.batches`); returns how many once a broker acknowledged each; raises
+    :class:`WriteFailed` when any message failed (the batches before it were stored, those after it are not
+    sent)."""
+    limits = options.write_batch_rows, options.write_batch_bytes
     if options.gateway is not None:
         from gateway.spark import rest
 
-        return sum(rest.send_chunk(options, chunk) for chunk in _chunks(rows, columns))
+        pick = picker({name: i for i, name in enumerate(columns)})
+        outgoing = (pick(row) for row in rows)
+        return sum(
+            rest.send_chunk(options, chunk)
+            for chunk in batches(((o, row_bytes(o)) for o in outgoing), *limits)
+        )
     assert options.masters is not None
     core = get_core(options.timeout, options.tubemq)
-    producer = core.run(core.producer(options.masters, options.topic))
-    return sum(core.run(_send_chunk(producer, options.topic, chunk)) for chunk in _chunks(rows, columns))
+    topic = options.topic
+    producer = core.run(core.producer(options.masters, topic))
+    stored = 0
+    # One batch in flight on the core's loop while this thread reads and prepares the next from Spark.
+    sending: Future[int] | None = None
+    try:
+        for batch in batches(_prepared(rows, columns), *limits):
+            if sending is not None:
+                stored += sending.result()
+            sending = core.submit(_send_batch(producer, topic, batch))
+        if sending is not None:
+            stored += sending.result()
+            sending = None
+    finally:
+        if sending is not None:  # reading a row failed: let the batch in flight finish before the task ends
+            wait([sending])
+    return stored

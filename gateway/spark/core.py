@@ -21,6 +21,7 @@ import os
 import secrets
 import threading
 from collections.abc import AsyncGenerator, Coroutine, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -130,6 +131,10 @@ class SparkCore:
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on the core's loop and wait for its result (its exception is raised here)."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start ``coro`` on the core's loop; its result (or exception) comes from the returned future."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def iterate(self, source: AsyncGenerator[T, None]) -> Iterator[T]:
         """Walk an async generator from synchronous code; closing this generator closes ``source``."""

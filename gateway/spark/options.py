@@ -30,6 +30,9 @@ refused rather than rounded. A JSON key must name a partition the topics have wh
   does the same when ``spark.sql.python.filterPushdown.enabled`` is true (see :mod:`gateway.spark.source`).
 * ``timeout``: seconds for one TubeMQ or gateway call (default 10).
 * ``groupPrefix``: prefix of the private consumer groups range reads use (default ``tubemq_spark``).
+* ``writeBatchRows``, ``writeBatchBytes``: writes send a task's rows in batches of at most this many rows
+  (default 1000) and this many bytes of values and attribute text (default 4 MiB; a row larger than that
+  goes alone); see :mod:`gateway.spark.batches`.
 * ``tls`` (``true``/``false``), ``tls.caFile``, ``tls.certFile``, ``tls.keyFile``, ``tls.serverHostname``,
   ``tls.verify``, ``auth.username``, ``auth.password``: TLS and authentication towards TubeMQ, as the
   gateway's ``tubemq`` settings (docs/security.md, "TLS and authentication towards TubeMQ"); files are read
@@ -56,6 +59,8 @@ from gateway.config import TubeMQSettings
 from gateway.tubemq.consumer import INDEX_ENTRY_SIZE
 
 __all__ = [
+    "DEFAULT_WRITE_BATCH_BYTES",
+    "DEFAULT_WRITE_BATCH_ROWS",
     "EARLIEST",
     "KNOWN_OPTIONS",
     "LATEST",
@@ -67,6 +72,11 @@ __all__ = [
 
 EARLIEST = -2
 LATEST = -1
+
+DEFAULT_WRITE_BATCH_ROWS = 1000
+"""Rows of one write batch unless ``writeBatchRows`` says otherwise (a gateway's default request limit)."""
+DEFAULT_WRITE_BATCH_BYTES = 4 * 1024 * 1024
+"""Bytes of one write batch unless ``writeBatchBytes`` says otherwise."""
 
 KNOWN_OPTIONS = (
     "masters",
@@ -83,6 +93,8 @@ KNOWN_OPTIONS = (
     "streamId",
     "timeout",
     "groupPrefix",
+    "writeBatchRows",
+    "writeBatchBytes",
     "tls",
     "tls.caFile",
     "tls.certFile",
@@ -190,6 +202,8 @@ class SourceOptions:
     min_partitions: int | None = None
     stream_ids: tuple[str, ...] = ()
     """Only these stream ids (empty: all)."""
+    write_batch_rows: int = DEFAULT_WRITE_BATCH_ROWS
+    write_batch_bytes: int = DEFAULT_WRITE_BATCH_BYTES
 
     @property
     def topic(self) -> str:
@@ -241,6 +255,10 @@ class SourceOptions:
             fail_on_data_loss=_boolean(lower, "failondataloss", "failOnDataLoss", default=True),
             min_partitions=_positive_int(lower, "minpartitions", "minPartitions"),
             stream_ids=stream_id_filter(lower.get("streamid") or "", "streamId"),
+            write_batch_rows=_positive_int(lower, "writebatchrows", "writeBatchRows")
+            or DEFAULT_WRITE_BATCH_ROWS,
+            write_batch_bytes=_positive_int(lower, "writebatchbytes", "writeBatchBytes")
+            or DEFAULT_WRITE_BATCH_BYTES,
         )
 
 

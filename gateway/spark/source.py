@@ -43,9 +43,13 @@ does not implement ``ReportsSourceMetrics``), so the lag per partition comes fro
 Kafka sink refuses it (a topic cannot be replaced). Kafka also takes the default mode, ErrorIfExists, as
 append; a Python data source cannot: Spark itself refuses ErrorIfExists and Ignore for every Python data
 source before the source is asked (``UNSUPPORTED_DATA_SOURCE_SAVE_MODE``), so writes say
-``mode("append")``. Every row becomes one ``Producer.send`` (``value`` required, binary or
-string; optional ``key``, ``attributes``, ``stream_id``, ``msg_time``) through the process's one pooled
-core; a task fails when any of its messages fails, so Spark retries it (delivery is at-least-once).
+``mode("append")``. Every row becomes one message (``value`` required, binary or string; optional
+``key``, ``attributes``, ``stream_id``, ``msg_time``); a task sends its rows in batches bounded by
+``writeBatchRows`` and ``writeBatchBytes`` (:mod:`gateway.spark.batches`), each through the producer's
+batch path (``Producer.send_prepared``) of the process's one pooled core, one batch in flight while the
+next is read. A row counts as written once a broker acknowledged it; a task fails when any of its messages
+fails (:class:`gateway.spark.failures.WriteFailed`: how many of the batch, and the first one's error; the
+batches after it are not sent), so Spark retries it (delivery is at-least-once).
 
 **Stream-id filter**: option ``streamId`` (a comma list) reads only messages of those stream ids, filtered
 by the broker (TubeMQ's filter items) and checked again here against hash collisions; exact ranges stay
@@ -83,6 +87,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from gateway.spark import backend
+from gateway.spark.batches import check_columns
 from gateway.spark.core import PartitionRange, PlannedPartition
 from gateway.spark.options import SourceOptions, stream_id_filter
 from gateway.tubemq.consumer import INDEX_ENTRY_SIZE
@@ -412,7 +417,7 @@ def check_value_type(schema: StructType) -> None:
     """Refuse, before any task runs, a ``value`` column that is neither string nor binary (as Spark's Kafka
     sink does): an integer would otherwise become that many zero bytes."""
     if "value" not in schema.fieldNames():
-        backend.check_columns(schema.fieldNames())
+        check_columns(schema.fieldNames())
     kind = schema["value"].dataType
     if not isinstance(kind, StringType | BinaryType):
         raise ValueError(
@@ -425,7 +430,7 @@ class TubeMQWriter(DataSourceWriter):
     def __init__(self, options: SourceOptions, columns: list[str]) -> None:
         self.options = options
         self.columns = columns
-        backend.check_columns(columns)
+        check_columns(columns)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return TubeMQCommitMessage(backend.write_rows(self.options, self.columns, iterator))
@@ -435,7 +440,7 @@ class TubeMQStreamWriter(DataSourceStreamWriter):
     def __init__(self, options: SourceOptions, columns: list[str]) -> None:
         self.options = options
         self.columns = columns
-        backend.check_columns(columns)
+        check_columns(columns)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return TubeMQCommitMessage(backend.write_rows(self.options, self.columns, iterator))
