@@ -21,7 +21,7 @@ from gateway.spark.failures import WriteFailed
 from gateway.spark.options import SourceOptions
 from gateway.tubemq.errors import ClientError
 from gateway.tubemq.producer import Producer
-from gateway.tubemq.wire import PreparedMessage, prepare_message
+from gateway.tubemq.wire import BatchPreparer, PreparedMessage
 
 __all__ = ["DataLost", "data_loss", "plan", "read_batches", "write_rows"]
 
@@ -94,18 +94,24 @@ def _check_expired(task: PartitionRange, lost: int) -> None:
 
 
 def _prepared(
-    rows: Iterable[Any], columns: Sequence[str]
+    rows: Iterable[Any], columns: Sequence[str], renew: int
 ) -> Iterator[tuple[PreparedMessage | Exception, int]]:
-    """Each row checked by the publish rules and encoded (``payload.prepare_message``), or the error naming
-    the field it breaks (kept in its place: its batch reports it), with its bytes."""
+    """Each row checked by the publish rules and encoded (``payload.BatchPreparer``, a new one every ``renew``
+    rows: a batch's rows share the check and text of their attributes, stream id and msg_time), or the error
+    naming the field it breaks (kept in its place: its batch reports it), with its bytes."""
     pick = picker({name: i for i, name in enumerate(columns)})
-    for row in rows:
+    preparer = BatchPreparer()
+    for n, row in enumerate(rows, 1):
         outgoing = pick(row)
         body, key, attributes, stream_id, msg_time = outgoing
         try:
-            message: PreparedMessage | Exception = prepare_message(body, attributes, stream_id, msg_time, key)
+            message: PreparedMessage | Exception = preparer.prepare(
+                body, attributes, stream_id, msg_time, key
+            )
         except ClientError as exc:
             message = exc
+        if n % renew == 0:
+            preparer = BatchPreparer()
         yield message, row_bytes(outgoing)
 
 
@@ -153,7 +159,7 @@ def write_rows(options: SourceOptions, columns: Sequence[str], rows: Iterable[An
     # One batch in flight on the core's loop while this thread reads and prepares the next from Spark.
     sending: Future[int] | None = None
     try:
-        for batch in batches(_prepared(rows, columns), *limits):
+        for batch in batches(_prepared(rows, columns, options.write_batch_rows), *limits):
             if sending is not None:
                 stored += sending.result()
             sending = core.submit(_send_batch(producer, topic, batch))
