@@ -8,8 +8,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from gateway.tubemq.consumer import ConsumedMessage
+from gateway.tubemq.wire import slots_constructor
 
-__all__ = ["CommitResult", "DeadlineResult", "DeliveredMessage", "NackResult", "partition_runs"]
+__all__ = [
+    "CommitResult",
+    "DeadlineResult",
+    "DeliveredMessage",
+    "NackResult",
+    "new_delivered",
+    "partition_runs",
+]
 
 
 @dataclass(slots=True)
@@ -37,6 +45,11 @@ class DeliveredMessage:
     @property
     def offset(self) -> int | None:
         return self.message.offset
+
+
+#: ``DeliveredMessage(*all nine fields)``, compiled where the extension is loaded (half a microsecond less per
+#: delivered message than running ``__init__``; gateway/tubemq/wire/speedups.py)
+new_delivered = slots_constructor(DeliveredMessage)
 
 
 def partition_runs(

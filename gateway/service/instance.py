@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivered import DeliveredMessage, new_delivered
 from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.instance_id import redact
 from gateway.service.instance_parts import Batch, Budget, Entry, Pending
@@ -222,6 +222,7 @@ class ConsumerInstance(Redelivery):
         out = budget.out
         pending = self._pending
         seqs = self._seq
+        make = new_delivered
         limit = budget.max_messages
         max_bytes = budget.max_bytes
         used = budget.used
@@ -237,7 +238,7 @@ class ConsumerInstance(Redelivery):
             buffer.popleft()
             seq = next(seqs)
             if origin is None:
-                delivered = DeliveredMessage(
+                delivered = make(
                     seq,
                     batch.topic,
                     batch.partition_key,
@@ -249,7 +250,7 @@ class ConsumerInstance(Redelivery):
                     deadline_ms,
                 )
             else:
-                delivered = DeliveredMessage(
+                delivered = make(
                     seq,
                     origin.topic,
                     origin.partition_key,

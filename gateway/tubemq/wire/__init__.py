@@ -18,6 +18,7 @@ from gateway.tubemq.wire.payload import (
 from gateway.tubemq.wire.speedups import ACTIVE as SPEEDUPS
 from gateway.tubemq.wire.speedups import REASON as SPEEDUPS_REASON
 from gateway.tubemq.wire.speedups import load_extension as load_speedups
+from gateway.tubemq.wire.speedups import slots_constructor
 
 __all__ = [
     "METHODS",
@@ -36,4 +37,5 @@ __all__ = [
     "local_ipv4",
     "parse_msg_time",
     "prepare_message",
+    "slots_constructor",
 ]

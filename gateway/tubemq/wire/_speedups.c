@@ -16,6 +16,7 @@
  */
 #include "outbuf.h" /* gateway/_cext: varints */
 #include <structmember.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -54,6 +55,36 @@ static int checksum_matches(PyObject *data, PyObject *checksum) {
 static PyTypeObject *message_type = NULL;
 static Py_ssize_t message_offsets[MESSAGE_FIELDS];
 
+/* The offsets of the fields `names` of a plain slots dataclass (writable object slots of its own, no
+ * __post_init__, allocated by the generic allocator), in order; -1 with TypeError naming what is not so. */
+static int slot_offsets(PyTypeObject *type, PyObject *names, Py_ssize_t *offsets) {
+    if (type->tp_alloc != PyType_GenericAlloc || type->tp_itemsize != 0 ||
+        PyObject_HasAttrString((PyObject *)type, "__post_init__")) {
+        PyErr_Format(PyExc_TypeError, "%s must be a plain slots dataclass", type->tp_name);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *descr = PyDict_GetItemWithError(type->tp_dict, PyTuple_GET_ITEM(names, i));
+        if (descr == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%s has no slot %R", type->tp_name, PyTuple_GET_ITEM(names, i));
+            return -1;
+        }
+        if (!Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyErr_Format(PyExc_TypeError, "%R is not a slot", PyTuple_GET_ITEM(names, i));
+            return -1;
+        }
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type != T_OBJECT_EX || (member->flags & READONLY) || member->offset <= 0 ||
+            member->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
+            PyErr_Format(PyExc_TypeError, "%R is not a writable object slot", PyTuple_GET_ITEM(names, i));
+            return -1;
+        }
+        offsets[i] = member->offset;
+    }
+    return 0;
+}
+
 static PyObject *py_set_message_type(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *cls, *names;
     if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &cls, &PyTuple_Type, &names)) return NULL;
@@ -61,36 +92,71 @@ static PyObject *py_set_message_type(PyObject *Py_UNUSED(self), PyObject *args) 
         PyErr_Format(PyExc_TypeError, "the message class needs %d fields", MESSAGE_FIELDS);
         return NULL;
     }
-    PyTypeObject *type = (PyTypeObject *)cls;
-    if (type->tp_alloc != PyType_GenericAlloc || type->tp_itemsize != 0 ||
-        PyObject_HasAttrString(cls, "__post_init__")) {
-        PyErr_SetString(PyExc_TypeError, "the message class must be a plain slots dataclass");
-        return NULL;
-    }
     Py_ssize_t offsets[MESSAGE_FIELDS];
-    for (Py_ssize_t i = 0; i < MESSAGE_FIELDS; i++) {
-        PyObject *descr = PyDict_GetItemWithError(type->tp_dict, PyTuple_GET_ITEM(names, i));
-        if (descr == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "the message class has no slot %R", PyTuple_GET_ITEM(names, i));
-            return NULL;
-        }
-        if (!Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-            PyErr_Format(PyExc_TypeError, "%R is not a slot", PyTuple_GET_ITEM(names, i));
-            return NULL;
-        }
-        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
-        if (member->type != T_OBJECT_EX || (member->flags & READONLY) || member->offset <= 0 ||
-            member->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
-            PyErr_Format(PyExc_TypeError, "%R is not a writable object slot", PyTuple_GET_ITEM(names, i));
-            return NULL;
-        }
-        offsets[i] = member->offset;
-    }
+    if (slot_offsets((PyTypeObject *)cls, names, offsets) < 0) return NULL;
     memcpy(message_offsets, offsets, sizeof offsets);
     Py_INCREF(cls);
-    Py_XSETREF(message_type, type);
+    Py_XSETREF(message_type, (PyTypeObject *)cls);
     Py_RETURN_NONE;
+}
+
+/* --- slots_maker: cls(*values) without running __init__ ------------------------------------------------ */
+
+/* A plain slots dataclass's __init__ only stores its arguments; a maker stores them into the new object's
+ * slots directly (a DeliveredMessage: 0.5 us through __init__, a Python frame per message). Called with
+ * exactly one positional value per field it builds; any other call goes to the class, which then says what
+ * is wrong or fills the defaults. */
+#define MAX_MAKER_FIELDS 16
+
+typedef struct {
+    PyObject_HEAD vectorcallfunc vectorcall;
+    PyTypeObject *cls;
+    Py_ssize_t n;
+    Py_ssize_t offsets[MAX_MAKER_FIELDS];
+} Maker;
+
+static PyObject *maker_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Maker *m = (Maker *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != m->n || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0))
+        return PyObject_Vectorcall((PyObject *)m->cls, args, nargsf, kwnames);
+    PyObject *obj = m->cls->tp_alloc(m->cls, 0);
+    if (obj == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++) *(PyObject **)((char *)obj + m->offsets[i]) = Py_NewRef(args[i]);
+    return obj;
+}
+
+static void maker_dealloc(PyObject *self) {
+    Py_XDECREF(((Maker *)self)->cls);
+    PyObject_Free(self);
+}
+
+static PyTypeObject MakerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "gateway.tubemq.wire._speedups.Maker",
+    .tp_basicsize = sizeof(Maker),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Maker, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = maker_dealloc,
+    .tp_doc = "cls(*values) of a plain slots dataclass, its slots stored directly (see slots_maker)",
+};
+
+static PyObject *py_slots_maker(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *cls, *names;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &cls, &PyTuple_Type, &names)) return NULL;
+    if (PyTuple_GET_SIZE(names) > MAX_MAKER_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "a maker builds at most %d fields", MAX_MAKER_FIELDS);
+        return NULL;
+    }
+    Py_ssize_t offsets[MAX_MAKER_FIELDS];
+    if (slot_offsets((PyTypeObject *)cls, names, offsets) < 0) return NULL;
+    Maker *m = PyObject_New(Maker, &MakerType);
+    if (m == NULL) return NULL;
+    m->vectorcall = maker_call;
+    m->cls = (PyTypeObject *)Py_NewRef(cls);
+    m->n = PyTuple_GET_SIZE(names);
+    memcpy(m->offsets, offsets, sizeof offsets);
+    return (PyObject *)m;
 }
 
 /* A new message owning the references in values (stolen, also on failure). */
@@ -673,6 +739,8 @@ done:
 static PyMethodDef methods[] = {
     {"set_message_type", py_set_message_type, METH_VARARGS,
      "set_message_type(cls, field_names): the slots dataclass decode_messages builds."},
+    {"slots_maker", py_slots_maker, METH_VARARGS,
+     "slots_maker(cls, field_names) -> a callable building cls from one positional value per field"},
     {"decode_messages", py_decode_messages, METH_VARARGS,
      "decode_messages(wire, filters, curr_offset, exact, parse_prefix) -> (messages, kept_bytes, "
      "bad_checksum, bad_payload, filtered)"},
@@ -692,6 +760,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.tubemq.wire.
                                     methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
+    if (PyType_Ready(&MakerType) < 0) return NULL;
     PyObject *zlib = PyImport_ImportModule("zlib");
     if (zlib == NULL) return NULL;
     zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");

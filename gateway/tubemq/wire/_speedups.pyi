@@ -2,6 +2,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 def set_message_type(cls: type, field_names: tuple[str, ...], /) -> None: ...
+def slots_maker(cls: type, field_names: tuple[str, ...], /) -> Callable[..., Any]: ...
 def decode_messages(
     wire: Iterable[Any],
     filters: frozenset[str] | None,

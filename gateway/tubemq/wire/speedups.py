@@ -13,12 +13,23 @@ The pure functions stay the reference: every compiled function gives the same re
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
+from collections.abc import Callable
 from types import ModuleType
-from typing import Final
+from typing import Any, Final, TypeVar
 
-__all__ = ["ACTIVE", "COMPILED", "ENV_SWITCH", "PURE", "REASON", "compiled", "load_extension"]
+__all__ = [
+    "ACTIVE",
+    "COMPILED",
+    "ENV_SWITCH",
+    "PURE",
+    "REASON",
+    "compiled",
+    "load_extension",
+    "slots_constructor",
+]
 
 ENV_SWITCH: Final = "TUBEMQ_GATEWAY_NO_EXTENSIONS"
 COMPILED: Final = "compiled"
@@ -49,3 +60,19 @@ def load_extension(name: str) -> ModuleType | None:
         return importlib.import_module(name)
     except ImportError:
         return None
+
+
+_T = TypeVar("_T")
+
+
+def slots_constructor(cls: type[_T]) -> Callable[..., _T]:
+    """``cls`` itself on the pure path, else a compiled maker of it: ``make(*values)`` with one positional
+    value per field, in field order, stores them into the new object's slots without running ``__init__``
+    (a plain slots dataclass's ``__init__`` does nothing else; the maker refuses any other class at once).
+    Any other call (fewer values, keywords) goes to ``cls``, which fills the defaults or says what is
+    wrong."""
+    if compiled is None:
+        return cls
+    names = tuple(field.name for field in dataclasses.fields(cls))  # type: ignore[arg-type]
+    maker: Callable[..., Any] = compiled.slots_maker(cls, names)
+    return maker
