@@ -1,0 +1,101 @@
+"""The compiled loop over a read's complete one-block frames (``_speedups.whole_frames``, used by
+``FrameDecoder._whole_frames``) against its reference (``FrameDecoder._whole_frames_py``): any stream, cut
+anywhere, gives the same frames and the same errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.tubemq.wire import frame_decoder, speedups
+from gateway.tubemq.wire.frame import Frame, FrameError, encode_frame
+from gateway.tubemq.wire.frame_decoder import FrameDecoder
+from tests.test_speedups import _extension
+
+
+class PureDecoder(FrameDecoder):
+    """The decoder with the reference loop, whichever path the process selected."""
+
+    __slots__ = ()
+
+    def _whole_frames(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
+        return self._whole_frames_py(view, pos, end, frames)
+
+
+class CompiledDecoder(FrameDecoder):
+    """The decoder with the C loop, even where the process runs the pure path."""
+
+    __slots__ = ()
+
+    def _whole_frames(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
+        found: int = _extension().whole_frames(view[:end], pos, self._max_frame_bytes - 4, frames)
+        return found
+
+
+@pytest.fixture(autouse=True)
+def _frame_class() -> None:
+    _extension().set_frame_type(Frame)
+
+
+def _run(decoder: FrameDecoder, chunks: list[bytes]) -> list[Any]:
+    seen: list[Any] = []
+    for chunk in chunks:
+        try:
+            seen.append([(f.serial, f.payload, type(f)) for f in decoder.feed(chunk)])
+        except FrameError as exc:
+            seen.append(("error", str(exc)))
+    return seen
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> list[bytes]:
+    """Frames (small, empty, several blocks), now and then a header changed (token, listSize, a negative or
+    huge block length) or garbage, cut into chunks anywhere."""
+    parts: list[bytes] = []
+    for _ in range(draw(st.integers(0, 8))):
+        size = draw(st.sampled_from([0, 1, 30, 59, 60, 61, 200, 8192, 8193, 17000]))
+        raw = bytearray(
+            encode_frame(
+                draw(st.integers(-(2**31), 2**31 - 1)), draw(st.binary(min_size=size, max_size=size))
+            )
+        )
+        change = draw(st.integers(0, 12))
+        if change == 1:
+            raw[0] ^= 0xFF  # not the begin token
+        elif change == 2:
+            raw[8:12] = draw(st.sampled_from([b"\x00\x00\x00\x00", b"\x00\x00\x00\x02", b"\xff\xff\xff\xff"]))
+        elif change == 3:
+            raw[12:16] = draw(
+                st.sampled_from([b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff", b"\x00\x10\x00\x00"])
+            )
+        elif change == 4:
+            raw += draw(st.binary(max_size=20))
+        parts.append(bytes(raw))
+    stream = b"".join(parts)
+    cuts = sorted(draw(st.lists(st.integers(0, len(stream)), max_size=6)))
+    return [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(streams(), st.sampled_from([64, 8196, 40_000]))
+def test_any_stream_gives_the_same_frames_and_errors(chunks: list[bytes], max_frame_bytes: int) -> None:
+    assert _run(CompiledDecoder(max_frame_bytes), chunks) == _run(PureDecoder(max_frame_bytes), chunks)
+
+
+def test_the_process_decoder_uses_the_compiled_loop_where_built() -> None:
+    assert (frame_decoder._compiled is not None) == (speedups.ACTIVE == speedups.COMPILED)
+    frames = FrameDecoder().feed(encode_frame(7, b"abc") + encode_frame(-8, b""))
+    assert [(f.serial, f.payload) for f in frames] == [(7, b"abc"), (-8, b"")]
+    assert all(type(f) is Frame for f in frames)
+
+
+def test_a_frame_class_of_another_shape_is_refused() -> None:
+    class Other:
+        __slots__ = ("serial",)
+
+    with pytest.raises(TypeError):
+        _extension().set_frame_type(Other)
+    _extension().set_frame_type(Frame)
