@@ -16,9 +16,8 @@ from typing import TypeVar
 
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
-from gateway.embedded.topics import load_topic_file, parse_topic_specs
 from gateway.observability import tracing
-from gateway.runtime.builders import build_quotas, embedded_cluster, embedded_upstream
+from gateway.runtime.builders import build_quotas, embedded_cluster, embedded_topic_specs, embedded_upstream
 from gateway.runtime.checks import ConfigurationError, check_advertised_url, consumer_id_secret, peer_policy
 from gateway.security.setup import Security, build_security, check_override_names
 from gateway.service.admission import Admission
@@ -277,11 +276,9 @@ class Runtime:
     def embedded_topics(self) -> list[str]:
         """The embedded cluster's topic names when the gateway runs on one (itself or its supervisor's),
         else none: a real master offers clients no list of topics."""
-        e = self.settings.embedded
         if self.settings.masters:
             return []
-        specs = load_topic_file(e.topics_file) if e.topics_file is not None else parse_topic_specs(e.topics)
-        return [spec.name for spec in specs]
+        return [spec.name for spec in embedded_topic_specs(self.settings)]
 
     def publisher(self) -> PublishService:
         """The publish service; Unavailable while the runtime is starting or stopping."""

@@ -11,13 +11,13 @@ from gateway.config import Settings
 from gateway.embedded.auth import ServerAuth
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import Retention
-from gateway.embedded.topics import load_topic_file, parse_topic_specs
+from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
 from gateway.service.instance_counts import SharedInstanceCounts
 from gateway.service.quotas import Quotas, RateLimits
 from gateway.upstream import UpstreamOptions
 from gateway.workers.context import WorkerContext
 
-__all__ = ["build_quotas", "embedded_cluster", "embedded_upstream"]
+__all__ = ["build_quotas", "embedded_cluster", "embedded_topic_specs", "embedded_upstream"]
 
 log = logging.getLogger("gateway.runtime")
 _N = TypeVar("_N", int, float)
@@ -39,15 +39,20 @@ def embedded_cluster(settings: Settings, upstream: UpstreamOptions) -> EmbeddedC
     credentials, as a real one would."""
     e = settings.embedded
     auth = ServerAuth(upstream.credentials) if upstream.credentials is not None else None
-    topics = load_topic_file(e.topics_file) if e.topics_file is not None else parse_topic_specs(e.topics)
     return EmbeddedCluster(
-        topics,
+        embedded_topic_specs(settings),
         brokers=e.brokers,
         data_dir=e.data_dir,
         auth=auth,
         retention=Retention(e.retention_bytes, e.retention_seconds),
         fsync=e.fsync,
     )
+
+
+def embedded_topic_specs(settings: Settings) -> list[TopicSpec]:
+    """The embedded cluster's topics: ``embedded.topics_file`` when set, else the ``embedded.topics`` list."""
+    e = settings.embedded
+    return load_topic_file(e.topics_file) if e.topics_file is not None else parse_topic_specs(e.topics)
 
 
 def build_quotas(settings: Settings, worker: WorkerContext | None = None) -> Quotas:
