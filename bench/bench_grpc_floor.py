@@ -15,18 +15,24 @@ A server process (this script with ``--serve``) answers ``GatewayService/Publish
 * ``servicer``: the gateway's own servicer behind that interceptor, over a publish service that answers at
   once with prebuilt outcomes (everything of a gRPC Publish but the service and the producer).
 
-This process drives it with grpc.aio (uvloop when installed), ``--concurrency`` calls in flight, one message
-per call and 100-message batches of ``--size``-byte values, and prints the server process's CPU
-microseconds per call and per message (user + system from ``/proc``: a busy machine changes the rate, not
-the CPU a call takes). The gateway's own figures, against a broker, are in ``bench_grpc.py``.
+This process drives it with grpc.aio (uvloop when installed), ``--concurrency`` calls in flight on one
+channel, or (``--driver h2load``) h2load drives it as bench_vs_native.py drives the gateway (``--concurrency``
+connections, one call in flight on each; bench/grpc_load.py), with one message per call and 100-message
+batches of ``--size``-byte values, and prints the server process's CPU microseconds per call and per message
+(user + system from ``/proc``: a busy machine changes the rate, not the CPU a call takes). ``--option
+KEY=VALUE`` (repeatable, an integer or a string) is passed to ``grpc.aio.server``, to measure the floor with
+server options. The gateway's own figures, against a broker, are in ``bench_grpc.py`` and
+``bench_vs_native.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from bench_grpc import timed  # noqa: E402
 from bench_publish import free_port  # noqa: E402
 from benchloop import pick_loop  # noqa: E402
+from grpc_load import frame, h2load_installed  # noqa: E402
 from proc_cpu import cpu_seconds  # noqa: E402
 
 from gateway.grpc import convert  # noqa: E402
@@ -104,7 +111,7 @@ class _Runtime:
         return self._publisher
 
 
-async def serve(mode: str, port: int) -> None:
+async def serve(mode: str, port: int, options: Sequence[tuple[str, Any]] = ()) -> None:
     answers = {n: _response(n) for n in BATCHES}
     answer_bytes = {n: a.SerializeToString() for n, a in answers.items()}
     outcomes = {n: [PublishOutcome(i, result=_result(i)) for i in range(n)] for n in BATCHES}
@@ -120,7 +127,7 @@ async def serve(mode: str, port: int) -> None:
         interceptors.append(_PassThrough())
     elif mode in ("interceptor", "servicer"):
         interceptors.append(GatewayInterceptor())
-    server = grpc.aio.server(interceptors=interceptors)
+    server = grpc.aio.server(interceptors=interceptors, options=list(options))
     if mode == "servicer":
         add_to_server(GatewayServicer(_Runtime(outcomes)), server)  # type: ignore[arg-type]
     else:
@@ -154,6 +161,28 @@ async def drive(port: int, batch: int, size: int, concurrency: int, seconds: flo
         return await timed(seconds, concurrency, one)
 
 
+def h2load(port: int, batch: int, size: int, connections: int, seconds: float) -> float:
+    """Calls per second from h2load (one call in flight on each of ``connections``)."""
+    message = pb.Message(value=b"x" * size, attributes={"bench": "1"})
+    body = frame(pb.PublishRequest(topic="bench", messages=[message] * batch).SerializeToString())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "body.bin"
+        path.write_bytes(body)
+        cmd = ["h2load", "-D", str(max(1, round(seconds))), "-c", str(connections), "-m", "1", "-t", "1"]
+        cmd += ["-d", str(path), "-H", "content-type: application/grpc", "-H", "te: trailers"]
+        cmd += [f"http://127.0.0.1:{port}/{SERVICE}/Publish"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    found = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
+    if found is None or " 0 failed" not in out:
+        raise SystemExit(f"h2load failed:\n{out[-2000:]}")
+    return float(found.group(1))
+
+
+def _option(item: str) -> tuple[str, Any]:
+    key, _, value = item.partition("=")
+    return key, int(value) if value.lstrip("-").isdigit() else value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per case (default 5)")
@@ -161,16 +190,26 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {MODES}")
     parser.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop (both sides)")
+    parser.add_argument(
+        "--driver", choices=("grpc", "h2load"), default="grpc", help="the load (default grpc)"
+    )
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="a grpc.aio.server option"
+    )
     parser.add_argument("--serve", nargs=2, metavar=("MODE", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    options = [_option(item) for item in args.option]
     loop_factory, loop_name = pick_loop(args.no_uvloop)
     if args.serve:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(serve(args.serve[0], int(args.serve[1])))
+            runner.run(serve(args.serve[0], int(args.serve[1]), options))
         return 0
+    if args.driver == "h2load" and not h2load_installed():
+        parser.error("install h2load (Debian package nghttp2-client)")
+    load = "connections (h2load)" if args.driver == "h2load" else "calls in flight on one channel"
     print(
-        f"value size {args.size} B, {args.concurrency} calls in flight, {args.seconds:g} s per case, "
-        f"{loop_name}"
+        f"value size {args.size} B, {args.concurrency} {load}, {args.seconds:g} s per case, "
+        f"server {loop_name}" + (f", options {args.option}" if args.option else "")
     )
     print(f"{'server':<14}{'batch':>6}{'calls/s':>10}{'CPU us/call':>13}{'CPU us/msg':>12}")
     for mode in args.modes.split(","):
@@ -178,17 +217,25 @@ def main() -> int:
         cmd = [sys.executable, __file__, "--serve", mode, str(port)] + (
             ["--no-uvloop"] if args.no_uvloop else []
         )
+        cmd += [f"--option={item}" for item in args.option]
         server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         try:
             assert server.stdout is not None
             if server.stdout.readline().strip() != "ready":
                 raise SystemExit(f"the {mode} server did not start")
             for batch in BATCHES:
-                with asyncio.Runner(loop_factory=loop_factory) as runner:
-                    runner.run(drive(port, batch, args.size, args.concurrency, 0.5))  # warm up
-                    cpu0, t0 = cpu_seconds(server.pid), time.perf_counter()
-                    rate = runner.run(drive(port, batch, args.size, args.concurrency, args.seconds))
-                    cpu, elapsed = cpu_seconds(server.pid) - cpu0, time.perf_counter() - t0
+                if args.driver == "h2load":
+                    h2load(port, batch, args.size, args.concurrency, 1)  # warm up
+                    cpu0 = cpu_seconds(server.pid)
+                    rate = h2load(port, batch, args.size, args.concurrency, args.seconds)
+                    cpu = cpu_seconds(server.pid) - cpu0
+                    elapsed = max(1, round(args.seconds))  # h2load's rate is over its own duration
+                else:
+                    with asyncio.Runner(loop_factory=loop_factory) as runner:
+                        runner.run(drive(port, batch, args.size, args.concurrency, 0.5))  # warm up
+                        cpu0, t0 = cpu_seconds(server.pid), time.perf_counter()
+                        rate = runner.run(drive(port, batch, args.size, args.concurrency, args.seconds))
+                        cpu, elapsed = cpu_seconds(server.pid) - cpu0, time.perf_counter() - t0
                 per_call = cpu / (rate * elapsed) * 1e6
                 print(
                     f"{mode:<14}{batch:>6}{rate:>10,.0f}{per_call:>13.1f}{per_call / batch:>12.1f}",

@@ -26,9 +26,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.grpc.consumed_wire import encode_consumed, encode_consumed_py
+from gateway.grpc.publish_wire import encode_stored, encode_stored_py
 from gateway.service.delivered import DeliveredMessage
+from gateway.service.errors import Unavailable
+from gateway.service.publish import PublishOutcome
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.consumer.batch import ConsumedMessage, DecodeStats, decode_messages_py, parse_prefix
+from gateway.tubemq.producer import SendResult
 from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
@@ -584,3 +588,82 @@ def test_the_grpc_answer_of_odd_messages_is_the_same(changes: dict[str, Any]) ->
     expected = _error(lambda: encode_consumed_py([_delivered(**changes)]))
     got = _error(lambda: encode_consumed([_delivered(**changes)]))
     assert got == expected
+
+
+# --- the receipts of stored publishes (gateway/grpc/publish_wire.py) --------------------------------------
+
+_receipt_results = st.builds(
+    SendResult,
+    topic=st.just("t"),
+    partition_id=st.integers(-(2**31), 2**31 - 1),
+    partition_key=st.sampled_from(["", "1:t:0", "2:t:1", "ż:t:9"]),
+    broker_id=st.integers(-(2**31), 2**31 - 1),
+    message_id=st.integers(-(2**63), 2**64 - 1),
+    append_time_ms=st.sampled_from([0, 1_700_000_000_000, -1]),
+    append_offset=st.integers(-(2**63), 2**63 - 1),
+    partition_index=st.integers(0, 100),
+)
+
+
+def _same_receipts(tag: int, first: int, outcomes: list[PublishOutcome]) -> None:
+    expected = _error(lambda: encode_stored_py(tag, first, outcomes))
+    answer = _consumed_extension().encode_receipts(outcomes, first, tag)
+    if answer is NotImplemented:  # the caller runs the reference: same bytes, same error by construction
+        return
+    assert expected is None, expected
+    assert answer == encode_stored_py(tag, first, outcomes)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(_receipt_results, max_size=12),
+    st.integers(0, 2**62),
+    st.sampled_from([0x0A, 0x12]),
+    st.lists(st.integers(0, 2**40), max_size=12),
+)
+def test_publish_receipts_are_the_same_bytes(
+    results: list[SendResult], first: int, tag: int, indexes: list[int]
+) -> None:
+    outcomes = [
+        PublishOutcome(indexes[i] if i < len(indexes) else i, result=r) for i, r in enumerate(results)
+    ]
+    _same_receipts(tag, first, outcomes)
+    assert encode_stored(tag, first, outcomes) == encode_stored_py(tag, first, outcomes)
+    if outcomes and not any(r.message_id >= 2**63 for r in results):  # the compiled path took them
+        assert _consumed_extension().encode_receipts(outcomes, first, tag) is not NotImplemented
+
+
+def _stored(**changes: Any) -> PublishOutcome:
+    fields: dict[str, Any] = {
+        "topic": "t",
+        "partition_id": 3,
+        "partition_key": "1:t:3",
+        "broker_id": 1,
+        "message_id": 99,
+        "append_time_ms": 1_700_000_000_000,
+        "append_offset": 12,
+        "partition_index": 3,
+    }
+    index = changes.pop("index", 0)
+    fields.update(changes)
+    return PublishOutcome(index, result=SendResult(**fields))
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        _stored(partition_key=None),
+        _stored(partition_key="\ud800"),
+        _stored(broker_id="1"),
+        _stored(message_id=2**64),
+        _stored(append_offset=-(2**63) - 1),
+        _stored(index=-1),
+        _stored(index=2**63),
+        PublishOutcome(0, error=Unavailable("broker busy")),
+    ],
+    ids=repr,
+)
+def test_publish_receipts_of_odd_outcomes_are_the_same(outcome: PublishOutcome) -> None:
+    _same_receipts(0x12, 0, [_stored(), outcome])
+    expected = _error(lambda: encode_stored_py(0x12, 5, [outcome]))
+    assert _error(lambda: encode_stored(0x12, 5, [outcome])) == expected

@@ -1,5 +1,6 @@
 /* The gRPC answer of delivered messages (issue #26): gateway.grpc.consumed_wire.encode_consumed_py's loop in C,
- * chosen at import by gateway/grpc/consumed_wire.py (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure one).
+ * chosen at import by gateway/grpc/consumed_wire.py (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure one); and
+ * the receipts of stored publishes, publish_wire.encode_stored_py's loop (encode_receipts, at the end).
  *
  * encode_consumed(messages) -> bytes, or NotImplemented when a message holds something the fast path does
  * not take (a value outside int64/uint64, text that is not a str or not encodable, attributes that are not
@@ -12,6 +13,8 @@
  * msg time and attributes (encoded once per run of the same objects), 13 delivery_attempt, 14 deadline,
  * 11 value, 12 key; proto3 fields at their default are left out, as the reference does.
  */
+#include <limits.h>
+
 #include "delivered.h" /* gateway/_cext: the delivered message's fields, varints, the growing buffer */
 
 /* --- reading the messages -------------------------------------------------------------------------------- */
@@ -223,17 +226,121 @@ static PyObject *py_encode_consumed(PyObject *Py_UNUSED(self), PyObject *arg) {
     return result;
 }
 
+/* --- encode_receipts (gateway/grpc/publish_wire.py) ------------------------------------------------------- */
+
+static PyObject *s_index, *s_result, *s_append_offset, *s_append_time_ms;
+
+/* One stored outcome as `tag` + length + PublishResult/PublishAck: 1 its position, 2 its Receipt (1 the
+ * partition key, 2 broker id, 3 partition id, 4 offset, 5 message id, 6 append time; each left out at its
+ * default, as publish_wire._Receipts does). */
+static int encode_receipt(buffer *out, char tag, long long first, PyObject *outcome, buffer *rec) {
+    int rc = 0;
+    PyObject *index = NULL, *result = NULL, *v[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    PyObject *names[6] = {s_partition_key, s_broker_id, s_partition_id, s_append_offset, s_message_id,
+                          s_append_time_ms};
+    if ((index = PyObject_GetAttr(outcome, s_index)) == NULL || (result = PyObject_GetAttr(outcome, s_result)) == NULL) {
+        rc = -1;
+        goto done;
+    }
+    if (result == Py_None || !PyLong_Check(index)) {
+        rc = UNSUPPORTED;
+        goto done;
+    }
+    for (int k = 0; k < 6; k++)
+        if ((v[k] = PyObject_GetAttr(result, names[k])) == NULL) {
+            rc = -1;
+            goto done;
+        }
+    int overflow;
+    long long position = PyLong_AsLongLongAndOverflow(index, &overflow);
+    if (position == -1 && PyErr_Occurred()) {
+        rc = -1;
+        goto done;
+    }
+    if (overflow || position < 0 || position > LLONG_MAX - first) {
+        rc = UNSUPPORTED;
+        goto done;
+    }
+    position += first;
+    rec->len = 0;
+    int empty = PyUnicode_Check(v[0]) && PyUnicode_GET_LENGTH(v[0]) == 0;
+    if (!empty && (rc = add_text(rec, 0x0a, v[0]))) goto done;
+    char tags[5] = {0x10, 0x18, 0x20, 0x28, 0x30};
+    for (int k = 1; k < 6; k++)
+        if ((rc = add_int(rec, tags[k - 1], v[k], 1))) goto done;
+    Py_ssize_t stored = rec->len;
+    Py_ssize_t body = (position ? 1 + varint_size((uint64_t)position) : 0) + 1 + varint_size((uint64_t)stored) + stored;
+    if (reserve(out, 1 + 10 + body) < 0) {
+        rc = -1;
+        goto done;
+    }
+    add_byte(out, tag);
+    add_varint(out, (uint64_t)body);
+    if (position) {
+        add_byte(out, 0x08);
+        add_varint(out, (uint64_t)position);
+    }
+    add_byte(out, 0x12);
+    add_varint(out, (uint64_t)stored);
+    add(out, rec->data, stored);
+done:
+    Py_XDECREF(index);
+    Py_XDECREF(result);
+    for (int k = 0; k < 6; k++) Py_XDECREF(v[k]);
+    return rc;
+}
+
+static PyObject *py_encode_receipts(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "encode_receipts(outcomes, first, tag) takes 3 arguments");
+        return NULL;
+    }
+    int overflow;
+    long long first = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    long tag = PyLong_AsLong(args[2]);
+    if (tag == -1 && PyErr_Occurred()) return NULL;
+    if (overflow || first < 0 || tag < 0 || tag > 0x7F) Py_RETURN_NOTIMPLEMENTED;
+    PyObject *seq = PySequence_Fast(args[0], "outcomes must be a sequence");
+    if (seq == NULL) return NULL;
+    buffer out = {0}, rec = {0};
+    int rc = 0;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < count && rc == 0; i++)
+        rc = encode_receipt(&out, (char)tag, first, PySequence_Fast_GET_ITEM(seq, i), &rec);
+    Py_DECREF(seq);
+    PyObject *result = NULL;
+    if (rc == 0)
+        result = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
+    else if (rc == UNSUPPORTED || !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        PyErr_Clear(); /* the reference encodes them, or raises what it raises */
+        result = Py_NewRef(Py_NotImplemented);
+    }
+    PyMem_Free(out.data);
+    PyMem_Free(rec.data);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_consumed", py_encode_consumed, METH_O,
      "encode_consumed(messages) -> the serialized PollResponse/SubscribeResponse, or NotImplemented"},
+    {"encode_receipts", (PyCFunction)(void (*)(void))py_encode_receipts, METH_FASTCALL,
+     "encode_receipts(outcomes, first, tag) -> the stored outcomes' results/acks, or NotImplemented"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.grpc._consumed",
-                                    "The gRPC answer of delivered messages in C (see consumed_wire.py).", -1,
+                                    "The gRPC answers of delivered messages and of stored publishes in C (consumed_wire.py, publish_wire.py).", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__consumed(void) {
     if (delivered_init() < 0) return NULL;
+#define INTERN(var, text) \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL;
+    INTERN(s_index, "index")
+    INTERN(s_result, "result")
+    INTERN(s_append_offset, "append_offset")
+    INTERN(s_append_time_ms, "append_time_ms")
+#undef INTERN
     return PyModule_Create(&module);
 }

@@ -13,7 +13,9 @@ us: together a sixth of a batched gRPC publish's CPU, and what made it dearer th
   scalars, malformed bytes) is handed whole to the protobuf library and converted as before, so every request
   is read as ``protobuf`` reads it, errors included.
 * :func:`publish_response` and :func:`stream_acks` write the answer's bytes from one format per receipt when
-  every message was stored; an answer holding errors is built with the protobuf classes as before.
+  every message was stored (:func:`encode_stored`: in one C call where the extension is built, 3.7 us per
+  receipt in Python on the loaded bench machine); an answer holding errors is built with the protobuf classes
+  as before.
 
 The servicer gets a :class:`PublishBatch` in place of the protobuf request (the method handlers' request
 deserializers are replaced in :func:`publish_handlers`). Field numbers are those of
@@ -35,10 +37,13 @@ from gateway.grpc.proto_wire import read_varint, text_field, varint
 from gateway.service.errors import ServiceError
 from gateway.service.publish import OutgoingMessage, PublishOutcome
 from gateway.tubemq.producer import SendResult
+from gateway.tubemq.wire import load_speedups
 
 __all__ = [
     "PublishBatch",
     "decode_publish",
+    "encode_stored",
+    "encode_stored_py",
     "failed_acks",
     "publish_handlers",
     "publish_response",
@@ -53,6 +58,10 @@ class PublishBatch:
 
     topic: str
     messages: list[OutgoingMessage]
+
+
+#: gateway/grpc/_consumed.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.grpc._consumed")
 
 
 class _Irregular(Exception):
@@ -216,22 +225,44 @@ class _Receipts:
         return b"%b\x12%b%b" % (b"\x08" + varint(position) if position else b"", varint(len(stored)), stored)
 
 
+def encode_stored(tag: int, first: int, outcomes: Sequence[PublishOutcome]) -> bytes:
+    """Stored ``outcomes`` as repeated field ``tag`` (its key byte) of ``PublishResult`` / ``PublishAck``,
+    each at position ``first + index``: one C call where the extension is built (it hands anything odd back,
+    a failed outcome included: then, and on the pure path, the reference below)."""
+    if _compiled is not None:
+        encoded = _compiled.encode_receipts(outcomes, first, tag)
+        if encoded is not NotImplemented:
+            answer: bytes = encoded
+            return answer
+    return encode_stored_py(tag, first, outcomes)
+
+
+def encode_stored_py(tag: int, first: int, outcomes: Sequence[PublishOutcome]) -> bytes:
+    """:func:`encode_stored` in Python: the reference of ``encode_receipts`` in gateway/grpc/_consumed.c."""
+    stored = _Receipts()
+    key = bytes((tag,))
+    parts = []
+    for outcome in outcomes:
+        if outcome.result is None:
+            raise ValueError(f"outcome {outcome.index} was not stored")
+        result = stored(first + outcome.index, outcome.result)
+        parts.append(b"%b%b%b" % (key, varint(len(result)), result))
+    return b"".join(parts)
+
+
 def publish_response(topic: str, outcomes: Sequence[PublishOutcome]) -> pb.PublishResponse | bytes:
     """The ``PublishResponse`` of ``outcomes``: its bytes when every message was stored, else the message."""
     if any(o.result is None for o in outcomes):
         results = [publish_result(o) for o in outcomes]
         return pb.PublishResponse(topic=topic, results=results, failed=sum(1 for o in outcomes if not o.ok))
-    stored = _Receipts()
-    parts = [text_field(b"\x0a", topic) if topic else b""]
-    for outcome in outcomes:
-        result = stored(outcome.index, outcome.result)  # type: ignore[arg-type]  # all stored, checked above
-        parts.append(b"\x12%b%b" % (varint(len(result)), result))
-    return b"".join(parts)
+    return (text_field(b"\x0a", topic) if topic else b"") + encode_stored(0x12, 0, outcomes)
 
 
 def stream_acks(first: int, outcomes: Sequence[PublishOutcome]) -> bytes:
     """The ``acks`` (field 1 of ``PublishStreamResponse``) of one request's ``outcomes``, its first message
     being the stream's ``first``: bytes that joined with other requests' make the response."""
+    if all(o.result is not None for o in outcomes):
+        return encode_stored(0x0A, first, outcomes)
     stored = _Receipts()
     parts = []
     for outcome in outcomes:
