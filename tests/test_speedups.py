@@ -26,10 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.grpc.consumed_wire import encode_consumed, encode_consumed_py
-from gateway.grpc.publish_wire import encode_stored, encode_stored_py
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as grpc_pb
+from gateway.grpc.publish_wire import PublishBatch, decode_publish_py, encode_stored, encode_stored_py
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import Unavailable
-from gateway.service.publish import PublishOutcome
+from gateway.service.publish import OutgoingMessage, PublishOutcome
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.consumer.batch import ConsumedMessage, DecodeStats, decode_messages_py, parse_prefix
 from gateway.tubemq.producer import SendResult
@@ -38,6 +39,7 @@ from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from tests.test_consumed_wire import messages as consumed_wire_messages
+from tests.test_publish_wire import messages as publish_wire_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -667,3 +669,30 @@ def test_publish_receipts_of_odd_outcomes_are_the_same(outcome: PublishOutcome) 
     _same_receipts(0x12, 0, [_stored(), outcome])
     expected = _error(lambda: encode_stored_py(0x12, 5, [outcome]))
     assert _error(lambda: encode_stored(0x12, 5, [outcome])) == expected
+
+
+# --- publish requests read (gateway/grpc/publish_wire.py) ----------------------------------------------
+
+
+def _same_publish(raw: bytes) -> None:
+    """The compiled reader gives what the Python one gives, or hands the request back."""
+    expected = _error(lambda: decode_publish_py(raw))
+    read = _consumed_extension().decode_publish(raw, OutgoingMessage)
+    if read is NotImplemented:  # the caller runs the reference: same result, same error by construction
+        return
+    assert expected is None, expected
+    assert PublishBatch(*read) == decode_publish_py(raw)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.text(max_size=20), st.lists(publish_wire_messages(), max_size=8), st.integers(0, 10_000), st.binary()
+)
+def test_publish_requests_are_read_alike(topic: str, batch: list[Any], cut: int, noise: bytes) -> None:
+    raw = grpc_pb.PublishRequest(topic=topic, messages=batch).SerializeToString()
+    read = _consumed_extension().decode_publish(raw, OutgoingMessage)
+    assert read is not NotImplemented  # what the protobuf library writes is read in C
+    assert PublishBatch(*read) == decode_publish_py(raw)
+    _same_publish(raw[: len(raw) - cut % (len(raw) + 1)])
+    _same_publish(raw + noise)
+    _same_publish(noise)

@@ -42,6 +42,7 @@ from gateway.tubemq.wire import load_speedups
 __all__ = [
     "PublishBatch",
     "decode_publish",
+    "decode_publish_py",
     "encode_stored",
     "encode_stored_py",
     "failed_acks",
@@ -69,7 +70,17 @@ class _Irregular(Exception):
 
 
 def decode_publish(raw: bytes) -> PublishBatch:
-    """The batch of a serialized ``PublishRequest`` (equally a ``PublishStreamRequest``)."""
+    """The batch of a serialized ``PublishRequest`` (equally a ``PublishStreamRequest``): read in one C call
+    where the extension is built (it hands anything but the plain encoding back), else by :func:`_decode`."""
+    if _compiled is not None:
+        read = _compiled.decode_publish(raw, OutgoingMessage)
+        if read is not NotImplemented:
+            return PublishBatch(*read)
+    return decode_publish_py(raw)
+
+
+def decode_publish_py(raw: bytes) -> PublishBatch:
+    """:func:`decode_publish` in Python: the reference of ``decode_publish`` in gateway/grpc/_consumed.c."""
     try:
         return _decode(raw)
     except (_Irregular, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
