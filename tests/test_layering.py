@@ -56,6 +56,7 @@ CORE_RANKS: dict[str, int] = {
     "refusals": 0,
     "events": 0,
     "address": 0,
+    "randomness": 0,
     # wire: protobuf messages and payload/metadata codecs, then framing, then the RPC envelope
     "wire.pb": 1,
     "wire.payload": 1,
@@ -576,6 +577,7 @@ CORE_SHARED = (
     "gateway.tubemq.refusals",
     "gateway.tubemq.events",
     "gateway.tubemq.address",
+    "gateway.tubemq.randomness",
 )
 
 

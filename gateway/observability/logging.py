@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import random
 import sys
 import time
 from collections.abc import Iterable
@@ -46,6 +45,7 @@ from gateway.observability.request_id import (
 )
 from gateway.service.instance_id import redact_text
 from gateway.tubemq.events import EventBus, Subscription
+from gateway.tubemq.randomness import private_random
 
 __all__ = [
     "CLIENT_CLOSED",
@@ -67,6 +67,9 @@ __all__ = [
 #: The status logged (and counted by the metrics) for a request whose client went away before any answer.
 CLIENT_CLOSED = 499
 _HEADER_LOWER = REQUEST_ID_HEADER.lower().encode("latin-1")
+#: The access-line sampler's own generator: the gateway leaves the process-wide ``random`` state to its host
+#: (an application or a test framework may seed it and check that nothing else draws from it).
+_SAMPLING = private_random()
 
 _http_log = logging.getLogger("gateway.http")
 #: the source file named by access-line records (the caller's frame is not looked up for them)
@@ -195,7 +198,7 @@ class RequestIdMiddleware:
 
     def log_request(self, scope: Scope, status: int, seconds: float) -> None:
         """The access line of a request answered ``status`` after ``seconds`` (sampled below 400)."""
-        if status >= 400 or self._sample >= 1.0 or random.random() < self._sample:
+        if status >= 400 or self._sample >= 1.0 or _SAMPLING.random() < self._sample:
             self._access_line(scope, status, seconds)
 
     def _access_line(self, scope: Scope, status: int, seconds: float) -> None:

@@ -7,11 +7,15 @@ Strategies hold no state and never sleep; randomness comes from an injectable so
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable
 from typing import Protocol
 
+from gateway.tubemq.randomness import private_random
+
 __all__ = ["Backoff", "ConstantBackoff", "ExponentialBackoff"]
+
+#: The jitter's own generator (the process-wide ``random`` state is left to the host application).
+_JITTER = private_random()
 
 
 class Backoff(Protocol):
@@ -42,7 +46,8 @@ class ExponentialBackoff:
 
     ``jitter`` in [0, 1] is the fraction of the delay that is randomised: the result is
     ``delay * (1 - jitter * r)`` with ``r = rand()`` in [0, 1). 0 is deterministic, 1 is "full jitter"
-    (anywhere in (0, delay]). ``rand`` defaults to :func:`random.random`.
+    (anywhere in (0, delay]). ``rand`` defaults to a generator of this module's own (the process-wide
+    ``random`` state is left to the host application).
     """
 
     __slots__ = ("_rand", "_saturation", "base", "cap", "factor", "jitter")
@@ -54,7 +59,7 @@ class ExponentialBackoff:
         *,
         factor: float = 2.0,
         jitter: float = 0.0,
-        rand: Callable[[], float] = random.random,
+        rand: Callable[[], float] | None = None,
     ) -> None:
         if base <= 0 or cap < base:
             raise ValueError(f"backoff needs 0 < base <= cap seconds, got base={base} cap={cap}")
@@ -66,7 +71,7 @@ class ExponentialBackoff:
         self.cap = cap
         self.factor = factor
         self.jitter = jitter
-        self._rand = rand
+        self._rand = rand if rand is not None else _JITTER.random
         # Beyond this many failures the delay is the cap; avoids float overflow for huge counts.
         self._saturation = 1 + math.ceil(math.log(cap / base, factor)) if factor > 1 else math.inf
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import functools
 import ipaddress
 import os
-import random
 import socket
 import time
 
 from gateway import __version__
+from gateway.tubemq.randomness import private_random
 
 VERSION_TAG = f"py-{__version__}"
 """What we put where the Java client writes its own version (``2.5.0-SNAPSHOT``)."""
@@ -30,6 +30,8 @@ MAX_CLIENT_ID_LENGTH = 1024
 
 # A TEST-NET-1 address: connecting a UDP socket to it only asks the kernel for a route, sending nothing.
 _PROBE_ADDRESS = ("192.0.2.1", 9)
+#: The id suffix's own generator (the process-wide ``random`` state is left to the host application).
+_SUFFIX_RANDOM = private_random()
 
 
 @functools.cache
@@ -69,7 +71,7 @@ def _is_usable(address: str) -> bool:
 
 
 def _unique_suffix() -> str:
-    return f"{os.getpid()}-{time.monotonic_ns()}-{random.getrandbits(31)}"
+    return f"{os.getpid()}-{time.monotonic_ns()}-{_SUFFIX_RANDOM.getrandbits(31)}"
 
 
 def producer_id(local_ip: str | None = None) -> str:
