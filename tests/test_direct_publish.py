@@ -178,14 +178,16 @@ async def test_errors_and_the_access_line(cluster: EmbeddedCluster, monkeypatch:
 
             monkeypatch.setattr(service, "publish", broken)
         huge = json.dumps({"messages": [{"value": "y" * 2_000_000}]}).encode()
+        chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (ONE[:5], ONE[5:], b""))
         requests = [
             request("POST", "/v1/topics/other_t/messages", JSON, ONE),  # 500
             request("POST", PUBLISH, JSON, huge),  # above the topic's message size: 413 from the service
+            request("POST", PUBLISH, {**JSON, "transfer-encoding": "chunked"}, chunked),  # the ASGI way
             request("POST", PUBLISH, {**JSON, "connection": "close"}, ONE),
         ]
         answers, served = await _both(gateways, requests, monkeypatch)
-        assert _statuses(answers) == [500, 413, 200]
-        assert (b"connection", b"close") in answers[2][1]
+        assert _statuses(answers) == [500, 413, 200, 200]
+        assert (b"connection", b"close") in answers[3][1]
         assert len(served) == 3
         for version in ("1.0", "1.1"):
             seen = []
