@@ -19,7 +19,7 @@ JSON offsets are index offsets: multiples of 28 (one 28-byte index entry per mes
 refused rather than rounded. A JSON key must name a partition the topics have when the read is planned.
 * ``maxMessagesPerTrigger`` (or Kafka's name ``maxOffsetsPerTrigger``: one offset step, a 28-byte index
   entry, is one message): streams; a micro-batch holds exactly this many messages when that many are
-  waiting (see :mod:`gateway.spark.source` for the one case where it holds fewer).
+  waiting (see :mod:`gateway.spark.stream_reader` for the one case where it holds fewer).
 * ``failOnDataLoss``: ``true`` (default) fails the query when messages it should read are gone: a checkpoint
   past its partition's end (the store was lost or replaced) or before its oldest retained message (expired);
   ``false`` logs a warning and reads on from what exists (from the oldest message after a replaced store).
@@ -27,7 +27,8 @@ refused rather than rounded. A JSON key must name a partition the topics have wh
 * ``streamId``: only messages with one of these stream ids (``$msgType$``; a comma list, at most 500, each
   at most 256 characters), filtered by the broker (TubeMQ's filter items): messages of other stream ids, or
   sent without one, are not fetched. A batch query's ``where stream_id = 'x'`` or ``stream_id in (...)``
-  does the same when ``spark.sql.python.filterPushdown.enabled`` is true (see :mod:`gateway.spark.source`).
+  does the same when ``spark.sql.python.filterPushdown.enabled`` is true (see
+  :mod:`gateway.spark.batch_reader`).
 * ``timeout``: seconds for one TubeMQ or gateway call (default 10).
 * ``groupPrefix``: prefix of the private consumer groups range reads use (default ``tubemq_spark``).
 * ``writeBatchRows``, ``writeBatchBytes``: writes send a task's rows in batches of at most this many rows
