@@ -123,10 +123,12 @@ async def test_every_auth_method_and_refusal(
                 request("POST", PUBLISH, {**JSON, **files.headers("alice")}, b"{"),  # authenticated, then 400
                 request("POST", "/v1/topics/missing_t/messages", {**JSON, **bearer}, ONE),  # no such topic
                 request("POST", "/v1/topics/bad%20name/messages", {**JSON, **bearer}, ONE),  # the ASGI way
+                # a non-ASCII path: the parser refuses the request before either way sees it
+                "POST /v1/topics/caf\u00e9/messages HTTP/1.1\r\ncontent-length: 0\r\n\r\n".encode(),
             ]
             answers, served = await _both(gateways, requests, monkeypatch)
-            assert _statuses(answers) == [200, 200, 200, 403, 200, 403, 401, 401, 401, 400, 404, 400]
-            assert len(served) == len(requests) - 1  # all but the percent-encoded path
+            assert _statuses(answers) == [200, 200, 200, 403, 200, 403, 401, 401, 401, 400, 404, 400, 400]
+            assert len(served) == len(requests) - 2  # not the percent-encoded path, nor the refused one
 
 
 async def test_limits_quotas_gzip_cors_and_tracing(

@@ -199,9 +199,9 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             except httptools.HttpParserInvalidURLError:
                 return False
             raw_path = parsed.path
-            if b"%" in raw_path:
+            if b"%" in raw_path or not raw_path.isascii():
                 return False
-            path = raw_path.decode("ascii", "replace")
+            path = raw_path.decode("ascii")
             match = _PUBLISH.fullmatch(path)
             if match is None:
                 return False
