@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))  # its helpers, still found after the chdir below
 T = TypeVar("T")
 
 from proc_cpu import CLK_TCK, process_tree  # noqa: E402
@@ -239,6 +240,9 @@ def main() -> None:
     )
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Spark's Python workers start as ``python -m pyspark.daemon`` in the JVM's working directory, which puts
+    # that directory first on their path: it must be ``root``, or they run the tree the bench started in.
+    os.chdir(root)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
