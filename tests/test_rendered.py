@@ -19,7 +19,7 @@ from gateway.grpc.consumed_wire import encode_consumed, encode_consumed_py
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.wire import speedups
 from tests.test_consumed_wire import messages
-from tests.test_speedups import ODD_MESSAGE_CHANGES, _delivered, _error, _extension
+from tests.test_speedups import ODD_MESSAGE_CHANGES, _delivered, _error, _extension, foreign_slot_message
 
 Render = Callable[[list[DeliveredMessage], str], bytes]
 
@@ -123,3 +123,9 @@ def test_a_class_that_reads_its_attributes_its_own_way_is_asked() -> None:
     assert b'"topic":"relabelled"' in render_poll([odd], "base64")
     assert encode_consumed([odd]) == encode_consumed_py([odd])
     assert b"relabelled" in encode_consumed([odd])
+
+
+def test_another_classs_slot_is_read_as_python_reads_it() -> None:
+    odd: Any = foreign_slot_message()
+    _same([odd])  # the reference raises TypeError: the compiled path must hand it back, not read a_secret
+    _same([_delivered(), odd])

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from gateway.service.delivered import DeliveredMessage, new_delivered
 from gateway.tubemq.consumer.batch import ConsumedMessage
 from gateway.tubemq.wire import speedups
-from tests.test_speedups import _error, _extension
+from tests.test_speedups import ForeignSlot, _error, _extension
 
 NAMES = tuple(f.name for f in fields(DeliveredMessage))
 values = st.tuples(
@@ -112,6 +112,7 @@ class _NotSlots:
         (_Checked, ("a",)),
         (_NotSlots, ("a",)),
         (DeliveredMessage, ("seq", "nope")),
+        (ForeignSlot, ("a_secret", "topic")),  # topic: another class's slot, not one of ForeignSlot's own
         (int, ()),
     ],
     ids=repr,

@@ -171,6 +171,14 @@ def test_a_message_class_of_another_shape_is_refused() -> None:
         module.set_message_type(Plain, batch._MESSAGE_FIELDS)
     with pytest.raises(TypeError):
         module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS[:-1])
+
+    class Borrowing:  # the slots of another class (its descriptors copied), not its own
+        __slots__ = ("other",)
+
+    for name in batch._MESSAGE_FIELDS:
+        setattr(Borrowing, name, ConsumedMessage.__dict__[name])
+    with pytest.raises(TypeError, match="not a slot of"):
+        module.set_message_type(Borrowing, batch._MESSAGE_FIELDS)
     module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS)
 
 
@@ -590,6 +598,45 @@ def test_the_grpc_answer_of_odd_messages_is_the_same(changes: dict[str, Any]) ->
     expected = _error(lambda: encode_consumed_py([_delivered(**changes)]))
     got = _error(lambda: encode_consumed([_delivered(**changes)]))
     assert got == expected
+
+
+class _SlotOwner:
+    __slots__ = ("topic",)
+
+
+class ForeignSlot:
+    """A message whose ``topic`` is another class's slot descriptor: Python refuses to read it (TypeError);
+    a C reader taking the descriptor's offset on trust reads this object's first slot (``a_secret``)."""
+
+    __slots__ = (
+        "a_secret",
+        "attempt",
+        "broker_id",
+        "deadline_ms",
+        "message",
+        "partition_id",
+        "partition_key",
+        "seq",
+    )
+
+
+ForeignSlot.topic = _SlotOwner.__dict__["topic"]  # type: ignore[attr-defined]
+
+
+def foreign_slot_message() -> ForeignSlot:
+    plain, odd = _delivered(), ForeignSlot()
+    odd.a_secret = "not the topic"
+    for name in ForeignSlot.__slots__[1:]:
+        setattr(odd, name, getattr(plain, name))
+    return odd
+
+
+def test_another_classs_slot_is_read_as_python_reads_it() -> None:
+    batch: Any = [foreign_slot_message()]
+    with pytest.raises(TypeError, match="doesn't apply"):
+        encode_consumed_py(batch)
+    assert _consumed_extension().encode_consumed(batch) is NotImplemented
+    assert _error(lambda: encode_consumed(batch)) == _error(lambda: encode_consumed_py(batch))
 
 
 # --- the receipts of stored publishes (gateway/grpc/publish_wire.py) --------------------------------------

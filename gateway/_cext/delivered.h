@@ -56,7 +56,10 @@ static inline void slots_learn(slot_map *map, PyTypeObject *type, PyObject **nam
         map->offsets[i] = 0;
         if (!generic) continue;
         PyObject *descr = _PyType_Lookup(type, names[i]); /* borrowed, no error raised */
-        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) continue;
+        /* a slot of this class or of a base: a descriptor copied from an unrelated class has an offset of
+         * that class's layout (Python refuses such a read with TypeError; getattr below says so) */
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type) || !PyType_IsSubtype(type, PyDescr_TYPE(descr)))
+            continue;
         PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
         if (member->type == T_OBJECT_EX && member->offset > 0 &&
             member->offset + (Py_ssize_t)sizeof(PyObject *) <= type->tp_basicsize)

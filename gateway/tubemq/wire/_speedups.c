@@ -76,6 +76,10 @@ static int slot_offsets(PyTypeObject *type, PyObject *names, Py_ssize_t *offsets
             PyErr_Format(PyExc_TypeError, "%R is not a slot", PyTuple_GET_ITEM(names, i));
             return -1;
         }
+        if (PyDescr_TYPE(descr) != type) { /* copied from another class: an offset of that class's layout */
+            PyErr_Format(PyExc_TypeError, "%R is not a slot of %s", PyTuple_GET_ITEM(names, i), type->tp_name);
+            return -1;
+        }
         PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
         if (member->type != T_OBJECT_EX || (member->flags & READONLY) || member->offset <= 0 ||
             member->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
