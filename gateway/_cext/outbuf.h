@@ -30,6 +30,19 @@ static inline char *put_varint(char *out, uint64_t v) {
     return out;
 }
 
+/* --- sequences walked --------------------------------------------------------------------------------- */
+
+/* The items of seq as a tuple (a new reference; TypeError(message) when seq is not iterable). A list is
+ * copied: the loops over it call Python code (getattr, __eq__, callbacks such as frame_one or head_of) that
+ * could shrink the list and free the item being read; a tuple's items live as long as the tuple. */
+static inline PyObject *items_of(PyObject *seq, const char *message) {
+    PyObject *fast = PySequence_Fast(seq, message);
+    if (fast == NULL || PyTuple_CheckExact(fast)) return fast;
+    PyObject *items = PyList_AsTuple(fast);
+    Py_DECREF(fast);
+    return items;
+}
+
 /* --- a growing output buffer (PyMem; free data with PyMem_Free) --------------------------------------- */
 
 typedef struct {

@@ -126,7 +126,7 @@ static PyObject *py_render_base64(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *messages, *head_of, *meta_of;
     int events;
     if (!PyArg_ParseTuple(args, "OpOO", &messages, &events, &head_of, &meta_of)) return NULL;
-    PyObject *seq = PySequence_Fast(messages, "messages must be a sequence");
+    PyObject *seq = items_of(messages, "messages must be a sequence");
     if (seq == NULL) return NULL;
     buffer out = {0};
     fields prev, cur;

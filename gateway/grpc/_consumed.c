@@ -121,7 +121,7 @@ static int encode_meta(buffer *b, PyObject *stream_id, PyObject *msg_time, PyObj
 
 
 static PyObject *py_encode_consumed(PyObject *Py_UNUSED(self), PyObject *arg) {
-    PyObject *seq = PySequence_Fast(arg, "messages must be a sequence");
+    PyObject *seq = items_of(arg, "messages must be a sequence");
     if (seq == NULL) return NULL;
     buffer out = {0}, head = {0}, meta = {0}, rec = {0};
     fields prev, cur;
@@ -302,7 +302,7 @@ static PyObject *py_encode_receipts(PyObject *Py_UNUSED(self), PyObject *const *
     long tag = PyLong_AsLong(args[2]);
     if (tag == -1 && PyErr_Occurred()) return NULL;
     if (overflow || first < 0 || tag < 0 || tag > 0x7F) Py_RETURN_NOTIMPLEMENTED;
-    PyObject *seq = PySequence_Fast(args[0], "outcomes must be a sequence");
+    PyObject *seq = items_of(args[0], "outcomes must be a sequence");
     if (seq == NULL) return NULL;
     buffer out = {0}, rec = {0};
     int rc = 0;

@@ -414,9 +414,9 @@ static PyObject *py_encode_sends(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *partitions, *messages;
     if (!PyArg_ParseTuple(args, "y*y*y*OO", &prefix, &fields, &auth, &partitions, &messages)) return NULL;
     PyObject *out = NULL, *pseq = NULL, *mseq = NULL;
-    pseq = PySequence_Fast(partitions, "partition_ids must be a sequence");
+    pseq = items_of(partitions, "partition_ids must be a sequence");
     if (pseq == NULL) goto done;
-    mseq = PySequence_Fast(messages, "messages must be a sequence");
+    mseq = items_of(messages, "messages must be a sequence");
     if (mseq == NULL) goto done;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(mseq);
     if (PySequence_Fast_GET_SIZE(pseq) != count) {
@@ -519,9 +519,9 @@ static PyObject *py_frame_requests(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer prefix, head;
     if (!PyArg_ParseTuple(args, "Oy*y*OO", &serials, &prefix, &head, &requests, &frame_one)) return NULL;
     PyObject *out = NULL, *sseq = NULL, *rseq = NULL;
-    sseq = PySequence_Fast(serials, "serials must be a sequence");
+    sseq = items_of(serials, "serials must be a sequence");
     if (sseq == NULL) goto done;
-    rseq = PySequence_Fast(requests, "requests must be a sequence");
+    rseq = items_of(requests, "requests must be a sequence");
     if (rseq == NULL) goto done;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(rseq);
     if (PySequence_Fast_GET_SIZE(sseq) != count) {
@@ -687,7 +687,7 @@ static PyObject *py_send_answers(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO!O!O!y*", &answers, &PyLong_Type, &method, &PyType_Type, &response_type,
                           &PyType_Type, &frame_type, &prefix))
         return NULL;
-    PyObject *out = NULL, *seq = PySequence_Fast(answers, "answers must be a sequence");
+    PyObject *out = NULL, *seq = items_of(answers, "answers must be a sequence");
     if (seq == NULL) goto done;
     int overflow;
     long wanted = PyLong_AsLongAndOverflow(method, &overflow);
