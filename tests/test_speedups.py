@@ -98,6 +98,27 @@ def test_the_compiled_path_is_loaded_where_it_can_be_built() -> None:
     assert speedups.load_extension("gateway.api._rendered") is not None
 
 
+#: run where no extension is built: every module that picks a compiled path imports, picks the pure one and
+#: answers through it (the core's loops, the gRPC answers and requests, the poll JSON, delivered messages)
+PURE_EVERYWHERE = """
+from gateway.api import consumer_render
+from gateway.grpc import consumed_wire, publish_wire
+from gateway.service import delivered
+from gateway.tubemq.consumer import batch
+from gateway.tubemq.wire import frame_decoder, rpc, send_answers
+assert consumer_render._compiled is None and consumed_wire._compiled is None
+assert publish_wire._compiled is None and frame_decoder._compiled is None and rpc.usual_answer is None
+assert delivered.new_delivered is delivered.DeliveredMessage
+assert batch.decode_messages is batch.decode_messages_py
+assert send_answers.decode_send_answers([], 13) == []
+m = batch.ConsumedMessage(7, b"v", {}, None, None, 0, 0)
+d = delivered.new_delivered(1, "t", "1:t:0", 1, 0, m, 1, 0.0, 0)
+assert consumed_wire.encode_consumed([d]) == consumed_wire.encode_consumed_py([d])
+assert b'"value":"dg=="' in consumer_render.render_poll([d], "base64")
+assert publish_wire.decode_publish(b"\\x0a\\x01t").topic == "t"
+"""
+
+
 def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> None:
     """setup.py marks the extension optional: with a compiler that fails (CC=false) the package still
     builds, without the extension, and the installed gateway runs the pure path and says why."""
@@ -131,6 +152,7 @@ def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> 
     )
     assert installed.returncode == 0, installed.stderr
     code = "from gateway.tubemq.wire import speedups as s; print(s.__file__); print(s.ACTIVE, s.REASON)"
+    code += PURE_EVERYWHERE
     done = subprocess.run(
         [sys.executable, "-c", code],
         env={**env, "PYTHONPATH": str(site)},
