@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The C extensions' tests under AddressSanitizer and UndefinedBehaviorSanitizer (issue #26): a copy of the
+# tree (this one's .so files stay as they are) with the extensions built -fsanitize=address,undefined, then
+# pytest there with libasan preloaded. Any out-of-bounds read, use after free or undefined behaviour stops
+# the run with the sanitizer's report. Not part of ./scripts/test.sh (a few minutes); run it after changing
+# gateway/**/*.c or gateway/_cext/*.h.
+#
+#   ./scripts/sanitize_extensions.sh                  # the extensions' own test files, three times
+#   ./scripts/sanitize_extensions.sh tests/test_x.py  # these files instead, once
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+python="$root/.venv/bin/python"
+[ -x "$python" ] || { echo "no .venv: run ./scripts/test.sh tests/test_layering.py once first" >&2; exit 2; }
+asan=$(gcc -print-file-name=libasan.so)
+ubsan=$(gcc -print-file-name=libubsan.so)
+[ -e "$asan" ] && [ -e "$ubsan" ] || {
+    echo "gcc's libasan/libubsan are missing: apt-get install gcc (they come with it on Debian)" >&2
+    exit 2
+}
+
+work=$(mktemp -d /tmp/sanitize-extensions.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cp -r setup.py pyproject.toml README.md gateway tests "$work/"
+find "$work" \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
+flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -g"
+(cd "$work" && CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" "$python" setup.py -q build_ext --inplace \
+    -t "$work/build")
+built=$(find "$work/gateway" -name '_*.so' | wc -l)
+[ "$built" -eq 3 ] || { echo "built $built of the 3 extensions" >&2; exit 1; }
+
+if [ $# -gt 0 ]; then
+    files=("$@")
+    rounds=1
+else
+    files=(tests/test_speedups*.py tests/test_rendered.py tests/test_consumed_wire.py tests/test_slots_maker.py
+        tests/test_publish_wire.py tests/test_consumer_render.py tests/test_frame.py tests/test_connection_batch.py
+        tests/test_consumer_batch.py)
+    rounds=3 # hypothesis draws other examples each round
+fi
+export LD_PRELOAD="$asan $ubsan"
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+cd "$work"
+for round in $(seq "$rounds"); do
+    echo "== round $round of $rounds"
+    "$python" -m pytest -q -p no:cacheprovider -x "${files[@]}"
+done
