@@ -113,6 +113,7 @@ class _NotSlots:
         (_NotSlots, ("a",)),
         (DeliveredMessage, ("seq", "nope")),
         (ForeignSlot, ("a_secret", "topic")),  # topic: another class's slot, not one of ForeignSlot's own
+        (DeliveredMessage, ("seq", "seq")),  # one slot twice: the first value stored would never be released
         (int, ()),
     ],
     ids=repr,

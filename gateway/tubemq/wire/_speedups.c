@@ -86,6 +86,11 @@ static int slot_offsets(PyTypeObject *type, PyObject *names, Py_ssize_t *offsets
             PyErr_Format(PyExc_TypeError, "%R is not a writable object slot", PyTuple_GET_ITEM(names, i));
             return -1;
         }
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (offsets[j] == member->offset) { /* a second value stored there would drop the first's reference */
+                PyErr_Format(PyExc_TypeError, "%R is named twice", PyTuple_GET_ITEM(names, i));
+                return -1;
+            }
         offsets[i] = member->offset;
     }
     return 0;
