@@ -251,6 +251,17 @@ def test_rate_limits_and_cors_reach_the_settings(
     assert Settings().rate_limits == RateLimitSettings(), "the chart's defaults are the gateway's"
 
 
+@pytest.mark.parametrize(
+    ("values", "expected"), [(None, True), ({"http": {"port": 8080, "directPublish": False}}, False)]
+)
+def test_direct_publish_reaches_the_settings(
+    values: dict[str, Any] | None, expected: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = config_data(render(values))
+    monkeypatch.setenv("TUBEMQ_GATEWAY_HTTP__DIRECT_PUBLISH", data["TUBEMQ_GATEWAY_HTTP__DIRECT_PUBLISH"])
+    assert Settings().http.direct_publish is expected
+
+
 def test_ingress_hpa_and_pdb(full_manifests: list[dict[str, Any]]) -> None:
     ingress = one(full_manifests, "Ingress")["spec"]
     assert ingress["ingressClassName"] == "nginx" and ingress["tls"][0]["hosts"] == ["gw.example"]
@@ -369,6 +380,7 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
         ("auth.mode=maybe", "auth.mode"),
         ("tls.clientAuth=sometimes", "tls.clientAuth"),
         ("forwarding.allow={a b}", "forwarding.allow"),
+        ("http.directPublish=maybe", "directPublish"),
     ],
 )
 def test_values_schema_rejects_mistakes(flag: str, complaint: str) -> None:
