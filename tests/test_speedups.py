@@ -11,10 +11,8 @@ TUBEMQ_GATEWAY_NO_EXTENSIONS set; and a test fails when a machine that can build
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from build_support import PIP, compiler, source_tree
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,18 +51,11 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-def _compiler() -> str | None:
-    """The C compiler Python's build uses, when it and Python's headers are on this machine."""
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    return shutil.which(cc) if headers.is_file() else None
-
-
 def _extension() -> ModuleType:
     try:
         import gateway.tubemq.wire._speedups as module
     except ImportError as exc:
-        if _compiler() is None:
+        if compiler() is None:
             pytest.skip(f"no C compiler or Python headers on this machine: the pure path only ({exc})")
         raise AssertionError(
             f"a C compiler is here but the extension is not built ({exc}): run ./scripts/test.sh "
@@ -89,7 +81,7 @@ def test_the_compiled_path_is_loaded_where_it_can_be_built() -> None:
     if os.environ.get(speedups.ENV_SWITCH, "") not in ("", "0"):
         assert speedups.ACTIVE == speedups.PURE and speedups.compiled is None
         pytest.skip(f"{speedups.ENV_SWITCH} is set: this run tests the pure path")
-    if _compiler() is None:
+    if compiler() is None:
         assert speedups.ACTIVE == speedups.PURE
         pytest.skip("no C compiler or Python headers on this machine: the pure path only")
     assert speedups.ACTIVE == speedups.COMPILED, speedups.REASON
@@ -122,16 +114,10 @@ assert publish_wire.decode_publish(b"\\x0a\\x01t").topic == "t"
 def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> None:
     """setup.py marks the extension optional: with a compiler that fails (CC=false) the package still
     builds, without the extension, and the installed gateway runs the pure path and says why."""
-    tree = tmp_path / "tree"
-    for name in ("pyproject.toml", "setup.py", "README.md"):
-        tree.mkdir(exist_ok=True)
-        shutil.copy2(ROOT / name, tree / name)
-    shutil.copytree(
-        ROOT / "gateway", tree / "gateway", ignore=shutil.ignore_patterns("*.so", "__pycache__", "*.pyc")
-    )
+    tree = source_tree(tmp_path / "tree")
     env = {**os.environ, "CC": "false", "PIP_NO_INDEX": "1"}
     env.pop(speedups.ENV_SWITCH, None)
-    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    pip = PIP
     built = subprocess.run(
         [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheel"), str(tree)],
         env=env,
