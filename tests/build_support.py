@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,3 +31,31 @@ def source_tree(dest: Path) -> Path:
         ROOT / "gateway", dest / "gateway", ignore=shutil.ignore_patterns("*.so", "__pycache__", "*.pyc")
     )
     return dest
+
+
+def built_and_installed(tmp_path: Path, env: dict[str, str]) -> tuple[list[str], Path]:
+    """Build a wheel from a clean copy of the tree (``pip wheel --no-deps --no-build-isolation``, what
+    ``pip install .`` does) and install it into a directory of its own: the wheel's file names and that
+    directory (put it on PYTHONPATH and run from elsewhere to import the installed package)."""
+    tree = source_tree(tmp_path / "src")
+    wheels = tmp_path / "wheel"
+    built = subprocess.run(
+        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(tree)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = wheels.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    site = tmp_path / "site"
+    installed = subprocess.run(
+        [*PIP, "install", "--no-deps", "--target", str(site), str(wheel)],
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    assert installed.returncode == 0, installed.stderr
+    return names, site

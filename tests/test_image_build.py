@@ -11,11 +11,10 @@ import re
 import shlex
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
-from build_support import PIP, ROOT, compiler, source_tree
+from build_support import ROOT, built_and_installed, compiler
 
 from gateway.tubemq.wire import speedups
 
@@ -39,29 +38,11 @@ def _image_check() -> str:
 def test_the_build_stage_installs_the_compiled_path(tmp_path: Path) -> None:
     if compiler() is None:
         pytest.skip("no C compiler or Python headers on this machine: the image's build stage has both")
-    tree = source_tree(tmp_path / "src")
     env = {**os.environ, "PIP_NO_INDEX": "1"}
     env.pop(speedups.ENV_SWITCH, None)  # the image does not set it
-    built = subprocess.run(
-        [*PIP, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheel"), str(tree)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = (tmp_path / "wheel").glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        compiled = {n.split(".", 1)[0] for n in archive.namelist() if n.endswith(".so")}
+    names, site = built_and_installed(tmp_path, env)
+    compiled = {n.split(".", 1)[0] for n in names if n.endswith(".so")}
     assert compiled == EXTENSIONS, "setup.py builds every extension (optional=True hides a failed one)"
-    site = tmp_path / "site"
-    installed = subprocess.run(
-        [*PIP, "install", "--no-deps", "--target", str(site), str(wheel)],
-        env=env,
-        capture_output=True,
-        timeout=300,
-    )
-    assert installed.returncode == 0, installed.stderr
     checked = subprocess.run(
         [sys.executable, "-c", f"import gateway; print(gateway.__file__)\n{_image_check()}"],
         env={**env, "PYTHONPATH": str(site)},

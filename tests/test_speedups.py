@@ -13,14 +13,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-from build_support import PIP, compiler, source_tree
+from build_support import built_and_installed, compiler
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -114,29 +113,10 @@ assert publish_wire.decode_publish(b"\\x0a\\x01t").topic == "t"
 def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> None:
     """setup.py marks the extension optional: with a compiler that fails (CC=false) the package still
     builds, without the extension, and the installed gateway runs the pure path and says why."""
-    tree = source_tree(tmp_path / "tree")
     env = {**os.environ, "CC": "false", "PIP_NO_INDEX": "1"}
     env.pop(speedups.ENV_SWITCH, None)
-    pip = PIP
-    built = subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheel"), str(tree)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = (tmp_path / "wheel").glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:
-        assert not [n for n in archive.namelist() if n.endswith((".so", ".pyd"))]
-    site = tmp_path / "site"
-    installed = subprocess.run(
-        [*pip, "install", "--no-deps", "--target", str(site), str(wheel)],
-        env=env,
-        capture_output=True,
-        timeout=300,
-    )
-    assert installed.returncode == 0, installed.stderr
+    names, site = built_and_installed(tmp_path, env)
+    assert not [n for n in names if n.endswith((".so", ".pyd"))]
     code = "from gateway.tubemq.wire import speedups as s; print(s.__file__); print(s.ACTIVE, s.REASON)"
     code += PURE_EVERYWHERE
     done = subprocess.run(
