@@ -83,6 +83,7 @@ CORE_RANKS: dict[str, int] = {
     "net.link_protocol": 1,
     "net.requests": 1,
     "net.link": 4,
+    "net.multiplex": 4,
     "net.connection": 4,
     "net.pool_state": 5,
     "net.pool": 5,

@@ -1,9 +1,9 @@
 """A TubeMQ link that multiplexes requests by serial number: :class:`Connection`.
 
-A :class:`Connection` is a :class:`~gateway.tubemq.net.link.Link` (the socket, its reads, its
-close) that writes each request as one pre-encoded frame and keeps a future per serial number in
-``pending``; the link's reader hands it every frame and it resolves the futures as answers arrive, in
-whatever order the node sends them (§1.1, §1.6).
+A :class:`Connection` is a :class:`~gateway.tubemq.net.multiplex.Multiplexed` link (the socket, its reads,
+its close, and who waits for which serial number) that writes each request as one pre-encoded frame, frames
+queued in one loop iteration leaving in one write, and waits for its answer, which the reader files as it
+arrives, in whatever order the node sends them (§1.1, §1.6).
 
 Failure rules:
 
@@ -26,13 +26,10 @@ Events (connect, close, request completed) go to an optional :class:`~gateway.tu
 from __future__ import annotations
 
 import asyncio
-import ssl as _ssl
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from google.protobuf.message import Message
 
-from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import (
     ConnectionClosed,
     ProtocolError,
@@ -40,71 +37,28 @@ from gateway.tubemq.errors import (
     RequestTimeout,
     TubeMQError,
 )
-from gateway.tubemq.events import EventBus
-from gateway.tubemq.net.link import CloseReason, ConnectionState, Link
+from gateway.tubemq.net.link import CloseReason, ConnectionState
+from gateway.tubemq.net.multiplex import Multiplexed
 from gateway.tubemq.net.requests import AnswersDecoder, BatchWait, Outcome, RequestCompleted, outcome_of
-from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
+from gateway.tubemq.wire.frame import Frame
 from gateway.tubemq.wire.rpc import (
-    SUCCESS_PREFIX,
-    RpcFailure,
     RpcResponse,
     decode_response,
     encode_request,
     encode_requests,
     parse_response,
-    usual_answer,
 )
 
 __all__ = ["AnswersDecoder", "Connection", "Outcome", "RequestCompleted"]  # the last three: net/requests.py
 
-_INT32_MIN = -(1 << 31)
-_INT32_MAX = (1 << 31) - 1
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 
 
-class Connection(Link):
+class Connection(Multiplexed):
     """A multiplexed link to one node. Create it, ``await connect(timeout)``, then ``request`` freely.
 
     The options are the :class:`~gateway.tubemq.net.link.Link`'s (``max_frame_bytes`` bounds one answer).
     """
-
-    def __init__(
-        self,
-        address: NodeAddress,
-        *,
-        ssl: _ssl.SSLContext | None = None,
-        server_hostname: str | None = None,
-        events: EventBus | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-    ) -> None:
-        super().__init__(
-            address,
-            ssl=ssl,
-            server_hostname=server_hostname,
-            events=events,
-            clock=clock,
-            max_frame_bytes=max_frame_bytes,
-        )
-        self._serial = 0
-        self._wrapped = False  # the serial counter went past int32's end once: serials may be pending ahead
-        self.pending: dict[int, asyncio.Future[RpcResponse]] = {}
-        self._waits: dict[int, BatchWait] = {}  # serial -> its request_many batch (until answered)
-        self.unknown_answers = 0
-        """Answers whose serial number was not pending (expired, cancelled or never sent)."""
-        self.requests_sent = 0
-
-    # --- state questions (the pool asks, the connection answers) --------------------------------------
-
-    @property
-    def in_flight(self) -> int:
-        return len(self.pending) + len(self._waits)
-
-    def is_idle(self, now: float, idle_timeout: float) -> bool:
-        """True when open, nothing is in flight and no traffic happened for ``idle_timeout`` seconds."""
-        if self._state is not ConnectionState.OPEN or self.pending or self._waits or self.idle_since is None:
-            return False
-        return now - max(self.idle_since, self.last_activity) >= idle_timeout
 
     def __repr__(self) -> str:
         tls = " tls" if self._ssl is not None else ""
@@ -117,27 +71,6 @@ class Connection(Link):
         )
 
     # --- requests ------------------------------------------------------------------------------------
-
-    def _next_serials(self, count: int) -> Sequence[int]:
-        """``count`` serial numbers for a batch: the next ones in a row while the counter has not wrapped
-        around (nothing pending can hold them), else one by one (``_next_serial``)."""
-        start = self._serial + 1
-        if not self._wrapped and start + count - 1 <= _INT32_MAX:
-            self._serial = start + count - 1
-            return range(start, start + count)
-        return [self._next_serial() for _ in range(count)]
-
-    def _next_serial(self) -> int:
-        if self._serial < _INT32_MAX:
-            serial = self._serial + 1
-        else:
-            serial = _INT32_MIN
-            self._wrapped = True
-        # A wrapped counter could meet a request still pending after 2**32 others; skip it.
-        while serial in self.pending or serial in self._waits:
-            serial = serial + 1 if serial < _INT32_MAX else _INT32_MIN
-        self._serial = serial
-        return serial
 
     async def request(
         self,
@@ -153,6 +86,21 @@ class Connection(Link):
         ``ConnectionClosed``, ``RequestTimeout``, ``ProtocolError`` or a ``RemoteException``;
         application errCodes inside the response are the caller's business.
         """
+        answer = await self.request_decoded(method, request, timeout, service)
+        assert isinstance(answer, Message)
+        return answer
+
+    async def request_decoded(
+        self,
+        method: int,
+        request: Message | bytes,
+        timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
+        service: int | None = None,
+        decode: AnswersDecoder | None = None,
+    ) -> object:
+        """:meth:`request`, with the answer read by ``decode`` when given (as ``request_many`` reads a
+        batch's: ``send_answers.decode_send_answers`` gives a send's fields without a protobuf message):
+        its value, or the parsed response message where it gives None. Raises as :meth:`request`."""
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         transport = self._transport
@@ -161,7 +109,7 @@ class Connection(Link):
         serial = self._next_serial()
         data = encode_request(serial, method, request, max(1, round(timeout * 1000)), service)
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[RpcResponse] = loop.create_future()
+        future: asyncio.Future[RpcResponse | Frame] = loop.create_future()
         pending = self.pending
         pending[serial] = future
         self.idle_since = None
@@ -182,12 +130,18 @@ class Connection(Link):
                 async with asyncio.timeout_at(deadline):
                     await self._drain()
             answer = await future
-            if answer.method != method:
+            if decode is not None:  # it reads a frame (the usual answer: Multiplexed._dispatch) or not
+                (value,) = decode((answer,), method)
+                if value is not None:
+                    return value
+            response = decode_response(answer) if type(answer) is Frame else answer
+            assert isinstance(response, RpcResponse)  # failures were raised by the reader
+            if response.method != method:
                 raise ProtocolError(
-                    f"{self.address} answered a method {method} call as method {answer.method}"
+                    f"{self.address} answered a method {method} call as method {response.method}"
                 )
             # Parsed here, not in the reader: a bad inner message fails only its own request.
-            return parse_response(method, answer.data)
+            return parse_response(method, response.data)
         except RemoteException:
             outcome = Outcome.REMOTE_EXCEPTION
             raise
@@ -337,69 +291,13 @@ class Connection(Link):
         except ProtocolError as error:
             return error
 
-    def _dispatch(self, frame: Frame) -> None:
-        batch = self._waits.pop(frame.serial, None)  # answered: no longer in flight
-        if batch is not None:
-            self._file(frame, batch, batch.slot_of(frame.serial))
-            return
-        future = self.pending.get(frame.serial)
-        if future is None or future.done():
-            self.unknown_answers += 1
-            return
-        answer = decode_response(frame)
-        if isinstance(answer, RpcFailure):
-            exc = answer.to_exception()
-            future.set_exception(exc)
-            if exc.is_io_exception:
-                self._terminate(CloseReason.REMOTE_IO_EXCEPTION, exc)
-        else:
-            future.set_result(answer)
 
-    def _file(self, frame: Frame, batch: BatchWait, i: int) -> None:
-        """File an answer of a ``request_many`` batch in its slot; the batch's waiter wakes with the last.
-        The usual success answer is filed as its frame (compiled path: ``rpc.usual_answer``), decoded with
-        its batch; any other is decoded here, so a failure or garbage acts at once as for a lone request."""
-        if batch.waiter.done():  # the batch timed out (or its link closed) before this answer came
-            self.unknown_answers += 1
-            return
-        if usual_answer is not None and usual_answer(frame.payload, SUCCESS_PREFIX):
-            batch.slots[i] = frame
-            batch.answered()
-            return
-        answer = decode_response(frame)
-        if isinstance(answer, RpcFailure):
-            exc = answer.to_exception()
-            batch.slots[i] = exc
-            batch.answered()
-            if exc.is_io_exception:
-                self._terminate(CloseReason.REMOTE_IO_EXCEPTION, exc)
-        else:
-            batch.slots[i] = answer
-            batch.answered()
-
-    def _fail_pending(self) -> int:
-        failed = 0
-        for future in self.pending.values():
-            if not future.done():
-                future.set_exception(self._closed_error())
-                failed += 1
-        for serial, batch in self._waits.items():
-            i = batch.slot_of(serial)
-            if not batch.waiter.done() and batch.slots[i] is None:
-                batch.slots[i] = self._closed_error()
-                failed += 1
-        for batch in self._waits.values():
-            batch.wake()
-        self._waits.clear()
-        return failed
-
-
-def _retrieved(future: asyncio.Future[RpcResponse]) -> None:
+def _retrieved(future: asyncio.Future[RpcResponse | Frame]) -> None:
     """Mark a future's exception as seen when its call ends without awaiting it (else asyncio logs it)."""
     if future.done() and not future.cancelled():
         future.exception()
 
 
-def _expire(future: asyncio.Future[RpcResponse]) -> None:
+def _expire(future: asyncio.Future[RpcResponse | Frame]) -> None:
     if not future.done():
         future.set_exception(TimeoutError())

@@ -33,12 +33,12 @@ from gateway.tubemq.net.connection import AnswersDecoder, Connection
 from gateway.tubemq.net.link import CloseReason
 from gateway.tubemq.net.pool_state import (
     NodeLinks,
-    NodeStats,
     Plan,
     PoolConnectFailed,
     PoolLinkOpened,
     PoolLinkReclaimed,
     PoolStats,
+    pool_stats,
 )
 from gateway.tubemq.wire.auth import Credentials
 
@@ -125,8 +125,25 @@ class ConnectionPool:
         Raises what ``Connection.request`` raises, plus ``ConnectError`` (including fail-fast during the
         backoff period) and ``ClientClosed`` once the pool is closed.
         """
-        link, remaining = await self._link_within(address, method, timeout)
-        return await link.request(method, request, remaining, service)
+        answer = await self.request_decoded(address, method, request, timeout, service)
+        assert isinstance(answer, Message)
+        return answer
+
+    async def request_decoded(
+        self,
+        address: NodeAddress,
+        method: int,
+        request: Message | bytes,
+        timeout: float,  # noqa: ASYNC109 - sent on the wire, so it is part of the request
+        service: int | None = None,
+        decode: AnswersDecoder | None = None,
+    ) -> object:
+        """``request`` with its answer read by ``decode`` when given (``Connection.request_decoded``)."""
+        plan = self._assign(address, self._clock())
+        link = plan.link
+        if link is None:  # to connect first (or to fail fast)
+            link, timeout = await self._link_within(address, method, timeout, plan)
+        return await link.request_decoded(method, request, timeout, service, decode)
 
     async def request_many(
         self,
@@ -157,25 +174,8 @@ class ConnectionPool:
                 self._start_connect(node)
 
     def stats(self) -> PoolStats:
-        nodes: dict[NodeAddress, NodeStats] = {}
-        unknown = self._retired_unknown_answers
-        for address, node in self._nodes.items():
-            live = [c for c in node.links if not c.is_closed]
-            unknown += sum(c.unknown_answers for c in node.links)
-            nodes[address] = NodeStats(
-                open_links=len(live),
-                in_flight=sum(c.in_flight for c in live),
-                connecting=node.connecting is not None,
-                connect_failures=node.failures,
-            )
-        return PoolStats(
-            nodes=nodes,
-            open_links=sum(n.open_links for n in nodes.values()),
-            in_flight=sum(n.in_flight for n in nodes.values()),
-            idle_reclaims=self._idle_reclaims,
-            connect_failures=self._connect_failures,
-            unknown_answers=unknown,
-        )
+        totals = (self._idle_reclaims, self._connect_failures, self._retired_unknown_answers)
+        return pool_stats(self._nodes.values(), *totals)
 
     def links(self, address: NodeAddress) -> list[Connection]:
         """The open links to ``address`` (for inspection; do not close them)."""
@@ -294,18 +294,21 @@ class ConnectionPool:
         address: NodeAddress,
         method: int,
         timeout: float,  # noqa: ASYNC109 - what remains of it goes on the wire
+        plan: Plan | None = None,
     ) -> tuple[Connection, float]:
-        """A link to ``address`` and the seconds of ``timeout`` left once it is there."""
+        """A link to ``address`` and the seconds of ``timeout`` left once it is there (``plan``: the
+        decision ``_assign`` just made for it, when the caller asked already)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        link = await self._acquire(address, timeout)
+        link = await self._acquire(address, timeout, plan)
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise RequestTimeout(f"no time left to send method {method} to {address} after connecting")
         return link, remaining
 
-    async def _acquire(self, address: NodeAddress, within: float) -> Connection:
-        plan = self._assign(address, self._clock())
+    async def _acquire(self, address: NodeAddress, within: float, plan: Plan | None = None) -> Connection:
+        if plan is None:
+            plan = self._assign(address, self._clock())
         if plan.link is not None:
             return plan.link
         if plan.error is not None:

@@ -5,6 +5,7 @@ decisions returns, and what it tells (its events and its stats snapshot). The po
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gateway.tubemq.address import NodeAddress
@@ -20,6 +21,7 @@ __all__ = [
     "PoolLinkOpened",
     "PoolLinkReclaimed",
     "PoolStats",
+    "pool_stats",
 ]
 
 
@@ -89,3 +91,28 @@ class Plan:
     link: Connection | None = None
     connect: asyncio.Task[Connection] | None = None
     error: ConnectError | None = None
+
+
+def pool_stats(
+    nodes: Iterable[NodeLinks], idle_reclaims: int, connect_failures: int, retired_unknown_answers: int
+) -> PoolStats:
+    """The snapshot of a pool holding ``nodes`` (``retired_unknown_answers``: those of links it dropped)."""
+    by_address: dict[NodeAddress, NodeStats] = {}
+    unknown = retired_unknown_answers
+    for node in nodes:
+        live = [c for c in node.links if not c.is_closed]
+        unknown += sum(c.unknown_answers for c in node.links)
+        by_address[node.address] = NodeStats(
+            open_links=len(live),
+            in_flight=sum(c.in_flight for c in live),
+            connecting=node.connecting is not None,
+            connect_failures=node.failures,
+        )
+    return PoolStats(
+        nodes=by_address,
+        open_links=sum(n.open_links for n in by_address.values()),
+        in_flight=sum(n.in_flight for n in by_address.values()),
+        idle_reclaims=idle_reclaims,
+        connect_failures=connect_failures,
+        unknown_answers=unknown,
+    )

@@ -46,7 +46,7 @@ from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method, Service
 from gateway.tubemq.wire.send_answers import SendAnswer, decode_send_answers, send_answer_of
 
-__all__ = ["send_batch"]
+__all__ = ["report_round", "send_batch"]
 
 #: (broker id, outcome, error code) -> [attempts, stored bytes] of one round, for ``SendCompleted``.
 _Tally = dict[tuple[int, str, int | None], list[int]]
@@ -103,10 +103,7 @@ async def send_batch(
                     again.append(i)
         todo = again
         if ctx.events is not None:
-            # One event per (broker, outcome) of the round, not per message: they share one duration.
-            seconds = loop.time() - now
-            for (broker_id, kind, code), (n, size) in tally.items():
-                ctx.events.emit(SendCompleted(topic, broker_id, kind, seconds, code, size, n))
+            report_round(ctx, topic, tally, loop.time() - now)
         if not todo:
             break
     for i in todo:  # out of attempts or of time: the last attempt's error, if there was one
@@ -115,6 +112,14 @@ async def send_batch(
     # Every message has its result now. (A string for cast: the type expression would be built on every
     # call.)
     return cast("list[SendResult | Exception]", results)
+
+
+def report_round(ctx: SendContext, topic: str, tally: _Tally, seconds: float) -> None:
+    """The round's ``SendCompleted`` events: one per (broker, outcome), not per message (they share one
+    duration, ``seconds``)."""
+    if ctx.events is not None:
+        for (broker_id, kind, code), (n, size) in tally.items():
+            ctx.events.emit(SendCompleted(topic, broker_id, kind, seconds, code, size, n))
 
 
 _Groups = dict[int, list[tuple[int, PartitionRef]]]
@@ -244,10 +249,10 @@ async def _send_group(
         )
     address, method, service = route.brokers[broker_id], Method.SEND_MESSAGE, Service.BROKER_WRITE
     try:
-        if len(requests) == 1:  # one waiter and timer of its own: less bookkeeping than a batch's
-            return [await ctx.pool.request(address, method, requests[0], timeout, service)]
         # the answers read in one call (decode_send_answers: a tuple of fields each, no protobuf message)
         decode = decode_send_answers
+        if len(requests) == 1:  # one waiter and timer of its own: less bookkeeping than a batch's
+            return [await ctx.pool.request_decoded(address, method, requests[0], timeout, service, decode)]
         answers = await ctx.pool.request_many(address, method, requests, timeout, service, decode)
     except Exception as exc:  # connect failure, pool closed (for one request: its answer): every member's
         return [exc] * len(members)

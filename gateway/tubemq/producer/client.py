@@ -42,9 +42,11 @@ from gateway.tubemq.producer.batch import send_batch
 from gateway.tubemq.producer.config import PartitionRoute, ProducerConfig, TopicRouteInfo
 from gateway.tubemq.producer.events import BrokerShielded, BrokerUnshielded
 from gateway.tubemq.producer.partitioner import Partitioner
-from gateway.tubemq.producer.routes import RouteTable, TopicRoute
+from gateway.tubemq.producer.route_info import RouteViews
+from gateway.tubemq.producer.routes import RouteTable
 from gateway.tubemq.producer.send import SendContext, SendResult
 from gateway.tubemq.producer.session import ProducerSession
+from gateway.tubemq.producer.single import send_one
 from gateway.tubemq.wire.client_id import local_ipv4, producer_id
 from gateway.tubemq.wire.meta import default_broker_port
 from gateway.tubemq.wire.payload import PreparedMessage, ipv4_to_sent_addr, prepare_message
@@ -116,8 +118,7 @@ class Producer:
         )
         self._closed = False
         self._closer = CloseOnce(self._session.close, name=f"producer-close-{self._client_id}")
-        # topic -> (the route it was built from, the info): register_topic() asks on every gateway request.
-        self._route_infos: dict[str, tuple[TopicRoute, TopicRouteInfo]] = {}
+        self._route_views = RouteViews(self._breaker)  # register_topic() asks on every gateway request
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("registered" if self.registered else "unregistered")
@@ -200,26 +201,7 @@ class Producer:
         route = self._routes.route(topic)
         if route is None or topic not in self._session.topics:
             return None
-        # While no broker is shielded every partition is available, so the info only changes with the
-        # route (a new object after every heartbeat that carries topics).
-        cacheable = self._breaker.all_closed()
-        if cacheable and (cached := self._route_infos.get(topic)) is not None and cached[0] is route:
-            return cached[1]
-        partitions = tuple(
-            PartitionRoute(
-                index=i,
-                partition_key=ref.key(topic),
-                broker_id=ref.broker_id,
-                partition_id=ref.partition_id,
-                broker_address=route.brokers[ref.broker_id],
-                available=self._breaker.is_available(ref.broker_id),
-            )
-            for i, ref in enumerate(route.partitions)
-        )
-        info = TopicRouteInfo(topic, route.max_msg_size, partitions)
-        if cacheable:
-            self._route_infos[topic] = (route, info)
-        return info
+        return self._route_views.view(topic, route)
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -277,7 +259,7 @@ class Producer:
         name = topic.strip()
         self._session.remove_topic(name)
         self._routes.forget_topic(name)
-        self._route_infos.pop(name, None)
+        self._route_views.forget(name)
         self._partitioner.forget(name)
 
     async def close(self) -> None:
@@ -381,6 +363,8 @@ class Producer:
             if message.size > limit or (message.key is not None and message.partition is not None):
                 break
         else:  # the usual batch: every message may go
+            if len(messages) == 1:  # a request of one message, the most common one
+                return [await send_one(self._send_context, topic, messages[0], deadline=deadline)]
             return await send_batch(self._send_context, topic, messages, deadline=deadline)
         refused: dict[int, Exception] = {}
         for i, message in enumerate(messages):
