@@ -151,6 +151,12 @@ class Gateway:
     def cpu(self) -> float:
         return cpu_seconds(self.proc.pid)
 
+    def log_lines(self) -> list[bytes]:
+        """The gateway's log so far (its stderr, every worker's lines), read without moving the offset the
+        gateway writes at (the file is shared with it)."""
+        fd = self.log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).splitlines()
+
     def processes(self) -> int:
         """The gateway's processes (the supervisor and its workers, or the one process)."""
         return len(process_tree(self.proc.pid))
@@ -313,6 +319,7 @@ def grpc_h2load(
             args.seconds,
             lambda cmd: run(cmd, cpus, timeout=args.seconds + 120),
             str(Path(tmp) / "body.bin"),
+            log=gw.log_lines,
         )
         cpu = gw.cpu() - cpu0
     msgs = rate * per_call * max(1, round(args.seconds))

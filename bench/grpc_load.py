@@ -11,15 +11,18 @@ message as the body, over ``connections`` connections with one call in flight on
 ``h2load`` counts HTTP answers, and a gRPC error is an HTTP 200 with a ``grpc-status`` trailer, so every run
 is checked against the gateway's own ``grpc_server_handled_total`` (``/metrics``, every worker): a call that
 ended with any code but OK ends the bench (a few CANCELLED are those ``h2load`` leaves in flight when its
-time is up), and fewer OK calls than ``h2load`` counted would too.
+time is up), and fewer OK calls than ``h2load`` counted would too. ``h2load`` never shows a status message,
+so the bench then prints why the gateway refused them: :func:`refusals` reads its ``gRPC call refused`` log
+lines (``gateway/grpc/call_outcome.py``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import httpx
 
@@ -49,6 +52,39 @@ def handled(http_url: str, method: str) -> Counter[str]:
     return codes
 
 
+#: the message of the gateway's line for every refused gRPC call (gateway/grpc/call_outcome.py)
+REFUSED = "gRPC call refused"
+
+
+def refusals(log_lines: Iterable[bytes | str], method: str | None = None, shown: int = 5) -> str:
+    """What the gateway's log says about the gRPC calls it refused (of ``method``, or all): each distinct
+    (code, reason, message) with how often, the first time and the request id of its first call, at most
+    ``shown`` of them, most frequent first; "" when the log has none."""
+    seen: Counter[tuple[str, str, str]] = Counter()
+    first: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for raw in log_lines:
+        line = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+        if REFUSED not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("msg") != REFUSED or (method is not None and entry.get("method") != method):
+            continue
+        cause = (str(entry.get("grpc_code")), str(entry.get("reason")), str(entry.get("detail")))
+        seen[cause] += 1
+        first.setdefault(cause, (str(entry.get("ts")), str(entry.get("request_id"))))
+    lines = []
+    for cause, count in seen.most_common(shown):
+        code, reason, detail = cause
+        at, request_id = first[cause]
+        lines.append(f"  {count} x {code} ({reason}): {detail} [first at {at}, request id {request_id}]")
+    if len(seen) > shown:
+        lines.append(f"  ... and {len(seen) - shown} other causes")
+    return "\n".join(lines)
+
+
 def h2load_calls(
     grpc_port: int,
     http_url: str,
@@ -58,9 +94,11 @@ def h2load_calls(
     seconds: float,
     run: Callable[[Sequence[str]], str],
     body_file: str,
+    log: Callable[[], Iterable[bytes | str]] | None = None,
 ) -> float:
     """Calls per second of ``method`` with ``body`` (framed request messages) on ``connections`` connections,
-    one call in flight on each, for ``seconds``; ``run`` runs the command and returns its output."""
+    one call in flight on each, for ``seconds``; ``run`` runs the command and returns its output. ``log``
+    gives the gateway's log lines: when calls failed, the bench prints why the gateway refused them."""
     with open(body_file, "wb") as f:
         f.write(body)
     cmd = ["h2load", "-D", str(max(1, round(seconds))), "-c", str(connections), "-m", "1", "-t", "1"]
@@ -76,7 +114,22 @@ def h2load_calls(
     ended = after - before
     failed = {code: n for code, n in ended.items() if code != "OK"}
     if failed.pop("Canceled", 0) > connections or failed:
-        raise SystemExit(f"gRPC {method} calls failed under h2load: {dict(ended)}\n{out[-2000:]}")
+        raise SystemExit(
+            f"gRPC {method} calls failed under h2load: {dict(ended)}\n{out[-2000:]}{_why(log, method)}"
+        )
     if ended["OK"] < int(done.group(1)):
-        raise SystemExit(f"h2load counted {done.group(1)} answers, the gateway {ended['OK']} OK calls")
+        raise SystemExit(
+            f"h2load counted {done.group(1)} answers, the gateway {ended['OK']} OK calls (the others were "
+            f"refused by grpc's core before the gateway's code saw them, e.g. its concurrent-call or "
+            f"message-size bound){_why(log, method)}"
+        )
     return float(rate.group(1))
+
+
+def _why(log: Callable[[], Iterable[bytes | str]] | None, method: str) -> str:
+    if log is None:
+        return ""
+    found = refusals(log(), f"/{SERVICE}/{method}")
+    if not found:
+        return "\nthe gateway's log names no refused call of this method (is its log level above warning?)"
+    return f"\nwhy the gateway refused them (its log, '{REFUSED}' lines):\n{found}"

@@ -14,6 +14,14 @@ Request deserializers are wrapped:
 * :func:`bounded` (every other method): a message above ``limits.max_control_body_bytes`` (the bound of the
   same requests over HTTP) is not parsed and becomes a :class:`TooLarge`, answered RESOURCE_EXHAUSTED.
 
+A message the protobuf reader refuses (``DecodeError``) becomes a :class:`Malformed`, answered
+INVALID_ARGUMENT by the handler like any other bad input (logged, counted, with the request id), and a
+publish message's bytes are given back at once. Raised out of a deserializer, the error would reach grpc
+itself, which answers UNKNOWN ("Unexpected <class ...>") without running the handler: the call was then
+neither logged nor counted, and the bytes it had reserved were never given back (the handler's end is what
+gives them back), so a few malformed messages could hold the whole ``limits.max_inflight_publish_bytes``
+and have every later publish, HTTP and gRPC, refused.
+
 A unary Publish holds its bytes until the call ends; a PublishStream message until its batch is acknowledged
 (:func:`claim_message_bytes`); whatever a call still holds when it ends is given back then.
 """
@@ -24,14 +32,17 @@ import contextvars
 from collections.abc import Callable
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from gateway.service.admission import Admission
-from gateway.service.errors import PayloadTooLarge, ServiceError, Unavailable
+from gateway.service.errors import InvalidInput, PayloadTooLarge, ServiceError, Unavailable
 from gateway.service.principal import Principal
 
 __all__ = [
     "CALL",
     "OVER_BUDGET",
     "CallState",
+    "Malformed",
     "TooLarge",
     "bounded",
     "budgeted",
@@ -90,19 +101,36 @@ class TooLarge:
         self.size = size
 
 
+class Malformed:
+    """A request message the protobuf reader refused (``error``: its ``DecodeError``)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: DecodeError) -> None:
+        self.error = error
+
+
 def budgeted(deserialize: Callable[[bytes], Any], limit: Callable[[], int]) -> Callable[[bytes], Any]:
     """``deserialize``, reserving each message's bytes in the call's admission first (``limit()``: the
-    process's bound on publish bytes held, 0 = none)."""
+    process's bound on publish bytes held, 0 = none); a message it cannot read gives them back at once."""
 
     def read(raw: bytes) -> Any:
         call = CALL.get()
-        if call is not None:
-            size = len(raw)
-            if not call.admission.reserve(size, limit()):
-                return OVER_BUDGET
-            call.reserved += size
-            call.unclaimed += size
-        return deserialize(raw)
+        if call is None:
+            return _parsed(deserialize, raw)
+        size = len(raw)
+        if not call.admission.reserve(size, limit()):
+            return OVER_BUDGET
+        call.reserved += size
+        call.unclaimed += size
+        try:
+            return deserialize(raw)
+        except BaseException as exc:
+            call.unclaimed -= size
+            call.release(size)
+            if isinstance(exc, DecodeError):
+                return Malformed(exc)
+            raise
 
     return read
 
@@ -113,9 +141,16 @@ def bounded(deserialize: Callable[[bytes], Any], limit: Callable[[], int]) -> Ca
     def read(raw: bytes) -> Any:
         if len(raw) > limit():
             return TooLarge(len(raw))
-        return deserialize(raw)
+        return _parsed(deserialize, raw)
 
     return read
+
+
+def _parsed(deserialize: Callable[[bytes], Any], raw: bytes) -> Any:
+    try:
+        return deserialize(raw)
+    except DecodeError as exc:
+        return Malformed(exc)
 
 
 def checked(request: Any, limits: Callable[[], tuple[int, int]]) -> Any:
@@ -128,12 +163,19 @@ def checked(request: Any, limits: Callable[[], tuple[int, int]]) -> Any:
             "another replica",
             retry_after=1.0,
         )
-    if type(request) is TooLarge:
+    kind = type(request)
+    if kind is TooLarge:
         cap = limits()[1]
         raise PayloadTooLarge(
             f"request message of {request.size} bytes is above this method's limit of {cap} bytes "
             "(limits.max_control_body_bytes); only publish messages may be larger",
             limit=cap,
+        )
+    if kind is Malformed:
+        raise InvalidInput(
+            f"the request message is not valid protobuf for this method ({request.error}); send the "
+            "method's request message as the .proto files in proto/ define it",
+            field="request",
         )
     return request
 

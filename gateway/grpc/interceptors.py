@@ -32,9 +32,10 @@ separate functions. Per call, in order:
    ``limits.max_inflight_publish_bytes`` and every other method's messages are bounded by
    ``limits.max_control_body_bytes`` (``gateway/grpc/call_budget.py``). Health Watch streams are bounded by
    ``max_health_watches`` (RESOURCE_EXHAUSTED above).
-3. **Errors**: a :class:`~gateway.service.errors.ServiceError` (or ``AdapterError``) leaving the servicer
-   ends the call through :func:`gateway.grpc.errors.abort`; any other exception is logged with the
-   request id and ends the call with INTERNAL.
+3. **Errors** (:mod:`gateway.grpc.call_outcome`): a :class:`~gateway.service.errors.ServiceError` (or
+   ``AdapterError``) leaving the servicer ends the call through :func:`gateway.grpc.errors.abort`, and its
+   cause is logged (a ``gRPC call refused`` line); any other exception is logged with the request id and
+   ends the call with INTERNAL.
 4. **Metrics** (events of :mod:`gateway.observability.grpc_events`): a :class:`GrpcCallStarted` event
    when a call starts and a :class:`GrpcCallFinished` event when it ends (method, type, code, seconds) on
    the runtime's event bus. A call the client cancelled (or left) ends with CANCELLED. Streams count the
@@ -45,7 +46,6 @@ separate functions. Per call, in order:
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -53,9 +53,10 @@ from typing import Any
 import grpc
 
 from gateway.config import LimitSettings
-from gateway.grpc import errors
+from gateway.grpc import call_outcome
 from gateway.grpc.call_admission import AdmittingInterceptor, metadata_text
 from gateway.grpc.call_budget import CALL, checked
+from gateway.grpc.call_outcome import REQUEST_ID_HEADER
 from gateway.grpc.convert import peer_host
 from gateway.grpc.replicas import FORWARDED_KEY
 from gateway.grpc.siblings import forwarded_subject
@@ -66,21 +67,15 @@ from gateway.observability.grpc_events import (
     GrpcCallStarted,
     GrpcStreamMessages,
 )
-from gateway.observability.request_id import REQUEST_ID_HEADER as HTTP_REQUEST_ID_HEADER
 from gateway.observability.request_id import accepted, bind, new_request_id
 from gateway.security.credentials import from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
 from gateway.security.setup import Security
 from gateway.service.admission import Admission
-from gateway.service.errors import ServiceError
 from gateway.service.principal import ANONYMOUS, Principal, current_principal, enter_caller
 from gateway.tls import GRPC_SUBJECT_KEY
 from gateway.tubemq.events import EventBus
-
-log = logging.getLogger("gateway.grpc")
-
-REQUEST_ID_HEADER = HTTP_REQUEST_ID_HEADER.lower()  # gRPC metadata keys are lower case
 
 #: ``authorize(method, metadata)``: return to let the call through, raise ``AuthError`` to refuse it.
 #: ``method`` is the full method name (``/tubemq.gateway.v1.GatewayService/Publish``); ``metadata`` maps each
@@ -167,8 +162,8 @@ class GatewayInterceptor(AdmittingInterceptor):
                     request = checked(request, self._bounds)
                 return await behavior(request, context)
             except BaseException as exc:
-                code = _code_of(exc, context)
-                await self._translate(exc, context, request_id, method)
+                code = call_outcome.code_of(exc, context)
+                await call_outcome.answer(exc, context, request_id, method)
                 raise
             finally:
                 if leave is not None:
@@ -213,8 +208,8 @@ class GatewayInterceptor(AdmittingInterceptor):
                 else:  # a coroutine that answers through context.write() (its writes are not counted)
                     await result
             except BaseException as exc:
-                code = _code_of(exc, context)
-                await self._translate(exc, context, request_id, method)
+                code = call_outcome.code_of(exc, context)
+                await call_outcome.answer(exc, context, request_id, method)
                 raise
             finally:
                 if leave is not None:
@@ -340,17 +335,6 @@ class GatewayInterceptor(AdmittingInterceptor):
         context.set_trailing_metadata(tag)
         return request_id, metadata
 
-    async def _translate(
-        self, exc: BaseException, context: grpc.aio.ServicerContext, request_id: str, method: str
-    ) -> None:
-        """Turn our errors, and bugs, into an abort (which raises AbortError); let anything else pass."""
-        tag = ((REQUEST_ID_HEADER, request_id),)
-        if isinstance(exc, ServiceError | errors.AdapterError):
-            await errors.abort(context, exc, tag)
-        if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
-            log.error("gRPC call %s failed", method, exc_info=exc, extra={"request_id": request_id})
-            await errors.abort_internal(context, request_id, tag)
-
     def _finished(
         self, method: str, kind: str, code: grpc.StatusCode, started: float, request_id: str
     ) -> None:
@@ -388,15 +372,3 @@ def client_subject(
         if text:
             return text
     return None
-
-
-def _code_of(exc: BaseException, context: grpc.aio.ServicerContext) -> grpc.StatusCode:
-    """The status code a call that raised ``exc`` ends with."""
-    if isinstance(exc, ServiceError | errors.AdapterError):
-        return errors.code_of(exc)
-    if isinstance(exc, grpc.aio.AbortError):
-        aborted: grpc.StatusCode | None = context.code()
-        return aborted if aborted is not None else grpc.StatusCode.UNKNOWN
-    if isinstance(exc, Exception):
-        return grpc.StatusCode.INTERNAL
-    return grpc.StatusCode.CANCELLED  # CancelledError, GeneratorExit: the client went away
