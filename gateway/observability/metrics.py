@@ -39,6 +39,7 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.observability.histograms import add, observe_many
 from gateway.observability.logging import CLIENT_CLOSED, route_template
 from gateway.observability.metric_limits import (
     HTTP_METHODS,
@@ -115,8 +116,8 @@ class GatewayMetrics(MetricFamilies):
                 self.http_requests.labels(route=route, method=method, code=str(status)),
                 (self.http_long_duration if long else self.http_duration).labels(route=route, method=method),
             )
-        children[0].inc()
-        children[1].observe(seconds)
+        add(children[0])
+        observe_many(children[1], seconds)
 
     def render(self) -> bytes:
         """The exposition text of every metric on the registry."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from gateway.observability.histograms import add
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.net import Outcome, RequestCompleted
 from gateway.tubemq.producer import SendCompleted
@@ -59,7 +60,7 @@ class BrokerMetrics:
             child = self._requests[(e.address, e.outcome)] = self.m.node_requests.labels(
                 node=node, outcome=e.outcome.value
             )
-        child.inc(e.count)
+        add(child, e.count)
 
     def sent(self, e: SendCompleted) -> None:
         child = self._sends.get((e.broker_id, e.outcome))
@@ -68,7 +69,7 @@ class BrokerMetrics:
             child = self._sends[(e.broker_id, e.outcome)] = self.m.broker_sends.labels(
                 broker_id=self.broker(e.broker_id), outcome=outcome
             )
-        child.inc(e.count)
+        add(child, e.count)
 
     def fetched(self, broker_id: str, outcome: str) -> None:
         child = self._fetches.get((broker_id, outcome))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
-from gateway.observability.histograms import observe_many
+from gateway.observability.histograms import add, observe_many
 from gateway.observability.lag_events import GroupLagGone, GroupLagRead
 from gateway.observability.metrics_brokers import PUBLISH_ERROR_REASONS, BrokerMetrics
 from gateway.observability.metrics_grpc import GrpcMetrics
@@ -193,7 +193,7 @@ class EventMetrics:
         children = self._request_children.get((e.method, e.outcome))
         if children is None:
             children = self._request_children[(e.method, e.outcome)] = self._request_labels(e)
-        children[0].inc(e.count)
+        add(children[0], e.count)
         observe_many(children[1], e.seconds, e.count)  # a batch's requests share one duration
         self._brokers.request(e)
 
@@ -238,9 +238,9 @@ class EventMetrics:
         if children is None:
             children = self._sent_children[(topic, e.outcome)] = self._sent_labels(topic, e.outcome)
         observe_many(children[0], e.seconds, e.count)  # a batch round's sends share one duration
-        children[1].inc(e.count)
+        add(children[1], e.count)
         if e.outcome == "ok":
-            children[2].inc(e.bytes)
+            add(children[2], e.bytes)
         self._brokers.sent(e)
 
     def _sent_labels(self, topic: str, outcome: str) -> tuple[Any, ...]:
