@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.tubemq.wire import frame_decoder, speedups
+from gateway.tubemq.wire import frame_decoder, rpc, speedups
 from gateway.tubemq.wire.frame import Frame, FrameError, encode_frame
 from gateway.tubemq.wire.frame_decoder import FrameDecoder
 from tests.test_speedups import _extension
@@ -99,3 +99,32 @@ def test_a_frame_class_of_another_shape_is_refused() -> None:
     with pytest.raises(TypeError):
         _extension().set_frame_type(Other)
     _extension().set_frame_type(Frame)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    serial=st.sampled_from([0, 1, -1, 7, (1 << 31) - 1, -(1 << 31), 1 << 31, -(1 << 31) - 1]),
+    size=st.sampled_from([0, 1, 127, 128, 1100, 8100, 8150, 8160, 8168, 8170, 8180, 8192, 8193, 20000]),
+    method=st.integers(0, 1 << 20),
+    timeout_ms=st.integers(1, 1 << 31),
+    service=st.integers(0, 1 << 20),
+)
+def test_a_request_frame_is_the_reference_on_both_paths(
+    monkeypatch: pytest.MonkeyPatch, serial: int, size: int, method: int, timeout_ms: int, service: int
+) -> None:
+    """``rpc.encode_request`` of a serialized request frames it in one C call where the extension is, and
+    as ``_request_frame`` (the reference) where it is not: byte for byte alike, for frames of one block and
+    of several, and serials inside and outside int32."""
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    prefix = rpc._request_prefix(service, rpc.PROTOCOL_VERSION)
+    if not -(1 << 31) <= serial < (1 << 31):
+        with pytest.raises(ValueError):  # the reference refuses it: so must the fast path
+            rpc._request_frame(serial, prefix, rpc._body_head(method, timeout_ms), data)
+        with pytest.raises(ValueError):
+            rpc.encode_request(serial, method, data, timeout_ms, service)
+        return
+    want = rpc._request_frame(serial, prefix, rpc._body_head(method, timeout_ms), data)
+    monkeypatch.setattr(speedups, "compiled", _extension())
+    assert rpc.encode_request(serial, method, data, timeout_ms, service) == want
+    monkeypatch.setattr(speedups, "compiled", None)
+    assert rpc.encode_request(serial, method, data, timeout_ms, service) == want
