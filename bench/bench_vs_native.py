@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -67,7 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_grpc import Stub, grpc_publish, grpc_stream, pb  # noqa: E402
 from bench_publish import free_port, parse_load  # noqa: E402
-from grpc_load import frame, h2load_calls, h2load_installed  # noqa: E402
+from grpc_load import frame, h2load_calls, h2load_installed, spread  # noqa: E402
 from proc_cpu import cpu_seconds, process_tree  # noqa: E402
 
 BATCH = 100
@@ -132,12 +133,14 @@ class Gateway:
             preexec_fn=_pinner(cpus),
         )
         self.url = f"http://127.0.0.1:{self.http_port}"
+        # the workers' "gRPC server listening" lines are info
+        self._wait_workers = args.log_level.lower() in ("debug", "info")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 break
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200 and self._all_listening():
                     return
             except httpx.HTTPError:
                 pass
@@ -147,6 +150,23 @@ class Gateway:
         raise SystemExit(
             f"the gateway did not become ready:\n{self.log.read()[-3000:].decode(errors='replace')}"
         )
+
+    def _all_listening(self) -> bool:
+        """Every worker process serves gRPC (its log says so): /readyz is one worker's answer, and h2load
+        connections made while a sibling still starts all reach the first, which then does the replica's
+        work alone (the first case of a run measured one worker now and then)."""
+        if not self._wait_workers:
+            return True
+        workers, listening = 1, set()
+        for line in self.log_lines():
+            if b"starting worker processes" in line or b"gRPC server listening" in line:
+                with contextlib.suppress(ValueError):
+                    entry = json.loads(line)
+                    if entry.get("msg") == "starting worker processes":
+                        workers = int(entry.get("workers", 1))
+                    elif entry.get("msg") == "gRPC server listening":
+                        listening.add(entry.get("worker"))
+        return len(listening) >= workers
 
     def cpu(self) -> float:
         return cpu_seconds(self.proc.pid)
@@ -310,7 +330,7 @@ def grpc_h2load(
         body, per_call = one * STREAM_REQUESTS, batch * STREAM_REQUESTS
     with tempfile.TemporaryDirectory() as tmp:
         cpu0 = gw.cpu()
-        rate = h2load_calls(
+        rate, by_worker = h2load_calls(
             gw.grpc_port,
             gw.url,
             method,
@@ -323,7 +343,7 @@ def grpc_h2load(
         )
         cpu = gw.cpu() - cpu0
     msgs = rate * per_call * max(1, round(args.seconds))
-    note = f"h2load, {connections} connections"
+    note = ", ".join(filter(None, (f"h2load, {connections} connections", spread(by_worker))))
     return Sample(rate * per_call, cpu_us=cpu / msgs * 1e6 if msgs else None, note=note)
 
 

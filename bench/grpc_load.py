@@ -43,13 +43,32 @@ def frame(message: bytes) -> bytes:
 
 def handled(http_url: str, method: str) -> Counter[str]:
     """Calls of ``method`` the gateway has ended, by ``grpc_code`` (summed over its workers)."""
+    return _handled(http_url, method)[0]
+
+
+def _handled(http_url: str, method: str) -> tuple[Counter[str], Counter[str]]:
+    """Calls of ``method`` the gateway has ended, by ``grpc_code`` and by worker process (``serve --workers
+    N`` labels each worker's series; "" for a gateway of one process)."""
     text = httpx.get(f"{http_url}/metrics", timeout=30).text
     codes: Counter[str] = Counter()
+    workers: Counter[str] = Counter()
     for labels, value in _HANDLED.findall(text):
         found = dict(_LABEL.findall(labels))
         if found.get("grpc_service") == SERVICE and found.get("grpc_method") == method:
             codes[found.get("grpc_code", "")] += int(float(value))
-    return codes
+            workers[found.get("worker", "")] += int(float(value))
+    return codes, workers
+
+
+def spread(by_worker: Counter[str]) -> str:
+    """How a run's calls were spread over the worker processes, e.g. ``worker 0: 88%, 1: 12%``: the kernel
+    gives each worker connections, not calls, and a few connections (more so right after the start, before
+    every worker listens) may all reach one worker, which then does the work of the replica alone."""
+    total = sum(by_worker.values())
+    if len(by_worker) < 2 or not total:
+        return ""
+    shares = ", ".join(f"{w}: {n / total:.0%}" for w, n in sorted(by_worker.items()))
+    return f"calls by worker {shares}"
 
 
 #: the message of the gateway's line for every refused gRPC call (gateway/grpc/call_outcome.py)
@@ -58,10 +77,10 @@ REFUSED = "gRPC call refused"
 
 def refusals(log_lines: Iterable[bytes | str], method: str | None = None, shown: int = 5) -> str:
     """What the gateway's log says about the gRPC calls it refused (of ``method``, or all): each distinct
-    (code, reason, message) with how often, the first time and the request id of its first call, at most
+    (code, reason, field) with how often, the message, time and request id of its first call, at most
     ``shown`` of them, most frequent first; "" when the log has none."""
     seen: Counter[tuple[str, str, str]] = Counter()
-    first: dict[tuple[str, str, str], tuple[str, str]] = {}
+    first: dict[tuple[str, str, str], tuple[str, str, str]] = {}
     for raw in log_lines:
         line = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
         if REFUSED not in line:
@@ -72,14 +91,15 @@ def refusals(log_lines: Iterable[bytes | str], method: str | None = None, shown:
             continue
         if entry.get("msg") != REFUSED or (method is not None and entry.get("method") != method):
             continue
-        cause = (str(entry.get("grpc_code")), str(entry.get("reason")), str(entry.get("detail")))
+        cause = (str(entry.get("grpc_code")), str(entry.get("reason")), str(entry.get("field", "")))
         seen[cause] += 1
-        first.setdefault(cause, (str(entry.get("ts")), str(entry.get("request_id"))))
+        example = (str(entry.get("detail")), str(entry.get("ts")), str(entry.get("request_id")))
+        first.setdefault(cause, example)
     lines = []
     for cause, count in seen.most_common(shown):
-        code, reason, detail = cause
-        at, request_id = first[cause]
-        lines.append(f"  {count} x {code} ({reason}): {detail} [first at {at}, request id {request_id}]")
+        code, reason, _ = cause
+        detail, at, request_id = first[cause]
+        lines.append(f"  {count} x {code} ({reason}), the first: {detail} [at {at}, request id {request_id}]")
     if len(seen) > shown:
         lines.append(f"  ... and {len(seen) - shown} other causes")
     return "\n".join(lines)
@@ -95,18 +115,20 @@ def h2load_calls(
     run: Callable[[Sequence[str]], str],
     body_file: str,
     log: Callable[[], Iterable[bytes | str]] | None = None,
-) -> float:
+) -> tuple[float, Counter[str]]:
     """Calls per second of ``method`` with ``body`` (framed request messages) on ``connections`` connections,
-    one call in flight on each, for ``seconds``; ``run`` runs the command and returns its output. ``log``
-    gives the gateway's log lines: when calls failed, the bench prints why the gateway refused them."""
+    one call in flight on each, for ``seconds``, and the run's calls by worker process (see :func:`spread`);
+    ``run`` runs the command and returns its output. ``log`` gives the gateway's log lines: when calls
+    failed, the bench prints why the gateway refused them."""
     with open(body_file, "wb") as f:
         f.write(body)
     cmd = ["h2load", "-D", str(max(1, round(seconds))), "-c", str(connections), "-m", "1", "-t", "1"]
     cmd += ["-d", body_file, "-H", "content-type: application/grpc", "-H", "te: trailers"]
     cmd += [f"http://127.0.0.1:{grpc_port}/{SERVICE}/{method}"]
-    before = handled(http_url, method)
+    before, workers_before = _handled(http_url, method)
+    logged = len(list(log())) if log is not None else 0  # the lines of earlier runs are not this run's
     out = run(cmd)
-    after = handled(http_url, method)
+    after, workers_after = _handled(http_url, method)
     rate = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
     done = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
     if rate is None or done is None:
@@ -114,22 +136,21 @@ def h2load_calls(
     ended = after - before
     failed = {code: n for code, n in ended.items() if code != "OK"}
     if failed.pop("Canceled", 0) > connections or failed:
-        raise SystemExit(
-            f"gRPC {method} calls failed under h2load: {dict(ended)}\n{out[-2000:]}{_why(log, method)}"
-        )
+        why = _why(log, logged, method)
+        raise SystemExit(f"gRPC {method} calls failed under h2load: {dict(ended)}\n{out[-2000:]}{why}")
     if ended["OK"] < int(done.group(1)):
         raise SystemExit(
             f"h2load counted {done.group(1)} answers, the gateway {ended['OK']} OK calls (the others were "
             f"refused by grpc's core before the gateway's code saw them, e.g. its concurrent-call or "
-            f"message-size bound){_why(log, method)}"
+            f"message-size bound){_why(log, logged, method)}"
         )
-    return float(rate.group(1))
+    return float(rate.group(1)), workers_after - workers_before
 
 
-def _why(log: Callable[[], Iterable[bytes | str]] | None, method: str) -> str:
+def _why(log: Callable[[], Iterable[bytes | str]] | None, skip: int, method: str) -> str:
     if log is None:
         return ""
-    found = refusals(log(), f"/{SERVICE}/{method}")
+    found = refusals(list(log())[skip:], f"/{SERVICE}/{method}")
     if not found:
         return "\nthe gateway's log names no refused call of this method (is its log level above warning?)"
     return f"\nwhy the gateway refused them (its log, '{REFUSED}' lines):\n{found}"

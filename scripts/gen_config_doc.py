@@ -77,6 +77,12 @@ HOLDS: dict[str, tuple[str, ...]] = {
     "per replica exactly: the workers count each caller's instances together in the private directory": (
         "rate_limits.max_instances_per_principal",
     ),
+    "per replica: every worker holds the whole rate and takes from it what the caller spent on the other "
+    "workers (shared through the private directory every 0.1 s), on whatever workers its connections reach": (
+        "rate_limits.publish_messages_per_second",
+        "rate_limits.publish_bytes_per_second",
+        "rate_limits.overrides",
+    ),
     "per worker": (
         "grpc.max_health_watches",
         "grpc.max_connections",
@@ -103,9 +109,6 @@ DISPLAY = {
     "rate_limits.overrides": " (their publish rates)",
     "rate_limits.max_instances_per_principal": " (and its overrides)",
 }
-SPLIT_RATE = (
-    "per replica, split evenly: a client on one connection reaches one worker and so gets 1/N of its rate"
-)
 
 
 @dataclass(frozen=True)
@@ -314,7 +317,7 @@ def split_by_workers() -> dict[str, str]:
         for name in type(share).model_fields:
             if getattr(share, name) != getattr(whole, name):
                 path = f"{group}.{name}"
-                split[path] = SPLIT_RATE if "per_second" in name or name == "overrides" else SPLIT
+                split[path] = SPLIT
     return split
 
 
@@ -417,7 +420,8 @@ def render() -> str:
 
 
 def _order(text: str) -> int:
-    for i, start in enumerate(("per replica exactly", SPLIT, SPLIT_RATE, "per worker", "per request")):
+    order = ("per replica exactly", "per replica: every", SPLIT, "per worker", "per request")
+    for i, start in enumerate(order):
         if text.startswith(start):
             return i
     return 99

@@ -145,9 +145,11 @@ def _get(settings: Any, path: str) -> Any:
 def test_the_split_over_the_workers_is_read_off_the_supervisor(config_doc: ModuleType) -> None:
     split = config_doc.split_by_workers()
     assert {"limits.max_concurrent_requests", "consumers.max_instances"} <= set(split)
-    assert "rate_limits.publish_messages_per_second" in split
-    assert "rate_limits.max_instances_per_principal" not in split  # counted whole by the workers together
+    # whole on every worker: the workers count instances together, and share what callers spent
+    for path in ("rate_limits.max_instances_per_principal", "rate_limits.publish_messages_per_second"):
+        assert path not in split
     reach = config_doc.reach()
+    assert reach["rate_limits.publish_messages_per_second"].startswith("per replica: every worker holds")
     assert reach["grpc.max_connections"] == "per worker"
     assert reach["limits.max_request_bytes"] == "per request"
 

@@ -123,9 +123,11 @@ def test_replica_bounds_are_split_over_the_workers() -> None:
     assert split.limits.max_concurrent_requests == 334  # rounded up: the replica keeps at least its bound
     assert split.limits.max_inflight_publish_bytes == 0  # 0: no cap, on every worker
     r = split.rate_limits
-    assert (r.publish_messages_per_second, r.publish_bytes_per_second) == (300, None)
+    # whole: the workers share what each caller spent (gateway/service/shared_spending.py); 1/N each
+    # refused a client whose connections had all reached one worker at 1/N of its rate (issue #26)
+    assert (r.publish_messages_per_second, r.publish_bytes_per_second) == (900, None)
     assert r.max_instances_per_principal == 100  # whole: the workers share the count
-    assert r.overrides["alice"].publish_messages_per_second == 10
+    assert r.overrides["alice"].publish_messages_per_second == 30
     assert r.overrides["alice"].max_instances_per_principal is None  # still: the default
     assert r.overrides["bob"].max_instances_per_principal == 0
     assert split.limits.max_batch_messages == settings.limits.max_batch_messages  # per request: unchanged

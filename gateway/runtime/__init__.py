@@ -10,6 +10,8 @@ embedded cluster, the callers' quotas) in :mod:`.builders`; this module re-expor
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -32,6 +34,7 @@ from gateway.service.publish import PublishService
 from gateway.service.quotas import Quotas
 from gateway.service.ranges import RangeService
 from gateway.service.registrations import RegistrationLedger, release_predecessor
+from gateway.service.shared_spending import EXCHANGE_INTERVAL
 from gateway.tubemq.address import NodeAddress, parse_address_list
 from gateway.tubemq.consumer import ConsumerConfig
 from gateway.tubemq.errors import TubeMQError
@@ -83,6 +86,8 @@ class Runtime:
     security: Security = field(init=False)
     _tracing: bool = field(default=False, init=False, repr=False)
     _ledger: RegistrationLedger | None = field(default=None, init=False, repr=False)
+    #: serve --workers N: the task sharing what callers spent of their publish rates with the siblings
+    _sharing: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.security = build_security(self.settings.auth)
@@ -157,6 +162,8 @@ class Runtime:
                     exc.add_note(settings)
                 raise
             self.quotas = build_quotas(s, self.worker)
+            if self.worker is not None and self.quotas.limits_publish:
+                self._sharing = asyncio.create_task(self.quotas.share_spending(EXCHANGE_INTERVAL))
             self.publish = PublishService(
                 self.producer,
                 max_batch_messages=s.limits.max_batch_messages,
@@ -295,6 +302,11 @@ class Runtime:
     async def stop(self) -> None:
         """Close in reverse order of start; safe to call on a partly started runtime."""
         self.ranges = None  # holds no link of its own: its reads end with the pool below
+        if self._sharing is not None:
+            self._sharing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sharing
+            self._sharing = None
         if self.lag is not None:
             await self.lag.stop()
             self.lag = None

@@ -14,6 +14,7 @@ from gateway.embedded.store import Retention
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
 from gateway.service.instance_counts import SharedInstanceCounts
 from gateway.service.quotas import Quotas, RateLimits
+from gateway.service.shared_spending import SharedSpending
 from gateway.upstream import UpstreamOptions
 from gateway.workers.context import WorkerContext
 
@@ -57,7 +58,8 @@ def embedded_topic_specs(settings: Settings) -> list[TopicSpec]:
 
 def build_quotas(settings: Settings, worker: WorkerContext | None = None) -> Quotas:
     """The callers' limits from ``settings.rate_limits`` (an override's missing fields take the default);
-    consumer instances are counted with the sibling workers of ``worker`` (per replica)."""
+    consumer instances are counted, and what each caller spent of its publish rates shared, with the sibling
+    workers of ``worker`` (per replica)."""
     r = settings.rate_limits
     default = RateLimits(
         publish_messages_per_second=r.publish_messages_per_second,
@@ -74,10 +76,15 @@ def build_quotas(settings: Settings, worker: WorkerContext | None = None) -> Quo
         )
         for name, o in r.overrides.items()
     }
-    shared = (
-        SharedInstanceCounts(worker.socket_dir / "instances", worker.index) if worker is not None else None
+    if worker is None:
+        return Quotas(default, overrides, max_callers=r.max_tracked_callers)
+    return Quotas(
+        default,
+        overrides,
+        max_callers=r.max_tracked_callers,
+        instances=SharedInstanceCounts(worker.socket_dir / "instances", worker.index),
+        spending=SharedSpending(worker.socket_dir, worker.index, worker.count),
     )
-    return Quotas(default, overrides, max_callers=r.max_tracked_callers, instances=shared)
 
 
 def _pick(override: _N | None, default: _N | None) -> _N | None:

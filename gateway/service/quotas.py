@@ -13,13 +13,18 @@ callers (open mode) are told apart by their network address, which the adapters 
 * **Consumer instances**: at most ``max_instances`` held by one caller on this replica, whatever its worker
   count (:mod:`gateway.service.instance_counts`: with ``serve --workers N`` the workers share the count).
 
-Limits are per replica (each replica counts its own traffic). Bucket state is bounded: buckets are kept in
+Limits are per replica (each replica counts its own traffic). With ``serve --workers N`` every worker holds
+each caller's whole buckets and takes from them what the caller spent on the other workers
+(:mod:`gateway.service.shared_spending`, :meth:`Quotas.share_spending`), so a caller is held to the
+replica's rate on whatever workers its connections reached. Bucket state is bounded: buckets are kept in
 least-recently-used order, at most ``max_callers`` of them; a bucket left alone long enough to be full again
 is the same as a new one, so dropping it loses nothing. 0 or None means unlimited.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import time
 from collections import OrderedDict
@@ -29,8 +34,11 @@ from dataclasses import dataclass, field
 from gateway.service.errors import Quota, RateLimited
 from gateway.service.instance_counts import InstanceCounts, LocalInstanceCounts
 from gateway.service.principal import Caller, Principal, current_caller
+from gateway.service.shared_spending import SharedSpending
 
 __all__ = ["Quotas", "RateLimits", "caller_key"]
+
+log = logging.getLogger("gateway.quotas")
 
 
 def caller_key(principal: Principal | None = None) -> str:
@@ -68,12 +76,12 @@ class RateLimits:
 class _Buckets:
     """The two publish buckets of one caller (tokens may go below zero: debt from a very large request)."""
 
-    __slots__ = ("bytes", "limits", "messages", "updated")
+    __slots__ = ("bytes", "capacity_bytes", "capacity_messages", "limits", "messages", "updated")
 
     def __init__(self, limits: RateLimits, now: float) -> None:
         self.limits = limits
-        self.messages = _capacity(limits.publish_messages_per_second, limits)
-        self.bytes = _capacity(limits.publish_bytes_per_second, limits)
+        self.messages = self.capacity_messages = _capacity(limits.publish_messages_per_second, limits)
+        self.bytes = self.capacity_bytes = _capacity(limits.publish_bytes_per_second, limits)
         self.updated = now
 
     def refill(self, now: float) -> None:
@@ -131,6 +139,7 @@ class Quotas:
         max_callers: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
         instances: InstanceCounts | None = None,
+        spending: SharedSpending | None = None,
     ) -> None:
         if max_callers < 1:
             raise ValueError("max_callers must be >= 1")
@@ -141,6 +150,12 @@ class Quotas:
         self._buckets: OrderedDict[str, _Buckets] = OrderedDict()
         #: consumer instances per caller: this process's, or (serve --workers N) the replica's
         self._instances: InstanceCounts = instances if instances is not None else LocalInstanceCounts()
+        #: serve --workers N: what callers spend here, and what they spent on the sibling workers
+        self._spending = spending
+        self._exchange_failed = False
+        #: caller -> (messages, bytes, when) spent on sibling workers by callers without a bucket here
+        self._elsewhere: dict[str, tuple[float, float, float]] = {}
+        self._longest_burst = max(limits.burst_seconds for limits in (default, *self.overrides.values()))
         every = (default, *self.overrides.values())
         self.limits_publish = any(limits.limits_publish for limits in every)
         self.limits_instances = any(limits.max_instances for limits in every)
@@ -179,20 +194,83 @@ class Quotas:
         else:
             self._buckets.move_to_end(key)
             buckets.refill(now)
-        if buckets.messages >= messages and buckets.bytes >= payload_bytes:  # the usual case
-            buckets.messages -= messages
-            buckets.bytes -= payload_bytes
-            return
-        # Short of tokens, unless the request is larger than a full bucket and the bucket is full.
-        wait_messages = _shortfall(buckets.messages, messages, limits.publish_messages_per_second, limits)
-        wait_bytes = _shortfall(buckets.bytes, payload_bytes, limits.publish_bytes_per_second, limits)
-        if wait_messages or wait_bytes:
-            raise self._refusal(principal, key, buckets, wait_messages, wait_bytes)
+        if not (buckets.messages >= messages and buckets.bytes >= payload_bytes):  # usually they do
+            # Short of tokens: refused, unless the request is above a full bucket and the bucket is full.
+            wait_messages = _shortfall(buckets.messages, messages, limits.publish_messages_per_second, limits)
+            wait_bytes = _shortfall(buckets.bytes, payload_bytes, limits.publish_bytes_per_second, limits)
+            if wait_messages or wait_bytes:
+                raise self._refusal(principal, key, buckets, wait_messages, wait_bytes)
         buckets.messages -= messages
         buckets.bytes -= payload_bytes
+        spending = self._spending
+        if spending is not None:
+            unshared = spending.spent(key, messages, payload_bytes)
+            # more than 1/(2N) of a bucket spent here unknown to the siblings: exchange now, not at the
+            # next interval, so that a fast burst on every worker cannot take a bucket on each
+            share = 2 * spending.workers
+            if (
+                unshared[0] * share >= buckets.capacity_messages
+                or unshared[1] * share >= buckets.capacity_bytes
+            ):
+                self.take_siblings_spending()
+
+    def take_siblings_spending(self) -> None:
+        """Publish what this worker's callers spent, and take from their buckets here what they spent on
+        the sibling workers since the last call (no-op in a replica of one process). What a caller without
+        a bucket here spent is kept until its first request here (its bucket then starts with that taken)
+        or until a bucket would be full again, so hopping from worker to worker gains nothing."""
+        if self._spending is None:
+            return
+        try:
+            spent = self._spending.exchange()
+        except OSError as exc:  # the private directory: full, or gone while the replica stops
+            if not self._exchange_failed:
+                log.warning(
+                    "cannot share what callers spent of their publish rates with the sibling workers; each "
+                    "worker holds them to the replica's rate on its own meanwhile",
+                    extra={"error": repr(exc)},
+                )
+            self._exchange_failed = True
+            return
+        self._exchange_failed = False
+        now = self._clock()
+        pending = self._elsewhere
+        for key, messages, payload_bytes in spent:
+            buckets = self._buckets.get(key)
+            if buckets is not None:
+                buckets.refill(now)
+                buckets.messages -= messages
+                buckets.bytes -= payload_bytes
+            else:
+                before = pending.pop(key, None)
+                if before is not None:
+                    messages += before[0]
+                    payload_bytes += before[1]
+                pending[key] = (messages, payload_bytes, now)  # the newest last: dropped last
+        forgotten = now - self._longest_burst
+        while pending:
+            key, oldest = next(iter(pending.items()))
+            if oldest[2] > forgotten and len(pending) <= self.max_callers:
+                break
+            del pending[key]
+
+    async def share_spending(self, interval: float) -> None:
+        """:meth:`take_siblings_spending` every ``interval`` seconds, until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.take_siblings_spending()
+            except Exception:  # a bug: logged, and the next interval tries again
+                log.exception("sharing what callers spent of their publish rates failed")
 
     def _new_buckets(self, key: str, limits: RateLimits, now: float) -> _Buckets:
         buckets = self._buckets[key] = _Buckets(limits, now)
+        elsewhere = self._elsewhere.pop(key, None) if self._elsewhere else None
+        if elsewhere is not None:  # spent on the siblings meanwhile (take_siblings_spending)
+            buckets.messages -= elsewhere[0]
+            buckets.bytes -= elsewhere[1]
+            buckets.updated = elsewhere[2]
+            buckets.refill(now)
         self._buckets.move_to_end(key)
         # Drop the least recently used buckets that are full again (they equal fresh ones), and beyond
         # max_callers the least recently used ones whatever their state.

@@ -11,9 +11,10 @@ What it does, in order:
 3. makes a private directory (mode 0700) for the workers' private listeners (unix sockets), and, when
    ``consumers.id_secret`` is empty, a random secret that the workers share (instance ids are checked by
    whichever worker a request lands on); the bounds the settings give per replica (requests and publish
-   bytes in progress, rate limits) are split evenly over the workers (:func:`per_worker_limits`); the
-   consumer instance caps are not: the workers count instances together, in the private directory
-   (:mod:`gateway.service.instance_counts`), so the cap holds per replica exactly;
+   bytes in progress) are split evenly over the workers (:func:`per_worker_limits`); the consumer instance
+   caps and the publish rates are not: the workers count instances together, and share what each caller
+   spent, in the private directory (:mod:`gateway.service.instance_counts`,
+   :mod:`gateway.service.shared_spending`), so they hold per replica;
 4. starts the workers (``python -m gateway.workers.child``), each with the settings and its
    :class:`~gateway.workers.context.WorkerContext` on its standard input, which stays open: a worker whose
    parent is gone sees it close and shuts down gracefully;
@@ -70,37 +71,21 @@ KILL_MARGIN = 5.0
 
 
 def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
-    """The ``limits``, ``rate_limits`` and ``consumers`` groups of one of ``count`` workers: what the settings
-    bound per replica (requests and publish bytes in progress, each caller's share of them, each principal's
-    publish rates, the consumer instances held) split evenly, so that the replica as a whole keeps the
-    configured bounds. Each worker enforces its share of the connections the kernel gives it. Each
-    principal's consumer instance cap stays whole: the workers share the count
-    (:mod:`gateway.service.instance_counts`). docs/configuration.md's table of what holds per worker is read
-    from this function (scripts/gen_config_doc.py)."""
+    """The ``limits`` and ``consumers`` groups of one of ``count`` workers: what the settings bound per
+    replica (requests and publish bytes in progress, each caller's share of them, the consumer instances
+    held) split evenly, so that the replica as a whole keeps the configured bounds. Each worker enforces its
+    share of the connections the kernel gives it. Each principal's consumer instance cap and publish rates
+    stay whole: the workers share the count (:mod:`gateway.service.instance_counts`) and what each caller
+    spent (:mod:`gateway.service.shared_spending`; a share of the rate per worker refused a client whose
+    connections had all reached one worker at 1/N of its rate). docs/configuration.md's table of what holds
+    per worker is read from this function (scripts/gen_config_doc.py)."""
     limits = settings.limits
-    rates = settings.rate_limits
-    overrides = {
-        name: o.model_copy(
-            update={
-                "publish_messages_per_second": _rate(o.publish_messages_per_second, count),
-                "publish_bytes_per_second": _rate(o.publish_bytes_per_second, count),
-            }
-        )
-        for name, o in rates.overrides.items()
-    }
     return {
         "limits": limits.model_copy(
             update={
                 "max_concurrent_requests": _cap(limits.max_concurrent_requests, count),
                 "max_concurrent_per_caller": _cap(limits.max_concurrent_per_caller, count),
                 "max_inflight_publish_bytes": _cap(limits.max_inflight_publish_bytes, count),
-            }
-        ),
-        "rate_limits": rates.model_copy(
-            update={
-                "publish_messages_per_second": _rate(rates.publish_messages_per_second, count),
-                "publish_bytes_per_second": _rate(rates.publish_bytes_per_second, count),
-                "overrides": overrides,
             }
         ),
         "consumers": settings.consumers.model_copy(
@@ -117,11 +102,6 @@ def _share(value: int, count: int) -> int:
 def _cap(value: int | None, count: int) -> int | None:
     """One worker's share of a cap where 0 or None means none."""
     return value if not value else _share(value, count)
-
-
-def _rate(value: float | None, count: int) -> float | None:
-    """One worker's share of a rate where 0 or None means unlimited."""
-    return value if not value else value / count
 
 
 def supervise(settings: Settings, count: int) -> int:
