@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from gateway.embedded.broker import EmbeddedBroker
-from gateway.tubemq.errors import RemoteException, RequestTimeout, ServerError
+from gateway.tubemq.errors import ConnectionClosed, RemoteException, RequestTimeout, ServerError
 from gateway.tubemq.net.connection import Connection, Outcome, RequestCompleted
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import SendResult
@@ -130,3 +130,47 @@ async def test_a_cancelled_one_message_send_leaves_nothing_in_flight(
         with pytest.raises(RequestTimeout):  # and a send that gets no answer times out, as ever
             await producer.send("demo", b"late", timeout=0.3)
         assert link.in_flight == 0
+
+
+async def test_lone_requests_share_one_deadline_watch_and_each_keeps_its_own_deadline() -> None:
+    """Deadlines of lone requests (``Multiplexed._watch``): each unanswered request times out at its own
+    deadline, a later request with an earlier deadline is not held to the earlier one's timer, an answered
+    request is not failed and leaves the watch, and a closed link leaves no timer behind."""
+    broker = Broker()
+    await broker.server.start()
+    link = Connection(broker.server.address)
+    loop = asyncio.get_running_loop()
+    try:
+        await link.connect(2.0)
+
+        async def timed_out(seconds: float) -> float:
+            started = loop.time()
+            with pytest.raises(RequestTimeout):
+                await link.request_decoded(SEND, _request(b"hang"), seconds, decode=decode_send_answers)
+            return loop.time() - started
+
+        slow = asyncio.ensure_future(timed_out(1.5))
+        await asyncio.sleep(0.05)
+        fast = asyncio.ensure_future(timed_out(0.3))  # armed after, due before: the watch is re-armed
+        answered = [
+            await link.request_decoded(SEND, _request(f"ok-{i}".encode()), 0.2, decode=decode_send_answers)
+            for i in range(50)
+        ]
+        assert [a[3] for a in answered] == list(range(50))  # type: ignore[index]
+        assert len(link._deadlines) <= 3  # the two waiting, at most the last answered: the rest left
+        fast_took = await fast
+        assert 0.25 <= fast_took < 1.0, fast_took  # its own deadline, not the slow one's
+        assert not slow.done()
+        assert await slow >= 1.4
+        assert len(link._deadlines) <= 1  # answered and timed-out requests left the watch
+        assert link.in_flight == 0 and link.is_open  # (traffic was read meanwhile: the link stays)
+        pending = asyncio.ensure_future(link.request_decoded(SEND, _request(b"hang"), 30.0))
+        await asyncio.sleep(0.05)
+        assert link._sweeper is not None
+        await link.close()
+        with pytest.raises(ConnectionClosed):
+            await pending
+        assert link._sweeper is None and not link._deadlines
+    finally:
+        await link.close()
+        await broker.server.stop()

@@ -115,10 +115,11 @@ class Connection(Multiplexed):
         self.idle_since = None
         started = self._clock()
         outcome = Outcome.OK
-        # A timer that fails the future, not asyncio.timeout(): the answer is the only thing awaited
-        # (almost always), and the timeout context manager costs more than the rest of this method.
+        # The link's deadline watch fails the future (Multiplexed._watch), not asyncio.timeout() nor a loop
+        # timer of its own: the answer is the only thing awaited (almost always), and either costs more than
+        # the rest of this method.
         deadline = loop.time() + timeout
-        timer = loop.call_at(deadline, _expire, future)
+        self._watch(loop, deadline, future)
         try:
             outbox = self._outbox
             outbox.append(data)
@@ -165,7 +166,6 @@ class Connection(Multiplexed):
             _retrieved(future)
             raise
         finally:
-            timer.cancel()
             pending.pop(serial, None)
             now = self._clock()
             if not pending and not self._waits:
@@ -296,8 +296,3 @@ def _retrieved(future: asyncio.Future[RpcResponse | Frame]) -> None:
     """Mark a future's exception as seen when its call ends without awaiting it (else asyncio logs it)."""
     if future.done() and not future.cancelled():
         future.exception()
-
-
-def _expire(future: asyncio.Future[RpcResponse | Frame]) -> None:
-    if not future.done():
-        future.set_exception(TimeoutError())

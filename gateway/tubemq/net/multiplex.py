@@ -3,9 +3,15 @@
 A :class:`Multiplexed` link (a :class:`~gateway.tubemq.net.link.Link`) keeps who waits for which serial
 number: a future per lone request in ``pending``, a :class:`~gateway.tubemq.net.requests.BatchWait` per
 ``request_many`` batch in ``_waits``. It hands out serial numbers, files every answer the link reads with
-its waiter (``_dispatch``), in whatever order the node sends them (§1.1, §1.6), and fails every waiter when
-the link closes (``_fail_pending``). Sending, timeouts and the outcome of each call are
-:class:`~gateway.tubemq.net.connection.Connection`'s.
+its waiter (``_dispatch``), in whatever order the node sends them (§1.1, §1.6), fails a lone request's
+future with ``TimeoutError`` at its deadline (``_watch``), and fails every waiter when the link closes
+(``_fail_pending``).
+
+Deadlines of lone requests share one timer per link (a heap of them, the timer armed at the earliest):
+a loop timer per request costs more to arm and cancel (some 2 us on uvloop) than the rest of the request's
+bookkeeping, and almost every request is answered long before its deadline. An answered request leaves
+the heap when it reaches the top, at the next request or at the timer. Sending, and what a timeout or
+any other outcome makes of a call, are :class:`~gateway.tubemq.net.connection.Connection`'s.
 
 The usual success answer (compiled path: ``rpc.usual_answer``) is filed as its frame, read later by its
 caller (with its batch, or by a decoder: ``Connection.request_decoded``); any other answer is decoded here,
@@ -17,9 +23,11 @@ protocol) the link is closed right after delivering it, as the Java client does.
 from __future__ import annotations
 
 import asyncio
+import math
 import ssl as _ssl
 import time
 from collections.abc import Callable, Sequence
+from heapq import heappop, heappush
 
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.events import EventBus
@@ -32,6 +40,7 @@ __all__ = ["Multiplexed"]
 
 _INT32_MIN = -(1 << 31)
 _INT32_MAX = (1 << 31) - 1
+_CLOCK_SLACK = 0.001  # seconds: a deadline this close is due (the loops' timers fire to the millisecond)
 
 
 class Multiplexed(Link):
@@ -65,6 +74,11 @@ class Multiplexed(Link):
         self.unknown_answers = 0
         """Answers whose serial number was not pending (expired, cancelled or never sent)."""
         self.requests_sent = 0
+        # (deadline, order, future) of lone requests; the timer fires at the earliest (_watch, _sweep)
+        self._deadlines: list[tuple[float, int, asyncio.Future[RpcResponse | Frame]]] = []
+        self._watched = 0
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._sweep_at = math.inf
 
     # --- state questions (the pool asks, the connection answers) --------------------------------------
 
@@ -142,7 +156,40 @@ class Multiplexed(Link):
             batch.slots[i] = answer
             batch.answered()
 
+    def _watch(
+        self, loop: asyncio.AbstractEventLoop, deadline: float, future: asyncio.Future[RpcResponse | Frame]
+    ) -> None:
+        """Fail ``future`` with ``TimeoutError`` at the loop time ``deadline`` unless it is done by then."""
+        heap = self._deadlines
+        while heap and heap[0][2].done():  # answered (or cancelled) at the top: gone
+            heappop(heap)
+        self._watched += 1
+        heappush(heap, (deadline, self._watched, future))
+        if deadline < self._sweep_at:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+            self._sweeper = loop.call_at(deadline, self._sweep, loop)
+            self._sweep_at = deadline
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The timer: fail what is past its deadline (within the loop's clock resolution, as the loop itself
+        runs timers), drop what is done, and arm for the next deadline."""
+        self._sweeper, self._sweep_at = None, math.inf
+        heap = self._deadlines
+        due = loop.time() + _CLOCK_SLACK
+        while heap and (heap[0][0] <= due or heap[0][2].done()):
+            future = heappop(heap)[2]
+            if not future.done():
+                future.set_exception(TimeoutError())
+        if heap:
+            self._sweep_at = heap[0][0]
+            self._sweeper = loop.call_at(self._sweep_at, self._sweep, loop)
+
     def _fail_pending(self) -> int:
+        if self._sweeper is not None:  # every lone request fails now: no deadline left to watch
+            self._sweeper.cancel()
+            self._sweeper, self._sweep_at = None, math.inf
+        self._deadlines.clear()
         failed = 0
         for future in self.pending.values():
             if not future.done():
