@@ -35,7 +35,7 @@ from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.producer.routes import RouteTable, TopicRoute
 from gateway.tubemq.wire.send_answers import SendAnswer
 
-__all__ = ["SendContext", "SendResult", "place_of", "send_template"]
+__all__ = ["SendContext", "SendResult", "place_of", "places_in", "send_template"]
 
 SUCCESS = 200
 SERVICE_UNAVAILABLE = 503
@@ -74,6 +74,8 @@ class SendContext:
     events: EventBus | None
     templates: dict[tuple[str, int, str | None], SendRequestTemplate] = field(default_factory=dict)
     """Request templates by (topic, visit token, auth token); see ``send_template``."""
+    places: dict[str, tuple[TopicRoute, dict[PartitionRef, tuple[str, int]]]] = field(default_factory=dict)
+    """Each topic's partition places (``place_of``) under the route they were read from; see ``places_in``."""
 
 
 def send_template(ctx: SendContext, topic: str) -> SendRequestTemplate:
@@ -149,6 +151,22 @@ def _result(
         -1 if append_offset is None else append_offset,
         _index_of(route, target) if place is None else place[1],
     )
+
+
+def places_in(ctx: SendContext, topic: str, route: TopicRoute) -> dict[PartitionRef, tuple[str, int]]:
+    """``place_of`` of every partition of ``route`` (the topic's current route), read once per route: a
+    one-message send reports its place without a key built and a search per message."""
+    cached = ctx.places.get(topic)
+    if cached is not None and cached[0] is route:
+        return cached[1]
+    if len(ctx.places) >= 1024:  # dropped topics: start afresh
+        ctx.places.clear()
+    places: dict[PartitionRef, tuple[str, int]] = {}
+    for ref in route.partitions:
+        if ref not in places:
+            places[ref] = place_of(topic, route, ref)
+    ctx.places[topic] = (route, places)
+    return places
 
 
 def place_of(topic: str, route: TopicRoute, target: PartitionRef) -> tuple[str, int]:

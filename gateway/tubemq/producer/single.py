@@ -19,7 +19,7 @@ from gateway.tubemq.errors import RequestTimeout, TubeMQError
 from gateway.tubemq.producer.batch import _judge, _retriable, _Tally, report_round
 from gateway.tubemq.producer.partitioner import PartitionRef
 from gateway.tubemq.producer.routes import TopicRoute
-from gateway.tubemq.producer.send import SendContext, SendResult, _choose, send_template
+from gateway.tubemq.producer.send import SendContext, SendResult, _choose, places_in, send_template
 from gateway.tubemq.wire.payload import PreparedMessage
 from gateway.tubemq.wire.rpc import Method, Service
 from gateway.tubemq.wire.send_answers import decode_send_answers
@@ -59,7 +59,8 @@ async def send_one(
         except Exception as exc:  # connect failure, lost link, timeout, pool closed: the attempt's answer
             answer = exc
         tally: _Tally = {}
-        result = _judge(ctx, topic, route, target, answer, item, tally, None, avoids, 0)
+        places = places_in(ctx, topic, route)
+        result = _judge(ctx, topic, route, target, answer, item, tally, places, avoids, 0)
         if ctx.events is not None:
             report_round(ctx, topic, tally, loop.time() - now)
         if isinstance(result, SendResult) or not _retriable(result):
