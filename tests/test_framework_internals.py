@@ -25,6 +25,8 @@ from fastapi import APIRouter, Depends, Header, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from fastapi.routing import APIRoute
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette import _exception_handler
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -252,6 +254,18 @@ def test_uvicorn_protocol_and_cycle_attributes_the_gateway_uses_are_there() -> N
     ]
     assert missing == [], f"uvicorn ({_versions()}) no longer sets {missing}: see gateway/api/http_guard.py"
     assert httptools_impl.HttpToolsProtocol is HttpToolsProtocol
+
+
+@given(st.lists(st.binary(max_size=12), max_size=6))
+def test_uvicorns_header_patterns_refuse_a_joined_text_exactly_when_they_refuse_a_part(
+    parts: list[bytes],
+) -> None:
+    """The direct way checks the answer's names (and values) joined, in one search each
+    (``DirectExchange.respond``): true to uvicorn's check of each one while its patterns are classes of
+    single bytes, which this holds for any parts."""
+    for pattern in (httptools_impl.HEADER_RE, httptools_impl.HEADER_VALUE_RE):
+        each = any(pattern.search(part) for part in parts)
+        assert (pattern.search(b"".join(parts)) is not None) == each, pattern.pattern
 
 
 @pytest.mark.parametrize(

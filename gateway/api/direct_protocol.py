@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import re
-from itertools import chain
 from typing import Any
 
 import httptools
@@ -118,11 +117,16 @@ class DirectExchange:
         if self.disconnected:
             return
         self.response_started = True
+        pairs = [*protocol.server_state.default_headers, *headers]
+        # uvicorn's check of each name and value, in one search each: its patterns are classes of single
+        # bytes, so a byte they refuse is in the joined names (values) exactly when it is in one of them.
+        if HEADER_RE.search(b"".join([name for name, _ in pairs])) or HEADER_VALUE_RE.search(
+            b"".join([value for _, value in pairs])
+        ):
+            raise RuntimeError("Invalid HTTP header name or value.")
         content = [STATUS_LINE[status]]
         closing = False
-        for name, value in chain(protocol.server_state.default_headers, headers):
-            if HEADER_RE.search(name) or HEADER_VALUE_RE.search(value):
-                raise RuntimeError("Invalid HTTP header name or value.")
+        for name, value in pairs:
             name = name.lower()
             if name == b"connection" and _CLOSE.search(value) is not None:
                 self.keep_alive = False
