@@ -36,7 +36,7 @@ COPY README.md setup.py ./
 COPY gateway ./gateway
 RUN --mount=type=cache,target=/root/.cache/pip \
     /opt/venv/bin/pip install --no-deps --no-build-isolation . \
-    && /opt/venv/bin/python -c "from gateway.tubemq.wire import speedups as s; assert s.ACTIVE == s.COMPILED, s.REASON; assert s.load_extension('gateway.grpc._consumed'); assert s.load_extension('gateway.api._rendered')" \
+    && /opt/venv/bin/python -c "from gateway.tubemq.wire import speedups as s; assert s.ACTIVE == s.COMPILED, s.REASON; assert s.load_extension('gateway.grpc._consumed'); assert s.load_extension('gateway.api._rendered'); assert s.load_extension('gateway.api._publish_json')" \
     && /opt/venv/bin/python -m compileall -q /opt/venv/lib \
     && /opt/venv/bin/pip uninstall --yes setuptools pip
 

@@ -23,5 +23,6 @@ setup(
         extension("gateway.tubemq.wire._speedups", "gateway/tubemq/wire/_speedups.c"),
         extension("gateway.grpc._consumed", "gateway/grpc/_consumed.c"),
         extension("gateway.api._rendered", "gateway/api/_rendered.c"),
+        extension("gateway.api._publish_json", "gateway/api/_publish_json.c"),
     ]
 )

@@ -27,13 +27,13 @@ flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fr
 (cd "$work" && CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" "$python" setup.py -q build_ext --inplace \
     -t "$work/build")
 built=$(find "$work/gateway" -name '_*.so' | wc -l)
-[ "$built" -eq 3 ] || { echo "built $built of the 3 extensions" >&2; exit 1; }
+[ "$built" -eq 4 ] || { echo "built $built of the 4 extensions" >&2; exit 1; }
 
 if [ $# -gt 0 ]; then
     files=("$@")
     rounds=1
 else
-    files=(tests/test_speedups*.py tests/test_rendered.py tests/test_consumed_wire.py tests/test_slots_maker.py
+    files=(tests/test_speedups*.py tests/test_rendered.py tests/test_publish_json.py tests/test_consumed_wire.py tests/test_slots_maker.py
         tests/test_publish_wire.py tests/test_consumer_render.py tests/test_frame.py tests/test_connection_batch.py
         tests/test_consumer_batch.py)
     rounds=3 # hypothesis draws other examples each round

@@ -171,14 +171,15 @@ async def test_errors_and_the_access_line(cluster: EmbeddedCluster, monkeypatch:
     async with pair(cluster) as gateways:
         for gateway in gateways:
             service = gateway.runtime.publisher()
-            original = service.publish
+            for name in ("publish", "publish_prepared"):  # the usual batch comes prepared (publish_json.c)
+                original = getattr(service, name)
 
-            async def broken(topic: str, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
-                if topic == "other_t":
-                    raise RuntimeError("a bug")
-                return await __original(topic, *args, **kwargs)
+                async def broken(topic: str, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
+                    if topic == "other_t":
+                        raise RuntimeError("a bug")
+                    return await __original(topic, *args, **kwargs)
 
-            monkeypatch.setattr(service, "publish", broken)
+                monkeypatch.setattr(service, name, broken)
         huge = json.dumps({"messages": [{"value": "y" * 2_000_000}]}).encode()
         chunked = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (ONE[:5], ONE[5:], b""))
         requests = [
@@ -377,13 +378,14 @@ async def test_a_graceful_shutdown_lets_a_publish_in_progress_finish(
         # a long keep-alive: the connection must end because of the shutdown, not of an idle timer
         async with serving(cluster, direct, limits={"keep_alive_timeout": 60}) as gateway:
             service = gateway.runtime.publisher()
-            original = service.publish
+            for name in ("publish", "publish_prepared"):  # the usual batch comes prepared (publish_json.c)
+                original = getattr(service, name)
 
-            async def slow(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
-                await asyncio.sleep(0.5)
-                return await __original(*args, **kwargs)
+                async def slow(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
+                    await asyncio.sleep(0.5)
+                    return await __original(*args, **kwargs)
 
-            monkeypatch.setattr(service, "publish", slow)
+                monkeypatch.setattr(service, name, slow)
             with counting_direct(monkeypatch) as served:
                 reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port)
                 writer.write(request("POST", PUBLISH, JSON, ONE))

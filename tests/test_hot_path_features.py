@@ -329,8 +329,9 @@ async def test_errors_the_client_leaving_and_a_stalled_body(
             for case, fails in cases:
                 exchange = Exchange(case.body, case.stall)
                 with monkeypatch.context() as patch:
-                    if fails:
+                    if fails:  # either entry: the usual batch comes prepared (publish_json.c)
                         patch.setattr(service, "publish", broken)
+                        patch.setattr(service, "publish_prepared", broken)
                     await asyncio.wait_for(exchange.run(app, client), 10)
                 views.append(exchange.comparable())
             seen.append((views, [line(r) for r in access_lines]))

@@ -87,17 +87,20 @@ def test_the_compiled_path_is_loaded_where_it_can_be_built() -> None:
     assert batch.decode_messages is batch._decode_messages_c
     assert speedups.load_extension("gateway.grpc._consumed") is not None
     assert speedups.load_extension("gateway.api._rendered") is not None
+    assert speedups.load_extension("gateway.api._publish_json") is not None
 
 
 #: run where no extension is built: every module that picks a compiled path imports, picks the pure one and
 #: answers through it (the core's loops, the gRPC answers and requests, the poll JSON, delivered messages)
 PURE_EVERYWHERE = """
-from gateway.api import consumer_render
+from gateway.api import consumer_render, publish_parse
 from gateway.grpc import consumed_wire, publish_wire
 from gateway.service import delivered
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.wire import frame_decoder, rpc, send_answers
 assert consumer_render._compiled is None and consumed_wire._compiled is None
+assert publish_parse._compiled is None
+assert publish_parse.usual_batch(b'{"messages": [{"value": "v"}]}', 9) is None
 assert publish_wire._compiled is None and frame_decoder._compiled is None and rpc.usual_answer is None
 assert delivered.new_delivered is delivered.DeliveredMessage
 assert batch.decode_messages is batch.decode_messages_py

@@ -20,13 +20,17 @@ from typing import Any
 import orjson
 
 from gateway.service.errors import InvalidInput
-from gateway.service.publish import OutgoingMessage
+from gateway.service.publish import OutgoingMessage, PreparedMessage, new_prepared
+from gateway.tubemq.wire import load_speedups
 
 HEADER_KEY = "x-tubemq-key"
 HEADER_PARTITION = "x-tubemq-partition"
 HEADER_ATTRIBUTES = "x-tubemq-attributes"
 HEADER_STREAM_ID = "x-tubemq-stream-id"
 HEADER_MSG_TIME = "x-tubemq-msg-time"
+
+#: gateway/api/_publish_json.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.api._publish_json")
 
 _KNOWN = frozenset({"value", "encoding", "key", "partition", "attributes", "streamId", "msgTime"})
 
@@ -134,6 +138,20 @@ def _parse_any(item: dict[str, Any], index: int) -> OutgoingMessage:
         stream_id=_opt_str(item, "streamId", prefix, index),
         msg_time=_opt_str(item, "msgTime", prefix, index),
     )
+
+
+def usual_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
+    """The usual batch read and prepared in one C call (gateway/api/_publish_json.c, issue #26): each
+    message's :class:`PreparedMessage`, what :func:`parse_json_batch` and then the publish rules
+    (``payload.BatchPreparer``) give for it, when the body is ``{"messages": [...]}`` of at most
+    ``max_messages`` messages each holding a non-empty text ``value`` and at most ``attributes`` of valid
+    ASCII text and ``encoding`` utf8. None for any other body, and always on the pure path: the caller then
+    reads it with :func:`parse_json_batch`, which answers it or names what is wrong (so no error of the body
+    is ever this function's to name)."""
+    if _compiled is None:
+        return None
+    prepared: list[PreparedMessage] | None = _compiled.usual_batch(body, max_messages, new_prepared)
+    return prepared
 
 
 def parse_json_batch(body: bytes) -> list[OutgoingMessage]:

@@ -14,7 +14,7 @@ from starlette.types import Receive
 from gateway.api.deps import PublishDep, get_runtime
 from gateway.api.errors import RATE_LIMITED_DOC, STATUS_BY_KIND
 from gateway.api.media_types import JSON, OCTETS, body_kind, refusal
-from gateway.api.publish_parse import parse_json_batch, parse_raw_message
+from gateway.api.publish_parse import parse_json_batch, parse_raw_message, usual_batch
 from gateway.api.schemas import ErrorResponse, PublishRequest, PublishResponse, TopicResponse
 from gateway.service.errors import ErrorKind, PayloadTooLarge
 from gateway.service.publish import PublishOutcome, failed_alike
@@ -162,7 +162,12 @@ async def publish_answer(topic: str, request: Request) -> bytes | Response:
     if kind == "octets":
         outcomes = await service.publish(topic, [parse_raw_message(body, request.headers)], raw=True)
     else:
-        outcomes = await service.publish(topic, parse_json_batch(body))
+        # the usual batch read and prepared in one C call; any other body (or the pure path): the reference
+        prepared = usual_batch(body, service.max_batch_messages)
+        if prepared is not None:
+            outcomes = await service.publish_prepared(topic, prepared)
+        else:
+            outcomes = await service.publish(topic, parse_json_batch(body))
     stored = render_all_stored(topic, outcomes)
     if stored is not None:
         return stored

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn, cast
 
 from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, DESCRIBE, DESCRIBE_CLUSTER, PUBLISH, AccessPolicy
@@ -21,9 +21,24 @@ from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.net import BreakerState
 from gateway.tubemq.producer import Producer, SendResult, TopicRouteInfo
-from gateway.tubemq.wire import BatchPreparer, PreparedMessage, prepare_message
+from gateway.tubemq.wire import BatchPreparer, PreparedMessage, prepare_message, slots_constructor
+
+__all__ = [
+    "OutgoingMessage",
+    "PartitionView",
+    "PreparedMessage",
+    "PublishOutcome",
+    "PublishService",
+    "TopicView",
+    "failed_alike",
+    "new_prepared",
+]
 
 _MESSAGING = {"messaging.system": "tubemq"}
+
+#: ``PreparedMessage(*fields)`` (all seven, in order), compiled where the extension is (for the adapters'
+#: compiled readers of a batch: :meth:`PublishService.publish_prepared`)
+new_prepared = slots_constructor(PreparedMessage)
 
 
 @dataclass(slots=True)
@@ -82,10 +97,69 @@ class TopicView:
     shielded_brokers: list[int] = field(default_factory=list)
 
 
+#: a batch as the service takes it: messages to prepare, or prepared already (then also given as such)
+_Batch = Sequence[OutgoingMessage | PreparedMessage]
+_Given = list[PreparedMessage] | None
+
+
 def _named(raw: bool, i: int) -> tuple[str, int | None]:
     """How an error names message ``i``: ``message`` without a batch envelope, else ``messages[i]`` (built
     only when an error names it, not for every message on the way)."""
     return ("message", None) if raw else (f"messages[{i}]", i)
+
+
+def _prepared(
+    messages: Sequence[OutgoingMessage], raw: bool, limit: int
+) -> tuple[list[PreparedMessage], int, bool]:
+    """Each message checked and encoded once by the publish rules, in order (the first broken rule raises,
+    named as the client named the message), and each size checked against the topic's ``limit``; with the
+    batch's total size and whether a message has a key or a partition."""
+    total = 0
+    pinned = False  # a message with a key or a partition
+    prepared: list[PreparedMessage] = []
+    # a batch's messages share their attribute text mostly: BatchPreparer builds each distinct one once
+    prepare = prepare_message if len(messages) == 1 else BatchPreparer().prepare
+    for i, message in enumerate(messages):
+        try:
+            ready = prepare(
+                message.value,
+                message.attributes,
+                message.stream_id,
+                message.msg_time,
+                message.key,
+                message.partition,
+            )
+        except core.InvalidMessage as exc:  # named as the client named it: messages[i].<field>
+            prefix, index = _named(raw, i)
+            raise InvalidInput(str(exc), field=f"{prefix}.{exc.field}", index=index) from None
+        if ready.size > limit:
+            _too_large(ready, raw, limit, i)
+        total += ready.size
+        prepared.append(ready)
+        if ready.key is not None or ready.partition is not None:
+            pinned = True
+    return prepared, total, pinned
+
+
+def _sized(prepared: list[PreparedMessage], raw: bool, limit: int) -> int:
+    """The total size of messages already prepared; the first above the topic's ``limit`` is refused as
+    :func:`_prepared` refuses it."""
+    total = 0
+    for i, ready in enumerate(prepared):
+        if ready.size > limit:
+            _too_large(ready, raw, limit, i)
+        total += ready.size
+    return total
+
+
+def _too_large(ready: PreparedMessage, raw: bool, limit: int, i: int) -> NoReturn:
+    prefix, index = _named(raw, i)
+    raise PayloadTooLarge(
+        f"message of {ready.size} bytes is above the topic's limit of {limit} bytes",
+        limit=limit,
+        field=f"{prefix}.value",
+        index=index,
+    )
 
 
 async def _all_or_none(sends: list[Coroutine[Any, Any, None]]) -> None:
@@ -151,18 +225,32 @@ class PublishService:
         ``raw`` marks a single message that came without a batch envelope: errors then name ``message.*``
         instead of ``messages[i].*``. Traced as ``publish <topic>`` when tracing is on.
         """
+        return await self._traced(topic, messages, raw, None)
+
+    @property
+    def max_batch_messages(self) -> int:
+        """The most messages one batch may hold (more are refused: InvalidInput naming ``messages``)."""
+        return self._max_batch
+
+    async def publish_prepared(self, topic: str, prepared: list[PreparedMessage]) -> list[PublishOutcome]:
+        """:meth:`publish` of a batch whose messages were already checked and encoded by the publish rules,
+        as ``prepare_message`` does (the REST adapter's compiled reader of the usual batch: no key, no
+        partition). Everything else is :meth:`publish`'s: access, the batch's bounds, the topic, each
+        message's size against the topic's limit, quotas, the send, the span."""
+        return await self._traced(topic, prepared, False, prepared)
+
+    async def _traced(self, topic: str, messages: _Batch, raw: bool, given: _Given) -> list[PublishOutcome]:
         if not tracing.enabled():
-            return await self._publish(topic, messages, raw)
+            return await self._publish(topic, messages, raw, given)
         attributes = {**_MESSAGING, "messaging.operation.type": "send", "messaging.destination.name": topic}
         with tracing.span(f"publish {topic}", "producer", attributes) as span:
-            outcomes = await self._publish(topic, messages, raw)
+            outcomes = await self._publish(topic, messages, raw, given)
             span.set_attribute("messaging.batch.message_count", len(messages))
             span.set_attribute("tubemq.failed_count", sum(1 for o in outcomes if not o.ok))
             return outcomes
 
-    async def _publish(
-        self, topic: str, messages: Sequence[OutgoingMessage], raw: bool
-    ) -> list[PublishOutcome]:
+    async def _publish(self, topic: str, messages: _Batch, raw: bool, given: _Given) -> list[PublishOutcome]:
+        """``given``: the messages already prepared (``messages`` itself), else None: prepared here."""
         if self._access.enforcing:
             self._access.check(current_principal(), PUBLISH, topic=topic)
         if not messages:
@@ -174,36 +262,10 @@ class PublishService:
             )
         limit = (await self.ensure_topic(topic)).max_msg_size
         single = len(messages) == 1
-        total = 0
-        pinned = False  # a message with a key or a partition
-        prepared: list[PreparedMessage] = []  # each message checked and encoded once, by the publish rules
-        # a batch's messages share their attribute text mostly: BatchPreparer builds each distinct one once
-        prepare = prepare_message if single else BatchPreparer().prepare
-        for i, message in enumerate(messages):
-            try:
-                ready = prepare(
-                    message.value,
-                    message.attributes,
-                    message.stream_id,
-                    message.msg_time,
-                    message.key,
-                    message.partition,
-                )
-            except core.InvalidMessage as exc:  # named as the client named it: messages[i].<field>
-                prefix, index = _named(raw, i)
-                raise InvalidInput(str(exc), field=f"{prefix}.{exc.field}", index=index) from None
-            if ready.size > limit:
-                prefix, index = _named(raw, i)
-                raise PayloadTooLarge(
-                    f"message of {ready.size} bytes is above the topic's limit of {limit} bytes",
-                    limit=limit,
-                    field=f"{prefix}.value",
-                    index=index,
-                )
-            total += ready.size
-            prepared.append(ready)
-            if ready.key is not None or ready.partition is not None:
-                pinned = True
+        if given is None:
+            prepared, total, pinned = _prepared(cast("Sequence[OutgoingMessage]", messages), raw, limit)
+        else:  # prepared by the publish rules already, without a key or a partition: only the sizes to check
+            prepared, total, pinned = given, _sized(given, raw, limit), False
         if self._quotas is not None:
             # One check for the whole, valid batch, before anything is sent (raises RateLimited).
             self._quotas.charge_publish(len(messages), total)
