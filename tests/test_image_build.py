@@ -21,7 +21,12 @@ from gateway.tubemq.wire import speedups
 DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
 
 #: every compiled module the image must carry
-EXTENSIONS = {"gateway/tubemq/wire/_speedups", "gateway/grpc/_consumed", "gateway/api/_rendered"}
+EXTENSIONS = {
+    "gateway/tubemq/wire/_speedups",
+    "gateway/grpc/_consumed",
+    "gateway/api/_rendered",
+    "gateway/api/_publish_json",
+}
 
 
 def _image_check() -> str:
