@@ -116,6 +116,7 @@ class ConsumerInstance(Redelivery):
         self._buffer: deque[Entry] = deque()
         self._pending: dict[int, Pending] = {}
         self._batches: dict[str, Batch] = {}
+        self._commits_due: set[str] = set()
         self._seq = itertools.count(1)
         self._poll_lock = asyncio.Lock()
         self._fetches: set[asyncio.Task[bool]] = set()
@@ -162,37 +163,50 @@ class ConsumerInstance(Redelivery):
             draining = self._draining.done()
             if draining:
                 timeout = 0.0  # the gateway is stopping: answer with what is there at once
-            if self.auto_commit and self._pending:
-                await self._commit(None, consumed=True)
-            await self.expire_uncommitted(start)
-            if not self._waited_for_assignment:
-                self._waited_for_assignment = True
-                await self.consumer.wait_for_assignment(max(timeout, self._assignment_wait))
-            budget = Budget(max_messages, max_bytes)
+            if self.auto_commit:
+                self._commit_at_poll()
+            try:
+                return await self._poll(start, max_messages, max_bytes, timeout)
+            finally:
+                if self._commits_due:
+                    await self._send_due_commits()
+
+    async def _poll(
+        self,
+        start: float,
+        max_messages: int,
+        max_bytes: int,
+        timeout: float,  # noqa: ASYNC109
+    ) -> list[DeliveredMessage]:
+        """One poll's work under the poll lock, after its auto-commit (see :meth:`poll`)."""
+        await self.expire_uncommitted(start)
+        if not self._waited_for_assignment:
+            self._waited_for_assignment = True
+            await self.consumer.wait_for_assignment(max(timeout, self._assignment_wait))
+        budget = Budget(max_messages, max_bytes)
+        if self._delayed:
+            self._release_due(start)
+        self._take(budget)
+        deadline = start + timeout
+        # Fill the budget: block only while nothing is in hand, then take what is ready at once. A
+        # retried message coming due ends a wait too.
+        while not budget.full and not self._buffer and not self.closed and not self.consumer.closed:
+            now = self._clock()
+            until = min(deadline, self._delayed[0][0]) if self._delayed else deadline
+            wait = 0.0 if budget.out else max(0.0, until - now)
+            fetched = await self._fetch(wait)
             if self._delayed:
-                self._release_due(start)
+                self._release_due(self._clock())
             self._take(budget)
-            deadline = start + timeout
-            # Fill the budget: block only while nothing is in hand, then take what is ready at once. A
-            # retried message coming due ends a wait too.
-            while not budget.full and not self._buffer and not self.closed and not self.consumer.closed:
-                now = self._clock()
-                until = min(deadline, self._delayed[0][0]) if self._delayed else deadline
-                wait = 0.0 if budget.out else max(0.0, until - now)
-                fetched = await self._fetch(wait)
-                if self._delayed:
-                    self._release_due(self._clock())
-                self._take(budget)
-                # A joined fetch may end (empty) before this poll's deadline: then wait on with a new one.
-                if not fetched and (budget.out or self._clock() >= deadline or self._draining.done()):
-                    break
-            if not budget.out and self._draining.done():
-                raise Unavailable(
-                    "the gateway is stopping; poll again in a moment (create a new instance if this one is "
-                    "gone)",
-                    retry_after=1.0,
-                )
-            return budget.out
+            # A joined fetch may end (empty) before this poll's deadline: then wait on with a new one.
+            if not fetched and (budget.out or self._clock() >= deadline or self._draining.done()):
+                break
+        if not budget.out and self._draining.done():
+            raise Unavailable(
+                "the gateway is stopping; poll again in a moment (create a new instance if this one is gone)",
+                retry_after=1.0,
+            )
+        return budget.out
 
     def begin_drain(self) -> None:
         """The gateway is stopping: a poll waiting now answers with what it has (503 when nothing), and

@@ -78,6 +78,9 @@ class InstanceParts:
     _buffer: deque[Entry]
     _pending: dict[int, Pending]
     _batches: dict[str, Batch]
+    #: partitions whose last batch an auto-commit confirmed in the core alone (``Consumer.confirm_local``):
+    #: a poll sends what no fetch of its own carried before it answers
+    _commits_due: set[str]
 
     def _check_open(self) -> None:
         if self.closed_reason is not None:

@@ -65,10 +65,41 @@ class Settling(InstanceParts):
                 committed -= len(touched[batch])
         return CommitResult(committed, rolled_back, stale, len(self._pending))
 
+    def _commit_at_poll(self) -> None:
+        """Auto-commit at the start of a poll: every delivered message counts as committed now. A batch
+        whose messages are all committed is confirmed in the core alone: the poll's next fetch of its
+        partition carries the commit to the broker (``lastPackConsumed``), which saves a round trip before
+        that fetch; :meth:`_send_due_commits` sends, before the poll answers, what no fetch carried."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = {}
+        for batch in [b for b in self._batches.values() if b.uncommitted]:
+            batch.uncommitted = 0
+            if batch.undelivered == 0:
+                self._batches.pop(batch.context, None)
+                batch.live = False
+                key = self.consumer.confirm_local(batch.context)
+                if key is not None:
+                    self._commits_due.add(key)
+                # else the core had already given the partition up (as _confirm's False): its messages
+                # come again, and nobody is told (an auto-commit reports nothing)
+
+    async def _send_due_commits(self) -> None:
+        """Send the commits :meth:`_commit_at_poll` left due that no fetch carried; a failed one stays due
+        in the core and goes with the partition's next fetch (as a failed confirm's does)."""
+        keys, self._commits_due = self._commits_due, set()
+        try:
+            await self.consumer.send_due_commits(keys)
+        except (InvalidConfirmContext, ClientClosed):
+            return
+        except TubeMQError as exc:
+            log.warning("a commit failed (%s); it goes with the partition's next fetch", exc)
+
     async def _commit_all(self) -> CommitResult:
-        """Commit every delivered message: per batch, not per message (auto-commit runs this every poll).
-        Every pending message's batch is live (a batch leaves ``_batches`` only once confirmed with nothing
-        pending, or discarded with its pending messages)."""
+        """Commit every delivered message: per batch, not per message. Every pending message's batch is
+        live (a batch leaves ``_batches`` only once confirmed with nothing pending, or discarded with its
+        pending messages)."""
         pending = self._pending
         if not pending:
             return CommitResult(0, 0, [], 0)

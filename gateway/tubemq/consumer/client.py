@@ -326,6 +326,38 @@ class Consumer:
         ctx.cache.update_offsets(key, offset, max_offset)
         return offset
 
+    def confirm_local(self, context: str) -> str | None:
+        """Confirm a batch as consumed without a request (Java's ``pullConfirmInLocal``): the partition is
+        ready again at once and its next GetMessage carries the commit (``lastPackConsumed``). Returns the
+        partition key, or None for a context that is not pending (as ``confirm`` would refuse it).
+
+        Until a fetch of that partition carries it, the commit lives only here: :meth:`send_due_commits`
+        sends it on its own, and leaving the group (or a rebalance) carries it in the unregistration.
+        """
+        self._check_running()
+        ctx = self._ctx
+        key, token = _parse_context(context)
+        if context in self._confirming or not ctx.cache.is_in_use(key, token):
+            return None
+        ctx.cache.release(key, token, consumed=True, commit_due=True, wait=0.0, now=ctx.clock())
+        return key
+
+    async def send_due_commits(self, keys: Collection[str]) -> None:
+        """Send a CommitOffset for each partition of ``keys`` whose commit (:meth:`confirm_local`) no request
+        carried yet and that is ready now; one fetching or parked carries it with its next GetMessage.
+        Errors are as ``confirm``'s, and a commit that failed stays due for the next fetch."""
+        self._check_running()
+        ctx = self._ctx
+        sends = []
+        for key in keys:
+            state = ctx.cache.get(key)
+            if state is None or not state.commit_due:
+                continue
+            selection = ctx.cache.take(key, ctx.clock())
+            if selection is not None:
+                sends.append(self.confirm(f"{key}:{selection.token}", True))
+        await asyncio.gather(*sends)
+
     # --- internals ----------------------------------------------------------------------------------
 
     def _event_finished(self) -> None:

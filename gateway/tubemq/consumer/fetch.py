@@ -9,12 +9,19 @@ advance over filtered entries); 411/412/415 drop the partition (the master re-ba
 ``minLimitTime`` (452), ``forbidden_wait``, ``moved_wait``, ``unavailable_wait`` and ``error_wait``; a
 transport failure parks it for ``transport_error_wait``. Every release except a batch's is "not consumed":
 the broker then reads the same data again.
+
+A fetch whose ``lastPackConsumed`` carries a commit confirmed in the consumer alone (``Selection.commit_due``)
+reports it as an :class:`OffsetCommitted` event once the broker answered. The broker commits before it reads
+(``getOffset``), so a 200, 404 or 452 answer committed it; after any other answer the partition keeps the
+commit due for its next request. A transport failure gives the partition back as not consumed, like every
+failed fetch: if the broker did read a batch, only that keeps it from being skipped (the committed batch may
+then come again: at-least-once).
 """
 
 from __future__ import annotations
 
 from gateway.tubemq.consumer.batch import ConsumedBatch, decode_messages, is_dense_to_end, lag_entries
-from gateway.tubemq.consumer.events import FetchOutcome
+from gateway.tubemq.consumer.events import FetchOutcome, OffsetCommitted
 from gateway.tubemq.consumer.rebalance import Rebalancer
 from gateway.tubemq.consumer.state import ConsumerContext, Selection, empty_fetch_wait
 from gateway.tubemq.errors import TubeMQError
@@ -22,6 +29,9 @@ from gateway.tubemq.wire import rpc
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 __all__ = ["Fetcher"]
+
+#: GetMessage answers the broker gives after its commit step (``getOffset``)
+_COMMITTED_CODES = frozenset({200, 404, 452})
 
 
 class Fetcher:
@@ -56,9 +66,14 @@ class Fetcher:
             # Not consumed: if the broker did read a batch, only a rollback keeps it from being skipped.
             self._give_back(selection, ctx.config.transport_error_wait)
             self._fetched(selection, "transport", -1, started)
+            if selection.commit_due:
+                self._committed(selection, -1, -1)
             return None
         assert isinstance(answer, broker_pb.GetMessageResponseB2C)
         code = answer.errCode
+        committed = code in _COMMITTED_CODES
+        if selection.commit_due and committed:
+            self._committed(selection, answer.currOffset if answer.HasField("currOffset") else -1, 200)
         if code == 200:
             return self._batch(selection, answer, started)
         if code in (411, 412, 415):
@@ -71,7 +86,7 @@ class Fetcher:
             config = ctx.config
             wait = empty_fetch_wait(state.empty_fetches, config.not_found_wait, config.empty_fetch_cap)
             state.empty_fetches += 1
-        self._give_back(selection, wait)
+        self._give_back(selection, wait, keep_commit=selection.commit_due and not committed)
         # 404: the read position has reached the end of the store, so nothing is left to read.
         self._fetched(selection, outcome, code, started, lag=0 if outcome == "not_found" else -1)
         return None
@@ -135,10 +150,26 @@ class Fetcher:
             return "unavailable", config.unavailable_wait
         return "error", config.error_wait
 
-    def _give_back(self, selection: Selection, wait: float) -> None:
+    def _give_back(self, selection: Selection, wait: float, *, keep_commit: bool = False) -> None:
+        """Release as not consumed, or with ``keep_commit`` (an answer given before the broker's commit
+        step, which read nothing) with the due commit still due."""
         ctx = self._ctx
         ctx.cache.release(
-            selection.partition.partition_key, selection.token, consumed=False, wait=wait, now=ctx.clock()
+            selection.partition.partition_key,
+            selection.token,
+            consumed=keep_commit,
+            commit_due=keep_commit,
+            wait=wait,
+            now=ctx.clock(),
+        )
+
+    def _committed(self, selection: Selection, offset: int, code: int) -> None:
+        ctx = self._ctx
+        partition = selection.partition
+        ctx.emit(
+            OffsetCommitted(
+                ctx.client_id, ctx.group, partition.topic, partition.partition_key, True, offset, code
+            )
         )
 
     def _fetched(

@@ -12,7 +12,9 @@ A held partition is in exactly one of these places:
 * leaving: a DISCONNECT is releasing it; it is never handed out again.
 
 The ``last_consumed`` flag of a partition is the outcome of its previous batch; it is read and reset when
-the partition is handed out, and carried by the next GetMessage as ``lastPackConsumed`` (§6.7).
+the partition is handed out, and carried by the next GetMessage as ``lastPackConsumed`` (§6.7). A batch
+confirmed in the consumer alone (``commit_due``, Java's ``pullConfirmInLocal``) has sent no CommitOffset:
+its commit reaches the broker on the partition's next GetMessage, or on a CommitOffset sent for it later.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class PartitionState:
     paused: bool = False
     #: GetMessage answers in a row that found nothing (404); the wait before the next fetch grows with it
     empty_fetches: int = 0
+    #: the last batch was confirmed as consumed in the consumer alone; no request has carried it yet
+    commit_due: bool = False
 
     @property
     def in_use(self) -> bool:
@@ -75,11 +79,13 @@ class PartitionState:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """A partition handed out to one poll; ``last_consumed`` goes into the GetMessage request."""
+    """A partition handed out to one poll; ``last_consumed`` goes into the GetMessage request;
+    ``commit_due``: that flag carries a commit no CommitOffset sent (see ``PartitionState.commit_due``)."""
 
     state: PartitionState
     token: int
     last_consumed: bool
+    commit_due: bool = False
 
     @property
     def partition(self) -> Partition:
@@ -183,7 +189,7 @@ class PartitionCache:
         state.paused = False
         if forget_batch:
             state.token = None
-            state.last_consumed = False
+            state.last_consumed = state.commit_due = False
         if not state.in_use and not state.leaving:
             self._ready.append(key)
         self._notify()
@@ -211,18 +217,33 @@ class PartitionCache:
             state = self._states.get(key)
             if state is None or state.in_use or state.leaving or state.paused:
                 continue
-            state.token = next(self._tokens)
-            state.taken_at = now
-            last_consumed, state.last_consumed = state.last_consumed, False
-            return Selection(state, state.token, last_consumed)
+            return self._hand_out(state, now)
         return None
+
+    def take(self, key: str, now: float) -> Selection | None:
+        """Hand out partition ``key`` if it is queued as ready now (not in use, parked, leaving or paused)."""
+        state = self._states.get(key)
+        if state is None or state.in_use or state.leaving or state.paused or key not in self._ready:
+            return None
+        self._ready.remove(key)
+        return self._hand_out(state, now)
+
+    def _hand_out(self, state: PartitionState, now: float) -> Selection:
+        state.token = next(self._tokens)
+        state.taken_at = now
+        last_consumed, state.last_consumed = state.last_consumed, False
+        commit_due, state.commit_due = state.commit_due, False
+        return Selection(state, state.token, last_consumed, commit_due)
 
     def is_in_use(self, key: str, token: int) -> bool:
         state = self._states.get(key)
         return state is not None and state.token == token
 
-    def release(self, key: str, token: int, *, consumed: bool, wait: float, now: float) -> bool:
+    def release(
+        self, key: str, token: int, *, consumed: bool, wait: float, now: float, commit_due: bool = False
+    ) -> bool:
         """Take a handed-out partition back: record the batch outcome and queue it after ``wait`` seconds.
+        ``commit_due`` (with ``consumed``): no request has carried that commit yet.
 
         Returns False (and changes nothing) when the token is stale: the partition was dropped, expired
         or handed out again since.
@@ -232,6 +253,7 @@ class PartitionCache:
             return False
         state.token = None
         state.last_consumed = consumed
+        state.commit_due = consumed and commit_due
         if not state.leaving and not state.paused:
             if wait > 0:
                 self._waiting[key] = now + wait
