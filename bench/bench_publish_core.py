@@ -20,7 +20,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -108,6 +110,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-uvloop", action="store_true")
     args = parser.parse_args()
+    run_against(parser, args, run)
+
+
+def run_against(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace, NodeAddress], Coroutine[Any, Any, None]],
+) -> None:
+    """``run(args, master)`` on the chosen loop, ``master`` being ``--master`` (loopback only) or an embedded
+    cluster's in a child process (so its CPU is not counted) serving ``--topic``."""
     child = None
     if args.master:
         host, _, port = args.master.rpartition(":")
@@ -128,7 +140,6 @@ def main() -> None:
     finally:
         if child is not None:
             child.terminate()
-            child.wait()
 
 
 if __name__ == "__main__":
