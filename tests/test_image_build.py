@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from build_support import ROOT, built_and_installed, compiler
 
 from gateway.tubemq.wire import speedups
+from tests.build_support import ROOT, built_and_installed, compiler
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text(encoding="utf-8")
 

@@ -19,7 +19,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from build_support import built_and_installed, compiler
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +35,7 @@ from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from tests.build_support import built_and_installed, compiler
 from tests.test_consumed_wire import messages as consumed_wire_messages
 from tests.test_publish_wire import messages as publish_wire_messages
 
