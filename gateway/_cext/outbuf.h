@@ -1,5 +1,6 @@
-/* What the gateway's C extensions share (issue #26): protobuf varints and a growing output buffer. One copy,
- * included by gateway/tubemq/wire/_speedups.c, gateway/grpc/_consumed.c and gateway/api/_rendered.c
+/* What the gateway's C extensions share (issue #26): protobuf varints, decimal text and a growing output
+ * buffer. One copy, included by gateway/tubemq/wire/_speedups.c, gateway/grpc/_consumed.c,
+ * gateway/api/_rendered.c and gateway/api/_publish_json.c
  * (setup.py names this directory as their include directory and this file as what they depend on).
  * Only the CPython C API is used. */
 #ifndef GATEWAY_OUTBUF_H
@@ -27,6 +28,23 @@ static inline char *put_varint(char *out, uint64_t v) {
         v >>= 7;
     }
     *out++ = (char)v;
+    return out;
+}
+
+/* --- decimal text ------------------------------------------------------------------------------------ */
+
+/* v's decimal digits (as Python's str(int) writes them: at most 20 characters) at out; returns the position
+ * after them */
+static inline char *put_decimal(char *out, long long v) {
+    char digits[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *out++ = '-';
+    while (n) *out++ = digits[--n];
     return out;
 }
 

@@ -1,4 +1,5 @@
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 def usual_batch(body: bytes, max_messages: int, make: Callable[..., Any], /) -> list[Any] | None: ...
+def render_stored(topic_json: bytes, outcomes: Sequence[Any], /) -> bytes | None: ...

@@ -26,15 +26,7 @@ static int add_int(buffer *b, PyObject *value) {
     if (v == -1 && PyErr_Occurred()) return -1;
     if (overflow) return UNSUPPORTED;
     if (reserve(b, 24) < 0) return -1;
-    char digits[24];
-    int n = 0;
-    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-    do {
-        digits[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0) add_byte(b, '-');
-    while (n) add_byte(b, digits[--n]);
+    b->len = put_decimal(b->data + b->len, v) - b->data;
     return 0;
 }
 

@@ -18,6 +18,10 @@ from gateway.api.publish_parse import parse_json_batch, parse_raw_message, usual
 from gateway.api.schemas import ErrorResponse, PublishRequest, PublishResponse, TopicResponse
 from gateway.service.errors import ErrorKind, PayloadTooLarge
 from gateway.service.publish import PublishOutcome, failed_alike
+from gateway.tubemq.wire import load_speedups
+
+#: gateway/api/_publish_json.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.api._publish_json")
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
@@ -58,6 +62,17 @@ def _json_str(text: str) -> str:
 
 
 def render_all_stored(topic: str, outcomes: Sequence[PublishOutcome]) -> bytes | None:
+    """The 200 body when every message was stored, else None (:func:`render_all_stored_py`): written in one
+    C call where the extension is built (gateway/api/_publish_json.c), which hands back anything but plain
+    ASCII text and int64 numbers to the reference."""
+    if _compiled is not None and topic.isascii():
+        stored: bytes | None = _compiled.render_stored(_json_str(topic).encode(), outcomes)
+        if stored is not None:
+            return stored
+    return render_all_stored_py(topic, outcomes)
+
+
+def render_all_stored_py(topic: str, outcomes: Sequence[PublishOutcome]) -> bytes | None:
     """The 200 body when every message was stored, else None: the bytes JSONResponse would send for
     ``{"topic": ..., "results": [_result(o), ...]}``, from f-strings instead of dicts and json.dumps
     (which cost a few microseconds per message). A batch spreads over a few partitions: the part of a result

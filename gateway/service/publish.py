@@ -66,6 +66,10 @@ class PublishOutcome:
         return self.result is not None
 
 
+#: ``PublishOutcome(index, result, error)``, compiled where the extension is
+_new_outcome = slots_constructor(PublishOutcome)
+
+
 def failed_alike(outcomes: Sequence[PublishOutcome]) -> ServiceError | None:
     """The error to fail the whole request with when nothing was stored and every message failed alike (one
     kind of error), as a single message's failure would (REST: that status instead of a 207; gRPC: that
@@ -273,7 +277,8 @@ class PublishService:
             outcome = PublishOutcome(0)
             await self._send_one(topic, prepared[0], outcome)
             return [outcome]
-        outcomes = [PublishOutcome(i) for i in range(len(messages))]
+        new = _new_outcome  # compiled: no dataclass __init__ per message
+        outcomes = [new(i, None, None) for i in range(len(messages))]
         # Messages pinned to one key or partition go out one after another so they stay in batch order;
         # free messages go out together (Producer.send_prepared: one request each, written per broker in one
         # go, at most ``concurrency`` in flight). A chain of pinned messages counts as one send in flight.

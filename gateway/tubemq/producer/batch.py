@@ -45,11 +45,15 @@ from gateway.tubemq.wire.payload import PreparedMessage
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method, Service
 from gateway.tubemq.wire.send_answers import SendAnswer, decode_send_answers, send_answer_of
+from gateway.tubemq.wire.speedups import slots_constructor
 
 __all__ = ["report_round", "send_batch"]
 
 #: (broker id, outcome, error code) -> [attempts, stored bytes] of one round, for ``SendCompleted``.
 _Tally = dict[tuple[int, str, int | None], list[int]]
+
+#: ``SendResult(*fields)``, compiled where the extension is (``_book_stored`` builds one per message)
+_new_result = slots_constructor(SendResult)
 
 _NO_AVOID: set[PartitionRef] = set()  # never written: _avoid() gives a message its own set
 
@@ -206,16 +210,30 @@ def _book_stored(
     it, a result per message."""
     broker_id = members[0][1].broker_id
     ctx.breaker.record_success(broker_id, len(members))
-    calm = ctx.partitioner.calm
-    size = 0
-    for (i, target), answer in zip(members, answers, strict=True):
-        if not calm:
+    if not ctx.partitioner.calm:
+        for _, target in members:
             ctx.partitioner.record_success(topic, target)
+    size = 0
+    make = _new_result
+    for (i, target), answer in zip(members, answers, strict=True):
         size += len(items[i].data)
         place = places.get(target)
         if place is None:
             place = places[target] = place_of(topic, route, target)
-        results[i] = _result(topic, route, target, cast(SendAnswer, answer), place)
+        _, _, _, message_id, append_time, append_offset = cast(SendAnswer, answer)
+        if message_id is None or append_time is None or append_offset is None:
+            results[i] = _result(topic, route, target, cast(SendAnswer, answer), place)
+        else:  # what _result builds, without its call and checks (every field came)
+            results[i] = make(
+                topic,
+                target.partition_id,
+                place[0],
+                target.broker_id,
+                message_id,
+                append_time,
+                append_offset,
+                place[1],
+            )
     entry = tally.get((broker_id, "ok", None))
     if entry is None:
         tally[(broker_id, "ok", None)] = [len(members), size]
