@@ -65,7 +65,7 @@ def spread(by_worker: Counter[str]) -> str:
     gives each worker connections, not calls, and a few connections (more so right after the start, before
     every worker listens) may all reach one worker, which then does the work of the replica alone."""
     total = sum(by_worker.values())
-    if len(by_worker) < 2 or not total:
+    if not total or "" in by_worker:  # one process: no worker label
         return ""
     shares = ", ".join(f"{w}: {n / total:.0%}" for w, n in sorted(by_worker.items()))
     return f"calls by worker {shares}"

@@ -59,10 +59,11 @@ class SharedSpending:
         self.workers = workers
         #: caller -> [messages, bytes] spent here since the last exchange (the siblings do not know it yet)
         self._unshared: dict[str, list[float]] = {}
-        #: caller -> [messages, bytes, when last spent] spent here since this process first saw it
+        #: caller -> [messages, bytes, when last exchanged with some spent] spent here since first seen
         self._own: dict[str, list[float]] = {}
-        #: sibling file -> (the process that wrote it, caller -> (messages, bytes) read last time)
-        self._seen: dict[str, tuple[int, dict[str, tuple[float, float]]]] = {}
+        #: sibling file -> (its stat when read, the process that wrote it, caller -> (messages, bytes))
+        self._seen: dict[str, tuple[tuple[int, int, int], int, dict[str, tuple[float, float]]]] = {}
+        self._written = False
 
     def __repr__(self) -> str:
         return f"<SharedSpending {self._path.name} callers={len(self._own)} siblings={len(self._seen)}>"
@@ -70,13 +71,6 @@ class SharedSpending:
     def spent(self, key: str, messages: int, payload_bytes: int) -> list[float]:
         """``key`` spent ``messages`` and ``payload_bytes`` here; what it spent here since the last exchange
         ([messages, bytes]: the siblings do not know of it yet)."""
-        own = self._own.get(key)
-        if own is None:
-            self._own[key] = [messages, payload_bytes, self._clock()]
-        else:
-            own[0] += messages
-            own[1] += payload_bytes
-            own[2] = self._clock()
         unshared = self._unshared.get(key)
         if unshared is None:
             unshared = self._unshared[key] = [messages, payload_bytes]
@@ -86,33 +80,57 @@ class SharedSpending:
         return unshared
 
     def exchange(self) -> list[tuple[str, float, float]]:
-        """Write this worker's spending; (caller, messages, bytes) the siblings spent since the last call."""
+        """Write this worker's spending (when it changed); (caller, messages, bytes) the siblings spent
+        since the last call (files that did not change are not read again)."""
         self._write()
         return self._read()
 
     def _write(self) -> None:
-        stale = self._clock() - self._keep
-        for key in [k for k, own in self._own.items() if own[2] < stale]:
-            del self._own[key]  # forgotten here; the siblings forget it when it leaves the file
-        record = {"pid": self._pid, "spent": {k: own[:2] for k, own in self._own.items()}}
+        now = self._clock()
+        own = self._own
+        for key, (messages, payload_bytes) in self._unshared.items():
+            mine = own.get(key)
+            if mine is None:
+                own[key] = [messages, payload_bytes, now]
+            else:
+                mine[0] += messages
+                mine[1] += payload_bytes
+                mine[2] = now
+        changed = bool(self._unshared) or not self._written
+        self._unshared.clear()
+        stale = now - self._keep
+        for key in [k for k, mine in own.items() if mine[2] < stale]:
+            del own[key]  # forgotten here; the siblings forget it when it leaves the file
+            changed = True
+        if not changed:
+            return
+        record = {"pid": self._pid, "spent": {k: mine[:2] for k, mine in own.items()}}
         temporary = self._path.parent / f"{self._path.name}.tmp"  # this worker's own
         temporary.write_text(json.dumps(record, separators=(",", ":")), encoding="utf-8")
         os.replace(temporary, self._path)
-        self._unshared.clear()
+        self._written = True
 
     def _read(self) -> list[tuple[str, float, float]]:
         debits: list[tuple[str, float, float]] = []
         present = set()
-        for path in self._dir.glob(f"{_PREFIX}*"):
-            if path == self._path or path.suffix == ".tmp":
-                continue
+        with os.scandir(self._dir) as entries:
+            siblings = [
+                e
+                for e in entries
+                if e.name.startswith(_PREFIX) and not e.name.endswith(".tmp") and e.name != self._path.name
+            ]
+        for entry in siblings:
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # gone, or half of a file
-                record = json.loads(path.read_text(encoding="utf-8"))
+                stat = entry.stat()
+                mark = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+                present.add(entry.name)
+                seen = self._seen.get(entry.name)
+                if seen is not None and seen[0] == mark:
+                    continue  # not written again since the last read
+                with open(entry.path, encoding="utf-8") as f:
+                    record = json.load(f)
                 pid, spent = int(record["pid"]), record["spent"]
-                present.add(path.name)
-                before_pid, before = self._seen.get(path.name, (pid, {}))
-                if before_pid != pid:
-                    before = {}  # another process now: what it spent starts from nothing
+                before = seen[2] if seen is not None and seen[1] == pid else {}  # another process: anew
                 now: dict[str, tuple[float, float]] = {}
                 for key, (messages, payload_bytes) in spent.items():
                     last = before.get(key, (0.0, 0.0))
@@ -121,7 +139,7 @@ class SharedSpending:
                     took_bytes = payload_bytes - last[1] if payload_bytes >= last[1] else payload_bytes
                     if took_messages or took_bytes:
                         debits.append((key, took_messages, took_bytes))
-                self._seen[path.name] = (pid, now)
+                self._seen[entry.name] = (mark, pid, now)
         for name in [n for n in self._seen if n not in present]:
             del self._seen[name]
         return debits
