@@ -140,7 +140,8 @@ class Gateway:
             if self.proc.poll() is not None:
                 break
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200 and self._all_listening():
+                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
+                    self._wait_listening(time.monotonic() + 15)
                     return
             except httpx.HTTPError:
                 pass
@@ -150,6 +151,12 @@ class Gateway:
         raise SystemExit(
             f"the gateway did not become ready:\n{self.log.read()[-3000:].decode(errors='replace')}"
         )
+
+    def _wait_listening(self, deadline: float) -> None:
+        """Wait (until ``deadline`` at most: a tree that does not log it is measured anyway) until every
+        worker serves gRPC."""
+        while not self._all_listening() and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.1)
 
     def _all_listening(self) -> bool:
         """Every worker process serves gRPC (its log says so): /readyz is one worker's answer, and h2load
