@@ -78,7 +78,8 @@ HOLDS: dict[str, tuple[str, ...]] = {
         "rate_limits.max_instances_per_principal",
     ),
     "per replica: every worker holds the whole rate and takes from it what the caller spent on the other "
-    "workers (shared through the private directory every 0.1 s), on whatever workers its connections reach": (
+    "workers (shared through the private directory every 0.5 s, and at once in a burst), on whatever workers "
+    "its connections reach": (
         "rate_limits.publish_messages_per_second",
         "rate_limits.publish_bytes_per_second",
         "rate_limits.overrides",
