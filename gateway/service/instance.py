@@ -28,35 +28,33 @@ polls of one instance run one at a time.
 
 The class is assembled from parts, one job each: :mod:`.instance_parts` (the records and the state they
 share), :mod:`.instance_settle` (commits, rollbacks, batch confirmations), :mod:`.instance_redelivery`
-(retried messages, deadlines, nacks) and this module (polls and fetches, seek, close).
+(retried messages, deadlines, nacks), :mod:`.instance_fetch` (core fetches into the buffer) and this module
+(polls, seek, close).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from gateway.service.delivered import DeliveredMessage, new_delivered
 from gateway.service.errors import InvalidInput, Unavailable
+from gateway.service.instance_fetch import Fetching
 from gateway.service.instance_id import redact
 from gateway.service.instance_parts import Batch, Budget, Entry, Pending
-from gateway.service.instance_redelivery import Redelivery
 from gateway.service.redelivery import (
     AttemptMemory,
-    Origin,
     RedeliveryPolicy,
     Republisher,
     wall_ms,
 )
-from gateway.tubemq.consumer import ConsumedBatch, Consumer
-from gateway.tubemq.errors import ClientClosed, TubeMQError
+from gateway.tubemq.consumer import Consumer
+from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net import CloseOnce
 
@@ -65,7 +63,7 @@ __all__ = ["ConsumerInstance"]
 log = logging.getLogger("gateway.service.consumers")
 
 
-class ConsumerInstance(Redelivery):
+class ConsumerInstance(Fetching):
     """See the module docstring. Built and started by the ConsumerService; times in seconds."""
 
     def __init__(
@@ -117,6 +115,8 @@ class ConsumerInstance(Redelivery):
         self._pending: dict[int, Pending] = {}
         self._batches: dict[str, Batch] = {}
         self._commits_due: set[str] = set()
+        #: messages and value bytes of the last batch fetched (how many partitions a poll fetches at once)
+        self._last_batch = (0, 0)
         self._seq = itertools.count(1)
         self._poll_lock = asyncio.Lock()
         self._fetches: set[asyncio.Task[bool]] = set()
@@ -194,7 +194,7 @@ class ConsumerInstance(Redelivery):
             now = self._clock()
             until = min(deadline, self._delayed[0][0]) if self._delayed else deadline
             wait = 0.0 if budget.out else max(0.0, until - now)
-            fetched = await self._fetch(wait)
+            fetched = await self._fetch(wait, self._fetches_for(budget))
             if self._delayed:
                 self._release_due(self._clock())
             self._take(budget)
@@ -283,68 +283,6 @@ class ConsumerInstance(Redelivery):
             if used >= max_bytes:
                 break
         budget.used = used
-
-    async def _fetch(self, timeout: float) -> bool:  # noqa: ASYNC109 - bounds the core's wait
-        """Run one core poll into the buffer, or join the one still running; True if it added a batch.
-
-        The core poll runs in a task of its own: a poll cancelled by a client disconnect must not lose a
-        batch the core already handed out; the task finishes and leaves the batch in the buffer. The next
-        poll joins that task instead of starting a second fetch loop over the same partitions."""
-        task = self._fetch_task
-        if task is None or task.done():
-            task = self._fetch_task = asyncio.create_task(self._fetch_into_buffer(timeout))
-            self._fetches.add(task)
-            task.add_done_callback(self._fetches.discard)
-            bound: float | None = None  # the task's own timeout bounds it
-        elif timeout <= 0:
-            return False
-        else:
-            bound = timeout
-        # Waiting does not cancel the task (a cancelled poll leaves it running); a drain ends the wait.
-        waiters: set[asyncio.Future[Any]] = {task, self._draining}
-        done, _ = await asyncio.wait(waiters, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
-        return task.result() if task in done else False
-
-    async def _fetch_into_buffer(self, timeout: float) -> bool:  # noqa: ASYNC109
-        try:
-            batch = await self.consumer.poll(timeout)
-        except ClientClosed:
-            return False
-        if batch is None or self.closed:
-            return False
-        if batch.partition_key in self._seeking:
-            # fetched from the old position while a seek moves it: give it back (the broker forgets it)
-            with contextlib.suppress(TubeMQError):
-                await self.consumer.confirm(batch.confirm_context, False)
-            return False
-        self._add_batch(batch)
-        return True
-
-    def _add_batch(self, batch: ConsumedBatch) -> None:
-        now = self._clock()
-        record = Batch(
-            context=batch.confirm_context,
-            topic=batch.topic,
-            partition_key=batch.partition_key,
-            broker_id=batch.broker_id,
-            partition_id=batch.partition_id,
-            fetched_at=now,
-            undelivered=len(batch.messages),
-        )
-        self._batches[record.context] = record
-        if batch.topic == self.policy.retry_topic:
-            self._add_retried(record, batch.messages)
-        elif self._attempts:
-            memory = self._attempts
-            key = batch.partition_key
-            for message in batch.messages:
-                attempt = memory.take(key, message.message_id)
-                origin = None
-                if attempt > 1:
-                    origin = Origin(batch.topic, key, batch.broker_id, batch.partition_id, attempt)
-                self._buffer.append((record, message, origin))
-        else:
-            self._buffer.extend(zip(itertools.repeat(record), batch.messages, itertools.repeat(None)))
 
     async def seek(self, offsets: Mapping[str, int]) -> dict[str, tuple[int, int]]:
         """Move the group's read position in held partitions (partition key -> broker index offset; 0 is

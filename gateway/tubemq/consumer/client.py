@@ -33,19 +33,18 @@ from typing import TYPE_CHECKING
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer.batch import ConsumedBatch
 from gateway.tubemq.consumer.config import ConsumerConfig
-from gateway.tubemq.consumer.events import ConsumerClosed, OffsetCommitted
+from gateway.tubemq.consumer.confirm import Confirmer, InvalidConfirmContext
+from gateway.tubemq.consumer.events import ConsumerClosed
 from gateway.tubemq.consumer.fetch import Fetcher
 from gateway.tubemq.consumer.heartbeat import BrokerHeartbeat, MasterSession
 from gateway.tubemq.consumer.rebalance import Rebalancer
 from gateway.tubemq.consumer.seek import seek_partition
 from gateway.tubemq.consumer.state import ConsumerContext
-from gateway.tubemq.errors import ClientClosed, ClientError, TubeMQError, for_code
+from gateway.tubemq.errors import ClientClosed, ClientError, TubeMQError
 from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.teardown import CloseOnce, cancel_and_wait
-from gateway.tubemq.wire import rpc
 from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
 from gateway.tubemq.wire.meta import Partition
-from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
 if TYPE_CHECKING:
     from gateway.tubemq.events import EventBus
@@ -55,10 +54,6 @@ __all__ = ["AssignedPartition", "Consumer", "InvalidConfirmContext"]
 
 MAX_FILTER_ITEMS = 500
 MAX_FILTER_ITEM_LENGTH = 256
-
-
-class InvalidConfirmContext(ClientError):
-    """The confirm context is malformed, was already confirmed, expired, or its partition was released."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +109,7 @@ class Consumer:
         self._closer = CloseOnce(self._close_steps, name=f"consumer-close-{self._ctx.client_id}")
         self._released = 0
         self._left = False
-        self._confirming: set[str] = set()
+        self._confirmer = Confirmer(self._ctx)
         self._started = False
         self._closed = False
 
@@ -273,6 +268,30 @@ class Consumer:
             await ctx.cache.wait_changed(remaining if soonest is None else min(remaining, soonest))
         return None
 
+    async def poll_many(self, timeout: float, most: int) -> list[ConsumedBatch]:  # noqa: ASYNC109
+        """Like :meth:`poll`, but when several partitions are ready now, fetch up to ``most`` of them at
+        once (one round trip for several batches); their batches come in the order they were handed out.
+        Each stays taken until confirmed, as a polled batch does."""
+        self._check_running()
+        ctx = self._ctx
+        now = ctx.clock()
+        ctx.cache.expire_unconfirmed(now, ctx.config.confirm_timeout)
+        count = min(most, ctx.cache.ready_now(now))
+        if count > 1:
+            selections = [s for _ in range(count) if (s := ctx.cache.select(now)) is not None]
+            results = await asyncio.gather(
+                *(self._fetcher.fetch(s) for s in selections), return_exceptions=True
+            )
+            batches = [b for b in results if isinstance(b, ConsumedBatch)]
+            if batches:
+                return batches
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            timeout -= ctx.clock() - now
+        batch = await self.poll(max(0.0, timeout))
+        return [] if batch is None else [batch]
+
     async def seek(self, partition_key: str, offset: int) -> tuple[int, int]:
         """Move the group's read position in a held partition to broker index ``offset`` (0: the oldest
         message kept, ``LATEST_OFFSET``: the end; the broker clamps), see :mod:`.seek`. Roll back a batch
@@ -289,42 +308,7 @@ class Consumer:
         the partition's next fetch.
         """
         self._check_running()
-        ctx = self._ctx
-        key, token = _parse_context(context)
-        state = ctx.cache.get(key)
-        if state is None or not ctx.cache.is_in_use(key, token) or context in self._confirming:
-            raise InvalidConfirmContext(
-                f"confirm context {context!r} is not pending: already confirmed, expired after "
-                f"{ctx.config.confirm_timeout:g}s, or its partition was released"
-            )
-        partition = state.partition
-        request = broker_pb.CommitOffsetRequestC2B(
-            clientId=ctx.client_id,
-            topicName=partition.topic,
-            partitionId=partition.partition_id,
-            groupName=ctx.group,
-            lastPackConsumed=consumed,
-        )
-        self._confirming.add(context)
-        try:
-            answer = await ctx.broker_call(partition, rpc.Method.CONSUMER_COMMIT, request)
-        except TubeMQError:
-            ctx.emit(OffsetCommitted(ctx.client_id, ctx.group, partition.topic, key, consumed, -1, -1))
-            raise
-        finally:
-            # Only now: a fetch sent before the commit arrived would let the commit hit the next batch.
-            self._confirming.discard(context)
-            ctx.cache.release(key, token, consumed=consumed, wait=0.0, now=ctx.clock())
-        assert isinstance(answer, broker_pb.CommitOffsetResponseB2C)
-        offset = answer.currOffset if answer.HasField("currOffset") and answer.currOffset >= 0 else -1
-        max_offset = answer.maxOffset if answer.HasField("maxOffset") else -1
-        ctx.emit(
-            OffsetCommitted(ctx.client_id, ctx.group, partition.topic, key, consumed, offset, answer.errCode)
-        )
-        if not answer.success or answer.errCode != 200:
-            raise for_code(answer.errCode, answer.errMsg)
-        ctx.cache.update_offsets(key, offset, max_offset)
-        return offset
+        return await self._confirmer.confirm(context, consumed)
 
     def confirm_local(self, context: str) -> str | None:
         """Confirm a batch as consumed without a request (Java's ``pullConfirmInLocal``): the partition is
@@ -335,28 +319,14 @@ class Consumer:
         sends it on its own, and leaving the group (or a rebalance) carries it in the unregistration.
         """
         self._check_running()
-        ctx = self._ctx
-        key, token = _parse_context(context)
-        if context in self._confirming or not ctx.cache.is_in_use(key, token):
-            return None
-        ctx.cache.release(key, token, consumed=True, commit_due=True, wait=0.0, now=ctx.clock())
-        return key
+        return self._confirmer.confirm_local(context)
 
     async def send_due_commits(self, keys: Collection[str]) -> None:
         """Send a CommitOffset for each partition of ``keys`` whose commit (:meth:`confirm_local`) no request
         carried yet and that is ready now; one fetching or parked carries it with its next GetMessage.
-        Errors are as ``confirm``'s, and a commit that failed stays due for the next fetch."""
+        Errors are as ``confirm``'s; after a failed one the partition's next fetch carries the commit."""
         self._check_running()
-        ctx = self._ctx
-        sends = []
-        for key in keys:
-            state = ctx.cache.get(key)
-            if state is None or not state.commit_due:
-                continue
-            selection = ctx.cache.take(key, ctx.clock())
-            if selection is not None:
-                sends.append(self.confirm(f"{key}:{selection.token}", True))
-        await asyncio.gather(*sends)
+        await self._confirmer.send_due_commits(keys)
 
     # --- internals ----------------------------------------------------------------------------------
 
@@ -369,15 +339,6 @@ class Consumer:
             raise ClientClosed(f"consumer {self.client_id} is closed")
         if not self._started:
             raise ClientError("call start() before polling or confirming")
-
-
-def _parse_context(context: str) -> tuple[str, int]:
-    key, sep, token = context.rpartition(":")
-    if not sep or key.count(":") != 2 or not token.isascii() or not token.isdigit():
-        raise InvalidConfirmContext(
-            f"confirm context {context!r} is malformed: expected brokerId:topic:partitionId:token"
-        )
-    return key, int(token)
 
 
 def _check_topics(topics: Mapping[str, Collection[str] | None]) -> dict[str, frozenset[str]]:

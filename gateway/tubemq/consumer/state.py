@@ -235,6 +235,16 @@ class PartitionCache:
         commit_due, state.commit_due = state.commit_due, False
         return Selection(state, state.token, last_consumed, commit_due)
 
+    def ready_now(self, now: float) -> int:
+        """How many partitions ``select`` would hand out now, one after another."""
+        self._promote(now)
+        states = self._states
+        return sum(
+            1
+            for key in self._ready
+            if (s := states.get(key)) is not None and not (s.in_use or s.leaving or s.paused)
+        )
+
     def is_in_use(self, key: str, token: int) -> bool:
         state = self._states.get(key)
         return state is not None and state.token == token

@@ -1,6 +1,8 @@
-"""An auto-commit at the start of a poll goes to the broker on the poll's next GetMessage of that partition
-(``lastPackConsumed``) instead of a CommitOffset before it; what no fetch of the poll carried is sent as a
-CommitOffset before the poll answers. Real embedded cluster over loopback; the requests are recorded."""
+"""A poll's requests to the broker. An auto-commit at the start of a poll goes to the broker on the poll's
+next GetMessage of that partition (``lastPackConsumed``) instead of a CommitOffset before it; what no fetch
+of the poll carried is sent as a CommitOffset before the poll answers. A poll whose budget takes more than
+one batch fetches several ready partitions at once. Real embedded cluster over loopback; the requests are
+recorded."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ class Recording(ConnectionPool):
     def __init__(self) -> None:
         super().__init__()
         self.sent: list[tuple[int, Message]] = []
+        self.fetching = 0
+        #: the most GetMessage requests out at once
+        self.most_fetching = 0
 
     async def request(
         self,
@@ -43,7 +48,14 @@ class Recording(ConnectionPool):
     ) -> Message:
         if method in (Method.GET_MESSAGES, Method.CONSUMER_COMMIT) and isinstance(request, Message):
             self.sent.append((method, request))
-        return await super().request(address, method, request, timeout, service)
+        if method != Method.GET_MESSAGES:
+            return await super().request(address, method, request, timeout, service)
+        self.fetching += 1
+        self.most_fetching = max(self.most_fetching, self.fetching)
+        try:
+            return await super().request(address, method, request, timeout, service)
+        finally:
+            self.fetching -= 1
 
     def since(self, mark: int) -> list[tuple[str, int, bool]]:
         """(GET or COMMIT, partition, lastPackConsumed) of what was sent after ``mark`` requests."""
@@ -141,5 +153,30 @@ async def test_a_commit_no_fetch_carried_is_sent_before_the_poll_answers(recordi
             assert recording.since(mark) == [("COMMIT", whole, True)]
             assert cluster.broker(1).offsets.committed("g-send", "two", whole)  # moved past the batch
             assert [c[:2] for c in commits(seen)] == [(f"1:two:{whole}", True)]
+        finally:
+            await instance.close("done", commit_delivered=True)
+
+
+async def test_a_budget_of_several_batches_fetches_ready_partitions_at_once(recording: Recording) -> None:
+    async with running_cluster([TopicSpec("three", 3)]) as cluster:
+        for pid in range(3):
+            await publish(
+                recording, cluster, "three", [f"p{pid}-{i}".encode() for i in range(4)], partition_ids=[pid]
+            )
+        seen: list[object] = []
+        instance = await started(cluster, recording, "g-many", "three", seen)
+        await eventually(lambda: len(instance.consumer.assignment()) == 3, what="three partitions")
+        try:
+            first = await instance.poll(2, 1 << 20, 5.0)  # no batch seen yet: one fetch
+            assert len(first) == 2 and recording.most_fetching == 1
+            mark = len(recording.sent)
+            # 2 buffered, then 8 more: two batches of the size seen, from the two partitions ready now
+            second = await instance.poll(10, 1 << 20, 5.0)
+            assert len(second) == 10
+            assert recording.most_fetching == 2
+            fetched = {request for kind, request, _ in recording.since(mark) if kind == "GET"}
+            assert fetched == {0, 1, 2} - {first[0].partition_id}
+            bodies = [m.message.body for m in first + second]
+            assert sorted(bodies) == sorted(f"p{p}-{i}".encode() for p in range(3) for i in range(4))
         finally:
             await instance.close("done", commit_delivered=True)
