@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from deploy_tools import CHART, RELEASE, one, run_helm, set_args
+import yaml
+from deploy_tools import CHART, NAMESPACE, RELEASE, one, run_helm, set_args
 
 FULLNAME = f"{RELEASE}-tubemq-gateway"
 #: The script of the chart's `helm test` pod.
@@ -25,6 +28,25 @@ def refused(values: dict[str, Any] | None = None, *flags: str) -> str:
     done = run_helm("template", RELEASE, str(CHART), *set_args(values), *flags, check=False)
     assert done.returncode != 0, f"helm template accepted {values} {flags}"
     return done.stderr
+
+
+def render_notes(scratch: Path, values: dict[str, Any] | None = None) -> str:
+    """The chart's NOTES.txt as ``helm install`` prints it, rendered without a cluster: a copy of the chart
+    whose NOTES body is wrapped in a named template and emitted as one YAML string."""
+    chart = scratch / "chart"
+    shutil.copytree(CHART, chart)
+    templates = chart / "templates"
+    body = (templates / "NOTES.txt").read_text(encoding="utf-8")
+    (templates / "_notes_probe.tpl").write_text(
+        '{{- define "notes.probe" -}}\n' + body + "{{- end }}\n", encoding="utf-8"
+    )
+    (templates / "notes-probe.yaml").write_text(
+        'notes: {{ include "notes.probe" . | toJson }}\n', encoding="utf-8"
+    )
+    args = ("template", RELEASE, str(chart), "--namespace", NAMESPACE, *set_args(values))
+    out = run_helm(*args, "--show-only", "templates/notes-probe.yaml").stdout
+    notes: str = yaml.safe_load(out)["notes"]
+    return notes
 
 
 def pod_spec(manifests: list[dict[str, Any]]) -> dict[str, Any]:

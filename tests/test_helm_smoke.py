@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import uvicorn
-from chart_support import FULLNAME, SMOKE_SCRIPT, run_smoke_test, validate_manifests
+from chart_support import FULLNAME, SMOKE_SCRIPT, render_notes, run_smoke_test, validate_manifests
 from deploy_tools import NAMESPACE, RELEASE, by_kind, one, render
 from waiting import eventually
 
@@ -75,6 +75,32 @@ def test_the_test_pod_follows_auth_and_tls() -> None:
     assert {"name": "tls", "secret": {"secretName": "gw-tls", "defaultMode": 0o440}} in pod["spec"]["volumes"]
     assert not by_kind(render({"tests": {"enabled": False}}), "Pod")
     validate_manifests(tls)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        None,
+        {"auth": {"mode": "open"}},
+        {"auth": {"apiKeys": {"existingSecret": "gw-keys"}}},
+        {"auth": {"adminKey": {"enabled": False}}},
+        {
+            "auth": {"apiKeys": {"existingSecret": "gw-keys"}},
+            "tests": {"apiKeySecret": {"name": "t", "key": "k"}},
+        },
+        {"tests": {"enabled": False}},
+    ],
+    ids=["default", "open", "own-keys", "no-admin-key", "own-keys-test-key", "tests-off"],
+)
+def test_the_notes_offer_helm_test_only_when_a_test_pod_renders(
+    values: dict[str, Any] | None, tmp_path: Path
+) -> None:
+    pod = bool(by_kind(render(values), "Pod"))
+    notes = render_notes(tmp_path, values)
+    assert ("helm test gw" in notes) == pod, notes
+    enabled = (values or {}).get("tests", {}).get("enabled", True)
+    # tests.enabled without a pod: the NOTES say why and which values give one
+    assert ("No `helm test` pod" in notes and "tests.apiKeySecret.name" in notes) == (enabled and not pod)
 
 
 class Served:

@@ -203,6 +203,28 @@ the keys (auth.adminKey.existingSecret, auth.apiKeys.existingSecret); else empty
 {{- end }}
 {{- end }}
 
+{{/* The `helm test` pod's credential as YAML: `{}` in auth.mode open (it sends none); with auth.mode
+required, the Secret and key of tests.apiKeySecret, else of the admin key (generated, or
+auth.adminKey.existingSecret's); nothing when tests.enabled is off or no key can be had, and then no test pod
+renders (templates/tests/smoke-test.yaml) and the NOTES offer no `helm test`. */}}
+{{- define "tubemq-gateway.smokeTestKeyRef" -}}
+{{- if .Values.tests.enabled }}
+{{- $required := eq .Values.auth.mode "required" }}
+{{- if not $required }}
+{}
+{{- else if .Values.tests.apiKeySecret.name }}
+{{- if not .Values.tests.apiKeySecret.key }}
+{{- fail "tests.apiKeySecret.name needs tests.apiKeySecret.key: the key of the Secret holding the API key" }}
+{{- end }}
+name: {{ .Values.tests.apiKeySecret.name }}
+key: {{ .Values.tests.apiKeySecret.key }}
+{{- else if include "tubemq-gateway.adminKeySecret" . }}
+name: {{ include "tubemq-gateway.adminKeySecret" . }}
+key: admin-api-key
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* The consumer id secret's Secret and key: forwarding.idSecret's, else the generated one. */}}
 {{- define "tubemq-gateway.idSecretRef" -}}
 {{- with .Values.forwarding.idSecret.existingSecret }}
