@@ -474,3 +474,24 @@ def test_mtls_principal_crosses_workers(tmp_path: Path) -> None:
         asyncio.run(scenario())
     finally:
         assert gateway.stop() == 0
+
+
+def test_workers_load_only_the_installed_package(tmp_path: Path) -> None:
+    """Started from a directory holding another ``gateway`` package, the workers still run the installed
+    one: the planted code never runs, and every worker serves."""
+    planted = tmp_path / "cwd"
+    marker = tmp_path / "planted-ran"
+    for package in (planted / "gateway", planted / "gateway" / "workers"):
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(
+            f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\nraise SystemExit(3)\n"
+        )
+    (planted / "gateway" / "workers" / "child.py").write_text("raise SystemExit(3)\n")
+    gateway = start_workers(tmp_path, 2, "--embedded-topics", "pl:1", cwd=planted)
+    try:
+        assert not marker.exists(), marker.read_text()
+        with httpx.Client(base_url=gateway.url, timeout=15.0) as client:
+            assert client.get("/readyz").status_code == 200
+    finally:
+        gateway.stop()
+    assert not marker.exists(), marker.read_text()

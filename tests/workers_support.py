@@ -76,19 +76,26 @@ def serve_command(*args: str) -> tuple[list[str], dict[str, str]]:
 
 
 def start_workers(
-    tmp: Path, count: int | None, *args: str, env: dict[str, str] | None = None
+    tmp: Path,
+    count: int | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> WorkerGateway:
     """Start ``serve`` (``--workers count`` unless None: the default) on the embedded cluster and wait until
-    every worker answers /readyz on its private listener."""
+    every worker answers /readyz on its private listener. With ``cwd``, the supervisor runs in that
+    directory, started like the installed ``tubemq-gateway`` script (no current directory on its path)."""
     log = tmp / "gateway.log"
     command, environment = serve_command("--http-port", "0", "--grpc-port", "0", *args)
+    if cwd is not None:
+        command.insert(1, "-P")
     environment.pop("TUBEMQ_GATEWAY_WORKERS", None)
     # the supervisor's private directory goes to TMPDIR
     environment.update({"TMPDIR": str(tmp), **FAST_CONSUMERS, **(env or {})})
     if count is not None:
         command += ["--workers", str(count)]
     with log.open("wb") as out:
-        proc = subprocess.Popen(command, env=environment, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     gateway: WorkerGateway | None = None
     try:
         deadline = time.monotonic() + 90

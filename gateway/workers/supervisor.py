@@ -15,7 +15,7 @@ What it does, in order:
    caps and the publish rates are not: the workers count instances together, and share what each caller
    spent, in the private directory (:mod:`gateway.service.instance_counts`,
    :mod:`gateway.service.shared_spending`), so they hold per replica;
-4. starts the workers (``python -m gateway.workers.child``), each with the settings and its
+4. starts the workers (``python -P -m gateway.workers.child``), each with the settings and its
    :class:`~gateway.workers.context.WorkerContext` on its standard input, which stays open: a worker whose
    parent is gone sees it close and shuts down gracefully;
 5. on SIGTERM or SIGINT, passes SIGTERM to every worker (each drains as a single process does; a second
@@ -220,6 +220,9 @@ class Supervisor:
     async def _spawn(self, settings: Settings, context: WorkerContext) -> None:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
+            # -P: no current or script directory on the import path, so that only the installed package
+            # (the one this supervisor runs) loads, whatever directory the gateway was started from
+            "-P",
             "-m",
             "gateway.workers.child",
             stdin=asyncio.subprocess.PIPE,
