@@ -10,6 +10,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from gateway.grpc import errors
 from gateway.service.errors import (
+    Conflict,
     ErrorKind,
     Gone,
     InvalidInput,
@@ -36,6 +37,7 @@ def test_every_error_kind_has_its_own_code() -> None:
     assert errors.CODE_BY_KIND[ErrorKind.UNAVAILABLE] is grpc.StatusCode.UNAVAILABLE
     assert errors.CODE_BY_KIND[ErrorKind.UPSTREAM] is grpc.StatusCode.INTERNAL
     assert errors.CODE_BY_KIND[ErrorKind.RATE_LIMITED] is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert errors.CODE_BY_KIND[ErrorKind.CONFLICT] is grpc.StatusCode.ABORTED
 
 
 QUOTA = Quota("messages", 200, 2.0, 0, "messages")
@@ -48,6 +50,7 @@ QUOTA = Quota("messages", 200, 2.0, 0, "messages")
         (PayloadTooLarge("big", limit=10), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (NotFound("no"), grpc.StatusCode.NOT_FOUND),
         (Gone("gone"), grpc.StatusCode.FAILED_PRECONDITION),
+        (Conflict("busy", retry_after=1.0), grpc.StatusCode.ABORTED),
         (Unavailable("later"), grpc.StatusCode.UNAVAILABLE),
         (RateLimited("slow down", retry_after=1, quota=QUOTA), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (UpstreamError("refused", errno=500), grpc.StatusCode.INTERNAL),
@@ -95,6 +98,7 @@ EVERY_KIND = [
     PayloadTooLarge("big", limit=10, field="messages[1].value", index=1),
     NotFound("no such topic", field="topic", errno=404),
     Gone("instance expired", field="instanceId"),
+    Conflict("another seek is running", retry_after=1.0),
     Unavailable("later", retry_after=1.0, errno=503),
     RateLimited("slow down", retry_after=0.5, quota=QUOTA),
     UpstreamError("refused", errno=500),
@@ -143,6 +147,7 @@ def _kinds_of(status: status_pb2.Status) -> list[str]:
         (Gone("expired", field="instanceId"), ["ErrorInfo", "ResourceInfo"]),
         (Gone("expired"), ["ErrorInfo", "ResourceInfo"]),  # only consumer instances are ever gone
         (Unavailable("later"), ["ErrorInfo", "RetryInfo"]),
+        (Conflict("busy", retry_after=1.0), ["ErrorInfo", "RetryInfo"]),
         (RateLimited("slow", retry_after=1, quota=QUOTA), ["ErrorInfo", "RetryInfo", "QuotaFailure"]),
         (UpstreamError("refused", errno=500), ["ErrorInfo"]),
         (errors.StreamSuperseded("taken over"), ["ErrorInfo"]),

@@ -14,7 +14,15 @@ from starlette.routing import Match
 
 from gateway.api.media_types import UnsupportedMediaType
 from gateway.api.schemas import ErrorResponse, error_document
-from gateway.service.errors import ErrorKind, Quota, RateLimited, ServiceError, Unauthenticated, Unavailable
+from gateway.service.errors import (
+    Conflict,
+    ErrorKind,
+    Quota,
+    RateLimited,
+    ServiceError,
+    Unauthenticated,
+    Unavailable,
+)
 
 log = logging.getLogger("gateway.api")
 
@@ -23,6 +31,7 @@ STATUS_BY_KIND = {
     ErrorKind.TOO_LARGE: 413,
     ErrorKind.NOT_FOUND: 404,
     ErrorKind.GONE: 410,
+    ErrorKind.CONFLICT: 409,
     ErrorKind.UNAVAILABLE: 503,
     ErrorKind.RATE_LIMITED: 429,
     ErrorKind.UPSTREAM: 502,
@@ -39,7 +48,7 @@ def error_headers(exc: ServiceError) -> dict[str, str]:
     WWW-Authenticate)."""
     if isinstance(exc, RateLimited):
         return rate_limit_headers(exc.quota, exc.retry_after)
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, Unavailable | Conflict):
         return {"Retry-After": str(max(1, round(exc.retry_after)))}
     if isinstance(exc, Unauthenticated):
         return {"WWW-Authenticate": WWW_AUTHENTICATE}

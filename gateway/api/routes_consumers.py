@@ -65,6 +65,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     },
 }
 _MEDIA_DOC: dict[str, Any] = {"model": ErrorResponse, "description": "a body that is not application/json"}
+_SEEK_BUSY_DOC: dict[str, Any] = {
+    "model": ErrorResponse,
+    "description": "another seek is running on this instance (one at a time): retry after `Retry-After` "
+    "seconds (also `error.retryAfterSeconds`)",
+    "headers": {
+        "Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}
+    },
+}
 _SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events: `id` is the commit token, `data` a message as in pollMessages; "
@@ -142,7 +150,7 @@ router.add_api_route(
     operation_id="seekPartitions",
     summary="Move the read position of partitions the instance holds",
     response_model=SeekResponse,
-    responses={**_ERRORS, 415: _MEDIA_DOC},
+    responses={**_ERRORS, 409: _SEEK_BUSY_DOC, 415: _MEDIA_DOC, 429: RATE_LIMITED_DOC},
     dependencies=[Depends(require_json_body)],
 )
 router.add_api_route(

@@ -20,7 +20,9 @@ class ErrorBody(BaseModel):
     field: str | None = Field(None, description="the offending request field, e.g. messages[3].attributes")
     index: int | None = Field(None, description="index of the offending message in the batch")
     limit: int | None = Field(None, description="the size limit in bytes (payload_too_large)")
-    retryAfterSeconds: float | None = Field(None, description="when to retry (unavailable, rate_limited)")
+    retryAfterSeconds: float | None = Field(
+        None, description="when to retry (unavailable, rate_limited, conflict)"
+    )
     tubemqErrorCode: int | None = Field(None, description="TubeMQ errCode when the broker refused")
     action: str | None = Field(None, description="the action no rule allows the caller (permission_denied)")
     resource: str | None = Field(None, description="what the action was on (permission_denied)")

@@ -151,6 +151,12 @@ class ConsumerSettings(BaseModel):
     max_nack_delay: float = Field(
         600.0, ge=0, description="longest delay a client may give a nacked message, seconds"
     )
+    max_seek_searches: int = Field(
+        2,
+        ge=1,
+        description="seeks by time one caller runs at once (per worker process; one seek at a time per "
+        "instance in any case)",
+    )
     forward_timeout: float = Field(2.0, gt=0, description="seconds to reach the replica owning an instance")
     # the defaults live beside the bounds they must respect (gateway/service/consume_limits.py)
     poll_max_messages: int = Field(

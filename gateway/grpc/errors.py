@@ -7,6 +7,8 @@
     PayloadTooLarge          RESOURCE_EXHAUSTED    413   metadata limit, BadRequest when a field is named
     NotFound                 NOT_FOUND             404   ResourceInfo when the resource is known
     Gone                     FAILED_PRECONDITION   410   an expired or deleted consumer instance
+    Conflict                 ABORTED               409   RetryInfo, metadata retryAfterSeconds, trailer
+                                                         retry-after (one seek at a time per instance)
     Unavailable              UNAVAILABLE           503   RetryInfo, metadata retryAfterSeconds, trailer
                                                          retry-after
     RateLimited              RESOURCE_EXHAUSTED    429   RetryInfo, QuotaFailure, metadata retryAfterSeconds,
@@ -28,8 +30,8 @@ Every failed call ends with a ``google.rpc.Status`` (same code and message as th
   (``field``, ``index``, ``limit``, ``retryAfterSeconds``, ``tubemqErrorCode``, ``action``, ``resource``);
 * ``BadRequest`` with one field violation when a request field is invalid (INVALID_ARGUMENT, or a message
   above the size limit);
-* ``RetryInfo`` when retrying later can succeed (UNAVAILABLE, RATE_LIMITED), with the delay REST sends as
-  ``Retry-After``; RATE_LIMITED also a ``QuotaFailure`` naming the quota;
+* ``RetryInfo`` when retrying later can succeed (UNAVAILABLE, RATE_LIMITED, ABORTED by a conflict), with the
+  delay REST sends as ``Retry-After``; RATE_LIMITED also a ``QuotaFailure`` naming the quota;
 * ``ResourceInfo`` when a NOT_FOUND / gone error names the missing resource: its type (``topic``,
   ``partition``, ``consumer instance``) and, when known, its name (the topic, partition key or instance id).
 
@@ -56,7 +58,6 @@ from gateway.service.errors import (
     PermissionDenied,
     RateLimited,
     ServiceError,
-    Unavailable,
 )
 
 CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
@@ -64,6 +65,7 @@ CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorKind.GONE: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorKind.CONFLICT: grpc.StatusCode.ABORTED,
     ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     ErrorKind.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorKind.UPSTREAM: grpc.StatusCode.INTERNAL,
@@ -167,7 +169,7 @@ def error_status(exc: ServiceError | AdapterError) -> status_pb2.Status:
         meta["limit"] = str(exc.limit)
     if isinstance(exc, PermissionDenied):
         meta["action"], meta["resource"] = exc.action, exc.resource
-    retry_after = exc.retry_after if isinstance(exc, Unavailable | RateLimited) else None
+    retry_after = exc.retry_after
     if retry_after is not None:
         meta["retryAfterSeconds"] = _seconds(retry_after)
     _pack(status, info)

@@ -233,6 +233,7 @@ class Runtime:
             republisher=self.producer,
             max_ack_deadline=c.max_ack_deadline,
             max_nack_delay=c.max_nack_delay,
+            max_seek_searches=c.max_seek_searches,
         )
 
     def _master_web(self) -> list[str]:

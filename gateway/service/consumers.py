@@ -61,6 +61,7 @@ from gateway.service.quotas import Quotas
 from gateway.service.redelivery import RedeliveryPolicy, Republisher
 from gateway.service.redelivery_checks import check_redelivery, ensure_redelivery_topics
 from gateway.service.seek import SeekResult
+from gateway.service.seek_admission import SeekAdmission
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import (
@@ -121,6 +122,7 @@ class ConsumerService(InstanceOperations, Leases):
         republisher: Republisher | None = None,
         max_ack_deadline: float = 600.0,
         max_nack_delay: float = 600.0,
+        max_seek_searches: int = 2,
     ) -> None:
         if worker is not None and not 0 <= worker < workers:
             raise ValueError(f"worker {worker} is not one of the {workers} workers")
@@ -146,6 +148,7 @@ class ConsumerService(InstanceOperations, Leases):
         #: the longest a seek takes on its owner: a time search (at most 2 RPC timeouts), the batches out
         #: returned, then a broker registration
         self.seek_wait = 4 * self._consumer_config.rpc_timeout
+        self._seeks = SeekAdmission(max_seek_searches, self.seek_wait)
         self.limits = limits or PollLimits()
         self._secret = id_secret
         self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)

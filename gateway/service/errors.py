@@ -7,6 +7,8 @@ Each error has a ``kind`` that the adapters translate, in one place each, to an 
      ├── PayloadTooLarge     -> 413 / RESOURCE_EXHAUSTED a message is above the topic's limit; carries it
      ├── NotFound            -> 404 / NOT_FOUND          e.g. the topic has no publishable partitions
      ├── Gone                -> 410 / FAILED_PRECONDITION a consumer instance expired or was deleted
+ ├── Conflict            -> 409 / ABORTED            one operation at a time on the resource (a seek on
+ │                                                   a consumer instance); carries retry_after
      ├── Unavailable         -> 503 / UNAVAILABLE        no broker can take it now; carries retry_after
      ├── RateLimited         -> 429 / RESOURCE_EXHAUSTED the caller is above its quota; carries retry_after
      ├── UpstreamError       -> 502 / INTERNAL           TubeMQ answered with an error we cannot fix here
@@ -34,6 +36,7 @@ class ErrorKind(Enum):
     TOO_LARGE = "payload_too_large"
     NOT_FOUND = "not_found"
     GONE = "gone"
+    CONFLICT = "conflict"
     UNAVAILABLE = "unavailable"
     RATE_LIMITED = "rate_limited"
     UPSTREAM = "upstream_error"
@@ -45,6 +48,8 @@ class ServiceError(Exception):
     """Base of every error the service layer raises towards the adapters."""
 
     kind: ErrorKind = ErrorKind.UPSTREAM
+    #: seconds after which retrying can succeed (the errors that say so); in the body as retryAfterSeconds
+    retry_after: float | None = None
 
     def __init__(
         self,
@@ -72,6 +77,8 @@ class ServiceError(Exception):
             body["index"] = self.index
         if self.errno is not None:
             body["tubemqErrorCode"] = self.errno
+        if self.retry_after is not None:
+            body["retryAfterSeconds"] = self.retry_after
         return body
 
 
@@ -117,17 +124,23 @@ class Gone(ServiceError):
     kind = ErrorKind.GONE
 
 
+class Conflict(ServiceError):
+    """Another operation of the same kind is still running on the resource (one seek at a time on a consumer
+    instance): retry after ``retry_after`` seconds, when it has surely ended."""
+
+    kind = ErrorKind.CONFLICT
+
+    def __init__(self, message: str, *, retry_after: float, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.retry_after: float = retry_after
+
+
 class Unavailable(ServiceError):
     kind = ErrorKind.UNAVAILABLE
 
     def __init__(self, message: str, *, retry_after: float = 1.0, errno: int | None = None) -> None:
         super().__init__(message, errno=errno)
-        self.retry_after = retry_after
-
-    def to_dict(self) -> dict[str, object]:
-        body = super().to_dict()
-        body["retryAfterSeconds"] = self.retry_after
-        return body
+        self.retry_after: float = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,13 +166,8 @@ class RateLimited(ServiceError):
 
     def __init__(self, message: str, *, retry_after: float, quota: Quota) -> None:
         super().__init__(message)
-        self.retry_after = retry_after
+        self.retry_after: float = retry_after
         self.quota = quota
-
-    def to_dict(self) -> dict[str, object]:
-        body = super().to_dict()
-        body["retryAfterSeconds"] = self.retry_after
-        return body
 
 
 class UpstreamError(ServiceError):

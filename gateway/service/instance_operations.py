@@ -95,19 +95,20 @@ class InstanceOperations(Lookup):
         plan = plan_seek(
             instance, position, offsets=offsets, partitions=partitions, time=time, time_zone=time_zone
         )
-        async with self.using(instance):
-            try:
-                targets = plan.offsets
-                if plan.minute is not None:
-                    rpc_timeout = self._consumer_config.rpc_timeout
-                    targets = await offsets_for_time(instance, plan, self._pool, rpc_timeout)
-                moved = await instance.seek(targets)
-            except PartitionNotHeld as exc:
-                raise InvalidInput(
-                    f"{exc}; a rebalance moved it: describe the instance and seek again", field="offsets"
-                ) from None
-            except core.TubeMQError as exc:
-                raise service_error(exc, Doing.COMMIT, group=group) from exc
+        with self._seeks.admit(instance_id, by_time=plan.minute is not None):
+            async with self.using(instance):
+                try:
+                    targets = plan.offsets
+                    if plan.minute is not None:
+                        rpc_timeout = self._consumer_config.rpc_timeout
+                        targets = await offsets_for_time(instance, plan, self._pool, rpc_timeout)
+                    moved = await instance.seek(targets)
+                except PartitionNotHeld as exc:
+                    raise InvalidInput(
+                        f"{exc}; a rebalance moved it: describe the instance and seek again", field="offsets"
+                    ) from None
+                except core.TubeMQError as exc:
+                    raise service_error(exc, Doing.COMMIT, group=group) from exc
         return [SeekResult(key, curr, end) for key, (curr, end) in moved.items()]
 
     def open_stream(self, group: str, instance_id: str, resume_after: str | None) -> StreamCursor:
