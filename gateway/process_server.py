@@ -14,6 +14,9 @@ extended with the runtime's lifecycle and the gRPC server:
 
 In a worker process, the HTTP, gRPC and admin ports are shared with the sibling workers through
 ``SO_REUSEPORT`` (``reuse_port``): the kernel spreads new connections over the workers listening.
+
+Once serving, the process with ``announce`` set (the single process, or a replica's first worker) logs the
+URLs a person opens: the API, the web console and the API docs (:func:`served_urls`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable
 
 import uvicorn
 
+from gateway.config import Settings
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from gateway.shutdown import GracefulServer, ShutdownPlan
@@ -46,6 +50,7 @@ class ProcessServer(GracefulServer):
         admin_config: uvicorn.Config | None = None,
         private: tuple[uvicorn.Config, socket.socket] | None = None,
         reuse_port: bool = False,
+        announce: bool = True,
     ) -> None:
         super().__init__(config, on_drain=on_drain, plan=plan)
         self.runtime = runtime
@@ -55,6 +60,7 @@ class ProcessServer(GracefulServer):
         self.private_config = private
         self.private: uvicorn.Server | None = None
         self.reuse_port = reuse_port
+        self.announce = announce
 
     def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]} grpc={self.grpc_server!r}>"
@@ -75,6 +81,12 @@ class ProcessServer(GracefulServer):
             self.should_exit = True  # uvicorn then skips its main loop; started stays False: exit 1
             return
         await super().startup(sockets)
+        if self.started and self.announce and self.servers:
+            port: int = self.servers[0].sockets[0].getsockname()[1]
+            urls = served_urls(self.runtime.settings, port, self.admin_port)
+            shown = [f"web console {urls['console_url']}"] if "console_url" in urls else []
+            shown.append(f"API docs {urls['docs_url']}")
+            log.info(f"serving {urls['url']}: {', '.join(shown)}", extra=urls)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         stops = [super().shutdown(sockets)]
@@ -103,6 +115,27 @@ class ProcessServer(GracefulServer):
         admin, self.admin = self.admin, None
         if admin is not None:
             await admin.shutdown()
+
+
+def served_urls(settings: Settings, http_port: int, admin_port: int | None) -> dict[str, str]:
+    """The URLs a person opens once the gateway serves: ``url`` (the API), ``console_url`` (the web
+    console, absent when it is off) and ``docs_url`` (Swagger UI: on the admin listener when there is one).
+    A wildcard listen address is shown as ``localhost``, which reaches it from this machine."""
+    scheme = "https" if settings.tls.enabled else "http"
+
+    def base(host: str, port: int) -> str:
+        if host in ("0.0.0.0", "::", ""):
+            host = "localhost"
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{port}"
+
+    api = base(settings.http_host, http_port)
+    admin = api if admin_port is None else base(settings.admin.host or settings.http_host, admin_port)
+    urls = {"url": api, "docs_url": f"{admin}/docs"}
+    if settings.console.enabled:
+        urls["console_url"] = f"{admin if settings.console.listener == 'admin' else api}/console"
+    return urls
 
 
 async def _start_admin(config: uvicorn.Config, *, reuse_port: bool = False) -> uvicorn.Server:

@@ -284,6 +284,7 @@ def serve_process(settings: Settings, worker: WorkerContext | None = None) -> in
         admin_config=admin_config(settings, app, loop=loop, log_level=settings.log_level.lower()),
         private=private,
         reuse_port=worker is not None,
+        announce=worker is None or worker.index == 0,
     )
     tune_gc()
     server.run(sockets=sockets)

@@ -105,7 +105,7 @@ class Runtime:
         peers = peer_policy(s)
         if peers.enabled:
             log.info("forwarding consumer requests to replicas at", extra={"peers": peers.describe()})
-        elif s.consumers.id_secret:
+        elif not s.consumers.lone_replica:  # one replica alone has no other to forward to
             log.warning(
                 "consumers.forward_allow is empty: requests for another replica's consumer instance are "
                 "answered 410; list the replicas' addresses there to forward them"
