@@ -38,12 +38,13 @@ def secure_options(harness: TlsHarness, topic: str) -> dict[str, str]:
 
 
 async def test_spark_reads_and_writes_over_tls_with_authentication() -> None:
-    from pyspark.sql import functions as F
     from spark_support import spark_session
+
+    spark = spark_session()  # skips, naming the package, where the spark extras are not installed
+    from pyspark.sql import functions as F
 
     harness = tls_harness()
     topic = require_topic(DEMO)
-    spark = spark_session()
     tag = run_tag("tlsspark")
     options = secure_options(harness, topic)
     async with real_gateway(masters=harness.master, tubemq=harness.tubemq()) as gw:
