@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Body, Query, Request
 from fastapi.responses import Response
 
+from gateway.api.client_gone import until_client_gone
 from gateway.api.consumer_deps import (
     FIELDS,
     ConsumersDep,
@@ -45,12 +46,18 @@ async def poll_messages(
     owner = locate_owner(service, forwarder, request, group, instance_id)
     if owner is not None:
         wait = service.limits.timeout if timeout is None else timeout
-        return await forwarder.forward(request, owner, extra_wait=max(wait, service.assignment_wait))
-    with renamed_fields(FIELDS):
-        messages = await service.poll(
-            group, instance_id, max_messages=max_messages, max_bytes=max_bytes, timeout=timeout
+        # A client that gives up cancels the hop too: the owner's poll ends when the hop's link closes.
+        return await until_client_gone(
+            request, forwarder.forward(request, owner, extra_wait=max(wait, service.assignment_wait))
         )
-    return Response(render_poll(messages, format), media_type="application/json")
+    with renamed_fields(FIELDS):
+        polled = await until_client_gone(
+            request,
+            service.poll(group, instance_id, max_messages=max_messages, max_bytes=max_bytes, timeout=timeout),
+        )
+    if isinstance(polled, Response):
+        return polled
+    return Response(render_poll(polled, format), media_type="application/json")
 
 
 async def commit_messages(

@@ -169,7 +169,8 @@ class ConsumerInstance(Fetching):
                 return await self._poll(start, max_messages, max_bytes, timeout)
             finally:
                 if self._commits_due:
-                    await self._send_due_commits()
+                    # shielded: a poll cancelled because its client left still sends the commits it made due
+                    await asyncio.shield(self._send_due_commits())
 
     async def _poll(
         self,
