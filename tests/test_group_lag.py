@@ -19,7 +19,7 @@ from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
-from gateway.service.group_offsets import GroupOffsetsReader, OffsetsUnavailable
+from gateway.service.group_offsets import GroupOffsetsReader, OffsetsUnavailable, group_lists
 
 
 @pytest.fixture
@@ -140,3 +140,72 @@ async def test_the_web_api_stops_with_a_client_that_never_sent_its_request() -> 
     assert handler.done()
     assert await asyncio.wait_for(reader.read(), 5) == b""  # the client sees the connection end
     writer.close()
+
+
+async def test_twenty_groups_of_long_names_never_freeze_the_lag_of_the_others(
+    client: tuple[httpx.AsyncClient, Runtime],
+) -> None:
+    """20 groups with 960-character names (TubeMQ allows 1024) each commit once: the monitor asks the web
+    API about them in bounded parts, so every group's lag, the short one's too, keeps updating."""
+    http, runtime = client
+    short = "lag-short"
+    long_names = [f"g{i:02d}-{'x' * 956}" for i in range(20)]
+    await http.post("/v1/topics/lagt/messages", json={"messages": [{"value": f"m{i}"} for i in range(3)]})
+    for group in [short, *long_names]:
+        created = await http.post(
+            f"/v1/consumers/{group}", json={"topics": ["lagt"], "startPosition": "earliest"}
+        )
+        assert created.status_code == 201, created.text
+        path = f"/v1/consumers/{group}/instances/{created.json()['instanceId']}"
+        polled = await http.get(f"{path}/messages", params={"max_messages": 1, "timeout_ms": 5000})
+        tokens = [m["token"] for m in polled.json()["messages"]]
+        assert (await http.post(f"{path}/commits", json={"tokens": tokens})).json()["committed"] == 1
+        await http.get(f"{path}/messages", params={"max_messages": 1, "timeout_ms": 0})  # carries the commit
+    assert runtime.lag is not None
+    monitor = runtime.lag
+
+    def lags() -> dict[str, int]:
+        return {g: sum(p.lag_messages for p in r.partitions) for g, (_, r) in monitor.readings.items()}
+
+    def every_group_at(expected: int) -> bool:
+        return all(lags().get(g) == expected for g in [short, *long_names])
+
+    await eventually(lambda: short in lags(), timeout=20, what="the short group's lag read")
+    before = lags()[short]
+    await eventually(lambda: every_group_at(before), timeout=20, what=f"every group's lag read: {before}")
+    await http.post("/v1/topics/lagt/messages", json={"messages": [{"value": "n"} for _ in range(5)]})
+    await eventually(lambda: every_group_at(before + 5), timeout=20, what="every group's lag updated")
+
+
+async def test_a_part_refused_as_a_request_is_halved_down_to_the_group_it_cannot_take() -> None:
+    """A reader whose parts pass the embedded web API's 16 KiB request bound is refused (HTTP 400) and asks
+    again in halves: every group is still read, none is lost, and a name no part can carry fails alone."""
+    cluster = EmbeddedCluster([TopicSpec("rh", 1, 1)])
+    await cluster.start()
+    reader = GroupOffsetsReader(cluster.master_web_addresses, timeout=2.0, max_group_list_bytes=1 << 20)
+    try:
+        groups = [f"h{i:02d}-{'y' * 1000}" for i in range(24)]
+        reading = await reader.read(groups)
+        assert reading.found == {} and reading.failed == {}
+        asked = reader.requests
+        assert asked > 2  # one to the master, then the halves to the broker
+        counts = await reader.consumer_counts(groups)
+        assert counts == dict.fromkeys(groups, 0)
+        huge = "z" * (20 * 1024)  # longer than any request the embedded web API takes
+        reading = await reader.read([*groups, huge])
+        assert list(reading.failed) == [huge] and "HTTP 400" in reading.failed[huge]
+        assert (await reader.consumer_counts([*groups, huge]))[huge] == -1
+        with pytest.raises(OffsetsUnavailable, match="HTTP 400"):
+            await reader.offsets([huge])
+    finally:
+        await reader.close()
+        await cluster.stop()
+
+
+def test_group_lists_stay_within_the_request_bound() -> None:
+    names = [f"n{i}-{'q' * (i * 37 % 1023)}" for i in range(200)]
+    parts = group_lists(names, 6 * 1024)
+    assert sorted(g for part in parts for g in part) == sorted(names)
+    for part in parts:
+        assert len(",".join(part)) + 2 * (len(part) - 1) <= 6 * 1024
+    assert group_lists([]) == [] and group_lists(["a" * 9000], 100) == [["a" * 9000]]

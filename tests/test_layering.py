@@ -51,12 +51,13 @@ ABOVE_CORE = (
 # Inside the core (docs/architecture.md § "Layers"): a module may import its own rank and the ranks below it.
 # Keys are paths under gateway/tubemq; a subpackage key covers every module in it (its face included).
 CORE_RANKS: dict[str, int] = {
-    # the shared vocabulary: error classes, the event bus, broker addresses
+    # the shared vocabulary: error classes, the event bus, broker addresses, TubeMQ's name rules
     "errors": 0,
     "refusals": 0,
     "events": 0,
     "address": 0,
     "randomness": 0,
+    "names": 0,
     # wire: protobuf messages and payload/metadata codecs, then framing, then the RPC envelope
     "wire.pb": 1,
     "wire.payload": 1,
@@ -579,6 +580,7 @@ CORE_SHARED = (
     "gateway.tubemq.events",
     "gateway.tubemq.address",
     "gateway.tubemq.randomness",
+    "gateway.tubemq.names",
 )
 
 

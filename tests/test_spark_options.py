@@ -40,6 +40,18 @@ def test_source_options_defaults_and_checks() -> None:
             SourceOptions.parse(bad)
 
 
+def test_a_group_prefix_follows_tubemqs_group_name_rule() -> None:
+    """groupPrefix names the range reads' consumer groups: TubeMQ's group rule (ASCII, at most 1024 with
+    the generated suffix) holds before any group reaches a broker, and the error names the option."""
+    assert (
+        SourceOptions.parse({"masters": "h", "topic": "t", "groupPrefix": "a" * 960}).group_prefix
+        == "a" * 960
+    )
+    for bad in ("a" * 961, "9bad", "caf\u00e9", "a b", "x\u0661"):
+        with pytest.raises(ValueError, match="option 'groupPrefix'"):
+            SourceOptions.parse({"masters": "h", "topic": "t", "groupPrefix": bad})
+
+
 def test_several_topics_caps_data_loss_and_split_options() -> None:
     both = SourceOptions.parse({"masters": "h", "topic": "a, b", "subscribe": "b,c"})
     assert both.topics == ("a", "b", "c")
@@ -72,7 +84,9 @@ def test_several_topics_caps_data_loss_and_split_options() -> None:
 def test_only_known_options_pass_and_offsets_are_index_offsets() -> None:
     base = {"masters": "h", "topic": "t"}
     for name in KNOWN_OPTIONS:  # every known name is accepted (values that parse)
-        value = {"gateway": "http://gw:1", "tls": "false", "tls.verify": "true"}.get(name, "1")
+        value = {"gateway": "http://gw:1", "tls": "false", "tls.verify": "true", "groupPrefix": "p1"}.get(
+            name, "1"
+        )
         if name in ("startingOffsets", "endingOffsets"):
             value = "earliest"
         elif name in ("failOnDataLoss",):

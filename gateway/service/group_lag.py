@@ -9,7 +9,9 @@ holds no offset on any broker any more is forgotten with a ``GroupLagGone``. At 
 are watched (the least recently registered is dropped first).
 
 A failed reading (a master or broker that does not answer) publishes nothing: the last figures stay, and
-the next interval tries again; it is logged once until a reading succeeds.
+the next interval tries again; it is logged once until a reading succeeds. The groups are asked about in
+parts of bounded size (:func:`~gateway.service.group_offsets.group_lists`), and a group a server refuses to
+be asked about keeps its last figures alone (logged once until it reads again): the others still update.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class LagMonitor:
         self.max_groups = max_groups
         self._groups: OrderedDict[str, None] = OrderedDict()
         self._reported: set[str] = set()
+        #: watched groups whose last reading a server refused (logged once until they read again)
+        self._refused: set[str] = set()
         #: the last reading of each watched group, with its wall-clock time (for overviews: GET /v1/consumers)
         self.readings: dict[str, tuple[float, GroupLagRead]] = {}
         self._subscription: Subscription | None = None
@@ -92,6 +96,7 @@ class LagMonitor:
 
     def _forget(self, group: str) -> None:
         self.readings.pop(group, None)
+        self._refused.discard(group)
         if group in self._reported:
             self._reported.discard(group)
             self.events.emit(GroupLagGone(group))
@@ -106,7 +111,10 @@ class LagMonitor:
             finally:
                 waking.cancel()
             self._wake.clear()
-            await self.read_once()
+            try:
+                await self.read_once()
+            except Exception:  # a reading that breaks must not end the watch of every group
+                log.exception("reading the consumer groups' offsets failed; the next interval tries again")
 
     async def read_once(self) -> None:
         """Read every watched group's offsets now and publish the results."""
@@ -114,7 +122,7 @@ class LagMonitor:
         if not groups:
             return
         try:
-            offsets = await self.reader.offsets(groups)
+            offsets = await self.reader.read(groups)
             consumers = await self._consumers(groups)
         except OffsetsUnavailable as exc:
             if not self._failing:
@@ -127,8 +135,11 @@ class LagMonitor:
             self._failing = True
             return
         self._failing = False
+        self._note_refused(offsets.failed)
         for group in groups:
-            rows = offsets.get(group)
+            if group in offsets.failed:
+                continue  # its last figures stay
+            rows = offsets.found.get(group)
             if rows is None:
                 if consumers[group] == 0:  # no offset anywhere and nobody consuming: gone
                     self._groups.pop(group, None)
@@ -141,6 +152,16 @@ class LagMonitor:
             reading = GroupLagRead(group, partitions, consumers[group])
             self.readings[group] = (time.time(), reading)
             self.events.emit(reading)
+
+    def _note_refused(self, failed: dict[str, str]) -> None:
+        for group, error in failed.items():
+            if group in self._groups and group not in self._refused:
+                log.warning(
+                    "TubeMQ's web API refused to read one consumer group's offsets; its lag metrics keep "
+                    "their last values while the other groups update: check the broker's log for the request",
+                    extra={"group": group[:80], "error": error[:300]},
+                )
+        self._refused = {group for group in failed if group in self._groups}
 
     async def _consumers(self, groups: list[str]) -> dict[str, int]:
         """Each group's consumers from the master; -1 each when it cannot tell."""

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 
 from gateway.config import TubeMQSettings
 from gateway.tubemq.consumer import INDEX_ENTRY_SIZE
+from gateway.tubemq.names import check_group_prefix
 
 __all__ = [
     "DEFAULT_WRITE_BATCH_BYTES",
@@ -237,6 +238,7 @@ class SourceOptions:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         prefix = (lower.get("groupprefix") or "tubemq_spark").strip()
+        check_group_prefix(prefix, "option 'groupPrefix'")
         token = (lower.get("gatewaytoken") or "").strip() or None
         if token is not None and gateway is None:
             raise ValueError("option 'gatewayToken' needs option 'gateway'")

@@ -83,6 +83,7 @@ from gateway.tubemq.consumer.requests import (
     build_partition_unregister_request,
 )
 from gateway.tubemq.errors import PartitionOccupied, TransportError, for_code
+from gateway.tubemq.names import check_group_prefix
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.ranges.records import GroupLease, OffsetBounds, RangeBatch, RangeStats
 from gateway.tubemq.wire.client_id import consumer_id
@@ -124,8 +125,7 @@ class RangeReader:
         retry_wait: float = 0.2,
         max_retries: int = 5,
     ) -> None:
-        if not group_prefix[:1].isalpha() or not group_prefix.replace("_", "").replace("-", "").isalnum():
-            raise ValueError(f"group prefix {group_prefix!r} must be letters, digits, '_' or '-'")
+        check_group_prefix(group_prefix)
         self.pool = pool
         self.visit_token = visit_token
         self.rpc_timeout = rpc_timeout
