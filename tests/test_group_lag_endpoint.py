@@ -4,6 +4,7 @@ a live instance, per topic and partition, with the oldest unconsumed message's m
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,7 @@ async def served() -> AsyncIterator[tuple[httpx.AsyncClient, gateway_pb2_grpc.Ga
         grpc={"port": 0, "host": "127.0.0.1"},
         embedded={"topics": "lagone:1,lagtwo:2"},
         consumers=FAST_CONSUMERS,
+        tubemq={"group_lag_cache_seconds": 0},  # every request reads anew
     )
     runtime = Runtime(settings)
     await runtime.start()
@@ -114,3 +116,73 @@ async def test_a_shared_store_counts_once_with_its_slowest_partition(
     lags = sorted(p["lag"] for p in topic["partitions"])
     assert lags == [5, 6]
     assert topic["lag"] == body["lag"] == 6
+
+
+@pytest.fixture
+async def shared() -> AsyncIterator[tuple[httpx.AsyncClient, gateway_pb2_grpc.GatewayServiceStub, Runtime]]:
+    settings = Settings(
+        http_host="127.0.0.1",
+        grpc={"port": 0, "host": "127.0.0.1"},
+        embedded={"topics": "lagone:1"},
+        consumers=FAST_CONSUMERS,
+        tubemq={"group_lag_interval": 300, "group_lag_cache_seconds": 30, "group_lag_reads_per_second": 4},
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    server = GrpcServer(runtime, grace=0.2)
+    try:
+        await server.start()
+        transport = httpx.ASGITransport(app=create_app(runtime=runtime))
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://gw", timeout=20) as http,
+            grpc.aio.insecure_channel(server.address) as channel,
+        ):
+            yield http, gateway_pb2_grpc.GatewayServiceStub(channel), runtime
+    finally:
+        await server.stop(0)
+        await runtime.stop()
+
+
+async def test_concurrent_lag_reads_of_one_group_share_one_reading_and_a_caller_is_capped(
+    shared: tuple[httpx.AsyncClient, gateway_pb2_grpc.GatewayServiceStub, Runtime],
+) -> None:
+    """64 concurrent requests for one group's lag (one that committed, one that never did), over REST and
+    gRPC, cost one reading each (three web API calls), not three calls per request; a caller starting
+    readings of ever new groups is refused past its rate with 429 / RESOURCE_EXHAUSTED."""
+    http, stub, runtime = shared
+    created = await http.post("/v1/consumers/lag-c", json={"topics": ["lagone"], "startPosition": "earliest"})
+    path = f"/v1/consumers/lag-c/instances/{created.json()['instanceId']}"
+    await http.post("/v1/topics/lagone/messages", json={"messages": [{"value": f"v{i}"} for i in range(4)]})
+    await _consume_and_commit(http, path, 2)
+    assert (await http.delete(path)).status_code == 204
+    assert runtime.lag_reads is not None
+    reader = runtime.lag_reads.reader
+    before = reader.requests
+    answers = await asyncio.gather(
+        *(http.get("/v1/consumers/lag-c/lag") for _ in range(32)),
+        *(stub.GetGroupLag(pb.GetGroupLagRequest(group="lag-c")) for _ in range(32)),
+    )
+    rest = [a for a in answers if isinstance(a, httpx.Response)]
+    [(status, lag)] = {(a.status_code, a.json()["lag"]) for a in rest}
+    assert status == 200 and lag > 0
+    assert {a.lag for a in answers if isinstance(a, pb.GetGroupLagResponse)} == {lag}
+    missing = await asyncio.gather(*(http.get("/v1/consumers/lag-never/lag") for _ in range(64)))
+    assert {a.status_code for a in missing} == {404}
+    assert reader.requests - before == 6  # two readings of three calls
+    # a new group per request: the caller's readings are capped (4 a second, a burst of 4)
+    spread = [await http.get(f"/v1/consumers/lag-n{i}/lag") for i in range(8)]
+    refused = [a for a in spread if a.status_code == 429]
+    assert refused and all(a.status_code in (404, 429) for a in spread)
+    assert (
+        float(refused[0].headers["retry-after"]) > 0
+        and "lag readings" in refused[0].json()["error"]["message"]
+    )
+    codes = []
+    for i in range(8):
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await stub.GetGroupLag(pb.GetGroupLagRequest(group=f"lag-g{i}"), timeout=10)
+        codes.append(failed.value.code())
+    assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes and set(codes) <= {
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.NOT_FOUND,
+    }

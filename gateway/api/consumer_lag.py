@@ -18,10 +18,12 @@ from gateway.service.group_lag_view import GroupLagView, read_group_lag
 async def get_group_lag(group: str, request: Request) -> Response:
     """Per topic and partition: the committed offset, the end, the lag in messages and the msgTime of the
     oldest unconsumed message where known. Read from the brokers, so right whether or not any instance
-    (of any gateway or client) is alive."""
+    (of any gateway or client) is alive. A reading is shared by the requests for the group within
+    `tubemq.group_lag_cache_seconds`; a caller starting more than `tubemq.group_lag_reads_per_second`
+    readings a second is answered 429."""
     runtime = get_runtime(request)
     view = await read_group_lag(
-        runtime.lag.reader if runtime.lag is not None else None,
+        runtime.lag_reads,
         group,
         access=runtime.security.policy,
         ranges=runtime.ranges,

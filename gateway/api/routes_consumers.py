@@ -163,6 +163,7 @@ router.add_api_route(
     responses={
         400: _ERRORS[400],
         404: {"model": ErrorResponse, "description": "no broker holds an offset of the group"},
+        429: RATE_LIMITED_DOC,
         503: {"model": ErrorResponse, "description": "TubeMQ's web API could not be read; see Retry-After"},
     },
 )

@@ -308,3 +308,17 @@ class TubeMQSettings(BaseModel):
     group_lag_interval: float = Field(
         15.0, gt=0, description="seconds between two readings of the served consumer groups' offsets"
     )
+    group_lag_cache_seconds: float = Field(
+        2.0,
+        ge=0,
+        le=300,
+        description="seconds a group's lag read for GET /v1/consumers/{group}/lag (gRPC GetGroupLag) is kept "
+        "and served to every request (concurrent requests share one reading either way); 0 = not kept",
+    )
+    group_lag_reads_per_second: float = Field(
+        5.0,
+        ge=0,
+        description="readings of a group's lag (three web API calls each) one caller may start per second on "
+        "a replica (a burst of as many); answers kept or shared cost nothing; past it 429 / "
+        "RESOURCE_EXHAUSTED; 0 = unlimited",
+    )

@@ -171,7 +171,7 @@ class ConsumerRpcs:
     ) -> pb.GetGroupLagResponse:
         runtime = self._runtime
         view = await read_group_lag(
-            runtime.lag.reader if runtime.lag is not None else None,
+            runtime.lag_reads,
             request.group,
             access=runtime.security.policy,
             ranges=runtime.ranges,

@@ -27,6 +27,7 @@ from gateway.service.consume_limits import PollLimits
 from gateway.service.consumers import ConsumerService
 from gateway.service.errors import Unavailable
 from gateway.service.group_lag import LagMonitor
+from gateway.service.group_lag_reads import GroupLagReads
 from gateway.service.group_offsets import GroupOffsetsReader
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
@@ -76,6 +77,8 @@ class Runtime:
     quotas: Quotas | None = None
     #: the served groups' lag from TubeMQ's offsets (None: no master web API to read)
     lag: LagMonitor | None = None
+    #: single groups' readings for the lag endpoints, shared for a short while (None: no master web API)
+    lag_reads: GroupLagReads | None = None
     draining: bool = False
     #: this process's place among the replica's worker processes (None: the replica is one process)
     worker: WorkerContext | None = None
@@ -185,6 +188,12 @@ class Runtime:
                 reader = GroupOffsetsReader(web)
                 self.lag = LagMonitor(reader, self.events, interval=s.tubemq.group_lag_interval)
                 self.lag.start()
+                workers = self.worker.count if self.worker is not None else 1
+                self.lag_reads = GroupLagReads(
+                    reader,
+                    ttl=s.tubemq.group_lag_cache_seconds,
+                    per_caller_rate=s.tubemq.group_lag_reads_per_second / workers,
+                )
         except BaseException:
             await self.stop()
             raise
@@ -308,6 +317,9 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sharing
             self._sharing = None
+        if self.lag_reads is not None:
+            await self.lag_reads.close()
+            self.lag_reads = None
         if self.lag is not None:
             await self.lag.stop()
             self.lag = None

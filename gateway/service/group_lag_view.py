@@ -1,6 +1,7 @@
 """A consumer group's lag as TubeMQ itself keeps it (``GET /v1/consumers/{group}/lag``, gRPC ``GetGroupLag``):
 right whether or not anyone consumes, since it comes from the brokers' committed offsets
-(:class:`~gateway.service.group_offsets.GroupOffsetsReader`), not from this gateway's consumers.
+(:class:`~gateway.service.group_offsets.GroupOffsetsReader`), not from this gateway's consumers. Readings are
+shared between requests for a short while (:class:`~gateway.service.group_lag_reads.GroupLagReads`).
 
 Per partition: the committed offset, the end, the lag in messages (index entries, 28 bytes each) and, where
 it can be known, the ``msgTime`` of the oldest unconsumed message (a range read of its first entry: the
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from gateway.observability.lag_events import PartitionLag, topic_lags
 from gateway.service.access import CONSUME, READ_RANGES, AccessPolicy
 from gateway.service.errors import NotFound, ServiceError, Unavailable
-from gateway.service.group_offsets import GroupOffsetsReader, OffsetsUnavailable, PartitionOffsets
+from gateway.service.group_lag_reads import GroupLagReads
+from gateway.service.group_offsets import OffsetsUnavailable, PartitionOffsets
 from gateway.service.names import validate_group
 from gateway.service.principal import current_principal
 from gateway.service.ranges import RangeService
@@ -58,7 +60,7 @@ class GroupLagView:
 
 
 async def read_group_lag(
-    reader: GroupOffsetsReader | None,
+    reads: GroupLagReads | None,
     group: str,
     *,
     access: AccessPolicy,
@@ -70,21 +72,22 @@ async def read_group_lag(
     principal = current_principal()
     if access.enforcing:
         access.check(principal, CONSUME, group=group)
-    if reader is None:
+    if reads is None:
         raise Unavailable(
             "the group lag is read from TubeMQ's web API, which this gateway does not reach: set "
             "tubemq.master_web_port to the master's web port",
             retry_after=30.0,
         )
     try:
-        rows = (await reader.offsets([group])).get(group, [])
-        consumers: int | None = await reader.consumers(group)
+        reading = await reads.read(group)
     except OffsetsUnavailable as exc:
         raise Unavailable(
             f"TubeMQ's web API could not be read ({exc}); retry, and check that the master's and brokers' "
             "web ports are reachable from the gateway",
             retry_after=5.0,
         ) from None
+    rows = list(reading.rows)
+    consumers = reading.consumers
     if access.enforcing:
         rows = [r for r in rows if access.allows(principal, CONSUME, topic=r.topic, group=group)]
     if not rows:
@@ -114,9 +117,7 @@ async def read_group_lag(
             )
         )
     views = [TopicLagView(topic, totals[topic], parts) for topic, parts in topics.items()]
-    return GroupLagView(
-        group, consumers if consumers is not None and consumers >= 0 else None, sum(totals.values()), views
-    )
+    return GroupLagView(group, consumers, sum(totals.values()), views)
 
 
 async def _oldest_times(ranges: RangeService, rows: list[PartitionOffsets]) -> dict[str, str | None]:
