@@ -21,7 +21,7 @@ import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from gateway.service.errors import Quota, RateLimited
@@ -32,6 +32,8 @@ __all__ = ["MAX_KEPT", "GroupLagReads", "GroupReading"]
 
 #: groups whose last reading is kept
 MAX_KEPT = 4096
+#: oldest unconsumed message times kept (one per partition and committed offset)
+MAX_TIMES = 16_384
 #: callers whose reading budget is kept (a budget left alone for a second is full again: dropping it is free)
 MAX_CALLERS = 10_000
 
@@ -74,6 +76,7 @@ class GroupLagReads:
         self._flights: dict[str, asyncio.Future[GroupReading]] = {}
         self._budgets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # caller -> (tokens, at)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._times: OrderedDict[tuple[str, str, int], asyncio.Future[str | None]] = OrderedDict()
         #: readings started (each is a round of web API calls)
         self.readings = 0
 
@@ -105,6 +108,23 @@ class GroupLagReads:
             task.add_done_callback(self._tasks.discard)
         # shielded: a request that goes away does not end the reading the others wait for
         return await asyncio.shield(flight)
+
+    async def oldest_time(
+        self, group: str, key: str, committed: int, read: Callable[[], Awaitable[str | None]]
+    ) -> str | None:
+        """The msgTime of the message at ``committed`` in partition ``key``: a fact while the offset
+        stays, so read once (``read()``, concurrent requests share it) and kept. A read that fails
+        (``read`` raises) is not kept: the next request reads again."""
+        slot = (group, key, committed)
+        found = self._times.get(slot)
+        if found is None or (found.done() and (found.cancelled() or found.exception() is not None)):
+            found = asyncio.ensure_future(read())
+            found.add_done_callback(_retrieve)
+            self._times[slot] = found
+            while len(self._times) > MAX_TIMES:
+                self._times.popitem(last=False)
+        self._times.move_to_end(slot)
+        return await asyncio.shield(found)
 
     async def close(self) -> None:
         """End the readings in progress (their requests are cancelled)."""
@@ -175,3 +195,9 @@ class GroupLagReads:
     def _trim(self) -> None:
         while len(self._budgets) > MAX_CALLERS:
             self._budgets.popitem(last=False)
+
+
+def _retrieve(future: asyncio.Future[str | None]) -> None:
+    """Mark a failed read's exception as seen (whoever waited for it has it already)."""
+    if not future.cancelled():
+        future.exception()

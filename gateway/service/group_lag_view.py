@@ -99,7 +99,14 @@ async def read_group_lag(
         )
     rows.sort(key=lambda r: (r.topic, r.broker_id, r.partition_id))
     timed = ranges is not None and (not access.enforcing or access.allows(principal, READ_RANGES))
-    times = await _oldest_times(ranges, rows) if timed and ranges is not None else {}
+    if timed and ranges is not None:
+        if access.enforcing:
+            timed_rows = [r for r in rows if access.allows(principal, READ_RANGES, topic=r.topic)]
+        else:
+            timed_rows = rows
+        times = await _oldest_times(reads, ranges, group, timed_rows)
+    else:
+        times = {}
     totals = topic_lags(PartitionLag(r.topic, r.broker_id, r.partition_id, r.lag_messages) for r in rows)
     topics: dict[str, list[PartitionLagView]] = {}
     for r in rows:
@@ -120,18 +127,25 @@ async def read_group_lag(
     return GroupLagView(group, consumers, sum(totals.values()), views)
 
 
-async def _oldest_times(ranges: RangeService, rows: list[PartitionOffsets]) -> dict[str, str | None]:
-    """The msgTime of each lagging partition's oldest unconsumed message (at most MAX_TIMED_PARTITIONS)."""
+async def _oldest_times(
+    reads: GroupLagReads, ranges: RangeService, group: str, rows: list[PartitionOffsets]
+) -> dict[str, str | None]:
+    """The msgTime of each lagging partition's oldest unconsumed message (at most MAX_TIMED_PARTITIONS),
+    each read once per committed offset (:meth:`GroupLagReads.oldest_time`)."""
     gate = asyncio.Semaphore(_TIME_READS)
     lagging = [r for r in rows if r.lag_messages > 0][:MAX_TIMED_PARTITIONS]
 
     async def one(r: PartitionOffsets) -> tuple[str, str | None]:
         key = f"{r.broker_id}:{r.topic}:{r.partition_id}"
-        async with gate:
-            try:
+
+        async def read() -> str | None:
+            async with gate:
                 page = await ranges.read(r.topic, key, r.committed, r.max_offset, 1)
-            except ServiceError:
-                return key, None
-        return key, page.messages[0].msg_time if page.messages else None
+            return page.messages[0].msg_time if page.messages else None
+
+        try:
+            return key, await reads.oldest_time(group, key, r.committed, read)
+        except ServiceError:
+            return key, None
 
     return dict(await asyncio.gather(*(one(r) for r in lagging)))
