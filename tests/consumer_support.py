@@ -13,6 +13,7 @@ from typing import Any
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec, parse_topic_specs
 from gateway.service.consumers import ConsumerService
+from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedBatch
 from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import ConsumerConfig
@@ -82,6 +83,11 @@ async def environment(topics: str = TOPICS, **cluster_options: Any) -> AsyncIter
                 await service.close()
             await producer.close()
             await pool.close()
+
+
+def values(messages: Iterable[DeliveredMessage]) -> list[bytes]:
+    """The bodies of delivered messages, in order."""
+    return [m.message.body for m in messages]
 
 
 def bodies(prefix: str, count: int, size: int = 0) -> list[bytes]:

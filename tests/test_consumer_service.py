@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from consumer_support import Env, bodies, environment
+from consumer_support import Env, bodies, environment, values
 from waiting import ManualClock, eventually
 
 from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
@@ -20,10 +20,6 @@ from gateway.service.peers import PeerPolicy
 async def env() -> AsyncIterator[Env]:
     async with environment() as env:
         yield env
-
-
-def values(messages: list[DeliveredMessage]) -> list[bytes]:
-    return [m.message.body for m in messages]
 
 
 async def split_evenly(service: ConsumerService, group: str, ids: list[str], partitions: int = 8) -> None:

@@ -341,6 +341,7 @@ class ConsumerInstance(Fetching):
             except TubeMQError as exc:
                 log.warning("committing %s before close failed: %s", redact(self.instance_id), exc)
         try:
+            await self._keep_committed_heads()
             await self.consumer.close()
         finally:
             if self._fetches:

@@ -73,10 +73,9 @@ class Fetching(Redelivery):
             return False
         added = False
         for batch in batches:
-            if self.closed_reason is not None:
-                return False  # the core rolls back what it handed out when it leaves the group
-            if batch.partition_key in self._seeking:
-                # fetched from the old position while a seek moves it: give it back (the broker forgets it)
+            if self.closed_reason is not None or batch.partition_key in self._seeking:
+                # fetched while the instance closes, or from the old position while a seek moves it: give it
+                # back (the broker forgets it), so the close's or seek's registration need not wait for it
                 with contextlib.suppress(TubeMQError):
                     await self.consumer.confirm(batch.confirm_context, False)
                 continue
@@ -95,6 +94,8 @@ class Fetching(Redelivery):
             partition_id=batch.partition_id,
             fetched_at=now,
             undelivered=len(batch.messages),
+            start_offset=batch.curr_offset,
+            first_index=batch.messages[0].index if batch.messages else 0,
         )
         self._batches[record.context] = record
         if batch.topic == self.policy.retry_topic:

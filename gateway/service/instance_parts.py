@@ -31,6 +31,10 @@ class Batch:
     undelivered: int
     uncommitted: int = 0
     live: bool = True
+    #: the broker index offset the batch was read from (-1 unknown) and the wire position of its first
+    #: message: where the group's offset goes back to when the batch is rolled back
+    start_offset: int = -1
+    first_index: int = 0
 
 
 #: a buffered message, its batch, and where it came from when it is delivered again (else None: attempt 1)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from gateway.service.delivered import CommitResult, DeliveredMessage
 from gateway.service.instance_parts import Batch, InstanceParts, parse_token
-from gateway.tubemq.consumer import InvalidConfirmContext
+from gateway.tubemq.consumer import InvalidConfirmContext, offset_at_index
 from gateway.tubemq.errors import ClientClosed, TubeMQError
 
 __all__ = ["Settling"]
@@ -118,6 +118,59 @@ class Settling(InstanceParts):
             stale = [str(s) for s, p in pending.items() if p[0] in failed]
             committed -= len(stale)
         return CommitResult(committed, 0, stale, len(self._pending))
+
+    async def _keep_committed_heads(self) -> int:
+        """Before the instance leaves the group: for each batch whose first messages were committed and
+        whose rest was not, set the group's offset in its partition to the first message not committed
+        (the broker confirms whole batches only, so leaving would give the whole batch back). Returns how
+        many partitions were moved.
+
+        The offset is the batch's start plus one index entry per wire message before that message
+        (:func:`offset_at_index`): exact where the partition's messages follow each other in its store (one
+        partition per store, no filter); where siblings' entries lie between them it falls short, so a few
+        committed messages come again and no other message is skipped. Moving it is a registration of the
+        partition with that offset (:mod:`gateway.tubemq.consumer.seek`); where that fails the batch is
+        rolled back whole, as before."""
+        first_open: dict[Batch, int] = {}
+        for batch, message, _ in self._buffer:
+            if batch not in first_open or message.index < first_open[batch]:
+                first_open[batch] = message.index
+        for batch, delivered in self._pending.values():
+            if batch not in first_open or delivered.message.index < first_open[batch]:
+                first_open[batch] = delivered.message.index
+        heads = [
+            (batch, index)
+            for batch, index in first_open.items()
+            if batch.live
+            and batch.start_offset >= 0
+            and index > batch.first_index
+            and batch.topic != self.policy.retry_topic
+        ]
+        for batch, _ in heads:
+            self._discard(batch)
+        given_back = await asyncio.gather(*(self._confirm(b, False) for b, _ in heads))
+        moves = [
+            (batch.partition_key, offset_at_index(batch.start_offset, index))
+            for (batch, index), ok in zip(heads, given_back, strict=True)
+            if ok
+        ]
+        outcomes = await asyncio.gather(
+            *(self.consumer.seek(key, offset) for key, offset in moves), return_exceptions=True
+        )
+        moved = 0
+        for (key, offset), outcome in zip(moves, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome
+                log.warning(
+                    "keeping the committed head of a batch of %s failed (%s): the batch comes again whole",
+                    key,
+                    outcome,
+                    extra={"offset": offset},
+                )
+            else:
+                moved += 1
+        return moved
 
     async def _confirm(self, batch: Batch, consumed: bool) -> bool:
         """Confirm a batch to the broker; False when the core no longer knows it (partition lost)."""

@@ -54,6 +54,8 @@ GROUP_READY = 60.0
 #: topics the suite uses and their partition counts; ``require_topic`` creates a missing one
 DEMO = ("demo", 3)
 GW4 = ("gw4", 4)
+#: one partition in its own store: its messages sit in consecutive index entries (dense offsets)
+SOLO = ("solo", 1)
 
 
 def run_tag(prefix: str) -> str:

@@ -5,7 +5,12 @@ consumed message types, its events (for metrics and logs), and the release of co
 left registered (``release_leftovers``).
 """
 
-from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE, ConsumedBatch, ConsumedMessage
+from gateway.tubemq.consumer.batch import (
+    INDEX_ENTRY_SIZE,
+    ConsumedBatch,
+    ConsumedMessage,
+    offset_at_index,
+)
 from gateway.tubemq.consumer.client import (
     MAX_FILTER_ITEM_LENGTH,
     AssignedPartition,
@@ -51,5 +56,6 @@ __all__ = [
     "RebalanceEvent",
     "ReleaseOutcome",
     "StartPosition",
+    "offset_at_index",
     "release_leftovers",
 ]

@@ -37,6 +37,7 @@ __all__ = [
     "decode_messages_py",
     "is_dense_to_end",
     "lag_entries",
+    "offset_at_index",
 ]
 
 _Prefix = tuple[int, dict[str, str], str | None, str | None, str | None]
@@ -118,14 +119,21 @@ class ConsumedBatch:
     @property
     def dense_end(self) -> int:
         """The offset right after this batch if it is dense (module docstring)."""
-        return self.curr_offset + INDEX_ENTRY_SIZE * self.fetched_count
+        return offset_at_index(self.curr_offset, self.fetched_count)
 
     def offsets_given_end(self, end_offset: int) -> list[int] | None:
         """Exact offsets of ``messages`` given the offset the batch ended at (the committed offset after
         confirming it as consumed, or the next batch's ``curr_offset``); None if the batch was not dense."""
         if self.curr_offset < 0 or end_offset != self.dense_end:
             return None
-        return [self.curr_offset + INDEX_ENTRY_SIZE * m.index for m in self.messages]
+        return [offset_at_index(self.curr_offset, m.index) for m in self.messages]
+
+
+def offset_at_index(curr_offset: int, index: int) -> int:
+    """Where the wire message at ``index`` of a read from ``curr_offset`` sits in a dense batch; in any
+    batch no message at or after ``index`` sits before it (each message takes at least one entry), so a
+    read from there skips none of them."""
+    return curr_offset + INDEX_ENTRY_SIZE * index
 
 
 @dataclass(slots=True)
