@@ -51,9 +51,9 @@ LABEL org.opencontainers.image.title="tubemq-gateway" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.url="https://inlong.apache.org/" \
-      org.opencontainers.image.source="https://github.com/apache/inlong" \
-      org.opencontainers.image.documentation="https://github.com/apache/inlong"
+      org.opencontainers.image.url="https://github.com/tubemqgateway/tubemq-gateway" \
+      org.opencontainers.image.source="https://github.com/tubemqgateway/tubemq-gateway" \
+      org.opencontainers.image.documentation="https://github.com/tubemqgateway/tubemq-gateway/tree/main/docs"
 ARG UID=10001
 # No pip or setuptools in the image: the system Python's are removed too (nothing installs at run time).
 RUN PIP_ROOT_USER_ACTION=ignore python -m pip uninstall --yes pip setuptools wheel \
@@ -70,9 +70,11 @@ ENV PATH=/opt/venv/bin:$PATH \
 USER ${UID}:${UID}
 WORKDIR /tmp
 EXPOSE 8080 9090
-# Liveness only: /readyz would mark the container unhealthy while it drains or waits for a master.
+# Liveness only: /readyz would mark the container unhealthy while it drains or waits for a master. The check
+# reads the TUBEMQ_GATEWAY_* settings as serve does: https with tls.cert_file, the admin listener with
+# admin.port (gateway/healthcheck.py). -P: only the installed package is imported, never one in WORKDIR.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=20s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('TUBEMQ_GATEWAY_HTTP_PORT', '8080') + '/healthz', timeout=2)"]
+    CMD ["python", "-P", "-m", "gateway.healthcheck"]
 # SIGTERM starts the graceful shutdown (see docs/operations.md, "Shutdown").
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["tubemq-gateway"]

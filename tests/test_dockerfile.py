@@ -8,16 +8,20 @@ command that lists the dependencies is run here against pyproject.toml.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 import pytest
+from serve_support import free_port, stop_serve
+from tls_support import make_pki
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -182,3 +186,80 @@ def test_the_image_runs_the_compiled_loops_without_a_compiler() -> None:
     assert "speedups" in build[project][1] and "s.ACTIVE == s.COMPILED" in build[project][1]
     assert "load_extension('gateway.grpc._consumed')" in build[project][1]
     assert not [args for word, args in stage("runtime") if "gcc" in args]
+
+
+def test_the_oci_labels_name_this_project() -> None:
+    """source, url and documentation name this project's repository (the module path of the gRPC API's Go
+    package), not Apache InLong's."""
+    proto = (ROOT / "proto" / "tubemq" / "gateway" / "v1" / "gateway.proto").read_text(encoding="utf-8")
+    found = re.search(r'option go_package = "(github\.com/[\w-]+/[\w-]+)/', proto)
+    assert found is not None
+    home = f"https://{found.group(1)}"
+    labels = dict(re.findall(r'(org\.opencontainers\.image\.[a-z]+)="([^"]*)"', DOCKERFILE.read_text()))
+    assert labels["org.opencontainers.image.source"] == home
+    assert labels["org.opencontainers.image.url"] == home
+    assert labels["org.opencontainers.image.documentation"].startswith(home + "/")
+
+
+def _healthcheck() -> list[str]:
+    (check,) = [args for word, args in stage("runtime") if word == "HEALTHCHECK"]
+    command = check.split(" CMD ", 1)[1]
+    argv: list[str] = json.loads(command)
+    return argv
+
+
+def _image_env() -> dict[str, str]:
+    """The runtime stage's ENV, as the container's processes see it."""
+    env: dict[str, str] = {}
+    for word, args in stage("runtime"):
+        if word == "ENV":
+            env.update(dict(tuple(pair.split("=", 1)) for pair in shlex.split(args)))  # type: ignore[misc]
+    return env
+
+
+@pytest.mark.parametrize("mode", ["plain", "tls", "tls-client-certs-admin"])
+def test_the_healthcheck_reaches_the_listener_the_settings_describe(mode: str, tmp_path: Path) -> None:
+    """The image's HEALTHCHECK command, run as the container runs it (its ENV, its PATH's python) beside a
+    gateway configured by the environment: healthy over plain HTTP, over TLS on the HTTP port, and with
+    client certificates required and an admin listener; unhealthy once the gateway is gone."""
+    port = free_port()
+    env = {
+        **_image_env(),
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": str(ROOT),
+        "TUBEMQ_GATEWAY_HTTP_HOST": "127.0.0.1",
+        "TUBEMQ_GATEWAY_HTTP_PORT": str(port),
+        "TUBEMQ_GATEWAY_GRPC__PORT": str(free_port()),
+        "TUBEMQ_GATEWAY_WORKERS": "1",
+        "TUBEMQ_GATEWAY_MASTERS": "",
+    }
+    if mode != "plain":
+        pki = make_pki(tmp_path)
+        env["TUBEMQ_GATEWAY_TLS__CERT_FILE"] = str(pki.server.cert)
+        env["TUBEMQ_GATEWAY_TLS__KEY_FILE"] = str(pki.server.key)
+    if mode == "tls-client-certs-admin":
+        env["TUBEMQ_GATEWAY_TLS__CLIENT_CA_FILE"] = str(pki.ca)
+        env["TUBEMQ_GATEWAY_TLS__CLIENT_AUTH"] = "required"
+        env["TUBEMQ_GATEWAY_ADMIN__PORT"] = str(free_port())
+    check = _healthcheck()
+    serve = subprocess.Popen(
+        ["python", "-m", "gateway", "serve"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            done = subprocess.run(check, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+            if done.returncode == 0:
+                break
+            assert serve.poll() is None, serve.stdout.read() if serve.stdout else ""
+            assert time.monotonic() < deadline, f"never healthy: {done.stderr}"
+            time.sleep(0.5)
+    finally:
+        code, output = stop_serve(serve)
+    assert code == 0, output
+    gone = subprocess.run(check, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert gone.returncode == 1 and "/healthz" in gone.stderr, gone.stderr

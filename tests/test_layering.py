@@ -42,6 +42,7 @@ ABOVE_CORE = (
     "gateway.runtime",
     "gateway.upstream",
     "gateway.serve",
+    "gateway.healthcheck",
     "gateway.shutdown",
     "gateway.tls",
     "gateway.event_loop",
@@ -417,6 +418,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "gateway.upstream": ("gateway.config", "gateway.tubemq"),
     "gateway.tls": ("gateway.config",),
     "gateway.shutdown": (),
+    # the container's HEALTHCHECK: the settings, nothing else of the gateway (it runs every few seconds)
+    "gateway.healthcheck": ("gateway.config",),
     # runs the process's main coroutine (on uvloop when installed): the CLI's and the supervisor's
     "gateway.event_loop": (),
     "gateway.spark": ("gateway.tubemq", "gateway.config", "gateway.upstream"),
