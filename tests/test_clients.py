@@ -75,6 +75,19 @@ async def test_node_examples_rest_sse_grpc() -> None:
     assert "INVALID_ARGUMENT as expected: messages[0].value" in rpc
 
 
+def test_npm_ci_as_the_docs_give_it_installs_without_a_warning(tmp_path: Path) -> None:
+    """`npm ci` in examples/js (a copy of its package files: the shared node_modules stays as it is), with
+    nothing added: no install script left unreviewed, no other warning."""
+    node()
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(EXAMPLES / "js" / name, tmp_path)
+    done = subprocess.run(["npm", "ci"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "npm warn" not in out.lower(), out
+    assert (tmp_path / "node_modules" / ".bin" / "buf").exists()
+
+
 async def test_node_examples_authenticate_with_an_api_key(tmp_path: Path) -> None:
     js = npm_packages()
     async with served_with_api_key(tmp_path) as gw:
