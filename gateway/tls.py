@@ -24,6 +24,7 @@ import grpc
 from gateway.config import TlsSettings
 
 __all__ = [
+    "GRPC_PEM_CERT_KEY",
     "GRPC_SUBJECT_KEY",
     "TlsConfigError",
     "check_tls",
@@ -34,6 +35,8 @@ __all__ = [
 
 #: the ``auth_context()`` key under which gRPC gives a verified client certificate's subject
 GRPC_SUBJECT_KEY = "x509_subject"
+#: the ``auth_context()`` key under which gRPC gives the peer's certificate (PEM)
+GRPC_PEM_CERT_KEY = "x509_pem_cert"
 
 CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 

@@ -8,7 +8,7 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import uvicorn
@@ -20,6 +20,10 @@ from gateway.config import ConsumerSettings, ProducerSettings, Settings, TlsSett
 from gateway.runtime import Runtime
 from gateway.serve import http_config
 from gateway.service.consumers import ConsumerService
+
+if TYPE_CHECKING:  # auth_support imports this module
+    from auth_support import AuthFiles
+    from tls_support import Pki
 
 
 @dataclass
@@ -153,3 +157,20 @@ class SseReader:
                     name, _, value = line.partition(":")
                     fields[name] = value.removeprefix(" ")
         return events
+
+
+@asynccontextmanager
+async def mtls_replicas(env: Env, pki: Pki, files: AuthFiles) -> AsyncIterator[tuple[Gateway, Gateway]]:
+    """Two replicas forwarding to each other over mTLS (client certificates required, the replicas sharing
+    ``pki``'s dual-use certificate), a caller's certificate subject its principal: (owner, other)."""
+    tls = TlsSettings(
+        cert_file=pki.dual.cert, key_file=pki.dual.key, client_ca_file=pki.ca, client_auth="required"
+    )
+    first, second = bound_socket(), bound_socket()
+    peers = {**peer_settings(first, second), "forward_ca_file": pki.ca}
+    auth = files.auth_settings(mtls_principal=True)
+    async with (
+        gateway(env, first, tls=tls, auth=auth, **peers) as owner,
+        gateway(env, second, tls=tls, auth=auth, **peers) as other,
+    ):
+        yield owner, other

@@ -13,12 +13,11 @@ import httpx
 import pytest
 from auth_support import write_mtls_auth_files
 from consumer_support import Env, environment
-from gateway_support import Gateway, SseReader, bound_socket, gateway, peer_settings
+from gateway_support import Gateway, SseReader, bound_socket, gateway, mtls_replicas, peer_settings
 from tls_support import make_pki
 
 from gateway.api.forwarding import FORWARDED_HEADER
-from gateway.config import TlsSettings
-from gateway.security.replica_subject import REPLICA_CERT_KEY, sign_subject
+from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects, certificate_digest
 
 
 @pytest.fixture
@@ -139,19 +138,12 @@ async def test_a_client_certificate_principal_reaches_its_instance_through_eithe
     """mTLS listeners (client certificates required, the replicas sharing theirs): a request of a caller
     authenticated by its certificate, forwarded to the owner, carries the verified subject signed with the
     replicas' secret, and the owner serves it as that caller (it saw the replicas' own certificate and
-    answered 403 for mtls:CN=replica). A subject signed with another secret is not believed."""
+    answered 403 for mtls:CN=replica). A subject signed with another secret is refused (401)."""
     pki = make_pki(tmp_path / "pki")
     subject = pki.client.subject.rfc4514_string()
     files = write_mtls_auth_files(tmp_path, subject)
-    tls = TlsSettings(
-        cert_file=pki.dual.cert, key_file=pki.dual.key, client_ca_file=pki.ca, client_auth="required"
-    )
-    first, second = bound_socket(), bound_socket()
-    peers = {**peer_settings(first, second), "forward_ca_file": pki.ca}
-    auth = files.auth_settings(mtls_principal=True)
     async with (
-        gateway(env, first, tls=tls, auth=auth, **peers) as owner,
-        gateway(env, second, tls=tls, auth=auth, **peers) as other,
+        mtls_replicas(env, pki, files) as (owner, other),
         httpx.AsyncClient(base_url=owner.url, verify=pki.client_context(pki.client), timeout=10) as at_owner,
         httpx.AsyncClient(base_url=other.url, verify=pki.client_context(pki.client), timeout=10) as at_other,
     ):
@@ -170,11 +162,19 @@ async def test_a_client_certificate_principal_reaches_its_instance_through_eithe
         async with httpx.AsyncClient(
             base_url=owner.url, verify=pki.client_context(pki.dual), timeout=10
         ) as as_replica:
-            forged = sign_subject(b"not-the-replicas-secret-0123456789", subject) or ""
+            owner_url = owner.consumers.advertised_url
+            forger = ReplicaSubjects(
+                b"not-the-replicas-secret-0123456789",
+                other.url,
+                certificate_digest(pki.dual.cert.read_text()),
+            )
+            forged = forger.sign(subject, audience=owner_url, request=f"GET {base}") or ""
             headers = {FORWARDED_HEADER: other.url, REPLICA_CERT_KEY: forged}
             refused = await as_replica.get(base, headers=headers)
-            assert refused.status_code == 403 and "CN=replica" in refused.text, refused.text
-            signed = sign_subject(peers["id_secret"].encode(), subject) or ""
+            assert refused.status_code == 401 and REPLICA_CERT_KEY in refused.text, refused.text
+            relaying = other.runtime.replica_subjects
+            assert relaying is not None
+            signed = relaying.sign(subject, audience=owner_url, request=f"GET {base}") or ""
             served = await as_replica.get(
                 base, headers={FORWARDED_HEADER: other.url, REPLICA_CERT_KEY: signed}
             )

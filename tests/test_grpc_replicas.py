@@ -6,97 +6,25 @@ relayed twice), and an owner that is gone is told as FAILED_PRECONDITION (REST's
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from auth_support import AuthFiles, write_auth_files, write_mtls_auth_files
+from replica_support import SECRET, mtls_replica_pair, replica
 from serve_support import free_port
-from tls_support import Pki, make_pki
+from tls_support import make_pki
 
-from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.replicas import FORWARDED_KEY
-from gateway.grpc.server import GrpcServer
-from gateway.runtime import Runtime
-from gateway.security.replica_subject import REPLICA_CERT_KEY, sign_subject
+from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects, certificate_digest
 from gateway.service.instance_id import decode_instance_id
-from gateway.tls import grpc_server_credentials
-
-SECRET = "replica-shared-secret-0123456789"
-
-
-@dataclass
-class Replica:
-    runtime: Runtime
-    server: GrpcServer
-    channel: grpc.aio.Channel
-    stub: gateway_pb2_grpc.GatewayServiceStub
-
-
-@asynccontextmanager
-async def replica(
-    cluster: EmbeddedCluster,
-    files: AuthFiles,
-    http_port: int,
-    grpc_port: int,
-    *,
-    pki: Pki | None = None,
-    auth: dict[str, Any] | None = None,
-    **consumers: Any,
-) -> AsyncIterator[Replica]:
-    tls: dict[str, Any] = {}
-    if pki is not None:  # listeners asking every client for a certificate, replicas sharing theirs
-        tls = {
-            "cert_file": pki.dual.cert,
-            "key_file": pki.dual.key,
-            "client_ca_file": pki.ca,
-            "client_auth": "required",
-        }
-        consumers = {"forward_ca_file": pki.ca, **consumers}
-    settings = Settings(
-        tls=tls,
-        masters=",".join(str(a) for a in cluster.master_addresses),
-        http_host="127.0.0.1",
-        http_port=http_port,
-        grpc={"port": grpc_port},
-        auth=auth or files.auth_settings(),
-        producer={"heartbeat_interval": 0.5},
-        consumers={
-            "heartbeat_interval": 0.1,
-            "empty_fetch_wait": 0.05,
-            "assignment_wait": 5.0,
-            "id_secret": SECRET,
-            "replicas": 2,
-            "advertised_url": f"http://127.0.0.1:{http_port}",
-            **consumers,
-        },
-    )
-    runtime = Runtime(settings)
-    await runtime.start()
-    server = GrpcServer(runtime, port=grpc_port, grace=0.2, credentials=grpc_server_credentials(settings.tls))
-    if pki is None:
-        open_channel = grpc.aio.insecure_channel
-    else:
-        client = grpc.ssl_channel_credentials(
-            pki.ca.read_bytes(), pki.client.key.read_bytes(), pki.client.cert.read_bytes()
-        )
-        open_channel = functools.partial(grpc.aio.secure_channel, credentials=client)
-    try:
-        await server.start()
-        async with open_channel(server.address) as channel:
-            yield Replica(runtime, server, channel, gateway_pb2_grpc.GatewayServiceStub(channel))
-    finally:
-        await server.stop(0)
-        await runtime.stop()
 
 
 @pytest.fixture
@@ -303,27 +231,13 @@ async def test_a_client_certificate_principal_reaches_its_instance_on_either_rep
 ) -> None:
     """An mTLS caller's call relayed to the owner carries its verified subject, signed with the replicas'
     secret: the owner serves it as that caller (it saw the replicas' own certificate, mtls:CN=replica,
-    and answered PERMISSION_DENIED). A forged or unsigned subject is not believed."""
+    and answered PERMISSION_DENIED). A forged subject, or one on a connection without the certificate of
+    the replica that signed it, is refused (UNAUTHENTICATED)."""
     pki = make_pki(tmp_path / "pki")
     subject = pki.client.subject.rfc4514_string()
     files = write_mtls_auth_files(tmp_path, subject)
     https, grpcs = _ports()
-    allow = {"forward_allow": ["127.0.0.1"], "forward_ports": https + grpcs}
-    async with AsyncExitStack() as stack:
-        owner, other = [
-            await stack.enter_async_context(
-                replica(
-                    cluster,
-                    files,
-                    https[i],
-                    grpcs[i],
-                    pki=pki,
-                    auth=files.auth_settings(mtls_principal=True),
-                    **allow,
-                )
-            )
-            for i in (0, 1)
-        ]
+    async with mtls_replica_pair(cluster, files, pki, https, grpcs) as (owner, other):
         created = await owner.stub.CreateConsumer(
             pb.CreateConsumerRequest(group="rm", topics=["rel"], start_position=pb.START_POSITION_EARLIEST)
         )
@@ -340,15 +254,24 @@ async def test_a_client_certificate_principal_reaches_its_instance_on_either_rep
         async with grpc.aio.secure_channel(owner.server.address, replica_cert) as channel:
             stub = gateway_pb2_grpc.GatewayServiceStub(channel)
             forwarded = (FORWARDED_KEY, f"http://127.0.0.1:{https[1]}")
-            forged = (REPLICA_CERT_KEY, sign_subject(b"not-the-replicas-secret-0123456789", subject) or "")
+            owner_url, poll = f"http://127.0.0.1:{https[0]}", "/tubemq.gateway.v1.GatewayService/Poll"
+            dual = certificate_digest(pki.dual.cert.read_text())
+            forger = ReplicaSubjects(b"not-the-replicas-secret-0123456789", owner_url, dual)
+            forged = (REPLICA_CERT_KEY, forger.sign(subject, audience=owner_url, request=poll) or "")
             refused = await _failure(
                 stub.Poll(pb.PollRequest(**key, timeout_ms=0), metadata=(forwarded, forged))
             )
-            assert refused.code() is grpc.StatusCode.PERMISSION_DENIED, refused.details()
-            assert "CN=replica" in (refused.details() or "")
-            signed = (REPLICA_CERT_KEY, sign_subject(SECRET.encode(), subject) or "")
+            assert refused.code() is grpc.StatusCode.UNAUTHENTICATED, refused.details()
+            assert REPLICA_CERT_KEY in (refused.details() or "")
+            relaying = other.runtime.replica_subjects
+            assert relaying is not None
+            signed = (REPLICA_CERT_KEY, relaying.sign(subject, audience=owner_url, request=poll) or "")
             await stub.Poll(pb.PollRequest(**key, timeout_ms=0), metadata=(forwarded, signed))
-            unsigned = await _failure(stub.Poll(pb.PollRequest(**key, timeout_ms=0), metadata=(signed,)))
-            assert unsigned.code() is grpc.StatusCode.PERMISSION_DENIED  # not a relayed call: not believed
+            # without the replicas' certificate on the connection (the replicas' own listener's client)
+            fresh = (REPLICA_CERT_KEY, relaying.sign(subject, audience=owner_url, request=poll) or "")
+            unsigned = await _failure(
+                owner.stub.Poll(pb.PollRequest(**key, timeout_ms=0), metadata=(forwarded, fresh))
+            )
+            assert unsigned.code() is grpc.StatusCode.UNAUTHENTICATED
         await other.stub.DeleteConsumer(pb.DeleteConsumerRequest(**key))
         assert owner.runtime.consumer_service().instance_count == 0

@@ -1,38 +1,120 @@
-"""The client certificate subject one replica signs for another (gateway/security/replica_subject.py)."""
+"""The client certificate subject one replica signs for another (gateway/security/replica_subject.py): bound
+to the owner, the request and the relaying connection's certificate, believed once, within MAX_AGE."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.security.replica_subject import MAX_AGE, sign_subject, verified_subject
+from gateway.security.replica_subject import MAX_AGE, RelayRefused, ReplicaSubjects, certificate_digest
+from gateway.security.seen_nonces import SeenNonces
+from gateway.service.errors import Unauthenticated
 
 SECRET = b"replica-shared-secret-0123456789"
+OWNER = "https://10.0.0.7:8443"
+RELAY_CERT = certificate_digest(b"the relaying replica's certificate")
+POLL = "GET /v1/consumers/g/instances/i/messages"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _pair(clock: Clock, secret: bytes = SECRET) -> tuple[ReplicaSubjects, ReplicaSubjects]:
+    """(the forwarding replica, the owner)"""
+    relay = ReplicaSubjects(secret, "https://10.0.0.8:8443", RELAY_CERT, clock=clock)
+    owner = ReplicaSubjects(SECRET, OWNER, certificate_digest(b"the owner's certificate"), clock=clock)
+    return relay, owner
 
 
 @given(st.text(min_size=1, max_size=300))
-def test_a_signed_subject_verifies_with_the_same_secret_only(subject: str) -> None:
-    signed = sign_subject(SECRET, subject, now=1000.0)
+def test_a_signed_subject_is_believed_once_for_what_it_was_signed_for(subject: str) -> None:
+    clock = Clock()
+    relay, owner = _pair(clock)
+    signed = relay.sign(subject, audience=OWNER, request=POLL)
     assert signed is not None
-    assert verified_subject(SECRET, signed, now=1000.0) == subject
-    assert verified_subject(SECRET + b"x", signed, now=1000.0) is None
+    assert owner.verify(signed, request=POLL, peer_certificate=RELAY_CERT) == subject
+    with pytest.raises(RelayRefused, match="used before"):
+        owner.verify(signed, request=POLL, peer_certificate=RELAY_CERT)
 
 
-def test_an_old_tampered_or_unsigned_value_is_not_believed() -> None:
-    signed = sign_subject(SECRET, "CN=alice", now=1000.0)
-    assert signed is not None
-    assert verified_subject(SECRET, signed, now=1000.0 + MAX_AGE + 1) is None
-    stamp, subject, tag = signed.split(".")
-    other = sign_subject(SECRET, "CN=mallory", now=1000.0)
-    assert other is not None
-    assert verified_subject(SECRET, f"{stamp}.{other.split('.')[1]}.{tag}", now=1000.0) is None
-    assert verified_subject(SECRET, f"{int(stamp) + 5}.{subject}.{tag}", now=1000.0) is None
-    assert sign_subject(b"", "CN=alice") is None  # no shared secret: nothing is sent
-    assert verified_subject(b"", signed, now=1000.0) is None
-    for junk in ("", "a.b", "a.b.c.d", "é.b.c", None, 5, "x" * 5000):
-        assert verified_subject(SECRET, junk, now=1000.0) is None
+def test_a_value_is_refused_for_anything_it_was_not_signed_for() -> None:
+    clock = Clock()
+    relay, owner = _pair(clock)
+
+    def signed(audience: str = OWNER, request: str = POLL) -> str:
+        value = relay.sign("CN=alice", audience=audience, request=request)
+        assert value is not None
+        return value
+
+    not_for = "not signed for this replica, this request and the certificate of this connection"
+    for value, request, certificate in (
+        (signed(), POLL, certificate_digest(b"a client's certificate")),  # another connection's certificate
+        (signed(), "DELETE /v1/consumers/g/instances/i", RELAY_CERT),  # another request
+        (signed(audience="https://10.0.0.9:8443"), POLL, RELAY_CERT),  # for another replica
+        (
+            _pair(clock, b"another-secret-0123456789abcdef")[0].sign("CN=a", audience=OWNER, request=POLL),
+            POLL,
+            RELAY_CERT,
+        ),
+    ):
+        with pytest.raises(RelayRefused, match=not_for):
+            owner.verify(value, request=request, peer_certificate=certificate)
+    with pytest.raises(RelayRefused, match="no certificate"):
+        owner.verify(signed(), request=POLL, peer_certificate=None)
+    late = signed()
+    clock.now += MAX_AGE + 1
+    with pytest.raises(RelayRefused, match="beyond 60 s"):
+        owner.verify(late, request=POLL, peer_certificate=RELAY_CERT)
+    stamp, nonce, subject, tag = signed().split(".")
+    other = signed().split(".")
+    for forged in (f"{int(stamp) + 1}.{nonce}.{subject}.{tag}", f"{stamp}.{other[1]}.{subject}.{tag}"):
+        with pytest.raises(RelayRefused, match=not_for):
+            owner.verify(forged, request=POLL, peer_certificate=RELAY_CERT)
+
+
+def test_nothing_is_signed_or_believed_without_a_secret_or_a_certificate() -> None:
+    clock = Clock()
+    assert (
+        ReplicaSubjects(b"", OWNER, RELAY_CERT, clock=clock).sign("CN=a", audience=OWNER, request=POLL)
+        is None
+    )
+    assert (
+        ReplicaSubjects(SECRET, OWNER, None, clock=clock).sign("CN=a", audience=OWNER, request=POLL) is None
+    )
+    relay, _ = _pair(clock)
+    signed = relay.sign("CN=a", audience=OWNER, request=POLL)
+    with pytest.raises(RelayRefused, match="no shared secret"):
+        ReplicaSubjects(b"", OWNER, None, clock=clock).verify(
+            signed, request=POLL, peer_certificate=RELAY_CERT
+        )
+
+
+def test_believe_refuses_with_401_saying_why() -> None:
+    _, owner = _pair(Clock())
+    with pytest.raises(Unauthenticated, match=r"x-tubemq-replica-cert is not accepted: .*no certificate"):
+        owner.believe("1.a.b.c", request=POLL, peer_certificate=None, client="127.0.0.1")
+    with pytest.raises(Unauthenticated, match="not accepted"):
+        owner.believe("1.a.b.c", request=POLL, peer_certificate="not PEM", client="127.0.0.1")
 
 
 @given(st.text(max_size=200))
-def test_any_header_value_is_refused_without_an_exception(value: str) -> None:
-    assert verified_subject(SECRET, value, now=1000.0) is None
+def test_any_header_value_is_refused_without_another_exception(value: str) -> None:
+    _, owner = _pair(Clock())
+    with pytest.raises(RelayRefused):
+        owner.verify(value, request=POLL, peer_certificate=RELAY_CERT)
+
+
+def test_the_nonces_kept_are_bounded() -> None:
+    nonces = SeenNonces(limit=3)
+    assert all(nonces.first_use(f"n{i}", until=100.0 + i, now=0.0) for i in range(3))
+    assert not nonces.first_use("n1", until=200.0, now=0.0)
+    assert nonces.first_use("n3", until=200.0, now=0.0) and len(nonces) == 3 and nonces.dropped == 1
+    assert nonces.first_use("n0", until=300.0, now=0.0)  # dropped while valid: taken again (counted)
+    assert nonces.first_use("late", until=400.0, now=150.0)  # expired ones leave first
+    assert len(nonces) <= 3 and nonces.dropped == 2

@@ -149,3 +149,12 @@ def odd_subject() -> x509.Name:
         E="alice@example.com",
         CN=" alice=admin",
     )
+
+
+def issue_client(pki: Pki, stem: str, common_name: str) -> Issued:
+    """Another client certificate (``CN=common_name``) signed by ``pki``'s CA, written beside it."""
+    ca = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca.with_suffix(".key").read_bytes(), None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    issued, _ = _issue(pki.ca.parent, stem, _name(CN=common_name), (ca.subject, ca_key))
+    return issued

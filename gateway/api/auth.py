@@ -29,14 +29,13 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.errors import STATUS_BY_KIND, error_headers
-from gateway.api.forwarding import FORWARDED_HEADER
 from gateway.api.schemas import error_document
 from gateway.observability.logging import PRINCIPAL_SCOPE_KEY
 from gateway.security.credentials import from_headers
 from gateway.security.operations import Operation, rest_operation
-from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
+from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
 from gateway.security.setup import Security
-from gateway.service.errors import NotFound, ServiceError
+from gateway.service.errors import NotFound, ServiceError, Unauthenticated
 from gateway.service.principal import ANONYMOUS, Principal, enter_caller, leave_caller
 
 __all__ = [
@@ -113,26 +112,33 @@ def _compile(app: FastAPI) -> tuple[dict[str, dict[str, Operation]], _Routes]:
     return static, [(compile_path(path)[0], methods) for path, methods in templated.items()]
 
 
-def _believe_replica_cert(scope: Scope, secret: bytes) -> None:
+def _believe_replica_cert(scope: Scope, subjects: ReplicaSubjects | None) -> None:
     """On a request another replica forwarded, the client certificate subject it verified and signed
     (:mod:`gateway.security.replica_subject`) replaces the connection's (the forwarding replica's own): in
-    the TLS extension, where authentication and a further hop to a sibling worker read it."""
-    forwarded = signed = None
+    the TLS extension, where authentication and a further hop to a sibling worker read it. A signed subject
+    that is not believed (not signed for this replica, this request and this connection's certificate, too
+    old, or used before) is refused: Unauthenticated, saying why."""
+    signed = None
     for name, value in scope["headers"]:
-        if name == _FORWARDED:
-            forwarded = value
-        elif name == _REPLICA_CERT:
+        if name == _REPLICA_CERT:
             signed = value.decode("latin-1")
-    if forwarded is None or signed is None:
+    if signed is None:
         return
-    subject = verified_subject(secret, signed)
-    if subject is not None:
-        extensions = dict(scope.get("extensions") or {})
-        extensions["tls"] = {**(extensions.get("tls") or {}), "client_cert_name": subject}
-        scope["extensions"] = extensions
+    if subjects is None:
+        raise Unauthenticated(f"{REPLICA_CERT_KEY} cannot be checked before this gateway has started")
+    extensions = dict(scope.get("extensions") or {})
+    tls = extensions.get("tls") or {}
+    chain = tls.get("client_cert_chain") if isinstance(tls, dict) else None
+    subject = subjects.believe(
+        signed,
+        request=f"{scope['method']} {scope['path']}",
+        peer_certificate=chain[0] if chain else None,
+        client=caller_address(scope),
+    )
+    extensions["tls"] = {**tls, "client_cert_name": subject}
+    scope["extensions"] = extensions
 
 
-_FORWARDED = FORWARDED_HEADER.encode()
 _REPLICA_CERT = REPLICA_CERT_KEY.encode()
 
 
@@ -152,12 +158,10 @@ class AuthMiddleware:
         self._fastapi = fastapi
         self._routes: tuple[dict[str, dict[str, Operation]], _Routes] | None = None
 
-    def _replica_secret(self) -> bytes:
-        """The replicas' shared secret (``consumers.id_secret``), which signs a forwarded client certificate's
-        subject; empty without one."""
+    def _replica_subjects(self) -> ReplicaSubjects | None:
+        """What verifies a client certificate subject another replica relayed (None: not started)."""
         runtime = getattr(self._fastapi().state, "runtime", None)
-        secret = runtime.settings.consumers.id_secret if runtime is not None else ""
-        return secret.encode("utf-8")
+        return runtime.replica_subjects if runtime is not None else None
 
     def _methods(self, path: str) -> dict[str, Operation] | None:
         if self._routes is None:
@@ -213,7 +217,7 @@ class AuthMiddleware:
         authenticator = security.authenticator
         client_cert = None
         if authenticator.mtls:
-            _believe_replica_cert(scope, self._replica_secret())
+            _believe_replica_cert(scope, self._replica_subjects())
             client_cert = _client_cert(scope)
         principal = await authenticator.authenticate(from_headers(authorization, api_key, client_cert))
         if not principal.anonymous:  # the access line names who made the request, refused or not

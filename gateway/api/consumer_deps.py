@@ -53,7 +53,7 @@ async def get_forwarder(request: Request) -> Forwarder:
             verify=forwarding_ssl_context(settings.tls, settings.consumers.forward_ca_file),
             siblings=runtime.worker.siblings() if runtime.worker is not None else None,
             worker=service.worker,
-            secret=settings.consumers.id_secret.encode("utf-8"),
+            subjects=runtime.replica_subjects,
         )
         request.app.state.forwarder = forwarder
     return forwarder

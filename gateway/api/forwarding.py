@@ -37,7 +37,8 @@ that one hop. The sibling authenticates and authorizes the request like any othe
 client certificate (mTLS principal), which a plain socket cannot carry, travels in ``X-TubeMQ-Client-Cert``,
 set only by the forwarder from the connection's TLS state (a client's own such header is dropped) and read
 only by the private listener (:mod:`gateway.api.worker_listener`). To another replica it travels signed with
-the replicas' shared secret (:mod:`gateway.security.replica_subject`), believed by the owner's authentication.
+the replicas' shared secret for that request, that owner and this replica's certificate, once
+(:mod:`gateway.security.replica_subject`), believed by the owner's authentication.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 
 from gateway.api.proxy import forwarded_headers
-from gateway.security.replica_subject import REPLICA_CERT_KEY, sign_subject
+from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
 from gateway.service.consumers import Owner
 from gateway.service.errors import Gone, InvalidInput, Unavailable, UpstreamError
 from gateway.service.peers import PeerPolicy
@@ -134,8 +135,8 @@ class Forwarder:
     ``timeout`` (seconds) bounds connecting to the owner and, added to ``extra_wait`` of a call (a long
     poll's own timeout), waiting for its answer; ``verify`` checks owners' certificates over https.
     ``siblings`` maps this replica's other worker processes (by index) to their private listeners' unix
-    socket paths; ``worker`` is this process's index; ``secret`` (the replicas' ``consumers.id_secret``)
-    signs a client certificate's subject for another replica (:mod:`gateway.security.replica_subject`).
+    socket paths; ``worker`` is this process's index; ``subjects`` signs a client certificate's subject for
+    another replica, bound to the request and the owner (:mod:`gateway.security.replica_subject`).
     """
 
     def __init__(
@@ -147,10 +148,10 @@ class Forwarder:
         *,
         siblings: Mapping[int, str] | None = None,
         worker: int | None = None,
-        secret: bytes = b"",
+        subjects: ReplicaSubjects | None = None,
     ) -> None:
         self.self_url = self_url
-        self._secret = secret
+        self._subjects = subjects
         self.peers = peers
         self.timeout = timeout
         self.worker = worker
@@ -247,9 +248,12 @@ class Forwarder:
             client, base = self._client, owner.url
             headers[FORWARDED_HEADER] = self.self_url
             subject = _client_cert_name(request.scope)
-            signed = sign_subject(self._secret, subject) if subject is not None else None
-            if signed is not None:
-                headers[REPLICA_CERT_KEY] = signed
+            if subject is not None and self._subjects is not None:
+                signed = self._subjects.sign(
+                    subject, audience=owner.url, request=f"{request.method} {request.url.path}"
+                )
+                if signed is not None:
+                    headers[REPLICA_CERT_KEY] = signed
         else:
             client, base = self._sibling(owner.worker), f"http://worker-{owner.worker}"
             headers[WORKER_HOP_HEADER] = str(self.worker)

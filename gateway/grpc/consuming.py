@@ -63,12 +63,11 @@ class ConsumerRpcs:
         owner = self._consumers().locate(group, instance_id)
         if owner is None:
             return None
-        secret = self._runtime.settings.consumers.id_secret.encode("utf-8")
         if owner.worker is not None:
             siblings = self._siblings
             if siblings is None:
                 return None
-            return siblings.relay(owner.worker, context, client_subject(context, metadata, secret))
+            return siblings.relay(owner.worker, context, client_subject(context, metadata))
         replicas = self._replicas
         if replicas is None or replicas.relayed(metadata):
             return None

@@ -46,6 +46,7 @@ separate functions. Per call, in order:
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -58,7 +59,6 @@ from gateway.grpc.call_admission import AdmittingInterceptor, metadata_text
 from gateway.grpc.call_budget import CALL, checked
 from gateway.grpc.call_outcome import REQUEST_ID_HEADER
 from gateway.grpc.convert import peer_host
-from gateway.grpc.replicas import FORWARDED_KEY
 from gateway.grpc.siblings import forwarded_subject
 from gateway.observability.grpc_events import (
     BIDI_STREAM,
@@ -70,11 +70,12 @@ from gateway.observability.grpc_events import (
 from gateway.observability.request_id import accepted, bind, new_request_id
 from gateway.security.credentials import from_headers
 from gateway.security.operations import grpc_operation
-from gateway.security.replica_subject import REPLICA_CERT_KEY, verified_subject
+from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
 from gateway.security.setup import Security
 from gateway.service.admission import Admission
+from gateway.service.errors import Unauthenticated
 from gateway.service.principal import ANONYMOUS, Principal, current_principal, enter_caller
-from gateway.tls import GRPC_SUBJECT_KEY
+from gateway.tls import GRPC_PEM_CERT_KEY, GRPC_SUBJECT_KEY
 from gateway.tubemq.events import EventBus
 
 #: ``authorize(method, metadata)``: return to let the call through, raise ``AuthError`` to refuse it.
@@ -124,10 +125,10 @@ class GatewayInterceptor(AdmittingInterceptor):
         limits: Callable[[], LimitSettings] | None = None,
         max_health_watches: int = 64,
         clock: Callable[[], float] = time.perf_counter,
-        replica_secret: bytes = b"",
+        replica_subjects: Callable[[], ReplicaSubjects | None] = lambda: None,
     ) -> None:
         self._events = events
-        self._replica_secret = replica_secret
+        self._replica_subjects = replica_subjects
         self._authorize = authorize
         self._clock = clock
         #: peer (a connection's ``ipv4:host:port``) -> its host, for the caller's address
@@ -301,12 +302,12 @@ class GatewayInterceptor(AdmittingInterceptor):
         operation = grpc_operation(method)
         call = CALL.get()
         authenticator = security.authenticator
-        credentials = from_headers(
-            metadata_text(metadata.get("authorization")),
-            metadata_text(metadata.get("x-api-key")),
-            client_subject(context, metadata, self._replica_secret) if authenticator.mtls else None,
-        )
         try:
+            credentials = from_headers(
+                metadata_text(metadata.get("authorization")),
+                metadata_text(metadata.get("x-api-key")),
+                self._client_subject(method, context, metadata) if authenticator.mtls else None,
+            )
             principal = await authenticator.authenticate(credentials)
         except Exception as exc:
             return ANONYMOUS, exc
@@ -317,6 +318,28 @@ class GatewayInterceptor(AdmittingInterceptor):
         if call is not None:
             call.principal = principal
         return principal, None
+
+    def _client_subject(
+        self, method: str, context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes]
+    ) -> str | None:
+        """The call's verified client certificate subject (:func:`client_subject`); on a call another replica
+        relayed with one it signed, that subject once believed (Unauthenticated when it is not), kept for the
+        call's further hop to a sibling worker."""
+        signed = metadata.get(REPLICA_CERT_KEY)
+        if signed is None or forwarded_subject(context.peer(), metadata) is not None:
+            return client_subject(context, metadata)
+        subjects = self._replica_subjects()
+        if subjects is None:
+            raise Unauthenticated(f"{REPLICA_CERT_KEY} cannot be checked before this gateway has started")
+        pem = (context.auth_context() or {}).get(GRPC_PEM_CERT_KEY) or ()
+        subject = subjects.believe(
+            signed if isinstance(signed, str) else "",
+            request=method,
+            peer_certificate=pem[0].decode("ascii", "replace") if pem else None,
+            client=peer_host(context.peer()),
+        )
+        _RELAYED_SUBJECT.set(subject)
+        return subject
 
     def _begin(
         self, context: grpc.aio.ServicerContext, begun: GrpcCallStarted
@@ -351,21 +374,23 @@ def _close_call() -> None:
         call.close()
 
 
-def client_subject(
-    context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes], replica_secret: bytes = b""
-) -> str | None:
+#: the client certificate subject another replica relayed with this call, once the interceptor believed it
+_RELAYED_SUBJECT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "gateway_grpc_relayed_subject", default=None
+)
+
+
+def client_subject(context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes]) -> str | None:
     """The verified client certificate's subject, when the TLS listener verified one (gRPC's
     ``x509_subject``, an RFC 2253 string: the RFC 4514 text the HTTP listener gives for usual names), the
     one a sibling worker relayed on the private unix socket (:mod:`gateway.grpc.siblings`), or on a call
-    another replica relayed, the one it verified and signed with ``replica_secret``
+    another replica relayed, the one it signed, as the interceptor believed it
     (:mod:`gateway.security.replica_subject`; the connection's certificate is then the replicas' own)."""
     relayed = forwarded_subject(context.peer(), metadata)
     if relayed is not None:
         return relayed
-    if FORWARDED_KEY in metadata:
-        signed = verified_subject(replica_secret, metadata.get(REPLICA_CERT_KEY))
-        if signed is not None:
-            return signed
+    if REPLICA_CERT_KEY in metadata:
+        return _RELAYED_SUBJECT.get()
     names = (context.auth_context() or {}).get(GRPC_SUBJECT_KEY) or ()
     for name in names:
         text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)

@@ -10,7 +10,8 @@ replica owns is relayed to it with the rules of REST forwarding (:mod:`gateway.a
   ``consumers.forward_ports``. Never an address a client chose;
 * who: the caller's ``authorization`` and ``x-api-key`` (and ``x-request-id``) go along, and the owner
   authenticates and authorizes the call again; a verified client certificate's subject goes along signed
-  with the replicas' shared secret (:mod:`gateway.security.replica_subject`), as with REST;
+  with the replicas' shared secret for that method, that owner and this replica's certificate, once
+  (:mod:`gateway.security.replica_subject`), as with REST;
 * never twice: the relayed call carries ``x-tubemq-forwarded-by`` and is not relayed to a third replica (it
   may still take one hop to a sibling worker of the owner);
 * over TLS when this replica serves TLS (the replicas share their certificate setup), verified against
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import grpc
@@ -30,7 +32,7 @@ import grpc
 from gateway.config import Settings
 from gateway.grpc.siblings import Relay, passed_metadata
 from gateway.runtime import peer_policy
-from gateway.security.replica_subject import REPLICA_CERT_KEY, sign_subject
+from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
 from gateway.service.consumers import Owner
 from gateway.service.errors import Gone
 from gateway.service.instance_id import normalize_base_url
@@ -53,10 +55,10 @@ class GrpcReplicas:
         ports: frozenset[int],
         service: str,
         credentials: grpc.ChannelCredentials | None = None,
-        secret: bytes = b"",
+        subjects: Callable[[], ReplicaSubjects | None] = lambda: None,
     ) -> None:
         self.self_url = self_url
-        self.secret = secret
+        self.subjects = subjects
         self.peers = peers
         self.ports = ports
         self.service = service
@@ -64,8 +66,12 @@ class GrpcReplicas:
         self._channels: OrderedDict[str, grpc.aio.Channel] = OrderedDict()
 
     @classmethod
-    def from_settings(cls, settings: Settings, service: str) -> GrpcReplicas | None:
-        """The relay of ``settings`` (None when forwarding is off: ``consumers.forward_allow`` empty)."""
+    def from_settings(
+        cls, settings: Settings, service: str, subjects: Callable[[], ReplicaSubjects | None] = lambda: None
+    ) -> GrpcReplicas | None:
+        """The relay of ``settings`` (None when forwarding is off: ``consumers.forward_allow`` empty);
+        ``subjects`` returns what signs the client certificate subjects it relays (the runtime's, once
+        started)."""
         peers = peer_policy(settings)
         if not peers.enabled:
             return None
@@ -82,8 +88,8 @@ class GrpcReplicas:
                 ca.read_bytes() if ca is not None else None, key, chain
             )
         ports = frozenset({settings.grpc.port, *settings.consumers.forward_ports} - {0})
-        secret = settings.consumers.id_secret.encode("utf-8")
-        return cls(normalize_base_url(settings.advertised_url()), peers, ports, service, credentials, secret)
+        self_url = normalize_base_url(settings.advertised_url())
+        return cls(self_url, peers, ports, service, credentials, subjects)
 
     def __repr__(self) -> str:
         return f"<GrpcReplicas from {self.self_url} open={len(self._channels)}>"
@@ -107,14 +113,19 @@ class GrpcReplicas:
         subject, signed: :mod:`gateway.security.replica_subject`); Gone when it may not be relayed there."""
         target = self._target(owner)
         metadata = (*passed_metadata(context), (FORWARDED_KEY, self.self_url))
-        signed = sign_subject(self.secret, subject) if subject is not None else None
-        if signed is not None:
-            metadata = (*metadata, (REPLICA_CERT_KEY, signed))
+        subjects = self.subjects()
+        bound = None
+        if subject is not None and subjects is not None:
+
+            def bound(path: str) -> tuple[tuple[str, str], ...]:
+                signed = subjects.sign(subject, audience=owner.url, request=path)
+                return () if signed is None else ((REPLICA_CERT_KEY, signed),)
+
         unreachable = (
             f"the gateway at {owner.url}, which owns this consumer instance, cannot be reached; the "
             "instance is lost with it: create a new instance with CreateConsumer"
         )
-        return Relay(self._channel(target), self.service, context, metadata, unreachable)
+        return Relay(self._channel(target), self.service, context, metadata, unreachable, bound=bound)
 
     def _target(self, owner: Owner) -> str:
         if owner.grpc_port is None:

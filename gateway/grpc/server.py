@@ -73,7 +73,9 @@ class GrpcServer:
         # serve --workers N: consumer calls for a sibling worker's instance are relayed to it
         self.siblings = GrpcSiblings(worker, SERVICE_NAME) if worker is not None else None
         # consumer calls for another replica's instance are relayed to it
-        self.replicas = GrpcReplicas.from_settings(runtime.settings, SERVICE_NAME)
+        self.replicas = GrpcReplicas.from_settings(
+            runtime.settings, SERVICE_NAME, lambda: runtime.replica_subjects
+        )
         self.servicer = GatewayServicer(
             runtime,
             stream_window=stream_window,
@@ -91,7 +93,7 @@ class GrpcServer:
             admission=runtime.admission,
             limits=lambda: runtime.settings.limits,
             max_health_watches=runtime.settings.grpc.max_health_watches,
-            replica_secret=runtime.settings.consumers.id_secret.encode("utf-8"),
+            replica_subjects=lambda: runtime.replica_subjects,
         )
         self._server: Any = None
         self._port: int | None = None

@@ -128,7 +128,8 @@ class Relay:
     """One call (``context``) relayed over ``channel`` to the ``service`` of its owner, with ``metadata``.
     ``unreachable``: the Gone message when the owner cannot be reached (another replica: the instance is
     lost with it); None to pass the owner's UNAVAILABLE on as it is. ``private``: the owner is reached over
-    the replica's private directory, whose paths the Gone message does not show."""
+    the replica's private directory, whose paths the Gone message does not show. ``bound``: metadata made for
+    the relayed method's full name (a subject signed for that call), added to ``metadata``."""
 
     channel: grpc.aio.Channel
     service: str
@@ -136,29 +137,33 @@ class Relay:
     metadata: tuple[tuple[str, str], ...]
     unreachable: str | None = None
     private: bool = False
+    bound: Callable[[str], tuple[tuple[str, str], ...]] | None = None
 
     def _path(self, method: str) -> str:
         return f"/{self.service}/{method}"
 
-    def _options(self) -> dict[str, Any]:
-        return {"metadata": self.metadata, "timeout": self.context.time_remaining()}
+    def _options(self, path: str) -> dict[str, Any]:
+        metadata = self.metadata if self.bound is None else (*self.metadata, *self.bound(path))
+        return {"metadata": metadata, "timeout": self.context.time_remaining()}
 
     async def unary(self, method: str, request: Message, response_type: type[_R]) -> _R:
         """Relay a unary call; the owner's status (and trailers) become this call's on failure."""
+        path = self._path(method)
         call: Callable[..., Any] = self.channel.unary_unary(
-            self._path(method), request_serializer=_serialize, response_deserializer=response_type.FromString
+            path, request_serializer=_serialize, response_deserializer=response_type.FromString
         )
         try:
-            answer: _R = await call(request, **self._options())
+            answer: _R = await call(request, **self._options(path))
         except grpc.aio.AioRpcError as err:
             await self._abort_as(err)
         return answer
 
     async def stream(self, method: str, request: Message, response_type: type[_R]) -> AsyncIterator[_R]:
         """Relay a server-streaming call, message by message; cancelled with this call."""
+        path = self._path(method)
         call = self.channel.unary_stream(
-            self._path(method), request_serializer=_serialize, response_deserializer=response_type.FromString
-        )(request, **self._options())
+            path, request_serializer=_serialize, response_deserializer=response_type.FromString
+        )(request, **self._options(path))
         try:
             async for message in call:
                 yield message

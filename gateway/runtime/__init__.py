@@ -19,8 +19,15 @@ from typing import TypeVar
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.observability import tracing
-from gateway.runtime.builders import build_quotas, embedded_cluster, embedded_topic_specs, embedded_upstream
+from gateway.runtime.builders import (
+    build_quotas,
+    embedded_cluster,
+    embedded_topic_specs,
+    embedded_upstream,
+    replica_subjects,
+)
 from gateway.runtime.checks import ConfigurationError, check_advertised_url, consumer_id_secret, peer_policy
+from gateway.security.replica_subject import ReplicaSubjects
 from gateway.security.setup import Security, build_security, check_override_names
 from gateway.service.admission import Admission
 from gateway.service.consume_limits import PollLimits
@@ -87,6 +94,9 @@ class Runtime:
     #: authentication and access rules from ``settings.auth``; built with the runtime, so that settings
     #: that cannot work (``SecurityConfigError``) stop the process before it listens
     security: Security = field(init=False)
+    #: signs and verifies the client certificate subjects relayed between replicas, once started (one per
+    #: process: the nonces it has accepted are this process's)
+    replica_subjects: ReplicaSubjects | None = None
     _tracing: bool = field(default=False, init=False, repr=False)
     _ledger: RegistrationLedger | None = field(default=None, init=False, repr=False)
     #: serve --workers N: the task sharing what callers spent of their publish rates with the siblings
@@ -106,6 +116,7 @@ class Runtime:
         id_secret = consumer_id_secret(s)
         check_advertised_url(s)
         peers = peer_policy(s)
+        self.replica_subjects = replica_subjects(s)
         if peers.enabled:
             log.info("forwarding consumer requests to replicas at", extra={"peers": peers.describe()})
         elif not s.consumers.lone_replica:  # one replica alone has no other to forward to

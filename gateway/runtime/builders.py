@@ -1,5 +1,5 @@
 """Parts the runtime (and the workers' supervisor) build from the settings: the embedded cluster and the
-upstream options it is reached with, and the callers' quotas."""
+upstream options it is reached with, the callers' quotas, and the signer of relayed client identities."""
 
 from __future__ import annotations
 
@@ -12,13 +12,21 @@ from gateway.embedded.auth import ServerAuth
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.store import Retention
 from gateway.embedded.topics import TopicSpec, load_topic_file, parse_topic_specs
+from gateway.security.replica_subject import ReplicaSubjects, certificate_digest
 from gateway.service.instance_counts import SharedInstanceCounts
+from gateway.service.instance_id import normalize_base_url
 from gateway.service.quotas import Quotas, RateLimits
 from gateway.service.shared_spending import SharedSpending
 from gateway.upstream import UpstreamOptions
 from gateway.workers.context import WorkerContext
 
-__all__ = ["build_quotas", "embedded_cluster", "embedded_topic_specs", "embedded_upstream"]
+__all__ = [
+    "build_quotas",
+    "embedded_cluster",
+    "embedded_topic_specs",
+    "embedded_upstream",
+    "replica_subjects",
+]
 
 log = logging.getLogger("gateway.runtime")
 _N = TypeVar("_N", int, float)
@@ -89,3 +97,17 @@ def build_quotas(settings: Settings, worker: WorkerContext | None = None) -> Quo
 
 def _pick(override: _N | None, default: _N | None) -> _N | None:
     return default if override is None else override
+
+
+def replica_subjects(settings: Settings) -> ReplicaSubjects:
+    """Signs and verifies the client certificate subjects relayed between replicas
+    (:mod:`gateway.security.replica_subject`): with the replicas' shared secret, for this replica's advertised
+    URL, bound to the certificate it presents to the others (only when its listeners ask clients for one:
+    ``tls.client_auth``; else it signs nothing, as it presents nothing)."""
+    tls = settings.tls
+    own = None
+    if tls.client_auth != "none" and tls.cert_file is not None and tls.key_file is not None:
+        own = certificate_digest(tls.cert_file.read_text(encoding="ascii", errors="replace"))
+    return ReplicaSubjects(
+        settings.consumers.id_secret.encode("utf-8"), normalize_base_url(settings.advertised_url()), own
+    )
