@@ -8,7 +8,6 @@ non-zero when anything differs. Tools come from tests/client_tools.py."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -240,20 +239,31 @@ async def test_go_and_java_grpc_stubs_generate_with_protoc(tmp_path: Path) -> No
     _check_stubs(tmp_path)
 
 
-async def test_go_and_java_grpc_stubs_generate_with_buf(tmp_path: Path) -> None:
+def _buf_recipe() -> str:
+    """The shell lines of docs/clients.md's "With buf" section."""
+    section = (ROOT / "docs" / "clients.md").read_text().split("### With buf", 1)[1].split("\n## ", 1)[0]
+    lines = re.findall(r"^    (.*)$", section, re.M)
+    assert lines and any("buf generate" in line for line in lines), section
+    return "\n".join(lines)
+
+
+async def test_go_and_java_grpc_stubs_generate_with_buf_as_the_docs_give_it(tmp_path: Path) -> None:
+    """The recipe as written, in a copy of the files it reads (so the shared examples/js/node_modules stays as
+    it is), with PATH as the machine has it: buf from npm ci, the Java plugin under Debian's name or the
+    release's."""
     _stub_tools()
-    js = npm_packages()  # @bufbuild/buf, the buf CLI, is one of examples/js's dev dependencies
-    plugins = tmp_path / "bin"
-    plugins.mkdir()
-    java_plugin = shutil.which("protoc-gen-grpc-java") or shutil.which("grpc_java_plugin")
-    assert java_plugin is not None
-    (plugins / "protoc-gen-grpc-java").symlink_to(java_plugin)
-    template = EXAMPLES / "grpc" / "buf.gen.yaml"
-    argv = [str(js / "node_modules" / ".bin" / "buf"), "generate", "--template", str(template)]
-    argv += ["--path", "proto/tubemq/gateway/v1", "-o", str(tmp_path)]
-    env = {"PATH": f"{plugins}:{os.environ['PATH']}", "BUF_CACHE_DIR": str(tmp_path / "buf-cache")}
-    await run_example(argv, env, ROOT)
-    _check_stubs(tmp_path)
+    node()
+    repo = tmp_path / "repo"
+    for part in ("proto", "examples/grpc"):
+        shutil.copytree(ROOT / part, repo / part)
+    shutil.copy(ROOT / "buf.yaml", repo)
+    (repo / "examples" / "js").mkdir()
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(EXAMPLES / "js" / name, repo / "examples" / "js")
+    out = tmp_path / "out"
+    script = "set -euo pipefail\n" + _buf_recipe().replace(" OUT", f" {out}")
+    await run_example(["bash", "-c", script], {"BUF_CACHE_DIR": str(tmp_path / "buf-cache")}, repo, 300)
+    _check_stubs(out)
 
 
 def test_the_docs_name_every_example_and_every_example_exists() -> None:

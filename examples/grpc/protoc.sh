@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Go and Java gRPC stubs of the gateway's API with protoc (docs/clients.md, "Go" and "Java"); buf users:
 # examples/grpc/buf.gen.yaml. Usage, from anywhere:  examples/grpc/protoc.sh go|java OUT_DIR
-# Needs protoc and the plugins on PATH: protoc-gen-go + protoc-gen-go-grpc (Go), protoc-gen-grpc-java (Java;
-# GRPC_JAVA_PLUGIN names it when it goes by another name, as Debian's grpc_java_plugin).
+# Needs protoc and the plugins on PATH: protoc-gen-go + protoc-gen-go-grpc (Go), protoc-gen-grpc-java or
+# Debian's grpc_java_plugin (Java; GRPC_JAVA_PLUGIN names it elsewhere: see protoc-gen-grpc-java.sh).
 set -euo pipefail
 PROTO="$(cd "$(dirname "$0")/../../proto" && pwd)"
 # google/rpc/status.proto, the API's one import beyond protobuf's own, is in proto/third_party/googleapis
@@ -22,10 +22,9 @@ go)
 java)
     # OUT/io/github/tubemqgateway/gateway/v1/*.java; compile with io.grpc:grpc-stub, grpc-protobuf and
     # com.google.api.grpc:proto-google-common-protos (com.google.rpc.Status) on the class path
-    plugin=${GRPC_JAVA_PLUGIN:-$(command -v protoc-gen-grpc-java || command -v grpc_java_plugin)}
     protoc "${INCLUDES[@]}" \
         --java_out="$OUT" \
-        --plugin=protoc-gen-grpc-java="$plugin" --grpc-java_out="$OUT" \
+        --plugin=protoc-gen-grpc-java="$(dirname "$0")/protoc-gen-grpc-java.sh" --grpc-java_out="$OUT" \
         tubemq/gateway/v1/gateway.proto
     ;;
 *)
