@@ -23,7 +23,7 @@ from gateway.api.consumer_render import render_events, to_json
 from gateway.api.consumer_schemas import ValueFormat
 from gateway.api.deps import get_runtime
 from gateway.api.sse import EventStreamResponse
-from gateway.service.errors import Gone, renamed_fields
+from gateway.service.errors import Gone, ServiceError, renamed_fields
 
 #: SSE ``retry:`` hint, milliseconds a browser waits before reconnecting
 SSE_RETRY_MS = 1000
@@ -64,18 +64,29 @@ async def stream_messages(
         async with service.using(cursor.instance):
             yield f"retry: {SSE_RETRY_MS}\n\n".encode()
             quiet_since = time.monotonic()
+            told_until = 0.0  # an outage was told; told again once its retry delay has passed
             # A draining gateway ends its streams (clients reconnect, after ``retry``) so that shutdown
             # does not wait for them.
             while not cursor.superseded and not runtime.draining:
                 try:
                     messages = await cursor.next(count, size, step)
                 except Gone as exc:
-                    yield _gone_event(exc)
+                    yield _error_event("gone", exc)
                     return
                 if messages:
                     yield render_events(messages, format)
                     quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since >= keepalive:
+                    told_until = 0.0
+                    continue
+                if time.monotonic() >= told_until:
+                    outage = await service.outage(cursor.instance)
+                    if outage is not None:
+                        # what a poll answers with a 503; the stream stays open and resumes by itself
+                        yield _error_event("unavailable", outage)
+                        quiet_since = time.monotonic()
+                        told_until = quiet_since + outage.retry_after
+                        continue
+                if time.monotonic() - quiet_since >= keepalive:
                     yield b": keep-alive\n\n"
                     quiet_since = time.monotonic()
 
@@ -86,5 +97,6 @@ async def stream_messages(
     )
 
 
-def _gone_event(exc: Gone) -> bytes:
-    return b"event: gone\ndata: " + to_json({"error": exc.to_dict()}) + b"\n\n"
+def _error_event(name: str, exc: ServiceError) -> bytes:
+    """An event named ``name`` whose data is the error body the same failure of a poll answers."""
+    return f"event: {name}\ndata: ".encode() + to_json({"error": exc.to_dict()}) + b"\n\n"

@@ -76,8 +76,10 @@ _SEEK_BUSY_DOC: dict[str, Any] = {
 _SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "Server-Sent Events: `id` is the commit token, `data` a message as in pollMessages; "
-        "an event `gone` carries the error body when the instance closes; `: keep-alive` comments keep "
-        "proxies open",
+        "an event `gone` carries the error body when the instance closes; an event `unavailable` carries "
+        "the error body a poll answers with 503 (`retryAfterSeconds` included) while a broker outage leaves "
+        "the instance's topics no partition, again after each retry delay, the stream staying open; "
+        "`: keep-alive` comments keep proxies open",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     }
 }

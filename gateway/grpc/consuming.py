@@ -239,6 +239,11 @@ class ConsumerRpcs:
                 messages = await cursor.next(step.max_messages, step.max_bytes, self._step)
                 if messages:
                     yield encode_consumed(messages)  # a serialized SubscribeResponse
+                    continue
+                # A broker outage ends the stream with what Poll answers (UNAVAILABLE, its retry delay).
+                outage = await service.outage(cursor.instance)
+                if outage is not None:
+                    raise outage
 
 
 _START_POSITIONS = {

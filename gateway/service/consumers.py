@@ -356,23 +356,33 @@ class ConsumerService(InstanceOperations, Leases):
                 with tracing.span(f"poll {group}", "consumer", attributes) as span:
                     delivered = await instance.poll(count, size, wait)
                     span.set_attribute("messaging.batch.message_count", len(delivered))
-        if not delivered and self.outages is not None and instance.consumer.client_id in self._released:
-            await self._check_outage(instance)
+        if not delivered:
+            outage = await self.outage(instance)
+            if outage is not None:
+                raise outage
         return delivered
 
-    async def _check_outage(self, instance: ConsumerInstance) -> None:
-        """An instance that lost its partitions and found nothing: Unavailable when its topics' partitions
-        are away (gateway.service.outages), so the client retries instead of taking it for an idle topic."""
-        if self.outages is None or instance.consumer.assignment():
-            return
+    async def outage(self, instance: ConsumerInstance) -> Unavailable | None:
+        """For an instance that lost its partitions and found nothing: the Unavailable error to tell its
+        client when its topics' partitions are away (gateway.service.outages), so that it retries instead of
+        taking the quiet for an idle topic; None otherwise. A poll raises it; a stream sends it as an event
+        (REST) or ends with it (gRPC)."""
+        if (
+            self.outages is None
+            or instance.consumer.client_id not in self._released
+            or instance.consumer.assignment()
+        ):
+            return None
         away = await self.outages.away(instance.consumer.topics)
-        if away:
-            where = ", ".join(f"{t!r} (brokers {list(b)})" for t, b in sorted(away.items()))
-            raise Unavailable(
-                f"no partition of topic {where} can be consumed now: its brokers are offline (stopped or "
-                "restarting); poll again later, the instance keeps its place in the group",
-                retry_after=OUTAGE_RETRY_AFTER,
-            )
+        if not away:
+            return None
+        where = ", ".join(f"{t!r} (brokers {list(b)})" for t, b in sorted(away.items()))
+        return Unavailable(
+            f"no partition of topic {where} can be consumed now: its brokers are offline (stopped or "
+            "restarting); the instance keeps its place in the group: poll again after the retry delay (an "
+            "open stream resumes by itself)",
+            retry_after=OUTAGE_RETRY_AFTER,
+        )
 
     async def delete(self, group: str, instance_id: str) -> None:
         """Leave the group. An auto-commit instance commits what it delivered; anything uncommitted is

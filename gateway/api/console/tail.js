@@ -45,7 +45,12 @@ async function pump() {
       for await (const ev of events(answer)) {
         if (ev.event === 'message') {
           if (ev.id) state.lastId = ev.id;
+          if (state.error) setStatus(state.paused ? 'paused' : 'tailing');
           receive(JSON.parse(ev.data));
+        } else if (ev.event === 'unavailable') {
+          // a broker outage: the stream stays open and goes on by itself once the broker is back
+          const body = JSON.parse(ev.data);
+          setStatus('waiting for the broker', new Error(body.error ? body.error.message : ev.event));
         } else if (ev.event === 'gone' || ev.event === 'cut') {
           const body = JSON.parse(ev.data);
           throw new Error(body.error ? body.error.message : ev.event);

@@ -172,7 +172,9 @@ class GatewayServiceServicer:
         it and not committed; without it, every delivered message not committed yet. Commit through Commit
         (with auto_commit, a message counts as committed once the stream moves past it). A newer Subscribe on
         the same instance takes over: the older stream ends with ABORTED. The stream ends with
-        FAILED_PRECONDITION when the instance expires or is deleted, UNAVAILABLE when the gateway stops.
+        FAILED_PRECONDITION when the instance expires or is deleted, UNAVAILABLE when the gateway stops or
+        when a broker outage leaves its topics no partition (with the retry delay Poll gives; subscribe again
+        after it: the instance keeps its place in the group).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
