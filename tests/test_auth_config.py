@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -18,10 +19,10 @@ from gateway.__main__ import main
 from gateway.config import AuthSettings
 from gateway.security.api_keys import ApiKeyAuthenticator, hash_key, load_keys, parse_keys
 from gateway.security.authenticator import Authenticator
-from gateway.security.credentials import Credentials, from_headers
+from gateway.security.credentials import Credentials, credential_headers, from_headers
 from gateway.security.rules import parse_rules
 from gateway.security.setup import OPEN_MODE_WARNING, SecurityConfigError, build_security
-from gateway.service.errors import PermissionDenied, Unauthenticated
+from gateway.service.errors import InvalidInput, PermissionDenied, Unauthenticated
 from gateway.service.principal import ANONYMOUS, Principal
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +95,31 @@ def test_header_parsing_never_fails_otherwise_than_unauthenticated(
     assert credentials.bearer is None or credentials.bearer == credentials.bearer.strip()
     for secret in (credentials.bearer, credentials.api_key):
         assert not secret or secret not in repr(credentials) or secret in "Credentials(client_cert=None)"
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([b"authorization", "authorization", b"x-api-key", "x-api-key", b"host", "te"]),
+            st.one_of(st.text(max_size=20), st.binary(max_size=20)),
+        ),
+        max_size=8,
+    )
+)
+def test_credential_headers_take_each_once_and_refuse_a_second(pairs: list[tuple[Any, Any]]) -> None:
+    names = [n.decode() if isinstance(n, bytes) else n for n, _ in pairs]
+    twice = [n for n in ("authorization", "x-api-key") if names.count(n) > 1]
+    try:
+        authorization, api_key = credential_headers(pairs)
+    except InvalidInput as exc:
+        assert exc.field is not None and exc.field.lower() in twice
+        return
+    assert not twice
+    for name, found in (("authorization", authorization), ("x-api-key", api_key)):
+        values = [
+            v.decode("latin-1") if isinstance(v, bytes) else v for n, v in pairs if n in (name, name.encode())
+        ]
+        assert found == (values[0] if values else None)
 
 
 ALICE = Principal("alice", "api_key", frozenset({"app"}))

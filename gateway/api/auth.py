@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from gateway.api.errors import STATUS_BY_KIND, error_headers
 from gateway.api.schemas import error_document
 from gateway.observability.logging import PRINCIPAL_SCOPE_KEY
-from gateway.security.credentials import from_headers
+from gateway.security.credentials import credential_headers, from_headers
 from gateway.security.operations import Operation, rest_operation
 from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
 from gateway.security.setup import Security
@@ -208,12 +208,7 @@ class AuthMiddleware:
         operation = methods.get(scope["method"]) if methods is not None else None
         if operation is not None and operation.open:
             return ANONYMOUS
-        authorization = api_key = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value.decode("latin-1")
-            elif name == b"x-api-key":
-                api_key = value.decode("latin-1")
+        authorization, api_key = credential_headers(scope["headers"])
         authenticator = security.authenticator
         client_cert = None
         if authenticator.mtls:

@@ -23,7 +23,7 @@ from gateway.config import LimitSettings
 from gateway.grpc import errors
 from gateway.grpc.call_budget import CALL, CallState, bounded, budgeted, checked
 from gateway.grpc.wrapping import SERVER_STREAM, UNARY, WrappingInterceptor, method_codec
-from gateway.security.credentials import Credentials, from_headers
+from gateway.security.credentials import Credentials, credential_headers, from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
 from gateway.service.access import PUBLISH
@@ -107,11 +107,8 @@ class AdmittingInterceptor(WrappingInterceptor):
         if security is None or security.mode == "open":
             return False
         authenticator = security.authenticator
-        found = {key: value for key, value in metadata or () if key in ("authorization", "x-api-key")}
         try:
-            credentials = from_headers(
-                metadata_text(found.get("authorization")), metadata_text(found.get("x-api-key"))
-            )
+            credentials = from_headers(*credential_headers(metadata or ()))
             if credentials.empty:
                 if authenticator.mtls:
                     return True  # the handler authenticates it from the connection's certificate

@@ -55,7 +55,7 @@ import grpc
 
 from gateway.config import LimitSettings
 from gateway.grpc import call_outcome
-from gateway.grpc.call_admission import AdmittingInterceptor, metadata_text
+from gateway.grpc.call_admission import AdmittingInterceptor
 from gateway.grpc.call_budget import CALL, checked
 from gateway.grpc.call_outcome import REQUEST_ID_HEADER
 from gateway.grpc.convert import peer_host
@@ -68,7 +68,7 @@ from gateway.observability.grpc_events import (
     GrpcStreamMessages,
 )
 from gateway.observability.request_id import accepted, bind, new_request_id
-from gateway.security.credentials import from_headers
+from gateway.security.credentials import credential_headers, from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
 from gateway.security.setup import Security
@@ -302,10 +302,12 @@ class GatewayInterceptor(AdmittingInterceptor):
         operation = grpc_operation(method)
         call = CALL.get()
         authenticator = security.authenticator
+        headers = call.metadata if call is not None and call.metadata is not None else None
         try:
+            authorization, api_key = credential_headers(headers or context.invocation_metadata() or ())
             credentials = from_headers(
-                metadata_text(metadata.get("authorization")),
-                metadata_text(metadata.get("x-api-key")),
+                authorization,
+                api_key,
                 self._client_subject(method, context, metadata) if authenticator.mtls else None,
             )
             principal = await authenticator.authenticate(credentials)

@@ -6,11 +6,12 @@ them, and :class:`Credentials` hides them from ``repr``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gateway.service.errors import Unauthenticated
+from gateway.service.errors import InvalidInput, Unauthenticated
 
-__all__ = ["MAX_CREDENTIAL_LENGTH", "Credentials", "from_headers"]
+__all__ = ["MAX_CREDENTIAL_LENGTH", "Credentials", "credential_headers", "from_headers"]
 
 #: Longer values are refused before any work is done on them (a JWT with many claims is a few KB).
 MAX_CREDENTIAL_LENGTH = 16 * 1024
@@ -38,6 +39,33 @@ def _bearer(authorization: str) -> str:
             "the Authorization header must be 'Bearer <API key or JWT>'", field="Authorization"
         )
     return token
+
+
+def credential_headers(pairs: Iterable[tuple[str | bytes, str | bytes]]) -> tuple[str | None, str | None]:
+    """The ``Authorization`` and ``x-api-key`` values of a request's headers or metadata ``pairs`` (names in
+    lower case: ASGI's bytes or gRPC's text; values as text, bytes read as Latin-1): the one rule of every
+    way in (REST, the publish answered below ASGI, gRPC). One of them sent twice is refused with
+    InvalidInput (400 / INVALID_ARGUMENT) naming it: which of two credentials is meant is not guessed (a
+    proxy adding its own after the client's would otherwise decide who the caller is)."""
+    authorization = api_key = None
+    for name, value in pairs:
+        if name == b"authorization" or name == "authorization":
+            if authorization is not None:
+                raise _twice("Authorization")
+            authorization = value.decode("latin-1") if isinstance(value, bytes) else value
+        elif name == b"x-api-key" or name == "x-api-key":
+            if api_key is not None:
+                raise _twice("x-api-key")
+            api_key = value.decode("latin-1") if isinstance(value, bytes) else value
+    return authorization, api_key
+
+
+def _twice(name: str) -> InvalidInput:
+    return InvalidInput(
+        f"the {name} header is sent more than once; send one (which of two credentials is meant is not "
+        "guessed)",
+        field=name,
+    )
 
 
 def from_headers(
