@@ -6,7 +6,8 @@ gateway with API keys required (real sockets, HTTP and gRPC):
 * a body must arrive at ``limits.min_body_rate`` on average: a byte every fraction of ``body_timeout`` no
   longer holds a request for as long as the client likes;
 * gRPC calls and publish bytes count into the same budgets as HTTP: requests held over HTTP leave no room
-  for gRPC calls, HTTP publish bytes none for a gRPC Publish.
+  for gRPC calls, HTTP publish bytes none for a gRPC Publish (whose message is received only once the most
+  it may weigh fits).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import grpc
 import pytest
 from auth_support import SecureGateway, secure_gateway
+from waiting import eventually
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 
@@ -134,8 +136,12 @@ async def test_grpc_calls_and_publish_bytes_count_in_the_http_budgets(tmp_path: 
                 await gw.stub.Publish(request, metadata=gw.files.metadata("bob"))
             assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
             assert "bytes of publish requests" in (caught.value.details() or "")
+            # a gRPC message is received only once the most it may weigh fits (its size is not known before):
+            # not even a small one while 800 kB of the 1 MB are held
             small = pb.PublishRequest(topic="demo", messages=[pb.Message(value=b"fits")])
-            assert (await gw.stub.Publish(small, metadata=gw.files.metadata("bob"))).results
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await gw.stub.Publish(small, metadata=gw.files.metadata("bob"))
+            assert caught.value.code() is grpc.StatusCode.UNAVAILABLE
             # three requests in progress over HTTP: no gRPC call either
             more = [await hold_publish(gw, "bob", 10) for _ in range(2)]
             await asyncio.sleep(0.3)
@@ -147,6 +153,15 @@ async def test_grpc_calls_and_publish_bytes_count_in_the_http_budgets(tmp_path: 
                 w.close()
         finally:
             writer.close()
+
+        async def published() -> bool:
+            try:
+                return bool((await gw.stub.Publish(small, metadata=gw.files.metadata("bob"))).results)
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() is grpc.StatusCode.UNAVAILABLE
+                return False
+
+        await eventually(published, what="a gRPC publish once the HTTP bodies are gone")
 
 
 async def test_a_grpc_message_of_another_method_above_the_control_bound_is_refused(gw: SecureGateway) -> None:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import grpc
 import pytest
-from auth_support import AuthFiles, write_auth_files
+from auth_support import AuthFiles
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from workers_support import WorkerGateway, start_workers
+from workers_support import WorkerGateway, keyed_workers, proc_status, worker_pids
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
@@ -31,33 +30,18 @@ OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
 def peak_rss(pid: int) -> int:
-    """VmHWM of ``pid`` in bytes."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmHWM for {pid}")
-
-
-def workers_of(gateway: WorkerGateway) -> list[int]:
-    children = Path(f"/proc/{gateway.proc.pid}/task/{gateway.proc.pid}/children").read_text().split()
-    pids = [int(c) for c in children if b"gateway.workers.child" in Path(f"/proc/{c}/cmdline").read_bytes()]
-    assert len(pids) == 2, pids
-    return pids
+    return proc_status(pid, "VmHWM")
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerGateway, AuthFiles]]:
-    tmp = tmp_path_factory.mktemp("before-auth")
-    files = write_auth_files(tmp)
-    env = files.environment(
+    with keyed_workers(
+        tmp_path_factory.mktemp("before-auth"),
+        2,
         TUBEMQ_GATEWAY_GRPC__MAX_HEALTH_WATCHES=str(WATCHES_PER_WORKER),
         TUBEMQ_GATEWAY_GRPC__HEALTH_INTERVAL="0.2",
-    )
-    gateway = start_workers(tmp, 2, env=env)
-    try:
-        yield gateway, files
-    finally:
-        gateway.stop()
+    ) as served:
+        yield served
 
 
 async def _publish_all(
@@ -93,7 +77,7 @@ async def test_30_compressed_20_mib_publishes_refused_by_their_headers_cost_no_m
     served: tuple[WorkerGateway, AuthFiles], who: str | None, code: grpc.StatusCode
 ) -> None:
     gateway, files = served
-    pids = workers_of(gateway)
+    pids = worker_pids(gateway)
     before = sum(peak_rss(pid) for pid in pids)
     metadata = files.metadata(who) if who is not None else ()
     codes = await _publish_all(f"127.0.0.1:{gateway.grpc_port}", metadata, 30)
@@ -106,7 +90,7 @@ async def test_30_compressed_20_mib_publishes_refused_by_their_headers_cost_no_m
 
 async def test_health_watch_streams_are_bounded_per_worker(served: tuple[WorkerGateway, AuthFiles]) -> None:
     gateway, _ = served
-    pids = workers_of(gateway)
+    pids = worker_pids(gateway)
     before = sum(peak_rss(pid) for pid in pids)
     channels = [
         grpc.aio.insecure_channel(f"127.0.0.1:{gateway.grpc_port}", options=OWN_CONNECTION) for _ in range(10)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from auth_support import AuthFiles, write_auth_files
-from workers_support import WorkerGateway, owner_worker, start_workers
+from auth_support import AuthFiles
+from workers_support import WorkerGateway, keyed_workers, owner_worker
 
 from gateway.api.worker_listener import OWN_METRICS_PATH, WORKER_TOKEN_HEADER, worker_token
 from gateway.config import Settings
@@ -29,14 +29,10 @@ GROUP = "caps_group"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerGateway, AuthFiles]]:
-    tmp = tmp_path_factory.mktemp("caps")
-    files = write_auth_files(tmp)
-    env = files.environment(TUBEMQ_GATEWAY_RATE_LIMITS__MAX_INSTANCES_PER_PRINCIPAL="3")
-    gateway = start_workers(tmp, 2, env=env)
-    try:
-        yield gateway, files
-    finally:
-        gateway.stop()
+    with keyed_workers(
+        tmp_path_factory.mktemp("caps"), 2, TUBEMQ_GATEWAY_RATE_LIMITS__MAX_INSTANCES_PER_PRINCIPAL="3"
+    ) as served:
+        yield served
 
 
 async def test_max_instances_per_principal_holds_per_replica(served: tuple[WorkerGateway, AuthFiles]) -> None:

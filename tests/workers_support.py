@@ -12,11 +12,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from auth_support import AuthFiles, write_auth_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -173,3 +176,32 @@ def samples(exposition: str, name: str) -> list[tuple[dict[str, str], float]]:
             if sample.name == name:
                 found.append((dict(sample.labels), sample.value))
     return found
+
+
+def proc_status(pid: int, field: str) -> int:
+    """A size field of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``: kB there) in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def worker_pids(gateway: WorkerGateway) -> list[int]:
+    """The process ids of the gateway's worker processes."""
+    pid = gateway.proc.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    pids = [int(c) for c in children if b"gateway.workers.child" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert len(pids) == gateway.count, pids
+    return pids
+
+
+@contextmanager
+def keyed_workers(tmp: Path, count: int, **env: str) -> Iterator[tuple[WorkerGateway, AuthFiles]]:
+    """:func:`start_workers` with API keys required (auth_support's keys and rules) and ``env``; stopped at
+    the end."""
+    files = write_auth_files(tmp)
+    gateway = start_workers(tmp, count, env=files.environment(**env))
+    try:
+        yield gateway, files
+    finally:
+        gateway.stop()

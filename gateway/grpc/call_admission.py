@@ -3,12 +3,15 @@
 :class:`AdmittingInterceptor` is the base of :class:`~gateway.grpc.interceptors.GatewayInterceptor` (see its
 module docstring, step 2): its ``intercept_service`` runs when a call's headers are in and before grpc
 receives its message. It authenticates the call from its metadata into the
-call's :class:`~gateway.grpc.call_budget.CallState`; a call that is refused, of an open method, or to be
-authenticated from its client certificate gets the *stream-request* form of its handler (:meth:`_lazy`), which
-reads the one request message itself once the call is admitted, so that a refused call never has it read
-(grpc.aio has the C core receive, decompress and parse a unary request before a unary handler runs).
-:meth:`_enter` counts an admitted call into the budgets (the process's
-:class:`~gateway.service.admission.Admission`, or the health Watch bound).
+call's :class:`~gateway.grpc.call_budget.CallState`; a call that is refused, of an open method, to be
+authenticated from its client certificate, or a Publish gets the *stream-request* form of its handler
+(:meth:`_lazy`), which reads the one request message itself once the call is admitted, so that a refused call
+never has it read (grpc.aio has the C core receive, decompress and parse a unary request before a unary
+handler runs). :meth:`_enter` counts an admitted call into the budgets (the process's
+:class:`~gateway.service.admission.Admission`, or the health Watch bound). A publish message (Publish,
+PublishStream) is read only once the call holds room for it in the in-flight publish bytes
+(:meth:`_publish_messages`, ``gateway/grpc/read_room.py``): a message costs memory only after it is admitted
+into the budget, whatever it weighs on the wire.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import grpc
 from gateway.config import LimitSettings
 from gateway.grpc import errors
 from gateway.grpc.call_budget import CALL, CallState, bounded, budgeted, checked
+from gateway.grpc.read_room import ReadRoom
 from gateway.grpc.wrapping import SERVER_STREAM, UNARY, WrappingInterceptor, method_codec
 from gateway.security.credentials import Credentials, credential_headers, from_headers
 from gateway.security.operations import grpc_operation
@@ -58,13 +62,19 @@ class AdmittingInterceptor(WrappingInterceptor):
         admission: Admission | None = None,
         limits: Callable[[], LimitSettings] | None = None,
         max_health_watches: int = 64,
+        max_message_bytes: int | None = None,
     ) -> None:
         self._security = security
         self._admission = admission if admission is not None else Admission()
+        #: room for publish messages about to be read
+        self._room = ReadRoom(self._admission)
         defaults = LimitSettings()
         #: the limits, read per call (the runtime's settings; tests may swap them)
         self._limits = limits if limits is not None else lambda: defaults
         self._max_watches = max_health_watches
+        #: the most a publish message may weigh once received and inflated (the server's
+        #: grpc.max_receive_message_length); None: limits.max_request_bytes
+        self._max_message_bytes = max_message_bytes
         self._watches = 0
         self._open_reads = asyncio.Semaphore(OPEN_READS)
         #: method -> (the handler we were given, its stream-request form)
@@ -92,6 +102,8 @@ class AdmittingInterceptor(WrappingInterceptor):
             lazy = False
         else:
             lazy = await self._verdict(method, call.metadata, call)
+        # a publish message is read only once the call holds room for it (_publish_messages)
+        lazy = lazy or operation.action == PUBLISH
         if not lazy or (handler.unary_unary is None and handler.unary_stream is None):
             # a stream-request method reads its messages only when the (admitted) handler asks for them
             return self._cached(self._wrapped, method, handler, self._wrap)
@@ -133,14 +145,63 @@ class AdmittingInterceptor(WrappingInterceptor):
         )
 
     def _read_first(self, method: str) -> Callable[[AsyncIterator[Any]], Awaitable[Any]]:
-        if not grpc_operation(method).open:
-            return self._first
-        return self._first_open
+        operation = grpc_operation(method)
+        if operation.open:
+            return self._first_open
+        if operation.action == PUBLISH:
+            return self._first_publish
+        return self._first
 
     async def _first(self, requests: AsyncIterator[Any]) -> Any:
         async for request in requests:
             return checked(request, self._bounds)
         raise InvalidInput("the call carried no request message", field="request")
+
+    async def _first_publish(self, requests: AsyncIterator[Any]) -> Any:
+        """A Publish's message, received once the call holds room for it (:meth:`_take_room`)."""
+        call = CALL.get()
+        await self._take_room(call, queue=False)
+        try:
+            request = await anext(requests)
+        except StopAsyncIteration:
+            raise InvalidInput("the call carried no request message", field="request") from None
+        finally:
+            if call is not None:
+                call.give_back_room()  # what the message did not take (the deserializer took its own)
+        return checked(request, self._bounds)
+
+    async def _publish_messages(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """``requests`` (a PublishStream's), each message received only once the call holds room for it
+        (waiting for it even when messages being published hold the budget: the stream's own may)."""
+        call = CALL.get()
+        while True:
+            await self._take_room(call, queue=True)
+            try:
+                request = await anext(requests)
+            except StopAsyncIteration:
+                return
+            finally:
+                if call is not None:
+                    call.give_back_room()
+            yield request
+
+    async def _take_room(self, call: CallState | None, *, queue: bool) -> None:
+        """Room in the in-flight publish bytes for the call's next message, before it is received: the most
+        a message can weigh (or the whole budget when smaller), waiting up to ``limits.body_timeout``
+        seconds for it (see gateway/grpc/read_room.py for ``queue``); the deserializer keeps what the
+        message takes (gateway/grpc/call_budget.py)."""
+        if call is None:
+            return
+        limits = self._limits()
+        cap = limits.max_inflight_publish_bytes
+        if cap:
+            room = min(self._publish_bound(), cap)
+            await self._room.take(room, cap, limits.body_timeout, queue=queue)
+            call.reads, call.room = self._room, room
+
+    def _publish_bound(self) -> int:
+        """The most a publish message may weigh, inflated."""
+        return self._max_message_bytes or self._limits().max_request_bytes
 
     async def _first_open(self, requests: AsyncIterator[Any]) -> Any:
         """An open method's message: a few at a time, each within OPEN_READ_TIMEOUT."""
@@ -163,7 +224,7 @@ class AdmittingInterceptor(WrappingInterceptor):
         if deserialize is not None:
             if grpc_operation(method).action == PUBLISH:
                 codec["request_deserializer"] = budgeted(
-                    deserialize, lambda: self._limits().max_inflight_publish_bytes
+                    deserialize, lambda: self._limits().max_inflight_publish_bytes, self._publish_bound
                 )
             else:
                 codec["request_deserializer"] = bounded(

@@ -8,9 +8,11 @@ publish bytes it holds of the process's :class:`~gateway.service.admission.Admis
 
 Request deserializers are wrapped:
 
-* :func:`budgeted` (Publish, PublishStream): each message's raw bytes are reserved in the process's in-flight
-  publish bytes (``limits.max_inflight_publish_bytes``, shared with HTTP) before it is parsed; a message that
-  does not fit is not parsed and becomes :data:`OVER_BUDGET`, which the call answers UNAVAILABLE;
+* :func:`budgeted` (Publish, PublishStream): each message's raw bytes are held in the process's in-flight
+  publish bytes (``limits.max_inflight_publish_bytes``, shared with HTTP) before it is parsed: out of the room
+  the call took before the message was received (:attr:`CallState.room`, see ``gateway/grpc/read_room.py``;
+  what the message does not need is given back at once), else reserved then; a message that does not fit is
+  not parsed and becomes :data:`OVER_BUDGET`, which the call answers UNAVAILABLE;
 * :func:`bounded` (every other method): a message above ``limits.max_control_body_bytes`` (the bound of the
   same requests over HTTP) is not parsed and becomes a :class:`TooLarge`, answered RESOURCE_EXHAUSTED.
 
@@ -34,6 +36,8 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
+from gateway.grpc.inflate import inflate
+from gateway.grpc.read_room import ReadRoom
 from gateway.service.admission import Admission
 from gateway.service.errors import InvalidInput, PayloadTooLarge, ServiceError, Unavailable
 from gateway.service.principal import Principal
@@ -53,9 +57,20 @@ __all__ = [
 
 class CallState:
     """One call: ``principal`` when the metadata authenticated it, ``error`` when it is refused, the publish
-    bytes it holds (``reserved``; ``unclaimed``: of those, not yet handed to a stream batch)."""
+    bytes it holds (``reserved``; ``unclaimed``: of those, not yet handed to a stream batch; ``room``: taken
+    for the message being received, not yet its own)."""
 
-    __slots__ = ("admission", "closed", "error", "metadata", "principal", "reserved", "unclaimed")
+    __slots__ = (
+        "admission",
+        "closed",
+        "error",
+        "metadata",
+        "principal",
+        "reads",
+        "reserved",
+        "room",
+        "unclaimed",
+    )
 
     def __init__(self, admission: Admission, metadata: Any = None) -> None:
         self.admission = admission
@@ -66,6 +81,9 @@ class CallState:
         self.error: ServiceError | None = None
         self.reserved = 0
         self.unclaimed = 0
+        self.room = 0
+        #: where ``room`` was taken (and goes back to)
+        self.reads: ReadRoom | None = None
         self.closed = False
 
     def release(self, size: int) -> None:
@@ -73,9 +91,24 @@ class CallState:
             self.reserved -= size
             self.admission.release(size)
 
+    def keep_room(self, size: int) -> int:
+        """The read is over and its message weighs ``size`` bytes: keep as much of the room taken for it
+        (all of it when it fits), give the rest back; the bytes kept."""
+        room, self.room = self.room, 0
+        if not room or self.reads is None:
+            return 0
+        kept = size if size <= room else 0
+        self.reads.give_back(room, kept)
+        return kept
+
+    def give_back_room(self) -> None:
+        """Give back the room taken for a message that the read did not use (none came, or it failed)."""
+        self.keep_room(0)
+
     def close(self) -> None:
         """The call ended: give back everything it still holds."""
         if not self.closed:
+            self.give_back_room()
             self.admission.release(self.reserved)
             self.reserved = self.unclaimed = 0
             self.closed = True
@@ -93,12 +126,32 @@ OVER_BUDGET: Any = _OverBudget()
 
 
 class TooLarge:
-    """A request message above its method's bound (never parsed)."""
+    """A request message above its method's bound (never parsed): ``size`` bytes (None: it inflates past
+    the bound, which ``setting`` names)."""
 
-    __slots__ = ("size",)
+    __slots__ = ("limit", "setting", "size")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int | None, limit: int, setting: str) -> None:
         self.size = size
+        self.limit = limit
+        self.setting = setting
+
+    def error(self) -> PayloadTooLarge:
+        what = f"of {self.size} bytes" if self.size is not None else "inflating to more bytes"
+        advice = (
+            "split the batch into smaller requests"
+            if self.setting == _PUBLISH_BOUND
+            else "only publish messages may be larger"
+        )
+        return PayloadTooLarge(
+            f"request message {what} is above this method's limit of {self.limit} bytes ({self.setting}); "
+            f"{advice}",
+            limit=self.limit,
+        )
+
+
+_PUBLISH_BOUND = "limits.max_request_bytes"
+_CONTROL_BOUND = "limits.max_control_body_bytes"
 
 
 class Malformed:
@@ -110,21 +163,32 @@ class Malformed:
         self.error = error
 
 
-def budgeted(deserialize: Callable[[bytes], Any], limit: Callable[[], int]) -> Callable[[bytes], Any]:
-    """``deserialize``, reserving each message's bytes in the call's admission first (``limit()``: the
-    process's bound on publish bytes held, 0 = none); a message it cannot read gives them back at once."""
+def budgeted(
+    deserialize: Callable[[bytes], Any], limit: Callable[[], int], bound: Callable[[], int]
+) -> Callable[[bytes], Any]:
+    """``deserialize`` for publish messages of at most ``bound()`` bytes once inflated
+    (gateway/grpc/inflate.py), holding each message's bytes in the call's admission first, out of the room
+    the call took for it or else reserved (``limit()``: the process's bound on publish bytes held, 0 = none);
+    a message it cannot read gives them back at once."""
 
     def read(raw: bytes) -> Any:
         call = CALL.get()
+        most = bound()
+        message = inflate(raw, most)
+        del raw
+        if message is None:
+            if call is not None:
+                call.give_back_room()
+            return TooLarge(None, most, _PUBLISH_BOUND)
         if call is None:
-            return _parsed(deserialize, raw)
-        size = len(raw)
-        if not call.admission.reserve(size, limit()):
+            return _parsed(deserialize, message)
+        size = len(message)
+        if call.keep_room(size) < size and size and not call.admission.reserve(size, limit()):
             return OVER_BUDGET
         call.reserved += size
         call.unclaimed += size
         try:
-            return deserialize(raw)
+            return deserialize(message)
         except BaseException as exc:
             call.unclaimed -= size
             call.release(size)
@@ -136,12 +200,16 @@ def budgeted(deserialize: Callable[[bytes], Any], limit: Callable[[], int]) -> C
 
 
 def bounded(deserialize: Callable[[bytes], Any], limit: Callable[[], int]) -> Callable[[bytes], Any]:
-    """``deserialize`` for messages of at most ``limit()`` bytes."""
+    """``deserialize`` for messages of at most ``limit()`` bytes once inflated (gateway/grpc/inflate.py)."""
 
     def read(raw: bytes) -> Any:
-        if len(raw) > limit():
-            return TooLarge(len(raw))
-        return _parsed(deserialize, raw)
+        most = limit()
+        if len(raw) > most:
+            return TooLarge(len(raw), most, _CONTROL_BOUND)
+        message = inflate(raw, most)
+        if message is None:
+            return TooLarge(None, most, _CONTROL_BOUND)
+        return _parsed(deserialize, message)
 
     return read
 
@@ -165,12 +233,7 @@ def checked(request: Any, limits: Callable[[], tuple[int, int]]) -> Any:
         )
     kind = type(request)
     if kind is TooLarge:
-        cap = limits()[1]
-        raise PayloadTooLarge(
-            f"request message of {request.size} bytes is above this method's limit of {cap} bytes "
-            "(limits.max_control_body_bytes); only publish messages may be larger",
-            limit=cap,
-        )
+        raise request.error()
     if kind is Malformed:
         raise InvalidInput(
             f"the request message is not valid protobuf for this method ({request.error}); send the "

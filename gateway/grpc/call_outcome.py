@@ -20,6 +20,7 @@ ids, which are bearer-like, are redacted in ``detail`` as everywhere in the logs
 from __future__ import annotations
 
 import logging
+import traceback
 
 import grpc
 
@@ -29,7 +30,7 @@ from gateway.service.errors import PayloadTooLarge, RateLimited, ServiceError, U
 from gateway.service.instance_id import redact_text
 from gateway.service.principal import current_principal
 
-__all__ = ["REQUEST_ID_HEADER", "answer", "code_of", "log_refusal"]
+__all__ = ["REQUEST_ID_HEADER", "answer", "code_of", "forget_frames", "log_refusal"]
 
 log = logging.getLogger("gateway.grpc")
 
@@ -64,10 +65,21 @@ async def answer(exc: BaseException, context: grpc.aio.ServicerContext, request_
     tag = ((REQUEST_ID_HEADER, request_id),)
     if isinstance(exc, ServiceError | errors.AdapterError):
         log_refusal(method, exc, request_id)
+        forget_frames(exc)
         await errors.abort(context, exc, tag)
     if isinstance(exc, Exception) and not isinstance(exc, grpc.aio.AbortError):
         log.error("gRPC call %s failed", method, exc_info=exc, extra={"request_id": request_id})
+        forget_frames(exc)
         await errors.abort_internal(context, request_id, tag)
+
+
+def forget_frames(exc: BaseException) -> None:
+    """Drop the variables of the finished frames ``exc`` went through, once it is logged or answered: grpc.aio
+    keeps the exception that ended a call (its ``AbortError``'s context) for as long as it keeps the call's
+    state, and an exception is often in a reference cycle with its frames (freed only when the cyclic
+    collector runs); those frames hold what the call was given (a publish's messages and their encoded
+    copies: up to ``limits.max_request_bytes`` each)."""
+    traceback.clear_frames(exc.__traceback__)
 
 
 def log_refusal(method: str, exc: ServiceError | errors.AdapterError, request_id: str) -> None:

@@ -29,8 +29,10 @@ separate functions. Per call, in order:
    :class:`~gateway.service.admission.Admission`, the one the REST limits middleware counts into: calls and
    requests in progress (``limits.max_concurrent_requests``) and each caller's share of them
    (``limits.max_concurrent_per_caller``), answered UNAVAILABLE above; publish messages' bytes count into
-   ``limits.max_inflight_publish_bytes`` and every other method's messages are bounded by
-   ``limits.max_control_body_bytes`` (``gateway/grpc/call_budget.py``). Health Watch streams are bounded by
+   ``limits.max_inflight_publish_bytes``, room for each taken before it is received
+   (``gateway/grpc/read_room.py``), and every other method's messages are bounded by
+   ``limits.max_control_body_bytes`` (``gateway/grpc/call_budget.py``); compressed messages are inflated
+   within those bounds (``gateway/grpc/inflate.py``). Health Watch streams are bounded by
    ``max_health_watches`` (RESOURCE_EXHAUSTED above).
 3. **Errors** (:mod:`gateway.grpc.call_outcome`): a :class:`~gateway.service.errors.ServiceError` (or
    ``AdapterError``) leaving the servicer ends the call through :func:`gateway.grpc.errors.abort`, and its
@@ -72,6 +74,7 @@ from gateway.security.credentials import credential_headers, from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
 from gateway.security.setup import Security
+from gateway.service.access import PUBLISH
 from gateway.service.admission import Admission
 from gateway.service.errors import Unauthenticated
 from gateway.service.principal import ANONYMOUS, Principal, current_principal, enter_caller
@@ -124,6 +127,7 @@ class GatewayInterceptor(AdmittingInterceptor):
         admission: Admission | None = None,
         limits: Callable[[], LimitSettings] | None = None,
         max_health_watches: int = 64,
+        max_message_bytes: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
         replica_subjects: Callable[[], ReplicaSubjects | None] = lambda: None,
     ) -> None:
@@ -134,7 +138,11 @@ class GatewayInterceptor(AdmittingInterceptor):
         #: peer (a connection's ``ipv4:host:port``) -> its host, for the caller's address
         self._hosts: dict[str, str] = {}
         super().__init__(
-            security=security, admission=admission, limits=limits, max_health_watches=max_health_watches
+            security=security,
+            admission=admission,
+            limits=limits,
+            max_health_watches=max_health_watches,
+            max_message_bytes=max_message_bytes,
         )
 
     def __repr__(self) -> str:
@@ -224,7 +232,10 @@ class GatewayInterceptor(AdmittingInterceptor):
     async def _counted(
         self, requests: AsyncIterator[Any], flow: _Flow, method: str, kind: str
     ) -> AsyncIterator[Any]:
-        """The client's stream of requests, counted into ``flow``."""
+        """The client's stream of requests, counted into ``flow`` (publish messages: each received once the
+        call holds room for it)."""
+        if grpc_operation(method).action == PUBLISH:
+            requests = self._publish_messages(requests)
         async for request in requests:
             flow.received += 1
             if self._clock() >= flow.due:

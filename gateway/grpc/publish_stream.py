@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.grpc.call_budget import claim_message_bytes
+from gateway.grpc.call_outcome import forget_frames
 from gateway.grpc.publish_wire import PublishBatch, failed_acks, stream_acks
 from gateway.service.errors import InvalidInput, ServiceError
 from gateway.service.publish import OutgoingMessage, PublishService
@@ -85,13 +86,13 @@ async def _read(service: PublishService, requests: AsyncIterable[PublishBatch], 
                 topic = request.topic
             if not request.messages:
                 continue
-            taken = min(len(request.messages), flight.window)
+            count = len(request.messages)
+            taken = min(count, flight.window)
             for _ in range(taken):
                 await flight.slots.acquire()
-            messages = request.messages
-            chains = _chains(topic, messages)
+            chains = _chains(topic, request.messages)
             before = {tails[c] for c in chains if c in tails}
-            task = asyncio.create_task(_publish(service, topic, messages, sequence, before))
+            task = asyncio.create_task(_publish(service, topic, request, sequence, before))
             # the request's bytes stay counted in the process's in-flight publish bytes until it is acked
             task.add_done_callback(_releasing(claim_message_bytes()))
             for chain in chains:
@@ -99,7 +100,7 @@ async def _read(service: PublishService, requests: AsyncIterable[PublishBatch], 
                 task.add_done_callback(functools.partial(_forget, tails, chain))
             flight.batches.append((task, taken))
             flight.changed.set()
-            sequence += len(messages)
+            sequence += count
     finally:
         flight.reading = False
         flight.changed.set()
@@ -130,16 +131,20 @@ def _forget(tails: dict[_Chain, asyncio.Task[bytes]], chain: _Chain, task: Any) 
 async def _publish(
     service: PublishService,
     topic: str,
-    messages: list[OutgoingMessage],
+    request: PublishBatch,
     first: int,
     before: set[asyncio.Task[bytes]],
 ) -> bytes:
-    if before:
-        await asyncio.wait(before)
+    count = len(request.messages)
     try:
+        if before:
+            await asyncio.wait(before)
         if not topic:
             raise InvalidInput("topic is required on the first request of the stream", field="topic")
-        outcomes = await service.publish(topic, messages)
+        outcomes = await service.publish(topic, request.messages)
     except ServiceError as exc:
-        return failed_acks(first, len(messages), exc)
+        forget_frames(exc)
+        return failed_acks(first, count, exc)
+    finally:
+        request.release()
     return stream_acks(first, outcomes)

@@ -60,6 +60,12 @@ class PublishBatch:
     topic: str
     messages: list[OutgoingMessage]
 
+    def release(self) -> None:
+        """Drop the messages once their publish ended: grpc.aio keeps a call's last request (its request
+        reader holds it until collected, and a refusal's traceback holds the handler's frames), which for
+        a 20 MiB message would stay in memory long after the call ended."""
+        self.messages.clear()
+
 
 #: gateway/grpc/_consumed.c where the compiled loops are built and not switched off, else None
 _compiled = load_speedups("gateway.grpc._consumed")

@@ -93,6 +93,7 @@ class GrpcServer:
             admission=runtime.admission,
             limits=lambda: runtime.settings.limits,
             max_health_watches=runtime.settings.grpc.max_health_watches,
+            max_message_bytes=max_message_bytes,
             replica_subjects=lambda: runtime.replica_subjects,
         )
         self._server: Any = None
@@ -135,6 +136,15 @@ class GrpcServer:
                 ("grpc.max_concurrent_streams", s.grpc.max_streams_per_connection),
                 ("grpc.max_allowed_incoming_connections", s.grpc.max_connections),
                 ("grpc.max_receive_message_length", self._max_message_bytes),
+                # Compressed messages are inflated by the request deserializers, within the method's bound
+                # and after the call holds room for them (gateway/grpc/inflate.py): the core would inflate
+                # each whole, and copy it twice, before any of the gateway's bounds could look at it.
+                ("grpc.per_message_decompression", 0),
+                # Without BDP probing the core's HTTP/2 windows stay at their initial size, so a stream the
+                # gateway is not reading (a call waiting for admission or for room in the in-flight publish
+                # bytes) cannot push more than that into memory; a message being read gets a window for
+                # its whole announced size.
+                ("grpc.http2.bdp_probe", 0),
                 # grpc shares a port between processes by default; a second gateway on the same port must
                 # fail to start instead of silently receiving half of the calls. Worker processes of one
                 # gateway (serve --workers N) share it on purpose (reuse_port).

@@ -101,7 +101,10 @@ class GatewayServicer(ConsumerRpcs):
     async def Publish(
         self, request: PublishBatch, context: grpc.aio.ServicerContext
     ) -> pb.PublishResponse | bytes:
-        outcomes = await self._publisher().publish(request.topic, request.messages)
+        try:
+            outcomes = await self._publisher().publish(request.topic, request.messages)
+        finally:
+            request.release()
         failure = failed_alike(outcomes)
         if failure is not None:
             raise failure

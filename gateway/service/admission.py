@@ -16,6 +16,7 @@ it runs on the event loop's thread: plain integers, no locks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["Admission", "Refusal", "caller_share"]
@@ -52,12 +53,13 @@ def caller_share(total: int, share: int | None) -> int:
 class Admission:
     """Counts of work in progress: see the module docstring."""
 
-    __slots__ = ("_by_caller", "active", "inflight_bytes")
+    __slots__ = ("_by_caller", "_on_release", "active", "inflight_bytes")
 
     def __init__(self) -> None:
         self.active = 0
         self.inflight_bytes = 0
         self._by_caller: dict[str, int] = {}
+        self._on_release: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
         callers = len(self._by_caller)
@@ -96,4 +98,12 @@ class Admission:
         return True
 
     def release(self, size: int) -> None:
+        """Give back ``size`` publish bytes held by :meth:`reserve`; those waiting for room hear of it."""
         self.inflight_bytes -= size
+        if self._on_release:
+            for listener in self._on_release:
+                listener()
+
+    def watch_releases(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever publish bytes are given back (the gRPC reads waiting for room)."""
+        self._on_release.append(listener)
