@@ -186,3 +186,27 @@ async def test_concurrent_lag_reads_of_one_group_share_one_reading_and_a_caller_
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         grpc.StatusCode.NOT_FOUND,
     }
+
+
+async def test_a_group_with_a_live_instance_and_no_offset_at_the_broker_answers_the_gateways_view(
+    served: tuple[httpx.AsyncClient, Any],
+) -> None:
+    """Before any broker holds an offset of a group, a group that exists (an instance here, consumers at
+    the master) answers 200 with the gateway's own view, over REST and gRPC; a group nobody knows is 404."""
+    http, stub = served
+    await http.post("/v1/topics/lagone/messages", json={"messages": [{"value": f"w{i}"} for i in range(3)]})
+    created = await http.post("/v1/consumers/lag-w", json={"topics": ["lagone"], "startPosition": "earliest"})
+    path = f"/v1/consumers/lag-w/instances/{created.json()['instanceId']}"
+    # registered, nothing fetched yet: no broker has an offset of the group, the master lists its consumer
+    early = await http.get("/v1/consumers/lag-w/lag")
+    assert early.status_code == 200, early.text
+    assert early.json() == {"group": "lag-w", "consumers": 1, "lag": 0, "source": "gateway", "topics": []}
+    over_grpc = await stub.GetGroupLag(pb.GetGroupLagRequest(group="lag-w"))
+    assert (over_grpc.source, over_grpc.consumers, over_grpc.lag) == ("gateway", 1, 0)
+    polled = await http.get(f"{path}/messages", params={"max_messages": 1, "timeout_ms": 5000})
+    assert len(polled.json()["messages"]) == 1
+    later = (await http.get("/v1/consumers/lag-w/lag")).json()
+    assert (
+        later["source"] == "tubemq" and later["lag"] == 3
+    )  # the embedded broker books the group at its fetch
+    assert (await http.get("/v1/consumers/lag-nobody/lag")).status_code == 404

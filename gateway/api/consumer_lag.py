@@ -27,6 +27,8 @@ async def get_group_lag(group: str, request: Request) -> Response:
         group,
         access=runtime.security.policy,
         ranges=runtime.ranges,
+        consumers=runtime.consumers,
+        watched=runtime.lag.groups if runtime.lag is not None else (),
     )
     return json_response(lag_body(view))
 
@@ -36,6 +38,7 @@ def lag_body(view: GroupLagView) -> dict[str, Any]:
         "group": view.group,
         "consumers": view.consumers,
         "lag": view.lag,
+        "source": view.source,
         "topics": [
             {
                 "topic": t.topic,

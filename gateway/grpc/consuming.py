@@ -174,11 +174,14 @@ class ConsumerRpcs:
             request.group,
             access=runtime.security.policy,
             ranges=runtime.ranges,
+            consumers=runtime.consumers,
+            watched=runtime.lag.groups if runtime.lag is not None else (),
         )
         return pb.GetGroupLagResponse(
             group=view.group,
             consumers=view.consumers,
             lag=view.lag,
+            source=view.source,
             topics=[
                 pb.TopicLag(
                     topic=t.topic,

@@ -3,6 +3,13 @@ right whether or not anyone consumes, since it comes from the brokers' committed
 (:class:`~gateway.service.group_offsets.GroupOffsetsReader`), not from this gateway's consumers. Readings are
 shared between requests for a short while (:class:`~gateway.service.group_lag_reads.GroupLagReads`).
 
+While no broker holds an offset of a group that exists (this gateway holds instances in it, the master lists
+consumers in it, or this replica watches it): the real broker keeps a group's offsets in memory and writes
+what its web API shows every few seconds, so right after a group's first commit it has none to show. The
+answer is then the gateway's own view, ``source`` ``gateway``: the read position and end of each partition
+its instances here hold (nothing when they are on another worker or replica), never a 404. A group nobody
+knows is a 404.
+
 Per partition: the committed offset, the end, the lag in messages (index entries, 28 bytes each) and, where
 it can be known, the ``msgTime`` of the oldest unconsumed message (a range read of its first entry: the
 time its producer stamped, minute precision; TubeMQ keeps no store time a client can read). Per topic: the
@@ -12,10 +19,12 @@ sum over its stores of the store's slowest partition (:func:`~gateway.observabil
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from gateway.observability.lag_events import PartitionLag, topic_lags
 from gateway.service.access import CONSUME, READ_RANGES, AccessPolicy
+from gateway.service.consumers import ConsumerService
 from gateway.service.errors import NotFound, ServiceError, Unavailable
 from gateway.service.group_lag_reads import GroupLagReads
 from gateway.service.group_offsets import OffsetsUnavailable, PartitionOffsets
@@ -23,7 +32,15 @@ from gateway.service.names import validate_group
 from gateway.service.principal import current_principal
 from gateway.service.ranges import RangeService
 
-__all__ = ["GroupLagView", "PartitionLagView", "TopicLagView", "read_group_lag"]
+__all__ = [
+    "GATEWAY",
+    "TUBEMQ",
+    "GroupLagView",
+    "PartitionLagView",
+    "TopicLagView",
+    "held_offsets",
+    "read_group_lag",
+]
 
 #: partitions whose oldest unconsumed message is looked at (one range read each), and how many at once
 MAX_TIMED_PARTITIONS = 64
@@ -49,14 +66,20 @@ class TopicLagView:
     partitions: list[PartitionLagView]
 
 
+#: where a lag answer's figures come from: the brokers' committed offsets, or this gateway's instances
+TUBEMQ, GATEWAY = "tubemq", "gateway"
+
+
 @dataclass(frozen=True, slots=True)
 class GroupLagView:
-    """``consumers``: the clients the master lists in the group (any client), None when it could not tell."""
+    """``consumers``: the clients the master lists in the group (any client), None when it could not tell;
+    ``source``: :data:`TUBEMQ` or :data:`GATEWAY` (see the module docstring)."""
 
     group: str
     consumers: int | None
     lag: int
     topics: list[TopicLagView]
+    source: str = TUBEMQ
 
 
 async def read_group_lag(
@@ -65,9 +88,13 @@ async def read_group_lag(
     *,
     access: AccessPolicy,
     ranges: RangeService | None = None,
+    consumers: ConsumerService | None = None,
+    watched: Collection[str] = (),
 ) -> GroupLagView:
-    """The group's lag now; NotFound when no broker holds an offset of it (for topics the caller may
-    consume in it), Unavailable when TubeMQ's web API cannot be read."""
+    """The group's lag now; the gateway's own view (``consumers``: this process's instances) while no
+    broker holds an offset of a group that exists; NotFound for a group nobody knows (or whose topics the
+    caller may not consume), Unavailable when TubeMQ's web API cannot be read. ``watched``: the groups
+    this replica watches."""
     validate_group(group)
     principal = current_principal()
     if access.enforcing:
@@ -87,10 +114,14 @@ async def read_group_lag(
             retry_after=5.0,
         ) from None
     rows = list(reading.rows)
-    consumers = reading.consumers
+    source = TUBEMQ
+    if not rows:
+        rows = held_offsets(consumers, group)
+        source = GATEWAY
+    exists = bool(rows) or (reading.consumers or 0) > 0 or group in watched
     if access.enforcing:
         rows = [r for r in rows if access.allows(principal, CONSUME, topic=r.topic, group=group)]
-    if not rows:
+    if not exists or (source == TUBEMQ and not rows):
         raise NotFound(
             f"consumer group {group!r} holds no offset on any broker: it never committed, its offsets "
             "were removed, or the topics it consumes are not yours to see",
@@ -124,7 +155,25 @@ async def read_group_lag(
             )
         )
     views = [TopicLagView(topic, totals[topic], parts) for topic, parts in topics.items()]
-    return GroupLagView(group, consumers, sum(totals.values()), views)
+    return GroupLagView(group, reading.consumers, sum(totals.values()), views, source)
+
+
+def held_offsets(consumers: ConsumerService | None, group: str) -> list[PartitionOffsets]:
+    """The read position and end of each partition this process's instances of ``group`` hold (those
+    the broker told both of)."""
+    if consumers is None:
+        return []
+    found: dict[tuple[str, int, int], PartitionOffsets] = {}
+    for instance in consumers.held():
+        if instance.group != group:
+            continue
+        for p in instance.consumer.assignment():
+            if p.curr_offset >= 0 and p.max_offset >= 0:
+                key = (p.topic, p.broker_id, p.partition_id)
+                found[key] = PartitionOffsets(
+                    group, p.topic, p.broker_id, p.partition_id, p.curr_offset, p.max_offset
+                )
+    return list(found.values())
 
 
 async def _oldest_times(

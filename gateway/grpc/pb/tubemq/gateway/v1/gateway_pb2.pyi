@@ -421,16 +421,18 @@ class GetGroupLagRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ...) -> None: ...
 
 class GetGroupLagResponse(_message.Message):
-    __slots__ = ("group", "consumers", "lag", "topics")
+    __slots__ = ("group", "consumers", "lag", "topics", "source")
     GROUP_FIELD_NUMBER: _ClassVar[int]
     CONSUMERS_FIELD_NUMBER: _ClassVar[int]
     LAG_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     group: str
     consumers: int
     lag: int
     topics: _containers.RepeatedCompositeFieldContainer[TopicLag]
-    def __init__(self, group: _Optional[str] = ..., consumers: _Optional[int] = ..., lag: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicLag, _Mapping]]] = ...) -> None: ...
+    source: str
+    def __init__(self, group: _Optional[str] = ..., consumers: _Optional[int] = ..., lag: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicLag, _Mapping]]] = ..., source: _Optional[str] = ...) -> None: ...
 
 class TopicLag(_message.Message):
     __slots__ = ("topic", "lag", "partitions")
