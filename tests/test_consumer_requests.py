@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.tubemq.consumer.requests import (
+    READ_PRIORITY,
     build_partition_register_request,
     build_partition_unregister_request,
 )
@@ -50,8 +51,17 @@ def test_register_matches_the_java_bytes() -> None:
             partition_of(fields),
             read_status=fields["readStatus"],
             visit_token=int(fields["authInfo"]["visitAuthorizedToken"]),
+            # the Java client sends the master's setting for the group, undefined (-2) in the capture
+            read_priority=fields["qryPriorityId"],
         )
         assert frame_of(call, request) == call["request_frame_hex"]
+
+
+def test_register_asks_for_memory_reads_filtered_or_not() -> None:
+    request = build_partition_register_request(
+        "c", "g", Partition(BROKER, "t", 0), read_status=0, visit_token=1
+    )
+    assert request.qryPriorityId == READ_PRIORITY == 303
 
 
 def test_unregister_matches_the_java_bytes() -> None:

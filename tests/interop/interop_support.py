@@ -368,6 +368,20 @@ async def real_gateway(**groups: Any) -> AsyncIterator[RealGateway]:
         sock.close()
 
 
+async def poll_tagged(
+    http: httpx.AsyncClient, base: str, tag: str, timeout_ms: int = 2000
+) -> list[dict[str, Any]]:
+    """One poll of the instance at ``base``; messages of other runs are committed at once, this run's (values
+    starting with ``tag``) are returned."""
+    answer = await http.get(f"{base}/messages", params={"timeout_ms": timeout_ms, "format": "utf8"})
+    assert answer.status_code == 200, answer.text
+    messages = answer.json()["messages"]
+    other = [m["token"] for m in messages if not str(m["value"]).startswith(tag)]
+    if other:
+        await http.post(f"{base}/commits", json={"tokens": other})
+    return [m for m in messages if str(m["value"]).startswith(tag)]
+
+
 async def wait_until(check: Callable[[], Any], timeout: float, what: str, step: float = 0.5) -> Any:  # noqa: ASYNC109
     """Await ``check()`` (sync or async) until truthy; its value. Fails the test after ``timeout``."""
     return await eventually(check, timeout, what, step)

@@ -23,6 +23,7 @@ from interop_support import (
     group_name,
     java_client,
     java_consumer_ready,
+    poll_tagged,
     real_gateway,
     require_topic,
     run_tag,
@@ -54,19 +55,6 @@ async def _create(http: httpx.AsyncClient, group: str, **body: Any) -> str:
     return base
 
 
-async def _poll_tagged(
-    http: httpx.AsyncClient, base: str, tag: str, timeout_ms: int = 2000
-) -> list[dict[str, Any]]:
-    """One poll; messages of other runs are committed at once, this run's are returned."""
-    answer = await http.get(f"{base}/messages", params={"timeout_ms": timeout_ms, "format": "utf8"})
-    assert answer.status_code == 200, answer.text
-    messages = answer.json()["messages"]
-    other = [m["token"] for m in messages if not str(m["value"]).startswith(tag)]
-    if other:
-        await http.post(f"{base}/commits", json={"tokens": other})
-    return [m for m in messages if str(m["value"]).startswith(tag)]
-
-
 async def test_nack_of_one_of_ten_comes_back_alone_then_dead_letters_for_java(java_root: Path) -> None:
     source, retry, dead = require_topic(SOURCE), require_topic(RETRY), require_topic(DEAD)
     tag = run_tag("nack")
@@ -86,7 +74,7 @@ async def test_nack_of_one_of_ten_comes_back_alone_then_dead_letters_for_java(ja
         nacked_at = 0.0
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(seen) < 10:
-            for m in await _poll_tagged(gw.http, base, tag):
+            for m in await poll_tagged(gw.http, base, tag):
                 seen.setdefault(m["value"], []).append(m)
                 if m["value"] == sent[4]:
                     nacked_at = time.monotonic()  # the delay counts from when the gateway takes the nack
@@ -104,7 +92,7 @@ async def test_nack_of_one_of_ten_comes_back_alone_then_dead_letters_for_java(ja
         back: list[dict[str, Any]] = []
 
         async def came_back() -> bool:
-            back.extend(await _poll_tagged(gw.http, base, tag))
+            back.extend(await poll_tagged(gw.http, base, tag))
             return bool(back)
 
         await wait_until(came_back, 60.0, "the nacked message to come back")
@@ -123,7 +111,7 @@ async def test_nack_of_one_of_ten_comes_back_alone_then_dead_letters_for_java(ja
         # the other nine are not redelivered, nor the dead letter
         quiet_until = time.monotonic() + 8
         while time.monotonic() < quiet_until:
-            assert await _poll_tagged(gw.http, base, tag, 1000) == []
+            assert await poll_tagged(gw.http, base, tag, 1000) == []
         assert (await gw.http.delete(base)).status_code == 204
 
     async with java_client(java_root, "consume", dead, group_name("dlq"), tag, "120", "first") as java:
@@ -160,7 +148,7 @@ async def test_deadlines_expire_per_message_and_extended_ones_hold() -> None:
         first: list[dict[str, Any]] = []
 
         async def both() -> bool:
-            got = await _poll_tagged(gw.http, base, tag)
+            got = await poll_tagged(gw.http, base, tag)
             if got and not first:
                 answer = await gw.http.post(
                     f"{base}/deadlines", json={"tokens": [got[0]["token"]], "extendMs": 60_000}
@@ -174,7 +162,7 @@ async def test_deadlines_expire_per_message_and_extended_ones_hold() -> None:
         back: list[dict[str, Any]] = []
 
         async def expired() -> bool:
-            back.extend(await _poll_tagged(gw.http, base, tag))
+            back.extend(await poll_tagged(gw.http, base, tag))
             return bool(back)
 
         await wait_until(expired, 60.0, "the expired message to come back")
@@ -184,7 +172,7 @@ async def test_deadlines_expire_per_message_and_extended_ones_hold() -> None:
         assert answer.json()["committed"] == 2, answer.text  # the extended one held: still pending
         quiet_until = time.monotonic() + 5
         while time.monotonic() < quiet_until:
-            assert await _poll_tagged(gw.http, base, tag, 1000) == []
+            assert await poll_tagged(gw.http, base, tag, 1000) == []
 
 
 async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_nothing(
@@ -213,7 +201,7 @@ async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_
         got: list[dict[str, Any]] = []
 
         async def one() -> bool:
-            got.extend(await _poll_tagged(gw.http, base, tag))
+            got.extend(await poll_tagged(gw.http, base, tag))
             return bool(got)
 
         await wait_until(one, 120.0, "the message")
@@ -229,7 +217,7 @@ async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_
         again: list[dict[str, Any]] = []
 
         async def both_copies() -> bool:
-            for m in await _poll_tagged(gw.http, base, tag):
+            for m in await poll_tagged(gw.http, base, tag):
                 again.append(m)
                 await gw.http.post(f"{base}/commits", json={"tokens": [m["token"]]})
             return len(again) >= 2
@@ -251,7 +239,7 @@ async def test_seek_on_a_live_instance_to_an_offset_and_to_the_end() -> None:
         first: list[dict[str, Any]] = []
 
         async def all_five() -> bool:
-            got = await _poll_tagged(gw.http, base, tag)
+            got = await poll_tagged(gw.http, base, tag)
             if got:
                 await gw.http.post(f"{base}/commits", json={"tokens": [m["token"] for m in got]})
             first.extend(got)
@@ -268,7 +256,7 @@ async def test_seek_on_a_live_instance_to_an_offset_and_to_the_end() -> None:
         again: list[dict[str, Any]] = []
 
         async def from_the_third() -> bool:
-            got = await _poll_tagged(gw.http, base, tag)
+            got = await poll_tagged(gw.http, base, tag)
             if got:
                 await gw.http.post(f"{base}/commits", json={"tokens": [m["token"] for m in got]})
             again.extend(got)
@@ -284,7 +272,7 @@ async def test_seek_on_a_live_instance_to_an_offset_and_to_the_end() -> None:
         after: list[dict[str, Any]] = []
 
         async def only_the_new_one() -> bool:
-            after.extend(await _poll_tagged(gw.http, base, tag))
+            after.extend(await poll_tagged(gw.http, base, tag))
             return bool(after)
 
         await wait_until(only_the_new_one, 60.0, "the message published after the seek to the end")
@@ -360,7 +348,7 @@ async def test_a_gateway_killed_between_the_retry_publish_and_the_confirm_loses_
         got: list[dict[str, Any]] = []
 
         async def both() -> bool:
-            mine = await _poll_tagged(gw.http, base, tag)
+            mine = await poll_tagged(gw.http, base, tag)
             if mine:
                 await gw.http.post(f"{base}/commits", json={"tokens": [m["token"] for m in mine]})
             got.extend(mine)

@@ -28,6 +28,7 @@ import time
 
 from gateway.tubemq.consumer.events import ConsumerHeartbeatFailed, ConsumerRegistered
 from gateway.tubemq.consumer.rebalance import Rebalancer, RebalanceTask
+from gateway.tubemq.consumer.requests import READ_PRIORITY
 from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.errors import ServerError, TubeMQError, for_code
 from gateway.tubemq.net.backoff import Backoff, ConstantBackoff, ExponentialBackoff
@@ -265,7 +266,7 @@ class BrokerHeartbeat:
             groupName=ctx.group,
             readStatus=0,
             partitionInfo=[str(p) for p in partitions],
-            qryPriorityId=_UNSET_ID,
+            qryPriorityId=READ_PRIORITY,  # as registered: a heartbeat's value replaces the registration's
             authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=ctx.visit_token),
         )
         try:

@@ -12,10 +12,15 @@ from gateway.tubemq.wire.meta import Partition
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import OP_REGISTER, OP_UNREGISTER
 
-__all__ = ["build_partition_register_request", "build_partition_unregister_request"]
+__all__ = ["READ_PRIORITY", "build_partition_register_request", "build_partition_unregister_request"]
 
-# TubeMQ's META_VALUE_UNDEFINED: query priority is not used by this client.
-_UNDEFINED = -2
+#: The read priority (``qryPriorityId``) a partition registration and every broker heartbeat ask for. The
+#: broker takes the hundreds digit for a consumer without stream-id filters and the units digit for one with
+#: filters: 1 reads the message files only, 2 also the memory block being flushed, 3 the memory cache too.
+#: Left undefined, the broker applies its default (300 unless the master sets one): memory for unfiltered
+#: readers but files only for filtered ones, so a filtered reader sees a message only after the broker's next
+#: memory flush (10-20 s by default). 303 reads memory in both cases.
+READ_PRIORITY = 303
 
 
 def build_partition_register_request(
@@ -27,11 +32,12 @@ def build_partition_register_request(
     visit_token: int,
     offset: int | None = None,
     filters: Iterable[str] = (),
+    read_priority: int = READ_PRIORITY,
 ) -> broker_pb.RegisterRequestC2B:
     """Register ``partition`` for ``group``; ``offset`` (a broker index offset) forces where reading starts.
 
     ``read_status`` is one of the codes of §6.8 (0 = from the stored offset); ``filters`` are the topic's
-    stream-id filter items, sent sorted.
+    stream-id filter items, sent sorted; ``read_priority`` the ``qryPriorityId`` (:data:`READ_PRIORITY`).
     """
     request = broker_pb.RegisterRequestC2B(
         opType=OP_REGISTER,
@@ -41,7 +47,7 @@ def build_partition_register_request(
         partitionId=partition.partition_id,
         readStatus=read_status,
         filterCondStr=sorted(filters),
-        qryPriorityId=_UNDEFINED,
+        qryPriorityId=read_priority,
         authInfo=broker_pb.AuthorizedInfo(visitAuthorizedToken=visit_token),
     )
     if offset is not None:
