@@ -35,7 +35,9 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p.add_argument("--grpc-port", type=int, help="gRPC listen port (default 9090)")
     p.add_argument("--config", type=Path, help="JSON settings file")
     p.add_argument(
-        "--embedded-topics", help="embedded cluster topics, name[:partitions[:stores]],... (default demo:4)"
+        "--embedded-topics",
+        help="embedded cluster topics, name[:partitions[:stores]],... "
+        "(default demo:1:4: 4 stores of 1 partition)",
     )
     p.add_argument("--embedded-brokers", type=int, help="embedded cluster brokers (default 1)")
     p.add_argument("--embedded-data-dir", type=Path, help="embedded cluster data directory (default: memory)")

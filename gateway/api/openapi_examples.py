@@ -33,9 +33,9 @@ _GONE = _error(
 _CONSUMED: Final = {
     "token": "1",
     "topic": "demo",
-    "partitionKey": "1:demo:1",
+    "partitionKey": "1:demo:10000",
     "brokerId": 1,
-    "partitionId": 1,
+    "partitionId": 10000,
     "offset": None,
     "messageId": "3002347702949249024",
     "key": "customer-42",
@@ -47,7 +47,8 @@ _CONSUMED: Final = {
     "encoding": "utf8",
     "value": "hello",
 }
-_PARTITIONS: Final = [{"partitionKey": f"1:demo:{i}", "brokerId": 1, "partitionId": i} for i in range(2)]
+#: two partitions of demo as the embedded default deploys it: one per store, ids store * 10000
+_PARTITIONS: Final = [{"partitionKey": f"1:demo:{i}", "brokerId": 1, "partitionId": i} for i in (0, 10000)]
 
 #: operationId -> {"request": body, "responses": {status: body}}; a str body is a text media type's example
 OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
@@ -66,9 +67,9 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                         "index": 0,
                         "status": 200,
                         "partition": 1,
-                        "partitionKey": "1:demo:1",
+                        "partitionKey": "1:demo:10000",
                         "brokerId": 1,
-                        "partitionId": 1,
+                        "partitionId": 10000,
                         "offset": 0,
                         "messageId": "3002347702949249024",
                         "appendTime": 1795731471903,
@@ -77,9 +78,9 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                         "index": 1,
                         "status": 200,
                         "partition": 3,
-                        "partitionKey": "1:demo:3",
+                        "partitionKey": "1:demo:30000",
                         "brokerId": 1,
-                        "partitionId": 3,
+                        "partitionId": 30000,
                         "offset": 28,
                         "messageId": "3002347503090663424",
                         "appendTime": 1795731471903,
@@ -100,7 +101,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                 "topic": "demo",
                 "maxMessageSize": 1048576,
                 "partitions": [
-                    {**p, "index": p["partitionId"], "broker": "127.0.0.1:18123"} for p in _PARTITIONS
+                    {**p, "index": i, "broker": "127.0.0.1:18123"} for i, p in enumerate(_PARTITIONS)
                 ],
                 "shieldedBrokers": [],
             },
@@ -159,9 +160,9 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         },
     },
     "seekPartitions": {
-        "request": {"position": "offsets", "offsets": {"1:demo:1": 560}},
+        "request": {"position": "offsets", "offsets": {"1:demo:10000": 560}},
         "responses": {
-            "200": {"partitions": [{"partitionKey": "1:demo:1", "currOffset": 560, "maxOffset": 2800}]},
+            "200": {"partitions": [{"partitionKey": "1:demo:10000", "currOffset": 560, "maxOffset": 2800}]},
             "400": _error(
                 "invalid_argument",
                 "this instance does not hold partitions ['1:demo:0'] (its partitions are listed by GET on "
@@ -205,7 +206,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
     "streamMessages": {
         "responses": {
             "200": "retry: 1000\n\nid: 1\ndata: "
-            '{"token":"1","topic":"demo","partitionKey":"1:demo:1","brokerId":1,"partitionId":1,'
+            '{"token":"1","topic":"demo","partitionKey":"1:demo:10000","brokerId":1,"partitionId":1,'
             '"offset":null,"messageId":"3002347702949249024","key":"customer-42","streamId":null,'
             '"msgTime":null,"attributes":{"region":"eu"},"deliveryAttempt":1,"deadline":1795000000000,'
             '"encoding":"utf8","value":"hello"}\n\n',
@@ -323,7 +324,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         "responses": {
             "200": {
                 "topic": "demo",
-                "partitionKey": "1:demo:1",
+                "partitionKey": "1:demo:10000",
                 "from": 0,
                 "to": 56,
                 "next": 56,

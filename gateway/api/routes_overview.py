@@ -37,6 +37,7 @@ from gateway.service.consumers import Owner
 from gateway.service.errors import ServiceError
 from gateway.service.overview import (
     PublishCounts,
+    route_topics,
     topic_overview,
     visible_group_lags,
     visible_instances,
@@ -126,6 +127,8 @@ async def list_topics(request: Request) -> JSONResponse:
     producer = runtime.producer
     assert producer is not None
     counts = await _replica_counts(request, runtime)
+    # the embedded cluster's topics exist from the start: show their partitions before any publish
+    await route_topics(producer, runtime.embedded_topics())
     overview = topic_overview(producer, runtime.security.policy, _known_topics(runtime, set(counts)), counts)
     body = {
         "topics": [

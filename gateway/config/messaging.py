@@ -71,7 +71,10 @@ class ProducerSettings(BaseModel):
 
 class EmbeddedSettings(BaseModel):
     topics: str = Field(
-        "demo:4", description="topics of the embedded cluster, name[:partitions[:stores]],..."
+        "demo:1:4",
+        description="topics of the embedded cluster, name[:partitions[:stores]],...; the default gives demo "
+        "4 stores of 1 partition (ids 0, 10000, 20000, 30000), so that each message has an offset of its "
+        "partition's own",
     )
     topics_file: Path | None = Field(
         None,

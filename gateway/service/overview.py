@@ -23,6 +23,8 @@ store); -1 offsets (nothing fetched yet) give no lag (None).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -31,6 +33,7 @@ from gateway.service.consumers import ConsumerService
 from gateway.service.group_lag import LagMonitor
 from gateway.service.principal import current_principal
 from gateway.tubemq.consumer import INDEX_ENTRY_SIZE, AssignedPartition
+from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.net import BreakerState
 from gateway.tubemq.producer import Producer
 
@@ -43,6 +46,7 @@ __all__ = [
     "TopicOverview",
     "TopicsOverview",
     "partition_lag",
+    "route_topics",
     "topic_overview",
     "visible_group_lags",
     "visible_instances",
@@ -84,6 +88,20 @@ class BrokerOverview:
 class TopicsOverview:
     topics: list[TopicOverview] = field(default_factory=list)
     brokers: list[BrokerOverview] = field(default_factory=list)
+
+
+async def route_topics(producer: Producer, topics: Iterable[str]) -> None:
+    """Route those of ``topics`` the producer has no route for yet (one master call each, at once), as
+    describing a topic does, so that a listing shows their partitions before anything was published to them.
+    A topic the master cannot route now stays unrouted: its listing says ``partitions`` null."""
+    missing = sorted({t for t in topics if producer.topic_route(t) is None})
+    if missing:
+        await asyncio.gather(*(_route(producer, topic) for topic in missing))
+
+
+async def _route(producer: Producer, topic: str) -> None:
+    with contextlib.suppress(TubeMQError):
+        await producer.register_topic(topic)
 
 
 def topic_overview(

@@ -6,6 +6,14 @@ import { clear, errorBox, field, fmtNumber, h, table } from './dom.js';
 import { attributesText, bytesOf, msgTimeText, valueNode, viewPicker } from './values.js';
 
 const ENTRY = 28;
+// TubeMQ numbers a topic's partitions on a broker store * 10000 + index; the partitions of a store share its
+// index, so a partition's offset range counts its siblings' messages too.
+const STORE_BASE = 10000;
+
+function sameStore(a, b) {
+  return a.brokerId === b.brokerId &&
+    Math.floor(a.partitionId / STORE_BASE) === Math.floor(b.partitionId / STORE_BASE);
+}
 let view = 'text';
 
 function messageRows(messages) {
@@ -41,8 +49,12 @@ export async function render(root, params) {
   function showBounds() {
     const p = partitions.find((x) => x.partitionKey === partition.value);
     if (!p) return;
-    bounds.textContent = `offsets ${fmtNumber(p.minOffset)} – ${fmtNumber(p.maxOffset)} ` +
-      `(about ${fmtNumber(Math.round((p.maxOffset - p.minOffset) / ENTRY))} entries)`;
+    const entries = fmtNumber(Math.round((p.maxOffset - p.minOffset) / ENTRY));
+    const sharing = partitions.filter((x) => sameStore(x, p)).length;
+    bounds.textContent = `offsets ${fmtNumber(p.minOffset)} – ${fmtNumber(p.maxOffset)} ` + (sharing > 1
+      ? `(${entries} entries of a store this partition shares with ${sharing - 1} other(s): ` +
+        'only some of them are its messages)'
+      : `(${entries} message(s))`);
     // By default the newest entries: the last `limit` of them.
     const wanted = Math.max(1, Number(limit.value) || 50) * ENTRY;
     from.value = String(Math.max(p.minOffset, p.maxOffset - wanted));
