@@ -6,6 +6,8 @@ import argparse
 import contextlib
 import gc
 import importlib.util
+import ipaddress
+import logging
 import os
 import socket
 import sys
@@ -19,6 +21,8 @@ if TYPE_CHECKING:
 
     from gateway.workers.context import WorkerContext
 
+log = logging.getLogger("gateway.serve")
+
 
 def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
@@ -30,7 +34,10 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p.add_argument(
         "--masters", help="TubeMQ masters host:port[,host:port...]; omit to run on the embedded cluster"
     )
-    p.add_argument("--http-host", help="HTTP listen address (default 0.0.0.0)")
+    p.add_argument(
+        "--http-host",
+        help="HTTP listen address (default 127.0.0.1 with auth.mode=open, 0.0.0.0 with authentication)",
+    )
     p.add_argument("--http-port", type=int, help="HTTP listen port (default 8080)")
     p.add_argument("--grpc-port", type=int, help="gRPC listen port (default 9090)")
     p.add_argument("--config", type=Path, help="JSON settings file")
@@ -209,12 +216,45 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"tubemq-gateway: cannot start: {exc}", file=sys.stderr)
         return 1
     configure_logging(settings.log_level, settings.log_format)
+    log_listen_address(settings)
     workers = settings.workers or allowed_cpus()
     if workers > 1:
         from gateway.workers.supervisor import supervise
 
         return supervise(settings, workers)
     return serve_process(settings)
+
+
+def log_listen_address(settings: Settings) -> None:
+    """Say where the API listens and why: loopback by default in open mode, every address with
+    authentication; an open gateway on another address is a warning."""
+    host, grpc_host = settings.http_host, settings.grpc.host or settings.http_host
+    extra = {"host": host, "port": settings.http_port, "grpc_host": grpc_host, "auth": settings.auth.mode}
+    where = f"listening on {host}:{settings.http_port}"
+    if settings.grpc.enabled:
+        where += f" (gRPC {grpc_host}:{settings.grpc.port})"
+    if settings.auth.mode != "open":
+        log.info(f"{where}: authentication is required (auth.mode={settings.auth.mode})", extra=extra)
+    elif all(_loopback(h) for h in (host, grpc_host)):
+        log.info(
+            f"{where}, this machine only: authentication is off (auth.mode=open); to serve other machines "
+            "turn authentication on (docs/security.md) and set http_host (--http-host 0.0.0.0)",
+            extra=extra,
+        )
+    else:
+        log.warning(
+            f"{where} with authentication off (auth.mode=open): anyone who reaches these addresses may "
+            "publish to and consume from every topic; turn authentication on (docs/security.md), or leave "
+            "http_host unset to listen on 127.0.0.1 only",
+            extra=extra,
+        )
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _served_ports(settings: Settings) -> list[tuple[str, str, int]]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
+from auth_support import write_auth_files
 from serve_support import free_port, stop_serve
 
 from gateway.config import Settings
@@ -69,8 +72,11 @@ def test_serve_runs_on_the_embedded_cluster_and_publishes(tmp_path: Path) -> Non
     assert any((tmp_path / "data").rglob("*.log"))
 
 
-def _serve_until_ready(args: list[str], env: dict[str, str]) -> str:
-    """Runs ``serve`` with ``args`` until /readyz answers 200, stops it; its output."""
+def _serve_until_ready(
+    args: list[str], env: dict[str, str], while_ready: Callable[[int], None] | None = None
+) -> str:
+    """Runs ``serve`` with ``args`` until /readyz answers 200 (then calls ``while_ready`` with the HTTP
+    port), stops it; its output."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve", "--http-port", str(port), *args],
@@ -90,6 +96,8 @@ def _serve_until_ready(args: list[str], env: dict[str, str]) -> str:
             assert time.monotonic() < deadline, "gateway did not become ready in 60 s"
             time.sleep(0.2)
         time.sleep(0.5)  # every worker's start-up lines are out
+        if while_ready is not None:
+            while_ready(port)
     finally:
         code, output = stop_serve(proc)
     assert code == 0, output
@@ -145,3 +153,57 @@ def test_served_urls_follow_tls_the_admin_listener_and_the_console_setting() -> 
     urls = served_urls(admin, 8080, 9100)
     assert urls["docs_url"] == "http://127.0.0.1:9100/docs"
     assert urls["console_url"] == "http://127.0.0.1:9100/console"
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses of the sockets listening on ``port`` (from /proc/net/tcp and tcp6; an IPv4 address
+    mapped into IPv6 as the IPv4 address)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            address, port_hex = fields[1].split(":")
+            if int(port_hex, 16) != port or fields[3] != "0A":  # 0A: LISTEN
+                continue
+            raw = b"".join(bytes.fromhex(address[i : i + 8])[::-1] for i in range(0, len(address), 8))
+            ip = ipaddress.ip_address(raw)
+            mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+            found.add(str(mapped or ip))
+    return found
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_open_mode_listens_on_loopback_unless_told_otherwise(workers: str, tmp_path: Path) -> None:
+    """No http_host: an open gateway (auth.mode=open) binds HTTP and gRPC to 127.0.0.1 and says so; with
+    authentication required it binds every address (it used to bind 0.0.0.0 open as well)."""
+    grpc_port = free_port()
+    seen: dict[str, set[str]] = {}
+
+    def look(port: int) -> None:
+        seen.update(http=_listening(port), grpc=_listening(grpc_port))
+
+    out = _serve_until_ready(["--grpc-port", str(grpc_port), "--workers", workers], {}, look)
+    assert seen == {"http": {"127.0.0.1"}, "grpc": {"127.0.0.1"}}, seen
+    (said,) = [r for r in out.splitlines() if r.startswith('{"ts"') and "listening on" in r]
+    assert '"msg":"listening on 127.0.0.1:PORT (gRPC 127.0.0.1:' in said and "this machine only" in said, said
+    assert '"level":"info"' in said.lower() and '"host":"127.0.0.1"' in said, said
+
+    files = write_auth_files(tmp_path)
+    grpc_port = free_port()
+    secured = files.environment(TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET="a-secret-of-at-least-16-chars")
+    out = _serve_until_ready(["--grpc-port", str(grpc_port), "--workers", workers], secured, look)
+    assert seen["http"] == {"0.0.0.0"} and seen["grpc"] in ({"0.0.0.0"}, {"::"}), seen  # gRPC: dual stack
+    assert "listening on 0.0.0.0:PORT" in out and "authentication is required" in out
+
+
+def test_an_open_gateway_on_every_address_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    from gateway.serve import log_listen_address
+
+    with caplog.at_level("INFO", logger="gateway.serve"):
+        log_listen_address(Settings(http_host="0.0.0.0"))
+        log_listen_address(Settings(grpc={"host": "::"}))
+    (everywhere, grpc_everywhere) = caplog.records
+    assert everywhere.levelname == grpc_everywhere.levelname == "WARNING"
+    assert "anyone who reaches these addresses" in everywhere.getMessage()
+    assert Settings().http_host == "127.0.0.1"
+    assert Settings(auth={"mode": "required", "api_keys_file": "k.json"}).http_host == "0.0.0.0"

@@ -56,6 +56,7 @@ __all__ = [
     "CORS_EXPOSED_HEADERS",
     "CORS_REQUEST_HEADERS",
     "MIN_ID_SECRET",
+    "OPEN_MODE_HOST",
     "AdminSettings",
     "AuthSettings",
     "CompressionSettings",
@@ -84,6 +85,9 @@ __all__ = [
     "load_settings",
 ]
 
+#: where the HTTP (and gRPC) listener binds in open mode when no address is given: this machine only
+OPEN_MODE_HOST = "127.0.0.1"
+
 
 class Settings(BaseSettings):
     """All gateway settings. ``masters`` empty means: run on the embedded cluster."""
@@ -96,7 +100,11 @@ class Settings(BaseSettings):
     )
 
     masters: str = Field("", description="TubeMQ master addresses host:port[,host:port...]; empty = embedded")
-    http_host: str = Field("0.0.0.0", description="HTTP listen address")
+    http_host: str = Field(
+        "",
+        description="HTTP listen address; empty: 127.0.0.1 with auth.mode=open (an open gateway is reachable "
+        "from this machine only unless you say otherwise), else 0.0.0.0",
+    )
     http_port: int = Field(8080, ge=0, le=65535, description="HTTP listen port")
     log_level: str = Field("info", description="log level: debug, info, warning, error")
     log_format: Literal["json", "text"] = Field("json", description="json: one object per line; text")
@@ -153,6 +161,14 @@ class Settings(BaseSettings):
     @classmethod
     def _strip(cls, value: str) -> str:
         return value.strip()
+
+    @model_validator(mode="after")
+    def _listen_address(self) -> Settings:
+        """No listen address given: loopback when nobody is authenticated (auth.mode=open), every address
+        otherwise."""
+        if not self.http_host.strip():
+            self.http_host = OPEN_MODE_HOST if self.auth.mode == "open" else "0.0.0.0"
+        return self
 
     @model_validator(mode="after")
     def _console_listener(self) -> Settings:
