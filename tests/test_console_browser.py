@@ -382,3 +382,36 @@ async def test_on_the_admin_listener_the_console_calls_the_api_across_origins(
             await tab.page.locator("#topics-table tr[data-topic=demo]").wait_for()
             assert any(u.startswith(api_url + "/v1/topics") for u in tab.urls)
             assert tab.errors == []
+
+
+async def test_the_nav_fits_a_narrow_window_and_topic_fields_offer_the_topics(
+    gw: ConsoleGateway, browser: Any
+) -> None:
+    """At 420 px every nav link stays on screen; Messages, Live tail and Publish opened from the nav offer
+    the listed topics to pick; numeric columns have their headers aligned with their numbers."""
+    await publish(gw, "demo", [{"value": "x"}])
+    context = await browser.new_context(viewport={"width": 420, "height": 800})
+    tab = Tab(await context.new_page(), gw)
+    page = tab.page
+    await tab.sign_in("root")
+    for link in await page.locator("#nav a").all():
+        box = await link.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 420, (
+            await link.text_content(),
+            box,
+        )
+    await tab.shot("narrow")
+    for name in ("messages", "tail", "publish"):
+        await page.click(f"#nav a[data-page={name}]")
+        field = page.locator("main input[name=topic]")
+        await field.wait_for()
+        assert await field.input_value() == ""
+        choices = page.locator(f"#{await field.get_attribute('list')} option")
+        await choices.first.wait_for(state="attached")
+        assert "demo" in [await o.get_attribute("value") for o in await choices.all()]
+    await page.click("#nav a[data-page=topics]")
+    header = page.locator("#topics-table th").nth(1)  # partitions: a number per row
+    await header.wait_for()
+    aligned = await header.evaluate("th => getComputedStyle(th).textAlign")
+    assert aligned == "right"
+    assert tab.errors == []

@@ -29,11 +29,15 @@ export function clear(node) {
   return node;
 }
 
+// A table of `columns` over the `rows` (tr elements); a column whose cells are numbers (td.num in the first
+// row) gets its header aligned with them.
 export function table(columns, rows, attrs = {}) {
+  const first = rows.length ? rows[0].children : [];
   return h(
     'table',
     attrs,
-    h('thead', {}, h('tr', {}, columns.map((c) => h('th', {}, c)))),
+    h('thead', {}, h('tr', {}, columns.map((c, i) => h('th', {
+      class: first[i] && first[i].classList.contains('num') ? 'num' : null }, c)))),
     h('tbody', {}, rows),
   );
 }

@@ -3,6 +3,7 @@
 
 import { get, seg } from './api.js';
 import { clear, errorBox, field, fmtNumber, h, table } from './dom.js';
+import { topicPicker } from './topic_picker.js';
 import { attributesText, bytesOf, msgTimeText, valueNode, viewPicker } from './values.js';
 
 const ENTRY = 28;
@@ -33,7 +34,7 @@ function messageRows(messages) {
 }
 
 export async function render(root, params) {
-  const topic = h('input', { name: 'topic', required: true, value: params.get('topic') || '' });
+  const [topic, topicChoices] = topicPicker(params.get('topic') || '');
   const partition = h('select', { name: 'partition' });
   const from = h('input', { name: 'from', type: 'number', min: 0, step: ENTRY });
   const to = h('input', { name: 'to', type: 'number', min: 0, step: ENTRY });
@@ -118,7 +119,7 @@ export async function render(root, params) {
   partition.addEventListener('change', showBounds);
   root.append(
     h('h1', {}, 'Messages'),
-    h('form', { class: 'inline', onsubmit: loadPartitions }, field('Topic', topic),
+    h('form', { class: 'inline', onsubmit: loadPartitions }, field('Topic', topic), topicChoices,
       h('button', { type: 'submit' }, 'Partitions')),
     h('form', { class: 'inline', id: 'range-form', onsubmit: (e) => {
       e.preventDefault();

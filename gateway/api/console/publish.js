@@ -3,6 +3,7 @@
 
 import { call, seg } from './api.js';
 import { clear, errorBox, field, h } from './dom.js';
+import { topicPicker } from './topic_picker.js';
 
 function parseAttributes(text) {
   const attributes = {};
@@ -17,7 +18,7 @@ function parseAttributes(text) {
 }
 
 export async function render(root, params) {
-  const topic = h('input', { name: 'topic', required: true, value: params.get('topic') || '' });
+  const [topic, topicChoices] = topicPicker(params.get('topic') || '');
   const value = h('textarea', { name: 'value', rows: 5, spellcheck: 'false' });
   const encoding = h('select', { name: 'encoding' },
     h('option', { value: 'utf8' }, 'text'), h('option', { value: 'json' }, 'JSON'),
@@ -67,7 +68,7 @@ export async function render(root, params) {
   root.append(
     h('h1', {}, 'Publish'),
     h('form', { id: 'publish-form', class: 'stack', onsubmit: submit },
-      field('Topic', topic), field('Value', value), field('Value is', encoding), field('Key', key),
+      field('Topic', topic), topicChoices, field('Value', value), field('Value is', encoding), field('Key', key),
       field('Attributes', attributes), field('Stream id', streamId), field('Partition', partition),
       h('button', { type: 'submit' }, 'Publish')),
     out,

@@ -7,6 +7,7 @@ import { call, headers, openStream, seg, url } from './api.js';
 import { clear, errorBox, field, h } from './dom.js';
 import { attributesText, bytesOf, msgTimeText, valueNode, viewPicker } from './values.js';
 import { events } from './sse.js';
+import { topicPicker } from './topic_picker.js';
 
 const MAX_ROWS = 500;
 const state = {
@@ -156,7 +157,7 @@ function row(m) {
 }
 
 export async function render(root, params) {
-  const topic = h('input', { name: 'topic', required: true, value: params.get('topic') || state.topic });
+  const [topic, topicChoices] = topicPicker(params.get('topic') || state.topic);
   const streamId = h('input', { name: 'streamId', placeholder: 'every stream', value: state.streamId });
   const group = h('input', { name: 'group', required: true, value: state.group });
   const buttons = h('span', { class: 'buttons' });
@@ -191,7 +192,7 @@ export async function render(root, params) {
     h('form', { id: 'tail-form', class: 'inline', onsubmit: (e) => {
       e.preventDefault();
       if (!state.running) start(topic.value.trim(), streamId.value.trim(), group.value.trim());
-    } }, field('Topic', topic), field('Stream id', streamId), field('Group', group), buttons,
+    } }, field('Topic', topic), topicChoices, field('Stream id', streamId), field('Group', group), buttons,
     field('Values as', picker)),
     status, list,
   );
