@@ -8,15 +8,18 @@ non-zero when anything differs. Tools come from tests/client_tools.py."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from auth_support import write_auth_files
@@ -33,8 +36,12 @@ from client_tools import (
 from consumer_support import environment
 from gateway_support import gateway
 from jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
+from serve_support import free_port, stop_serve
+from test_readme import runnable
 
 from gateway.grpc.server import GrpcServer
+from gateway.service.instance_spec import InstanceSpec
+from gateway.service.principal import Principal, principal_scope
 
 
 @dataclass(frozen=True)
@@ -42,10 +49,23 @@ class Served:
     env: dict[str, str]  # GW, GW_GRPC (and GW_TOKEN): what the examples read
 
 
+#: what `demo` holds when a newcomer reaches the examples: the README's publishes, run a few times over
+BACKLOG = 100
+
+
 @asynccontextmanager
 async def served(auth: dict[str, Any] | None = None, **consumers: Any) -> AsyncIterator[Served]:
-    """A gateway as ``serve`` runs it (its HTTP protocol included), REST and gRPC, on the embedded cluster."""
+    """A gateway as ``serve`` runs it (its HTTP protocol included), REST and gRPC, on the embedded cluster,
+    in the state the README leaves it: ``demo`` holds a backlog of other messages and the README's group
+    ``g1`` has a consumer instance."""
     async with environment("demo:4") as env, gateway(env, auth=auth, **consumers) as http:
+        for partition in range(4):  # the README's publishes land on every partition
+            await env.publish(
+                "demo", [f"readme {n}".encode() for n in range(BACKLOG // 4)], partition=partition
+            )
+        # the README's group, held by another principal (the rules of auth_support give role admin all)
+        with principal_scope(Principal("operator", "api_key", roles=frozenset({"admin"}))):
+            await http.consumers.create("g1", InstanceSpec({"demo": None}, start_position="earliest"))
         rpc = GrpcServer(http.runtime, host="127.0.0.1", port=0, grace=0.5)
         await rpc.start()
         try:
@@ -85,6 +105,48 @@ def test_npm_ci_as_the_docs_give_it_installs_without_a_warning(tmp_path: Path) -
     assert done.returncode == 0, out
     assert "npm warn" not in out.lower(), out
     assert (tmp_path / "node_modules" / ".bin" / "buf").exists()
+
+
+@contextmanager
+def serve_process(log: Path, *args: str) -> Iterator[Served]:
+    """``tubemq-gateway serve`` as ``./scripts/run.sh`` starts it (the embedded cluster, the CLI's defaults
+    besides loopback ports), until it answers /readyz; stopped on exit. Its log goes to ``log`` (a pipe
+    nobody reads would fill and stall it)."""
+    port, rpc = free_port(), free_port()
+    argv = [python(), "-m", "gateway", "serve", "--http-host", "127.0.0.1", "--http-port", str(port)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([*argv, "--grpc-port", str(rpc), *args], env=env, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "serve did not become ready in 60 s"
+            time.sleep(0.2)
+        yield Served({"GW": f"http://127.0.0.1:{port}", "GW_GRPC": f"127.0.0.1:{rpc}"})
+    finally:
+        code, _ = stop_serve(proc)
+    assert code == 0, log.read_text()[-4000:]
+
+
+async def test_node_examples_run_after_the_readme_on_serve_with_two_workers(tmp_path: Path) -> None:
+    """As a newcomer meets them: ``serve`` with two worker processes (a 2-CPU laptop's default), ``demo``
+    holding what the README's Publish block put there, run a few times over (each run 4 messages, one
+    partition given, one key), the README's Consume block run once (its group g1 keeps its offsets);
+    then each Node.js example, which must exit 0."""
+    js = npm_packages()
+    publish, consume = runnable("Publish", "sh")[0], runnable("Consume", "sh")[0]
+    with serve_process(tmp_path / "serve.log", "--workers", "2") as gw:
+        for _ in range(BACKLOG // 4):
+            await run_example(["bash", "-euo", "pipefail", "-c", publish], gw.env, tmp_path)
+        await run_example(["bash", "-euo", "pipefail", "-c", consume], gw.env, tmp_path)
+        for example in ("rest", "sse", "grpc"):
+            assert f"{example} example: OK" in await run_example([node(), f"{example}.mjs"], gw.env, js)
 
 
 async def test_node_examples_authenticate_with_an_api_key(tmp_path: Path) -> None:

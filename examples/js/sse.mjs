@@ -22,20 +22,36 @@ function open(url) {
   });
 }
 
-// Reads the stream until `enough(ours)` holds; commits every token it gets; returns the last token.
+// Reads the stream until `enough(ours)` holds, committing every event's token, one commit at a time in the
+// order of the events; resolves with the last event's id once every commit is answered. EventSource does
+// not wait for an async handler, so the commits are chained rather than awaited in `onmessage`. Events that
+// arrive after the end are not taken (nor committed): the next connection, resuming after the last id,
+// delivers them again.
 function stream(url, run, ours, enough) {
+  const commits = `${url.split('/stream')[0]}/commits`;
   return new Promise((resolve, reject) => {
     const source = open(url);
     let last = null;
-    const timer = setTimeout(() => { source.close(); reject(new Error('stream: too slow')); }, 60_000);
-    source.onmessage = async (event) => {
+    let ended = false;
+    let committed = Promise.resolve();
+    const end = (settle) => {
+      if (ended) return;
+      ended = true;
+      clearTimeout(timer);
+      source.close();
+      committed.then(settle, reject);
+    };
+    const timer = setTimeout(() => end(() => reject(new Error('stream: too slow'))), 60_000);
+    source.onmessage = (event) => {
+      if (ended) return;
       const message = JSON.parse(event.data);
       last = event.lastEventId; // = message.token
       if (message.key === run) ours.push(message.value);
-      await call('POST', `${url.split('/stream')[0]}/commits`, { tokens: [message.token] });
-      if (enough(ours)) { clearTimeout(timer); source.close(); resolve(last); }
+      committed = committed.then(() => call('POST', commits, { tokens: [message.token] }));
+      committed.catch((error) => end(() => reject(error)));
+      if (enough(ours)) end(() => resolve(last));
     };
-    source.onerror = (error) => { if (error.code) { clearTimeout(timer); source.close(); reject(error); } };
+    source.onerror = (error) => { if (error.code) end(() => reject(error)); };
   });
 }
 
