@@ -358,6 +358,33 @@ async def test_a_hostile_value_renders_as_text_and_never_runs(gw: ConsoleGateway
     assert tab.errors == []
 
 
+async def test_bidirectional_controls_show_as_code_points(gw: ConsoleGateway, browser: Any) -> None:
+    """A right-to-left override in a key, a value or an attribute would reorder what follows it on screen
+    ("invoice\u202efdp.exe" read as "invoiceexe.pdf"): the console shows each such control as its code
+    point, in the range table and in the live tail's value, in every view."""
+    key, value = "invoice\u202efdp.exe", "pay \u2067to\u2069 \u200fmallory"
+    results = await publish(gw, "demo", [{"value": value, "key": key, "attributes": {"a": "x\u202ay"}}])
+    tab = await open_tab(browser, gw)
+    page = tab.page
+    await tab.sign_in("alice")
+    await tab.go(f"#/messages?topic=demo&partition={results[0]['partitionKey']}")
+    await page.locator("#bounds").get_by_text("offsets").wait_for()
+    await page.locator("#range-form button[type=submit]").click()
+    row = page.locator("#messages-table tbody tr").first
+    await row.wait_for()
+    assert await row.locator("td").nth(2).text_content() == "invoice⟨U+202E⟩fdp.exe"
+    assert await row.locator("pre").text_content() == "pay ⟨U+2067⟩to⟨U+2069⟩ ⟨U+200F⟩mallory"
+    assert "a=x⟨U+202A⟩y" in (await row.text_content() or "")
+    await page.locator("#range-form select[aria-label='show values as']").select_option("json")
+    assert "⟨U+2067⟩" in (await row.locator("pre").text_content() or "")
+    shown = await page.evaluate("() => document.getElementById('main').textContent")
+    assert not any(
+        c in shown for c in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+    )
+    await tab.shot("bidi")
+    assert tab.errors == []
+
+
 async def test_on_the_admin_listener_the_console_calls_the_api_across_origins(
     tmp_path: Path, browser: Any
 ) -> None:

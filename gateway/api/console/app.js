@@ -1,7 +1,7 @@
 // The console's entry: sign-in, navigation between pages (#/page?params) and the page life cycle.
 
 import { ApiError, credential, forget, get, remember } from './api.js';
-import { clear, errorBox, hashParams } from './dom.js';
+import { clear, errorBox, hashParams, visible } from './dom.js';
 import * as brokers from './brokers.js';
 import * as groups from './groups.js';
 import * as messages from './messages.js';
@@ -26,7 +26,7 @@ function showSignin(message) {
   signout.hidden = true;
   who.textContent = '';
   signin.hidden = false;
-  document.getElementById('signin-error').textContent = message || '';
+  document.getElementById('signin-error').textContent = visible(message || '');
   document.getElementById('signin-secret').focus();
 }
 

@@ -19,9 +19,18 @@ export function h(tag, attrs = {}, ...children) {
 export function append(node, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(visible(String(child))));
   }
   return node;
+}
+
+// Bidirectional controls (the marks, embeddings, overrides and isolates) would reorder the text around them:
+// a key "invoice<U+202E>fdp.exe" would show as "invoiceexe.pdf". Every text the console shows from data goes
+// through here, and shows each of them as its code point instead: invoice⟨U+202E⟩fdp.exe.
+const BIDI_CONTROLS = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+export function visible(text) {
+  return text.replace(BIDI_CONTROLS, (c) => `⟨U+${c.charCodeAt(0).toString(16).toUpperCase()}⟩`);
 }
 
 export function clear(node) {

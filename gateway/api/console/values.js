@@ -1,5 +1,8 @@
 // Message values as text, JSON or hex. Values come base64-encoded from the API and are decoded to bytes
-// here; every rendering is text (textContent), whatever the bytes hold.
+// here; every rendering is text (textContent), whatever the bytes hold, its bidirectional controls shown
+// as code points (dom.js visible).
+
+import { visible } from './dom.js';
 
 const MAX_SHOWN = 64 * 1024;
 
@@ -48,7 +51,7 @@ export function valueNode(bytes, view) {
   else if (view === 'json') text = asJson(bytes) ?? `(not JSON) ${asText(bytes)}`;
   else text = asText(bytes);
   if (bytes.length > MAX_SHOWN) text += `\n… ${bytes.length - MAX_SHOWN} more bytes`;
-  pre.textContent = text;
+  pre.textContent = visible(text);
   pre.title = `${bytes.length} bytes`;
   return pre;
 }
