@@ -226,6 +226,13 @@ async def test_read_a_range_of_a_partition_as_text_json_and_hex(gw: ConsoleGatew
     assert tab.errors == []
 
 
+async def groups_page(browser: Any, gw: ConsoleGateway, principal: str) -> Tab:
+    tab = await open_tab(browser, gw)
+    await tab.sign_in(principal)
+    await tab.go("#/groups")
+    return tab
+
+
 async def test_a_groups_lag_moves_after_a_commit(gw: ConsoleGateway, browser: Any) -> None:
     alice = gw.headers("alice")
     created = await gw.http.post(
@@ -242,10 +249,8 @@ async def test_a_groups_lag_moves_after_a_commit(gw: ConsoleGateway, browser: An
         polled += answer.json()["messages"]
     assert len(polled) == 5
 
-    tab = await open_tab(browser, gw)
+    tab = await groups_page(browser, gw, "alice")
     page = tab.page
-    await tab.sign_in("alice")
-    await tab.go("#/groups")
     instance = page.locator("section.instance[data-group=console_lag]")
     lag = instance.locator("td.lag")
     await lag.get_by_text("5", exact=True).wait_for()  # delivered, not committed: still behind
@@ -275,6 +280,65 @@ async def test_a_groups_lag_moves_after_a_commit(gw: ConsoleGateway, browser: An
     assert await instance.count() == 0
     await tab.shot("groups")
     assert tab.errors == [] and root.errors == []
+
+
+async def test_groups_page_instance_and_offsets_views_agree_and_move(
+    gw: ConsoleGateway, browser: Any
+) -> None:
+    """The Groups page's two views share one lag definition: a store of two partitions (demo) shows as one
+    row with the store's figure, each view's total is the sum of its rows, an idle instance's end moves
+    when messages arrive, both views agree when nothing moves, and two instances' ids are told apart."""
+    alice = gw.headers("alice")
+    paths = []
+    for group in ("agree_one", "agree_two"):
+        created = await gw.http.post(
+            f"/v1/consumers/{group}", json={"topics": ["demo"], "startPosition": "latest"}, headers=alice
+        )
+        assert created.status_code == 201, created.text
+        paths.append(f"/v1/consumers/{group}/instances/{created.json()['instanceId']}")
+    base = paths[0]
+    for path in paths:  # both instances hold the store's partitions, nothing to read yet
+        answer = await gw.http.get(f"{path}/messages", params={"timeout_ms": 500}, headers=alice)
+        assert answer.status_code == 200, answer.text
+    await publish(gw, "demo", [{"value": f"a{i}", "partition": i % 2} for i in range(6)])
+    polled: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 10
+    while len(polled) < 6 and time.monotonic() < deadline:
+        answer = await gw.http.get(f"{base}/messages", params={"timeout_ms": 1000}, headers=alice)
+        polled += answer.json()["messages"]
+    assert len(polled) == 6
+    assert (await gw.http.post(f"{base}/commits", json={}, headers=alice)).json()["committed"] == 6
+    await gw.http.get(f"{base}/messages", params={"timeout_ms": 300}, headers=alice)  # carries the commit
+
+    tab = await groups_page(browser, gw, "alice")
+    page = tab.page
+    instance = page.locator("section.instance[data-group=agree_one]")
+    offsets = page.locator("#group-offsets section[data-group=agree_one]")
+    await instance.wait_for()
+    await offsets.wait_for()
+    # the instance is idle from now on: 4 more messages arrive in the store
+    await publish(gw, "demo", [{"value": f"b{i}", "partition": i % 2} for i in range(4)])
+
+    async def views() -> tuple[list[str], list[str], str | None, str | None, list[str], list[str]]:
+        rows = [await r.text_content() or "" for r in await instance.locator("td.lag").all()]
+        group_rows = [await r.text_content() or "" for r in await offsets.locator("td.lag").all()]
+        ends = [await r.text_content() or "" for r in await instance.locator("td.end").all()]
+        group_ends = [await r.text_content() or "" for r in await offsets.locator("td.end").all()]
+        total = await instance.locator(".total-lag").text_content()
+        group_total = await offsets.locator(".total-lag").text_content()
+        return rows, group_rows, total, group_total, ends, group_ends
+
+    async def settled() -> bool:
+        rows, group_rows, total, group_total, ends, group_ends = await views()
+        return rows == group_rows == ["4"] and total == group_total == "4" and ends == group_ends
+
+    await eventually(settled, timeout=20, what="both views at lag 4, one row for the store, same end")
+    assert await instance.locator("tr[data-store]").count() == 1
+    assert "(one store)" in (await instance.locator("tr[data-store] td").first.text_content() or "")
+    ids = [await i.text_content() for i in await page.locator("section.instance .instance-id").all()]
+    assert len(ids) == 2 and ids[0] != ids[1], ids
+    await tab.shot("groups-agree")
+    assert tab.errors == []
 
 
 async def test_topics_and_brokers_pages_show_what_the_rules_allow(gw: ConsoleGateway, browser: Any) -> None:

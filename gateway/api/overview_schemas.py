@@ -44,11 +44,19 @@ class PartitionLag(BaseModel):
     topic: str
     brokerId: int
     partitionId: int
-    currOffset: int = Field(description="where the group's next read starts (-1: unknown yet)")
-    maxOffset: int = Field(description="end of the partition's store index (-1: unknown yet)")
+    store: str = Field(description="brokerId:topic:store; partitions of one store share its index")
+    currOffset: int = Field(description="where the group's next read starts at the last fetch (-1: unknown)")
+    maxOffset: int = Field(description="end of the partition's store index at the last fetch (-1: unknown)")
+    readPosition: int = Field(
+        description="newest known read position: currOffset or the group's committed offset at its last "
+        "reading, whichever is further on (-1: unknown)"
+    )
+    endOffset: int = Field(
+        description="newest known end: maxOffset or the store's end at the group's last reading (-1: unknown)"
+    )
     lag: int | None = Field(
-        description="messages not yet read: (maxOffset - currOffset) / 28; an upper bound when the store "
-        "holds several partitions; null until both offsets are known"
+        description="messages not yet read: (endOffset - readPosition) / 28; counts the store's entries of "
+        "every partition past this one's position when the store holds several; null until both are known"
     )
     inUse: bool
 
@@ -63,6 +71,7 @@ class InstanceSummary(BaseModel):
     pendingMessages: int = Field(description="delivered and not committed")
     bufferedMessages: int = Field(description="fetched and not yet delivered")
     idleSeconds: float
+    lag: int = Field(description="the instance's lag: each store once, with its slowest partition")
     partitions: list[PartitionLag]
 
 
@@ -71,6 +80,9 @@ class GroupPartitionLag(BaseModel):
     topic: str
     brokerId: int
     partitionId: int
+    store: str = Field(description="brokerId:topic:store; partitions of one store share its index")
+    committedOffset: int = Field(description="the group's committed offset at the broker (-1: unknown)")
+    endOffset: int = Field(description="end of the store's index at the broker (-1: unknown)")
     lag: int = Field(description="messages past the group's committed offset, as the broker reports them")
 
 
@@ -78,6 +90,7 @@ class GroupLag(BaseModel):
     group: str
     consumers: int = Field(description="clients the master lists in the group (any client); -1: unknown")
     readAt: int = Field(description="ms since epoch of the reading")
+    lag: int = Field(description="the group's lag: each store once, with its slowest partition")
     partitions: list[GroupPartitionLag]
 
 

@@ -38,6 +38,7 @@ from gateway.service.errors import ServiceError
 from gateway.service.overview import (
     PublishCounts,
     route_topics,
+    store_key,
     topic_overview,
     visible_group_lags,
     visible_instances,
@@ -175,21 +176,30 @@ def _local_instances(runtime: Runtime) -> list[dict[str, Any]]:
             "pendingMessages": o.pending,
             "bufferedMessages": o.buffered,
             "idleSeconds": round(o.idle_seconds, 3),
+            "lag": o.lag,
             "partitions": [
                 {
                     "partitionKey": p.partition.partition_key,
                     "topic": p.partition.topic,
                     "brokerId": p.partition.broker_id,
                     "partitionId": p.partition.partition_id,
+                    "store": p.store,
                     "currOffset": p.partition.curr_offset,
                     "maxOffset": p.partition.max_offset,
+                    "readPosition": p.position,
+                    "endOffset": p.end,
                     "lag": p.lag,
                     "inUse": p.partition.in_use,
                 }
                 for p in o.partitions
             ],
         }
-        for o in visible_instances(service, runtime.security.policy, service.now())
+        for o in visible_instances(
+            service,
+            runtime.security.policy,
+            service.now(),
+            runtime.lag.readings if runtime.lag is not None else None,
+        )
     ]
 
 
@@ -199,15 +209,19 @@ def _local_groups(runtime: Runtime) -> list[dict[str, Any]]:
             "group": g.group,
             "consumers": g.consumers,
             "readAt": round(g.read_at * 1000),
+            "lag": g.lag,
             "partitions": [
                 {
-                    "partitionKey": f"{broker_id}:{topic}:{partition_id}",
-                    "topic": topic,
-                    "brokerId": broker_id,
-                    "partitionId": partition_id,
-                    "lag": lag,
+                    "partitionKey": f"{p.broker_id}:{p.topic}:{p.partition_id}",
+                    "topic": p.topic,
+                    "brokerId": p.broker_id,
+                    "partitionId": p.partition_id,
+                    "store": store_key(p.topic, p.broker_id, p.partition_id),
+                    "committedOffset": p.committed,
+                    "endOffset": p.end,
+                    "lag": p.lag_messages,
                 }
-                for topic, broker_id, partition_id, lag in g.partitions
+                for p in g.partitions
             ],
         }
         for g in visible_group_lags(runtime.lag, runtime.security.policy)
@@ -232,10 +246,15 @@ def _newest_per_group(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
 )
 async def list_consumers(request: Request) -> JSONResponse:
     """The caller's own instances (every instance for a caller allowed `admin`), of this replica only.
-    `lag` is in messages: (maxOffset - currOffset) / 28, an upper bound on a store of several partitions;
-    null until the broker told both offsets. `groups`: the lag of the groups this replica has served, read
-    from TubeMQ's own offsets every tubemq.group_lag_interval seconds (it stays when the consumers leave),
-    for the topics the caller may consume with the group (every group with `admin`)."""
+    Lag has one definition here, in the metrics and in `GET /v1/consumers/{group}/lag`: messages (index
+    entries of 28 bytes) from the group's read position to the end of the partition's store; a total counts
+    each `store` once, with its slowest partition. An instance's partition has `readPosition` and
+    `endOffset`, the newest known (its last fetch's `currOffset` / `maxOffset`, or the group's last reading
+    at the broker, whichever is further on), and `lag` between them (null until both are known). `groups`:
+    the lag of the groups this replica has served, read from TubeMQ's own offsets every
+    tubemq.group_lag_interval seconds (it stays when the consumers leave), for the topics the caller may
+    consume with the group (every group with `admin`); when nothing moves, a group and its instances show
+    the same lag."""
     runtime = get_runtime(request)
     instances = _local_instances(runtime)
     groups = _local_groups(runtime)

@@ -1,6 +1,9 @@
 """Events of the group lag read from TubeMQ's own offsets (published by
 :class:`gateway.service.group_lag.LagMonitor`, turned into gauges by
-:class:`gateway.observability.metrics_lag.GroupLagMetrics`)."""
+:class:`gateway.observability.metrics_lag.GroupLagMetrics`), and the one definition of lag the metrics, the
+lag endpoint and the console's overview share: a partition's lag is the index entries between a position
+and the end of its store (:func:`lag_entries`), a topic's the sum over its stores of each store's slowest
+partition (:func:`topic_lags`)."""
 
 from __future__ import annotations
 
@@ -8,10 +11,33 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["GroupLagGone", "GroupLagRead", "PartitionLag", "topic_lags"]
+__all__ = [
+    "INDEX_ENTRY_BYTES",
+    "GroupLagGone",
+    "GroupLagRead",
+    "PartitionLag",
+    "lag_entries",
+    "store_of",
+    "topic_lags",
+]
 
 #: TubeMQ numbers a broker's partitions store * 10000 + index within the store
 _STORE_PARTITION_BASE = 10000
+#: bytes of one index entry: offsets count index bytes, lags count entries (messages)
+INDEX_ENTRY_BYTES = 28
+
+
+def lag_entries(position: int, end: int) -> int | None:
+    """Index entries (messages) from ``position`` to ``end`` (index offsets); None when either is unknown
+    (negative)."""
+    if position < 0 or end < 0:
+        return None
+    return max(0, end - position) // INDEX_ENTRY_BYTES
+
+
+def store_of(partition_id: int) -> int:
+    """The store (within its broker) that partition ``partition_id`` lives in."""
+    return partition_id // _STORE_PARTITION_BASE
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +49,9 @@ class PartitionLag:
     broker_id: int
     partition_id: int
     lag_messages: int
+    #: the group's committed index offset and the store's end, as the broker reported them (-1: unknown)
+    committed: int = -1
+    end: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +78,7 @@ def topic_lags(partitions: Iterable[PartitionLag]) -> dict[str, int]:
     partition, else at most the unconsumed messages of its partitions together)."""
     stores: dict[tuple[str, int, int], int] = defaultdict(int)
     for p in partitions:
-        key = (p.topic, p.broker_id, p.partition_id // _STORE_PARTITION_BASE)
+        key = (p.topic, p.broker_id, store_of(p.partition_id))
         stores[key] = max(stores[key], p.lag_messages)
     totals: dict[str, int] = defaultdict(int)
     for (topic, _, _), lag in stores.items():

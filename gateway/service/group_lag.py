@@ -146,7 +146,8 @@ class LagMonitor:
                     self._forget(group)
                 continue
             partitions = tuple(
-                PartitionLag(r.topic, r.broker_id, r.partition_id, r.lag_messages) for r in rows
+                PartitionLag(r.topic, r.broker_id, r.partition_id, r.lag_messages, r.committed, r.max_offset)
+                for r in rows
             )
             self._reported.add(group)
             reading = GroupLagRead(group, partitions, consumers[group])

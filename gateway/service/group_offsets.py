@@ -36,6 +36,8 @@ from typing import Any
 
 import httpx
 
+from gateway.observability.lag_events import lag_entries
+
 __all__ = [
     "MAX_GROUP_LIST_BYTES",
     "BrokerWeb",
@@ -47,8 +49,6 @@ __all__ = [
     "group_lists",
 ]
 
-#: bytes of one index entry: offsets and lags in the web API count index bytes
-INDEX_ENTRY_BYTES = 28
 #: an answer larger than this is refused
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 #: bytes of the ``groupName`` value of one request (URL-encoded: a comma is 3 bytes); with the rest of the
@@ -110,7 +110,7 @@ class PartitionOffsets:
     @property
     def lag_messages(self) -> int:
         """Messages (index entries) between the committed offset and the end."""
-        return max(0, self.max_offset - self.committed) // INDEX_ENTRY_BYTES
+        return lag_entries(self.committed, self.max_offset) or 0
 
 
 class GroupOffsetsReader:

@@ -14,11 +14,15 @@ groups this gateway has served, :class:`~gateway.service.group_lag.LagMonitor`),
 consumers leave: a group's partitions of the topics the caller may ``consume`` with that group (all with
 ``admin``).
 
-The lag per partition of an instance is what the instance itself has read: the partition's ``maxOffset``
-(end of the store's index) minus its ``currOffset`` (where the group's next read starts), in index entries
-of 28 bytes. Partitions of a
-store share one index, so on a store of several partitions it is an upper bound (exact with one partition per
-store); -1 offsets (nothing fetched yet) give no lag (None).
+Lag has one definition everywhere (:func:`~gateway.observability.lag_events.lag_entries` per partition,
+:func:`~gateway.observability.lag_events.topic_lags` per topic, as in the metrics and the lag endpoint): the
+index entries (28 bytes each) from the group's read position to the end of the partition's store. For an
+instance's partition the positions are the newest known: the later of what the broker said at the
+instance's last fetch (``currOffset``, ``maxOffset``) and what the last reading of TubeMQ's offsets says
+(the group's committed offset and the store's end), so an idle instance's end still moves, and when nothing
+moves an instance and its group's reading show the same lag. Partitions of a store share one index, so
+each partition's figure counts the store's entries past its own position: a store counts once in a total,
+with its slowest partition. -1 offsets (nothing known yet) give no lag (None).
 """
 
 from __future__ import annotations
@@ -28,11 +32,13 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from gateway.observability.lag_events import GroupLagRead, lag_entries, store_of, topic_lags
+from gateway.observability.lag_events import PartitionLag as ReadPartition
 from gateway.service.access import ADMIN, CONSUME, DESCRIBE, DESCRIBE_CLUSTER, AccessPolicy
 from gateway.service.consumers import ConsumerService
 from gateway.service.group_lag import LagMonitor
 from gateway.service.principal import current_principal
-from gateway.tubemq.consumer import INDEX_ENTRY_SIZE, AssignedPartition
+from gateway.tubemq.consumer import AssignedPartition
 from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.net import BreakerState
 from gateway.tubemq.producer import Producer
@@ -47,6 +53,7 @@ __all__ = [
     "TopicsOverview",
     "partition_lag",
     "route_topics",
+    "store_key",
     "topic_overview",
     "visible_group_lags",
     "visible_instances",
@@ -157,10 +164,14 @@ def topic_overview(
 
 @dataclass(frozen=True, slots=True)
 class PartitionLag:
-    """One held partition with its offsets and lag (messages; None until the broker told both offsets)."""
+    """One held partition with its newest known read position and end, and its lag (messages; None until
+    both are known); ``store``: ``brokerId:topic:store``, shared by the partitions of one store."""
 
     partition: AssignedPartition
     lag: int | None
+    position: int = -1
+    end: int = -1
+    store: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,18 +185,33 @@ class InstanceOverview:
     pending: int
     buffered: int
     idle_seconds: float
+    #: the instance's lag: each store once, with its slowest partition
+    lag: int = 0
 
 
-def partition_lag(p: AssignedPartition) -> int | None:
-    """Index entries between the group's read position and the end of the partition's store."""
-    if p.curr_offset < 0 or p.max_offset < 0:
-        return None
-    return max(0, p.max_offset - p.curr_offset) // INDEX_ENTRY_SIZE
+def store_key(topic: str, broker_id: int, partition_id: int) -> str:
+    return f"{broker_id}:{topic}:{store_of(partition_id)}"
 
 
-def visible_instances(service: ConsumerService, access: AccessPolicy, now: float) -> list[InstanceOverview]:
+def partition_lag(p: AssignedPartition, read: ReadPartition | None = None) -> PartitionLag:
+    """``p`` with its newest known read position and end (the instance's last fetch, or ``read``, the
+    last reading of the group's offsets at the broker, whichever is further on) and the lag between."""
+    position, end = p.curr_offset, p.max_offset
+    if read is not None:
+        position, end = max(position, read.committed), max(end, read.end)
+    store = store_key(p.topic, p.broker_id, p.partition_id)
+    return PartitionLag(p, lag_entries(position, end), position, end, store)
+
+
+def visible_instances(
+    service: ConsumerService,
+    access: AccessPolicy,
+    now: float,
+    readings: Mapping[str, tuple[float, GroupLagRead]] | None = None,
+) -> list[InstanceOverview]:
     """The instances of ``service`` the current caller may see (its own; all with ``admin``), sorted by
-    group then id. ``now`` is the service clock's time (for idle seconds)."""
+    group then id. ``now`` is the service clock's time (for idle seconds); ``readings``: the last reading
+    of each watched group's offsets (:attr:`LagMonitor.readings`)."""
     principal = current_principal()
     everything = access.allows(principal, ADMIN)
     found: list[InstanceOverview] = []
@@ -193,6 +219,16 @@ def visible_instances(service: ConsumerService, access: AccessPolicy, now: float
         if not everything and instance.owner != principal.identity:
             continue
         consumer = instance.consumer
+        reading = (readings or {}).get(instance.group)
+        reads = {(p.topic, p.broker_id, p.partition_id): p for p in reading[1].partitions} if reading else {}
+        partitions = [
+            partition_lag(p, reads.get((p.topic, p.broker_id, p.partition_id))) for p in consumer.assignment()
+        ]
+        total = topic_lags(
+            ReadPartition(p.partition.topic, p.partition.broker_id, p.partition.partition_id, p.lag)
+            for p in partitions
+            if p.lag is not None
+        )
         found.append(
             InstanceOverview(
                 instance_id=instance.instance_id,
@@ -200,10 +236,11 @@ def visible_instances(service: ConsumerService, access: AccessPolicy, now: float
                 owner=instance.owner,
                 topics={t: sorted(items) for t, items in consumer.topics.items()},
                 auto_commit=instance.auto_commit,
-                partitions=[PartitionLag(p, partition_lag(p)) for p in consumer.assignment()],
+                partitions=partitions,
                 pending=instance.pending_count,
                 buffered=instance.buffered_count,
                 idle_seconds=max(0.0, now - instance.last_used),
+                lag=sum(total.values()),
             )
         )
     found.sort(key=lambda o: (o.group, o.instance_id))
@@ -212,14 +249,16 @@ def visible_instances(service: ConsumerService, access: AccessPolicy, now: float
 
 @dataclass(frozen=True, slots=True)
 class GroupLagOverview:
-    """A group's lag as TubeMQ's offsets tell it: ``partitions`` are (topic, broker id, partition id, lag
-    in messages); ``consumers`` the clients the master lists in the group (-1: unknown); ``read_at`` the
-    reading's wall-clock time (seconds)."""
+    """A group's lag as TubeMQ's offsets tell it: ``partitions`` (sorted), each with the group's committed
+    offset, the store's end and the lag in messages; ``lag`` the total (each store once);
+    ``consumers`` the clients the master lists in the group (-1: unknown); ``read_at`` the reading's
+    wall-clock time (seconds)."""
 
     group: str
     consumers: int
     read_at: float
-    partitions: list[tuple[str, int, int, int]]
+    partitions: list[ReadPartition]
+    lag: int = 0
 
 
 def visible_group_lags(monitor: LagMonitor | None, access: AccessPolicy) -> list[GroupLagOverview]:
@@ -230,11 +269,15 @@ def visible_group_lags(monitor: LagMonitor | None, access: AccessPolicy) -> list
     everything = access.allows(principal, ADMIN)
     found: list[GroupLagOverview] = []
     for group, (read_at, reading) in sorted(monitor.readings.items()):
-        partitions = [
-            (p.topic, p.broker_id, p.partition_id, p.lag_messages)
-            for p in reading.partitions
-            if everything or access.allows(principal, CONSUME, topic=p.topic, group=group)
-        ]
+        partitions = sorted(
+            (
+                p
+                for p in reading.partitions
+                if everything or access.allows(principal, CONSUME, topic=p.topic, group=group)
+            ),
+            key=lambda p: (p.topic, p.broker_id, p.partition_id),
+        )
         if partitions:
-            found.append(GroupLagOverview(group, reading.consumers, read_at, sorted(partitions)))
+            total = sum(topic_lags(partitions).values())
+            found.append(GroupLagOverview(group, reading.consumers, read_at, partitions, total))
     return found
