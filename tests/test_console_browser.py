@@ -114,9 +114,19 @@ async def test_sign_in_publish_from_the_form_and_see_it_in_the_live_tail(
     # Live tail of demo filtered to stream s1.
     await tab.go("#/tail?topic=demo")
     await page.fill("#tail-form input[name=streamId]", "s1")
+    await page.evaluate(
+        """() => { window.__tailTexts = [];
+          new MutationObserver(() => { const s = document.querySelector('#tail-partitions');
+            if (s) window.__tailTexts.push(s.textContent); })
+            .observe(document.querySelector('main'), { subtree: true, childList: true, characterData: true });
+        }"""
+    )
     await page.click("#tail-start")
     # "latest": the tail sees what is published once it reads its partitions from a known offset
     await page.locator("#tail-partitions", has_text="reading 2 of 2 partition(s)").wait_for()
+    # before the group's assignment it says what it waits for, not "reading 0 of 0"
+    shown = await page.evaluate("() => window.__tailTexts")
+    assert not any("of 0 partition" in text for text in shown), shown
     await tab.go("#/publish?topic=demo")  # the tail keeps running while other pages are shown
     form = page.locator("#publish-form")
     await form.locator("textarea[name=value]").fill("other stream")

@@ -78,7 +78,9 @@ async function watch() {
   try {
     const held = await call('GET', instancePath());
     const reading = held.partitions.filter((p) => p.currOffset >= 0).length;
-    const text = `reading ${reading} of ${held.partitions.length} partition(s)`;
+    // until the master has balanced the new group (its next balance round), the instance holds nothing yet
+    const text = held.partitions.length ? `reading ${reading} of ${held.partitions.length} partition(s)`
+      : 'waiting for the master to assign partitions to the group';
     if (text !== state.partitions) {
       state.partitions = text;
       redraw();
