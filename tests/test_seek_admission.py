@@ -19,6 +19,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from tests.grpc_support import Gateway as GrpcGateway
 from tests.grpc_support import consumer_gateway, detail_of
+from tests.workers_support import start_workers
 
 STORM = 24
 SEEK_BY_TIME = {"position": "time", "time": "2026-11-27T01:20:00Z", "timeZone": "UTC"}
@@ -145,3 +146,26 @@ async def test_grpc_one_seek_at_a_time_per_instance(grpc_gw: GrpcGateway) -> Non
 
     codes = await asyncio.gather(*(seek() for _ in range(STORM)))
     assert set(codes) == {grpc.StatusCode.OK, grpc.StatusCode.ABORTED}, codes
+
+
+async def test_one_seek_at_a_time_across_the_workers(tmp_path: Path) -> None:
+    """``serve --workers 2``: seeks sent at once through the shared port land on both workers; those on the
+    worker that does not hold the instance take the hop to the one that does, where one runs and the others
+    are answered 409 with Retry-After, passed back over the hop."""
+    gateway = start_workers(tmp_path, 2, "--embedded-topics", "storm:1")
+    try:
+        async with gateway.shared() as http:
+            await _publish(http, 3000)
+            base = await _instance(http, "g-workers-storm")
+        clients = [gateway.shared() for _ in range(STORM)]
+        try:
+            answers = await asyncio.gather(*(c.post(f"{base}/seek", json=SEEK_BY_TIME) for c in clients))
+        finally:
+            await asyncio.gather(*(c.aclose() for c in clients))
+        statuses = sorted(a.status_code for a in answers)
+        assert set(statuses) == {200, 409}, statuses
+        assert all(int(a.headers["Retry-After"]) >= 1 for a in answers if a.status_code == 409)
+        workers = {r.get("worker") for r in gateway.records() if r.get("route", "").endswith("/seek")}
+        assert workers == {0, 1}, workers  # both workers took seeks: some came over the hop
+    finally:
+        gateway.stop()
