@@ -322,6 +322,6 @@ class TubeMQSettings(BaseModel):
         5.0,
         ge=0,
         description="readings of a group's lag (three web API calls each) one caller may start per second on "
-        "a replica (a burst of as many); answers kept or shared cost nothing; past it 429 / "
-        "RESOURCE_EXHAUSTED; 0 = unlimited",
+        "a gateway process (each of serve --workers N has its own budget; a burst of as many); answers kept "
+        "or shared cost nothing; past it 429 / RESOURCE_EXHAUSTED; 0 = unlimited",
     )

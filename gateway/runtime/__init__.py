@@ -199,11 +199,10 @@ class Runtime:
                 reader = GroupOffsetsReader(web)
                 self.lag = LagMonitor(reader, self.events, interval=s.tubemq.group_lag_interval)
                 self.lag.start()
-                workers = self.worker.count if self.worker is not None else 1
                 self.lag_reads = GroupLagReads(
                     reader,
                     ttl=s.tubemq.group_lag_cache_seconds,
-                    per_caller_rate=s.tubemq.group_lag_reads_per_second / workers,
+                    per_caller_rate=s.tubemq.group_lag_reads_per_second,
                 )
         except BaseException:
             await self.stop()

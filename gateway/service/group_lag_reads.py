@@ -12,7 +12,9 @@ new round of calls each time. At most :data:`MAX_KEPT` groups are kept (the leas
 A caller (:func:`~gateway.service.quotas.caller_key`) that starts readings faster than ``per_caller_rate``
 a second (with a burst of as many) is refused with RateLimited; a request answered from what is kept, or
 waiting for a reading another request started, costs nothing. With ``serve --workers N`` each worker keeps
-its own readings, and a caller's rate is split evenly over the workers (``per_caller_rate / N`` each).
+its own readings and budgets: the kernel hands workers connections, not requests, so a rate split over the
+workers would refuse a client whose connections all reached one of them at 1/N of its rate; a caller spread
+over every worker can start at most N times ``per_caller_rate`` readings a second on the replica.
 """
 
 from __future__ import annotations
