@@ -59,7 +59,9 @@ async def test_a_caller_past_its_rate_of_readings_is_refused_and_nobody_else(
         for i in range(6):
             with pytest.raises(grpc.aio.AioRpcError) as failed:
                 await stub.GetGroupLag(
-                    pb.GetGroupLagRequest(group=f"other_grpc{i}"), metadata=files.metadata("carol"), timeout=10
+                    pb.GetGroupLagRequest(group=f"other_grpc{i}"),
+                    metadata=files.metadata("carol"),
+                    timeout=10,
                 )
             codes.append(failed.value.code())
         assert grpc.StatusCode.RESOURCE_EXHAUSTED in codes, codes
