@@ -57,14 +57,39 @@ def _add_embedded(commands: Any) -> None:
             "Every broker hosts every topic. Prints 'master: host:port', then one line per broker."
         ),
     )
+    # The names serve gives the same settings (serve --embedded-topics ...); the short spellings stay
+    # accepted for the scripts that have them.
     embedded.add_argument(
-        "--topics", default="", help="topics as name[:partitions[:stores]][,...], e.g. demo:4,orders:8"
+        "--embedded-topics",
+        "--topics",
+        dest="topics",
+        default="",
+        help="topics as name[:partitions[:stores]][,...], e.g. demo:4,orders:8 (--topics: the older "
+        "spelling, still accepted)",
     )
     embedded.add_argument(
-        "--topics-file", type=Path, help='JSON file {"topics": [{"name": ..., "partitions": ...}, ...]}'
+        "--embedded-topics-file",
+        "--topics-file",
+        dest="topics_file",
+        type=Path,
+        help='JSON file {"topics": [{"name": ..., "partitions": ...}, ...]} (--topics-file: the older '
+        "spelling)",
     )
-    embedded.add_argument("--brokers", type=int, default=1, help="number of brokers, ids 1..N (default: 1)")
-    embedded.add_argument("--data-dir", type=Path, help="keep messages and offsets under DIR/broker-<id>")
+    embedded.add_argument(
+        "--embedded-brokers",
+        "--brokers",
+        dest="brokers",
+        type=int,
+        default=1,
+        help="number of brokers, ids 1..N (default: 1; --brokers: the older spelling)",
+    )
+    embedded.add_argument(
+        "--embedded-data-dir",
+        "--data-dir",
+        dest="data_dir",
+        type=Path,
+        help="keep messages and offsets under DIR/broker-<id> (--data-dir: the older spelling)",
+    )
     embedded.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     embedded.add_argument(
         "--master-port",
@@ -99,19 +124,21 @@ def _topics(args: argparse.Namespace) -> list[TopicSpec]:
         if args.topics.strip():
             for spec in parse_topic_specs(args.topics):
                 if spec.name in specs:
-                    raise ValueError(f"topic {spec.name!r} is given in --topics and in --topics-file")
+                    raise ValueError(
+                        f"topic {spec.name!r} is given in --embedded-topics and in --embedded-topics-file"
+                    )
                 specs[spec.name] = spec
     except (OSError, ValueError) as exc:
         fail(str(exc))
     if not specs:
-        fail("give the topics with --topics and/or --topics-file")
+        fail("give the topics with --embedded-topics and/or --embedded-topics-file")
     return list(specs.values())
 
 
 def _embedded(args: argparse.Namespace) -> int:
     topics = _topics(args)
     if args.brokers < 1:
-        args.fail("--brokers must be at least 1")
+        args.fail("--embedded-brokers must be at least 1")
     base = args.broker_port_base
     ports = [base + i if base else 0 for i in range(args.brokers)]
     if not 0 <= args.master_port < 65536 or not all(0 <= p < 65536 for p in ports):

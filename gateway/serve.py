@@ -44,7 +44,7 @@ def add_serve_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPar
     p.add_argument(
         "--embedded-topics",
         help="embedded cluster topics, name[:partitions[:stores]],... "
-        "(default demo:1:4: 4 stores of 1 partition)",
+        "(default demo:1:4: 4 stores of 1 partition; the embedded command takes the same flags)",
     )
     p.add_argument("--embedded-brokers", type=int, help="embedded cluster brokers (default 1)")
     p.add_argument("--embedded-data-dir", type=Path, help="embedded cluster data directory (default: memory)")

@@ -87,9 +87,9 @@ async def test_embedded_command_runs_a_cluster_until_signalled(tmp_path: Path, s
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["embedded"], "give the topics with --topics and/or --topics-file"),
+        (["embedded"], "give the topics with --embedded-topics and/or --embedded-topics-file"),
         (["embedded", "--topics", "1bad"], "invalid topic name"),
-        (["embedded", "--topics", "demo", "--brokers", "0"], "--brokers must be at least 1"),
+        (["embedded", "--topics", "demo", "--brokers", "0"], "--embedded-brokers must be at least 1"),
         (["embedded", "--topics", "demo", "--master-port", "70000"], "ports must be in 0..65535"),
         ([], "the following arguments are required: <command>"),
     ],
@@ -101,6 +101,23 @@ def test_bad_arguments_exit_with_usage(
         main(argv)
     assert caught.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_embedded_and_serve_name_the_embedded_settings_alike(capsys: pytest.CaptureFixture[str]) -> None:
+    """One name for one thing: serve's --embedded-* flags are the embedded command's too; the embedded
+    command's older short spellings give the same arguments, and its --help says they are the older ones."""
+    parser = build_parser()
+    new = ["--embedded-topics", "demo:4", "--embedded-topics-file", "t.json", "--embedded-brokers", "2"]
+    new += ["--embedded-data-dir", "d"]
+    old = ["--topics", "demo:4", "--topics-file", "t.json", "--brokers", "2", "--data-dir", "d"]
+    assert parser.parse_args(["embedded", *new]) == parser.parse_args(["embedded", *old])
+    serve = {flag for flag in parser.parse_args(["serve"]).__dict__}
+    assert {"embedded_topics", "embedded_brokers", "embedded_data_dir"} <= serve
+    with pytest.raises(SystemExit):
+        main(["embedded", "--help"])
+    usage = " ".join(capsys.readouterr().out.split())  # as one line: argparse wraps the help
+    for name in ("topics", "brokers", "data-dir"):
+        assert f"--embedded-{name}" in usage and f"--{name}: the older spelling" in usage
 
 
 def test_parser_has_only_real_commands() -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -207,3 +209,53 @@ def test_an_open_gateway_on_every_address_is_a_warning(caplog: pytest.LogCapture
     assert "anyone who reaches these addresses" in everywhere.getMessage()
     assert Settings().http_host == "127.0.0.1"
     assert Settings(auth={"mode": "required", "api_keys_file": "k.json"}).http_host == "0.0.0.0"
+
+
+def test_a_retry_topic_missing_from_the_embedded_cluster_is_refused_with_the_flag_that_adds_it() -> None:
+    """The README's nack on ``serve``'s embedded default: the 404 names the retry topic and the ``serve``
+    flag that starts the cluster with it; started as it says, the same instance is created and a nacked
+    message comes back with its next delivery attempt."""
+    common = ["--http-host", "127.0.0.1", "--workers", "1"]
+    body = {"topics": ["demo"], "startPosition": "earliest", "retryTopic": "demo_retry"}
+    advice: list[str] = []
+
+    def refused(port: int) -> None:
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/consumers/g1", json=body, timeout=30)
+        assert answer.status_code == 404, answer.text
+        error = answer.json()["error"]
+        assert error["field"] == "retryTopic" and "'demo_retry'" in error["message"], error
+        found = re.search(r"serve (--embedded-topics \S+)", error["message"])
+        assert found is not None, error["message"]
+        advice.extend(found.group(1).split())
+
+    _serve_until_ready([*common, "--grpc-port", str(free_port())], {}, refused)
+    assert advice == ["--embedded-topics", "demo:1:4,demo_retry:1"]
+
+    def nacked(port: int) -> None:
+        base = f"http://127.0.0.1:{port}"
+        created = httpx.post(f"{base}/v1/consumers/g1", json=body, timeout=30)
+        assert created.status_code == 201, created.text
+        instance = created.json()["baseUrl"]
+        published = httpx.post(
+            f"{base}/v1/topics/demo/messages", json={"messages": [{"value": "v"}]}, timeout=10
+        )
+        assert published.status_code == 200, published.text
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 30
+        while not any(m["deliveryAttempt"] == 2 for m in seen):
+            assert time.monotonic() < deadline, seen
+            poll = httpx.get(
+                f"{instance}/messages", params={"timeout_ms": 1000, "format": "utf8"}, timeout=10
+            )
+            assert poll.status_code == 200, poll.text
+            for message in poll.json()["messages"]:
+                seen.append(message)
+                if message["deliveryAttempt"] == 1:
+                    nack = httpx.post(
+                        f"{instance}/nacks", json={"tokens": [message["token"]], "delayMs": 0}, timeout=10
+                    )
+                    assert nack.status_code == 200, nack.text
+        assert [m["value"] for m in seen] == ["v", "v"]
+        assert httpx.delete(instance, timeout=10).status_code == 204
+
+    _serve_until_ready([*common, "--grpc-port", str(free_port()), *advice], {}, nacked)

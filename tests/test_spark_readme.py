@@ -30,7 +30,7 @@ def spark_section() -> str:
 
 def test_the_readme_snippet_runs_against_its_embedded_command() -> None:
     section = spark_section()
-    command = re.search(r"tubemq-gateway embedded --topics (\S+)", section)
+    command = re.search(r"tubemq-gateway embedded --embedded-topics (\S+)", section)
     assert command is not None, "the Spark section must say how to start the embedded cluster it uses"
     snippet = re.search(r"```python\n(.*?)```", section, re.S)
     assert snippet is not None
@@ -73,7 +73,7 @@ def test_the_page_runs_its_job_without_an_activated_virtualenv(tmp_path: Path) -
     (run,) = lines
     snippet = re.search(r"```python\n(.*?)```", section, re.S)
     assert snippet is not None
-    command = re.search(r"tubemq-gateway embedded --topics (\S+)", section)
+    command = re.search(r"tubemq-gateway embedded --embedded-topics (\S+)", section)
     assert command is not None
     pytest.importorskip("pyspark")
     pytest.importorskip("pyarrow")

@@ -119,8 +119,9 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
             },
             "404": _error(
                 "not_found",
-                "retryTopic 'orders_retry' has no publishable partition: create the topic in TubeMQ "
-                "(deployed on a broker that accepts publishing and subscribing) before creating the instance",
+                "retryTopic 'orders_retry' has no publishable partition: create topic 'orders_retry' in "
+                "TubeMQ (deployed on a broker that accepts publishing and subscribing), then create the "
+                "instance",
                 field="retryTopic",
             ),
             "400": _error(

@@ -22,6 +22,7 @@ from gateway.observability import tracing
 from gateway.runtime.builders import (
     build_quotas,
     embedded_cluster,
+    embedded_topic_advice,
     embedded_topic_specs,
     embedded_upstream,
     replica_subjects,
@@ -41,6 +42,7 @@ from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
 from gateway.service.quotas import Quotas
 from gateway.service.ranges import RangeService
+from gateway.service.redelivery_checks import create_in_tubemq
 from gateway.service.registrations import RegistrationLedger, release_predecessor
 from gateway.service.shared_spending import EXCHANGE_INTERVAL
 from gateway.tubemq.address import NodeAddress, parse_address_list
@@ -253,6 +255,7 @@ class Runtime:
             max_ack_deadline=c.max_ack_deadline,
             max_nack_delay=c.max_nack_delay,
             max_seek_searches=c.max_seek_searches,
+            topic_advice=create_in_tubemq if self.settings.masters else embedded_topic_advice(self.settings),
         )
 
     def _master_web(self) -> list[str]:

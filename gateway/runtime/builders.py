@@ -4,6 +4,7 @@ upstream options it is reached with, the callers' quotas, and the signer of rela
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
@@ -62,6 +63,22 @@ def embedded_topic_specs(settings: Settings) -> list[TopicSpec]:
     """The embedded cluster's topics: ``embedded.topics_file`` when set, else the ``embedded.topics`` list."""
     e = settings.embedded
     return load_topic_file(e.topics_file) if e.topics_file is not None else parse_topic_specs(e.topics)
+
+
+def embedded_topic_advice(settings: Settings) -> Callable[[str], str]:
+    """What to do about a missing topic when the gateway runs on its embedded cluster, which holds only the
+    topics it was started with: start it with the topic added."""
+    e = settings.embedded
+    if e.topics_file is not None:
+        return lambda topic: (
+            f"this gateway runs on its embedded cluster, which holds only the topics it started with: add "
+            f"{topic!r} to embedded.topics_file ({e.topics_file}) and restart it"
+        )
+    return lambda topic: (
+        f"this gateway runs on its embedded cluster, which holds only the topics it started with "
+        f"({e.topics}): restart it with the topic added, e.g. serve --embedded-topics {e.topics},{topic}:1 "
+        "(or TUBEMQ_GATEWAY_EMBEDDED__TOPICS)"
+    )
 
 
 def build_quotas(settings: Settings, worker: WorkerContext | None = None) -> Quotas:

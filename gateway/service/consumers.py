@@ -59,7 +59,7 @@ from gateway.service.peers import PeerPolicy
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.service.redelivery import RedeliveryPolicy, Republisher
-from gateway.service.redelivery_checks import check_redelivery, ensure_redelivery_topics
+from gateway.service.redelivery_checks import check_redelivery, create_in_tubemq, ensure_redelivery_topics
 from gateway.service.seek import SeekResult
 from gateway.service.seek_admission import SeekAdmission
 from gateway.tubemq import errors as core
@@ -123,6 +123,7 @@ class ConsumerService(InstanceOperations, Leases):
         max_ack_deadline: float = 600.0,
         max_nack_delay: float = 600.0,
         max_seek_searches: int = 2,
+        topic_advice: Callable[[str], str] = create_in_tubemq,
     ) -> None:
         if worker is not None and not 0 <= worker < workers:
             raise ValueError(f"worker {worker} is not one of the {workers} workers")
@@ -139,6 +140,8 @@ class ConsumerService(InstanceOperations, Leases):
         backstop = 2 * commit_timeout + max_ack_deadline + max_nack_delay + 5
         self._consumer_config = replace(base, confirm_timeout=max(base.confirm_timeout, backstop))
         self._republisher = republisher
+        #: how a missing retry or dead-letter topic is created where this gateway runs
+        self._topic_advice = topic_advice
         self.max_ack_deadline = max_ack_deadline
         self.max_nack_delay = max_nack_delay
         self.lease = lease
@@ -249,7 +252,7 @@ class ConsumerService(InstanceOperations, Leases):
             if policy.retry_topic is not None:
                 self._access.check(principal, CONSUME, topic=policy.retry_topic, group=group)
         if self._republisher is not None:
-            await ensure_redelivery_topics(self._republisher, policy)
+            await ensure_redelivery_topics(self._republisher, policy, self._topic_advice)
         # The caller's own cap (RateLimited), after the request was found valid; an idle instance frees its
         # place at the latest when its lease ends.
         quota_key = self._quotas.claim_instance(min(self.lease, 60.0)) if self._quotas else None

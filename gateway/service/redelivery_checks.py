@@ -4,6 +4,7 @@ exist and accept publishing (TubeMQ topics are created by an administrator, not 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gateway.service.core_errors import Doing, service_error
@@ -16,7 +17,7 @@ from gateway.tubemq.consumer import MAX_FILTER_ITEM_LENGTH
 if TYPE_CHECKING:
     from gateway.service.instance_spec import InstanceSpec
 
-__all__ = ["MAX_DELIVERY_ATTEMPTS", "check_redelivery", "ensure_redelivery_topics"]
+__all__ = ["MAX_DELIVERY_ATTEMPTS", "check_redelivery", "create_in_tubemq", "ensure_redelivery_topics"]
 
 #: the most delivery attempts an instance may allow before dead-lettering
 MAX_DELIVERY_ATTEMPTS = 1000
@@ -67,9 +68,16 @@ def check_redelivery(
     return RedeliveryPolicy(retry, dead, attempts)
 
 
-async def ensure_redelivery_topics(republisher: Republisher, policy: RedeliveryPolicy) -> None:
-    """Make the retry and dead-letter topics known to the producer; NotFound naming the topic to create
-    when the master lists no publishable partition of it."""
+def create_in_tubemq(topic: str) -> str:
+    """What to do about a missing retry or dead-letter topic on a TubeMQ cluster."""
+    return f"create topic {topic!r} in TubeMQ (deployed on a broker that accepts publishing and subscribing)"
+
+
+async def ensure_redelivery_topics(
+    republisher: Republisher, policy: RedeliveryPolicy, advice: Callable[[str], str] = create_in_tubemq
+) -> None:
+    """Make the retry and dead-letter topics known to the producer; NotFound naming the topic and saying
+    how to create it here (``advice``) when the master lists no publishable partition of it."""
     for topic, field in ((policy.retry_topic, "retryTopic"), (policy.dead_letter_topic, "deadLetterTopic")):
         if topic is None:
             continue
@@ -77,8 +85,7 @@ async def ensure_redelivery_topics(republisher: Republisher, policy: RedeliveryP
             await republisher.register_topic(topic)
         except core.NoPartition:
             raise NotFound(
-                f"{field} {topic!r} has no publishable partition: create the topic in TubeMQ (deployed on "
-                "a broker that accepts publishing and subscribing) before creating the instance",
+                f"{field} {topic!r} has no publishable partition: {advice(topic)}, then create the instance",
                 field=field,
                 resource_name=topic,
             ) from None
