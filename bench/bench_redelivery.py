@@ -33,6 +33,7 @@ from gateway.embedded.topics import parse_topic_specs
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.instance import ConsumerInstance
 from gateway.service.redelivery import RedeliveryPolicy
+from gateway.service.retry_signature import RetrySigner
 from gateway.tubemq.consumer.batch import decode_messages
 from gateway.tubemq.consumer.config import ConsumerConfig
 from gateway.tubemq.net.pool import ConnectionPool
@@ -61,7 +62,7 @@ async def in_process(messages: int, rounds: int) -> list[tuple[str, float]]:
         max_bytes=None,
         commit_timeout=60.0,
         assignment_wait=0.0,
-        policy=RedeliveryPolicy("retry", "dead", 5),
+        policy=RedeliveryPolicy("retry", "dead", 5, RetrySigner([b"bench-retry-secret-0123456789"])),
         republisher=_Instant(),
     )
     batch = batch_maker(decoded)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from gateway.service.consume_limits import (
     DEFAULT_MAX_BYTES,
@@ -119,6 +119,18 @@ class ConsumerSettings(BaseModel):
     replicas: int = Field(
         1, ge=1, description="replicas serving the same consumer groups; more than 1 requires id_secret"
     )
+    retry_secret: str = Field(
+        "",
+        description="secret signing the retry copies of nacked and expired messages (an instance delivers "
+        "only copies signed for its group), at least 16 characters, the same on every replica and kept "
+        "across restarts; empty: id_secret as configured, else (open mode, one replica) a built-in key",
+    )
+    previous_retry_secrets: list[str] = Field(
+        default_factory=list,
+        description="former retry secrets (the signing one's, id_secret's when it signed), JSON list or "
+        "comma-separated: copies signed with them are still delivered; keep one for max_nack_delay after "
+        "a change, then remove it",
+    )
     forward_allow: list[str] = Field(
         default_factory=list,
         description="hosts other replicas may be reached at, to forward a consumer's requests: IP "
@@ -210,17 +222,26 @@ class ConsumerSettings(BaseModel):
         3.0, ge=0, description="seconds a partition leaving in a rebalance waits for its batch's commit"
     )
 
-    @field_validator("id_secret")
+    @field_validator("id_secret", "retry_secret")
     @classmethod
-    def _long_enough(cls, value: str) -> str:
+    def _long_enough(cls, value: str, info: ValidationInfo) -> str:
         if value and len(value) < MIN_ID_SECRET:
             raise ValueError(
-                f"consumers.id_secret must have at least {MIN_ID_SECRET} characters; "
+                f"consumers.{info.field_name} must have at least {MIN_ID_SECRET} characters; "
                 "generate one with: openssl rand -hex 32"
             )
         return value
 
-    @field_validator("forward_allow", "forward_ports", mode="before")
+    @field_validator("previous_retry_secrets")
+    @classmethod
+    def _all_long_enough(cls, value: list[str]) -> list[str]:
+        if any(len(secret) < MIN_ID_SECRET for secret in value):
+            raise ValueError(
+                f"every consumers.previous_retry_secrets entry must have at least {MIN_ID_SECRET} characters"
+            )
+        return value
+
+    @field_validator("forward_allow", "forward_ports", "previous_retry_secrets", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -387,6 +387,7 @@ class EventMetrics:
             (self.m.deadlines_expired, e.expired),
             (self.m.retries_published, e.retried),
             (self.m.dead_letters, e.dead_lettered),
+            (self.m.retry_copies_set_aside, e.set_aside),
         ):
             family.labels(group=group).inc(count)  # a 0 still creates the series, for rates and ratios
 

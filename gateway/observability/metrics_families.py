@@ -191,6 +191,12 @@ class MetricFamilies:
             "Messages a broker stored in the dead-letter topic at their last delivery attempt.",
             ("group",),
         )
+        self.retry_copies_set_aside = counter(
+            "retry_copies_set_aside_total",
+            "Messages of a group's retry topic never delivered: not retry copies the gateway signed for the "
+            "group (published there by another client, or signed with a secret no longer configured).",
+            ("group",),
+        )
         self.consumer_lag = gauge(
             "consumer_lag_messages",
             "Messages not yet read by the group: per store, its slowest held partition's backlog "

@@ -27,7 +27,13 @@ from gateway.runtime.builders import (
     embedded_upstream,
     replica_subjects,
 )
-from gateway.runtime.checks import ConfigurationError, check_advertised_url, consumer_id_secret, peer_policy
+from gateway.runtime.checks import (
+    ConfigurationError,
+    check_advertised_url,
+    consumer_id_secret,
+    peer_policy,
+    retry_secrets,
+)
 from gateway.security.replica_subject import ReplicaSubjects
 from gateway.security.setup import Security, build_security, check_override_names
 from gateway.service.admission import Admission
@@ -44,6 +50,7 @@ from gateway.service.quotas import Quotas
 from gateway.service.ranges import RangeService
 from gateway.service.redelivery_checks import create_in_tubemq
 from gateway.service.registrations import RegistrationLedger, release_predecessor
+from gateway.service.retry_signature import RetrySigner
 from gateway.service.shared_spending import EXCHANGE_INTERVAL
 from gateway.tubemq.address import NodeAddress, parse_address_list
 from gateway.tubemq.consumer import ConsumerConfig
@@ -64,6 +71,7 @@ __all__ = [
     "embedded_cluster",
     "embedded_upstream",
     "peer_policy",
+    "retry_secrets",
 ]
 
 log = logging.getLogger("gateway.runtime")
@@ -256,6 +264,7 @@ class Runtime:
             max_nack_delay=c.max_nack_delay,
             max_seek_searches=c.max_seek_searches,
             topic_advice=create_in_tubemq if self.settings.masters else embedded_topic_advice(self.settings),
+            retry_signer=RetrySigner(retry_secrets(self.settings)),
         )
 
     def _master_web(self) -> list[str]:

@@ -8,8 +8,9 @@ import secrets
 from gateway.config import Settings
 from gateway.service.instance_id import normalize_base_url
 from gateway.service.peers import PeerPolicy
+from gateway.service.retry_signature import OPEN_MODE_SECRET
 
-__all__ = ["ConfigurationError", "check_advertised_url", "consumer_id_secret", "peer_policy"]
+__all__ = ["ConfigurationError", "check_advertised_url", "consumer_id_secret", "peer_policy", "retry_secrets"]
 
 
 class ConfigurationError(ValueError):
@@ -37,6 +38,18 @@ def consumer_id_secret(settings: Settings) -> bytes:
             "generates one)"
         )
     return secrets.token_bytes(32)
+
+
+def retry_secrets(settings: Settings) -> list[bytes]:
+    """The secrets of retry copies, the signing one first: ``consumers.retry_secret``, else ``id_secret``
+    as the operator set it, else (open mode, one replica: nothing to protect from a client allowed
+    everything) :data:`~gateway.service.retry_signature.OPEN_MODE_SECRET`; then
+    ``consumers.previous_retry_secrets``. ``serve --workers N`` fills an empty id_secret with a random one
+    for its workers and sets this rule's answer as their retry_secret, so it stays what the operator
+    configured."""
+    c = settings.consumers
+    current = c.retry_secret or c.id_secret or OPEN_MODE_SECRET
+    return [s.encode("utf-8") for s in (current, *c.previous_retry_secrets)]
 
 
 def check_advertised_url(settings: Settings) -> None:

@@ -60,6 +60,7 @@ from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.service.redelivery import RedeliveryPolicy, Republisher
 from gateway.service.redelivery_checks import check_redelivery, create_in_tubemq, ensure_redelivery_topics
+from gateway.service.retry_signature import OPEN_MODE_SECRET, RetrySigner
 from gateway.service.seek import SeekResult
 from gateway.service.seek_admission import SeekAdmission
 from gateway.tubemq import errors as core
@@ -124,6 +125,7 @@ class ConsumerService(InstanceOperations, Leases):
         max_nack_delay: float = 600.0,
         max_seek_searches: int = 2,
         topic_advice: Callable[[str], str] = create_in_tubemq,
+        retry_signer: RetrySigner | None = None,
     ) -> None:
         if worker is not None and not 0 <= worker < workers:
             raise ValueError(f"worker {worker} is not one of the {workers} workers")
@@ -142,6 +144,8 @@ class ConsumerService(InstanceOperations, Leases):
         self._republisher = republisher
         #: how a missing retry or dead-letter topic is created where this gateway runs
         self._topic_advice = topic_advice
+        #: signs and checks retry copies (the runtime's comes from the settings: ``retry_secrets``)
+        self._retry_signer = retry_signer or RetrySigner([OPEN_MODE_SECRET.encode()])
         self.max_ack_deadline = max_ack_deadline
         self.max_nack_delay = max_nack_delay
         self.lease = lease
@@ -241,7 +245,14 @@ class ConsumerService(InstanceOperations, Leases):
                 retry_after=5.0,
             )
         config, max_bytes = instance_config(self._consumer_config, self.limits, spec)
-        policy = check_redelivery(group, spec, self._republisher is not None, self.max_ack_deadline)
+        policy = check_redelivery(
+            group,
+            spec,
+            self._republisher is not None,
+            self.max_ack_deadline,
+            self._retry_signer,
+            self.max_nack_delay,
+        )
         if self._access.enforcing:
             principal = current_principal()
             for topic in spec.topics:

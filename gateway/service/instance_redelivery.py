@@ -28,14 +28,17 @@ class Redelivery(Settling):
     def _add_retried(self, record: Batch, messages: Sequence[ConsumedMessage]) -> None:
         """A batch of the retry topic: messages due now go to the buffer, the others wait in ``_delayed``
         (holding the batch, so its partition, until they are delivered and settled). The batch's
-        buffered-message timeout counts from when its last message is due."""
+        buffered-message timeout counts from when its last message is due. A message that is not a retry
+        copy the gateway signed for this group is set aside: never delivered, counted, and its batch
+        confirmed as consumed once nothing else of it is left."""
         wall = self._wall()
         now = self._clock()  # read after the wall clock: the time left is counted from no earlier a moment
         latest = now
+        set_aside = 0
         for message in messages:
-            parsed = parse_retried(message, now, wall)
-            if parsed is None:  # not published by a gateway: delivered as a message of the retry topic
-                self._buffer.append((record, message, None))
+            parsed = parse_retried(message, self.group, self.policy, now, wall)
+            if parsed is None:
+                set_aside += 1
                 continue
             stripped, origin = parsed
             entry: Entry = (record, stripped, origin)
@@ -45,6 +48,19 @@ class Redelivery(Settling):
                 heapq.heappush(self._delayed, (origin.due, next(self._delay_order), entry))
                 latest = max(latest, origin.due)
         record.fetched_at = latest
+        if set_aside:
+            record.undelivered -= set_aside
+            log.warning(
+                "%d messages of retry topic %s were set aside: not retry copies the gateway signed for group "
+                "%s (published there by another client, or signed with a secret no longer configured)",
+                set_aside,
+                record.topic,
+                self.group,
+            )
+            if self._events is not None:
+                self._events.emit(RedeliveryCounted(self.group, set_aside=set_aside))
+            if record.undelivered == 0:
+                self._confirm_unseen(record)
 
     def _release_due(self, now: float) -> None:
         """Move retried messages that are due from ``_delayed`` to the buffer, in due order."""

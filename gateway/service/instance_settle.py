@@ -77,13 +77,18 @@ class Settling(InstanceParts):
         for batch in [b for b in self._batches.values() if b.uncommitted]:
             batch.uncommitted = 0
             if batch.undelivered == 0:
-                self._batches.pop(batch.context, None)
-                batch.live = False
-                key = self.consumer.confirm_local(batch.context)
-                if key is not None:
-                    self._commits_due.add(key)
-                # else the core had already given the partition up (as _confirm's False): its messages
-                # come again, and nobody is told (an auto-commit reports nothing)
+                self._confirm_unseen(batch)
+
+    def _confirm_unseen(self, batch: Batch) -> None:
+        """Confirm a batch as consumed in the core alone, for a commit nobody waits for: the partition's next
+        fetch carries it to the broker, or :meth:`_send_due_commits` before a poll answers. When the core had
+        already given the partition up (as :meth:`_confirm`'s False) its messages come again, and nobody is
+        told."""
+        self._batches.pop(batch.context, None)
+        batch.live = False
+        key = self.consumer.confirm_local(batch.context)
+        if key is not None:
+            self._commits_due.add(key)
 
     async def _send_due_commits(self) -> None:
         """Send the commits :meth:`_commit_at_poll` left due that no fetch carried; a failed one stays due

@@ -12,7 +12,9 @@ position. A gateway that stops between the publish and the settle leaves the bat
 delivers the original again (a duplicate, never a loss).
 
 The attributes this module writes all start with ``gateway.`` (:data:`PREFIX`); a retried message is
-delivered without them.
+delivered without them. A retry copy is signed (:mod:`gateway.service.retry_signature`): a message of the
+retry topic whose signature does not verify, or that names another group, is never delivered, and a copy's
+due time counts at most the policy's ``max_delay`` from when it is read.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from gateway.service.retry_signature import SIGNATURE, RetrySigner
 from gateway.tubemq.consumer import ConsumedMessage
 
 if TYPE_CHECKING:
@@ -80,11 +83,14 @@ class Republisher(Protocol):
 @dataclass(frozen=True, slots=True)
 class RedeliveryPolicy:
     """An instance's retry topic (None: no nack, deadline expiry rolls the whole batch back), dead-letter
-    topic and the delivery attempts after which a failed message goes there (None: retried forever)."""
+    topic and the delivery attempts after which a failed message goes there (None: retried forever); with a
+    retry topic, the ``signer`` of its copies and the longest delay a copy may ask for (seconds)."""
 
     retry_topic: str | None = None
     dead_letter_topic: str | None = None
     max_delivery_attempts: int | None = None
+    signer: RetrySigner | None = None
+    max_delay: float = 600.0
 
 
 @dataclass(slots=True)
@@ -115,15 +121,19 @@ def _origin_attributes(delivered: DeliveredMessage, group: str) -> dict[str, str
     return out
 
 
-def retry_attributes(delivered: DeliveredMessage, group: str, due_ms: int) -> dict[str, str]:
+def retry_attributes(
+    delivered: DeliveredMessage, group: str, due_ms: int, signer: RetrySigner
+) -> dict[str, str]:
     """The attributes of a message republished to the retry topic: its own plus where it came from, its
     stream id (the retry copy's stream id is the group, which the group's instances filter the retry topic
-    by), which attempt its next delivery is and when it is due (Unix ms)."""
+    by), which attempt its next delivery is, when it is due (Unix ms), and the signature of all that and
+    the value."""
     out = _origin_attributes(delivered, group)
     if delivered.message.stream_id is not None:
         out[_STREAM_ID] = delivered.message.stream_id
     out[_ATTEMPT] = str(delivered.attempt + 1)
     out[_DUE] = str(due_ms)
+    out[SIGNATURE] = signer.sign(out, delivered.message.body)
     return out
 
 
@@ -138,13 +148,16 @@ def dead_letter_attributes(delivered: DeliveredMessage, group: str, last_failure
 
 
 def parse_retried(
-    message: ConsumedMessage, now: float, wall_ms: int
+    message: ConsumedMessage, group: str, policy: RedeliveryPolicy, now: float, wall_ms: int
 ) -> tuple[ConsumedMessage, Origin] | None:
-    """A message read from the retry topic as it is to be delivered (original offset and id, without the
+    """A message of ``group``'s retry topic as it is to be delivered (original offset and id, without the
     ``gateway.`` attributes) and where it came from, with its due time on the monotonic clock of ``now``
-    (``wall_ms`` is the same moment in Unix ms); None when it lacks the retry attributes (published there by
-    someone else: it is then delivered as a message of the retry topic)."""
+    (``wall_ms`` is the same moment in Unix ms), at most ``policy.max_delay`` from now; None when it is not a
+    retry copy the gateway signed for ``group`` (published there by someone else: it is set aside)."""
     attrs = message.attributes
+    signer = policy.signer
+    if signer is None or attrs.get(_GROUP) != group or not signer.verify(attrs, message.body):
+        return None
     try:
         topic = attrs[_TOPIC]
         partition_key = attrs[_PARTITION]
@@ -168,7 +181,7 @@ def parse_retried(
         offset=offset,
         key=message.key,
     )
-    due = now + max(0, due_ms - wall_ms) / 1000
+    due = now + min(max(0, due_ms - wall_ms) / 1000, policy.max_delay)
     origin = Origin(topic, partition_key, broker_id, partition_id, max(attempt, 1), due, retried=True)
     return stripped, origin
 
@@ -235,8 +248,9 @@ async def republish(
         topic = policy.dead_letter_topic
         attributes = dead_letter_attributes(delivered, group, why)
     else:
+        assert policy.signer is not None
         topic = policy.retry_topic
-        attributes = retry_attributes(delivered, group, due_ms)
+        attributes = retry_attributes(delivered, group, due_ms, policy.signer)
     await republisher.send(
         topic,
         message.body,

@@ -54,7 +54,7 @@ from pathlib import Path
 from gateway.config import ConsumerSettings, Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.event_loop import run_main
-from gateway.runtime import embedded_cluster, embedded_upstream
+from gateway.runtime import embedded_cluster, embedded_upstream, retry_secrets
 from gateway.upstream import upstream_options
 from gateway.workers.context import WorkerContext
 from gateway.workers.ports import PortInUse, reserve
@@ -206,9 +206,13 @@ class Supervisor:
         updates.update(per_worker_limits(settings, self.count))
         if not settings.consumers.id_secret:
             # The workers of this replica check each other's instance ids: one secret for all of them.
+            # Retry copies outlive the processes: their secret stays the one the operator's settings give.
             shared = updates["consumers"]
             assert isinstance(shared, ConsumerSettings)
-            updates["consumers"] = shared.model_copy(update={"id_secret": secrets.token_hex(32)})
+            retry = retry_secrets(settings)[0].decode("utf-8")
+            updates["consumers"] = shared.model_copy(
+                update={"id_secret": secrets.token_hex(32), "retry_secret": retry}
+            )
         return settings.model_copy(update=updates)
 
     def _reserve(self, what: str, host: str, port: int) -> int:
