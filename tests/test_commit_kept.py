@@ -38,7 +38,7 @@ async def test_a_new_instance_starts_after_the_committed_messages(env: Env, leav
     assert values(got) == sent[:5]
     assert service.describe(group, first).buffered == 7  # one batch of 12, 7 not handed out
     result = await service.commit(group, first, [m.token for m in got])
-    assert (result.committed, result.pending) == (5, 0)
+    assert (result.committed, result.pending, result.awaiting_batch) == (5, 0, 5)
     if leave == "delete":
         await service.delete(group, first)
     else:

@@ -52,7 +52,13 @@ async def test_either_replica_serves_the_consumer(pair: tuple[Gateway, Gateway])
         assert [m["value"] for m in messages] == [f"v{i}" for i in range(5)]
 
         committed = await a.post(f"{path}/commits", json={"tokens": [m["token"] for m in messages[:2]]})
-        assert committed.json() == {"committed": 2, "rolledBack": 0, "stale": [], "pending": 3}
+        assert committed.json() == {
+            "committed": 2,
+            "rolledBack": 0,
+            "stale": [],
+            "pending": 3,
+            "awaitingBatch": 2,
+        }
         described = await a.get(path)
         assert described.json()["pendingMessages"] == 3 and described.json()["baseUrl"] == base_url
         bad = await a.post(f"{path}/commits", json={"tokens": ["x"]})

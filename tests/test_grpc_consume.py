@@ -88,6 +88,7 @@ async def test_poll_commit_delete(gw: Gateway) -> None:
     assert committed.pending == 15
     rest = await gw.stub.Commit(pb.CommitRequest(group="g-basic", instance_id=instance, all_delivered=True))
     assert rest.committed == 15 and rest.pending == 0
+    assert committed.awaiting_batch <= 5 and rest.awaiting_batch == 0  # every batch complete: at the broker
     assert await poll(gw, "g-basic", instance) == []
     await gw.stub.DeleteConsumer(pb.DeleteConsumerRequest(group="g-basic", instance_id=instance))
     gone = await failure(gw.stub.Poll(pb.PollRequest(group="g-basic", instance_id=instance)))

@@ -235,7 +235,7 @@ async def test_instance_errors(http: httpx.AsyncClient) -> None:
     bad_token = await http.post(f"{base}/commits", json={"tokens": ["nope"]})
     assert bad_token.status_code == 400 and bad_token.json()["error"]["field"] == "tokens[0]"
     stale = await commit(http, "r-inst", instance, tokens=["99"])
-    assert stale == {"committed": 0, "rolledBack": 0, "stale": ["99"], "pending": 0}
+    assert stale == {"committed": 0, "rolledBack": 0, "stale": ["99"], "pending": 0, "awaitingBatch": 0}
     empty_body = await http.post(f"{base}/commits")
     assert empty_body.status_code == 200
     assert (await http.delete(base)).status_code == 204

@@ -92,7 +92,9 @@ async def test_consumer_instances_work_through_every_worker(gw: WorkerGateway) -
             messages: list[dict[str, Any]] = polled.json()["messages"]
             assert [m["value"] for m in messages] == [f"m{i}" for i in range(6)]
             committed = await b.post(f"{path}/commits", json={"tokens": [m["token"] for m in messages[:2]]})
-            assert committed.json() == {"committed": 2, "rolledBack": 0, "stale": [], "pending": 4}
+            answer = committed.json()
+            assert 0 <= answer.pop("awaitingBatch") <= 2  # how the 6 fall into batches is the broker's
+            assert answer == {"committed": 2, "rolledBack": 0, "stale": [], "pending": 4}
             assert (await a.get(path)).json()["pendingMessages"] == 4
 
             # SSE through one worker, resumed with Last-Event-ID through another

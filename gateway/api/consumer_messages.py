@@ -81,6 +81,7 @@ async def commit_messages(
             "rolledBack": result.rolled_back,
             "stale": result.stale,
             "pending": result.pending,
+            "awaitingBatch": result.awaiting_batch,
         }
     )
 

@@ -129,6 +129,12 @@ class CommitResponse(BaseModel):
         "timeout, or lost with their partition in a rebalance (their messages are redelivered)"
     )
     pending: int = Field(description="messages still delivered and not committed")
+    awaitingBatch: int = Field(
+        description="messages of the instance committed while the rest of their fetched batch is still out: "
+        "TubeMQ confirms whole batches, so the broker records them once the batch is complete, or when the "
+        "instance leaves the group (delete, lease end, gateway stop); if the gateway process dies first "
+        "they are delivered again"
+    )
 
 
 class NackRequest(BaseModel):

@@ -135,7 +135,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
     "commitMessages": {
         "request": {"tokens": ["1"]},
         "responses": {
-            "200": {"committed": 1, "rolledBack": 0, "stale": [], "pending": 0},
+            "200": {"committed": 1, "rolledBack": 0, "stale": [], "pending": 0, "awaitingBatch": 0},
             "400": _error("invalid_argument", "tokens: Input should be a valid list", field="tokens"),
         },
     },

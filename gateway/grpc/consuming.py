@@ -305,7 +305,11 @@ def consumer_instance(info: InstanceInfo) -> pb.CreateConsumerResponse:
 
 def commit_response(result: CommitResult) -> pb.CommitResponse:
     return pb.CommitResponse(
-        committed=result.committed, rolled_back=result.rolled_back, stale=result.stale, pending=result.pending
+        committed=result.committed,
+        rolled_back=result.rolled_back,
+        stale=result.stale,
+        pending=result.pending,
+        awaiting_batch=result.awaiting_batch,
     )
 
 

@@ -85,12 +85,15 @@ def partition_runs(
 @dataclass(frozen=True, slots=True)
 class CommitResult:
     """``committed`` tokens were accepted, ``rolled_back`` messages will be redelivered; ``stale`` tokens were
-    not pending (unknown, already committed, rolled back, or lost with their partition)."""
+    not pending (unknown, already committed, rolled back, or lost with their partition). ``awaiting_batch``
+    messages of the instance are committed while the rest of their batch is out: TubeMQ confirms whole
+    batches, so the broker has them once their batch is complete or the instance leaves the group."""
 
     committed: int
     rolled_back: int
     stale: list[str]
     pending: int
+    awaiting_batch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

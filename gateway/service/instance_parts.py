@@ -30,6 +30,8 @@ class Batch:
     fetched_at: float
     undelivered: int
     uncommitted: int = 0
+    #: messages committed while the rest of the batch is out: the broker gets them with the batch
+    committed: int = 0
     live: bool = True
     #: the broker index offset the batch was read from (-1 unknown) and the wire position of its first
     #: message: where the group's offset goes back to when the batch is rolled back

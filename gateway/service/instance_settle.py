@@ -45,6 +45,8 @@ class Settling(InstanceParts):
                 stale.append(token)
                 continue
             item[0].uncommitted -= 1
+            if consumed:
+                item[0].committed += 1
             touched.setdefault(item[0], []).append(token)
             chosen_messages[seq] = item[1]
         rolled_back = 0
@@ -63,7 +65,7 @@ class Settling(InstanceParts):
                 # The core had already given the partition up: these messages come again.
                 stale.extend(touched[batch])
                 committed -= len(touched[batch])
-        return CommitResult(committed, rolled_back, stale, len(self._pending))
+        return CommitResult(committed, rolled_back, stale, len(self._pending), self._awaiting_batch())
 
     def _commit_at_poll(self) -> None:
         """Auto-commit at the start of a poll: every delivered message counts as committed now. A batch
@@ -75,6 +77,7 @@ class Settling(InstanceParts):
             return
         self._pending = {}
         for batch in [b for b in self._batches.values() if b.uncommitted]:
+            batch.committed += batch.uncommitted
             batch.uncommitted = 0
             if batch.undelivered == 0:
                 self._confirm_unseen(batch)
@@ -107,12 +110,13 @@ class Settling(InstanceParts):
         pending messages)."""
         pending = self._pending
         if not pending:
-            return CommitResult(0, 0, [], 0)
+            return CommitResult(0, 0, [], 0, self._awaiting_batch())
         self._pending = {}
         touched = [b for b in self._batches.values() if b.uncommitted]
         committed = 0
         for batch in touched:
             committed += batch.uncommitted
+            batch.committed += batch.uncommitted
             batch.uncommitted = 0
         done = [b for b in touched if b.undelivered == 0]
         outcomes = await asyncio.gather(*(self._confirm(b, True) for b in done))
@@ -122,7 +126,11 @@ class Settling(InstanceParts):
             # The core had already given those partitions up: their messages come again.
             stale = [str(s) for s, p in pending.items() if p[0] in failed]
             committed -= len(stale)
-        return CommitResult(committed, 0, stale, len(self._pending))
+        return CommitResult(committed, 0, stale, len(self._pending), self._awaiting_batch())
+
+    def _awaiting_batch(self) -> int:
+        """Messages committed whose batch is still out (one batch per held partition at most)."""
+        return sum(b.committed for b in self._batches.values())
 
     async def _keep_committed_heads(self) -> int:
         """Before the instance leaves the group: for each batch whose first messages were committed and

@@ -280,16 +280,18 @@ class CommitRequest(_message.Message):
     def __init__(self, group: _Optional[str] = ..., instance_id: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., all_delivered: _Optional[bool] = ..., rollback: _Optional[bool] = ...) -> None: ...
 
 class CommitResponse(_message.Message):
-    __slots__ = ("committed", "rolled_back", "stale", "pending")
+    __slots__ = ("committed", "rolled_back", "stale", "pending", "awaiting_batch")
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
     STALE_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
+    AWAITING_BATCH_FIELD_NUMBER: _ClassVar[int]
     committed: int
     rolled_back: int
     stale: _containers.RepeatedScalarFieldContainer[str]
     pending: int
-    def __init__(self, committed: _Optional[int] = ..., rolled_back: _Optional[int] = ..., stale: _Optional[_Iterable[str]] = ..., pending: _Optional[int] = ...) -> None: ...
+    awaiting_batch: int
+    def __init__(self, committed: _Optional[int] = ..., rolled_back: _Optional[int] = ..., stale: _Optional[_Iterable[str]] = ..., pending: _Optional[int] = ..., awaiting_batch: _Optional[int] = ...) -> None: ...
 
 class DeleteConsumerRequest(_message.Message):
     __slots__ = ("group", "instance_id")
