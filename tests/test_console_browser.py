@@ -516,3 +516,30 @@ async def test_the_nav_fits_a_narrow_window_and_topic_fields_offer_the_topics(
     aligned = await header.evaluate("th => getComputedStyle(th).textAlign")
     assert aligned == "right"
     assert tab.errors == []
+
+
+async def test_an_offset_the_broker_does_not_place_shows_as_a_dash(gw: ConsoleGateway, browser: Any) -> None:
+    """demo's two partitions share a store: a range of one partition whose messages are interleaved with
+    its sibling's has no per-message offsets (null in the API), shown as a dash with the reason on hover."""
+    results = await publish(
+        gw, "demo", [{"value": v, "partition": p} for v, p in (("a", 0), ("b", 1), ("c", 0))]
+    )
+    first, last = results[0], results[2]
+    assert first["partitionKey"] == last["partitionKey"] and last["offset"] == first["offset"] + 56
+    tab = await open_tab(browser, gw)
+    page = tab.page
+    await tab.sign_in("alice")
+    await tab.go(f"#/messages?topic=demo&partition={first['partitionKey']}")
+    await page.locator("#bounds").get_by_text("shares with 1 other").wait_for()
+    form = page.locator("#range-form")
+    await form.locator("input[name=from]").fill(str(first["offset"]))
+    await form.locator("input[name=to]").fill(str(last["offset"] + 28))
+    await form.locator("button[type=submit]").click()
+    rows = page.locator("#messages-table tbody tr")
+    await rows.nth(1).wait_for()
+    assert await rows.count() == 2
+    for i in range(2):
+        cell = rows.nth(i).locator("td").first
+        assert await cell.text_content() == "\N{EN DASH}"
+        assert "shares its store" in (await cell.get_attribute("title") or "")
+    assert tab.errors == []

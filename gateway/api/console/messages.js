@@ -21,7 +21,10 @@ function messageRows(messages) {
   return messages.map((m) => {
     const bytes = bytesOf(m.value);
     const row = h('tr', { dataset: { offset: String(m.offset) } },
-      h('td', { class: 'num' }, m.offset),
+      m.offset === null
+        ? h('td', { class: 'num', title: 'not known: the partition shares its store\'s index with others, ' +
+          'and the broker tells no offset per message' }, '–')
+        : h('td', { class: 'num' }, m.offset),
       h('td', {}, msgTimeText(m.msgTime)),
       h('td', {}, m.key ?? '–'),
       h('td', {}, m.streamId ?? '–'),
