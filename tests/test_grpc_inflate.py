@@ -9,9 +9,9 @@ import zlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.grpc.inflate import inflate
+from gateway.grpc.inflate import compressed_head, inflate
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from gateway.grpc.publish_wire import decode_publish
+from gateway.grpc.publish_wire import decode_publish, leading_topic
 
 LIMIT = 4096
 
@@ -64,3 +64,16 @@ def test_a_cut_or_padded_stream_is_not_inflated() -> None:
     for compressed in (gzip.compress(b"x" * 1000), zlib.compress(b"x" * 1000)):
         for odd in (compressed[:-9], compressed[:-2], compressed + b"junk"):
             assert inflate(odd, LIMIT) in (odd, None)
+
+
+@given(requests, st.integers(min_value=0, max_value=80))
+def test_a_compressed_requests_topic_is_read_from_its_first_inflated_bytes(
+    request: pb.PublishRequest, size: int
+) -> None:
+    raw = request.SerializeToString()
+    assert compressed_head(raw, size) is None  # not compressed: nothing to look at before it
+    head = compressed_head(gzip.compress(raw), size)
+    assert head == raw[:size]
+    topic = leading_topic(head)
+    whole = len(request.topic.encode()) + 2 <= size  # its tag, a one-byte length (topics of < 128 bytes)
+    assert topic == (request.topic if request.topic and whole else None) or (topic is None and not whole)

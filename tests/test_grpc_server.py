@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -314,3 +315,18 @@ def test_a_failed_start_leaves_no_grpc_threads_behind() -> None:
         [sys.executable, "-c", _FAILED_START], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("cap", "warned"), [(1 << 20, True), (4 << 20, False)])
+async def test_a_publish_budget_below_the_largest_message_is_warned_of(
+    caplog: pytest.LogCaptureFixture, cap: int, warned: bool
+) -> None:
+    """A publish message is received only once the most it may weigh fits into the in-flight bytes: with a
+    cap below that, one at a time, which the operator is told at start."""
+    runtime = Runtime(Settings(masters="127.0.0.1:1", limits={"max_inflight_publish_bytes": cap}))
+    server = GrpcServer(runtime, max_message_bytes=2 << 20)
+    with caplog.at_level(logging.WARNING, logger="gateway.grpc"):
+        await server.start()
+        await server.stop(0)
+    said = [r for r in caplog.records if "received one at a time" in r.getMessage()]
+    assert bool(said) == warned, [r.getMessage() for r in caplog.records]

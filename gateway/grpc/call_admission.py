@@ -25,6 +25,8 @@ import grpc
 from gateway.config import LimitSettings
 from gateway.grpc import errors
 from gateway.grpc.call_budget import CALL, CallState, bounded, budgeted, checked
+from gateway.grpc.inflate import compressed_head
+from gateway.grpc.publish_wire import leading_topic
 from gateway.grpc.read_room import ReadRoom
 from gateway.grpc.wrapping import SERVER_STREAM, UNARY, WrappingInterceptor, method_codec
 from gateway.security.credentials import Credentials, credential_headers, from_headers
@@ -41,6 +43,9 @@ __all__ = ["OPEN_READS", "AdmittingInterceptor", "TooManyCalls", "metadata_text"
 #: each read may make the C core decompress up to ``limits.max_request_bytes`` before the method's bound
 #: refuses it, so unauthenticated reads are few at a time.
 OPEN_READS = 4
+
+#: inflated bytes looked at for a compressed Publish's topic (its tag, length and name)
+_TOPIC_HEAD = 512
 OPEN_READ_TIMEOUT = 2.0
 
 _WATCH = "/grpc.health.v1.Health/Watch"
@@ -199,6 +204,23 @@ class AdmittingInterceptor(WrappingInterceptor):
             await self._room.take(room, cap, limits.body_timeout, queue=queue)
             call.reads, call.room = self._room, room
 
+    def _screen(self, raw: bytes) -> ServiceError | None:
+        """Why a compressed Publish message is refused from its first inflated bytes: its topic (the
+        request's first field) is one the call's principal may not publish on. None: read it."""
+        security = self._security
+        call = CALL.get()
+        if security is None or not security.policy.enforcing or call is None or call.principal is None:
+            return None
+        head = compressed_head(raw, _TOPIC_HEAD)
+        topic = leading_topic(head) if head is not None else None
+        if topic is None:
+            return None
+        try:
+            security.policy.check(call.principal, PUBLISH, topic=topic)
+        except ServiceError as exc:
+            return exc
+        return None
+
     def _publish_bound(self) -> int:
         """The most a publish message may weigh, inflated."""
         return self._max_message_bytes or self._limits().max_request_bytes
@@ -223,8 +245,14 @@ class AdmittingInterceptor(WrappingInterceptor):
         deserialize = codec["request_deserializer"]
         if deserialize is not None:
             if grpc_operation(method).action == PUBLISH:
+                # a Publish to a topic its caller may not use is refused before its message is inflated (a
+                # PublishStream's requests are answered by their acks instead, the stream going on)
+                screen = self._screen if method.endswith("/Publish") else None
                 codec["request_deserializer"] = budgeted(
-                    deserialize, lambda: self._limits().max_inflight_publish_bytes, self._publish_bound
+                    deserialize,
+                    lambda: self._limits().max_inflight_publish_bytes,
+                    self._publish_bound,
+                    screen,
                 )
             else:
                 codec["request_deserializer"] = bounded(

@@ -47,6 +47,7 @@ __all__ = [
     "OVER_BUDGET",
     "CallState",
     "Malformed",
+    "Refused",
     "TooLarge",
     "bounded",
     "budgeted",
@@ -154,6 +155,15 @@ _PUBLISH_BOUND = "limits.max_request_bytes"
 _CONTROL_BOUND = "limits.max_control_body_bytes"
 
 
+class Refused:
+    """A request message refused before it was inflated (``error``: why)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ServiceError) -> None:
+        self.error = error
+
+
 class Malformed:
     """A request message the protobuf reader refused (``error``: its ``DecodeError``)."""
 
@@ -164,15 +174,25 @@ class Malformed:
 
 
 def budgeted(
-    deserialize: Callable[[bytes], Any], limit: Callable[[], int], bound: Callable[[], int]
+    deserialize: Callable[[bytes], Any],
+    limit: Callable[[], int],
+    bound: Callable[[], int],
+    screen: Callable[[bytes], ServiceError | None] | None = None,
 ) -> Callable[[bytes], Any]:
     """``deserialize`` for publish messages of at most ``bound()`` bytes once inflated
     (gateway/grpc/inflate.py), holding each message's bytes in the call's admission first, out of the room
     the call took for it or else reserved (``limit()``: the process's bound on publish bytes held, 0 = none);
-    a message it cannot read gives them back at once."""
+    a message it cannot read gives them back at once. ``screen(raw)``, when given, may refuse a message
+    before it is inflated."""
 
     def read(raw: bytes) -> Any:
         call = CALL.get()
+        if screen is not None:
+            refusal = screen(raw)
+            if refusal is not None:
+                if call is not None:
+                    call.give_back_room()
+                return Refused(refusal)
         most = bound()
         message = inflate(raw, most)
         del raw
@@ -234,6 +254,8 @@ def checked(request: Any, limits: Callable[[], tuple[int, int]]) -> Any:
     kind = type(request)
     if kind is TooLarge:
         raise request.error()
+    if kind is Refused:
+        raise request.error
     if kind is Malformed:
         raise InvalidInput(
             f"the request message is not valid protobuf for this method ({request.error}); send the "

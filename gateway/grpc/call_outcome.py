@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Iterable
 
 import grpc
 
@@ -29,8 +30,9 @@ from gateway.observability.request_id import REQUEST_ID_HEADER as HTTP_REQUEST_I
 from gateway.service.errors import PayloadTooLarge, RateLimited, ServiceError, Unavailable
 from gateway.service.instance_id import redact_text
 from gateway.service.principal import current_principal
+from gateway.service.publish import PublishOutcome
 
-__all__ = ["REQUEST_ID_HEADER", "answer", "code_of", "forget_frames", "log_refusal"]
+__all__ = ["REQUEST_ID_HEADER", "answer", "code_of", "forget_failures", "forget_frames", "log_refusal"]
 
 log = logging.getLogger("gateway.grpc")
 
@@ -80,6 +82,14 @@ def forget_frames(exc: BaseException) -> None:
     collector runs); those frames hold what the call was given (a publish's messages and their encoded
     copies: up to ``limits.max_request_bytes`` each)."""
     traceback.clear_frames(exc.__traceback__)
+
+
+def forget_failures(outcomes: Iterable[PublishOutcome]) -> None:
+    """:func:`forget_frames` of each failed outcome's error (a message refused by the service: too large,
+    ...), once the outcomes are answered."""
+    for outcome in outcomes:
+        if outcome.error is not None:
+            forget_frames(outcome.error)
 
 
 def log_refusal(method: str, exc: ServiceError | errors.AdapterError, request_id: str) -> None:

@@ -22,25 +22,45 @@ from __future__ import annotations
 
 import zlib
 
-__all__ = ["inflate"]
+__all__ = ["compressed_head", "inflate"]
 
 _GZIP = 16 + zlib.MAX_WBITS  # a gzip member (header and trailer)
+
+
+def _wbits(raw: bytes) -> int:
+    """The zlib ``wbits`` reading ``raw``'s encoding; 0 when it is not compressed."""
+    if len(raw) < 2:
+        return 0
+    first = raw[0]
+    if first == 0x1F and raw[1] == 0x8B:
+        return _GZIP
+    if first == 0x78 and (0x7800 | raw[1]) % 31 == 0:
+        return zlib.MAX_WBITS
+    return 0
+
+
+def compressed_head(raw: bytes, size: int) -> bytes | None:
+    """The first ``size`` bytes (at most) ``raw`` inflates to; None when it is not compressed (or those
+    bytes do not inflate)."""
+    wbits = _wbits(raw)
+    if not wbits:
+        return None
+    if size < 1:
+        return b""  # (a max_length of 0 would inflate it all)
+    try:
+        return zlib.decompressobj(wbits).decompress(raw, size)
+    except zlib.error:
+        return None
 
 
 def inflate(raw: bytes, limit: int) -> bytes | None:
     """``raw`` inflated when it is a gzip or zlib stream, else ``raw`` itself; None when it would inflate to
     more than ``limit`` bytes (a gzip stream declaring more is not inflated at all)."""
-    if len(raw) < 2:
+    wbits = _wbits(raw)
+    if not wbits:
         return raw
-    first = raw[0]
-    if first == 0x1F and raw[1] == 0x8B:
-        if len(raw) >= 18 and int.from_bytes(raw[-4:], "little") > limit:
-            return None  # the trailer's size (modulo 2**32; what inflates past it is stopped below)
-        wbits = _GZIP
-    elif first == 0x78 and (0x7800 | raw[1]) % 31 == 0:
-        wbits = zlib.MAX_WBITS
-    else:
-        return raw
+    if wbits == _GZIP and len(raw) >= 18 and int.from_bytes(raw[-4:], "little") > limit:
+        return None  # the trailer's size (modulo 2**32; what inflates past it is stopped below)
     stream = zlib.decompressobj(wbits)
     try:
         inflated = stream.decompress(raw, limit + 1)

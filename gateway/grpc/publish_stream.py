@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.grpc.call_budget import claim_message_bytes
-from gateway.grpc.call_outcome import forget_frames
+from gateway.grpc.call_outcome import forget_failures, forget_frames
 from gateway.grpc.publish_wire import PublishBatch, failed_acks, stream_acks
 from gateway.service.errors import InvalidInput, ServiceError
 from gateway.service.publish import OutgoingMessage, PublishService
@@ -147,4 +147,5 @@ async def _publish(
         return failed_acks(first, count, exc)
     finally:
         request.release()
+    forget_failures(outcomes)
     return stream_acks(first, outcomes)

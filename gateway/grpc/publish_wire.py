@@ -46,6 +46,7 @@ __all__ = [
     "encode_stored",
     "encode_stored_py",
     "failed_acks",
+    "leading_topic",
     "publish_handlers",
     "publish_response",
     "stream_acks",
@@ -92,6 +93,20 @@ def decode_publish_py(raw: bytes) -> PublishBatch:
     except (_Irregular, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
         request = pb.PublishRequest.FromString(raw)  # raises DecodeError as it always did
         return PublishBatch(request.topic, [outgoing(m) for m in request.messages])
+
+
+def leading_topic(head: bytes) -> str | None:
+    """The topic of the ``PublishRequest`` whose first bytes are ``head``, when it is the request's first
+    field (the protobuf libraries write fields in number order) and whole within ``head``; else None."""
+    if len(head) < 2 or head[0] != 0x0A:
+        return None
+    try:
+        size, start = read_varint(head, 1)
+        if start + size > len(head):
+            return None
+        return head[start : start + size].decode()
+    except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
 
 
 def _length(raw: bytes, pos: int, end: int) -> tuple[int, int]:

@@ -185,6 +185,16 @@ class GrpcServer:
         log.info(
             "gRPC server listening", extra={"address": self.address, "tls": self.credentials is not None}
         )
+        cap = s.limits.max_inflight_publish_bytes
+        if cap and cap < self._max_message_bytes:
+            # a publish message is received only once the most it may weigh fits (gateway/grpc/read_room.py)
+            log.warning(
+                "gRPC publish messages are received one at a time: this process's share of "
+                "limits.max_inflight_publish_bytes is below the largest message (limits.max_request_bytes), "
+                "so a message is received only when no other publish bytes are held; raise the cap or lower "
+                "max_request_bytes",
+                extra={"max_inflight_publish_bytes": cap, "max_message_bytes": self._max_message_bytes},
+            )
 
     async def stop(self, grace: float | None = None) -> None:
         """Report NOT_SERVING, refuse new calls, give running calls ``grace`` seconds (default: the

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 import grpc
 
 from gateway.grpc import convert
+from gateway.grpc.call_outcome import forget_failures
 from gateway.grpc.consuming import ConsumerRpcs
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
@@ -105,6 +106,7 @@ class GatewayServicer(ConsumerRpcs):
             outcomes = await self._publisher().publish(request.topic, request.messages)
         finally:
             request.release()
+        forget_failures(outcomes)
         failure = failed_alike(outcomes)
         if failure is not None:
             raise failure
