@@ -11,10 +11,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
-from auth_support import AuthFiles, write_auth_files
-from workers_support import WorkerGateway, samples, start_workers
+from auth_support import AuthFiles
+from workers_support import WorkerGateway, keyed_workers, poll_as, samples
 
 GROUP = "victims"
 #: carol (role narrow) may publish on other_* topics only: the retry topic, never the source or "secret"
@@ -23,14 +22,13 @@ RETRY = "other_retry"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerGateway, AuthFiles]]:
+    topics = f"vsrc:1,{RETRY}:1,secret:1"
+    secret = "forgery-test-secret-" + "x" * 20
     tmp = tmp_path_factory.mktemp("forge")
-    files = write_auth_files(tmp)
-    env = files.environment(TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET="forgery-test-secret-" + "x" * 20)
-    gateway = start_workers(tmp, 2, "--embedded-topics", f"vsrc:1,{RETRY}:1,secret:1", env=env)
-    try:
-        yield gateway, files
-    finally:
-        gateway.stop()
+    with keyed_workers(
+        tmp, 2, "--embedded-topics", topics, TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET=secret
+    ) as pair:
+        yield pair
 
 
 def _forged(**attributes: str) -> dict[str, Any]:
@@ -45,15 +43,6 @@ def _forged(**attributes: str) -> dict[str, Any]:
         "gateway.due": str(wall_ms),
     }
     return {"value": "forged", "streamId": GROUP, "attributes": {**base, **attributes}}
-
-
-async def _poll(client: httpx.AsyncClient, base: str, headers: dict[str, str]) -> list[dict[str, Any]]:
-    answer = await client.get(
-        f"{base}/messages", params={"timeout_ms": 500, "format": "utf8"}, headers=headers
-    )
-    assert answer.status_code == 200, answer.text
-    messages: list[dict[str, Any]] = answer.json()["messages"]
-    return messages
 
 
 async def test_forged_retry_copies_are_set_aside_and_hold_nothing(
@@ -92,7 +81,7 @@ async def test_forged_retry_copies_are_set_aside_and_hold_nothing(
         got: list[dict[str, Any]] = []
         async with asyncio.timeout(20):
             while not got:
-                got = await _poll(other, base, alice)
+                got = await poll_as(other, base, alice)
         assert [(m["topic"], m["value"], m["deliveryAttempt"]) for m in got] == [("vsrc", "v1", 1)], got
         nacked = await other.post(
             f"{base}/nacks", json={"tokens": [got[0]["token"]], "delayMs": 0}, headers=alice
@@ -102,12 +91,12 @@ async def test_forged_retry_copies_are_set_aside_and_hold_nothing(
         back: list[dict[str, Any]] = []
         async with asyncio.timeout(20):
             while not back:
-                back = await _poll(other, base, alice)
+                back = await poll_as(other, base, alice)
         assert [(m["topic"], m["value"], m["deliveryAttempt"]) for m in back] == [("vsrc", "v1", 2)], back
         answer = await other.post(f"{base}/commits", json={}, headers=alice)
         assert answer.status_code == 200, answer.text
         await asyncio.sleep(1.0)
-        assert await _poll(other, base, alice) == []  # the forged copies never come
+        assert await poll_as(other, base, alice) == []  # the forged copies never come
 
         text = (await own.get("/metrics", headers=files.headers("root"))).text
         set_aside = sum(

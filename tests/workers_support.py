@@ -196,12 +196,24 @@ def worker_pids(gateway: WorkerGateway) -> list[int]:
 
 
 @contextmanager
-def keyed_workers(tmp: Path, count: int, **env: str) -> Iterator[tuple[WorkerGateway, AuthFiles]]:
-    """:func:`start_workers` with API keys required (auth_support's keys and rules) and ``env``; stopped at
-    the end."""
+def keyed_workers(tmp: Path, count: int, *args: str, **env: str) -> Iterator[tuple[WorkerGateway, AuthFiles]]:
+    """:func:`start_workers` with ``serve`` arguments ``args``, API keys required (auth_support's keys and
+    rules) and ``env``; stopped at the end."""
     files = write_auth_files(tmp)
-    gateway = start_workers(tmp, count, env=files.environment(**env))
+    gateway = start_workers(tmp, count, *args, env=files.environment(**env))
     try:
         yield gateway, files
     finally:
         gateway.stop()
+
+
+async def poll_as(
+    client: httpx.AsyncClient, base: str, headers: dict[str, str], **params: Any
+) -> list[dict[str, Any]]:
+    """One poll of the instance at ``base`` with ``headers`` (utf8 values, 500 ms unless ``params`` say
+    otherwise); its messages."""
+    query = {"timeout_ms": 500, "format": "utf8", **params}
+    answer = await client.get(f"{base}/messages", params=query, headers=headers)
+    assert answer.status_code == 200, answer.text
+    messages: list[dict[str, Any]] = answer.json()["messages"]
+    return messages

@@ -166,6 +166,13 @@ class ConsumerSettings(BaseModel):
     max_nack_delay: float = Field(
         600.0, ge=0, description="longest delay a client may give a nacked message, seconds"
     )
+    max_retries_outstanding: int = Field(
+        1000,
+        ge=1,
+        description="retries nacked with a delay and not due yet one consumer instance may have; a nack "
+        "above it is refused (429). Nacks are publishes too: they spend the caller's publish rate "
+        "(rate_limits) and the in-flight publish bytes (limits.max_inflight_publish_bytes)",
+    )
     max_seek_searches: int = Field(
         2,
         ge=1,

@@ -265,6 +265,9 @@ class Runtime:
             max_seek_searches=c.max_seek_searches,
             topic_advice=create_in_tubemq if self.settings.masters else embedded_topic_advice(self.settings),
             retry_signer=RetrySigner(retry_secrets(self.settings)),
+            max_retries_outstanding=c.max_retries_outstanding,
+            admission=self.admission,
+            max_inflight_publish_bytes=lambda: self.settings.limits.max_inflight_publish_bytes,
         )
 
     def _master_web(self) -> list[str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from gateway.service.consume_limits import PollLimits
 from gateway.service.instance import ConsumerInstance
 from gateway.service.peers import PeerPolicy
+from gateway.service.retry_admission import RetryAdmission
 from gateway.service.seek_admission import SeekAdmission
 from gateway.tubemq.consumer import AssignedPartition, ConsumerConfig
 from gateway.tubemq.net import ConnectionPool
@@ -80,3 +81,4 @@ class ServiceParts:
     _pool: ConnectionPool
     _consumer_config: ConsumerConfig
     _seeks: SeekAdmission
+    _retry_admission: RetryAdmission

@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, CONSUME, PUBLISH, AccessPolicy
+from gateway.service.admission import Admission
 from gateway.service.consume_limits import PollLimits
 from gateway.service.consumer_types import InstanceInfo, InstanceState, Owner, Registry
 from gateway.service.core_errors import OUTAGE_RETRY_AFTER, Doing, service_error
@@ -60,6 +61,7 @@ from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.service.redelivery import RedeliveryPolicy, Republisher
 from gateway.service.redelivery_checks import check_redelivery, create_in_tubemq, ensure_redelivery_topics
+from gateway.service.retry_admission import RetryAdmission
 from gateway.service.retry_signature import OPEN_MODE_SECRET, RetrySigner
 from gateway.service.seek import SeekResult
 from gateway.service.seek_admission import SeekAdmission
@@ -126,6 +128,9 @@ class ConsumerService(InstanceOperations, Leases):
         max_seek_searches: int = 2,
         topic_advice: Callable[[str], str] = create_in_tubemq,
         retry_signer: RetrySigner | None = None,
+        max_retries_outstanding: int = 1000,
+        admission: Admission | None = None,
+        max_inflight_publish_bytes: Callable[[], int] = lambda: 0,
     ) -> None:
         if worker is not None and not 0 <= worker < workers:
             raise ValueError(f"worker {worker} is not one of the {workers} workers")
@@ -144,8 +149,15 @@ class ConsumerService(InstanceOperations, Leases):
         self._republisher = republisher
         #: how a missing retry or dead-letter topic is created where this gateway runs
         self._topic_advice = topic_advice
-        #: signs and checks retry copies (the runtime's comes from the settings: ``retry_secrets``)
-        self._retry_signer = retry_signer or RetrySigner([OPEN_MODE_SECRET.encode()])
+        # Retry copies: signed and checked (the runtime's signer comes from the settings:
+        # ``retry_secrets``), due within max_nack_delay, a bounded number outstanding per instance.
+        self._retry_bounds = RedeliveryPolicy(
+            signer=retry_signer or RetrySigner([OPEN_MODE_SECRET.encode()]),
+            max_delay=max_nack_delay,
+            max_outstanding=max_retries_outstanding,
+        )
+        #: what a nack's retry publishes cost its caller
+        self._retry_admission = RetryAdmission(quotas, admission, max_inflight_publish_bytes)
         self.max_ack_deadline = max_ack_deadline
         self.max_nack_delay = max_nack_delay
         self.lease = lease
@@ -246,12 +258,7 @@ class ConsumerService(InstanceOperations, Leases):
             )
         config, max_bytes = instance_config(self._consumer_config, self.limits, spec)
         policy = check_redelivery(
-            group,
-            spec,
-            self._republisher is not None,
-            self.max_ack_deadline,
-            self._retry_signer,
-            self.max_nack_delay,
+            group, spec, self._republisher is not None, self.max_ack_deadline, self._retry_bounds
         )
         if self._access.enforcing:
             principal = current_principal()

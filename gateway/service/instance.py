@@ -106,6 +106,7 @@ class ConsumerInstance(Fetching):
         self._delay_order = itertools.count()
         #: tokens whose retry or dead-letter publish is in flight
         self._settling: set[int] = set()
+        self._outstanding: list[float] = []
         #: no pending message's deadline is earlier (a lower bound: extensions only move deadlines later)
         self._next_deadline = math.inf
         self._attempts = AttemptMemory()

@@ -53,7 +53,7 @@ class InstanceOperations(Lookup):
         if not 0 <= delay <= self.max_nack_delay:
             raise InvalidInput(f"delay must be 0 to {self.max_nack_delay * 1000:.0f} ms", field="delay")
         async with self.using(instance):
-            result = await instance.nack(tokens, delay)
+            result = await instance.nack(tokens, delay, admit=self._retry_admission.admit)
         if result.error is not None and not (result.retried or result.dead_lettered or result.stale):
             # Nothing went anywhere: the publish's own error tells the client what to do.
             raise service_error(result.error, Doing.PUBLISH, topic=instance.policy.retry_topic)

@@ -78,6 +78,8 @@ class InstanceParts:
     _delay_order: itertools.count[int]
     #: tokens whose retry or dead-letter publish is in flight
     _settling: set[int]
+    #: due times (``_clock``'s) of the retry copies this instance published that are not due yet, a heap
+    _outstanding: list[float]
     #: no pending message's deadline is earlier (a lower bound: extensions only move deadlines later)
     _next_deadline: float
     _attempts: AttemptMemory

@@ -8,18 +8,22 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gateway.observability.redelivery_events import RedeliveryCounted
 from gateway.service.delivered import DeadlineResult, DeliveredMessage, NackResult
-from gateway.service.errors import InvalidInput
+from gateway.service.errors import InvalidInput, Quota, RateLimited
 from gateway.service.instance_id import redact
 from gateway.service.instance_parts import Batch, Entry, parse_token
 from gateway.service.instance_settle import Settling, log
 from gateway.service.redelivery import due_ms, parse_retried, republish
 from gateway.tubemq.consumer import ConsumedMessage
 
-__all__ = ["Redelivery"]
+__all__ = ["Admit", "Redelivery"]
+
+#: charges a nack's retry publishes (messages, value bytes) to its caller, or raises to refuse them; returns
+#: what gives back what they hold once they are done (``gateway.service.retry_admission``)
+Admit = Callable[[int, int], Callable[[], None]]
 
 
 class Redelivery(Settling):
@@ -111,10 +115,12 @@ class Redelivery(Settling):
         await asyncio.gather(*(self._confirm(b, False) for b in old))
         return len(old)
 
-    async def nack(self, tokens: Sequence[str], delay: float) -> NackResult:
+    async def nack(self, tokens: Sequence[str], delay: float, admit: Admit | None = None) -> NackResult:
         """Give messages back one by one: each goes to the retry topic, due ``delay`` seconds from now, as
         its next delivery attempt (or, past ``max_delivery_attempts``, to the dead-letter topic) and is
-        settled once a broker acknowledged that publish; its siblings are not redelivered."""
+        settled once a broker acknowledged that publish; its siblings are not redelivered. ``admit``
+        charges the publishes to the caller (it raises to refuse them all); a nack that would leave more
+        than the policy's ``max_outstanding`` retries not due yet is refused (RateLimited)."""
         self._check_open()
         if self.policy.retry_topic is None or self._republisher is None:
             raise InvalidInput(
@@ -124,9 +130,30 @@ class Redelivery(Settling):
             )
         for i, token in enumerate(tokens):
             parse_token(token, i)
-        return await self._redeliver_tokens(tokens, delay, "nack")
+        if delay > 0:
+            self._check_outstanding(len(tokens))
+        return await self._redeliver_tokens(tokens, delay, "nack", admit)
 
-    async def _redeliver_tokens(self, tokens: Sequence[str], delay: float, why: str) -> NackResult:
+    def _check_outstanding(self, more: int) -> None:
+        """RateLimited when ``more`` delayed retries would pass the policy's ``max_outstanding``."""
+        outstanding = self._outstanding
+        now = self._clock()
+        while outstanding and outstanding[0] <= now:
+            heapq.heappop(outstanding)
+        cap = self.policy.max_outstanding
+        if len(outstanding) + more > cap:
+            wait = max(0.0, outstanding[0] - now) if outstanding else 1.0
+            raise RateLimited(
+                f"consumer instance {redact(self.instance_id)} has {len(outstanding)} of its {cap} retries "
+                f"outstanding (nacked with a delay, not due yet); nack fewer or with a shorter delay, commit "
+                f"what needs no retry, or retry in {wait:.0f} s",
+                retry_after=wait,
+                quota=Quota("retries", cap, None, max(0, cap - len(outstanding)), "messages"),
+            )
+
+    async def _redeliver_tokens(
+        self, tokens: Sequence[str], delay: float, why: str, admit: Admit | None = None
+    ) -> NackResult:
         chosen: list[tuple[str, int, DeliveredMessage]] = []
         stale: list[str] = []
         for token in tokens:
@@ -136,6 +163,9 @@ class Redelivery(Settling):
                 stale.append(token)
                 continue
             chosen.append((token, seq, item[1]))
+        release = (
+            admit(len(chosen), sum(len(d.message.body) for _, _, d in chosen)) if admit and chosen else None
+        )
         self._settling.update(seq for _, seq, _ in chosen)
         try:
             outcomes = await asyncio.gather(
@@ -144,6 +174,8 @@ class Redelivery(Settling):
             )
         finally:
             self._settling.difference_update(seq for _, seq, _ in chosen)
+            if release is not None:
+                release()
         settled: list[str] = []
         failed: list[str] = []
         retried = dead = 0
@@ -160,6 +192,10 @@ class Redelivery(Settling):
                 dead += 1
             else:
                 retried += 1
+        if retried and delay > 0:
+            due = self._clock() + delay
+            for _ in range(retried):
+                heapq.heappush(self._outstanding, due)
         if self._events is not None and chosen:
             nacked = len(chosen) if why == "nack" else 0  # an expiry was counted by the deadline check
             counted = RedeliveryCounted(self.group, nacked=nacked, retried=retried, dead_lettered=dead)

@@ -84,13 +84,15 @@ class Republisher(Protocol):
 class RedeliveryPolicy:
     """An instance's retry topic (None: no nack, deadline expiry rolls the whole batch back), dead-letter
     topic and the delivery attempts after which a failed message goes there (None: retried forever); with a
-    retry topic, the ``signer`` of its copies and the longest delay a copy may ask for (seconds)."""
+    retry topic, the ``signer`` of its copies, the longest delay a copy may ask for (seconds) and the most
+    retries an instance may have published and not yet due (nacks above it are refused)."""
 
     retry_topic: str | None = None
     dead_letter_topic: str | None = None
     max_delivery_attempts: int | None = None
     signer: RetrySigner | None = None
     max_delay: float = 600.0
+    max_outstanding: int = 1000
 
 
 @dataclass(slots=True)

@@ -5,13 +5,13 @@ exist and accept publishing (TubeMQ topics are created by an administrator, not 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gateway.service.core_errors import Doing, service_error
 from gateway.service.errors import InvalidInput, NotFound
 from gateway.service.names import validate_topic
 from gateway.service.redelivery import RedeliveryPolicy, Republisher
-from gateway.service.retry_signature import RetrySigner
 from gateway.tubemq import errors as core
 from gateway.tubemq.consumer import MAX_FILTER_ITEM_LENGTH
 
@@ -25,16 +25,10 @@ MAX_DELIVERY_ATTEMPTS = 1000
 
 
 def check_redelivery(
-    group: str,
-    spec: InstanceSpec,
-    can_publish: bool,
-    max_ack_deadline: float,
-    signer: RetrySigner,
-    max_nack_delay: float,
+    group: str, spec: InstanceSpec, can_publish: bool, max_ack_deadline: float, bounds: RedeliveryPolicy
 ) -> RedeliveryPolicy:
-    """The instance's redelivery policy (its retry copies signed by ``signer`` and due at most
-    ``max_nack_delay`` seconds after they are read); InvalidInput naming the field for a wrong
-    combination."""
+    """The instance's redelivery policy, with the gateway's ``bounds`` (the signer of retry copies, the
+    longest delay, the retries outstanding); InvalidInput naming the field for a wrong combination."""
     if spec.ack_deadline is not None and not 0 < spec.ack_deadline <= max_ack_deadline:
         raise InvalidInput(f"ackDeadlineMs must be 1 to {max_ack_deadline * 1000:.0f}", field="ackDeadlineMs")
     retry, dead = spec.retry_topic, spec.dead_letter_topic
@@ -73,7 +67,7 @@ def check_redelivery(
         raise InvalidInput(
             f"maxDeliveryAttempts must be 1 to {MAX_DELIVERY_ATTEMPTS}", field="maxDeliveryAttempts"
         )
-    return RedeliveryPolicy(retry, dead, attempts, signer, max_nack_delay)
+    return replace(bounds, retry_topic=retry, dead_letter_topic=dead, max_delivery_attempts=attempts)
 
 
 def create_in_tubemq(topic: str) -> str:
