@@ -288,10 +288,18 @@ def serve_process(settings: Settings, worker: WorkerContext | None = None) -> in
     from gateway.shutdown import ShutdownPlan
 
     loop = event_loop_name()
+    sockets: list[socket.socket] | None = None
+    if worker is None and settings.http_port == 0:
+        # The port is chosen before anything is built from it: the instance ids and the replica URL name it.
+        held = held_free_port(settings.http_host)
+        settings = settings.model_copy(update={"http_port": held.getsockname()[1]})
+        sockets = [held]
     try:
         runtime = Runtime(settings, worker=worker)
     except SecurityConfigError as exc:
         print(f"tubemq-gateway: cannot start: {exc}", file=sys.stderr)
+        for sock in sockets or ():
+            sock.close()
         return 2
     plan = ShutdownPlan(settings.shutdown.grace_period, settings.shutdown.drain_delay)
 
@@ -306,7 +314,6 @@ def serve_process(settings: Settings, worker: WorkerContext | None = None) -> in
     }
     config = http_config(settings, app, host=settings.http_host, port=settings.http_port, **common)
     grpc_server = create_grpc_server(runtime) if settings.grpc.enabled else None
-    sockets: list[socket.socket] | None = None
     private = None
     if worker is not None:
         from gateway.api.worker_listener import private_app
@@ -331,6 +338,13 @@ def serve_process(settings: Settings, worker: WorkerContext | None = None) -> in
     tune_gc()
     server.run(sockets=sockets)
     return 0 if server.started else 1
+
+
+def held_free_port(host: str) -> socket.socket:
+    """A TCP socket bound to a free port of ``host``, not listening yet (the server listens on it)."""
+    from gateway.workers.ports import bound_socket
+
+    return bound_socket(host, 0, reuse_addr=True, reuse_port=False)
 
 
 def reuse_port_socket(host: str, port: int) -> socket.socket:

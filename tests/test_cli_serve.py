@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -259,3 +260,49 @@ def test_a_retry_topic_missing_from_the_embedded_cluster_is_refused_with_the_fla
         assert httpx.delete(instance, timeout=10).status_code == 204
 
     _serve_until_ready([*common, "--grpc-port", str(free_port()), *advice], {}, nacked)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_on_port_0_names_the_port_it_serves(workers: str) -> None:
+    """``--http-port 0``: a free port is chosen before the replica's URL (and the consumer instance ids made
+    from it) are, so the start-up line and the ids name the port that answers."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            "--http-port",
+            "0",
+            "--grpc-port",
+            "0",
+            "--workers",
+            workers,
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        url = None
+        for raw in proc.stdout:
+            line = raw.decode(errors="replace")
+            if '"msg":"serving ' in line:
+                url = json.loads(line)["url"]
+                break
+            assert time.monotonic() < deadline, "no 'serving' line in 60 s"
+        assert url is not None, "serve exited before it served"
+        port = int(url.rsplit(":", 1)[1])
+        assert port != 0, url
+        r = httpx.post(f"{url}/v1/consumers/g0", json={"topics": ["demo"]}, timeout=10)
+        assert r.status_code == 201, r.text
+        owner = r.json()["instanceId"].split(".")[0]
+        assert base64.urlsafe_b64decode(owner + "=" * (-len(owner) % 4)).decode().startswith(url), owner
+        assert httpx.delete(
+            f"{url}/v1/consumers/g0/instances/{r.json()['instanceId']}", timeout=10
+        ).is_success
+    finally:
+        code, output = stop_serve(proc)
+    assert code == 0, output
