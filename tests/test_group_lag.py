@@ -11,6 +11,8 @@ from typing import Any
 import httpx
 import pytest
 from gateway_support import FAST_CONSUMERS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from waiting import eventually
 from workers_support import samples
 
@@ -202,10 +204,17 @@ async def test_a_part_refused_as_a_request_is_halved_down_to_the_group_it_cannot
         await cluster.stop()
 
 
-def test_group_lists_stay_within_the_request_bound() -> None:
-    names = [f"n{i}-{'q' * (i * 37 % 1023)}" for i in range(200)]
-    parts = group_lists(names, 6 * 1024)
-    assert sorted(g for part in parts for g in part) == sorted(names)
+@given(
+    names=st.lists(st.from_regex(r"[a-zA-Z][\w-]{1,1023}", fullmatch=True), unique=True, max_size=40),
+    limit=st.integers(min_value=1, max_value=8192),
+)
+@settings(max_examples=200, deadline=None)
+def test_group_lists_stay_within_the_request_bound(names: list[str], limit: int) -> None:
+    """Every name in exactly one part, in order; a part's URL-encoded list (a comma is 3 bytes) within
+    ``limit``, or one name alone that is longer."""
+    parts = group_lists(names, limit)
+    assert [g for part in parts for g in part] == sorted(names)
     for part in parts:
-        assert len(",".join(part)) + 2 * (len(part) - 1) <= 6 * 1024
-    assert group_lists([]) == [] and group_lists(["a" * 9000], 100) == [["a" * 9000]]
+        assert part
+        assert len(",".join(part)) + 2 * (len(part) - 1) <= limit or len(part) == 1
+    assert group_lists([]) == []
