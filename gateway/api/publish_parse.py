@@ -28,6 +28,8 @@ HEADER_PARTITION = "x-tubemq-partition"
 HEADER_ATTRIBUTES = "x-tubemq-attributes"
 HEADER_STREAM_ID = "x-tubemq-stream-id"
 HEADER_MSG_TIME = "x-tubemq-msg-time"
+#: the headers that set a raw message's options (:func:`parse_raw_message`)
+RAW_OPTION_HEADERS = (HEADER_KEY, HEADER_PARTITION, HEADER_ATTRIBUTES, HEADER_STREAM_ID, HEADER_MSG_TIME)
 
 #: gateway/api/_publish_json.c where the compiled loops are built and not switched off, else None
 _compiled = load_speedups("gateway.api._publish_json")
@@ -212,6 +214,14 @@ def parse_attribute_header(text: str) -> dict[str, str]:
             )
         attrs[key.strip()] = value.strip()
     return attrs
+
+
+def stored_parts(kind: str, body: bytes, headers: Mapping[str, str]) -> list[bytes | str | None]:
+    """What decides the messages a publish stores, for its idempotency fingerprint: the body's kind
+    (``json`` or ``octets``), the body, and for a raw message the headers that set its options."""
+    if kind == "octets":
+        return [kind, body, *(headers.get(name) for name in RAW_OPTION_HEADERS)]
+    return [kind, body]
 
 
 def parse_raw_message(body: bytes, headers: Mapping[str, str]) -> OutgoingMessage:

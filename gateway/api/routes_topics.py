@@ -14,10 +14,11 @@ from starlette.types import Receive
 from gateway.api.deps import PublishDep, get_runtime
 from gateway.api.errors import RATE_LIMITED_DOC, STATUS_BY_KIND
 from gateway.api.media_types import JSON, OCTETS, body_kind, refusal
-from gateway.api.publish_parse import parse_json_batch, parse_raw_message, usual_batch
+from gateway.api.publish_parse import parse_json_batch, parse_raw_message, stored_parts, usual_batch
 from gateway.api.schemas import ErrorResponse, PublishRequest, PublishResponse, TopicResponse
-from gateway.service.errors import ErrorKind, PayloadTooLarge
-from gateway.service.publish import PublishOutcome, failed_alike
+from gateway.service.errors import ErrorKind, InvalidInput, PayloadTooLarge
+from gateway.service.idempotency import Replay, fingerprint, parse_key
+from gateway.service.publish import PublishOutcome, PublishService, failed_alike
 from gateway.tubemq.wire import load_speedups
 
 #: gateway/api/_publish_json.c where the compiled loops are built and not switched off, else None
@@ -34,6 +35,18 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 _PUBLISH_BODY: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": "a key of 1 to 255 visible ASCII characters (a UUID), optionally in double "
+            "quotes: a retry with the same key (same principal, topic and request) within "
+            "idempotency.window_seconds gets the first answer again, with Idempotent-Replayed: true, and "
+            "stores nothing; see docs/idempotency.md",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 257},
+        }
+    ],
     "requestBody": {
         "required": True,
         # A Media Type Object has no `description` in OpenAPI 3.1: the octet-stream options are described
@@ -45,9 +58,17 @@ _PUBLISH_BODY: dict[str, Any] = {
             "application/json": {"schema": {"$ref": "#/components/schemas/PublishRequest"}},
             "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
         },
-    }
+    },
 }
 
+
+#: the header of an answer given again for a repeated Idempotency-Key
+_REPLAYED_DOC: dict[str, Any] = {
+    "Idempotent-Replayed": {
+        "description": "true: the first answer to this Idempotency-Key, given again; nothing was published",
+        "schema": {"type": "string"},
+    }
+}
 
 _SUPPORTED_TYPES = f"{JSON} (a batch) or {OCTETS} (one raw message)"
 _MEDIA_DOC = f"Content-Type missing or not {JSON} (UTF-8) or {OCTETS}"
@@ -125,15 +146,31 @@ def _result(outcome: PublishOutcome) -> dict[str, Any]:
     summary="Publish a batch (JSON) or one raw message (octet-stream)",
     response_model=PublishResponse,
     responses={
-        207: {"model": PublishResponse, "description": "some messages failed"},
+        200: {"headers": _REPLAYED_DOC},
+        207: {"model": PublishResponse, "description": "some messages failed", "headers": _REPLAYED_DOC},
         **_ERRORS,
+        409: {
+            "model": ErrorResponse,
+            "description": "a request with this Idempotency-Key is still being published; see Retry-After",
+            "headers": {
+                "Retry-After": {
+                    "description": "seconds to wait before retrying",
+                    "schema": {"type": "integer"},
+                }
+            },
+        },
         415: {"model": ErrorResponse, "description": _MEDIA_DOC},
+        422: {
+            "model": ErrorResponse,
+            "description": "this Idempotency-Key was used for a request with another body or other options",
+        },
         429: RATE_LIMITED_DOC,
     },
     openapi_extra=_PUBLISH_BODY,
 )
 async def publish_messages(topic: str, request: Request) -> Response:
-    """200: every message was stored by a broker. 207: `results[i].status` says which were not."""
+    """200: every message was stored by a broker. 207: `results[i].status` says which were not. An answer
+    replayed for a repeated `Idempotency-Key` carries `Idempotent-Replayed: true`."""
     answer = await publish_answer(topic, request)
     if isinstance(answer, bytes):
         return Response(answer, media_type="application/json")
@@ -156,9 +193,17 @@ async def _read_body(receive: Receive) -> bytes:
             raise ClientDisconnect()
 
 
+#: the request header carrying an idempotency key, and the answer header marking a replayed answer
+IDEMPOTENCY_KEY = "Idempotency-Key"
+REPLAYED = "Idempotent-Replayed"
+#: the answers an idempotency key keeps: some message was stored (any other frees the key for a retry)
+_KEPT = (200, 207)
+
+
 async def publish_answer(topic: str, request: Request) -> bytes | Response:
     """The publish route's answer: the 200 body when every message was stored (the hot path sends it
-    without a Response object: gateway/api/hot_path.py), else the whole response."""
+    without a Response object: gateway/api/hot_path.py), else the whole response. With an
+    ``Idempotency-Key``, the steps of :mod:`gateway.service.idempotency` around the publish."""
     # The services are looked up here rather than declared as dependencies: FastAPI's dependency
     # resolution was ~5% of the gateway's CPU on a one-message publish.
     runtime = get_runtime(request)
@@ -167,6 +212,7 @@ async def publish_answer(topic: str, request: Request) -> bytes | Response:
     kind = body_kind(content_type)  # never JSON by default: see gateway/api/media_types.py
     if kind is None:
         raise refusal(content_type, _SUPPORTED_TYPES)
+    key = _idempotency_key(request)
     limit = settings.limits.max_request_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -174,6 +220,38 @@ async def publish_answer(topic: str, request: Request) -> bytes | Response:
     body = await _read_body(request.receive)
     if len(body) > limit:
         raise PayloadTooLarge(f"request body above {limit} bytes; split the batch", limit=limit, field="body")
+    if key is None:
+        return await _published(topic, service, kind, body, request)
+    keys = runtime.idempotent()
+    claim = await keys.claim(topic, key, fingerprint(stored_parts(kind, body, request.headers)))
+    if isinstance(claim, Replay):
+        return Response(claim.body, claim.status, {REPLAYED: "true"}, media_type="application/json")
+    try:
+        answer = await _published(topic, service, kind, body, request)
+    except Exception:
+        await keys.release(claim)
+        raise
+    status, sent = (200, answer) if isinstance(answer, bytes) else (answer.status_code, bytes(answer.body))
+    if status in _KEPT:
+        await keys.record(claim, status, sent)
+    else:
+        await keys.release(claim)
+    return answer
+
+
+def _idempotency_key(request: Request) -> str | None:
+    """The request's idempotency key, checked; None without one."""
+    sent = request.headers.getlist(IDEMPOTENCY_KEY)
+    if len(sent) > 1:
+        raise InvalidInput(f"send one {IDEMPOTENCY_KEY} header, not {len(sent)}", field=IDEMPOTENCY_KEY)
+    return parse_key(sent[0] if sent else None, field=IDEMPOTENCY_KEY)
+
+
+async def _published(
+    topic: str, service: PublishService, kind: str, body: bytes, request: Request
+) -> bytes | Response:
+    """Publish the messages of ``body`` (of ``kind``): the 200 body when every one was stored, else the
+    whole response."""
     if kind == "octets":
         outcomes = await service.publish(topic, [parse_raw_message(body, request.headers)], raw=True)
     else:

@@ -26,6 +26,7 @@ from gateway.config.edge import (
     CorsSettings,
     GrpcSettings,
     HttpSettings,
+    IdempotencySettings,
     JwtSettings,
     LimitSettings,
     RateLimitOverride,
@@ -66,6 +67,7 @@ __all__ = [
     "EmbeddedSettings",
     "GrpcSettings",
     "HttpSettings",
+    "IdempotencySettings",
     "JwtSettings",
     "LimitSettings",
     "MetricsSettings",
@@ -136,6 +138,7 @@ class Settings(BaseSettings):
     http: HttpSettings = HttpSettings()
 
     rate_limits: RateLimitSettings = RateLimitSettings()
+    idempotency: IdempotencySettings = IdempotencySettings()
     cors: CorsSettings = CorsSettings()
     compression: CompressionSettings = CompressionSettings()
     tracing: TracingSettings = TracingSettings()
@@ -168,6 +171,16 @@ class Settings(BaseSettings):
         otherwise."""
         if not self.http_host.strip():
             self.http_host = OPEN_MODE_HOST if self.auth.mode == "open" else "0.0.0.0"
+        return self
+
+    @model_validator(mode="after")
+    def _idempotency_lease(self) -> Settings:
+        if self.idempotency.lease_seconds <= self.producer.send_timeout:
+            raise ValueError(
+                f"idempotency.lease_seconds ({self.idempotency.lease_seconds}) must exceed "
+                f"producer.send_timeout ({self.producer.send_timeout}): a publish must end before its key "
+                "reservation does"
+            )
         return self
 
     @model_validator(mode="after")

@@ -20,6 +20,7 @@ __all__ = [
     "CorsSettings",
     "GrpcSettings",
     "HttpSettings",
+    "IdempotencySettings",
     "JwtSettings",
     "LimitSettings",
     "RateLimitOverride",
@@ -40,6 +41,7 @@ CORS_REQUEST_HEADERS = (
     "X-TubeMQ-Attributes",
     "X-TubeMQ-Stream-Id",
     "X-TubeMQ-Msg-Time",
+    "Idempotency-Key",
 )
 CORS_EXPOSED_HEADERS = (
     "X-Request-ID",
@@ -48,6 +50,7 @@ CORS_EXPOSED_HEADERS = (
     "RateLimit-Policy",
     "Location",
     "WWW-Authenticate",
+    "Idempotent-Replayed",
 )
 
 
@@ -229,6 +232,32 @@ class AdminSettings(BaseModel):
         le=65535,
         description="admin listen port for /metrics, /docs, /redoc, /openapi.json; unset: they are on the "
         "main HTTP listener; no authentication there: keep it private",
+    )
+
+
+class IdempotencySettings(BaseModel):
+    """Publishes with an ``Idempotency-Key`` (docs/idempotency.md)."""
+
+    window_seconds: float = Field(
+        86_400.0, gt=0, description="seconds a key's first answer is kept and replayed to its retries"
+    )
+    lease_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="seconds a key stays reserved by a publish that has not answered (a holder that died "
+        "frees it then); must exceed producer.send_timeout",
+    )
+    max_keys_per_principal: int = Field(
+        10_000, ge=1, description="keys one principal may hold in the store (429 past it)"
+    )
+    max_store_bytes: int = Field(
+        256 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="bytes of keys and answers the replica's store holds at most (keyed publishes 503 "
+        "past it)",
+    )
+    store_timeout: float = Field(
+        2.0, gt=0, description="seconds a store call may wait for the store (then the keyed publish is 503)"
     )
 
 

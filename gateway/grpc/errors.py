@@ -9,6 +9,7 @@
     Gone                     FAILED_PRECONDITION   410   an expired or deleted consumer instance
     Conflict                 ABORTED               409   RetryInfo, metadata retryAfterSeconds, trailer
                                                          retry-after (one seek at a time per instance)
+    KeyReused                FAILED_PRECONDITION   422   an idempotency key sent with another request
     Unavailable              UNAVAILABLE           503   RetryInfo, metadata retryAfterSeconds, trailer
                                                          retry-after
     RateLimited              RESOURCE_EXHAUSTED    429   RetryInfo, QuotaFailure, metadata retryAfterSeconds,
@@ -66,6 +67,7 @@ CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorKind.GONE: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorKind.CONFLICT: grpc.StatusCode.ABORTED,
+    ErrorKind.UNPROCESSABLE: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     ErrorKind.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorKind.UPSTREAM: grpc.StatusCode.INTERNAL,

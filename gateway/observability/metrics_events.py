@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted, GrpcStreamMessages
 from gateway.observability.histograms import add, observe_many
+from gateway.observability.idempotency_events import IdempotencyChecked
 from gateway.observability.lag_events import GroupLagGone, GroupLagRead
 from gateway.observability.metrics_brokers import PUBLISH_ERROR_REASONS, BrokerMetrics
 from gateway.observability.metrics_grpc import GrpcMetrics
@@ -132,6 +133,7 @@ class EventMetrics:
             OffsetCommitted: self._committed,
             RebalanceEvent: self._rebalanced,
             RedeliveryCounted: self._redelivery,
+            IdempotencyChecked: self._idempotency,
             GroupLagRead: self._lag.read,
             GroupLagGone: self._lag.gone,
             GrpcCallStarted: self._grpc.started,
@@ -390,6 +392,10 @@ class EventMetrics:
             (self.m.retry_copies_set_aside, e.set_aside),
         ):
             family.labels(group=group).inc(count)  # a 0 still creates the series, for rates and ratios
+
+    def _idempotency(self, e: IdempotencyChecked) -> None:
+        self.m.idempotency_checks.labels(step=e.step, outcome=e.outcome).inc()
+        self.m.idempotency_store_duration.labels(step=e.step).observe(e.seconds)
 
     def _rebalanced(self, e: RebalanceEvent) -> None:
         if e.done:

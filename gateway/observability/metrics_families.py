@@ -197,6 +197,18 @@ class MetricFamilies:
             "group (published there by another client, or signed with a secret no longer configured).",
             ("group",),
         )
+        self.idempotency_checks = counter(
+            "idempotency_checks_total",
+            "Calls of the idempotency store by step (reserve, record, release) and outcome (reserved, "
+            "replayed, in_flight: 409, mismatch: 422, full, ok, outlived, store_error).",
+            ("step", "outcome"),
+        )
+        self.idempotency_store_duration = histogram(
+            "idempotency_store_duration_seconds",
+            "Time of one call of the idempotency store (its queue in this process included).",
+            ("step",),
+            RPC_BUCKETS,
+        )
         self.consumer_lag = gauge(
             "consumer_lag_messages",
             "Messages not yet read by the group: per store, its slowest held partition's backlog "

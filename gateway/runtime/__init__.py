@@ -13,7 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 from gateway.config import Settings
@@ -43,6 +46,8 @@ from gateway.service.errors import Unavailable
 from gateway.service.group_lag import LagMonitor
 from gateway.service.group_lag_reads import GroupLagReads
 from gateway.service.group_offsets import GroupOffsetsReader
+from gateway.service.idempotency import Idempotency
+from gateway.service.idempotency_store import StoredKeys
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
@@ -107,7 +112,11 @@ class Runtime:
     #: signs and verifies the client certificate subjects relayed between replicas, once started (one per
     #: process: the nonces it has accepted are this process's)
     replica_subjects: ReplicaSubjects | None = None
+    #: the idempotency keys of publishes, shared by the replica's workers (None: starting or stopping)
+    idempotency: Idempotency | None = None
     _tracing: bool = field(default=False, init=False, repr=False)
+    #: a replica of one process: the private directory its idempotency store lives in
+    _own_dir: Path | None = field(default=None, init=False, repr=False)
     _ledger: RegistrationLedger | None = field(default=None, init=False, repr=False)
     #: serve --workers N: the task sharing what callers spent of their publish rates with the siblings
     _sharing: asyncio.Task[None] | None = field(default=None, init=False, repr=False)
@@ -196,6 +205,7 @@ class Runtime:
                 quotas=self.quotas,
                 access=self.security.policy,
             )
+            self.idempotency = self._idempotency()
             if self.worker is not None:
                 await self._take_over_registrations(self.worker, self.pool, self.producer)
             self.consumers = self._consumer_service(self.pool, id_secret, peers)
@@ -228,6 +238,34 @@ class Runtime:
             path, pool, self.masters, producer.broker_addresses(), visit_token=producer.visit_token
         )
         self._ledger = RegistrationLedger(path, self.events)
+
+    def _idempotency(self) -> Idempotency:
+        """The store of the replica's idempotency keys: a SQLite database in the replica's private directory
+        (the supervisor's with ``serve --workers N``, else one of this process), shared by its workers."""
+        if self.worker is not None:
+            directory = self.worker.socket_dir
+        else:
+            directory = self._own_dir = Path(tempfile.mkdtemp(prefix="tubemq-gateway-idempotency-"))
+        i = self.settings.idempotency
+        store = StoredKeys(
+            directory / "idempotency.sqlite3",
+            max_keys=i.max_keys_per_principal,
+            max_bytes=i.max_store_bytes,
+            timeout=i.store_timeout,
+        )
+        return Idempotency(store, self.events, window=i.window_seconds, lease=i.lease_seconds)
+
+    def idempotent(self) -> Idempotency:
+        """The idempotency keys; Unavailable while starting or stopping, and when several replicas serve
+        (``consumers.replicas`` above 1): this replica's store does not see the others' keys."""
+        if self.settings.consumers.replicas > 1:
+            raise Unavailable(
+                f"publishing with an Idempotency-Key needs a store all {self.settings.consumers.replicas} "
+                "replicas share, and this gateway keeps its keys per replica: publish without the key, or "
+                "run one replica",
+                retry_after=60.0,
+            )
+        return _serving(self.idempotency)
 
     def _consumer_service(self, pool: ConnectionPool, id_secret: bytes, peers: PeerPolicy) -> ConsumerService:
         c = self.settings.consumers
@@ -363,6 +401,12 @@ class Runtime:
         if self.cluster is not None:
             await self.cluster.stop()
             self.cluster = None
+        if self.idempotency is not None:
+            await self.idempotency.close()
+            self.idempotency = None
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+            self._own_dir = None
         await self.security.close()
         if self._tracing:
             self._tracing = False

@@ -9,6 +9,7 @@ Each error has a ``kind`` that the adapters translate, in one place each, to an 
      ├── Gone                -> 410 / FAILED_PRECONDITION a consumer instance expired or was deleted
  ├── Conflict            -> 409 / ABORTED            one operation at a time on the resource (a seek on
  │                                                   a consumer instance); carries retry_after
+     ├── KeyReused           -> 422 / FAILED_PRECONDITION an idempotency key sent with another request
      ├── Unavailable         -> 503 / UNAVAILABLE        no broker can take it now; carries retry_after
      ├── RateLimited         -> 429 / RESOURCE_EXHAUSTED the caller is above its quota; carries retry_after
      ├── UpstreamError       -> 502 / INTERNAL           TubeMQ answered with an error we cannot fix here
@@ -37,6 +38,7 @@ class ErrorKind(Enum):
     NOT_FOUND = "not_found"
     GONE = "gone"
     CONFLICT = "conflict"
+    UNPROCESSABLE = "unprocessable"
     UNAVAILABLE = "unavailable"
     RATE_LIMITED = "rate_limited"
     UPSTREAM = "upstream_error"
@@ -133,6 +135,13 @@ class Conflict(ServiceError):
     def __init__(self, message: str, *, retry_after: float, field: str | None = None) -> None:
         super().__init__(message, field=field)
         self.retry_after: float = retry_after
+
+
+class KeyReused(ServiceError):
+    """The idempotency key was first used for a request with another body or other options: a new request
+    needs a new key."""
+
+    kind = ErrorKind.UNPROCESSABLE
 
 
 class Unavailable(ServiceError):

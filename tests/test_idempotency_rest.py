@@ -1,0 +1,110 @@
+"""Idempotent publish in one process on an embedded cluster of two brokers: a 207 replays as 207; a
+principal past its keys is refused 429 and its other publishes pass; the store's steps are counted in the
+metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.api.app import create_app
+from gateway.config import Settings
+from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.topics import TopicSpec
+from gateway.runtime import Runtime
+
+TOPIC = "/v1/topics/demo/messages"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    async with EmbeddedCluster([TopicSpec("demo", 4)], brokers=2, data_dir=tmp_path / "data") as c:
+        yield c
+
+
+def _settings(cluster: EmbeddedCluster, **extra: object) -> Settings:
+    return Settings(
+        masters=",".join(str(a) for a in cluster.master_addresses),
+        producer={
+            "heartbeat_interval": 60.0,
+            "rpc_timeout": 0.5,
+            "send_timeout": 2.0,
+            "max_send_attempts": 1,
+        },
+        **extra,
+    )
+
+
+async def test_a_207_replays_as_207(cluster: EmbeddedCluster) -> None:
+    runtime = Runtime(_settings(cluster))
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            view = (await client.get("/v1/topics/demo")).json()
+            on = {p["brokerId"]: p["index"] for p in view["partitions"]}
+            assert set(on) == {1, 2}, view
+            await cluster.stop_broker(2)
+            batch = {
+                "messages": [{"value": "kept", "partition": on[1]}, {"value": "lost", "partition": on[2]}]
+            }
+            headers = {"Idempotency-Key": "half-1"}
+            first = await client.post(TOPIC, json=batch, headers=headers)
+            assert first.status_code == 207, first.text
+            assert [r["status"] for r in first.json()["results"]] == [200, 503]
+            again = await client.post(TOPIC, json=batch, headers=headers)
+            assert again.status_code == 207 and again.headers["idempotent-replayed"] == "true"
+            assert again.json() == first.json()
+            metrics = (await client.get("/metrics")).text
+            assert 'tubemq_gateway_idempotency_checks_total{outcome="replayed",step="reserve"} 1.0' in metrics
+            assert 'tubemq_gateway_idempotency_checks_total{outcome="ok",step="record"} 1.0' in metrics
+            assert 'tubemq_gateway_idempotency_store_duration_seconds_count{step="reserve"} 2.0' in metrics
+    finally:
+        await runtime.stop()
+
+
+async def test_a_principal_past_its_keys_is_429_and_unkeyed_publishes_pass(cluster: EmbeddedCluster) -> None:
+    runtime = Runtime(_settings(cluster, idempotency={"max_keys_per_principal": 2}))
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            batch = {"messages": [{"value": "v"}]}
+            for key in ("a", "b"):
+                assert (
+                    await client.post(TOPIC, json=batch, headers={"Idempotency-Key": key})
+                ).status_code == 200
+            refused = await client.post(TOPIC, json=batch, headers={"Idempotency-Key": "c"})
+            assert refused.status_code == 429, refused.text
+            assert "idempotency keys" in refused.json()["error"]["message"]
+            assert int(refused.headers["retry-after"]) >= 1
+            assert (await client.post(TOPIC, json=batch)).status_code == 200
+            replayed = await client.post(TOPIC, json=batch, headers={"Idempotency-Key": "a"})
+            assert replayed.status_code == 200 and replayed.headers["idempotent-replayed"] == "true"
+    finally:
+        await runtime.stop()
+
+
+async def test_several_replicas_without_a_shared_store_refuse_keyed_publishes(
+    cluster: EmbeddedCluster,
+) -> None:
+    runtime = Runtime(
+        _settings(
+            cluster,
+            consumers={"replicas": 2, "id_secret": "s" * 32, "advertised_url": "http://127.0.0.1:8080"},
+        )
+    )
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            batch = {"messages": [{"value": "v"}]}
+            refused = await client.post(TOPIC, json=batch, headers={"Idempotency-Key": "r"})
+            assert refused.status_code == 503, refused.text
+            assert "replicas share" in refused.json()["error"]["message"]
+            assert (await client.post(TOPIC, json=batch)).status_code == 200
+    finally:
+        await runtime.stop()
