@@ -33,6 +33,7 @@ from deploy_tools import (
 )
 
 from gateway.config import RateLimitSettings, Settings
+from gateway.healthcheck import health_url
 from gateway.runtime import consumer_id_secret
 
 FULLNAME = f"{RELEASE}-tubemq-gateway"
@@ -350,8 +351,9 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
     assert uid != 0 and re.search(r"^USER \$\{UID\}", dockerfile, re.MULTILINE)
     pod = one(default_manifests, "Deployment")["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsUser"] == uid
-    healthcheck = re.search(r"^HEALTHCHECK .*?/healthz", dockerfile, re.MULTILINE | re.DOTALL)
+    healthcheck = re.search(r"^HEALTHCHECK .*?gateway\.healthcheck", dockerfile, re.MULTILINE | re.DOTALL)
     assert healthcheck, "the image checks liveness"
+    assert health_url(Settings()).endswith("/healthz"), "the image's check asks the liveness probe's path"
     exposed = {int(p) for p in re.findall(r"^EXPOSE (.+)$", dockerfile, re.MULTILINE)[0].split()}
     # the admin listener is the chart's choice (admin.enabled); the image keeps everything on the http port
     ports = container(default_manifests)["ports"]
