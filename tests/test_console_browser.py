@@ -264,6 +264,8 @@ async def test_a_groups_lag_moves_after_a_commit(gw: ConsoleGateway, browser: An
     instance = page.locator("section.instance[data-group=console_lag]")
     lag = instance.locator("td.lag")
     await lag.get_by_text("5", exact=True).wait_for()  # delivered, not committed: still behind
+    assert await instance.locator("td.position").text_content() == "0"
+    assert await instance.locator("td.delivered").text_content() == "140"  # 5 index entries of 28 bytes
     commit = await gw.http.post(f"{base}/commits", json={}, headers=alice)
     assert commit.json()["committed"] == 5
     await lag.get_by_text("0", exact=True).wait_for()  # the page refreshes by itself

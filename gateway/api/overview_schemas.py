@@ -51,6 +51,10 @@ class PartitionLag(BaseModel):
         description="newest known read position: currOffset or the group's committed offset at its last "
         "reading, whichever is further on (-1: unknown)"
     )
+    deliveredTo: int = Field(
+        description="just past the last message this instance delivered (committed or not) where its offset "
+        "is known, else readPosition: how far the client has read; lag still counts from readPosition"
+    )
     endOffset: int = Field(
         description="newest known end: maxOffset or the store's end at the group's last reading (-1: unknown)"
     )

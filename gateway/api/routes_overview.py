@@ -187,6 +187,7 @@ def _local_instances(runtime: Runtime) -> list[dict[str, Any]]:
                     "currOffset": p.partition.curr_offset,
                     "maxOffset": p.partition.max_offset,
                     "readPosition": p.position,
+                    "deliveredTo": p.delivered,
                     "endOffset": p.end,
                     "lag": p.lag,
                     "inUse": p.partition.in_use,

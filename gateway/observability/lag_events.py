@@ -11,6 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gateway.tubemq.consumer import INDEX_ENTRY_SIZE
+
 __all__ = [
     "INDEX_ENTRY_BYTES",
     "GroupLagGone",
@@ -24,7 +26,7 @@ __all__ = [
 #: TubeMQ numbers a broker's partitions store * 10000 + index within the store
 _STORE_PARTITION_BASE = 10000
 #: bytes of one index entry: offsets count index bytes, lags count entries (messages)
-INDEX_ENTRY_BYTES = 28
+INDEX_ENTRY_BYTES = INDEX_ENTRY_SIZE
 
 
 def lag_entries(position: int, end: int) -> int | None:

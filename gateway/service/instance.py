@@ -53,7 +53,7 @@ from gateway.service.redelivery import (
     Republisher,
     wall_ms,
 )
-from gateway.tubemq.consumer import Consumer
+from gateway.tubemq.consumer import INDEX_ENTRY_SIZE, Consumer
 from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net import CloseOnce
@@ -148,6 +148,17 @@ class ConsumerInstance(Fetching):
     @property
     def buffered_count(self) -> int:
         return len(self._buffer)
+
+    def delivered_to(self) -> dict[str, int]:
+        """Per partition key, the index offset just past the last message delivered and not yet committed
+        (of those whose offset is known)."""
+        found: dict[str, int] = {}
+        for _, delivered in self._pending.values():
+            offset = delivered.offset
+            if offset is not None:
+                key = delivered.partition_key
+                found[key] = max(found.get(key, -1), offset + INDEX_ENTRY_SIZE)
+        return found
 
     def touch(self) -> None:
         self.last_used = self._clock()

@@ -172,6 +172,8 @@ class PartitionLag:
     position: int = -1
     end: int = -1
     store: str = ""
+    #: just past the last message the instance delivered (committed or not), where known; else ``position``
+    delivered: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,14 +195,17 @@ def store_key(topic: str, broker_id: int, partition_id: int) -> str:
     return f"{broker_id}:{topic}:{store_of(partition_id)}"
 
 
-def partition_lag(p: AssignedPartition, read: ReadPartition | None = None) -> PartitionLag:
+def partition_lag(
+    p: AssignedPartition, read: ReadPartition | None = None, delivered: int = -1
+) -> PartitionLag:
     """``p`` with its newest known read position and end (the instance's last fetch, or ``read``, the
-    last reading of the group's offsets at the broker, whichever is further on) and the lag between."""
+    last reading of the group's offsets at the broker, whichever is further on) and the lag between;
+    ``delivered``: just past the last message delivered and not committed (-1: none known)."""
     position, end = p.curr_offset, p.max_offset
     if read is not None:
         position, end = max(position, read.committed), max(end, read.end)
     store = store_key(p.topic, p.broker_id, p.partition_id)
-    return PartitionLag(p, lag_entries(position, end), position, end, store)
+    return PartitionLag(p, lag_entries(position, end), position, end, store, max(position, delivered))
 
 
 def visible_instances(
@@ -221,8 +226,12 @@ def visible_instances(
         consumer = instance.consumer
         reading = (readings or {}).get(instance.group)
         reads = {(p.topic, p.broker_id, p.partition_id): p for p in reading[1].partitions} if reading else {}
+        delivered = instance.delivered_to()
         partitions = [
-            partition_lag(p, reads.get((p.topic, p.broker_id, p.partition_id))) for p in consumer.assignment()
+            partition_lag(
+                p, reads.get((p.topic, p.broker_id, p.partition_id)), delivered.get(p.partition_key, -1)
+            )
+            for p in consumer.assignment()
         ]
         total = topic_lags(
             ReadPartition(p.partition.topic, p.partition.broker_id, p.partition.partition_id, p.lag)

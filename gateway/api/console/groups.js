@@ -46,10 +46,11 @@ function instanceBlock(i) {
       ` of ${i.owner}`, i.worker === null ? '' : `, worker ${i.worker}`, `; topics ${topics.join(', ')}; `,
       `${i.pendingMessages} delivered not committed, ${i.bufferedMessages} buffered; `,
       `idle ${i.idleSeconds.toFixed(0)} s; lag `, h('strong', { class: 'total-lag' }, fmtNumber(i.lag))),
-    i.partitions.length ? table(['partition', 'read position', 'end', 'lag', 'reading'],
+    i.partitions.length ? table(['partition', 'read position', 'delivered to', 'end', 'lag', 'reading'],
       byStore(i.partitions).map(({ store, parts, slowest }) => h('tr', { dataset: { store, partition: parts[0].partitionKey } },
         h('td', {}, partitionCell(parts)),
         h('td', { class: 'num position' }, offset(slowest.readPosition)),
+        h('td', { class: 'num delivered' }, offset(Math.max(...parts.map((p) => p.deliveredTo)))),
         h('td', { class: 'num end' }, offset(slowest.endOffset)),
         h('td', { class: 'num lag' }, slowest.lag === null ? '–' : fmtNumber(slowest.lag)),
         h('td', {}, parts.some((p) => p.inUse) ? 'yes' : 'no')))) : h('p', { class: 'muted' }, 'No partition assigned yet.'));
@@ -79,7 +80,8 @@ export async function render(root) {
     h('p', { class: 'muted' }, 'Consumer instances held by this gateway. Lag = messages from the read ' +
       'position to the end of the partition\'s store (28 bytes per index entry); partitions of one store ' +
       'share its index and show its figure once. Positions are the newest known: the instance\'s last ' +
-      'fetch or TubeMQ\'s last reading below, whichever is further on.'), box,
+      'fetch or TubeMQ\'s last reading below, whichever is further on; "delivered to" is how far this ' +
+      'instance has handed messages out, committed or not.'), box,
     h('h2', {}, 'Lag from TubeMQ\'s offsets'),
     h('p', { class: 'muted' }, 'The groups this gateway has served, as the brokers\' committed offsets tell ' +
       'it (read every few seconds); it stays when their consumers leave. When nothing moves, an instance ' +
