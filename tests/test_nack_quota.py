@@ -19,7 +19,7 @@ from workers_support import WorkerGateway, keyed_workers, poll_as
 RATE = 20
 LOOP_SECONDS = 4.0
 OUTSTANDING = 5
-RETRY_OF = {"nsrc": "nretry", "lsrc": "lretry"}
+RETRY_OF = {"nsrc": "nretry", "lsrc": "lretry", "bsrc": "bretry"}
 
 
 @pytest.fixture(scope="module")
@@ -28,23 +28,28 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerGat
         tmp_path_factory.mktemp("nackq"),
         2,
         "--embedded-topics",
-        "nsrc:1,nretry:1,lsrc:1,lretry:1",
+        "nsrc:1,nretry:1,lsrc:1,lretry:1,bsrc:1,bretry:1",
         TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET="nack-quota-test-secret-" + "x" * 20,
         TUBEMQ_GATEWAY_RATE_LIMITS__PUBLISH_MESSAGES_PER_SECOND=str(RATE),
         TUBEMQ_GATEWAY_RATE_LIMITS__BURST_SECONDS="1",
         TUBEMQ_GATEWAY_CONSUMERS__MAX_RETRIES_OUTSTANDING=str(OUTSTANDING),
+        # per worker half of it: 4000 bytes of publishing held at once
+        TUBEMQ_GATEWAY_LIMITS__MAX_INFLIGHT_PUBLISH_BYTES="8000",
     ) as pair:
         yield pair
 
 
 async def _instance(
-    client: httpx.AsyncClient, headers: dict[str, str], group: str, topic: str, count: int
+    client: httpx.AsyncClient, headers: dict[str, str], group: str, topic: str, count: int, size: int = 8
 ) -> str:
-    """Publish ``count`` messages to ``topic``, then create an instance of ``group`` reading it from the
-    start, with ``RETRY_OF[topic]`` as its retry topic; the instance's base path."""
-    values = [{"value": f"{topic}-{i}"} for i in range(count)]
-    published = await client.post(f"/v1/topics/{topic}/messages", json={"messages": values}, headers=headers)
-    assert published.status_code == 200, published.text
+    """Publish ``count`` messages of ``size`` characters to ``topic``, then create an instance of ``group``
+    reading it from the start, with ``RETRY_OF[topic]`` as its retry topic; the instance's base path."""
+    for i in range(count):  # one request each: a body of its own within the in-flight bytes
+        value = f"{topic}-{i}-".ljust(size, "v")
+        published = await client.post(
+            f"/v1/topics/{topic}/messages", json={"messages": [{"value": value}]}, headers=headers
+        )
+        assert published.status_code == 200, published.text
     retry = RETRY_OF[topic]
     created = await client.post(
         f"/v1/consumers/{group}",
@@ -131,3 +136,24 @@ async def test_delayed_retries_outstanding_are_bounded_per_instance(
         assert committed.status_code == 200 and committed.json()["committed"] == 8 - OUTSTANDING, (
             committed.text
         )
+
+
+async def test_a_nack_holds_its_values_in_the_in_flight_publish_bytes(
+    served: tuple[WorkerGateway, AuthFiles],
+) -> None:
+    gw, files = served
+    alice = files.headers("alice")
+    async with gw.pinned(0) as own, gw.pinned(1) as other:
+        base = await _instance(own, alice, "heavies", "bsrc", 3, size=1500)
+        got: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += await poll_as(other, base, alice, timeout_ms=300)
+        assert len(got) == 3
+        tokens = [m["token"] for m in got]
+        # 4500 value bytes at once: more than the owner worker's 4000
+        refused = await other.post(f"{base}/nacks", json={"tokens": tokens, "delayMs": 0}, headers=alice)
+        assert refused.status_code == 503, refused.text
+        assert "bytes of publishing" in refused.json()["error"]["message"], refused.text
+        nacked = await other.post(f"{base}/nacks", json={"tokens": tokens[:2], "delayMs": 0}, headers=alice)
+        assert nacked.status_code == 200 and nacked.json()["retried"] == 2, nacked.text
