@@ -29,7 +29,6 @@ from gateway.tubemq.errors import (
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.breaker import BrokerBreaker
 from gateway.tubemq.net.pool import ConnectionPool
-from gateway.tubemq.producer.events import SendCompleted
 from gateway.tubemq.producer.partitioner import Partitioner, PartitionRef
 from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.producer.routes import RouteTable, TopicRoute
@@ -180,20 +179,6 @@ def _index_of(route: TopicRoute, target: PartitionRef) -> int:
     if i < len(route.partitions) and route.partitions[i] == target:
         return i
     return route.partitions.index(target)  # pragma: no cover - the route's list is always sorted
-
-
-def _completed(
-    ctx: SendContext,
-    topic: str,
-    target: PartitionRef,
-    outcome: str,
-    seconds: float,
-    error_code: int | None = None,
-    *,
-    size: int = 0,
-) -> None:
-    if ctx.events is not None:
-        ctx.events.emit(SendCompleted(topic, target.broker_id, outcome, seconds, error_code, size))
 
 
 def _broker_token(ctx: SendContext) -> str | None:
