@@ -1,11 +1,13 @@
-"""Idempotent publish in one process on an embedded cluster of two brokers: a 207 replays as 207; a
-principal past its keys is refused 429 and its other publishes pass; the store's steps are counted in the
-metrics."""
+"""Idempotent publish in one process on an embedded cluster of two brokers: a 207 replays as 207; a publish
+that runs longer than the lease keeps its key (renewed); a principal past its keys is refused 429 and its
+other publishes pass; the store's steps are counted in the metrics."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,13 +27,14 @@ async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
         yield c
 
 
-def _settings(cluster: EmbeddedCluster, **extra: object) -> Settings:
+def _settings(cluster: EmbeddedCluster, timeout: float = 0.5, **extra: object) -> Settings:
+    """Settings for ``cluster``; ``timeout``: seconds of a send (one attempt)."""
     return Settings(
         masters=",".join(str(a) for a in cluster.master_addresses),
         producer={
             "heartbeat_interval": 60.0,
-            "rpc_timeout": 0.5,
-            "send_timeout": 2.0,
+            "rpc_timeout": timeout,
+            "send_timeout": timeout + 1.5,
             "max_send_attempts": 1,
         },
         **extra,
@@ -106,5 +109,41 @@ async def test_several_replicas_without_a_shared_store_refuse_keyed_publishes(
             assert refused.status_code == 503, refused.text
             assert "replicas share" in refused.json()["error"]["message"]
             assert (await client.post(TOPIC, json=batch)).status_code == 200
+    finally:
+        await runtime.stop()
+
+
+async def test_a_publish_longer_than_the_lease_keeps_its_key(
+    cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = Runtime(_settings(cluster, timeout=8.0, idempotency={"lease_seconds": 1.0}))
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            view = (await client.get("/v1/topics/demo")).json()
+            slow = next(p["index"] for p in view["partitions"] if p["brokerId"] == 2)
+            broker = cluster.broker(2)
+            store = broker.send_message
+
+            async def late(request: Any) -> Any:  # a broker that takes 3.5 s (three and a half leases)
+                await asyncio.sleep(3.5)
+                return await store(request)
+
+            monkeypatch.setattr(broker, "send_message", late)
+            batch = {"messages": [{"value": "slow", "partition": slow}]}
+            headers = {"Idempotency-Key": "slow-1"}
+            first = asyncio.create_task(client.post(TOPIC, json=batch, headers=headers))
+            await asyncio.sleep(2.5)
+            assert not first.done(), first.result().text
+            second = await client.post(TOPIC, json=batch, headers=headers)
+            assert second.status_code == 409, second.text  # renewed: not taken over
+            stored = await first
+            assert stored.status_code == 200, stored.text
+            monkeypatch.setattr(broker, "send_message", store)
+            again = await client.post(TOPIC, json=batch, headers=headers)
+            assert again.headers["idempotent-replayed"] == "true" and again.json() == stored.json()
+            metrics = (await client.get("/metrics")).text
+            assert 'tubemq_gateway_idempotency_checks_total{outcome="ok",step="renew"}' in metrics
     finally:
         await runtime.stop()

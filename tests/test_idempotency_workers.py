@@ -2,7 +2,8 @@
 the embedded cluster): a retry on the other worker gets the first answer, marked as a replay, and stores
 nothing; the same key with another body is 422, a malformed key 400, a key still in flight 409 with
 Retry-After; keys are the principal's own; a reservation whose holder died frees itself after the lease;
-a store that cannot be written answers keyed publishes 503 and leaves unkeyed ones alone."""
+a store that cannot be written answers keyed publishes 503 and leaves unkeyed ones alone. gRPC Publish
+takes the key in its metadata with the same steps and statuses; PublishStream refuses it."""
 
 from __future__ import annotations
 
@@ -13,11 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from auth_support import AuthFiles
 from workers_support import WorkerGateway, keyed_workers
 
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.service.idempotency import fingerprint
 from gateway.service.idempotency_store import Reserved, StoredKeys
 
@@ -31,7 +35,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerGat
     with keyed_workers(
         tmp,
         2,
-        TUBEMQ_GATEWAY_PRODUCER__SEND_TIMEOUT="2",
         TUBEMQ_GATEWAY_IDEMPOTENCY__LEASE_SECONDS=str(LEASE),
         TUBEMQ_GATEWAY_IDEMPOTENCY__STORE_TIMEOUT="0.5",
     ) as pair:
@@ -106,8 +109,8 @@ async def test_another_body_is_422_and_a_malformed_key_400(
         assert other.status_code == 422, other.text
         assert other.json()["error"] == {
             "code": "unprocessable",
-            "message": "this Idempotency-Key was used for a request with another body or other options; "
-            "use a new key for a new request",
+            "message": "Idempotency-Key was used for a request with other messages or options; use a new "
+            "key for a new request",
             "field": "Idempotency-Key",
         }
         for bad in ("", "with space", "x" * 256, '"a"b"', "back\\slash"):
@@ -200,3 +203,53 @@ async def test_a_store_that_cannot_be_written_answers_keyed_publishes_503_and_no
             assert keyed.status_code == 200, keyed.text
     finally:
         locker.close()
+
+
+async def test_grpc_publish_replays_on_either_worker_and_refuses_what_rest_does(
+    served: tuple[WorkerGateway, AuthFiles],
+) -> None:
+    gateway, files = served
+    request = pb.PublishRequest(
+        topic="demo", messages=[pb.Message(value=b"g", partition=1, attributes={"a": "1"})]
+    )
+
+    def keyed(key: str, principal: str = "alice") -> tuple[tuple[str, str], ...]:
+        return (*files.metadata(principal), ("idempotency-key", key))
+
+    async with gateway.pinned(0) as rest:
+        before = await _offset(rest, files, 1)
+    answers = []
+    for _ in range(3):  # each channel a new connection: the kernel spreads them over the workers
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.grpc_port}") as channel:
+            call = gateway_pb2_grpc.GatewayServiceStub(channel).Publish(
+                request, metadata=keyed("grpc-1"), timeout=10
+            )
+            answers.append((await call, dict(await call.trailing_metadata() or ())))
+    assert all(answer == answers[0][0] for answer, _ in answers)
+    assert "idempotent-replayed" not in answers[0][1]
+    assert [trailers.get("idempotent-replayed") for _, trailers in answers[1:]] == ["true", "true"]
+    async with gateway.pinned(1) as rest:
+        step = answers[0][0].results[0].stored.offset - before
+        assert await _offset(rest, files, 1) == before + 2 * step
+        over_rest = await rest.post(TOPIC, json=_batch("g", 1), headers=_keyed(files, "alice", "grpc-1"))
+        assert over_rest.status_code == 422, over_rest.text
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.grpc_port}") as channel:
+        stub = gateway_pb2_grpc.GatewayServiceStub(channel)
+        other = pb.PublishRequest(topic="demo", messages=[pb.Message(value=b"h", partition=1)])
+        for sent, metadata, code in (
+            (other, keyed("grpc-1"), grpc.StatusCode.FAILED_PRECONDITION),
+            (request, keyed("bad key"), grpc.StatusCode.INVALID_ARGUMENT),
+        ):
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.Publish(sent, metadata=metadata, timeout=10)
+            assert refused.value.code() == code, refused.value.details()
+            assert "idempotency-key" in (refused.value.details() or "")
+
+        async def batches() -> Any:
+            yield pb.PublishStreamRequest(topic="demo", messages=[pb.Message(value=b"s")])
+
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            async for _ in stub.PublishStream(batches(), metadata=keyed("stream-1"), timeout=10):
+                pass
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "Publish only" in (refused.value.details() or "")

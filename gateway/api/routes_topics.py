@@ -16,7 +16,7 @@ from gateway.api.errors import RATE_LIMITED_DOC, STATUS_BY_KIND
 from gateway.api.media_types import JSON, OCTETS, body_kind, refusal
 from gateway.api.publish_parse import parse_json_batch, parse_raw_message, stored_parts, usual_batch
 from gateway.api.schemas import ErrorResponse, PublishRequest, PublishResponse, TopicResponse
-from gateway.service.errors import ErrorKind, InvalidInput, PayloadTooLarge
+from gateway.service.errors import ErrorKind, InvalidInput, PayloadTooLarge, renamed_fields
 from gateway.service.idempotency import Replay, fingerprint, parse_key
 from gateway.service.publish import PublishOutcome, PublishService, failed_alike
 from gateway.tubemq.wire import load_speedups
@@ -196,8 +196,6 @@ async def _read_body(receive: Receive) -> bytes:
 #: the request header carrying an idempotency key, and the answer header marking a replayed answer
 IDEMPOTENCY_KEY = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
-#: the answers an idempotency key keeps: some message was stored (any other frees the key for a retry)
-_KEPT = (200, 207)
 
 
 async def publish_answer(topic: str, request: Request) -> bytes | Response:
@@ -223,20 +221,25 @@ async def publish_answer(topic: str, request: Request) -> bytes | Response:
     if key is None:
         return await _published(topic, service, kind, body, request)
     keys = runtime.idempotent()
-    claim = await keys.claim(topic, key, fingerprint(stored_parts(kind, body, request.headers)))
-    if isinstance(claim, Replay):
-        return Response(claim.body, claim.status, {REPLAYED: "true"}, media_type="application/json")
-    try:
-        answer = await _published(topic, service, kind, body, request)
-    except Exception:
-        await keys.release(claim)
-        raise
-    status, sent = (200, answer) if isinstance(answer, bytes) else (answer.status_code, bytes(answer.body))
-    if status in _KEPT:
-        await keys.record(claim, status, sent)
-    else:
-        await keys.release(claim)
+    with renamed_fields({"idempotency_key": IDEMPOTENCY_KEY}):
+        answer = await keys.run(
+            topic,
+            key,
+            fingerprint(stored_parts(kind, body, request.headers)),
+            lambda: _published(topic, service, kind, body, request),
+            _kept,
+        )
+    if isinstance(answer, Replay):
+        return Response(answer.body, answer.status, {REPLAYED: "true"}, media_type="application/json")
     return answer
+
+
+def _kept(answer: bytes | Response) -> tuple[int, bytes] | None:
+    """What an idempotency key keeps of a publish's answer: its status and body when some message was
+    stored (200, 207), else nothing (the key is freed for a retry)."""
+    if isinstance(answer, bytes):
+        return 200, answer
+    return (answer.status_code, bytes(answer.body)) if answer.status_code in (200, 207) else None
 
 
 def _idempotency_key(request: Request) -> str | None:

@@ -174,16 +174,6 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _idempotency_lease(self) -> Settings:
-        if self.idempotency.lease_seconds <= self.producer.send_timeout:
-            raise ValueError(
-                f"idempotency.lease_seconds ({self.idempotency.lease_seconds}) must exceed "
-                f"producer.send_timeout ({self.producer.send_timeout}): a publish must end before its key "
-                "reservation does"
-            )
-        return self
-
-    @model_validator(mode="after")
     def _console_listener(self) -> Settings:
         if self.console.enabled and self.console.listener == "admin" and self.admin.port is None:
             raise ValueError("console.listener admin needs an admin listener: set admin.port")

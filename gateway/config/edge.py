@@ -242,10 +242,10 @@ class IdempotencySettings(BaseModel):
         86_400.0, gt=0, description="seconds a key's first answer is kept and replayed to its retries"
     )
     lease_seconds: float = Field(
-        60.0,
-        gt=0,
-        description="seconds a key stays reserved by a publish that has not answered (a holder that died "
-        "frees it then); must exceed producer.send_timeout",
+        30.0,
+        ge=1,
+        description="seconds a key's reservation lasts unless its publish renews it (every third of it, "
+        "while it runs): a process that died mid-publish frees its keys this long after",
     )
     max_keys_per_principal: int = Field(
         10_000, ge=1, description="keys one principal may hold in the store (429 past it)"

@@ -15,6 +15,14 @@ import grpc
 from gateway.grpc import convert
 from gateway.grpc.call_outcome import forget_failures
 from gateway.grpc.consuming import ConsumerRpcs
+from gateway.grpc.idempotent import (
+    KEY_METADATA,
+    REPLAYED_METADATA,
+    batch_fingerprint,
+    kept,
+    metadata_key,
+    no_stream_key,
+)
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.publish_stream import publish_stream
@@ -22,6 +30,8 @@ from gateway.grpc.publish_wire import PublishBatch, publish_handlers, publish_re
 from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings
 from gateway.runtime import Runtime
+from gateway.service.errors import renamed_fields
+from gateway.service.idempotency import Replay
 from gateway.service.publish import PublishService, failed_alike
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GatewayService"].full_name
@@ -103,6 +113,22 @@ class GatewayServicer(ConsumerRpcs):
         self, request: PublishBatch, context: grpc.aio.ServicerContext
     ) -> pb.PublishResponse | bytes:
         try:
+            key = metadata_key(context)
+            if key is None:
+                return await self._publish(request)
+            with renamed_fields({"idempotency_key": KEY_METADATA}):
+                answer = await self._runtime.idempotent().run(
+                    request.topic, key, batch_fingerprint(request), lambda: self._publish(request), kept
+                )
+        finally:
+            request.release()
+        if isinstance(answer, Replay):
+            context.set_trailing_metadata((*(context.trailing_metadata() or ()), (REPLAYED_METADATA, "true")))
+            return answer.body
+        return answer
+
+    async def _publish(self, request: PublishBatch) -> pb.PublishResponse | bytes:
+        try:
             outcomes = await self._publisher().publish(request.topic, request.messages)
         finally:
             request.release()
@@ -115,6 +141,7 @@ class GatewayServicer(ConsumerRpcs):
     async def PublishStream(
         self, requests: AsyncIterable[PublishBatch], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
+        no_stream_key(context)
         async for response in publish_stream(self._publisher(), requests, self._window):
             yield response
 

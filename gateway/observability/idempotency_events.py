@@ -10,8 +10,9 @@ __all__ = ["IdempotencyChecked"]
 
 @dataclass(frozen=True, slots=True)
 class IdempotencyChecked:
-    """One call of the idempotency store: ``step`` (reserve, record, release), its ``outcome`` (reserved,
-    replayed, in_flight, mismatch, full, ok, outlived, store_error) and how long it took (``seconds``)."""
+    """One call of the idempotency store: ``step`` (reserve, renew, record, release), its ``outcome``
+    (reserved, replayed, in_flight, mismatch, full, ok, lost, store_error) and how long it took
+    (``seconds``)."""
 
     step: str
     outcome: str

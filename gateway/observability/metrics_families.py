@@ -199,8 +199,8 @@ class MetricFamilies:
         )
         self.idempotency_checks = counter(
             "idempotency_checks_total",
-            "Calls of the idempotency store by step (reserve, record, release) and outcome (reserved, "
-            "replayed, in_flight: 409, mismatch: 422, full, ok, outlived, store_error).",
+            "Calls of the idempotency store by step (reserve, renew, record, release) and outcome (reserved, "
+            "replayed, in_flight: 409, mismatch: 422, full, ok, lost, store_error).",
             ("step", "outcome"),
         )
         self.idempotency_store_duration = histogram(

@@ -1,6 +1,7 @@
 """Idempotent publish: a request carrying an idempotency key stores its messages once.
 
-The steps, the same for every adapter (the REST route, both of its ways in; see docs/idempotency.md):
+The steps, the same for every adapter (the REST route, both of its ways in, and gRPC ``Publish``; see
+docs/idempotency.md):
 
 1. :func:`parse_key` checks the key the client sent (400 naming the header or field when malformed);
 2. :meth:`Idempotency.claim` reserves the key of the calling principal on the topic, with the request's
@@ -11,8 +12,11 @@ The steps, the same for every adapter (the REST route, both of its ways in; see 
 3. the adapter publishes and :meth:`Idempotency.record` keeps its answer when some message was stored, or
    :meth:`Idempotency.release` frees the key when nothing was (so the retry publishes).
 
-A reservation whose holder died (the process killed mid-publish) expires ``lease`` seconds after it was
-taken; the next retry takes the key over and publishes. The store failing answers the keyed request 503
+:meth:`Idempotency.run` takes these steps around an adapter's publish (REST, gRPC ``Publish``).
+
+A reservation is renewed by its holder while the publish runs; one whose holder died (the process killed
+mid-publish) expires ``lease`` seconds after its last renewal, and the next retry takes the key over and
+publishes. The store failing answers the keyed request 503
 (:class:`~gateway.service.errors.Unavailable`): a keyed publish never goes ahead without its guarantee.
 Every step's outcome and the store's latency are published as :class:`IdempotencyChecked` events.
 """
@@ -23,7 +27,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
@@ -56,6 +60,7 @@ log = logging.getLogger("gateway.idempotency")
 #: the longest key taken (the IETF draft leaves it to the server; UUIDs are 36)
 MAX_KEY_LENGTH = 255
 _T = TypeVar("_T")
+_A = TypeVar("_A")
 
 
 def parse_key(value: str | None, *, field: str) -> str | None:
@@ -122,12 +127,43 @@ class Idempotency:
             self._events.emit(IdempotencyChecked(step, "store_error", time.perf_counter() - started))
             log.warning("idempotency store failed", extra={"step": step, "error": str(exc)})
             raise Unavailable(
-                "the idempotency store failed; retry with the same Idempotency-Key shortly (or publish "
+                "the idempotency store failed; retry with the same idempotency key shortly (or publish "
                 "without one, without the guarantee)",
                 retry_after=1.0,
             ) from exc
         self._events.emit(IdempotencyChecked(step, _outcome(result), time.perf_counter() - started))
         return result
+
+    async def run(
+        self,
+        topic: str,
+        key: str,
+        print_: bytes,
+        publish: Callable[[], Awaitable[_A]],
+        kept: Callable[[_A], tuple[int, bytes] | None],
+    ) -> _A | Replay:
+        """The steps around ``publish`` (an adapter's publish of the request, giving its answer): the key
+        claimed (the first answer given back as a :class:`Replay`, or the errors of :meth:`claim`), then
+        the answer recorded as ``kept(answer)`` (status, bytes: some message was stored) or, when that is
+        None or ``publish`` raised, the key released."""
+        claim = await self.claim(topic, key, print_)
+        if isinstance(claim, Replay):
+            return claim
+        renewing = asyncio.create_task(self._renew(claim))
+        try:
+            answer = await publish()
+        except Exception:
+            renewing.cancel()
+            await self.release(claim)
+            raise
+        finally:
+            renewing.cancel()
+        keep = kept(answer)
+        if keep is None:
+            await self.release(claim)
+        else:
+            await self.record(claim, *keep)
+        return answer
 
     async def claim(self, topic: str, key: str, print_: bytes) -> Claim | Replay:
         """Reserve ``key`` of the calling principal on ``topic`` for a request of fingerprint ``print_``:
@@ -145,16 +181,16 @@ class Idempotency:
             return found
         if isinstance(found, InFlight):
             raise Conflict(
-                "a request with this Idempotency-Key is still being published; retry after Retry-After "
-                "seconds with the same key to get its answer",
+                "idempotency_key is held by a request still being published; retry with the same key after "
+                "the wait this answer gives, to get its answer",
                 retry_after=max(1.0, min(found.retry_after, self.lease)),
-                field="Idempotency-Key",
+                field="idempotency_key",
             )
         if isinstance(found, Mismatch):
             raise KeyReused(
-                "this Idempotency-Key was used for a request with another body or other options; use a "
-                "new key for a new request",
-                field="Idempotency-Key",
+                "idempotency_key was used for a request with other messages or options; use a new key for a "
+                "new request",
+                field="idempotency_key",
             )
         if found.principal:
             raise RateLimited(
@@ -164,9 +200,27 @@ class Idempotency:
                 quota=Quota("idempotency-keys", found.limit, None, 0, "keys"),
             )
         raise Unavailable(
-            "the idempotency store is full; retry later with the same Idempotency-Key",
+            "the idempotency store is full; retry later with the same idempotency key",
             retry_after=found.retry_after,
         )
+
+    async def _renew(self, claim: Claim) -> None:
+        """Keep ``claim``'s reservation while its publish runs (every third of the lease): only a holder
+        that died lets it expire."""
+        store = self._store
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                held = await self._call(
+                    "renew",
+                    lambda: store.renew(
+                        claim.principal, claim.topic, claim.key, claim.token, lease=self.lease
+                    ),
+                )
+            except Unavailable:
+                continue  # logged; the next renewal tries again within the lease
+            if not held:
+                return
 
     async def record(self, claim: Claim, status: int, body: bytes) -> None:
         """Keep ``status`` and ``body`` as the answer of ``claim``'s key. A failure is logged, not raised:
@@ -187,8 +241,8 @@ class Idempotency:
             return
         if not kept:
             log.warning(
-                "an idempotent publish outlived its reservation (idempotency.lease_seconds): a retry may "
-                "have published again",
+                "an idempotent publish lost its reservation (not renewed within idempotency.lease_seconds: "
+                "the store failed): a retry may have published again",
                 extra={"topic": claim.topic},
             )
 
@@ -221,5 +275,5 @@ def _outcome(result: object) -> str:
     if isinstance(result, Full):
         return "full"
     if result is False:
-        return "outlived"
+        return "lost"  # record or renew: the reservation is no longer this holder's
     return "ok"

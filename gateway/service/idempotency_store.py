@@ -1,12 +1,12 @@
 """The idempotency keys of one replica, in a SQLite database (WAL) its worker processes share.
 
 Each row is one key of one principal on one topic: the fingerprint of the request that reserved it, and
-either a reservation (``status`` NULL: the publish is in flight, the row expires ``lease`` seconds after it
-was taken) or the recorded answer (status and body, kept ``window`` seconds). Every step is one
-``BEGIN IMMEDIATE`` transaction, which takes the database's write lock: two processes reserving the same key
-see each other, one reserves and the other finds the reservation. A reservation names its holder by a random
-token; only the holder records or releases it, so a holder that outlived its reservation (taken over by the
-next retry) cannot overwrite the answer of the one that took it.
+either a reservation (``status`` NULL: the publish is in flight; the row expires ``lease`` seconds after it
+was taken or last renewed by its holder) or the recorded answer (status and body, kept ``window`` seconds).
+Every step is one ``BEGIN IMMEDIATE`` transaction, which takes the database's write lock: two processes
+reserving the same key see each other, one reserves and the other finds the reservation. A reservation
+names its holder by a random token; only the holder renews, records or releases it, so a holder that lost
+its reservation (taken over by the next retry) cannot overwrite the answer of the one that took it.
 
 The store is bounded: ``max_keys`` rows per principal, ``max_bytes`` for all rows together (the sizes of
 keys, fingerprints and answers). Triggers keep the per-principal and total usage in ``usage`` (the total
@@ -222,6 +222,18 @@ class StoredKeys:
                 (status, body, self._clock() + window, len(body), principal, topic, key, token),
             )
             return size_row.rowcount == 1
+        except sqlite3.Error as exc:
+            raise StoreFailed(f"{type(exc).__name__}: {exc}") from exc
+
+    def renew(self, principal: str, topic: str, key: str, token: bytes, *, lease: float) -> bool:
+        """Extend the reservation ``token`` to ``lease`` seconds from now; False if it is no longer held."""
+        try:
+            renewed = self._connection().execute(
+                "UPDATE entries SET expires = ? "
+                "WHERE principal = ? AND topic = ? AND key = ? AND token = ? AND status IS NULL",
+                (self._clock() + lease, principal, topic, key, token),
+            )
+            return renewed.rowcount == 1
         except sqlite3.Error as exc:
             raise StoreFailed(f"{type(exc).__name__}: {exc}") from exc
 

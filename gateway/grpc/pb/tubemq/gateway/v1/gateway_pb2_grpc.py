@@ -108,6 +108,11 @@ class GatewayServiceServicer:
         once every message was stored or failed; messages sharing a key or partition are stored in batch order.
         The whole call fails (and nothing is sent) when a field is invalid or a message is above the topic's
         size limit; it also fails, with that status, when every message failed for the same reason.
+        Metadata idempotency-key (1 to 255 visible ASCII characters): a retry with the same key, principal,
+        topic and messages within idempotency.window_seconds gets the first answer again, with the trailer
+        idempotent-replayed: true, and stores nothing; the same key with other messages is FAILED_PRECONDITION,
+        a key whose first call is still publishing ABORTED (RetryInfo), a malformed key INVALID_ARGUMENT
+        (docs/idempotency.md).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -121,7 +126,7 @@ class GatewayServiceServicer:
         grpc.stream_window messages are in flight (read but not yet acknowledged; a bigger request counts as
         the window); beyond that the gateway stops reading and HTTP/2 flow control holds the sender back. An
         error ack never ends the stream. Half-close the request stream to finish: the remaining acks follow,
-        then OK.
+        then OK. Refuses an idempotency-key (INVALID_ARGUMENT): publish keyed batches with Publish.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
