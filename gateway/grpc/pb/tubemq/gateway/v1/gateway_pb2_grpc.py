@@ -207,7 +207,9 @@ class GatewayServiceServicer:
         """Move the group's read position in partitions the instance holds, with the rules of start_position:
         EARLIEST or LATEST for `partitions` (default: every partition it holds but its retry topic's), or
         OFFSETS (broker index offsets; the broker clamps them to what it keeps). What the instance fetched or
-        delivered of them and did not commit is rolled back first (those tokens become stale).
+        delivered of them and did not commit is rolled back first (those tokens become stale). One seek at a
+        time per instance: another one meanwhile ends ABORTED (reason CONFLICT, REST 409) with a RetryInfo;
+        a caller's seeks by time at once are bounded (RESOURCE_EXHAUSTED, quota seek_searches).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
