@@ -11,15 +11,19 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from auth_support import AuthFiles
 from workers_support import WorkerGateway, keyed_workers, poll_as
 
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
+
 RATE = 20
 LOOP_SECONDS = 4.0
 OUTSTANDING = 5
-RETRY_OF = {"nsrc": "nretry", "lsrc": "lretry", "bsrc": "bretry"}
+RETRY_OF = {"nsrc": "nretry", "lsrc": "lretry", "bsrc": "bretry", "gsrc": "gretry"}
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +32,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerGat
         tmp_path_factory.mktemp("nackq"),
         2,
         "--embedded-topics",
-        "nsrc:1,nretry:1,lsrc:1,lretry:1,bsrc:1,bretry:1",
+        "nsrc:1,nretry:1,lsrc:1,lretry:1,bsrc:1,bretry:1,gsrc:1,gretry:1",
         TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET="nack-quota-test-secret-" + "x" * 20,
         TUBEMQ_GATEWAY_RATE_LIMITS__PUBLISH_MESSAGES_PER_SECOND=str(RATE),
         TUBEMQ_GATEWAY_RATE_LIMITS__BURST_SECONDS="1",
@@ -157,3 +161,39 @@ async def test_a_nack_holds_its_values_in_the_in_flight_publish_bytes(
         assert "bytes of publishing" in refused.json()["error"]["message"], refused.text
         nacked = await other.post(f"{base}/nacks", json={"tokens": tokens[:2], "delayMs": 0}, headers=alice)
         assert nacked.status_code == 200 and nacked.json()["retried"] == 2, nacked.text
+
+
+async def test_a_grpc_poll_nack_loop_is_held_to_the_callers_publish_rate(
+    served: tuple[WorkerGateway, AuthFiles],
+) -> None:
+    gw, files = served
+    async with gw.pinned(0) as own:
+        base = await _instance(own, files.headers("root"), "grpcloopers", "gsrc", 10)
+    key = {"group": "grpcloopers", "instance_id": base.rsplit("/", 1)[1]}
+    metadata = files.metadata("root")
+    async with grpc.aio.insecure_channel(f"unix:{gw.socket_dir / 'g1.sock'}") as channel:
+        other = gateway_pb2_grpc.GatewayServiceStub(channel)
+        await asyncio.sleep(1.1)  # the bucket is full again after the publish of the ten
+        retried = 0
+        refused: list[grpc.aio.AioRpcError] = []
+        start = time.monotonic()
+        while time.monotonic() - start < LOOP_SECONDS:
+            polled = await other.Poll(
+                pb.PollRequest(**key, timeout_ms=300, max_messages=10), metadata=metadata
+            )
+            tokens = [m.token for m in polled.messages]
+            if not tokens:
+                continue
+            try:
+                nacked = await other.Nack(pb.NackRequest(**key, tokens=tokens, delay_ms=0), metadata=metadata)
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, exc
+                refused.append(exc)
+                commit = pb.CommitRequest(**key, tokens=tokens, rollback=True)
+                await other.Commit(commit, metadata=metadata)
+                continue
+            retried += nacked.retried
+        elapsed = time.monotonic() - start
+    print(f"gRPC: {retried} retries in {elapsed:.1f} s, {len(refused)} nacks refused")
+    assert retried <= RATE * (elapsed + 1) + RATE, (retried, elapsed)
+    assert refused and "publish limit of 20 messages per second" in (refused[0].details() or "")
