@@ -3,9 +3,14 @@ to the owner, the request and the relaying connection's certificate, believed on
 
 from __future__ import annotations
 
+import hashlib
+import ssl
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tls_support import make_pki
 
 from gateway.security.replica_subject import MAX_AGE, RelayRefused, ReplicaSubjects, certificate_digest
 from gateway.security.seen_nonces import SeenNonces
@@ -118,3 +123,18 @@ def test_the_nonces_kept_are_bounded() -> None:
     assert nonces.first_use("n0", until=300.0, now=0.0)  # dropped while valid: taken again (counted)
     assert nonces.first_use("late", until=400.0, now=150.0)  # expired ones leave first
     assert len(nonces) <= 3 and nonces.dropped == 2
+
+
+def test_a_certificate_file_is_digested_as_its_first_certificate(tmp_path: Path) -> None:
+    """What a replica presents is the first certificate of its tls.cert_file, which may hold the chain
+    after it or text before it (openssl's "Bag Attributes"): the digest is that certificate's, as the
+    owner computes it from the connection."""
+    pki = make_pki(tmp_path)
+    leaf = pki.dual.cert.read_text()
+    expected = hashlib.sha256(ssl.PEM_cert_to_DER_cert(leaf)).digest()
+    chain = "Bag Attributes\n    friendlyName: replica\n" + leaf + pki.ca.read_text()
+    assert certificate_digest(chain) == certificate_digest(leaf) == expected
+    assert certificate_digest(ssl.PEM_cert_to_DER_cert(leaf)) == expected
+    for junk in ("", "not PEM", "-----BEGIN CERTIFICATE-----\n%%%\n-----END CERTIFICATE-----\n"):
+        with pytest.raises(ValueError):
+            certificate_digest(junk)

@@ -28,8 +28,8 @@ import binascii
 import hashlib
 import hmac
 import logging
+import re
 import secrets
-import ssl
 import time
 from collections.abc import Callable
 
@@ -56,10 +56,20 @@ class RelayRefused(Exception):
 
 
 def certificate_digest(certificate: bytes | str) -> bytes:
-    """SHA-256 of a certificate, given as DER bytes or PEM text (the first certificate of PEM text)."""
+    """SHA-256 of a certificate, given as DER bytes or PEM text: of PEM text, its first certificate (a
+    certificate file may hold the chain after it, or text before it); ValueError without one."""
     if isinstance(certificate, str):
-        certificate = ssl.PEM_cert_to_DER_cert(certificate)
+        block = _PEM_CERTIFICATE.search(certificate)
+        if block is None:
+            raise ValueError("no PEM certificate")
+        try:
+            certificate = base64.b64decode("".join(block.group(1).split()), validate=True)
+        except binascii.Error:
+            raise ValueError("a PEM certificate that is not base64") from None
     return hashlib.sha256(certificate).digest()
+
+
+_PEM_CERTIFICATE = re.compile(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", re.DOTALL)
 
 
 def _b64(data: bytes) -> str:
