@@ -72,3 +72,14 @@ def test_conflicting_key_sources_are_refused() -> None:
     assert "give one" in refused(both)
     disabled = {"auth": {"adminKey": {"enabled": False, "existingSecret": "a"}}}
     assert "needs auth.adminKey.enabled" in refused(disabled)
+
+
+def test_retry_copies_are_signed_with_the_id_secret_unless_a_retry_secret_is_named() -> None:
+    assert "TUBEMQ_GATEWAY_CONSUMERS__RETRY_SECRET" not in _env(render(GITOPS))  # the id secret signs them
+    named = {"retrySecret": {"existingSecret": "gw-retry", "key": "now", "previousKey": "before"}}
+    manifests = render({**GITOPS, "forwarding": {**GITOPS["forwarding"], **named}})
+    validate_manifests(manifests)
+    env = _env(manifests)
+    current = env["TUBEMQ_GATEWAY_CONSUMERS__RETRY_SECRET"]["valueFrom"]["secretKeyRef"]
+    previous = env["TUBEMQ_GATEWAY_CONSUMERS__PREVIOUS_RETRY_SECRETS"]["valueFrom"]["secretKeyRef"]
+    assert (current, previous) == ({"name": "gw-retry", "key": "now"}, {"name": "gw-retry", "key": "before"})
