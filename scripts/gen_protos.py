@@ -68,7 +68,7 @@ def _package_imports(out_dir: Path, package: str, modules: set[str]) -> None:
             return match.group(0)
         return f"from {package}{'.' + parent if parent else ''} import {leaf} as {alias}"
 
-    for path in sorted(out_dir.rglob("*_pb2*.py*")):
+    for path in sorted(p for p in out_dir.rglob("*_pb2*.py*") if _GENERATED.match(p.name)):
         text = path.read_text()
         new = pattern.sub(fix, text)
         if new != text:
@@ -97,7 +97,7 @@ def generate(out_root: Path) -> list[Path]:
         if grpc:
             modules = {p.removesuffix(".proto").replace("/", ".") + "_pb2" for p in protos}
             _package_imports(out_dir, out_rel.replace("/", "."), modules)
-        leaves = {p.parent for p in out_dir.rglob("*_pb2*.py*")}
+        leaves = {p.parent for p in out_dir.rglob("*_pb2*.py*") if _GENERATED.match(p.name)}
         packages = {out_dir, *leaves, *(d for leaf in leaves for d in leaf.parents if out_dir in d.parents)}
         for directory in sorted(packages):
             init = directory / "__init__.py"

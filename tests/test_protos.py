@@ -71,6 +71,23 @@ def test_script_runs_from_the_command_line(tmp_path: Path) -> None:
     assert (tmp_path / "gateway/tubemq/wire/pb/__init__.py").is_file()
 
 
+def test_generation_over_a_tree_whose_modules_were_imported(tmp_path: Path) -> None:
+    """A tree whose generated modules were imported holds their ``.pyc`` files in ``__pycache__``: the script
+    reads and packages only what protoc writes, so it regenerates over such a tree as over a fresh one."""
+    pytest.importorskip("grpc_tools.protoc", reason="grpcio-tools (dev dependency) not installed")
+    gen = _load_script()
+    gen.generate(tmp_path)
+    for _src, _sub, out_rel, _grpc in gen.TARGETS:
+        for module in (tmp_path / out_rel).rglob("*_pb2*.py"):
+            cache = module.parent / "__pycache__"
+            cache.mkdir(exist_ok=True)
+            (cache / f"{module.stem}.cpython-311.pyc").write_bytes(b"\xa7\r\r\n\x00\xff compiled")
+    gen.generate(tmp_path)
+    assert not [p for p in tmp_path.rglob("__pycache__/__init__.py")], "a cache directory made a package"
+    for _src, _sub, out_rel, _grpc in gen.TARGETS:
+        assert _generated(tmp_path, out_rel) == _generated(ROOT, out_rel)
+
+
 @pytest.mark.parametrize("module", [RPC_pb2, MasterService_pb2, BrokerService_pb2])
 def test_schema_files_are_standalone_proto2_without_package(module: ModuleType) -> None:
     file = module.DESCRIPTOR
