@@ -1,4 +1,4 @@
-"""The compiled per-message loops (issue #26): C extensions beside their pure-Python references.
+"""The compiled per-message loops: C extensions beside their pure-Python references.
 
 Everything else about the package is in pyproject.toml; this file only declares the extensions, because
 setuptools needs code for one property of them: ``optional=True``. A machine without a C compiler (or

@@ -1,4 +1,4 @@
-"""Cost per message of the redelivery bookkeeping (issue #25): nack versus commit.
+"""Cost per message of the redelivery bookkeeping: nack versus commit.
 
 1. Without sockets (the consumer instance over a stand-in core, as ``bench_render.py``): the gateway's CPU per
    message to settle delivered messages by token with a commit, and with a nack whose republish returns at

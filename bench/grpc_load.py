@@ -1,9 +1,9 @@
 """gRPC publish load from ``h2load`` (Debian package ``nghttp2-client``), as wrk drives the REST rows.
 
-Why: the gRPC rows used to be driven by grpc.aio from the bench's own Python process, which costs more CPU
-per call than the gateway itself (about 700 us per one-message call on the 2-core bench machine, against the
-gateway's ~500), and over one channel, that is one HTTP/2 connection, which ``serve --workers N`` hands to
-one worker process (``SO_REUSEPORT`` balances connections, not calls). The REST rows come from wrk (C, a few
+Why not grpc.aio from the bench's own Python process: a grpc.aio client costs more CPU per call than the
+gateway spends on it, so on a small machine the bench would measure itself, and it calls over one channel,
+that is one HTTP/2 connection, which ``serve --workers N`` hands to one worker process (``SO_REUSEPORT``
+balances connections, not calls). The REST rows come from wrk (C, a few
 us per request) over several connections that the workers share. ``h2load`` sends gRPC calls as they are on
 the wire: one HTTP/2 stream per call, ``content-type: application/grpc``, the length-prefixed request
 message as the body, over ``connections`` connections with one call in flight on each.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The C extensions' tests under AddressSanitizer and UndefinedBehaviorSanitizer (issue #26): a copy of the
+# The C extensions' tests under AddressSanitizer and UndefinedBehaviorSanitizer: a copy of the
 # tree (this one's .so files stay as they are) with the extensions built -fsanitize=address,undefined, then
 # pytest there with libasan preloaded. Any out-of-bounds read, use after free or undefined behaviour stops
 # the run with the sanitizer's report. Not part of ./scripts/test.sh (a few minutes); run it after changing

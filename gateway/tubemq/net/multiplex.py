@@ -8,7 +8,7 @@ future with ``TimeoutError`` at its deadline (``_watch``), and fails every waite
 (``_fail_pending``).
 
 Deadlines of lone requests share one timer per link (a heap of them, the timer armed at the earliest):
-a loop timer per request costs more to arm and cancel (some 2 us on uvloop) than the rest of the request's
+a loop timer per request costs more to arm and cancel than the rest of the request's
 bookkeeping, and almost every request is answered long before its deadline. An answered request leaves
 the heap when it reaches the top, at the next request or at the timer. Sending, and what a timeout or
 any other outcome makes of a call, are :class:`~gateway.tubemq.net.connection.Connection`'s.

@@ -1,4 +1,4 @@
-"""One message sent alone (issue #26): the rounds of ``batch.send_batch`` for a batch of one, without the
+"""One message sent alone: the rounds of ``batch.send_batch`` for a batch of one, without the
 batch's lists, groups and gather.
 
 A one-message publish is what a REST or gRPC request of one message makes, so this path runs once per such

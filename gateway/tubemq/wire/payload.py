@@ -151,7 +151,7 @@ def prepare_message(
 class BatchPreparer:
     """:func:`prepare_message` for the messages of one batch, with the same results and errors, preparing the
     attribute text of each distinct ``(attributes, stream_id, msg_time)`` once: a batch's messages mostly
-    share theirs, so the checks and the text are not redone for every message (issue #26). The first
+    share theirs, so the checks and the text are not redone for every message. The first
     message of each goes through :func:`prepare_message`, whose prefix the others then reuse; a message it
     does not cover (a key, whose text is its own; a datetime msgTime; attributes that are not a dict; no
     body; a negative partition) goes through :func:`prepare_message` too. One per batch: it remembers at

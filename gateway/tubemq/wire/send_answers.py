@@ -1,4 +1,4 @@
-"""The answers of a batch of SendMessage calls (method 13), read in one step (issue #26).
+"""The answers of a batch of SendMessage calls (method 13), read in one step.
 
 A broker answers each ``SendMessageRequestP2B`` with a ``SendMessageResponseB2P``; the producer needs six of
 its fields. :func:`decode_send_answers` reads every answer of a ``request_many`` batch at once, as the
@@ -9,7 +9,7 @@ answer (:func:`gateway.tubemq.wire.rpc.parse_as`).
 
 An item that is not a success answer of the method (an error, a failure) or whose data the fast reader
 does not take (unknown fields, a text that is not ASCII, anything malformed) is None: the connection then
-reads it the general way (``parse_response``), so its error is exactly the one it always was.
+reads it the general way (``parse_response``), so its error is the one the general reader gives.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Which per-message loops run compiled: the C extension ``_speedups`` when it was built and not switched
-off, else the pure-Python references (issue #26).
+off, else the pure-Python references.
 
 The extension is built by ``pip install`` where a C compiler and Python's headers are (setup.py marks it
 optional, so a machine without them installs the pure path). ``TUBEMQ_GATEWAY_NO_EXTENSIONS=1`` (any value
