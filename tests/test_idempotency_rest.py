@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from auth_support import write_auth_files
 
 from gateway.api.app import create_app
 from gateway.config import Settings
@@ -145,5 +146,39 @@ async def test_a_publish_longer_than_the_lease_keeps_its_key(
             assert again.headers["idempotent-replayed"] == "true" and again.json() == stored.json()
             metrics = (await client.get("/metrics")).text
             assert 'tubemq_gateway_idempotency_checks_total{outcome="ok",step="renew"}' in metrics
+    finally:
+        await runtime.stop()
+
+
+async def test_a_principal_past_its_bytes_is_429_and_another_principal_is_not(
+    cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    files = write_auth_files(tmp_path)
+    settings = _settings(
+        cluster,
+        idempotency={"max_bytes_per_principal": 64 * 1024},
+        auth=files.auth_settings(),
+        consumers={"id_secret": "s" * 32},
+    )
+    runtime = Runtime(settings)
+    await runtime.start()
+    try:
+        app = create_app(runtime=runtime)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+            batch = {"messages": [{"value": "v"} for _ in range(200)]}  # an answer of about 40 KB
+            statuses = []
+            for i in range(4):
+                headers = {**files.headers("alice"), "Idempotency-Key": f"big-{i}"}
+                statuses.append((await client.post(TOPIC, json=batch, headers=headers)).status_code)
+            assert statuses[0] == 200 and statuses[-1] == 429, statuses
+            refused = await client.post(
+                TOPIC, json=batch, headers={**files.headers("alice"), "Idempotency-Key": "big-x"}
+            )
+            assert refused.status_code == 429 and "bytes of keys" in refused.json()["error"]["message"]
+            assert 'idempotency-bytes";q=65536' in refused.headers["ratelimit-policy"]
+            bobs = await client.post(
+                TOPIC, json=batch, headers={**files.headers("bob"), "Idempotency-Key": "big-0"}
+            )
+            assert bobs.status_code == 200 and "idempotent-replayed" not in bobs.headers, bobs.text
     finally:
         await runtime.stop()

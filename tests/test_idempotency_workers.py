@@ -154,7 +154,13 @@ async def test_a_reservation_whose_holder_died_expires_and_the_retry_publishes(
     body = _batch("orphan", 3)
     encoded = httpx.Request("POST", "http://x", json=body).content
     # the reservation a worker killed mid-publish leaves behind, in the replica's store
-    store = StoredKeys(gateway.socket_dir / "idempotency.sqlite3", max_keys=100, max_bytes=1 << 24, timeout=5)
+    store = StoredKeys(
+        gateway.socket_dir / "idempotency.sqlite3",
+        max_keys=100,
+        max_principal_bytes=1 << 20,
+        max_bytes=1 << 24,
+        timeout=5,
+    )
     try:
         held = store.reserve("api_key:alice", "demo", "orphan-1", fingerprint(["json", encoded]), lease=LEASE)
         assert isinstance(held, Reserved)

@@ -250,6 +250,12 @@ class IdempotencySettings(BaseModel):
     max_keys_per_principal: int = Field(
         10_000, ge=1, description="keys one principal may hold in the store (429 past it)"
     )
+    max_bytes_per_principal: int = Field(
+        32 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes of keys and answers one principal may hold in the store (429 past it), so that "
+        "no principal fills the store for the others",
+    )
     max_store_bytes: int = Field(
         256 * 1024 * 1024,
         ge=1024 * 1024,

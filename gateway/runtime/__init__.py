@@ -250,6 +250,7 @@ class Runtime:
         store = StoredKeys(
             directory / "idempotency.sqlite3",
             max_keys=i.max_keys_per_principal,
+            max_principal_bytes=i.max_bytes_per_principal,
             max_bytes=i.max_store_bytes,
             timeout=i.store_timeout,
         )

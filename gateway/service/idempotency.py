@@ -193,11 +193,14 @@ class Idempotency:
                 field="idempotency_key",
             )
         if found.principal:
+            held = (
+                f"{found.limit} idempotency keys" if found.unit == "keys" else f"{found.limit} bytes of keys"
+            )
             raise RateLimited(
-                f"you hold {found.limit} idempotency keys, the most kept per principal; publish without a "
-                "key or wait until older keys expire",
+                f"you hold {held} and answers, the most kept per principal; publish without a key or wait "
+                "until older keys expire",
                 retry_after=found.retry_after,
-                quota=Quota("idempotency-keys", found.limit, None, 0, "keys"),
+                quota=Quota(f"idempotency-{found.unit}", found.limit, None, 0, found.unit),
             )
         raise Unavailable(
             "the idempotency store is full; retry later with the same idempotency key",

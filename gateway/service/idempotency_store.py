@@ -8,9 +8,11 @@ reserving the same key see each other, one reserves and the other finds the rese
 names its holder by a random token; only the holder renews, records or releases it, so a holder that lost
 its reservation (taken over by the next retry) cannot overwrite the answer of the one that took it.
 
-The store is bounded: ``max_keys`` rows per principal, ``max_bytes`` for all rows together (the sizes of
-keys, fingerprints and answers). Triggers keep the per-principal and total usage in ``usage`` (the total
-under the empty principal), so a check costs one lookup. Expired rows are removed a few at a time on every
+The store is bounded: ``max_keys`` rows and ``max_principal_bytes`` per principal, ``max_bytes`` for all
+rows together (the sizes of keys, fingerprints and answers; an answer is counted once recorded, so a
+principal passes its bytes by at most the answers of its publishes in flight). Triggers keep the
+per-principal and total usage in ``usage`` (the total under the empty principal), so a check costs one
+lookup. Expired rows are removed a few at a time on every
 reservation and all at once when a bound is reached.
 
 The methods block (SQLite waits up to ``timeout`` for the write lock): the asynchronous owner
@@ -92,10 +94,11 @@ class Mismatch:
 
 @dataclass(frozen=True, slots=True)
 class Full:
-    """A bound is reached: the principal's keys (``principal`` true) or the store's bytes; a row expires in
-    ``retry_after`` s."""
+    """A bound is reached: one of the principal's (``principal`` true: its ``keys`` or ``bytes``) or the
+    store's bytes; ``limit`` is the bound, and a row expires in ``retry_after`` s."""
 
     principal: bool
+    unit: str
     limit: int
     retry_after: float
 
@@ -111,12 +114,14 @@ class StoredKeys:
         path: Path,
         *,
         max_keys: int,
+        max_principal_bytes: int,
         max_bytes: int,
         timeout: float,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = path
         self.max_keys = max_keys
+        self.max_principal_bytes = max_principal_bytes
         self.max_bytes = max_bytes
         self._timeout = timeout
         self._clock = clock
@@ -199,14 +204,20 @@ class StoredKeys:
                 "SELECT principal, entries, bytes FROM usage WHERE principal IN (?, '')", (principal,)
             )
         }
-        if usage.get(principal, (0, 0))[0] >= self.max_keys:
+        entries, used = usage.get(principal, (0, 0))
+        if entries >= self.max_keys or used + size > self.max_principal_bytes:
             first = db.execute(
                 "SELECT MIN(expires) FROM entries WHERE principal = ?", (principal,)
             ).fetchone()
-            return Full(principal=True, limit=self.max_keys, retry_after=_until(first[0], now))
+            unit, limit = (
+                ("keys", self.max_keys) if entries >= self.max_keys else ("bytes", self.max_principal_bytes)
+            )
+            return Full(principal=True, unit=unit, limit=limit, retry_after=_until(first[0], now))
         if usage.get("", (0, 0))[1] + size > self.max_bytes:
             first = db.execute("SELECT MIN(expires) FROM entries").fetchone()
-            return Full(principal=False, limit=self.max_bytes, retry_after=_until(first[0], now))
+            return Full(
+                principal=False, unit="bytes", limit=self.max_bytes, retry_after=_until(first[0], now)
+            )
         return None
 
     def record(
