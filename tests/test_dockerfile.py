@@ -23,6 +23,8 @@ import pytest
 from serve_support import free_port, stop_serve
 from tls_support import make_pki
 
+from gateway import __version__
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -146,11 +148,9 @@ def test_oci_labels() -> None:
     assert labels["org.opencontainers.image.licenses"] == PYPROJECT["project"]["license"]
     assert labels["org.opencontainers.image.version"] == "${VERSION}"
     default_version = next(a for w, a in runtime if w == "ARG" and a.startswith("VERSION="))
-    assert default_version == f"VERSION={PYPROJECT['project']['version']}"
+    assert default_version == f"VERSION={__version__}"
     chart = (ROOT / "deploy" / "helm" / "tubemq-gateway" / "Chart.yaml").read_text(encoding="utf-8")
-    assert f'appVersion: "{PYPROJECT["project"]["version"]}"' in chart, (
-        "the chart runs this version by default"
-    )
+    assert f'appVersion: "{__version__}"' in chart, "the chart runs this version by default"
 
 
 def test_no_pip_or_setuptools_in_the_image() -> None:
@@ -199,6 +199,10 @@ def test_the_oci_labels_name_this_project() -> None:
     assert labels["org.opencontainers.image.source"] == home
     assert labels["org.opencontainers.image.url"] == home
     assert labels["org.opencontainers.image.documentation"].startswith(home + "/")
+    # the chart names the same project (what it deploys is this gateway; TubeMQ is what it talks to)
+    chart = (ROOT / "deploy" / "helm" / "tubemq-gateway" / "Chart.yaml").read_text(encoding="utf-8")
+    assert re.search(r"^home: (\S+)$", chart, re.MULTILINE).group(1) == home  # type: ignore[union-attr]
+    assert re.findall(r"^sources:\n((?:  - \S+\n)+)", chart, re.MULTILINE) == [f"  - {home}\n"]
 
 
 def _healthcheck() -> list[str]:
