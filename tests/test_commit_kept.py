@@ -28,7 +28,7 @@ async def poll_new(service: ConsumerService, group: str, most: int) -> tuple[str
     return instance, await service.poll(group, instance, max_messages=most, timeout=2.0)
 
 
-@pytest.mark.parametrize("leave", ["delete", "expire"])
+@pytest.mark.parametrize("leave", ["delete", "expire", "stop"])
 async def test_a_new_instance_starts_after_the_committed_messages(env: Env, leave: str) -> None:
     sent = bodies(f"kept-{leave}", 12, size=10)
     await env.publish("solo", sent)
@@ -41,10 +41,13 @@ async def test_a_new_instance_starts_after_the_committed_messages(env: Env, leav
     assert (result.committed, result.pending, result.awaiting_batch) == (5, 0, 5)
     if leave == "delete":
         await service.delete(group, first)
-    else:
+    elif leave == "expire":
         service.lease = 0.0
         await service.reap()
         service.lease = 300.0
+    else:  # the gateway stops; another one serves the group
+        await service.close()
+        service = await env.service()
 
     _, again = await poll_new(service, group, 100)
     assert values(again) == sent[5:]
