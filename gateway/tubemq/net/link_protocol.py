@@ -1,7 +1,7 @@
-"""A link's asyncio protocol: reads go from the socket into one reused buffer and straight to the link (no
-StreamReader, which copied each read into its buffer and out again), and writers can wait while the
-transport has asked to pause writing. Nothing is buffered here: the link's frame decoder keeps at most the
-frame in progress, so memory stays bounded without pausing reads.
+"""A link's asyncio protocol: reads go from the socket into one reused buffer and straight to the link (not
+through a StreamReader, which would copy each read into its buffer and out again), and writers can wait
+while the transport has asked to pause writing. Nothing is buffered here: the link's frame decoder keeps at
+most the frame in progress, so memory stays bounded without pausing reads.
 """
 
 from __future__ import annotations
