@@ -150,6 +150,7 @@ class Idempotency:
         if isinstance(claim, Replay):
             return claim
         renewing = asyncio.create_task(self._renew(claim))
+        renewing.add_done_callback(_retrieved)
         try:
             answer = await publish()
         except Exception:
@@ -264,6 +265,12 @@ class Idempotency:
         store = self._store
         await asyncio.get_running_loop().run_in_executor(self._thread, store.close)
         self._thread.shutdown(wait=True)
+
+
+def _retrieved(task: asyncio.Task[None]) -> None:
+    """Take a renewal's end: an error other than the store's (which is logged where it happens) is logged."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("renewing an idempotency key failed", exc_info=task.exception())
 
 
 def _outcome(result: object) -> str:
