@@ -11,9 +11,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from auth_support import AuthFiles
 from workers_support import WorkerGateway, keyed_workers, poll_as, samples
+
+from gateway.service.retry_signature import OPEN_MODE_SECRET, SIGNATURE, RetrySigner
 
 GROUP = "victims"
 #: carol (role narrow) may publish on other_* topics only: the retry topic, never the source or "secret"
@@ -45,6 +48,17 @@ def _forged(**attributes: str) -> dict[str, Any]:
     return {"value": "forged", "streamId": GROUP, "attributes": {**base, **attributes}}
 
 
+async def _victim(client: httpx.AsyncClient, headers: dict[str, str]) -> str:
+    """An instance of the victims' group reading vsrc with the retry topic; its base path."""
+    created = await client.post(
+        f"/v1/consumers/{GROUP}",
+        json={"topics": ["vsrc"], "retryTopic": RETRY, "startPosition": "earliest"},
+        headers=headers,
+    )
+    assert created.status_code == 201, created.text
+    return f"/v1/consumers/{GROUP}/instances/{created.json()['instanceId']}"
+
+
 async def test_forged_retry_copies_are_set_aside_and_hold_nothing(
     served: tuple[WorkerGateway, AuthFiles],
 ) -> None:
@@ -55,13 +69,7 @@ async def test_forged_retry_copies_are_set_aside_and_hold_nothing(
             "/v1/topics/vsrc/messages", json={"messages": [{"value": "v1"}]}, headers=alice
         )
         assert published.status_code == 200, published.text
-        created = await own.post(
-            f"/v1/consumers/{GROUP}",
-            json={"topics": ["vsrc"], "retryTopic": RETRY, "startPosition": "earliest"},
-            headers=alice,
-        )
-        assert created.status_code == 201, created.text
-        base = f"/v1/consumers/{GROUP}/instances/{created.json()['instanceId']}"
+        base = await _victim(own, alice)
 
         # carol may not publish on the source or on "secret", but may on the retry topic
         refused = await other.post(
@@ -105,3 +113,36 @@ async def test_forged_retry_copies_are_set_aside_and_hold_nothing(
             if labels.get("group") == GROUP
         )
         assert set_aside == 3, text
+
+
+@pytest.fixture(scope="module")
+def unset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[WorkerGateway, AuthFiles]]:
+    """The same without consumers.id_secret: the supervisor makes one for its workers."""
+    with keyed_workers(
+        tmp_path_factory.mktemp("forge-unset"), 2, "--embedded-topics", f"vsrc:1,{RETRY}:1"
+    ) as pair:
+        yield pair
+
+
+async def test_without_a_secret_set_authentication_on_the_built_in_key_signs_nothing(
+    unset: tuple[WorkerGateway, AuthFiles],
+) -> None:
+    gw, files = unset
+    alice, carol = files.headers("alice"), files.headers("carol")
+    forged = _forged()
+    forged["attributes"][SIGNATURE] = RetrySigner([OPEN_MODE_SECRET.encode()]).sign(
+        forged["attributes"], b"forged"
+    )
+    async with gw.pinned(0) as own, gw.pinned(1) as other:
+        base = await _victim(own, alice)
+        answer = await other.post(f"/v1/topics/{RETRY}/messages", json={"messages": [forged]}, headers=carol)
+        assert answer.status_code == 200 and all("error" not in r for r in answer.json()["results"]), (
+            answer.text
+        )
+        async with asyncio.timeout(20):
+            while True:
+                text = (await own.get("/metrics", headers=files.headers("root"))).text
+                counted = samples(text, "tubemq_gateway_retry_copies_set_aside_total")
+                if any(labels.get("group") == GROUP and value == 1 for labels, value in counted):
+                    break
+                assert await poll_as(other, base, alice) == []  # never delivered

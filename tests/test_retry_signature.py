@@ -4,11 +4,14 @@ current or a previous one, is delivered, and its due time counts at most the lar
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.config import Settings
+from gateway.runtime import ConfigurationError, retry_secrets
 from gateway.service.redelivery import RedeliveryPolicy, parse_retried
-from gateway.service.retry_signature import SIGNATURE, RetrySigner
+from gateway.service.retry_signature import OPEN_MODE_SECRET, SIGNATURE, RetrySigner
 from gateway.tubemq.consumer import ConsumedMessage
 
 OLD, NEW = b"the-former-retry-secret", b"the-current-retry-secret"
@@ -82,3 +85,20 @@ def test_any_changed_bookkeeping_or_value_breaks_the_signature(
         assert not signer.verify({**copy.attributes, name: value}, body)
     if other_body != body:
         assert not signer.verify(copy.attributes, other_body)
+
+
+def test_the_retry_key_is_the_operators_and_built_in_only_in_open_mode() -> None:
+    def settings(mode: str, **consumers: object) -> Settings:
+        return Settings(auth={"mode": mode}, consumers=consumers)
+
+    previous = ["p" * 16]
+    assert retry_secrets(settings("required", retry_secret="r" * 16, id_secret="i" * 16)) == [b"r" * 16]
+    assert retry_secrets(settings("required", id_secret="i" * 16, previous_retry_secrets=previous)) == [
+        b"i" * 16,
+        b"p" * 16,
+    ]
+    assert retry_secrets(settings("open")) == [OPEN_MODE_SECRET.encode()]
+    # authentication on and nothing set: a secret of the run (serve --workers), never the built-in one
+    assert retry_secrets(settings("required"), "g" * 64) == [b"g" * 64]
+    with pytest.raises(ConfigurationError, match=r"consumers\.id_secret"):
+        retry_secrets(settings("required"))

@@ -123,7 +123,8 @@ class ConsumerSettings(BaseModel):
         "",
         description="secret signing the retry copies of nacked and expired messages (an instance delivers "
         "only copies signed for its group), at least 16 characters, the same on every replica and kept "
-        "across restarts; empty: id_secret as configured, else (open mode, one replica) a built-in key",
+        "across restarts; empty: id_secret as configured, else in open mode a built-in key (serve "
+        "--workers with authentication on: a secret of the run, lost at a restart)",
     )
     previous_retry_secrets: list[str] = Field(
         default_factory=list,

@@ -40,15 +40,23 @@ def consumer_id_secret(settings: Settings) -> bytes:
     return secrets.token_bytes(32)
 
 
-def retry_secrets(settings: Settings) -> list[bytes]:
+def retry_secrets(settings: Settings, generated: str | None = None) -> list[bytes]:
     """The secrets of retry copies, the signing one first: ``consumers.retry_secret``, else ``id_secret``
-    as the operator set it, else (open mode, one replica: nothing to protect from a client allowed
-    everything) :data:`~gateway.service.retry_signature.OPEN_MODE_SECRET`; then
-    ``consumers.previous_retry_secrets``. ``serve --workers N`` fills an empty id_secret with a random one
-    for its workers and sets this rule's answer as their retry_secret, so it stays what the operator
-    configured."""
+    as the operator set it, else in open mode (any client may publish and read everything there)
+    :data:`~gateway.service.retry_signature.OPEN_MODE_SECRET`, else ``generated``, a secret of this run
+    (``serve --workers N`` with authentication and no id_secret: it sets the answer as its workers'
+    retry_secret); then ``consumers.previous_retry_secrets``. Raises ConfigurationError when none is
+    there (authentication on, no secret set)."""
     c = settings.consumers
-    current = c.retry_secret or c.id_secret or OPEN_MODE_SECRET
+    current = (
+        c.retry_secret or c.id_secret or (OPEN_MODE_SECRET if settings.auth.mode == "open" else generated)
+    )
+    if not current:
+        raise ConfigurationError(
+            "auth.mode is required but neither consumers.retry_secret nor consumers.id_secret is set: set "
+            "the same secret on every replica, e.g. TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET=$(openssl rand -hex "
+            "32) (the Helm chart generates one)"
+        )
     return [s.encode("utf-8") for s in (current, *c.previous_retry_secrets)]
 
 

@@ -206,13 +206,19 @@ class Supervisor:
         updates.update(per_worker_limits(settings, self.count))
         if not settings.consumers.id_secret:
             # The workers of this replica check each other's instance ids: one secret for all of them.
-            # Retry copies outlive the processes: their secret stays the one the operator's settings give.
+            # Retry copies outlive the processes: their secret stays the one the operator's settings give,
+            # and only without one (authentication on) is it this run's.
             shared = updates["consumers"]
             assert isinstance(shared, ConsumerSettings)
-            retry = retry_secrets(settings)[0].decode("utf-8")
-            updates["consumers"] = shared.model_copy(
-                update={"id_secret": secrets.token_hex(32), "retry_secret": retry}
-            )
+            generated = secrets.token_hex(32)
+            retry = retry_secrets(settings, generated)[0].decode("utf-8")
+            if retry == generated:
+                log.warning(
+                    "consumers.id_secret and consumers.retry_secret are not set: retry copies of nacked "
+                    "messages are signed with a secret of this run, and those left in retry topics when it "
+                    "stops are set aside (not delivered) after a restart; set consumers.id_secret"
+                )
+            updates["consumers"] = shared.model_copy(update={"id_secret": generated, "retry_secret": retry})
         return settings.model_copy(update=updates)
 
     def _reserve(self, what: str, host: str, port: int) -> int:
