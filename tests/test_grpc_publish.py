@@ -327,7 +327,7 @@ async def test_publish_stream_reads_at_most_window_ahead_of_the_acks(gw: Gateway
             )
 
     acked = 0
-    async for answer in publish_stream(gw.runtime.publish, _read(requests()), window):
+    async for answer in publish_stream(gw.runtime.publish, _read(requests()), window, gw.runtime.idempotent):
         for ack in pb.PublishStreamResponse.FromString(answer).acks:
             assert ack.sequence == acked and ack.WhichOneof("outcome") == "stored"
             acked += 1
@@ -340,7 +340,7 @@ async def test_publish_stream_reads_at_most_window_ahead_of_the_acks(gw: Gateway
 async def test_a_request_bigger_than_the_window_still_goes_through(gw: Gateway) -> None:
     assert gw.runtime.publish is not None
     requests = _requests("demo", [message(f"b{i}") for i in range(50)], per_request=50)
-    answers = [r async for r in publish_stream(gw.runtime.publish, _read(requests), 8)]
+    answers = [r async for r in publish_stream(gw.runtime.publish, _read(requests), 8, gw.runtime.idempotent)]
     responses = [pb.PublishStreamResponse.FromString(answer) for answer in answers]
     assert [a.sequence for r in responses for a in r.acks] == list(range(50))
 

@@ -3,7 +3,8 @@ the embedded cluster): a retry on the other worker gets the first answer, marked
 nothing; the same key with another body is 422, a malformed key 400, a key still in flight 409 with
 Retry-After; keys are the principal's own; a reservation whose holder died frees itself after the lease;
 a store that cannot be written answers keyed publishes 503 and leaves unkeyed ones alone. gRPC Publish
-takes the key in its metadata with the same steps and statuses; PublishStream refuses it."""
+takes the key in its metadata with the same steps and statuses; a PublishStream batch in its
+idempotency_key, sharing the key with Publish."""
 
 from __future__ import annotations
 
@@ -259,3 +260,52 @@ async def test_grpc_publish_replays_on_either_worker_and_refuses_what_rest_does(
                 pass
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "Publish only" in (refused.value.details() or "")
+
+
+async def test_a_stream_batch_with_a_key_is_acked_from_the_first_answer_in_any_stream(
+    served: tuple[WorkerGateway, AuthFiles],
+) -> None:
+    gateway, files = served
+    messages = [pb.Message(value=b"s0", partition=2), pb.Message(value=b"s1", partition=2)]
+
+    async def stream(batches: list[pb.PublishStreamRequest]) -> list[pb.PublishAck]:
+        async def requests() -> Any:
+            for batch in batches:
+                yield batch
+
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.grpc_port}") as channel:
+            stub = gateway_pb2_grpc.GatewayServiceStub(channel)
+            call = stub.PublishStream(requests(), metadata=files.metadata("alice"), timeout=20)
+            return [ack async for response in call for ack in response.acks]
+
+    async with gateway.pinned(0) as rest:
+        before = await _offset(rest, files, 2)
+    plain = pb.PublishStreamRequest(topic="demo", messages=[pb.Message(value=b"p", partition=2)])
+    keyed = pb.PublishStreamRequest(messages=messages, idempotency_key="stream-1")
+    first = await stream([plain, keyed])
+    assert [a.sequence for a in first] == [0, 1, 2] and not any(a.replayed for a in first)
+    # another stream: the same batch at another place in it, and a batch reusing the key with other messages
+    reused = pb.PublishStreamRequest(
+        messages=[pb.Message(value=b"x", partition=2)], idempotency_key="stream-1"
+    )
+    again = await stream(
+        [pb.PublishStreamRequest(topic="demo", messages=messages, idempotency_key="stream-1"), reused]
+    )
+    assert [a.sequence for a in again] == [0, 1, 2]
+    assert [a.replayed for a in again[:2]] == [True, True]
+    assert [a.stored for a in again[:2]] == [a.stored for a in first[1:]]
+    assert again[2].HasField("error") and again[2].error.code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert "idempotencyKey" in again[2].error.message
+    # Publish with the stream batch's key and messages gets the same receipts
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway.grpc_port}") as channel:
+        call = gateway_pb2_grpc.GatewayServiceStub(channel).Publish(
+            pb.PublishRequest(topic="demo", messages=messages),
+            metadata=(*files.metadata("alice"), ("idempotency-key", "stream-1")),
+            timeout=10,
+        )
+        unary = await call
+        assert dict(await call.trailing_metadata() or ()).get("idempotent-replayed") == "true"
+    assert [r.stored for r in unary.results] == [a.stored for a in first[1:]]
+    async with gateway.pinned(1) as rest:
+        step = first[0].stored.offset - before
+        assert await _offset(rest, files, 2) == before + 4 * step  # plain, s0, s1: stored once each

@@ -19,6 +19,7 @@ from gateway.grpc.proto_wire import read_varint, varint
 from gateway.grpc.publish_wire import (
     PublishBatch,
     decode_publish,
+    decode_stream_publish,
     failed_acks,
     publish_handlers,
     publish_response,
@@ -197,8 +198,18 @@ def test_the_publish_methods_read_their_requests_by_hand() -> None:
     }
     replaced = publish_handlers(handlers)
     assert replaced["Publish"].request_deserializer is decode_publish
-    assert replaced["PublishStream"].request_deserializer is decode_publish
+    assert replaced["PublishStream"].request_deserializer is decode_stream_publish
     assert replaced["GetTopic"] is handlers["GetTopic"]
+
+
+@given(st.text(max_size=20), st.lists(st.binary(max_size=8), max_size=3), st.text(max_size=12))
+def test_a_stream_request_is_read_with_its_idempotency_key(topic: str, values: list[bytes], key: str) -> None:
+    request = pb.PublishStreamRequest(
+        topic=topic, messages=[pb.Message(value=v) for v in values], idempotency_key=key
+    )
+    batch = decode_stream_publish(request.SerializeToString())
+    plain = decode_publish(pb.PublishRequest(topic=topic, messages=request.messages).SerializeToString())
+    assert (batch.topic, batch.messages, batch.key) == (plain.topic, plain.messages, key or None)
 
 
 def _handler(kind: Any) -> Any:

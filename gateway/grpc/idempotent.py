@@ -1,17 +1,34 @@
-"""The idempotency key of a gRPC ``Publish`` (metadata ``idempotency-key``), the fingerprint of its batch,
-and what the key keeps of its answer: the gRPC side of :mod:`gateway.service.idempotency`, whose steps
-(:meth:`~gateway.service.idempotency.Idempotency.run`) the servicer takes around the publish."""
+"""The idempotency key of a gRPC ``Publish`` (metadata ``idempotency-key``) and of a ``PublishStream`` batch
+(its ``idempotency_key``), the fingerprint of a batch, and what the key keeps of the answer (the batch's
+``PublishResponse``, whichever way it came, so a stream's batch and a Publish of the same messages share a
+key): the gRPC side of :mod:`gateway.service.idempotency`, whose steps
+(:meth:`~gateway.service.idempotency.Idempotency.run`) are taken around the publish."""
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 import grpc
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from gateway.grpc.publish_wire import PublishBatch
-from gateway.service.errors import InvalidInput
-from gateway.service.idempotency import fingerprint, parse_key
+from gateway.grpc.proto_wire import varint
+from gateway.grpc.publish_wire import PublishBatch, publish_response, stream_acks
+from gateway.service.errors import InvalidInput, renamed_fields
+from gateway.service.idempotency import Idempotency, Replay, fingerprint, parse_key
+from gateway.service.publish import PublishOutcome
 
-__all__ = ["KEY_METADATA", "REPLAYED_METADATA", "batch_fingerprint", "kept", "metadata_key", "no_stream_key"]
+__all__ = [
+    "KEY_METADATA",
+    "REPLAYED_METADATA",
+    "batch_fingerprint",
+    "kept",
+    "keyed_stream_acks",
+    "metadata_key",
+    "no_stream_key",
+]
+
+#: the ``PublishStreamRequest`` field of a batch's key, as errors name it (proto3 JSON)
+KEY_FIELD = "idempotencyKey"
 
 #: the call metadata carrying an idempotency key, and the trailer marking a replayed answer
 KEY_METADATA = "idempotency-key"
@@ -30,13 +47,12 @@ def metadata_key(context: grpc.aio.ServicerContext) -> str | None:
 
 
 def no_stream_key(context: grpc.aio.ServicerContext) -> None:
-    """Refuse a PublishStream carrying an idempotency key (INVALID_ARGUMENT): a stream's acks are numbered
-    by its own sequence, so a key cannot give one back; send keyed batches with Publish."""
+    """Refuse a PublishStream whose metadata carries an idempotency key (INVALID_ARGUMENT): one key cannot
+    answer a stream's several batches; each batch carries its own (``idempotency_key``)."""
     if any(k == KEY_METADATA for k, _ in context.invocation_metadata() or ()):
         raise InvalidInput(
-            f"{KEY_METADATA} is taken by Publish only: PublishStream acks number messages by the stream's "
-            "own sequence, so a retry cannot be answered with them; publish the batches that need the key "
-            "with Publish",
+            f"{KEY_METADATA} metadata is taken by Publish only: on PublishStream give each batch its own key "
+            "in PublishStreamRequest.idempotency_key",
             field=KEY_METADATA,
         )
 
@@ -60,3 +76,43 @@ def kept(answer: pb.PublishResponse | bytes) -> tuple[int, bytes]:
     if isinstance(answer, bytes):
         return 200, answer
     return 207, answer.SerializeToString()
+
+
+async def keyed_stream_acks(
+    keys: Idempotency,
+    topic: str,
+    batch: PublishBatch,
+    first: int,
+    publish: Callable[[], Awaitable[list[PublishOutcome]]],
+) -> bytes:
+    """The acks of a PublishStream batch carrying an idempotency key (its first message being the stream's
+    ``first``): the steps of :meth:`Idempotency.run` around ``publish``, keeping the batch's
+    ``PublishResponse`` when some message was stored; a replay is acked from that answer, ``replayed`` set.
+    Raises what the steps raise (the caller acks every message of the batch with it)."""
+    key = parse_key(batch.key, field=KEY_FIELD)
+    assert key is not None
+
+    def stored(outcomes: list[PublishOutcome]) -> tuple[int, bytes] | None:
+        if not any(o.ok for o in outcomes):
+            return None  # nothing stored: the key is freed for a retry
+        return kept(publish_response(topic, outcomes))
+
+    with renamed_fields({"idempotency_key": KEY_FIELD}):
+        answer = await keys.run(topic, key, batch_fingerprint(batch), publish, stored)
+    if isinstance(answer, Replay):
+        return _replayed_acks(first, answer.body)
+    return stream_acks(first, answer)
+
+
+def _replayed_acks(first: int, body: bytes) -> bytes:
+    """The acks of a batch from its recorded ``PublishResponse``, numbered from ``first``, marked replayed."""
+    parts = []
+    for result in pb.PublishResponse.FromString(body).results:
+        ack = pb.PublishAck(sequence=first + result.index, replayed=True)
+        if result.HasField("stored"):
+            ack.stored.CopyFrom(result.stored)
+        else:
+            ack.error.CopyFrom(result.error)
+        data = ack.SerializeToString()
+        parts.append(b"\x0a%b%b" % (varint(len(data)), data))
+    return b"".join(parts)

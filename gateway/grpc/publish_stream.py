@@ -26,9 +26,14 @@ from typing import Any
 
 from gateway.grpc.call_budget import claim_message_bytes
 from gateway.grpc.call_outcome import forget_failures, forget_frames
+from gateway.grpc.idempotent import keyed_stream_acks
 from gateway.grpc.publish_wire import PublishBatch, failed_acks, stream_acks
 from gateway.service.errors import InvalidInput, ServiceError
-from gateway.service.publish import OutgoingMessage, PublishService
+from gateway.service.idempotency import Idempotency
+from gateway.service.publish import OutgoingMessage, PublishOutcome, PublishService
+
+#: the idempotency keys, looked up when a batch carries one (raises Unavailable when they cannot be used)
+Keys = Callable[[], Idempotency]
 
 _Chain = tuple[str, str, Any]
 
@@ -45,12 +50,13 @@ class _Flight:
 
 
 async def publish_stream(
-    service: PublishService, requests: AsyncIterable[PublishBatch], window: int
+    service: PublishService, requests: AsyncIterable[PublishBatch], window: int, keys: Keys
 ) -> AsyncIterator[bytes]:
     """Serialized ``PublishStreamResponse`` for ``requests``: every message acked once, in order; at most
-    ``window`` messages (or one bigger request) read and not yet acknowledged."""
+    ``window`` messages (or one bigger request) read and not yet acknowledged. A batch with an idempotency
+    key is published through the steps of ``keys()`` (:func:`~gateway.grpc.idempotent.keyed_stream_acks`)."""
     flight = _Flight(window, asyncio.Semaphore(window))
-    reader = asyncio.create_task(_read(service, requests, flight), name="grpc-publish-stream-reader")
+    reader = asyncio.create_task(_read(service, requests, flight, keys), name="grpc-publish-stream-reader")
     try:
         while True:
             while not flight.batches:
@@ -75,7 +81,9 @@ async def publish_stream(
             await reader
 
 
-async def _read(service: PublishService, requests: AsyncIterable[PublishBatch], flight: _Flight) -> None:
+async def _read(
+    service: PublishService, requests: AsyncIterable[PublishBatch], flight: _Flight, keys: Keys
+) -> None:
     topic = ""
     sequence = 0
     # Last batch of each ordering chain (topic + key, or topic + partition), for the next one to wait for.
@@ -92,7 +100,7 @@ async def _read(service: PublishService, requests: AsyncIterable[PublishBatch], 
                 await flight.slots.acquire()
             chains = _chains(topic, request.messages)
             before = {tails[c] for c in chains if c in tails}
-            task = asyncio.create_task(_publish(service, topic, request, sequence, before))
+            task = asyncio.create_task(_publish(service, topic, request, sequence, before, keys))
             # the request's bytes stay counted in the process's in-flight publish bytes until it is acked
             task.add_done_callback(_releasing(claim_message_bytes()))
             for chain in chains:
@@ -134,18 +142,26 @@ async def _publish(
     request: PublishBatch,
     first: int,
     before: set[asyncio.Task[bytes]],
+    keys: Keys,
 ) -> bytes:
     count = len(request.messages)
+
+    async def publish() -> list[PublishOutcome]:
+        outcomes = await service.publish(topic, request.messages)
+        forget_failures(outcomes)
+        return outcomes
+
     try:
         if before:
             await asyncio.wait(before)
         if not topic:
             raise InvalidInput("topic is required on the first request of the stream", field="topic")
-        outcomes = await service.publish(topic, request.messages)
+        if request.key is not None:
+            return await keyed_stream_acks(keys(), topic, request, first, publish)
+        outcomes = await publish()
     except ServiceError as exc:
         forget_frames(exc)
         return failed_acks(first, count, exc)
     finally:
         request.release()
-    forget_failures(outcomes)
     return stream_acks(first, outcomes)

@@ -43,6 +43,7 @@ __all__ = [
     "PublishBatch",
     "decode_publish",
     "decode_publish_py",
+    "decode_stream_publish",
     "encode_stored",
     "encode_stored_py",
     "failed_acks",
@@ -60,6 +61,8 @@ class PublishBatch:
 
     topic: str
     messages: list[OutgoingMessage]
+    #: a ``PublishStreamRequest``'s ``idempotency_key`` (None: none)
+    key: str | None = None
 
     def release(self) -> None:
         """Drop the messages once their publish ended: grpc.aio keeps a call's last request (its request
@@ -93,6 +96,22 @@ def decode_publish_py(raw: bytes) -> PublishBatch:
     except (_Irregular, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
         request = pb.PublishRequest.FromString(raw)  # raises DecodeError as it always did
         return PublishBatch(request.topic, [outgoing(m) for m in request.messages])
+
+
+def decode_stream_publish(raw: bytes) -> PublishBatch:
+    """The batch of a serialized ``PublishStreamRequest``: :func:`decode_publish` reads the plain encoding
+    (topic and messages); one with an ``idempotency_key`` (a field the plain encoding has not) is read by the
+    protobuf library."""
+    if _compiled is not None:
+        read = _compiled.decode_publish(raw, OutgoingMessage)
+        if read is not NotImplemented:
+            return PublishBatch(*read)
+    try:
+        return _decode(raw)
+    except (_Irregular, IndexError, ValueError):
+        request = pb.PublishStreamRequest.FromString(raw)
+        messages = [outgoing(m) for m in request.messages]
+        return PublishBatch(request.topic, messages, request.idempotency_key or None)
 
 
 def leading_topic(head: bytes) -> str | None:
@@ -320,14 +339,11 @@ def failed_acks(first: int, count: int, error: ServiceError) -> bytes:
 
 # --- registration -----------------------------------------------------------------------------------------
 
-#: the methods whose requests :func:`decode_publish` reads
-PUBLISH_METHODS = ("Publish", "PublishStream")
-
 
 def publish_handlers(handlers: Mapping[str, grpc.RpcMethodHandler]) -> dict[str, grpc.RpcMethodHandler]:
     """``handlers`` (method name -> handler, as the generated ``add_*_to_server`` builds them) with the
-    publish methods' requests read by :func:`decode_publish`."""
+    publish methods' requests read by :func:`decode_publish` and :func:`decode_stream_publish`."""
     replaced = dict(handlers)
-    for name in PUBLISH_METHODS:
-        replaced[name] = replaced[name]._replace(request_deserializer=decode_publish)
+    replaced["Publish"] = replaced["Publish"]._replace(request_deserializer=decode_publish)
+    replaced["PublishStream"] = replaced["PublishStream"]._replace(request_deserializer=decode_stream_publish)
     return replaced

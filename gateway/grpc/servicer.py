@@ -142,7 +142,9 @@ class GatewayServicer(ConsumerRpcs):
         self, requests: AsyncIterable[PublishBatch], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
         no_stream_key(context)
-        async for response in publish_stream(self._publisher(), requests, self._window):
+        async for response in publish_stream(
+            self._publisher(), requests, self._window, self._runtime.idempotent
+        ):
             yield response
 
     async def GetTopic(

@@ -89,22 +89,26 @@ class PublishResponse(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., results: _Optional[_Iterable[_Union[PublishResult, _Mapping]]] = ..., failed: _Optional[int] = ...) -> None: ...
 
 class PublishStreamRequest(_message.Message):
-    __slots__ = ("topic", "messages")
+    __slots__ = ("topic", "messages", "idempotency_key")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     topic: str
     messages: _containers.RepeatedCompositeFieldContainer[Message]
-    def __init__(self, topic: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, topic: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class PublishAck(_message.Message):
-    __slots__ = ("sequence", "stored", "error")
+    __slots__ = ("sequence", "stored", "error", "replayed")
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     STORED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    REPLAYED_FIELD_NUMBER: _ClassVar[int]
     sequence: int
     stored: Receipt
     error: _status_pb2.Status
-    def __init__(self, sequence: _Optional[int] = ..., stored: _Optional[_Union[Receipt, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+    replayed: bool
+    def __init__(self, sequence: _Optional[int] = ..., stored: _Optional[_Union[Receipt, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
 class PublishStreamResponse(_message.Message):
     __slots__ = ("acks",)

@@ -126,7 +126,8 @@ class GatewayServiceServicer:
         grpc.stream_window messages are in flight (read but not yet acknowledged; a bigger request counts as
         the window); beyond that the gateway stops reading and HTTP/2 flow control holds the sender back. An
         error ack never ends the stream. Half-close the request stream to finish: the remaining acks follow,
-        then OK. Refuses an idempotency-key (INVALID_ARGUMENT): publish keyed batches with Publish.
+        then OK. A batch carries its own idempotency key (PublishStreamRequest.idempotency_key); the call
+        metadata idempotency-key is refused (INVALID_ARGUMENT): one key cannot answer several batches.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
