@@ -41,6 +41,7 @@ async def replica(
     *,
     pki: Pki | None = None,
     auth: dict[str, Any] | None = None,
+    rate_limits: dict[str, Any] | None = None,
     **consumers: Any,
 ) -> AsyncIterator[Replica]:
     tls: dict[str, Any] = {}
@@ -59,6 +60,7 @@ async def replica(
         http_port=http_port,
         grpc={"port": grpc_port},
         auth=auth or files.auth_settings(),
+        rate_limits=rate_limits or {},
         producer={"heartbeat_interval": 0.5},
         consumers={
             "heartbeat_interval": 0.1,
