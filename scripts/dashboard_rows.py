@@ -196,12 +196,15 @@ def consume_row() -> Row:
             Panel(
                 "Nacks, retries and dead letters",
                 "Per-message redelivery per second: messages clients nacked, deadlines that passed "
-                "uncommitted, copies stored in the retry topic and in the dead-letter topic.",
+                "uncommitted, copies stored in the retry topic and in the dead-letter topic, and messages of "
+                "a retry topic set aside (not copies the gateway signed for the group: published there by "
+                "another client, or signed with a secret no longer configured).",
                 [
                     (rate("nacks_total", "group"), "{{group}} nacked"),
                     (rate("deadlines_expired_total", "group"), "{{group}} deadline passed"),
                     (rate("retries_published_total", "group"), "{{group}} retried"),
                     (rate("dead_letters_total", "group"), "{{group}} dead-lettered"),
+                    (rate("retry_copies_set_aside_total", "group"), "{{group}} set aside"),
                 ],
                 unit="ops",
             ),

@@ -185,6 +185,7 @@ class EventMetrics:
                 self.m.deadlines_expired,
                 self.m.retries_published,
                 self.m.dead_letters,
+                self.m.retry_copies_set_aside,
             ):
                 family.labels(group=g)
         return pair
