@@ -13,8 +13,9 @@ one of its own) and the wall time per request, the median of ``R`` rounds:
   transactions); ``replayed``: the keys of the previous round again (one store read, nothing published);
 * with 1 message per request and with 100-message batches (``--batch``).
 
-The store is the replica's SQLite database (this process's private directory). It prints numbers and
-asserts only that every answer is what the case expects.
+The store is the replica's SQLite database (this process's private directory), or with ``--redis-url`` a
+Redis (a loopback one: ``redis-server --port 6390 --save ''``). It prints numbers and asserts only that every
+answer is what the case expects.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -77,7 +79,20 @@ async def bench(args: argparse.Namespace) -> None:
         cluster = EmbeddedCluster([TopicSpec(args.topic, 4)], brokers=1)
         await cluster.start()
         masters = ",".join(str(a) for a in cluster.master_addresses)
-    runtime = Runtime(Settings(masters=masters, log_level="warning", limits={"max_batch_messages": 1000}))
+    idempotency: dict[str, Any] = {}
+    if args.redis_url:
+        idempotency = {
+            "redis_url": args.redis_url,
+            "redis_password": os.environ.get("REDIS_PASSWORD") or None,
+        }
+    runtime = Runtime(
+        Settings(
+            masters=masters,
+            log_level="warning",
+            limits={"max_batch_messages": 1000},
+            idempotency=idempotency,
+        )
+    )
     await runtime.start()
     try:
         transport = httpx.ASGITransport(app=create_app(runtime=runtime))
@@ -120,6 +135,11 @@ def main() -> None:
     )
     parser.add_argument("--master", default="", help="a loopback TubeMQ master host:port (default: embedded)")
     parser.add_argument("--topic", default="demo", help="the topic published to (default demo)")
+    parser.add_argument(
+        "--redis-url",
+        default="",
+        help="keep the keys in this Redis (password: REDIS_PASSWORD); default SQLite",
+    )
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)

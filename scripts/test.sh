@@ -22,5 +22,7 @@ echo "== mypy"
 ./scripts/ensure_chromium.sh
 # nginx (HTTP and grpc_pass) for the topology test: 2 replicas x 2 workers behind a real proxy.
 ./scripts/ensure_nginx.sh
+# redis-server for idempotent publish with a store every replica shares.
+./scripts/ensure_redis.sh
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 __all__ = [
@@ -264,6 +264,19 @@ class IdempotencySettings(BaseModel):
     )
     store_timeout: float = Field(
         2.0, gt=0, description="seconds a store call may wait for the store (then the keyed publish is 503)"
+    )
+    redis_url: str | None = Field(
+        None,
+        description="redis://host:6379/0 (rediss:// for TLS): keep the keys in this Redis, which every "
+        "replica shares (needed with consumers.replicas above 1); unset: the replica's own SQLite database",
+    )
+    redis_password: SecretStr | None = Field(
+        None, description="the Redis password (kept out of redis_url, e.g. from a Kubernetes Secret)"
+    )
+    redis_prefix: str = Field(
+        "tubemq-gateway:idempotency:",
+        min_length=1,
+        description="prefix of every Redis key the gateway writes",
     )
 
 

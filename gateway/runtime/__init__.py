@@ -47,7 +47,9 @@ from gateway.service.group_lag import LagMonitor
 from gateway.service.group_lag_reads import GroupLagReads
 from gateway.service.group_offsets import GroupOffsetsReader
 from gateway.service.idempotency import Idempotency
-from gateway.service.idempotency_store import StoredKeys
+from gateway.service.idempotency_local import LocalKeys
+from gateway.service.idempotency_redis import RedisKeys
+from gateway.service.idempotency_store import KeyStore, StoredKeys
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
@@ -240,30 +242,47 @@ class Runtime:
         self._ledger = RegistrationLedger(path, self.events)
 
     def _idempotency(self) -> Idempotency:
-        """The store of the replica's idempotency keys: a SQLite database in the replica's private directory
-        (the supervisor's with ``serve --workers N``, else one of this process), shared by its workers."""
-        if self.worker is not None:
-            directory = self.worker.socket_dir
-        else:
-            directory = self._own_dir = Path(tempfile.mkdtemp(prefix="tubemq-gateway-idempotency-"))
+        """The store of the idempotency keys: the Redis of ``idempotency.redis_url``, which every replica
+        shares; else a SQLite database in the replica's private directory (the supervisor's with ``serve
+        --workers N``, else one of this process), shared by its workers."""
         i = self.settings.idempotency
-        store = StoredKeys(
-            directory / "idempotency.sqlite3",
-            max_keys=i.max_keys_per_principal,
-            max_principal_bytes=i.max_bytes_per_principal,
-            max_bytes=i.max_store_bytes,
-            timeout=i.store_timeout,
-        )
+        store: KeyStore
+        if i.redis_url:
+            store = RedisKeys(
+                i.redis_url,
+                password=i.redis_password.get_secret_value() if i.redis_password is not None else None,
+                prefix=i.redis_prefix,
+                max_keys=i.max_keys_per_principal,
+                max_principal_bytes=i.max_bytes_per_principal,
+                max_bytes=i.max_store_bytes,
+                timeout=i.store_timeout,
+            )
+        else:
+            if self.worker is not None:
+                directory = self.worker.socket_dir
+            else:
+                directory = self._own_dir = Path(tempfile.mkdtemp(prefix="tubemq-gateway-idempotency-"))
+            store = LocalKeys(
+                StoredKeys(
+                    directory / "idempotency.sqlite3",
+                    max_keys=i.max_keys_per_principal,
+                    max_principal_bytes=i.max_bytes_per_principal,
+                    max_bytes=i.max_store_bytes,
+                    timeout=i.store_timeout,
+                )
+            )
         return Idempotency(store, self.events, window=i.window_seconds, lease=i.lease_seconds)
 
     def idempotent(self) -> Idempotency:
         """The idempotency keys; Unavailable while starting or stopping, and when several replicas serve
-        (``consumers.replicas`` above 1): this replica's store does not see the others' keys."""
-        if self.settings.consumers.replicas > 1:
+        (``consumers.replicas`` above 1) without a shared store (``idempotency.redis_url``): this replica's
+        own store does not see the others' keys."""
+        s = self.settings
+        if s.consumers.replicas > 1 and not s.idempotency.redis_url:
             raise Unavailable(
-                f"publishing with an Idempotency-Key needs a store all {self.settings.consumers.replicas} "
-                "replicas share, and this gateway keeps its keys per replica: publish without the key, or "
-                "run one replica",
+                f"publishing with an Idempotency-Key needs a store all {s.consumers.replicas} replicas "
+                "share, and this gateway keeps its keys per replica: set idempotency.redis_url, or publish "
+                "without the key",
                 retry_after=60.0,
             )
         return _serving(self.idempotency)

@@ -28,7 +28,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -44,10 +43,10 @@ from gateway.service.errors import (
 from gateway.service.idempotency_store import (
     Full,
     InFlight,
+    KeyStore,
     Mismatch,
     Replay,
     Reserved,
-    StoredKeys,
     StoreFailed,
 )
 from gateway.service.principal import current_principal
@@ -106,23 +105,22 @@ class Claim:
 
 
 class Idempotency:
-    """The keys of ``store``, its blocking calls run on one thread of this process; see the module docstring.
-    ``window``: seconds an answer is kept; ``lease``: seconds a reservation lasts without an answer."""
+    """The keys of ``store``; see the module docstring. ``window``: seconds an answer is kept; ``lease``:
+    seconds a reservation lasts without being renewed."""
 
-    def __init__(self, store: StoredKeys, events: EventBus, *, window: float, lease: float) -> None:
+    def __init__(self, store: KeyStore, events: EventBus, *, window: float, lease: float) -> None:
         self._store = store
         self._events = events
         self.window = window
         self.lease = lease
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="idempotency")
 
     def __repr__(self) -> str:
         return f"<Idempotency {self._store!r} window={self.window}s lease={self.lease}s>"
 
-    async def _call(self, step: str, call: Callable[[], _T]) -> _T:
+    async def _call(self, step: str, call: Callable[[], Awaitable[_T]]) -> _T:
         started = time.perf_counter()
         try:
-            result = await asyncio.get_running_loop().run_in_executor(self._thread, call)
+            result = await call()
         except StoreFailed as exc:
             self._events.emit(IdempotencyChecked(step, "store_error", time.perf_counter() - started))
             log.warning("idempotency store failed", extra={"step": step, "error": str(exc)})
@@ -262,9 +260,7 @@ class Idempotency:
             log.warning("an idempotency key was not released; it frees itself after the lease")
 
     async def close(self) -> None:
-        store = self._store
-        await asyncio.get_running_loop().run_in_executor(self._thread, store.close)
-        self._thread.shutdown(wait=True)
+        await self._store.close()
 
 
 def _retrieved(task: asyncio.Task[None]) -> None:

@@ -15,8 +15,9 @@ per-principal and total usage in ``usage`` (the total under the empty principal)
 lookup. Expired rows are removed a few at a time on every
 reservation and all at once when a bound is reached.
 
-The methods block (SQLite waits up to ``timeout`` for the write lock): the asynchronous owner
-(:class:`gateway.service.idempotency.Idempotency`) runs them on one thread of its own.
+The methods block (SQLite waits up to ``timeout`` for the write lock):
+:class:`gateway.service.idempotency_local.LocalKeys` runs them on one thread of its own. This module also
+holds what every store answers (:data:`Reservation`) and what a store is (:class:`KeyStore`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["Full", "InFlight", "Mismatch", "Replay", "Reserved", "StoreFailed", "StoredKeys"]
+__all__ = [
+    "Full",
+    "InFlight",
+    "KeyStore",
+    "Mismatch",
+    "Replay",
+    "Reservation",
+    "Reserved",
+    "StoreFailed",
+    "StoredKeys",
+]
 
 #: bytes a row costs besides its key, topic, principal, fingerprint and answer (an estimate of SQLite's
 #: row and index overhead; what the total bound counts)
@@ -104,6 +116,27 @@ class Full:
 
 
 Reservation = Reserved | Replay | InFlight | Mismatch | Full
+
+
+class KeyStore(Protocol):
+    """Where idempotency keys are kept, as :class:`gateway.service.idempotency.Idempotency` uses it: the
+    replica's SQLite database (:class:`gateway.service.idempotency_local.LocalKeys`) or a Redis every replica
+    shares (:class:`gateway.service.idempotency_redis.RedisKeys`). Each method raises :class:`StoreFailed`
+    when the store cannot answer."""
+
+    async def reserve(
+        self, principal: str, topic: str, key: str, fingerprint: bytes, *, lease: float
+    ) -> Reservation: ...
+
+    async def renew(self, principal: str, topic: str, key: str, token: bytes, *, lease: float) -> bool: ...
+
+    async def record(
+        self, principal: str, topic: str, key: str, token: bytes, status: int, body: bytes, *, window: float
+    ) -> bool: ...
+
+    async def release(self, principal: str, topic: str, key: str, token: bytes) -> None: ...
+
+    async def close(self) -> None: ...
 
 
 class StoredKeys:
