@@ -3,13 +3,12 @@ from plain dicts on the hot path and documented by them)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.api.contract_types import (
     Attributes,
     Encoding,
+    LagSource,
     MessageValue,
     SeekPosition,
     SeekTime,
@@ -240,11 +239,7 @@ class GroupLagResponse(BaseModel):
     )
     lag: int = Field(description="the topics' lag summed")
     topics: list[TopicLagOut]
-    source: Literal["tubemq", "gateway"] = Field(
-        description="tubemq: the brokers' committed offsets; gateway: no broker holds an offset of the group "
-        "yet (the broker writes them every few seconds after a group's first commit), so these are the read "
-        "positions of this gateway's instances of the group (none when they are on another worker or replica)"
-    )
+    source: LagSource
 
 
 class PartitionHeld(BaseModel):

@@ -142,3 +142,16 @@ ShieldReason = TypeAliasType(
         ),
     ],
 )
+
+LagSource = TypeAliasType(
+    "LagSource",
+    Annotated[
+        Literal["tubemq", "gateway"],
+        Field(
+            description="tubemq: the brokers' committed offsets; gateway: no broker holds an offset of the "
+            "group yet (the broker writes them every few seconds after a group's first commit), so these are "
+            "the read positions of this gateway's instances of the group (none when they are on another "
+            "worker or replica)"
+        ),
+    ],
+)

@@ -195,6 +195,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                         ],
                     }
                 ],
+                "source": "tubemq",
             },
             "404": _error(
                 "not_found",
@@ -276,8 +277,20 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                         "pendingMessages": 1,
                         "bufferedMessages": 0,
                         "idleSeconds": 0.166,
+                        "lag": 2,
                         "partitions": [
-                            {**p, "topic": "demo", "currOffset": 0, "maxOffset": 28, "lag": 1, "inUse": False}
+                            {
+                                **p,
+                                "topic": "demo",
+                                "store": f"1:demo:{p['partitionId'] // 10000}",
+                                "currOffset": 0,
+                                "maxOffset": 28,
+                                "readPosition": 0,
+                                "deliveredTo": 28,
+                                "endOffset": 28,
+                                "lag": 1,
+                                "inUse": False,
+                            }
                             for p in _PARTITIONS
                         ],
                     }
@@ -287,7 +300,18 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                         "group": "orders-etl",
                         "consumers": 1,
                         "readAt": 1795730000000,
-                        "partitions": [{**p, "topic": "demo", "lag": 1} for p in _PARTITIONS],
+                        "lag": 2,
+                        "partitions": [
+                            {
+                                **p,
+                                "topic": "demo",
+                                "store": f"1:demo:{p['partitionId'] // 10000}",
+                                "committedOffset": 0,
+                                "endOffset": 28,
+                                "lag": 1,
+                            }
+                            for p in _PARTITIONS
+                        ],
                     }
                 ],
                 "incompleteWorkers": [],
