@@ -282,7 +282,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                             {
                                 **p,
                                 "topic": "demo",
-                                "store": f"1:demo:{p['partitionId'] // 10000}",
+                                "store": f"1:demo:{int(p['partitionId']) // 10000}",
                                 "currOffset": 0,
                                 "maxOffset": 28,
                                 "readPosition": 0,
@@ -305,7 +305,7 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
                             {
                                 **p,
                                 "topic": "demo",
-                                "store": f"1:demo:{p['partitionId'] // 10000}",
+                                "store": f"1:demo:{int(p['partitionId']) // 10000}",
                                 "committedOffset": 0,
                                 "endOffset": 28,
                                 "lag": 1,
