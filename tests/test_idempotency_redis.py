@@ -105,6 +105,39 @@ async def test_two_gateways_share_their_keys_and_a_stopped_redis_is_503(
         redis.stop()
 
 
+async def test_concurrent_requests_with_one_key_on_two_gateways_publish_once(
+    cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    with running_redis(tmp_path / "redis") as redis:
+        runtimes = [Runtime(_settings(cluster, redis, f"http://127.0.0.1:{9100 + i}")) for i in range(2)]
+        try:
+            for runtime in runtimes:
+                await runtime.start()
+            clients = [
+                httpx.AsyncClient(
+                    transport=httpx.ASGITransport(app=create_app(runtime=r)), base_url="http://gw"
+                )
+                for r in runtimes
+            ]
+            batch = {"messages": [{"value": "together", "partition": 3}]}
+            answers = await asyncio.gather(
+                *(c.post(TOPIC, json=batch, headers={"Idempotency-Key": "together"}) for c in clients * 4)
+            )
+            statuses = [a.status_code for a in answers]
+            assert set(statuses) <= {200, 409} and 200 in statuses, statuses
+            assert len({a.text for a in answers if a.status_code == 200}) == 1
+            first = next(a for a in answers if a.status_code == 200).json()["results"][0]["offset"]
+            probe = await clients[0].post(TOPIC, json={"messages": [{"value": "p", "partition": 3}]})
+            after = await clients[1].post(TOPIC, json={"messages": [{"value": "q", "partition": 3}]})
+            step = probe.json()["results"][0]["offset"] - first
+            assert step > 0 and after.json()["results"][0]["offset"] == first + 2 * step  # one copy
+            for client in clients:
+                await client.aclose()
+        finally:
+            for runtime in runtimes:
+                await runtime.stop()
+
+
 async def test_the_redis_store_renews_records_and_hands_over_an_expired_reservation(tmp_path: Path) -> None:
     with running_redis(tmp_path / "redis") as redis:
         keys = RedisKeys(
