@@ -1,7 +1,8 @@
 """Idempotent publish on the real TubeMQ: a REST publish whose answer the client never read (its connection
 closed right after the request was sent), retried with the same key, and a gRPC Publish sent twice with one
 key: the real broker holds exactly one copy of each message, as the real Java client reads them, and the
-retries got the first answers."""
+retries got the first answers. Then two gateways sharing a real Redis: the first answer dropped on one, the
+retry through the other gets it, and the broker holds one copy."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from interop_support import (
@@ -21,6 +23,7 @@ from interop_support import (
     require_topic,
     run_tag,
 )
+from redis_support import PASSWORD, running_redis
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 
@@ -40,6 +43,18 @@ async def _sent_and_dropped(url: str, path: str, body: bytes, key: str) -> None:
     await writer.wait_closed()
 
 
+async def _retried(http: Any, path: str, body: bytes, key: str) -> Any:
+    """The retry loop a client runs: again after Retry-After while the first request is still publishing."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = await http.post(
+            path, content=body, headers={"content-type": "application/json", "idempotency-key": key}
+        )
+        if answer.status_code != 409 or time.monotonic() > deadline:
+            return answer
+        await asyncio.sleep(int(answer.headers["retry-after"]))
+
+
 async def test_retried_publishes_are_stored_once_as_the_java_client_reads_them(java_root: Path) -> None:
     topic = require_topic(DEMO)
     tag = run_tag("idem")
@@ -52,16 +67,7 @@ async def test_retried_publishes_are_stored_once_as_the_java_client_reads_them(j
     ):
         await java_consumer_ready(java)
         await _sent_and_dropped(gw.url, path, body, f"{tag}-rest")
-        deadline = time.monotonic() + 30
-        while True:  # the retry loop a client runs: 409 while the first request is still publishing
-            retried = await gw.http.post(
-                path,
-                content=body,
-                headers={"content-type": "application/json", "idempotency-key": f"{tag}-rest"},
-            )
-            if retried.status_code != 409 or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(int(retried.headers["retry-after"]))
+        retried = await _retried(gw.http, path, body, f"{tag}-rest")
         assert retried.status_code == 200, retried.text
         assert retried.headers["idempotent-replayed"] == "true"
         rest_ids = {r["messageId"] for r in retried.json()["results"]}
@@ -83,3 +89,41 @@ async def test_retried_publishes_are_stored_once_as_the_java_client_reads_them(j
         seen_ids = {m["messageId"] for m in java.messages()}
         assert rest_ids <= seen_ids
         assert str(answers[0][0].results[0].stored.message_id) in seen_ids
+
+
+async def test_two_gateways_sharing_a_redis_store_a_retried_publish_once(
+    java_root: Path, tmp_path: Path
+) -> None:
+    topic = require_topic(DEMO)
+    tag = run_tag("idemr")
+    path = f"/v1/topics/{topic}/messages"
+    body = json.dumps({"messages": [{"value": f"{tag}-r-{i}"} for i in range(3)]}).encode()
+
+    def replica(n: int, url: str) -> dict[str, Any]:
+        return {
+            "idempotency": {"redis_url": url, "redis_password": PASSWORD},
+            "consumers": {
+                "replicas": 2,
+                "id_secret": "interop-idempotency-secret-0123456789",
+                "advertised_url": f"http://127.0.0.1:{n}",
+            },
+        }
+
+    with running_redis(tmp_path / "redis") as redis:
+        async with (
+            java_client(java_root, "consume", topic, group_name("idemr"), tag, "150", "latest") as java,
+            real_gateway(**replica(1, redis.url)) as one,
+            real_gateway(**replica(2, redis.url)) as two,
+        ):
+            await java_consumer_ready(java)
+            await _sent_and_dropped(one.url, path, body, f"{tag}-r")
+            retried = await _retried(two.http, path, body, f"{tag}-r")
+            assert retried.status_code == 200, retried.text
+            assert retried.headers["idempotent-replayed"] == "true"
+            await java.wait_for(lambda c: len(c.messages()) >= 3, 60.0, "3 messages at the Java consumer")
+            await asyncio.sleep(5)  # a second copy, had one been stored, arrives within this
+            values = sorted(decode_value(m) for m in java.messages())
+            assert values == [f"{tag}-r-{i}".encode() for i in range(3)], values
+            assert {r["messageId"] for r in retried.json()["results"]} == {
+                m["messageId"] for m in java.messages()
+            }
