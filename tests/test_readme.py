@@ -93,7 +93,7 @@ def test_the_examples_are_where_the_test_looks() -> None:
     assert "GW=${GW:-http://localhost:8080}" in runnable("Publish", "sh")[0]
     assert all(
         'os.environ.get("GW_GRPC", "localhost:9090")' in code
-        for code in runnable("gRPC API", "python", 2, GRPC_PAGE)
+        for code in runnable("gRPC API", "python", 3, GRPC_PAGE)
     )
 
 
@@ -134,7 +134,7 @@ async def shell_examples(served: Served, tmp_path: Path) -> None:
 async def python_example(served: Served, tmp_path: Path) -> None:
     store = served.env.cluster.brokers[0].store("demo")
     expected_offset = store.max_offset  # nothing else publishes: "hello" is appended right there
-    code, errors = runnable("gRPC API", "python", 2, GRPC_PAGE)
+    code, keyed, errors = runnable("gRPC API", "python", 3, GRPC_PAGE)
     env = {"GW_GRPC": served.grpc_address, "PYTHONPATH": str(ROOT)}
     out = await run([sys.executable, "-c", code], env, tmp_path, timeout=90.0)
     lines = out.splitlines()
@@ -145,6 +145,12 @@ async def python_example(served: Served, tmp_path: Path) -> None:
     consumed = lines[2:]
     assert len(consumed) >= 101
     assert any(line.endswith("k1 b'hello'") for line in consumed)
+    # the keyed retry loop: the second call with the same key is answered from the first, nothing stored twice
+    end = store.max_offset
+    published, replayed = (await run([sys.executable, "-c", keyed], env, tmp_path)).splitlines()
+    assert re.fullmatch(r"published 1:demo:\d+", published), published
+    assert replayed == published.replace("published", "replayed")
+    assert store.max_offset == end + 28  # one message of one entry stored
     # the error-details example: an empty value is refused with the standard google.rpc details
     refused = (await run([sys.executable, "-c", errors], env, tmp_path)).splitlines()
     assert refused[0].startswith("StatusCode.INVALID_ARGUMENT ")

@@ -202,10 +202,20 @@ def _error(description: str, **headers: str) -> dict[str, Any]:
     return answer
 
 
+def _is_validation_default(answer: dict[str, Any] | None) -> bool:
+    """FastAPI's own 422 (its validation error schema), not a 422 an operation declares itself."""
+    if answer is None:
+        return False
+    schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+    return bool(schema.get("$ref", "").endswith("/HTTPValidationError"))
+
+
 def _complete_operation(method: str, operation: dict[str, Any]) -> None:
     responses: dict[str, Any] = operation.setdefault("responses", {})
-    if responses.pop("422", None) is not None and "400" not in responses:
-        responses["400"] = _error("a request field is invalid; `error.field` names it")
+    if _is_validation_default(responses.get("422")):
+        del responses["422"]
+        if "400" not in responses:
+            responses["400"] = _error("a request field is invalid; `error.field` names it")
     op_id = operation.get("operationId", "")
     parameters: list[dict[str, Any]] = operation.setdefault("parameters", [])
     parameters.append({"$ref": "#/components/parameters/RequestId"})
