@@ -190,8 +190,9 @@ async def test_a_client_certificate_principal_reaches_its_instance_through_eithe
 
 
 async def test_a_forwarded_nack_and_seek_wait_for_the_owners_broker_calls() -> None:
-    """A nack republishes to the retry topic (up to producer.send_timeout) and a seek waits for batches out
-    and a broker call (each up to the consumer's rpc_timeout): forwarded, they may take longer than
+    """A nack republishes to the retry topic (up to producer.send_timeout), a seek waits for batches out
+    and a broker call (each up to the consumer's rpc_timeout), a delete commits, keeps the committed heads
+    and leaves the group (a broker call each): forwarded, they may take longer than
     consumers.forward_timeout, which bounds only reaching the owner. The forwarding replica answered 503
     "did not answer in time" while the owner went on and settled the nack: the client was told to retry an
     operation that had happened. (The owner's operations are slowed here by a wrapper on its service.)"""
@@ -213,7 +214,7 @@ async def test_a_forwarded_nack_and_seek_wait_for_the_owners_broker_calls() -> N
         (message,) = polled.json()["messages"]
 
         service = owner.consumers
-        for name in ("nack", "seek"):
+        for name in ("nack", "seek", "delete"):
             original = getattr(service, name)
 
             async def slowed(*args: Any, _original: Any = original, **kwargs: Any) -> Any:

@@ -99,6 +99,6 @@ async def delete_consumer(
     (with autoCommit, what was delivered is committed first)."""
     owner = locate_owner(service, forwarder, request, group, instance_id)
     if owner is not None:
-        return await forwarder.forward(request, owner)
+        return await forwarder.forward(request, owner, extra_wait=service.leave_wait)
     await service.delete(group, instance_id)
     return Response(status_code=204)

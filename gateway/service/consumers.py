@@ -168,6 +168,9 @@ class ConsumerService(InstanceOperations, Leases):
         #: returned, then a broker registration
         self.seek_wait = 4 * self._consumer_config.rpc_timeout
         self._seeks = SeekAdmission(max_seek_searches, self.seek_wait)
+        #: the longest a delete takes on its owner: the auto-commit, the partly committed batches given back
+        #: and registered again at their committed heads, then leaving the group (a broker call each)
+        self.leave_wait = 4 * self._consumer_config.rpc_timeout
         self.limits = limits or PollLimits()
         self._secret = id_secret
         self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)
