@@ -39,7 +39,7 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
-from gateway.tubemq.producer.requests import SendRequestTemplate
+from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire import prepare_message
 from gateway.tubemq.wire.rpc import Method, Service
 from gateway.tubemq.wire.send_answers import decode_send_answers

@@ -32,7 +32,7 @@ from bench_render import ATTRIBUTES, answer
 from gateway.grpc import consumed_wire
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer import batch
-from gateway.tubemq.producer.requests import SendRequestTemplate
+from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.payload import prepare_message
 

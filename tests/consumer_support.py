@@ -19,8 +19,8 @@ from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import ConsumerConfig
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
-from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.producer.send import SendResult
+from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire.payload import encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method

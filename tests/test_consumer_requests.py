@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.tubemq.consumer.requests import (
+from gateway.tubemq.consumer.partition_registration import (
     READ_PRIORITY,
     build_partition_register_request,
     build_partition_unregister_request,

@@ -83,7 +83,7 @@ CORE_RANKS: dict[str, int] = {
     "net.breaker": 1,
     "net.teardown": 1,
     "net.link_protocol": 1,
-    "net.requests": 1,
+    "net.outcomes": 1,
     "net.link": 4,
     "net.multiplex": 4,
     "net.connection": 4,

@@ -12,15 +12,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.producer.partitioner import PartitionRef
-from gateway.tubemq.producer.requests import (
-    NO_CHECKSUM,
-    SendRequestTemplate,
+from gateway.tubemq.producer.master_requests import (
     build_close_request,
     build_heartbeat_request,
     build_register_request,
 )
+from gateway.tubemq.producer.partitioner import PartitionRef
 from gateway.tubemq.producer.routes import DEFAULT_MAX_MSG_SIZE, MAX_MAX_MSG_SIZE, RouteTable
+from gateway.tubemq.producer.send_request import NO_CHECKSUM, SendRequestTemplate
 from gateway.tubemq.wire.payload import decode_payload, ipv4_to_sent_addr, prepare_message
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gateway.tubemq.producer.requests import SendRequestTemplate
+from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire.payload import ipv4_to_sent_addr, prepare_message
 from gateway.tubemq.wire.rpc import encode_request, encode_requests
 

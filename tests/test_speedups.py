@@ -31,7 +31,7 @@ from gateway.service.publish import OutgoingMessage, PublishOutcome
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.consumer.batch import ConsumedMessage, DecodeStats, decode_messages_py, parse_prefix
 from gateway.tubemq.producer import SendResult
-from gateway.tubemq.producer.requests import SendRequestTemplate
+from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb

@@ -29,11 +29,8 @@ from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
-from gateway.tubemq.producer.requests import (
-    SendRequestTemplate,
-    build_heartbeat_request,
-    build_register_request,
-)
+from gateway.tubemq.producer.master_requests import build_heartbeat_request, build_register_request
+from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.ranges.partitions import discover_partitions
 from gateway.tubemq.ranges.reader import RangeReader
 from gateway.tubemq.wire.auth import Credentials, auth_signature, parse_broker_token

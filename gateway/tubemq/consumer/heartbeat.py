@@ -27,8 +27,8 @@ import logging
 import time
 
 from gateway.tubemq.consumer.events import ConsumerHeartbeatFailed, ConsumerRegistered
+from gateway.tubemq.consumer.partition_registration import READ_PRIORITY
 from gateway.tubemq.consumer.rebalance import Rebalancer, RebalanceTask
-from gateway.tubemq.consumer.requests import READ_PRIORITY
 from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.errors import ServerError, TubeMQError, for_code
 from gateway.tubemq.net.backoff import Backoff, ConstantBackoff, ExponentialBackoff

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.consumer.requests import build_partition_unregister_request
+from gateway.tubemq.consumer.partition_registration import build_partition_unregister_request
 from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.pool import ConnectionPool

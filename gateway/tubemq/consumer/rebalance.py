@@ -29,7 +29,7 @@ from gateway.tubemq.consumer.events import (
     PartitionReleased,
     RebalanceEvent,
 )
-from gateway.tubemq.consumer.requests import (
+from gateway.tubemq.consumer.partition_registration import (
     build_partition_register_request,
     build_partition_unregister_request,
 )

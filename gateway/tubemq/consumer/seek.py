@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from gateway.tubemq.consumer.config import READ_NORMAL
 from gateway.tubemq.consumer.events import PartitionRegistered
+from gateway.tubemq.consumer.partition_registration import build_partition_register_request
 from gateway.tubemq.consumer.rebalance import Rebalancer
-from gateway.tubemq.consumer.requests import build_partition_register_request
 from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.errors import ClientError, for_code
 from gateway.tubemq.wire import rpc

@@ -39,7 +39,7 @@ from gateway.tubemq.errors import (
 )
 from gateway.tubemq.net.link import CloseReason, ConnectionState
 from gateway.tubemq.net.multiplex import Multiplexed
-from gateway.tubemq.net.requests import AnswersDecoder, BatchWait, Outcome, RequestCompleted, outcome_of
+from gateway.tubemq.net.outcomes import AnswersDecoder, BatchWait, Outcome, RequestCompleted, outcome_of
 from gateway.tubemq.wire.frame import Frame
 from gateway.tubemq.wire.rpc import (
     RpcResponse,
@@ -49,7 +49,7 @@ from gateway.tubemq.wire.rpc import (
     parse_response,
 )
 
-__all__ = ["AnswersDecoder", "Connection", "Outcome", "RequestCompleted"]  # the last three: net/requests.py
+__all__ = ["AnswersDecoder", "Connection", "Outcome", "RequestCompleted"]  # the last three: net/outcomes.py
 
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 

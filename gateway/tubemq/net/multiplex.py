@@ -1,7 +1,7 @@
 """The reader's side of a multiplexed TubeMQ link: :class:`Multiplexed`.
 
 A :class:`Multiplexed` link (a :class:`~gateway.tubemq.net.link.Link`) keeps who waits for which serial
-number: a future per lone request in ``pending``, a :class:`~gateway.tubemq.net.requests.BatchWait` per
+number: a future per lone request in ``pending``, a :class:`~gateway.tubemq.net.outcomes.BatchWait` per
 ``request_many`` batch in ``_waits``. It hands out serial numbers, files every answer the link reads with
 its waiter (``_dispatch``), in whatever order the node sends them (§1.1, §1.6), fails a lone request's
 future with ``TimeoutError`` at its deadline (``_watch``), and fails every waiter when the link closes
@@ -32,7 +32,7 @@ from heapq import heappop, heappush
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.link import CloseReason, ConnectionState, Link
-from gateway.tubemq.net.requests import BatchWait
+from gateway.tubemq.net.outcomes import BatchWait
 from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
 from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcFailure, RpcResponse, decode_response, usual_answer
 

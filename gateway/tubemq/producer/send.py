@@ -30,8 +30,8 @@ from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.breaker import BrokerBreaker
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.partitioner import Partitioner, PartitionRef
-from gateway.tubemq.producer.requests import SendRequestTemplate
 from gateway.tubemq.producer.routes import RouteTable, TopicRoute
+from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire.send_answers import SendAnswer
 
 __all__ = ["SendContext", "SendResult", "place_of", "places_in", "send_template"]

@@ -22,7 +22,7 @@ from gateway.tubemq.net.backoff import ExponentialBackoff
 from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.teardown import cancel_and_wait
 from gateway.tubemq.producer.events import ProducerHeartbeatFailed, ProducerRegistered, RegisterFailed
-from gateway.tubemq.producer.requests import (
+from gateway.tubemq.producer.master_requests import (
     build_close_request,
     build_heartbeat_request,
     build_register_request,

@@ -78,7 +78,7 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 
 from gateway.tubemq.consumer.batch import INDEX_ENTRY_SIZE, decode_messages
-from gateway.tubemq.consumer.requests import (
+from gateway.tubemq.consumer.partition_registration import (
     build_partition_register_request,
     build_partition_unregister_request,
 )

@@ -407,7 +407,7 @@ static int optional_text(PyObject *text, const char **raw, Py_ssize_t *size) {
     return *raw == NULL ? -1 : 0;
 }
 
-/* --- encode_sends: SendMessageRequestP2B of each message (producer/requests.py SendRequestTemplate) ---- */
+/* --- encode_sends: SendMessageRequestP2B of each message (producer/send_request.py SendRequestTemplate) ---- */
 
 static PyObject *str_data, *str_msg_type, *str_msg_time;
 

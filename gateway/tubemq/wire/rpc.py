@@ -168,7 +168,7 @@ def encode_request(
     the Java server never answers a call whose timeout has passed. Raises ``ValueError`` for an
     unknown method without ``service``, a message of the wrong type, a missing required field or a
     non-positive timeout. A request given as ``bytes`` is an already serialized message of the method's
-    request type (``producer.requests.SendRequestTemplate``): framed as it is, without the type check.
+    request type (``producer.send_request.SendRequestTemplate``): framed as it is, without the type check.
     """
     spec = METHODS.get(method)
     if spec is not None:
@@ -214,7 +214,7 @@ def encode_requests(
     """The request frames of several calls of ``method`` sharing ``timeout_ms`` (``encode_request`` each).
 
     A request given as ``bytes`` is an already serialized message of the method's request type (e.g. from
-    ``producer_requests.SendRequestTemplate``); it is framed as it is, without the type check.
+    ``producer.send_request.SendRequestTemplate``); it is framed as it is, without the type check.
     """
     spec = METHODS.get(method)
     if spec is not None and service is None:
