@@ -92,6 +92,7 @@ HOLDS: dict[str, tuple[str, ...]] = {
     "per request": (
         "limits.max_batch_messages",
         "limits.max_request_bytes",
+        "grpc.max_message_bytes",
         "limits.publish_concurrency",
         "limits.max_control_body_bytes",
         "limits.body_timeout",

@@ -84,3 +84,29 @@ async def test_no_bound_means_no_wait() -> None:
     for _ in range(10):
         await room.take(1 << 30, 0, 0.01)
     assert admission.inflight_bytes == 10 << 30
+
+
+async def test_a_caller_holding_its_share_waits_without_holding_up_other_callers() -> None:
+    admission = Admission()
+    room = ReadRoom(admission)
+    share = 25  # each caller's reads hold at most 25 bytes of room (always one read's)
+    await room.take(20, CAP, 5, caller="carol", share=share)
+    carol = [asyncio.create_task(room.take(20, CAP, 5, caller="carol", share=share)) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    assert room.waiting == 3 and room.held_by("carol") == 20
+    # alice asks after carol's waiting reads, and reads at once: carol's wait for her share, not for room
+    await asyncio.wait_for(room.take(20, CAP, 5, caller="alice", share=share), 1)
+    assert room.held_by("alice") == 20 and room.waiting == 3 and admission.inflight_bytes == 40
+    room.give_back(20, 20, "carol")  # carol's message is in (its bytes stay held): her next read may start
+    await asyncio.sleep(0.01)
+    assert sum(task.done() for task in carol) == 1 and room.held_by("carol") == 20
+    assert admission.inflight_bytes == 60
+    # a caller whose share stays full is refused after the patience, naming its share
+    with pytest.raises(Unavailable, match="share of 25 bytes"):
+        await room.take(20, CAP, 0.05, caller="carol", share=share)
+    for task in carol:
+        task.cancel()
+    await asyncio.gather(*carol, return_exceptions=True)
+    room.give_back(20, 0, "carol")
+    room.give_back(20, 0, "alice")
+    assert room.waiting == 0 and admission.inflight_bytes == 20 and room.held_by("carol") == 0

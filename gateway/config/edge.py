@@ -69,8 +69,9 @@ class LimitSettings(BaseModel):
     max_request_bytes: int = Field(
         21 * 1024 * 1024,
         ge=1024,
-        description="bytes per publish request body (and gRPC request message): the largest message a "
-        "TubeMQ broker accepts (20 MiB) sent raw, plus 1 MiB; a body is held whole while it is parsed",
+        description="bytes per HTTP publish request body (a gRPC message: grpc.max_message_bytes): the "
+        "largest message a TubeMQ broker accepts (20 MiB) sent raw, plus 1 MiB; a body is held whole while "
+        "it is parsed",
     )
     publish_concurrency: int = Field(256, ge=1, description="sends in flight per publish request")
     max_control_body_bytes: int = Field(
@@ -145,6 +146,14 @@ class GrpcSettings(BaseModel):
     )
     max_connections: int = Field(
         1000, ge=1, description="gRPC connections open at once on this process's port; more are refused"
+    )
+    max_message_bytes: int = Field(
+        4 * 1024 * 1024,
+        ge=64 * 1024,
+        description="bytes of one gRPC request message, on the wire and once inflated (grpc's own default); "
+        "larger ones are RESOURCE_EXHAUSTED, refused from their length prefix before they are received. "
+        "grpcio holds about four copies of a message while it reads it: send larger batches as several "
+        "PublishStream messages, larger values over REST",
     )
 
 

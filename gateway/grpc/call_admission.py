@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from gateway.config import LimitSettings
+from gateway.config import GrpcSettings, LimitSettings
 from gateway.grpc import errors
 from gateway.grpc.call_budget import CALL, CallState, bounded, budgeted, checked
 from gateway.grpc.inflate import compressed_head
@@ -33,20 +33,23 @@ from gateway.security.credentials import Credentials, credential_headers, from_h
 from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
 from gateway.service.access import PUBLISH
-from gateway.service.admission import Admission, caller_share
+from gateway.service.admission import Admission, caller_bytes, caller_share
 from gateway.service.errors import InvalidInput, ServiceError, Unavailable
 from gateway.service.principal import current_caller
 
-__all__ = ["OPEN_READS", "AdmittingInterceptor", "TooManyCalls", "metadata_text"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "OPEN_READS", "AdmittingInterceptor", "TooManyCalls", "metadata_text"]
 
 #: Request messages of open methods (health: no credentials) read at once, and the seconds one may take:
-#: each read may make the C core decompress up to ``limits.max_request_bytes`` before the method's bound
+#: each read may make the C core decompress up to ``grpc.max_message_bytes`` before the method's bound
 #: refuses it, so unauthenticated reads are few at a time.
 OPEN_READS = 4
 
 #: inflated bytes looked at for a compressed Publish's topic (its tag, length and name)
 _TOPIC_HEAD = 512
 OPEN_READ_TIMEOUT = 2.0
+
+#: the most a publish message may weigh when the server names no bound
+DEFAULT_MAX_MESSAGE_BYTES = GrpcSettings().max_message_bytes
 
 _WATCH = "/grpc.health.v1.Health/Watch"
 
@@ -78,7 +81,7 @@ class AdmittingInterceptor(WrappingInterceptor):
         self._limits = limits if limits is not None else lambda: defaults
         self._max_watches = max_health_watches
         #: the most a publish message may weigh once received and inflated (the server's
-        #: grpc.max_receive_message_length); None: limits.max_request_bytes
+        #: grpc.max_receive_message_length); None: grpc.max_message_bytes's default
         self._max_message_bytes = max_message_bytes
         self._watches = 0
         self._open_reads = asyncio.Semaphore(OPEN_READS)
@@ -201,8 +204,11 @@ class AdmittingInterceptor(WrappingInterceptor):
         cap = limits.max_inflight_publish_bytes
         if cap:
             room = min(self._publish_bound(), cap)
-            await self._room.take(room, cap, limits.body_timeout, queue=queue)
-            call.reads, call.room = self._room, room
+            total = limits.max_concurrent_requests
+            share = caller_bytes(cap, total, caller_share(total, limits.max_concurrent_per_caller))
+            caller = current_caller().key
+            await self._room.take(room, cap, limits.body_timeout, queue=queue, caller=caller, share=share)
+            call.reads, call.room, call.caller = self._room, room, caller
 
     def _screen(self, raw: bytes) -> ServiceError | None:
         """Why a compressed Publish message is refused from its first inflated bytes: its topic (the
@@ -223,7 +229,7 @@ class AdmittingInterceptor(WrappingInterceptor):
 
     def _publish_bound(self) -> int:
         """The most a publish message may weigh, inflated."""
-        return self._max_message_bytes or self._limits().max_request_bytes
+        return self._max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
 
     async def _first_open(self, requests: AsyncIterator[Any]) -> Any:
         """An open method's message: a few at a time, each within OPEN_READ_TIMEOUT."""

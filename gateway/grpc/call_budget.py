@@ -63,6 +63,7 @@ class CallState:
 
     __slots__ = (
         "admission",
+        "caller",
         "closed",
         "error",
         "metadata",
@@ -83,8 +84,9 @@ class CallState:
         self.reserved = 0
         self.unclaimed = 0
         self.room = 0
-        #: where ``room`` was taken (and goes back to)
+        #: where ``room`` was taken (and goes back to), and for which caller
         self.reads: ReadRoom | None = None
+        self.caller = ""
         self.closed = False
 
     def release(self, size: int) -> None:
@@ -99,7 +101,7 @@ class CallState:
         if not room or self.reads is None:
             return 0
         kept = size if size <= room else 0
-        self.reads.give_back(room, kept)
+        self.reads.give_back(room, kept, self.caller)
         return kept
 
     def give_back_room(self) -> None:
@@ -140,7 +142,7 @@ class TooLarge:
     def error(self) -> PayloadTooLarge:
         what = f"of {self.size} bytes" if self.size is not None else "inflating to more bytes"
         advice = (
-            "split the batch into smaller requests"
+            "send a larger batch as several PublishStream messages, a larger value over REST"
             if self.setting == _PUBLISH_BOUND
             else "only publish messages may be larger"
         )
@@ -151,7 +153,7 @@ class TooLarge:
         )
 
 
-_PUBLISH_BOUND = "limits.max_request_bytes"
+_PUBLISH_BOUND = "grpc.max_message_bytes"
 _CONTROL_BOUND = "limits.max_control_body_bytes"
 
 

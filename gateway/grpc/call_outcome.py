@@ -80,7 +80,7 @@ def forget_frames(exc: BaseException) -> None:
     keeps the exception that ended a call (its ``AbortError``'s context) for as long as it keeps the call's
     state, and an exception is often in a reference cycle with its frames (freed only when the cyclic
     collector runs); those frames hold what the call was given (a publish's messages and their encoded
-    copies: up to ``limits.max_request_bytes`` each)."""
+    copies: up to ``grpc.max_message_bytes`` each)."""
     traceback.clear_frames(exc.__traceback__)
 
 

@@ -5,7 +5,7 @@ gateway/grpc/server.py): the core would inflate a compressed message whole (up t
 ``grpc.max_receive_message_length``) and copy it twice on its way to Python before any bound of the gateway's
 could look at it, about three times the message's size in memory at once (a 20 MiB value gzip-compressed to
 20 KiB: +65 MiB). The request deserializers (gateway/grpc/call_budget.py) inflate it here instead, once, into
-the bytes they parse, never past the bound of the method (a publish: ``limits.max_request_bytes``; anything
+the bytes they parse, never past the bound of the method (a publish: ``grpc.max_message_bytes``; anything
 else: ``limits.max_control_body_bytes``), and a gzip message whose trailer declares more is refused without
 being inflated at all.
 

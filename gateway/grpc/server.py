@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
-from gateway.grpc.call_admission import OPEN_READS
+from gateway.grpc.call_admission import DEFAULT_MAX_MESSAGE_BYTES, OPEN_READS
 from gateway.grpc.health import HEALTH_SERVICE_NAME, ReadinessHealth
 from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
 from gateway.grpc.reflection import enable_reflection
@@ -31,8 +31,6 @@ from gateway.tls import grpc_server_credentials
 
 log = logging.getLogger("gateway.grpc")
 
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-
 
 class GrpcServer:
     """One gRPC server bound to ``host:port`` (port 0 picks a free one; see :attr:`port` after start).
@@ -40,8 +38,9 @@ class GrpcServer:
     ``grace`` (seconds) is what :meth:`stop` gives calls in progress; ``stream_window`` bounds the
     in-flight messages of each PublishStream; ``subscribe_step`` (seconds) is how long a Subscribe waits
     for messages before it checks whether it must end; ``max_message_bytes`` bounds one request message
-    (larger ones fail with RESOURCE_EXHAUSTED); ``health_interval`` (seconds) is how often health Watch
-    streams look at readiness. Every call is authenticated and admitted by ``runtime.security`` (see
+    (larger ones fail with RESOURCE_EXHAUSTED, refused by the C core from their length prefix before they
+    are received; a compressed one also once inflated); ``health_interval`` (seconds) is how often health
+    Watch streams look at readiness. Every call is authenticated and admitted by ``runtime.security`` (see
     :mod:`gateway.grpc.interceptors`); ``authorize`` is an extra hook; ``credentials`` make the port a TLS
     one (None: plaintext); ``reuse_port`` lets the sibling worker processes of ``serve --workers N`` bind
     the same port (``SO_REUSEPORT``).
@@ -190,9 +189,9 @@ class GrpcServer:
             # a publish message is received only once the most it may weigh fits (gateway/grpc/read_room.py)
             log.warning(
                 "gRPC publish messages are received one at a time: this process's share of "
-                "limits.max_inflight_publish_bytes is below the largest message (limits.max_request_bytes), "
+                "limits.max_inflight_publish_bytes is below the largest message (grpc.max_message_bytes), "
                 "so a message is received only when no other publish bytes are held; raise the cap or lower "
-                "max_request_bytes",
+                "grpc.max_message_bytes",
                 extra={"max_inflight_publish_bytes": cap, "max_message_bytes": self._max_message_bytes},
             )
 
@@ -213,8 +212,8 @@ class GrpcServer:
 
 
 def create_grpc_server(runtime: Runtime, *, grace: float = 10.0) -> GrpcServer:
-    """The gRPC server as ``runtime.settings`` describes it (``grpc`` group; requests are bounded by
-    ``limits.max_request_bytes``, like HTTP bodies; TLS from the ``tls`` group)."""
+    """The gRPC server as ``runtime.settings`` describes it (``grpc`` group, whose ``max_message_bytes``
+    bounds a request message; TLS from the ``tls`` group)."""
     s = runtime.settings
     return GrpcServer(
         runtime,
@@ -223,7 +222,7 @@ def create_grpc_server(runtime: Runtime, *, grace: float = 10.0) -> GrpcServer:
         grace=grace,
         stream_window=s.grpc.stream_window,
         subscribe_step=s.grpc.subscribe_step,
-        max_message_bytes=s.limits.max_request_bytes,
+        max_message_bytes=s.grpc.max_message_bytes,
         health_interval=s.grpc.health_interval,
         credentials=grpc_server_credentials(s.tls),
         reuse_port=runtime.worker is not None,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Admission", "Refusal", "caller_share"]
+__all__ = ["Admission", "Refusal", "caller_bytes", "caller_share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,12 @@ def caller_share(total: int, share: int | None) -> int:
     if share is not None:
         return share
     return max(1, total // 4) if total else 0
+
+
+def caller_bytes(cap: int, total: int, share: int) -> int:
+    """One caller's share of ``cap`` bytes: the same fraction of them as its ``share`` of ``total`` slots
+    (:func:`caller_share`); 0 (no bound) when either is 0."""
+    return cap * share // total if share and total else 0
 
 
 class Admission:
