@@ -84,11 +84,12 @@ async def gateway(
     tls: TlsSettings | None = None,
     auth: dict[str, Any] | None = None,
     http: dict[str, Any] | None = None,
+    push: dict[str, Any] | None = None,
     **consumer_settings: Any,
 ) -> AsyncIterator[Gateway]:
     """Start a gateway on the test cluster, on ``sock`` or a fresh loopback socket, over TLS with ``tls``,
-    with the ``auth`` and ``http`` settings when given. The socket is bound first so that the advertised URL
-    is known."""
+    with the ``auth``, ``http`` and ``push`` settings when given. The socket is bound first so that the
+    advertised URL is known."""
     sock = sock if sock is not None else bound_socket()
     port = sock.getsockname()[1]
     options: dict[str, Any] = {**FAST_CONSUMERS, "sse_keepalive": 0.3, "forward_timeout": 1.0}
@@ -102,6 +103,7 @@ async def gateway(
         tls=tls or TlsSettings(),
         auth=auth or {},
         http=http or {},
+        push=push or {},
     )
     runtime = Runtime(settings)
     await runtime.start()

@@ -15,6 +15,7 @@ from gateway.api.admin import create_admin_app
 from gateway.api.auth import AuthMiddleware
 from gateway.api.compression import GzipMiddleware
 from gateway.api.console import install_console
+from gateway.api.consumer_render import render_message
 from gateway.api.cors import install_cors
 from gateway.api.docs import install_docs
 from gateway.api.errors import install_error_handlers
@@ -50,6 +51,8 @@ def create_app(
         if owned:
             await rt.start()
         try:
+            # push subscriptions deliver the poll answer's message object (gateway/service/push.py)
+            await rt.start_push(render_message)
             yield
         finally:
             await routes_consumers.close_forwarder(app)

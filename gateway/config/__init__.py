@@ -52,6 +52,7 @@ from gateway.config.operations import (
     SupervisorSettings,
     TracingSettings,
 )
+from gateway.config.push import PushSettings
 
 __all__ = [
     "CORS_EXPOSED_HEADERS",
@@ -73,6 +74,7 @@ __all__ = [
     "MetricsSettings",
     "PoolSettings",
     "ProducerSettings",
+    "PushSettings",
     "RateLimitOverride",
     "RateLimitSettings",
     "Settings",
@@ -144,6 +146,7 @@ class Settings(BaseSettings):
     tracing: TracingSettings = TracingSettings()
     auth: AuthSettings = AuthSettings()
     supervisor: SupervisorSettings = SupervisorSettings()
+    push: PushSettings = PushSettings()
 
     def advertised_url(self) -> str:
         """The base URL other replicas use to reach this one: ``consumers.advertised_url``, else derived

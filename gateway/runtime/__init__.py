@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import ssl
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,9 @@ from gateway.service.idempotency_store import KeyStore, StoredKeys
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
+from gateway.service.push import PushOptions, PushService
+from gateway.service.push_outbound import EndpointPolicy
+from gateway.service.push_request import Renderer
 from gateway.service.quotas import Quotas
 from gateway.service.ranges import RangeService
 from gateway.service.redelivery_checks import create_in_tubemq
@@ -116,6 +120,8 @@ class Runtime:
     replica_subjects: ReplicaSubjects | None = None
     #: the idempotency keys of publishes, shared by the replica's workers (None: starting or stopping)
     idempotency: Idempotency | None = None
+    #: the push subscriptions this process runs (None: before :meth:`start_push`, or stopping)
+    push: PushService | None = None
     _tracing: bool = field(default=False, init=False, repr=False)
     #: a replica of one process: the private directory its idempotency store lives in
     _own_dir: Path | None = field(default=None, init=False, repr=False)
@@ -392,8 +398,38 @@ class Runtime:
         """The exact-range service; Unavailable while the runtime is starting or stopping."""
         return _serving(self.ranges)
 
+    async def start_push(self, render: Renderer) -> None:
+        """Start the push subscriptions (``push.*``) once the runtime runs; ``render`` is the REST adapter's
+        JSON of one delivered message (a wrapped payload is the poll answer's message object). ValueError
+        when the subscriptions file or ``push.allow`` is wrong."""
+        p = self.settings.push
+        if self.push is not None or not p.subscriptions_file:
+            return
+        options = PushOptions(
+            subscriptions_file=Path(p.subscriptions_file),
+            reload_interval=p.reload_interval,
+            max_subscriptions=p.max_subscriptions,
+            max_answer_bytes=p.max_answer_bytes,
+            poll_wait=p.poll_wait,
+            error_backoff=p.error_backoff,
+        )
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=p.ca_file) if p.ca_file else True
+        push = PushService(
+            self.consumer_service(),
+            EndpointPolicy.parse(p.allow),
+            render,
+            options,
+            events=self.events,
+            verify=verify,
+        )
+        await push.start()
+        self.push = push
+
     async def stop(self) -> None:
         """Close in reverse order of start; safe to call on a partly started runtime."""
+        if self.push is not None:  # before the consumers: its runners leave their groups
+            await self.push.close()
+            self.push = None
         self.ranges = None  # holds no link of its own: its reads end with the pool below
         if self._sharing is not None:
             self._sharing.cancel()

@@ -245,8 +245,9 @@ class ConsumerService(InstanceOperations, Leases):
 
     # --- use cases ----------------------------------------------------------------------------------
 
-    async def create(self, group: str, spec: InstanceSpec) -> InstanceInfo:
-        """Join ``group`` with a new instance; returns once the master accepted it."""
+    async def create(self, group: str, spec: InstanceSpec, *, trusted: bool = False) -> InstanceInfo:
+        """Join ``group`` with a new instance; returns once the master accepted it. ``trusted``: the
+        operator defined it (a push subscription), so no access rule is checked."""
         validate_group(group)  # before anything is created: the name goes into URLs and headers
         if self._closing:
             raise Unavailable(
@@ -263,7 +264,7 @@ class ConsumerService(InstanceOperations, Leases):
         policy = check_redelivery(
             group, spec, self._republisher is not None, self.max_ack_deadline, self._retry_bounds
         )
-        if self._access.enforcing:
+        if self._access.enforcing and not trusted:
             principal = current_principal()
             for topic in spec.topics:
                 self._access.check(principal, CONSUME, topic=topic, group=group)

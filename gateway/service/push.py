@@ -1,0 +1,162 @@
+"""Push subscriptions of this process: the definitions of ``push.subscriptions_file`` (reloaded when the file
+changes) and a :class:`~gateway.service.push_runner.SubscriptionRunner` for each one not paused.
+
+Every process of every replica runs every subscription as a member of its group, so TubeMQ spreads the
+partitions over them and moves a dead one's partitions to the others. A file that does not parse at start
+stops the gateway (ValueError); a later edit that does not parse is logged and the running definitions stay.
+A changed definition restarts its runner (its unsettled messages go back to the group first).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.service.consumers import ConsumerService
+from gateway.service.push_outbound import EndpointPolicy, Outbound
+from gateway.service.push_request import Renderer
+from gateway.service.push_runner import SubscriptionRunner
+from gateway.service.push_subscription import PushSubscription, SubscriptionBounds, load_subscriptions
+from gateway.tubemq.events import EventBus
+
+__all__ = ["PushOptions", "PushService"]
+
+log = logging.getLogger("gateway.service.push")
+
+
+@dataclass(frozen=True, slots=True)
+class PushOptions:
+    """The service's settings (``push.*``; seconds)."""
+
+    subscriptions_file: Path | None = None
+    reload_interval: float = 5.0
+    max_subscriptions: int = 100
+    max_answer_bytes: int = 65536
+    poll_wait: float = 1.0
+    error_backoff: float = 1.0
+
+
+class PushService:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        consumers: ConsumerService,
+        policy: EndpointPolicy,
+        render: Renderer,
+        options: PushOptions = PushOptions(),
+        *,
+        events: EventBus | None = None,
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
+        self._consumers = consumers
+        self._policy = policy
+        self._render = render
+        self._options = options
+        self._events = events
+        self._verify = verify
+        self.bounds = SubscriptionBounds(
+            max_ack_deadline=consumers.max_ack_deadline,
+            max_backoff=consumers.max_nack_delay,
+            check_endpoint=policy.check_url,
+        )
+        self._definitions: dict[str, PushSubscription] = {}
+        self._runners: dict[str, tuple[SubscriptionRunner, Outbound]] = {}
+        self._seen: tuple[int, int] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+
+    def subscriptions(self) -> list[tuple[PushSubscription, SubscriptionRunner | None]]:
+        """Each definition with its runner in this process (None: paused)."""
+        return [
+            (d, self._runners[name][0] if name in self._runners else None)
+            for name, d in sorted(self._definitions.items())
+        ]
+
+    async def start(self) -> None:
+        """Load the subscriptions file (ValueError when it does not parse) and start its subscriptions."""
+        path = self._options.subscriptions_file
+        if path is None:
+            return
+        self._seen = _stamp(path)
+        await self.apply(load_subscriptions(path, self.bounds, self._options.max_subscriptions))
+        self._watcher = asyncio.create_task(self._watch(path), name="push-subscriptions-file")
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            await asyncio.gather(self._watcher, return_exceptions=True)
+            self._watcher = None
+        await self.apply([])
+
+    async def apply(self, definitions: list[PushSubscription]) -> None:
+        """Run exactly ``definitions``: stop the runners of removed, changed or paused ones, start the new
+        ones."""
+        wanted = {d.name: d for d in definitions}
+        stale = [n for n, d in self._definitions.items() if wanted.get(n) != d and n in self._runners]
+        await asyncio.gather(*(self._stop(name) for name in stale))
+        self._definitions = wanted
+        for name, definition in wanted.items():
+            if name not in self._runners and not definition.paused:
+                self._start(definition)
+
+    def _start(self, definition: PushSubscription) -> None:
+        outbound = Outbound(
+            definition.endpoint,
+            self._policy,
+            max_connections=definition.max_concurrency,
+            max_answer_bytes=self._options.max_answer_bytes,
+            verify=self._verify,
+        )
+        runner = SubscriptionRunner(
+            definition,
+            self._consumers,
+            outbound,
+            self._render,
+            poll_wait=self._options.poll_wait,
+            error_backoff=self._options.error_backoff,
+            events=self._events,
+        )
+        self._runners[definition.name] = (runner, outbound)
+        runner.start()
+        log.info(
+            "push subscription started", extra={"subscription": definition.name, "endpoint": outbound.shown}
+        )
+
+    async def _stop(self, name: str) -> None:
+        runner, outbound = self._runners.pop(name)
+        try:
+            await runner.stop()
+        finally:
+            await outbound.close()
+        log.info("push subscription stopped", extra={"subscription": name})
+
+    async def _watch(self, path: Path) -> None:
+        while True:
+            await asyncio.sleep(self._options.reload_interval)
+            stamp = _stamp(path)
+            if stamp == self._seen:
+                continue
+            self._seen = stamp
+            try:
+                definitions = load_subscriptions(path, self.bounds, self._options.max_subscriptions)
+            except ValueError as exc:
+                log.error(
+                    "push subscriptions file changed but does not parse; the running subscriptions stay: fix "
+                    "the file",
+                    extra={"error": str(exc)},
+                )
+                continue
+            await self.apply(definitions)
+            log.info("push subscriptions reloaded", extra={"subscriptions": len(definitions)})
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """What tells a changed file: its modification time and size (None: missing)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size

@@ -1,0 +1,243 @@
+"""Outbound requests of push subscriptions, made safe against a hostile endpoint and a hostile definer.
+
+* **Which endpoints** (:class:`EndpointPolicy`, from ``push.allow``): an entry is a host name
+  (``hooks.example``), a suffix (``*.example.com``: its subdomains), ``*`` (any host name and any public
+  address), or an IP address or CIDR network. A name must match a name entry; a literal address must lie in
+  a network entry (or be public with ``*``). Whatever the name, every address it resolves to must be public
+  (not private, loopback, link-local, multicast, reserved or unspecified; an IPv4-mapped IPv6 address counts
+  as its IPv4 one) or lie in a network entry: a name that resolves to ``127.0.0.1`` is refused unless
+  ``127.0.0.1`` is allowed explicitly.
+* **Pinned address**: the name is resolved once per request, every address checked, and the connection goes
+  to the first of them; the request's Host header and the TLS server name (SNI, and the certificate check)
+  stay the endpoint's name. A DNS answer that changes between a check and the connection (rebinding) cannot
+  move the request elsewhere.
+* **No redirects** (a 3xx is a failed delivery), TLS verified, no proxy from the environment, every request
+  bounded in time (the subscription's ack deadline, connection included) and at most ``max_answer_bytes``
+  of an answer read.
+* Secrets: the URL is logged without its query (it may carry a token), headers never.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import ssl
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from gateway.service.errors import InvalidInput
+
+__all__ = ["DeliveryAnswer", "EndpointPolicy", "EndpointRefused", "Outbound", "Resolver", "shown_url"]
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+
+class EndpointRefused(Exception):
+    """The endpoint (or an address its name resolves to) is not allowed by ``push.allow``."""
+
+
+def shown_url(url: str) -> str:
+    """The URL as logs and errors show it: scheme, host, port and path (no query, which may hold a token)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+def _address(host: str) -> Address | None:
+    try:
+        address = ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointPolicy:
+    """The parsed ``push.allow`` entries; see the module docstring."""
+
+    names: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()
+    networks: tuple[Network, ...] = ()
+    any_host: bool = False
+
+    @classmethod
+    def parse(cls, entries: Sequence[str]) -> EndpointPolicy:
+        """ValueError naming an entry that is neither a host name, ``*.suffix``, ``*`` nor an address or
+        network."""
+        names: set[str] = set()
+        suffixes: list[str] = []
+        networks: list[Network] = []
+        any_host = False
+        for raw in entries:
+            entry = raw.strip().lower()
+            if entry == "*":
+                any_host = True
+                continue
+            if not entry.endswith(".."):
+                entry = entry.removesuffix(".")  # a fully qualified name's root dot
+            try:
+                networks.append(ipaddress.ip_network(entry, strict=False))
+                continue
+            except ValueError:
+                pass
+            label = entry.removeprefix("*.")
+            if not label or not all(_is_label(part) for part in label.split(".")):
+                raise ValueError(
+                    f"push.allow entry {raw!r} is not a host name, *.domain, * or an IP address/CIDR network"
+                )
+            if entry.startswith("*."):
+                suffixes.append("." + label)
+            else:
+                names.add(label)
+        return cls(frozenset(names), tuple(suffixes), tuple(networks), any_host)
+
+    def _in_networks(self, address: Address) -> bool:
+        return any(address in network for network in self.networks)
+
+    def _address_allowed(self, address: Address) -> bool:
+        return self._in_networks(address) or address.is_global
+
+    def check_url(self, url: str) -> None:
+        """The check at definition time (no DNS): InvalidInput naming ``endpoint`` when the host is not
+        allowed. The addresses a name resolves to are checked at each delivery."""
+        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+        address = _address(host)
+        if address is not None:
+            if self._in_networks(address) or (self.any_host and address.is_global):
+                return
+            raise InvalidInput(
+                f"endpoint address {host} is not allowed: add it (or its network) to push.allow"
+                + ("" if address.is_global else " (private, loopback and link-local addresses only by CIDR)"),
+                field="endpoint",
+            )
+        if not (self.any_host or host in self.names or host.endswith(self.suffixes)):
+            raise InvalidInput(
+                f"endpoint host {host!r} is not allowed: add it to push.allow (a name, *.domain or *)",
+                field="endpoint",
+            )
+
+    def check_addresses(self, host: str, addresses: Sequence[str]) -> str:
+        """The address to connect to: the first of ``addresses`` once every one is allowed; EndpointRefused
+        otherwise."""
+        if not addresses:
+            raise EndpointRefused(f"{host!r} resolved to no address")
+        for text in addresses:
+            address = _address(text)
+            if address is None or not self._address_allowed(address):
+                raise EndpointRefused(
+                    f"{host!r} resolves to {text}, which push.allow does not allow (private, loopback and "
+                    "link-local addresses need their network listed)"
+                )
+        return addresses[0]
+
+
+def _is_label(part: str) -> bool:
+    return 0 < len(part) <= 63 and part.isascii() and all(c.isalnum() or c in "-_" for c in part)
+
+
+async def _resolve(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryAnswer:
+    """What one delivery got: the HTTP status (None: no answer) and, without an answer, why."""
+
+    status: int | None
+    failure: str = ""
+
+    @property
+    def acknowledged(self) -> bool:
+        # A 1xx (102 Processing) is interim: the client waits on for the final answer, which decides.
+        return self.status is not None and 200 <= self.status < 300
+
+
+class Outbound:
+    """Sends push requests to one endpoint (one connection pool per subscription, so that a connection
+    verified for one name is never reused for another)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        policy: EndpointPolicy,
+        *,
+        max_connections: int,
+        max_answer_bytes: int = 65536,
+        verify: ssl.SSLContext | bool = True,
+        resolve: Resolver = _resolve,
+    ) -> None:
+        parts = urlsplit(endpoint)
+        self._parts = parts
+        self._host = (parts.hostname or "").rstrip(".")
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._policy = policy
+        self._resolve = resolve
+        self._max_answer = max_answer_bytes
+        self.shown = shown_url(endpoint)
+        self._client = httpx.AsyncClient(
+            verify=verify,
+            trust_env=False,  # never a proxy or a certificate bundle from the environment
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    async def _pinned_url(self) -> str:
+        literal = _address(self._host)
+        if literal is not None:
+            self._policy.check_addresses(self._host, [str(literal)])
+            return urlunsplit(self._parts)
+        try:
+            addresses = await self._resolve(self._host, self._port)
+        except OSError as exc:
+            raise EndpointRefused(f"{self._host!r} does not resolve: {exc}") from None
+        address = self._policy.check_addresses(self._host, addresses)
+        shown = f"[{address}]" if ":" in address else address
+        netloc = f"{shown}:{self._port}"
+        return urlunsplit((self._parts.scheme, netloc, self._parts.path or "/", self._parts.query, ""))
+
+    async def post(self, body: bytes, headers: Mapping[str, str], timeout: float) -> DeliveryAnswer:  # noqa: ASYNC109
+        """POST ``body``; the answer's status once at most ``max_answer_bytes`` of it were read, within
+        ``timeout`` seconds all told. Raises EndpointRefused (nothing was sent)."""
+        try:
+            async with asyncio.timeout(timeout):
+                url = await self._pinned_url()
+                netloc = self._parts.netloc.rsplit("@", 1)[-1]
+                request = self._client.build_request(
+                    "POST",
+                    url,
+                    content=body,
+                    headers={**headers, "host": netloc},
+                    extensions={"sni_hostname": self._host},
+                    timeout=httpx.Timeout(timeout),
+                )
+                response = await self._client.send(request, stream=True)
+                try:
+                    read = 0
+                    async for chunk in response.aiter_raw():
+                        read += len(chunk)
+                        if read >= self._max_answer:
+                            break
+                finally:
+                    await response.aclose()
+                return DeliveryAnswer(response.status_code)
+        except EndpointRefused:
+            raise
+        except TimeoutError:
+            return DeliveryAnswer(None, "timeout")
+        except httpx.TimeoutException:
+            return DeliveryAnswer(None, "timeout")
+        except httpx.ConnectError:
+            return DeliveryAnswer(None, "connect")
+        except httpx.HTTPError as exc:
+            return DeliveryAnswer(None, type(exc).__name__)

@@ -1,0 +1,226 @@
+"""One push subscription's delivery loop in this process: a member of the subscription's group (a consumer
+instance of :class:`~gateway.service.consumers.ConsumerService`, so TubeMQ spreads the partitions over every
+process of every replica running it) that posts each message to the endpoint and settles it by the answer.
+
+* A 2xx answer commits the message. Anything else (another status, a timeout past the ack deadline, a
+  refused or failed connection, an endpoint ``push.allow`` refuses) nacks it with the subscription's backoff
+  for that attempt: the consumer service republishes it to the retry topic and hands it out again when due,
+  or past ``maxDeliveryAttempts`` sends it to the dead-letter topic.
+* At most ``maxConcurrency`` deliveries are in flight; the loop polls only as many messages as there are
+  free places. With ``orderedByKey`` the messages of one key are posted one after the other (a retried
+  message comes back after its delay, so a failure can still reorder a key).
+* The message's deadline in the instance is moved out before each post, so a delivery that waits for its
+  key's predecessor is not taken back under it.
+* Stopping deletes the instance: what was delivered and not settled goes back to the group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from gateway.service.consumers import ConsumerService
+from gateway.service.delivered import DeliveredMessage
+from gateway.service.errors import Gone, NotFound, ServiceError
+from gateway.service.instance_spec import InstanceSpec
+from gateway.service.push_outbound import DeliveryAnswer, EndpointRefused, Outbound
+from gateway.service.push_request import Renderer, build_request
+from gateway.service.push_subscription import PushSubscription
+from gateway.tubemq.events import EventBus
+
+__all__ = ["DeliveryDone", "SubscriptionRunner"]
+
+log = logging.getLogger("gateway.service.push")
+
+
+class DeliveryDone:
+    """An event (on the runtime's event bus) for each delivery of a push subscription: ``outcome`` is
+    ``acked``, ``nacked`` (to be retried or dead-lettered) or ``failed`` (the nack itself failed: the message
+    comes back when its deadline passes); ``status`` the HTTP status (None: no answer, ``failure`` says
+    why), ``seconds`` the request's time."""
+
+    __slots__ = ("attempt", "failure", "outcome", "seconds", "status", "subscription")
+
+    def __init__(
+        self, subscription: str, outcome: str, status: int | None, failure: str, attempt: int, seconds: float
+    ) -> None:
+        self.subscription = subscription
+        self.outcome = outcome
+        self.status = status
+        self.failure = failure
+        self.attempt = attempt
+        self.seconds = seconds
+
+
+class SubscriptionRunner:
+    """Runs one subscription until :meth:`stop`; times in seconds."""
+
+    def __init__(
+        self,
+        subscription: PushSubscription,
+        consumers: ConsumerService,
+        outbound: Outbound,
+        render: Renderer,
+        *,
+        poll_wait: float = 1.0,
+        error_backoff: float = 1.0,
+        events: EventBus | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.subscription = subscription
+        self._consumers = consumers
+        self._outbound = outbound
+        self._render = render
+        self._poll_wait = poll_wait
+        self._error_backoff = error_backoff
+        self._events = events
+        self._clock = clock or asyncio.get_running_loop().time
+        self._task: asyncio.Task[None] | None = None
+        self._deliveries: set[asyncio.Task[None]] = set()
+        self._room = asyncio.Condition()
+        self._last_of_key: dict[str, asyncio.Task[None]] = {}
+        self.instance_id: str | None = None
+        #: the last error of the loop itself (joining, polling), for the overview; None while it runs well
+        self.last_error: str | None = None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._deliveries)
+
+    def start(self) -> None:
+        name = f"push-{self.subscription.name}"
+        self._task = asyncio.create_task(self._run(), name=name)
+
+    async def stop(self) -> None:
+        """Stop polling, cancel the deliveries in flight and leave the group (unsettled messages go back)."""
+        tasks = [t for t in (self._task, *self._deliveries) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._leave()
+
+    async def _leave(self) -> None:
+        instance_id, self.instance_id = self.instance_id, None
+        if instance_id is not None:
+            with contextlib.suppress(ServiceError):
+                await self._consumers.delete(self.subscription.group, instance_id)
+
+    def _spec(self) -> InstanceSpec:
+        s = self.subscription
+        return InstanceSpec(
+            topics={topic: list(filters) or None for topic, filters in s.topics.items()},
+            start_position=s.start_position,
+            retry_topic=s.retry_topic,
+            dead_letter_topic=s.dead_letter_topic,
+            max_delivery_attempts=s.max_delivery_attempts,
+            ack_deadline=self._hold(),
+        )
+
+    def _hold(self) -> float:
+        """How long the instance holds a message out for a delivery: the request (the subscription's ack
+        deadline) and its settling, within the consumer service's longest deadline."""
+        return min(self._consumers.max_ack_deadline, 2 * self.subscription.ack_deadline + 5)
+
+    async def _run(self) -> None:
+        s = self.subscription
+        while True:
+            try:
+                if self.instance_id is None:
+                    info = await self._consumers.create(s.group, self._spec(), trusted=True)
+                    self.instance_id = info.instance_id
+                    log.info(
+                        "push subscription joined its group", extra={"subscription": s.name, "group": s.group}
+                    )
+                await self._pump(self.instance_id)
+            except (Gone, NotFound):
+                self.instance_id = None  # the instance closed (lease, gateway stopping): join again
+            except ServiceError as exc:
+                self.last_error = exc.message
+                log.warning(
+                    "push subscription cannot consume; retrying",
+                    extra={"subscription": s.name, "error": exc.message},
+                )
+                await asyncio.sleep(self._error_backoff)
+            except Exception as exc:  # a bug must not end the subscription: log it loudly and go on
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("push subscription loop failed; retrying", extra={"subscription": s.name})
+                await asyncio.sleep(self._error_backoff)
+
+    async def _pump(self, instance_id: str) -> None:
+        s = self.subscription
+        while True:
+            async with self._room:
+                await self._room.wait_for(lambda: len(self._deliveries) < s.max_concurrency)
+                free = s.max_concurrency - len(self._deliveries)
+            messages = await self._consumers.poll(
+                s.group, instance_id, max_messages=free, timeout=self._poll_wait
+            )
+            self.last_error = None
+            for message in messages:
+                self._spawn(instance_id, message)
+
+    def _spawn(self, instance_id: str, message: DeliveredMessage) -> None:
+        key = message.message.key if self.subscription.ordered_by_key else None
+        before = self._last_of_key.get(key) if key is not None else None
+        task = asyncio.create_task(self._deliver(instance_id, message, before))
+        self._deliveries.add(task)
+        if key is not None:
+            self._last_of_key[key] = task
+        task.add_done_callback(lambda t: self._done(t, key))
+
+    def _done(self, task: asyncio.Task[None], key: str | None) -> None:
+        self._deliveries.discard(task)
+        if key is not None and self._last_of_key.get(key) is task:
+            del self._last_of_key[key]
+        if not task.cancelled() and task.exception() is not None:
+            log.error(
+                "push delivery failed unexpectedly",
+                extra={"subscription": self.subscription.name},
+                exc_info=task.exception(),
+            )
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._room:
+            self._room.notify_all()
+
+    async def _deliver(
+        self, instance_id: str, message: DeliveredMessage, before: asyncio.Task[None] | None
+    ) -> None:
+        s = self.subscription
+        if before is not None:
+            await asyncio.gather(before, return_exceptions=True)
+        token = [message.token]
+        try:
+            self._consumers.extend_deadlines(s.group, instance_id, token, seconds=self._hold())
+        except ServiceError:
+            return  # the instance is gone: the message went back to the group
+        body, headers = build_request(s, message, self._render)
+        start = self._clock()
+        try:
+            answer = await self._outbound.post(body, headers, s.ack_deadline)
+        except EndpointRefused as exc:
+            log.warning(
+                "push endpoint refused by push.allow",
+                extra={"subscription": s.name, "endpoint": self._outbound.shown, "error": str(exc)},
+            )
+            answer = DeliveryAnswer(None, "refused")
+        seconds = self._clock() - start
+        outcome = "acked" if answer.acknowledged else "nacked"
+        try:
+            if answer.acknowledged:
+                await self._consumers.commit(s.group, instance_id, token)
+            else:
+                await self._consumers.nack(s.group, instance_id, token, delay=s.backoff(message.attempt))
+        except ServiceError as exc:
+            outcome = "failed"
+            log.warning(
+                "push delivery could not be settled; the message comes back after its deadline",
+                extra={"subscription": s.name, "error": exc.message},
+            )
+        if self._events is not None:
+            self._events.emit(
+                DeliveryDone(s.name, outcome, answer.status, answer.failure, message.attempt, seconds)
+            )
