@@ -6,23 +6,25 @@ without Python's headers) gets a warning from the build and the pure-Python path
 failed install: ``./scripts/run.sh`` and ``./scripts/test.sh`` must work there. Which path runs is
 decided at import (gateway/tubemq/wire/speedups.py; ``TUBEMQ_GATEWAY_NO_EXTENSIONS=1`` forces the pure
 one).
+
+Each C file sits beside the Python module it speeds up, named after it with a leading underscore
+(``gateway/tubemq/consumer/_batch.c`` for ``batch.py``), and builds the module of the same dotted path
+(``gateway.tubemq.consumer._batch``).
 """
+
+from pathlib import Path
 
 from setuptools import Extension, setup
 
 #: what the extensions share (varints, the growing buffer, a delivered message's fields): one copy, included
-SHARED = ["gateway/_cext/outbuf.h", "gateway/_cext/delivered.h"]
+SHARED = sorted(p.as_posix() for p in Path("gateway/_cext").glob("*.h"))
 
 
 def extension(name: str, source: str) -> Extension:
     return Extension(name, sources=[source], include_dirs=["gateway/_cext"], depends=SHARED, optional=True)
 
 
-setup(
-    ext_modules=[
-        extension("gateway.tubemq.wire._speedups", "gateway/tubemq/wire/_speedups.c"),
-        extension("gateway.grpc._consumed", "gateway/grpc/_consumed.c"),
-        extension("gateway.api._rendered", "gateway/api/_rendered.c"),
-        extension("gateway.api._publish_json", "gateway/api/_publish_json.c"),
-    ]
-)
+#: every C file of the package but the shared headers' directory, relative to this file
+SOURCES = sorted(p.as_posix() for p in Path("gateway").rglob("_*.c") if "_cext" not in p.parts)
+
+setup(ext_modules=[extension(source.removesuffix(".c").replace("/", "."), source) for source in SOURCES])

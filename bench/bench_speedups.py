@@ -1,5 +1,5 @@
-"""Compiled vs pure: CPU microseconds per message of each per-message loop the C extension takes over
-(gateway/tubemq/wire/_speedups.c), against its pure-Python reference, on the same input in one process.
+"""Compiled vs pure: CPU microseconds per message of each per-message loop the C extensions take over
+(the ``_*.c`` file beside each module), against its pure-Python reference, on the same input in one process.
 
 Run from the repository root: ``python bench/bench_speedups.py [--messages N] [--size B] [--rounds R]``.
 Each loop is timed over R rounds of one N-message batch with ``time.process_time`` (CPU time of this
@@ -9,7 +9,7 @@ without attributes (as the Java benchmark producer sends), with a stream id and 
 publish sets) and with custom attributes too; encoding a batch's SendMessage requests
 (``SendRequestTemplate.encode_many``) and framing them (``rpc.encode_requests``), for messages with a
 stream id and time; the gRPC answer of a poll (``consumed_wire.encode_consumed``, what Subscribe and Poll
-send) of the decoded messages with a stream id. Needs the extension built (``pip install -e .`` where a C
+send) of the decoded messages with a stream id. Needs the extensions built (``pip install -e .`` where a C
 compiler is); it says so and prints the pure rows alone otherwise. Benchmarks print numbers; nothing here
 asserts.
 """
@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -32,6 +31,7 @@ from bench_render import ATTRIBUTES, answer
 from gateway.grpc import consumed_wire
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer import batch
+from gateway.tubemq.producer import send_request
 from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.payload import prepare_message
@@ -52,13 +52,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=30)
     args = parser.parse_args()
-    try:
-        import gateway.tubemq.wire._speedups as compiled
-    except ImportError as exc:
-        print(f"the C extension is not built ({exc}): pure rows only")
-        compiled = None
-    else:
-        compiled.set_message_type(batch.ConsumedMessage, batch._MESSAGE_FIELDS)
+    compiled = speedups.load_extension("gateway.tubemq.consumer._batch")
+    if compiled is None:
+        print(f"the compiled path does not run ({speedups.REASON}): pure rows only")
     n = args.messages
     print(f"{n} messages of {args.size} B, best of {args.rounds} rounds, CPU us per message")
     print(f"  {'loop':<52}{'pure':>8}{'compiled':>10}{'ratio':>8}")
@@ -81,7 +77,7 @@ def main() -> None:
     ]
     name = "gRPC answer of a poll (encode_consumed)"
     pure = cpu_us(args.rounds, n, lambda: consumed_wire.encode_consumed_py(delivered))
-    grpc_compiled = speedups.load_extension("gateway.grpc._consumed") if compiled is not None else None
+    grpc_compiled = speedups.load_extension("gateway.grpc._consumed_wire")
     if grpc_compiled is None:
         print(f"  {name:<52}{pure:8.2f}")
     else:
@@ -108,22 +104,23 @@ def main() -> None:
         for _ in range(batches):
             template.encode_many(partitions, sends)
 
-    def rows(module: ModuleType | None, encoder: Callable[[], None]) -> list[float]:
-        """The encode rows with ``module`` as the selected extension (None: the pure path)."""
-        selected = speedups.compiled
-        speedups.compiled = module
+    def rows(compiled_on: bool, encoder: Callable[[], None]) -> list[float]:
+        """The encode rows with the compiled loops of send_request and rpc on, or off (the pure path)."""
+        selected = send_request._compiled, rpc._compiled
+        if not compiled_on:
+            send_request._compiled = rpc._compiled = None
         try:
             return [cpu_us(args.rounds, n, encoder), cpu_us(args.rounds, n, frames)]
         finally:
-            speedups.compiled = selected
+            send_request._compiled, rpc._compiled = selected
 
     names = ["SendMessage requests, 100 a batch (encode_many)", "their RPC frames (encode_requests)"]
-    pure_rows = rows(None, encode_py)
+    pure_rows = rows(False, encode_py)
     if compiled is None:
         for name, pure in zip(names, pure_rows, strict=True):
             print(f"  {name:<52}{pure:8.2f}")
         return
-    for name, pure, c in zip(names, pure_rows, rows(compiled, encode), strict=True):
+    for name, pure, c in zip(names, pure_rows, rows(True, encode), strict=True):
         print(f"  {name:<52}{pure:8.2f}{c:10.2f}{pure / c:7.2f}x")
 
 

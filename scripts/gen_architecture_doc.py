@@ -8,7 +8,7 @@ imported) this renders, between the markers of docs/architecture.md: the package
 package with every module and the first sentence of its docstring (the package's own ``__init__``
 docstring above it); and the table of compiled loops, every C file with the first sentence of its leading
 comment and the Python modules that choose between it and their pure twins (those that load it by name
-through ``load_speedups``, or use the core's switch, ``gateway.tubemq.wire.speedups``).
+through ``load_extension``, which the wire's face re-exports as ``load_speedups``).
 tests/test_architecture_doc.py checks that the committed page is what this prints. Nothing in the gateway
 imports this script.
 """
@@ -46,14 +46,7 @@ ORDER = (
     "config",
     "",
 )
-#: the core's switch between compiled and pure loops, and the extension it loads itself
-SWITCH = "gateway.tubemq.wire.speedups"
-CORE_EXTENSION = "gateway.tubemq.wire._speedups"
-#: what a module imports from the switch's face to use the core's extension
-SWITCH_NAMES = {"speedups", "slots_constructor"}
-#: the faces that only re-export the switch
-REEXPORTS = {"gateway.tubemq.wire", SWITCH}
-#: the calls that load another extension by its dotted name
+#: the calls that load a compiled module by its dotted name
 LOADERS = {"load_speedups", "load_extension"}
 #: abbreviations a sentence does not end at
 ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "cf")
@@ -137,14 +130,9 @@ def packages() -> dict[str, list[Path]]:
 
 def extensions_used(path: Path) -> set[str]:
     """The compiled modules ``path`` chooses between its C and its pure loops (dotted names)."""
-    if dotted(path) in REEXPORTS:
-        return set()
     used: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module in REEXPORTS:
-            if {alias.name for alias in node.names} & SWITCH_NAMES:
-                used.add(CORE_EXTENSION)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in LOADERS:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in LOADERS:
             argument = node.args[0] if node.args else None
             if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
                 used.add(argument.value)
@@ -204,7 +192,7 @@ def render_compiled() -> str:
         if not chosen:
             raise SystemExit(
                 f"{source.relative_to(ROOT)} is loaded by no module ({name}): load it through "
-                "gateway.tubemq.wire.load_speedups, or remove it"
+                "gateway.tubemq.wire.speedups.load_extension, or remove it"
             )
         where = ", ".join(f"`{m}`" for m in sorted(chosen))
         out.append(f"| `{source.relative_to(ROOT).as_posix()}` | {cell(c_comment(source))} | {where} |")

@@ -50,11 +50,12 @@ def test_every_module_and_c_file_is_on_the_page() -> None:
 
 
 def test_the_modules_that_choose_a_compiled_loop_are_found(doc: ModuleType) -> None:
-    # by name through load_speedups, by the core's switch, and by slots_constructor
-    assert doc.extensions_used(GATEWAY / "grpc" / "consumed_wire.py") == {"gateway.grpc._consumed"}
-    assert doc.extensions_used(GATEWAY / "tubemq" / "wire" / "rpc.py") == {doc.CORE_EXTENSION}
-    assert doc.extensions_used(GATEWAY / "service" / "delivered.py") == {doc.CORE_EXTENSION}
-    # the switch and the face that re-exports it choose nothing themselves
+    # by name, through load_speedups (the wire's face) or load_extension (the switch itself)
+    assert doc.extensions_used(GATEWAY / "grpc" / "consumed_wire.py") == {"gateway.grpc._consumed_wire"}
+    assert doc.extensions_used(GATEWAY / "tubemq" / "wire" / "rpc.py") == {"gateway.tubemq.wire._rpc"}
+    assert doc.extensions_used(GATEWAY / "tubemq" / "wire" / "slots.py") == {"gateway.tubemq.wire._slots"}
+    # the switch and the face that re-exports it choose nothing themselves, nor a user of slots_constructor
+    assert doc.extensions_used(GATEWAY / "service" / "delivered.py") == set()
     assert doc.extensions_used(GATEWAY / "tubemq" / "wire" / "speedups.py") == set()
     assert doc.extensions_used(GATEWAY / "tubemq" / "wire" / "__init__.py") == set()
     assert doc.extensions_used(GATEWAY / "tubemq" / "wire" / "frame.py") == set()

@@ -68,9 +68,9 @@ CORE_RANKS: dict[str, int] = {
     "wire.auth": 1,
     "wire.methods": 1,
     "wire.strict": 1,
-    # the compiled per-message loops (a C extension) and the switch that picks them or the pure ones
-    "wire._speedups": 1,
+    # the switch between the compiled per-message loops and the pure ones, and the slots maker it picks
     "wire.speedups": 1,
+    "wire.slots": 1,
     "wire.frame": 2,
     "wire.frame_decoder": 2,
     "wire.rpc": 3,
@@ -396,7 +396,7 @@ _ADAPTER_CORE = (
     "gateway.tubemq.events",
     "gateway.tubemq.net:ConnectionPool",
     "gateway.tubemq.producer:SendResult",
-    # compiled twins of the adapters' loops load by the core's switch (gateway/grpc/_consumed.c)
+    # compiled twins of the adapters' loops load by the core's switch (gateway/grpc/_consumed_wire.c)
     "gateway.tubemq.wire:load_speedups",
 )
 _PROCESS = (

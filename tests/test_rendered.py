@@ -1,4 +1,4 @@
-"""The compiled poll JSON and SSE events of base64 values (gateway/api/_rendered.c) against their pure
+"""The compiled poll JSON and SSE events of base64 values (gateway/api/_consumer_render.c) against their pure
 reference (gateway/api/consumer_render.py's _render): the same bytes for generated steps, and odd messages
 handed back (NotImplemented) so that the reference renders them or raises what it raises (issue #26)."""
 
@@ -26,7 +26,7 @@ Render = Callable[[list[DeliveredMessage], str], bytes]
 
 def _rendered() -> ModuleType:
     _extension()  # skips (or fails) alike where the extensions are not built
-    import gateway.api._rendered as module
+    import gateway.api._consumer_render as module
 
     return module
 
@@ -101,9 +101,9 @@ def test_odd_messages_render_as_the_reference_renders_them(changes: dict[str, An
 
 def test_the_switch_keeps_the_pure_path(monkeypatch: pytest.MonkeyPatch) -> None:
     _rendered()
-    assert (consumer_render._compiled is None) == (speedups.compiled is None)
-    monkeypatch.setattr(speedups, "compiled", None)
-    assert speedups.load_extension("gateway.api._rendered") is None
+    assert (consumer_render._compiled is None) == (speedups.ACTIVE == speedups.PURE)
+    monkeypatch.setattr(speedups, "_on", False)
+    assert speedups.load_extension("gateway.api._consumer_render") is None
 
 
 class _Relabelled(DeliveredMessage):

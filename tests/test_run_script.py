@@ -96,7 +96,7 @@ def test_a_changed_c_source_or_setup_py_installs_again(tree: Path) -> None:
     """The editable install compiles the C extensions in place (setup.py): Python edits need no install, but
     a changed C source must be compiled again, or the compiled path would run stale code."""
     (tree / "setup.py").write_text("# the extensions\n", encoding="utf-8")
-    source = tree / "gateway" / "tubemq" / "wire" / "_speedups.c"
+    source = tree / "gateway" / "tubemq" / "wire" / "_rpc.c"
     source.parent.mkdir(parents=True)
     source.write_text("/* one */\n", encoding="utf-8")
     assert _run(tree, "./scripts/run.sh")[0].returncode == 0

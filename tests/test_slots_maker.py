@@ -1,4 +1,4 @@
-"""The compiled maker of plain slots dataclasses (gateway/tubemq/wire/_speedups.c ``slots_maker``, used for
+"""The compiled maker of plain slots dataclasses (gateway/tubemq/wire/_slots.c ``slots_maker``, used for
 every DeliveredMessage a consumer instance hands out): the same objects as the class builds, the class's
 own behaviour for any other call, and a refusal of any class it cannot build (issue #26)."""
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.service.delivered import DeliveredMessage, new_delivered
 from gateway.tubemq.consumer.batch import ConsumedMessage
-from gateway.tubemq.wire import speedups
+from gateway.tubemq.wire import slots
 from tests.test_speedups import ForeignSlot, _error, _extension
 
 NAMES = tuple(f.name for f in fields(DeliveredMessage))
@@ -40,7 +40,7 @@ values = st.tuples(
 
 
 def _maker() -> Any:
-    return _extension().slots_maker(DeliveredMessage, NAMES)
+    return _extension("gateway.tubemq.wire._slots").slots_maker(DeliveredMessage, NAMES)
 
 
 @given(values)
@@ -54,8 +54,8 @@ def test_a_made_object_is_what_the_class_builds(given_values: tuple[Any, ...]) -
 
 
 def test_the_instance_layer_takes_the_maker_where_the_extension_is_loaded() -> None:
-    _extension()
-    if speedups.compiled is None:
+    _extension("gateway.tubemq.wire._slots")
+    if slots._compiled is None:
         assert new_delivered is DeliveredMessage
     else:
         assert new_delivered is not DeliveredMessage
@@ -120,15 +120,15 @@ class _NotSlots:
 )
 def test_a_class_it_cannot_build_is_refused(cls: type, names: tuple[str, ...]) -> None:
     with pytest.raises(TypeError):
-        _extension().slots_maker(cls, names)
+        _extension("gateway.tubemq.wire._slots").slots_maker(cls, names)
 
 
 def test_a_frozen_class_is_built_as_its_init_builds_it() -> None:
     # frozen slots dataclasses store through object.__setattr__: their slots are plain writable members
-    maker = _extension().slots_maker(_Frozen, ("a",))
+    maker = _extension("gateway.tubemq.wire._slots").slots_maker(_Frozen, ("a",))
     assert maker(5) == _Frozen(5)
 
 
 def test_the_pure_path_uses_the_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(speedups, "compiled", None)
-    assert speedups.slots_constructor(DeliveredMessage) is DeliveredMessage
+    monkeypatch.setattr(slots, "_compiled", None)
+    assert slots.slots_constructor(DeliveredMessage) is DeliveredMessage

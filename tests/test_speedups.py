@@ -1,4 +1,4 @@
-"""The compiled per-message loops (gateway/tubemq/wire/_speedups.c) against their pure-Python references.
+"""The compiled per-message loops (the ``_*.c`` file beside each module) against their pure-Python references.
 
 Each compiled function must give what its reference gives, byte for byte, on any input: generated batches
 of valid messages, and hostile ones (truncated payloads, attribute lengths that are negative, huge or past
@@ -10,6 +10,7 @@ TUBEMQ_GATEWAY_NO_EXTENSIONS set; and a test fails when a machine that can build
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -50,9 +51,11 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-def _extension() -> ModuleType:
+def _extension(name: str = "gateway.tubemq.consumer._batch") -> ModuleType:
+    """The compiled module ``name`` (one of ``speedups.EXTENSIONS``), imported whatever the switch says;
+    skips where no C compiler is, fails where one is but the module was not built."""
     try:
-        import gateway.tubemq.wire._speedups as module
+        module = importlib.import_module(name)
     except ImportError as exc:
         if compiler() is None:
             pytest.skip(f"no C compiler or Python headers on this machine: the pure path only ({exc})")
@@ -60,7 +63,8 @@ def _extension() -> ModuleType:
             f"a C compiler is here but the extension is not built ({exc}): run ./scripts/test.sh "
             "(or pip install -e .) to build it"
         ) from exc
-    module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS)
+    if name == "gateway.tubemq.consumer._batch":
+        module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS)
     return module
 
 
@@ -78,16 +82,27 @@ def compiled_decode(
 
 def test_the_compiled_path_is_loaded_where_it_can_be_built() -> None:
     if os.environ.get(speedups.ENV_SWITCH, "") not in ("", "0"):
-        assert speedups.ACTIVE == speedups.PURE and speedups.compiled is None
+        assert speedups.ACTIVE == speedups.PURE and batch._compiled is None
         pytest.skip(f"{speedups.ENV_SWITCH} is set: this run tests the pure path")
     if compiler() is None:
         assert speedups.ACTIVE == speedups.PURE
         pytest.skip("no C compiler or Python headers on this machine: the pure path only")
     assert speedups.ACTIVE == speedups.COMPILED, speedups.REASON
     assert batch.decode_messages is batch._decode_messages_c
-    assert speedups.load_extension("gateway.grpc._consumed") is not None
-    assert speedups.load_extension("gateway.api._rendered") is not None
-    assert speedups.load_extension("gateway.api._publish_json") is not None
+    for name in speedups.EXTENSIONS:
+        assert speedups.load_extension(name) is not None, name
+
+
+def test_every_c_file_sits_beside_the_module_it_speeds_up() -> None:
+    """Each C file under gateway/ (the shared headers' directory aside) builds a module that EXTENSIONS
+    names, beside the Python module of the same name without the underscore and with its stub."""
+    sources = {p for p in (ROOT / "gateway").rglob("_*.c") if "_cext" not in p.parts}
+    assert {".".join(p.relative_to(ROOT).with_suffix("").parts) for p in sources} == set(speedups.EXTENSIONS)
+    for source in sources:
+        assert source.with_name(source.name[1:]).with_suffix(".py").is_file(), source
+        assert source.with_suffix(".pyi").is_file(), source
+    with pytest.raises(ValueError, match="not one of the compiled modules"):
+        speedups.load_extension("gateway.tubemq.wire._speedups")
 
 
 #: run where no extension is built: every module that picks a compiled path imports, picks the pure one and
@@ -133,7 +148,7 @@ def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     where, outcome = done.stdout.splitlines()
     assert where.startswith(str(site))
-    assert outcome.startswith("pure the C extension is not built")
+    assert outcome.startswith("pure the C extensions are not built")
 
 
 @pytest.mark.parametrize(("value", "active"), [("1", "pure"), ("0", "compiled"), ("", "compiled")])
@@ -463,7 +478,7 @@ def test_request_frames_are_the_same_bytes(
 
     got = _error(frames)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(speedups, "compiled", None)
+        patch.setattr(rpc, "_compiled", None)
         expected = _error(frames)
         reference = frames() if expected is None else None
     assert got == expected
@@ -477,7 +492,7 @@ def test_request_frames_around_one_block_are_the_same_bytes(monkeypatch: pytest.
     requests = [b"r" * n for n in range(8100, 8200)]
     numbers = list(range(len(requests)))
     got = rpc.encode_requests(numbers, 13, requests, 5000)
-    monkeypatch.setattr(speedups, "compiled", None)
+    monkeypatch.setattr(rpc, "_compiled", None)
     assert got == rpc.encode_requests(numbers, 13, requests, 5000)
     assert {frame[8:12] for frame in got} == {b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"}
 
@@ -486,10 +501,11 @@ def test_request_frames_around_one_block_are_the_same_bytes(monkeypatch: pytest.
 
 
 def _consumed_extension() -> ModuleType:
-    _extension()  # skips (or fails) alike where the extensions are not built
-    import gateway.grpc._consumed as module
+    return _extension("gateway.grpc._consumed_wire")
 
-    return module
+
+def _publish_extension() -> ModuleType:
+    return _extension("gateway.grpc._publish_wire")
 
 
 def _same_consumed(batch: list[DeliveredMessage]) -> None:
@@ -647,7 +663,7 @@ _receipt_results = st.builds(
 
 def _same_receipts(tag: int, first: int, outcomes: list[PublishOutcome]) -> None:
     expected = _error(lambda: encode_stored_py(tag, first, outcomes))
-    answer = _consumed_extension().encode_receipts(outcomes, first, tag)
+    answer = _publish_extension().encode_receipts(outcomes, first, tag)
     if answer is NotImplemented:  # the caller runs the reference: same bytes, same error by construction
         return
     assert expected is None, expected
@@ -670,7 +686,7 @@ def test_publish_receipts_are_the_same_bytes(
     _same_receipts(tag, first, outcomes)
     assert encode_stored(tag, first, outcomes) == encode_stored_py(tag, first, outcomes)
     if outcomes and not any(r.message_id >= 2**63 for r in results):  # the compiled path took them
-        assert _consumed_extension().encode_receipts(outcomes, first, tag) is not NotImplemented
+        assert _publish_extension().encode_receipts(outcomes, first, tag) is not NotImplemented
 
 
 def _stored(**changes: Any) -> PublishOutcome:
@@ -715,7 +731,7 @@ def test_publish_receipts_of_odd_outcomes_are_the_same(outcome: PublishOutcome) 
 def _same_publish(raw: bytes) -> None:
     """The compiled reader gives what the Python one gives, or hands the request back."""
     expected = _error(lambda: decode_publish_py(raw))
-    read = _consumed_extension().decode_publish(raw, OutgoingMessage)
+    read = _publish_extension().decode_publish(raw, OutgoingMessage)
     if read is NotImplemented:  # the caller runs the reference: same result, same error by construction
         return
     assert expected is None, expected
@@ -728,7 +744,7 @@ def _same_publish(raw: bytes) -> None:
 )
 def test_publish_requests_are_read_alike(topic: str, batch: list[Any], cut: int, noise: bytes) -> None:
     raw = grpc_pb.PublishRequest(topic=topic, messages=batch).SerializeToString()
-    read = _consumed_extension().decode_publish(raw, OutgoingMessage)
+    read = _publish_extension().decode_publish(raw, OutgoingMessage)
     assert read is not NotImplemented  # what the protobuf library writes is read in C
     assert PublishBatch(*read) == decode_publish_py(raw)
     _same_publish(raw[: len(raw) - cut % (len(raw) + 1)])

@@ -1,4 +1,4 @@
-"""The compiled loop over a read's complete one-block frames (``_speedups.whole_frames``, used by
+"""The compiled loop over a read's complete one-block frames (``_frame_decoder.whole_frames``, used by
 ``FrameDecoder._whole_frames``) against its reference (``FrameDecoder._whole_frames_py``): any stream, cut
 anywhere, gives the same frames and the same errors."""
 
@@ -31,13 +31,15 @@ class CompiledDecoder(FrameDecoder):
     __slots__ = ()
 
     def _whole_frames(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
-        found: int = _extension().whole_frames(view[:end], pos, self._max_frame_bytes - 4, frames)
+        found: int = _extension("gateway.tubemq.wire._frame_decoder").whole_frames(
+            view[:end], pos, self._max_frame_bytes - 4, frames
+        )
         return found
 
 
 @pytest.fixture(autouse=True)
 def _frame_class() -> None:
-    _extension().set_frame_type(Frame)
+    _extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Frame)
 
 
 def _run(decoder: FrameDecoder, chunks: list[bytes]) -> list[Any]:
@@ -97,8 +99,8 @@ def test_a_frame_class_of_another_shape_is_refused() -> None:
         __slots__ = ("serial",)
 
     with pytest.raises(TypeError):
-        _extension().set_frame_type(Other)
-    _extension().set_frame_type(Frame)
+        _extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Other)
+    _extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Frame)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -124,7 +126,7 @@ def test_a_request_frame_is_the_reference_on_both_paths(
             rpc.encode_request(serial, method, data, timeout_ms, service)
         return
     want = rpc._request_frame(serial, prefix, rpc._body_head(method, timeout_ms), data)
-    monkeypatch.setattr(speedups, "compiled", _extension())
+    monkeypatch.setattr(rpc, "_compiled", _extension("gateway.tubemq.wire._rpc"))
     assert rpc.encode_request(serial, method, data, timeout_ms, service) == want
-    monkeypatch.setattr(speedups, "compiled", None)
+    monkeypatch.setattr(rpc, "_compiled", None)
     assert rpc.encode_request(serial, method, data, timeout_ms, service) == want

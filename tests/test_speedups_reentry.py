@@ -18,17 +18,18 @@ from tests.test_speedups import _extension
 
 CASES = {
     "render_base64": """
-        from gateway.api import _rendered, consumer_render
+        from gateway.api import _consumer_render, consumer_render
         batch = [_delivered(seq=n, topic=f"t{n}") for n in range(1, 40)]
         given = list(batch)
         def head(*args):
             batch.clear()
             return consumer_render._head(*args)
-        got = _rendered.render_base64(batch, False, head, consumer_render._meta)
-        assert got == _rendered.render_base64(given, False, consumer_render._head, consumer_render._meta)
+        meta = consumer_render._meta
+        got = _consumer_render.render_base64(batch, False, head, meta)
+        assert got == _consumer_render.render_base64(given, False, consumer_render._head, meta)
     """,
     "encode_consumed": """
-        from gateway.grpc import _consumed
+        from gateway.grpc import _consumed_wire
         from gateway.grpc.consumed_wire import encode_consumed_py
         class Topic(str):
             def __eq__(self, other):
@@ -37,10 +38,10 @@ CASES = {
             __hash__ = str.__hash__
         batch = [_delivered(seq=n, topic=Topic("t")) for n in range(1, 40)]
         given = list(batch)
-        assert _consumed.encode_consumed(batch) == encode_consumed_py(given)
+        assert _consumed_wire.encode_consumed(batch) == encode_consumed_py(given)
     """,
     "encode_receipts": """
-        from gateway.grpc import _consumed
+        from gateway.grpc import _publish_wire
         from gateway.grpc.publish_wire import encode_stored_py
         class Outcome:
             def __init__(self, outcome):
@@ -52,10 +53,10 @@ CASES = {
                 return self._index
         outcomes = [Outcome(_stored(index=i)) for i in range(40)]
         given = list(outcomes)
-        assert _consumed.encode_receipts(outcomes, 0, 0x12) == encode_stored_py(0x12, 0, given)
+        assert _publish_wire.encode_receipts(outcomes, 0, 0x12) == encode_stored_py(0x12, 0, given)
     """,
     "send_answers": """
-        from gateway.tubemq.wire import _speedups
+        from gateway.tubemq.wire import _send_answers
         from gateway.tubemq.wire.frame import Frame
         from gateway.tubemq.wire.rpc import SUCCESS_PREFIX
         class Answer:
@@ -65,20 +66,20 @@ CASES = {
                 return 13
             data = b"\\x08\\x01\\x10\\xc8\\x01\\x1a\\x00"
         answers = [Answer() for _ in range(40)]
-        got = _speedups.send_answers(answers, 13, Answer, Frame, SUCCESS_PREFIX)
+        got = _send_answers.send_answers(answers, 13, Answer, Frame, SUCCESS_PREFIX)
         assert got == [(True, 200, "", None, None, None)] * 40, got
     """,
     "frame_requests": """
-        from gateway.tubemq.wire import _speedups
+        from gateway.tubemq.wire import _rpc
         requests = [bytearray(b"r%d" % n) for n in range(40)]
         def frame_one(serial, request):
             requests.clear()
             return b"framed " + bytes(request)
-        got = _speedups.frame_requests(list(range(40)), b"p", b"h", requests, frame_one)
+        got = _rpc.frame_requests(list(range(40)), b"p", b"h", requests, frame_one)
         assert got == [b"framed r%d" % n for n in range(40)], got
     """,
     "encode_sends": """
-        from gateway.tubemq.wire import _speedups
+        from gateway.tubemq.producer import _send_request
         from gateway.tubemq.wire.payload import PreparedMessage
         class Message:
             def __init__(self, n):
@@ -88,8 +89,8 @@ CASES = {
                 return getattr(self.prepared, name)
         messages = [Message(n) for n in range(40)]
         given = [m.prepared for m in messages]
-        got = _speedups.encode_sends(b"p", b"f", b"a", [1] * 40, messages)
-        assert got == _speedups.encode_sends(b"p", b"f", b"a", [1] * 40, given), got
+        got = _send_request.encode_sends(b"p", b"f", b"a", [1] * 40, messages)
+        assert got == _send_request.encode_sends(b"p", b"f", b"a", [1] * 40, given), got
     """,
 }
 

@@ -1,4 +1,4 @@
-"""The compiled reader of a batch's SendMessage answers (``_speedups.send_answers``) against its reference
+"""The compiled reader of a batch's SendMessage answers (``_send_answers.send_answers``) against its reference
 (gateway/tubemq/wire/send_answers.py ``decode_send_answers_py``), on any answer bytes.
 
 The C reader may decline an answer (None: the connection then parses it the general way), but what it
@@ -8,6 +8,7 @@ an ASCII errMsg). Called directly, whichever path the process selected, so CI co
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -74,8 +75,12 @@ def odd_answers(draw: st.DrawFn) -> bytes:
     return data
 
 
+def _answers() -> ModuleType:
+    return _extension("gateway.tubemq.wire._send_answers")
+
+
 def _both(items: list[Any]) -> tuple[list[Any], list[Any]]:
-    compiled = _extension().send_answers(items, SEND, RpcResponse, Frame, SUCCESS_PREFIX)
+    compiled = _answers().send_answers(items, SEND, RpcResponse, Frame, SUCCESS_PREFIX)
     return compiled, decode_send_answers_py(items, SEND)
 
 
@@ -121,7 +126,7 @@ def test_what_is_not_an_answer_of_the_method_is_declined(item: object) -> None:
 
 def test_a_response_that_is_not_bytes_is_declined() -> None:
     item: Any = RpcResponse(1, SEND, bytearray(b"\x08\x01\x10\xc8\x01\x1a\x00"))  # type: ignore[arg-type]
-    assert _extension().send_answers([item], SEND, RpcResponse, Frame, SUCCESS_PREFIX) == [None]
+    assert _answers().send_answers([item], SEND, RpcResponse, Frame, SUCCESS_PREFIX) == [None]
 
 
 def _envelope(method: int, data: bytes, prefix: bytes = SUCCESS_PREFIX) -> bytes:
@@ -160,7 +165,7 @@ def test_a_frame_is_read_as_its_decoded_envelope_is(payloads: list[bytes]) -> No
     compiled, reference = _both(frames)
     for payload, got, want in zip(payloads, compiled, reference, strict=True):
         assert got is None or got == want, payload.hex()
-        if _extension().usual_answer(payload, SUCCESS_PREFIX):
+        if _extension("gateway.tubemq.wire._rpc").usual_answer(payload, SUCCESS_PREFIX):
             # the reader files such a frame as it is: decode_response must read it without error, and the
             # batch reader must read it as it reads the decoded answer
             answer = decode_response(Frame(0, payload))
@@ -173,5 +178,5 @@ def test_the_usual_envelope_of_a_broker_answer_is_read_from_its_frame() -> None:
         success=True, errCode=200, errMsg="OK", messageId=9
     ).SerializeToString()
     frame = Frame(5, _envelope(SEND, data))
-    assert _extension().usual_answer(frame.payload, SUCCESS_PREFIX)
+    assert _extension("gateway.tubemq.wire._rpc").usual_answer(frame.payload, SUCCESS_PREFIX)
     assert _both([frame]) == ([(True, 200, "OK", 9, None, None)], [(True, 200, "OK", 9, None, None)])

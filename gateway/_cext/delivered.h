@@ -1,6 +1,7 @@
-/* Reading a gateway.service.delivered.DeliveredMessage and its ConsumedMessage from C (issue #26): the
- * fields the answers of delivered messages are written from, shared by gateway/grpc/_consumed.c (the gRPC
- * answer) and gateway/api/_rendered.c (the poll JSON and SSE events). Call delivered_init() once from the
+/* Reading a gateway.service.delivered.DeliveredMessage and its ConsumedMessage from C: the
+ * fields the answers of delivered messages are written from, shared by gateway/grpc/_consumed_wire.c (the
+ * gRPC answer), gateway/api/_consumer_render.c (the poll JSON and SSE events) and, for the field names,
+ * gateway/grpc/_publish_wire.c (the receipts). Call delivered_init() once from the
  * module's init function. */
 #ifndef GATEWAY_DELIVERED_H
 #define GATEWAY_DELIVERED_H

@@ -1,7 +1,6 @@
-/* What the gateway's C extensions share (issue #26): protobuf varints, decimal text and a growing output
- * buffer. One copy, included by gateway/tubemq/wire/_speedups.c, gateway/grpc/_consumed.c,
- * gateway/api/_rendered.c and gateway/api/_publish_json.c
- * (setup.py names this directory as their include directory and this file as what they depend on).
+/* What the gateway's C extensions share: protobuf varints, decimal text and a growing output
+ * buffer. One copy, included by the C files beside the modules they speed up (each gateway/.../_module.c; setup.py
+ * names this directory as their include directory and its headers as what they depend on).
  * Only the CPython C API is used. */
 #ifndef GATEWAY_OUTBUF_H
 #define GATEWAY_OUTBUF_H

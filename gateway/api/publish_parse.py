@@ -31,8 +31,8 @@ HEADER_MSG_TIME = "x-tubemq-msg-time"
 #: the headers that set a raw message's options (:func:`parse_raw_message`)
 RAW_OPTION_HEADERS = (HEADER_KEY, HEADER_PARTITION, HEADER_ATTRIBUTES, HEADER_STREAM_ID, HEADER_MSG_TIME)
 
-#: gateway/api/_publish_json.c where the compiled loops are built and not switched off, else None
-_compiled = load_speedups("gateway.api._publish_json")
+#: gateway/api/_publish_parse.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.api._publish_parse")
 
 _KNOWN = frozenset({"value", "encoding", "key", "partition", "attributes", "streamId", "msgTime"})
 
@@ -143,7 +143,7 @@ def _parse_any(item: dict[str, Any], index: int) -> OutgoingMessage:
 
 
 def usual_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
-    """The usual batch read and prepared in one C call (gateway/api/_publish_json.c, issue #26): each
+    """The usual batch read and prepared in one C call (gateway/api/_publish_parse.c, issue #26): each
     message's :class:`PreparedMessage`, what :func:`parse_json_batch` and then the publish rules
     (``payload.BatchPreparer``) give for it, when the body is ``{"messages": [...]}`` of at most
     ``max_messages`` messages each holding a non-empty text ``value`` and at most ``attributes`` of valid

@@ -21,8 +21,8 @@ from gateway.service.idempotency import Replay, fingerprint, parse_key
 from gateway.service.publish import PublishOutcome, PublishService, failed_alike
 from gateway.tubemq.wire import load_speedups
 
-#: gateway/api/_publish_json.c where the compiled loops are built and not switched off, else None
-_compiled = load_speedups("gateway.api._publish_json")
+#: gateway/api/_routes_topics.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.api._routes_topics")
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
@@ -84,7 +84,7 @@ def _json_str(text: str) -> str:
 
 def render_all_stored(topic: str, outcomes: Sequence[PublishOutcome]) -> bytes | None:
     """The 200 body when every message was stored, else None (:func:`render_all_stored_py`): written in one
-    C call where the extension is built (gateway/api/_publish_json.c), which hands back anything but plain
+    C call where the extension is built (gateway/api/_routes_topics.c), which hands back anything but plain
     ASCII text and int64 numbers to the reference."""
     if _compiled is not None and topic.isascii():
         stored: bytes | None = _compiled.render_stored(_json_str(topic).encode(), outcomes)

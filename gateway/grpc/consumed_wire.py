@@ -22,8 +22,8 @@ from gateway.tubemq.wire import load_speedups
 
 __all__ = ["encode_consumed", "encode_consumed_py"]
 
-#: gateway/grpc/_consumed.c where the compiled loops are built and not switched off, else None
-_compiled = load_speedups("gateway.grpc._consumed")
+#: gateway/grpc/_consumed_wire.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.grpc._consumed_wire")
 
 
 def _head(topic: str, partition_key: str, broker_id: int, partition_id: int) -> bytes:
@@ -68,7 +68,7 @@ def encode_consumed(messages: Sequence[DeliveredMessage]) -> bytes:
 
 
 def encode_consumed_py(messages: Sequence[DeliveredMessage]) -> bytes:
-    """:func:`encode_consumed` in Python: the reference of gateway/grpc/_consumed.c."""
+    """:func:`encode_consumed` in Python: the reference of gateway/grpc/_consumed_wire.c."""
     out: list[bytes] = []
     append = out.append
     # by the identity of the attributes dict (shared per attribute text; every message is alive during the

@@ -71,8 +71,8 @@ class PublishBatch:
         self.messages.clear()
 
 
-#: gateway/grpc/_consumed.c where the compiled loops are built and not switched off, else None
-_compiled = load_speedups("gateway.grpc._consumed")
+#: gateway/grpc/_publish_wire.c where the compiled loops are built and not switched off, else None
+_compiled = load_speedups("gateway.grpc._publish_wire")
 
 
 class _Irregular(Exception):
@@ -90,7 +90,7 @@ def decode_publish(raw: bytes) -> PublishBatch:
 
 
 def decode_publish_py(raw: bytes) -> PublishBatch:
-    """:func:`decode_publish` in Python: the reference of ``decode_publish`` in gateway/grpc/_consumed.c."""
+    """:func:`decode_publish` in Python: the reference of ``decode_publish`` in ``_publish_wire.c``."""
     try:
         return _decode(raw)
     except (_Irregular, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
@@ -289,7 +289,7 @@ def encode_stored(tag: int, first: int, outcomes: Sequence[PublishOutcome]) -> b
 
 
 def encode_stored_py(tag: int, first: int, outcomes: Sequence[PublishOutcome]) -> bytes:
-    """:func:`encode_stored` in Python: the reference of ``encode_receipts`` in gateway/grpc/_consumed.c."""
+    """:func:`encode_stored` in Python: the reference of ``encode_receipts`` in ``_publish_wire.c``."""
     stored = _Receipts()
     key = bytes((tag,))
     parts = []

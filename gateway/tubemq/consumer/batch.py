@@ -25,8 +25,8 @@ from dataclasses import dataclass, fields
 from typing import Protocol
 
 from gateway.tubemq.address import NodeAddress
-from gateway.tubemq.wire import speedups
 from gateway.tubemq.wire.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, decode_payload
+from gateway.tubemq.wire.speedups import load_extension
 
 __all__ = [
     "INDEX_ENTRY_SIZE",
@@ -228,6 +228,8 @@ def decode_messages_py(
 
 #: the fields __init__ assigns, in its order: the C loop stores them (slots) in this order
 _MESSAGE_FIELDS = tuple(field.name for field in fields(ConsumedMessage))
+#: gateway/tubemq/consumer/_batch.c where the compiled loops are built and not switched off, else None
+_compiled = load_extension("gateway.tubemq.consumer._batch")
 
 
 def _decode_messages_c(
@@ -236,18 +238,18 @@ def _decode_messages_c(
     curr_offset: int,
     exact: bool,
 ) -> tuple[list[ConsumedMessage], DecodeStats]:
-    """:func:`decode_messages_py` in one C call (gateway/tubemq/wire/_speedups.c)."""
-    assert speedups.compiled is not None
-    messages, kept_bytes, bad_checksum, bad_payload, filtered = speedups.compiled.decode_messages(
+    """:func:`decode_messages_py` in one C call (gateway/tubemq/consumer/_batch.c)."""
+    assert _compiled is not None
+    messages, kept_bytes, bad_checksum, bad_payload, filtered = _compiled.decode_messages(
         wire, filters, curr_offset, exact, parse_prefix
     )
     return messages, DecodeStats(len(messages), kept_bytes, bad_checksum, bad_payload, filtered)
 
 
-if speedups.compiled is None:
+if _compiled is None:
     decode_messages = decode_messages_py
 else:
-    speedups.compiled.set_message_type(ConsumedMessage, _MESSAGE_FIELDS)
+    _compiled.set_message_type(ConsumedMessage, _MESSAGE_FIELDS)
     decode_messages = _decode_messages_c
 
 

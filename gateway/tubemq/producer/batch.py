@@ -45,7 +45,7 @@ from gateway.tubemq.wire.payload import PreparedMessage
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method, Service
 from gateway.tubemq.wire.send_answers import SendAnswer, decode_send_answers, send_answer_of
-from gateway.tubemq.wire.speedups import slots_constructor
+from gateway.tubemq.wire.slots import slots_constructor
 
 __all__ = ["report_round", "send_batch"]
 

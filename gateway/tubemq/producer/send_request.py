@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.tubemq.wire import speedups
 from gateway.tubemq.wire.frame import encode_varint
 from gateway.tubemq.wire.payload import PreparedMessage
+from gateway.tubemq.wire.speedups import load_extension
 
 __all__ = ["NO_CHECKSUM", "SendRequestTemplate"]
 
 NO_CHECKSUM = -1
 """``SendMessageRequestP2B.checkSum`` meaning "do not verify"; every client sends it (§4.3)."""
+
+#: gateway/tubemq/producer/_send_request.c where the compiled loops are built and not switched off, else None
+_compiled = load_extension("gateway.tubemq.producer._send_request")
 
 
 class SendRequestTemplate:
@@ -72,12 +75,11 @@ class SendRequestTemplate:
 
     def encode_many(self, partition_ids: Sequence[int], messages: Sequence[PreparedMessage]) -> list[bytes]:
         """The serialized request of each message to its partition: one C call where the extension is
-        built (gateway/tubemq/wire/_speedups.c), else :meth:`encode_many_py`, its reference."""
-        compiled = speedups.compiled
-        if compiled is None:
+        built (gateway/tubemq/producer/_send_request.c), else :meth:`encode_many_py`, its reference."""
+        if _compiled is None:
             return self.encode_many_py(partition_ids, messages)
         fields, auth = self._tail
-        encoded: list[bytes] = compiled.encode_sends(self._prefix, fields, auth, partition_ids, messages)
+        encoded: list[bytes] = _compiled.encode_sends(self._prefix, fields, auth, partition_ids, messages)
         return encoded
 
     def encode_many_py(

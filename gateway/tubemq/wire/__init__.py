@@ -15,10 +15,10 @@ from gateway.tubemq.wire.payload import (
     parse_msg_time,
     prepare_message,
 )
+from gateway.tubemq.wire.slots import slots_constructor
 from gateway.tubemq.wire.speedups import ACTIVE as SPEEDUPS
 from gateway.tubemq.wire.speedups import REASON as SPEEDUPS_REASON
 from gateway.tubemq.wire.speedups import load_extension as load_speedups
-from gateway.tubemq.wire.speedups import slots_constructor
 
 __all__ = [
     "METHODS",

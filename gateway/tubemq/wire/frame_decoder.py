@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from enum import Enum
 
-from gateway.tubemq.wire import speedups
 from gateway.tubemq.wire.frame import (
     DEFAULT_MAX_FRAME_BYTES,
     HEADER_ONE_BLOCK_STRUCT,
@@ -19,10 +18,12 @@ from gateway.tubemq.wire.frame import (
     Frame,
     FrameError,
 )
+from gateway.tubemq.wire.speedups import load_extension
 
 __all__ = ["FrameDecoder"]
 
-_compiled = speedups.compiled
+#: gateway/tubemq/wire/_frame_decoder.c where the compiled loops are built and not switched off, else None
+_compiled = load_extension("gateway.tubemq.wire._frame_decoder")
 if _compiled is not None:
     _compiled.set_frame_type(Frame)  # whole_frames builds Frames itself: a class of another shape fails here
 
@@ -183,7 +184,7 @@ class FrameDecoder:
         """Slice out complete single-block frames lying at ``pos``; return where they stop.
 
         The hot path for rpc traffic (payloads under 8192 bytes; a batch's answers come some hundred to a
-        read): one C call for them all where the extension is built (``_speedups.whole_frames``), else
+        read): one C call for them all where the extension is built (``_frame_decoder.whole_frames``), else
         :meth:`_whole_frames_py`, its reference. Anything else, including every malformed header, is left
         to the general state machine.
         """

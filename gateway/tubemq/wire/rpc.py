@@ -28,7 +28,6 @@ from google.protobuf.message import EncodeError, Message
 from gateway.tubemq.errors import STATUS_ERROR as STATUS_ERROR  # re-exported: answer statuses live here too
 from gateway.tubemq.errors import STATUS_FATAL as STATUS_FATAL
 from gateway.tubemq.errors import ProtocolError, RemoteException, remote_exception
-from gateway.tubemq.wire import speedups
 from gateway.tubemq.wire.frame import (
     BLOCK_SIZE,
     Frame,
@@ -47,6 +46,7 @@ from gateway.tubemq.wire.methods import Method as Method
 from gateway.tubemq.wire.methods import MethodSpec as MethodSpec
 from gateway.tubemq.wire.methods import Service as Service
 from gateway.tubemq.wire.pb import RPC_pb2 as rpc_pb
+from gateway.tubemq.wire.speedups import load_extension
 from gateway.tubemq.wire.strict import parse_strict as _parse
 
 PROTOCOL_VERSION = 3
@@ -54,6 +54,9 @@ PROTOCOL_VERSION = 3
 FLAG_REQUEST = 0
 FLAG_RESPONSE = 1
 STATUS_SUCCESS = 0
+
+#: gateway/tubemq/wire/_rpc.c where the compiled loops are built and not switched off, else None
+_compiled = load_extension("gateway.tubemq.wire._rpc")
 
 
 @dataclass(slots=True)
@@ -141,9 +144,7 @@ _SUCCESS_PREFIX_LEN = len(_SUCCESS_PREFIX)
 SUCCESS_PREFIX = _SUCCESS_PREFIX
 """The headers of a SUCCESS answer as the Java peers write them (what :func:`decode_response` reads fast)."""
 
-usual_answer: Callable[[bytes, bytes], bool] | None = (
-    None if speedups.compiled is None else speedups.compiled.usual_answer
-)
+usual_answer: Callable[[bytes, bytes], bool] | None = None if _compiled is None else _compiled.usual_answer
 """Compiled only (None on the pure path): ``usual_answer(payload, SUCCESS_PREFIX)`` says whether an answer is
 the usual success envelope, which :func:`decode_response` reads without error to its method and data (its
 fast path), so a reader may keep the frame and decode it later, with its batch."""
@@ -186,14 +187,13 @@ def encode_request(
     prefix = _request_prefix(service, protocol_ver)
     head = _body_head(method, timeout_ms)
     inner = request if isinstance(request, bytes) else serialize(request)
-    compiled = speedups.compiled
     if (
-        compiled is not None
+        _compiled is not None
         and len(prefix) + len(head) + len(inner) + 6 <= BLOCK_SIZE  # + two varints: one block, surely
         and _INT32_MIN <= serial <= _INT32_MAX
     ):
         # one C call, as encode_requests frames a batch (byte-identical to _request_frame's frame)
-        (frame,) = compiled.frame_requests((serial,), prefix, head, (inner,), _one_block_only)
+        (frame,) = _compiled.frame_requests((serial,), prefix, head, (inner,), _one_block_only)
         return frame  # type: ignore[no-any-return]
     return _request_frame(serial, prefix, head, inner)
 
@@ -231,9 +231,9 @@ def encode_requests(
             return _request_frame(serial, prefix, head, request)
         return encode_request(serial, method, request, timeout_ms, service)
 
-    if speedups.compiled is not None:
+    if _compiled is not None:
         # one C call frames the usual requests (bytes, one block) and hands any other to frame_one
-        frames: list[bytes] = speedups.compiled.frame_requests(serials, prefix, head, requests, frame_one)
+        frames: list[bytes] = _compiled.frame_requests(serials, prefix, head, requests, frame_one)
         return frames
     return [frame_one(serial, request) for serial, request in zip(serials, requests, strict=True)]
 

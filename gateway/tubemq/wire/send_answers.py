@@ -3,7 +3,7 @@
 A broker answers each ``SendMessageRequestP2B`` with a ``SendMessageResponseB2P``; the producer needs six of
 its fields. :func:`decode_send_answers` reads every answer of a ``request_many`` batch at once, as the
 ``SendAnswer`` tuple ``(success, errCode, errMsg, messageId, appendTime, appendOffset)`` (the optional
-three None when absent): one C call where the extension is built (``_speedups.send_answers``), else
+three None when absent): one C call where the extension is built (``_send_answers.send_answers``), else
 :func:`decode_send_answers_py`, its reference, which parses each with protobuf as strictly as every other
 answer (:func:`gateway.tubemq.wire.rpc.parse_as`).
 
@@ -17,16 +17,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.tubemq.errors import ProtocolError
-from gateway.tubemq.wire import speedups
 from gateway.tubemq.wire.frame import Frame
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcResponse, decode_response, parse_as
+from gateway.tubemq.wire.speedups import load_extension
 
 __all__ = ["SendAnswer", "decode_send_answers", "decode_send_answers_py", "send_answer_of"]
 
 SendAnswer = tuple[bool, int, str, int | None, int | None, int | None]
 """``(success, errCode, errMsg, messageId, appendTime, appendOffset)`` of a ``SendMessageResponseB2P``; the
 last three None when the broker sent none."""
+
+#: gateway/tubemq/wire/_send_answers.c where the compiled loops are built and not switched off, else None
+_compiled = load_extension("gateway.tubemq.wire._send_answers")
 
 
 def send_answer_of(message: broker_pb.SendMessageResponseB2P) -> SendAnswer:
@@ -45,10 +48,9 @@ def decode_send_answers(answers: Sequence[object], method: int) -> list[SendAnsw
     """Each answer's fields when it is an ``RpcResponse`` of ``method`` (or a ``Frame`` of one, as the
     connection files the usual answer: ``rpc.usual_answer``) that reads as a ``SendMessageResponseB2P``,
     else None (read it the general way)."""
-    compiled = speedups.compiled
-    if compiled is None:
+    if _compiled is None:
         return decode_send_answers_py(answers, method)
-    decoded: list[SendAnswer | None] = compiled.send_answers(
+    decoded: list[SendAnswer | None] = _compiled.send_answers(
         answers, method, RpcResponse, Frame, SUCCESS_PREFIX
     )
     return decoded

@@ -1,4 +1,4 @@
-/* The JSON of delivered messages with base64 values (issue #26): the poll answer and the SSE events of
+/* The JSON of delivered messages with base64 values: the poll answer and the SSE events of
  * gateway.api.consumer_render, in C, chosen at import by that module (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps
  * its pure reference, _render).
  *
@@ -165,11 +165,11 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.api._rendered",
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.api._consumer_render",
                                     "The JSON of delivered messages in C (see consumer_render.py).", -1,
                                     methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__rendered(void) {
+PyMODINIT_FUNC PyInit__consumer_render(void) {
     if (delivered_init() < 0) return NULL;
     b64_init();
     return PyModule_Create(&module);

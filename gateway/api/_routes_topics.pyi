@@ -1,0 +1,3 @@
+from collections.abc import Sequence
+
+def render_stored(topic_json: bytes, outcomes: Sequence[object], /) -> bytes | None: ...

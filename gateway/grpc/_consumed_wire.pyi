@@ -1,0 +1,4 @@
+from collections.abc import Sequence
+from typing import Any
+
+def encode_consumed(messages: Sequence[Any], /) -> Any: ...

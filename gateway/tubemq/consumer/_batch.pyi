@@ -1,0 +1,14 @@
+from collections.abc import Callable, Iterable
+from typing import Any
+
+def set_message_type(cls: type, field_names: tuple[str, ...], /) -> None: ...
+def decode_messages(
+    wire: Iterable[Any],
+    filters: frozenset[str] | None,
+    curr_offset: int,
+    exact: bool,
+    parse_prefix: Callable[
+        [bytes, int], tuple[int, dict[str, str], str | None, str | None, str | None] | None
+    ],
+    /,
+) -> tuple[list[Any], int, int, int, int]: ...
