@@ -19,7 +19,7 @@ import sys
 
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
-from gateway.service.instance import ConsumerInstance
+from gateway.service.instance_redelivery import Redeliverer
 from gateway.tubemq.address import parse_address_list
 from gateway.tubemq.consumer import ConsumerConfig
 from gateway.tubemq.net import ConnectionPool
@@ -27,15 +27,15 @@ from gateway.tubemq.producer import Producer, ProducerConfig
 
 
 async def main(master: str, group: str, topic: str, retry: str, prefix: str) -> None:
-    original = ConsumerInstance._republish
+    original = Redeliverer._republish
 
-    async def publish_then_die(self: ConsumerInstance, d: DeliveredMessage, delay: float, why: str) -> bool:
+    async def publish_then_die(self: Redeliverer, d: DeliveredMessage, delay: float, why: str) -> bool:
         dead = await original(self, d, delay, why)  # returns once a broker stored the copy
         print(json.dumps({"event": "published", "dead": dead}), flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")
 
-    ConsumerInstance._republish = publish_then_die  # type: ignore[method-assign]
+    Redeliverer._republish = publish_then_die  # type: ignore[method-assign]
     masters = parse_address_list(master)
     pool = ConnectionPool()
     producer = Producer(masters, pool=pool, config=ProducerConfig(heartbeat_interval=0.5))

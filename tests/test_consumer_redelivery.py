@@ -18,7 +18,7 @@ from waiting import eventually
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import InvalidInput, NotFound
-from gateway.service.instance import ConsumerInstance
+from gateway.service.instance_redelivery import Redeliverer
 from gateway.service.redelivery import DEAD_LETTER_REASON
 
 TOPICS = "solo:1,retry:2,dlq:1,other:1"
@@ -248,20 +248,20 @@ async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_
     instance = await _instance(first_gateway, "g-crash")
     [m] = await _collect(first_gateway, "g-crash", instance, 1)
     published = asyncio.Event()
-    original = ConsumerInstance._republish
+    original = Redeliverer._republish
 
-    async def publish_then_hang(self: ConsumerInstance, d: DeliveredMessage, delay: float, why: str) -> bool:
+    async def publish_then_hang(self: Redeliverer, d: DeliveredMessage, delay: float, why: str) -> bool:
         await original(self, d, delay, why)
         published.set()
         await asyncio.Event().wait()  # the gateway dies here: the retry copy is stored, nothing settled
         raise AssertionError("unreachable")
 
-    monkeypatch.setattr(ConsumerInstance, "_republish", publish_then_hang)
+    monkeypatch.setattr(Redeliverer, "_republish", publish_then_hang)
     nack = asyncio.create_task(first_gateway.nack("g-crash", instance, [m.token]))
     await asyncio.wait_for(published.wait(), 10)
     nack.cancel()
     await first_gateway.close()
-    monkeypatch.setattr(ConsumerInstance, "_republish", original)
+    monkeypatch.setattr(Redeliverer, "_republish", original)
     second_gateway = await _service(env)
     again = await _collect(second_gateway, "g-crash", await _instance(second_gateway, "g-crash"), 2)
     assert sorted((d.message.body, d.attempt) for d in again) == [(b"precious", 1), (b"precious", 2)]

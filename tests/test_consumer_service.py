@@ -195,7 +195,7 @@ async def test_committing_everything_after_the_core_gave_the_batch_up_reports_it
     assert values(first) == sent
     instance = service.instance("g-gave-up", instance_id)
     # The core releases the batch (as a rebalance racing the commit would) before the instance hears of it.
-    for context in list(instance._batches):
+    for context in list(instance._state.batches):
         await instance.consumer.confirm(context, False)
     result = await service.commit("g-gave-up", instance_id, None)
     assert (result.committed, result.stale, result.pending) == (0, [m.token for m in first], 0)

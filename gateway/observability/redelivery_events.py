@@ -1,4 +1,4 @@
-"""Events of per-message redelivery: published by a consumer instance's redelivery part
+"""Events of per-message redelivery: published by a consumer instance's redeliverer
 (:mod:`gateway.service.instance_redelivery`), counted by
 :class:`gateway.observability.metrics_events.EventMetrics`."""
 

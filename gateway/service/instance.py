@@ -15,7 +15,7 @@ remote client reads with its own limits (messages and bytes per poll), so the in
   batch whose messages were not all delivered within ``commit_timeout`` of its fetch is rolled back too;
 * a **nack** republishes single messages to the retry topic (or the dead-letter topic at their last
   attempt) and settles them once a broker stored the copy; the instance consumes the retry topic too and
-  holds a retried message in ``_delayed`` until it is due, then delivers it under its original position;
+  holds a retried message until it is due, then delivers it under its original position;
 * when the core loses a partition (rebalance, broker drop), the instance forgets that partition's buffered
   and pending messages: their tokens become stale and the messages go to the partition's next holder.
 
@@ -26,10 +26,12 @@ next one gets at-least-once delivery.
 State changes are synchronous (no ``await`` in between), so commits may run while a poll waits for data;
 polls of one instance run one at a time.
 
-The class is assembled from parts, one job each: :mod:`.instance_parts` (the records and the state they
-share), :mod:`.instance_settle` (commits, rollbacks, batch confirmations), :mod:`.instance_redelivery`
-(retried messages, deadlines, nacks), :mod:`.instance_fetch` (core fetches into the buffer) and this module
-(polls, seek, close).
+The instance is composed of collaborators, one job each, sharing one
+:class:`~gateway.service.instance_holdings.Holdings` (what the instance holds; the records are in
+:mod:`.instance_records`): a :class:`~gateway.service.instance_settle.Settler` (commits, rollbacks, batch
+confirmations), a :class:`~gateway.service.instance_redelivery.Redeliverer` (retried messages, deadlines,
+nacks) and a :class:`~gateway.service.instance_fetch.Fetcher` (core fetches into the buffer); this module
+delivers (polls), seeks and closes.
 """
 
 from __future__ import annotations
@@ -37,22 +39,24 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from gateway.service.delivered import DeliveredMessage, new_delivered
-from gateway.service.errors import InvalidInput, Unavailable
-from gateway.service.instance_fetch import Fetching
-from gateway.service.instance_id import redact
-from gateway.service.instance_parts import Batch, Budget, Entry, Pending
-from gateway.service.redelivery import (
-    AttemptMemory,
-    RedeliveryPolicy,
-    Republisher,
-    wall_ms,
+from gateway.service.delivered import (
+    CommitResult,
+    DeadlineResult,
+    DeliveredMessage,
+    NackResult,
+    new_delivered,
 )
+from gateway.service.errors import InvalidInput, Unavailable
+from gateway.service.instance_fetch import Fetcher
+from gateway.service.instance_holdings import Holdings
+from gateway.service.instance_id import redact
+from gateway.service.instance_records import Budget
+from gateway.service.instance_redelivery import Admit, Redeliverer
+from gateway.service.instance_settle import Settler
+from gateway.service.redelivery import RedeliveryPolicy, Republisher, wall_ms
 from gateway.tubemq.consumer import INDEX_ENTRY_SIZE, Consumer
 from gateway.tubemq.errors import TubeMQError
 from gateway.tubemq.events import EventBus
@@ -63,7 +67,7 @@ __all__ = ["ConsumerInstance"]
 log = logging.getLogger("gateway.service.consumers")
 
 
-class ConsumerInstance(Fetching):
+class ConsumerInstance:
     """See the module docstring. Built and started by the ConsumerService; times in seconds."""
 
     def __init__(
@@ -92,68 +96,56 @@ class ConsumerInstance(Fetching):
         self.consumer = consumer
         self.auto_commit = auto_commit
         self.max_bytes = max_bytes
-        self._commit_timeout = commit_timeout
-        self._assignment_wait = assignment_wait
-        self._clock = clock
-        self._wall = wall
         self.policy = policy or RedeliveryPolicy()
-        self._republisher = republisher
-        self._events = events
         #: seconds from delivery to a message's deadline
         self.ack_deadline = commit_timeout if ack_deadline is None else ack_deadline
-        #: retried messages not due yet: (due, order, entry)
-        self._delayed: list[tuple[float, int, Entry]] = []
-        self._delay_order = itertools.count()
-        #: tokens whose retry or dead-letter publish is in flight
-        self._settling: set[int] = set()
-        self._outstanding: list[float] = []
-        #: no pending message's deadline is earlier (a lower bound: extensions only move deadlines later)
-        self._next_deadline = math.inf
-        self._attempts = AttemptMemory()
-        #: partitions a seek is moving: a batch fetched meanwhile is rolled back, not delivered
-        self._seeking: set[str] = set()
-        self._buffer: deque[Entry] = deque()
-        self._pending: dict[int, Pending] = {}
-        self._batches: dict[str, Batch] = {}
-        self._commits_due: set[str] = set()
-        #: messages and value bytes of the last batch fetched (how many partitions a poll fetches at once)
-        self._last_batch = (0, 0)
+        self._assignment_wait = assignment_wait
+        self._state = state = Holdings(instance_id, group, consumer, self.policy, clock=clock, wall=wall)
+        #: done once the gateway is stopping
+        self._draining: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._settler = settler = Settler(state)
+        self._redeliverer = redeliverer = Redeliverer(
+            state, settler, republisher=republisher, events=events, commit_timeout=commit_timeout
+        )
+        self._fetcher = Fetcher(state, redeliverer, self._draining)
         self._seq = itertools.count(1)
         self._poll_lock = asyncio.Lock()
-        self._fetches: set[asyncio.Task[bool]] = set()
-        self._fetch_task: asyncio.Task[bool] | None = None
-        self._draining: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waited_for_assignment = False
         self.last_used = clock()
         self.active = 0
         self.stream_generation = 0
-        self.closed_reason: str | None = None
         self._closer: CloseOnce | None = None
 
     def __repr__(self) -> str:
-        state = f"closed ({self.closed_reason})" if self.closed_reason else f"active={self.active}"
+        state = self._state
+        shown = f"closed ({self.closed_reason})" if self.closed_reason else f"active={self.active}"
         return (
-            f"<ConsumerInstance {redact(self.instance_id)} group={self.group} {state}"
-            f" buffered={len(self._buffer)} pending={len(self._pending)} batches={len(self._batches)}>"
+            f"<ConsumerInstance {redact(self.instance_id)} group={self.group} {shown}"
+            f" buffered={len(state.buffer)} pending={len(state.pending)} batches={len(state.batches)}>"
         )
 
     @property
+    def closed_reason(self) -> str | None:
+        """Why the instance closed (deleted, expired, the gateway stopped); None while it is open."""
+        return self._state.closed_reason
+
+    @property
     def closed(self) -> bool:
-        return self.closed_reason is not None
+        return self._state.closed_reason is not None
 
     @property
     def pending_count(self) -> int:
-        return len(self._pending)
+        return len(self._state.pending)
 
     @property
     def buffered_count(self) -> int:
-        return len(self._buffer)
+        return len(self._state.buffer)
 
     def delivered_to(self) -> dict[str, int]:
         """Per partition key, the index offset just past the last message delivered and not yet committed
         (of those whose offset is known)."""
         found: dict[str, int] = {}
-        for _, delivered in self._pending.values():
+        for _, delivered in self._state.pending.values():
             offset = delivered.offset
             if offset is not None:
                 key = delivered.partition_key
@@ -161,7 +153,30 @@ class ConsumerInstance(Fetching):
         return found
 
     def touch(self) -> None:
-        self.last_used = self._clock()
+        self.last_used = self._state.clock()
+
+    # --- settling and redelivery --------------------------------------------------------------------
+
+    async def commit(self, tokens: Sequence[str] | None, *, consumed: bool = True) -> CommitResult:
+        """Commit (or, with ``consumed=False``, roll back) the given tokens, or every delivered message when
+        ``tokens`` is None (:meth:`Settler.settle`)."""
+        self._state.check_open()
+        return await self._settler.settle(tokens, consumed=consumed)
+
+    async def nack(self, tokens: Sequence[str], delay: float, admit: Admit | None = None) -> NackResult:
+        """Give messages back one by one, due ``delay`` seconds from now (:meth:`Redeliverer.nack`)."""
+        self._state.check_open()
+        return await self._redeliverer.nack(tokens, delay, admit)
+
+    def extend_deadlines(self, tokens: Sequence[str], seconds: float) -> DeadlineResult:
+        """Set the deadline of the given delivered messages to ``seconds`` from now."""
+        self._state.check_open()
+        return self._redeliverer.extend_deadlines(tokens, seconds)
+
+    async def expire_uncommitted(self, now: float) -> int:
+        """Roll back or redeliver what is past its deadline or commit timeout
+        (:meth:`Redeliverer.expire_uncommitted`); returns how many batches were rolled back."""
+        return await self._redeliverer.expire_uncommitted(now)
 
     # --- polling ------------------------------------------------------------------------------------
 
@@ -170,19 +185,20 @@ class ConsumerInstance(Fetching):
         message is delivered alone), waiting up to ``timeout`` seconds for the first one. The first poll
         also waits up to ``assignment_wait`` seconds for a partition assignment."""
         async with self._poll_lock:
-            self._check_open()
-            start = self._clock()
+            state = self._state
+            state.check_open()
+            start = state.clock()
             draining = self._draining.done()
             if draining:
                 timeout = 0.0  # the gateway is stopping: answer with what is there at once
             if self.auto_commit:
-                self._commit_at_poll()
+                self._settler.commit_at_poll()
             try:
                 return await self._poll(start, max_messages, max_bytes, timeout)
             finally:
-                if self._commits_due:
+                if state.commits_due:
                     # shielded: a poll cancelled because its client left still sends the commits it made due
-                    await asyncio.shield(self._send_due_commits())
+                    await asyncio.shield(self._settler.send_due_commits())
 
     async def _poll(
         self,
@@ -192,27 +208,31 @@ class ConsumerInstance(Fetching):
         timeout: float,  # noqa: ASYNC109
     ) -> list[DeliveredMessage]:
         """One poll's work under the poll lock, after its auto-commit (see :meth:`poll`)."""
-        await self.expire_uncommitted(start)
+        state = self._state
+        redeliverer = self._redeliverer
+        fetcher = self._fetcher
+        clock = state.clock
+        await redeliverer.expire_uncommitted(start)
         if not self._waited_for_assignment:
             self._waited_for_assignment = True
             await self.consumer.wait_for_assignment(max(timeout, self._assignment_wait))
         budget = Budget(max_messages, max_bytes)
-        if self._delayed:
-            self._release_due(start)
+        if state.delayed:
+            redeliverer.release_due(start)
         self._take(budget)
         deadline = start + timeout
         # Fill the budget: block only while nothing is in hand, then take what is ready at once. A
         # retried message coming due ends a wait too.
-        while not budget.full and not self._buffer and not self.closed and not self.consumer.closed:
-            now = self._clock()
-            until = min(deadline, self._delayed[0][0]) if self._delayed else deadline
+        while not budget.full and not state.buffer and not self.closed and not self.consumer.closed:
+            now = clock()
+            until = min(deadline, state.delayed[0][0]) if state.delayed else deadline
             wait = 0.0 if budget.out else max(0.0, until - now)
-            fetched = await self._fetch(wait, self._fetches_for(budget))
-            if self._delayed:
-                self._release_due(self._clock())
+            fetched = await fetcher.fetch(wait, fetcher.fetches_for(budget))
+            if state.delayed:
+                redeliverer.release_due(clock())
             self._take(budget)
             # A joined fetch may end (empty) before this poll's deadline: then wait on with a new one.
-            if not fetched and (budget.out or self._clock() >= deadline or self._draining.done()):
+            if not fetched and (budget.out or clock() >= deadline or self._draining.done()):
                 break
         if not budget.out and self._draining.done():
             raise Unavailable(
@@ -230,11 +250,11 @@ class ConsumerInstance(Fetching):
     @property
     def fetching(self) -> int:
         """Core fetch loops running for this instance (0 or 1)."""
-        return sum(1 for task in self._fetches if not task.done())
+        return self._fetcher.running
 
     def pending_after(self, seq: int) -> list[DeliveredMessage]:
         """Delivered, uncommitted messages with a token above ``seq``, in delivery order (SSE resume)."""
-        pending = self._pending
+        pending = self._state.pending
         out: list[DeliveredMessage] = []
         for s in reversed(pending):  # tokens rise in delivery order: stop at the first one not above seq
             if s <= seq:
@@ -245,18 +265,19 @@ class ConsumerInstance(Fetching):
 
     def _take(self, budget: Budget) -> None:
         """Deliver from the front of the buffer within ``budget`` (one pass, no call per message)."""
-        buffer = self._buffer
+        state = self._state
+        buffer = state.buffer
         out = budget.out
-        pending = self._pending
+        pending = state.pending
         seqs = self._seq
         make = new_delivered
         limit = budget.max_messages
         max_bytes = budget.max_bytes
         used = budget.used
-        deadline = self._clock() + self.ack_deadline
-        deadline_ms = self._wall() + int(self.ack_deadline * 1000)
-        if deadline < self._next_deadline:
-            self._next_deadline = deadline
+        deadline = state.clock() + self.ack_deadline
+        deadline_ms = state.wall() + int(self.ack_deadline * 1000)
+        if deadline < state.next_deadline:
+            state.next_deadline = deadline
         while buffer and len(out) < limit:
             batch, message, origin = buffer[0]
             size = len(message.body)
@@ -302,7 +323,8 @@ class ConsumerInstance(Fetching):
         the oldest message kept, ``LATEST_OFFSET`` the end): what this instance fetched, buffered or
         delivered of them and did not commit is rolled back first (its tokens become stale). Returns each
         partition's (current, max) offsets as the broker reports them."""
-        self._check_open()
+        state = self._state
+        state.check_open()
         held = {p.partition_key for p in self.consumer.assignment()}
         unknown = sorted(k for k in offsets if k not in held or k.split(":")[1] == self.policy.retry_topic)
         if unknown:
@@ -311,21 +333,22 @@ class ConsumerInstance(Fetching):
                 "GET on the instance; the retry topic's cannot be moved)",
                 field="offsets",
             )
-        self._seeking.update(offsets)
+        settler = self._settler
+        state.seeking.update(offsets)
         try:
-            old = [b for b in self._batches.values() if b.partition_key in offsets]
+            old = [b for b in state.batches.values() if b.partition_key in offsets]
             for batch in old:
-                self._discard(batch)
-            await asyncio.gather(*(self._confirm(b, False) for b in old))
+                settler.discard(batch)
+            await asyncio.gather(*(settler.confirm(b, False) for b in old))
             moved = await asyncio.gather(*(self.consumer.seek(k, o) for k, o in offsets.items()))
         finally:
-            self._seeking.difference_update(offsets)
+            state.seeking.difference_update(offsets)
         return dict(zip(offsets, moved, strict=True))
 
     def partition_released(self, partition_key: str) -> None:
         """The core stopped holding a partition: its batches can no longer be confirmed."""
-        for batch in [b for b in self._batches.values() if b.partition_key == partition_key]:
-            self._discard(batch)
+        for batch in [b for b in self._state.batches.values() if b.partition_key == partition_key]:
+            self._settler.discard(batch)
 
     # --- closing ------------------------------------------------------------------------------------
 
@@ -336,7 +359,7 @@ class ConsumerInstance(Fetching):
         Safe to call twice and safe to cancel: the first call's steps run to their end in a task of their
         own (:mod:`gateway.tubemq.net.teardown`); later calls wait for them."""
         if self._closer is None:
-            self.closed_reason = reason
+            self._state.closed_reason = reason
             name = f"consumer-instance-close-{self.instance_id}"
             self._closer = CloseOnce(lambda: self._close_steps(commit_delivered), name=name)
         await self._closer()
@@ -347,18 +370,18 @@ class ConsumerInstance(Fetching):
         return self._closer is not None and self._closer.done
 
     async def _close_steps(self, commit_delivered: bool) -> None:
-        if commit_delivered and self._pending:
+        state = self._state
+        if commit_delivered and state.pending:
             try:
-                await self._commit(None, consumed=True)
+                await self._settler.settle(None, consumed=True)
             except TubeMQError as exc:
                 log.warning("committing %s before close failed: %s", redact(self.instance_id), exc)
         try:
-            await self._keep_committed_heads()
+            await self._settler.keep_committed_heads()
             await self.consumer.close()
         finally:
-            if self._fetches:
-                await asyncio.gather(*self._fetches, return_exceptions=True)
-            self._buffer.clear()
-            self._delayed.clear()
-            self._pending.clear()
-            self._batches.clear()
+            await self._fetcher.join()
+            state.buffer.clear()
+            state.delayed.clear()
+            state.pending.clear()
+            state.batches.clear()

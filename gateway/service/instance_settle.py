@@ -1,6 +1,6 @@
 """Settling what a consumer instance delivered: commits and rollbacks of tokens, and the confirmation of a
-batch to the broker once all its messages are settled (a rollback gives the whole batch back). Part of
-:class:`gateway.service.instance.ConsumerInstance`."""
+batch to the broker once all its messages are settled (a rollback gives the whole batch back). A
+collaborator of :class:`gateway.service.instance.ConsumerInstance`."""
 
 from __future__ import annotations
 
@@ -11,36 +11,39 @@ from collections import deque
 from collections.abc import Sequence
 
 from gateway.service.delivered import CommitResult, DeliveredMessage
-from gateway.service.instance_parts import Batch, InstanceParts, parse_token
+from gateway.service.instance_holdings import Holdings
+from gateway.service.instance_records import Batch, parse_token
 from gateway.tubemq.consumer import InvalidConfirmContext, offset_at_index
 from gateway.tubemq.errors import ClientClosed, TubeMQError
 
-__all__ = ["Settling"]
+__all__ = ["Settler"]
 
 log = logging.getLogger("gateway.service.consumers")
 
 
-class Settling(InstanceParts):
-    """Commits, rollbacks and batch confirmations of a consumer instance."""
+class Settler:
+    """Commits, rollbacks and batch confirmations of one consumer instance, on its :class:`Holdings`."""
 
-    async def commit(self, tokens: Sequence[str] | None, *, consumed: bool = True) -> CommitResult:
+    __slots__ = ("_state",)
+
+    def __init__(self, state: Holdings) -> None:
+        self._state = state
+
+    async def settle(self, tokens: Sequence[str] | None, *, consumed: bool) -> CommitResult:
         """Commit (or, with ``consumed=False``, roll back) the given tokens, or every delivered message when
         ``tokens`` is None. Raises InvalidInput for a token that is not a token of any instance."""
-        self._check_open()
-        return await self._commit(tokens, consumed=consumed)
-
-    async def _commit(self, tokens: Sequence[str] | None, *, consumed: bool) -> CommitResult:
+        state = self._state
         if tokens is None and consumed:
             return await self._commit_all()
         if tokens is None:
-            chosen = [(p[1].token, s) for s, p in self._pending.items()]
+            chosen = [(p[1].token, s) for s, p in state.pending.items()]
         else:
             chosen = [(token, parse_token(token, i)) for i, token in enumerate(tokens)]
         stale: list[str] = []
         touched: dict[Batch, list[str]] = {}
         chosen_messages: dict[int, DeliveredMessage] = {}
         for token, seq in chosen:
-            item = self._pending.pop(seq, None)
+            item = state.pending.pop(seq, None)
             if item is None:
                 stale.append(token)
                 continue
@@ -54,51 +57,54 @@ class Settling(InstanceParts):
             done = [b for b in touched if b.uncommitted == 0 and b.undelivered == 0]
         else:
             done = list(touched)
-            rolled_back = sum(len(touched[b]) + self._discard(b, count=True) for b in done)
-            for batch, named in touched.items():  # the named tokens left _pending before the discard
+            rolled_back = sum(len(touched[b]) + self.discard(b, count=True) for b in done)
+            for batch, named in touched.items():  # the named tokens left ``pending`` before the discard
                 for token in named:
-                    self._remember_attempt(batch, int(token), chosen_messages[int(token)])
-        outcomes = await asyncio.gather(*(self._confirm(b, consumed) for b in done))
+                    self.remember_attempt(batch, int(token), chosen_messages[int(token)])
+        outcomes = await asyncio.gather(*(self.confirm(b, consumed) for b in done))
         committed = sum(len(t) for t in touched.values()) if consumed else 0
         for batch, ok in zip(done, outcomes, strict=True):
             if not ok and consumed:
                 # The core had already given the partition up: these messages come again.
                 stale.extend(touched[batch])
                 committed -= len(touched[batch])
-        return CommitResult(committed, rolled_back, stale, len(self._pending), self._awaiting_batch())
+        return CommitResult(committed, rolled_back, stale, len(state.pending), self._awaiting_batch())
 
-    def _commit_at_poll(self) -> None:
+    def commit_at_poll(self) -> None:
         """Auto-commit at the start of a poll: every delivered message counts as committed now. A batch
         whose messages are all committed is confirmed in the core alone: the poll's next fetch of its
         partition carries the commit to the broker (``lastPackConsumed``), which saves a round trip before
-        that fetch; :meth:`_send_due_commits` sends, before the poll answers, what no fetch carried."""
-        pending = self._pending
+        that fetch; :meth:`send_due_commits` sends, before the poll answers, what no fetch carried."""
+        state = self._state
+        pending = state.pending
         if not pending:
             return
-        self._pending = {}
-        for batch in [b for b in self._batches.values() if b.uncommitted]:
+        state.pending = {}
+        for batch in [b for b in state.batches.values() if b.uncommitted]:
             batch.committed += batch.uncommitted
             batch.uncommitted = 0
             if batch.undelivered == 0:
-                self._confirm_unseen(batch)
+                self.confirm_unseen(batch)
 
-    def _confirm_unseen(self, batch: Batch) -> None:
+    def confirm_unseen(self, batch: Batch) -> None:
         """Confirm a batch as consumed in the core alone, for a commit nobody waits for: the partition's next
-        fetch carries it to the broker, or :meth:`_send_due_commits` before a poll answers. When the core had
-        already given the partition up (as :meth:`_confirm`'s False) its messages come again, and nobody is
+        fetch carries it to the broker, or :meth:`send_due_commits` before a poll answers. When the core had
+        already given the partition up (as :meth:`confirm`'s False) its messages come again, and nobody is
         told."""
-        self._batches.pop(batch.context, None)
+        state = self._state
+        state.batches.pop(batch.context, None)
         batch.live = False
-        key = self.consumer.confirm_local(batch.context)
+        key = state.consumer.confirm_local(batch.context)
         if key is not None:
-            self._commits_due.add(key)
+            state.commits_due.add(key)
 
-    async def _send_due_commits(self) -> None:
-        """Send the commits :meth:`_commit_at_poll` left due that no fetch carried; a failed one stays due
+    async def send_due_commits(self) -> None:
+        """Send the commits :meth:`commit_at_poll` left due that no fetch carried; a failed one stays due
         in the core and goes with the partition's next fetch (as a failed confirm's does)."""
-        keys, self._commits_due = self._commits_due, set()
+        state = self._state
+        keys, state.commits_due = state.commits_due, set()
         try:
-            await self.consumer.send_due_commits(keys)
+            await state.consumer.send_due_commits(keys)
         except (InvalidConfirmContext, ClientClosed):
             return
         except TubeMQError as exc:
@@ -106,33 +112,34 @@ class Settling(InstanceParts):
 
     async def _commit_all(self) -> CommitResult:
         """Commit every delivered message: per batch, not per message. Every pending message's batch is
-        live (a batch leaves ``_batches`` only once confirmed with nothing pending, or discarded with its
+        live (a batch leaves ``batches`` only once confirmed with nothing pending, or discarded with its
         pending messages)."""
-        pending = self._pending
+        state = self._state
+        pending = state.pending
         if not pending:
             return CommitResult(0, 0, [], 0, self._awaiting_batch())
-        self._pending = {}
-        touched = [b for b in self._batches.values() if b.uncommitted]
+        state.pending = {}
+        touched = [b for b in state.batches.values() if b.uncommitted]
         committed = 0
         for batch in touched:
             committed += batch.uncommitted
             batch.committed += batch.uncommitted
             batch.uncommitted = 0
         done = [b for b in touched if b.undelivered == 0]
-        outcomes = await asyncio.gather(*(self._confirm(b, True) for b in done))
+        outcomes = await asyncio.gather(*(self.confirm(b, True) for b in done))
         failed = {b for b, ok in zip(done, outcomes, strict=True) if not ok}
         stale: list[str] = []
         if failed:
             # The core had already given those partitions up: their messages come again.
             stale = [str(s) for s, p in pending.items() if p[0] in failed]
             committed -= len(stale)
-        return CommitResult(committed, 0, stale, len(self._pending), self._awaiting_batch())
+        return CommitResult(committed, 0, stale, len(state.pending), self._awaiting_batch())
 
     def _awaiting_batch(self) -> int:
         """Messages committed whose batch is still out (one batch per held partition at most)."""
-        return sum(b.committed for b in self._batches.values())
+        return sum(b.committed for b in self._state.batches.values())
 
-    async def _keep_committed_heads(self) -> int:
+    async def keep_committed_heads(self) -> int:
         """Before the instance leaves the group: for each batch whose first messages were committed and
         whose rest was not, set the group's offset in its partition to the first message not committed
         (the broker confirms whole batches only, so leaving would give the whole batch back). Returns how
@@ -144,11 +151,12 @@ class Settling(InstanceParts):
         committed messages come again and no other message is skipped. Moving it is a registration of the
         partition with that offset (:mod:`gateway.tubemq.consumer.seek`); where that fails the batch is
         rolled back whole, as before."""
+        state = self._state
         first_open: dict[Batch, int] = {}
-        for batch, message, _ in self._buffer:
+        for batch, message, _ in state.buffer:
             if batch not in first_open or message.index < first_open[batch]:
                 first_open[batch] = message.index
-        for batch, delivered in self._pending.values():
+        for batch, delivered in state.pending.values():
             if batch not in first_open or delivered.message.index < first_open[batch]:
                 first_open[batch] = delivered.message.index
         heads = [
@@ -157,18 +165,18 @@ class Settling(InstanceParts):
             if batch.live
             and batch.start_offset >= 0
             and index > batch.first_index
-            and batch.topic != self.policy.retry_topic
+            and batch.topic != state.policy.retry_topic
         ]
         for batch, _ in heads:
-            self._discard(batch)
-        given_back = await asyncio.gather(*(self._confirm(b, False) for b, _ in heads))
+            self.discard(batch)
+        given_back = await asyncio.gather(*(self.confirm(b, False) for b, _ in heads))
         moves = [
             (batch.partition_key, offset_at_index(batch.start_offset, index))
             for (batch, index), ok in zip(heads, given_back, strict=True)
             if ok
         ]
         outcomes = await asyncio.gather(
-            *(self.consumer.seek(key, offset) for key, offset in moves), return_exceptions=True
+            *(state.consumer.seek(key, offset) for key, offset in moves), return_exceptions=True
         )
         moved = 0
         for (key, offset), outcome in zip(moves, outcomes, strict=True):
@@ -185,12 +193,13 @@ class Settling(InstanceParts):
                 moved += 1
         return moved
 
-    async def _confirm(self, batch: Batch, consumed: bool) -> bool:
+    async def confirm(self, batch: Batch, consumed: bool) -> bool:
         """Confirm a batch to the broker; False when the core no longer knows it (partition lost)."""
-        self._batches.pop(batch.context, None)
+        state = self._state
+        state.batches.pop(batch.context, None)
         batch.live = False
         try:
-            await self.consumer.confirm(batch.context, consumed)
+            await state.consumer.confirm(batch.context, consumed)
         except (InvalidConfirmContext, ClientClosed):
             return False
         except TubeMQError as exc:
@@ -200,27 +209,30 @@ class Settling(InstanceParts):
             )
         return True
 
-    def _discard(self, batch: Batch, *, count: bool = False) -> int:
+    def discard(self, batch: Batch, *, count: bool = False) -> int:
         """Forget a batch's pending, buffered and delayed messages; returns how many were dropped. With
         ``count`` (a rollback) the delivered ones count a delivery attempt for when they come back here."""
-        self._batches.pop(batch.context, None)
+        state = self._state
+        state.batches.pop(batch.context, None)
         batch.live = False
-        dropped = [s for s, p in self._pending.items() if p[0] is batch]
+        dropped = [s for s, p in state.pending.items() if p[0] is batch]
         for seq in dropped:
             if count:
-                self._remember_attempt(batch, seq, self._pending[seq][1])
-            del self._pending[seq]
-        before = len(self._buffer)
-        if any(e[0] is batch for e in self._buffer):
-            self._buffer = deque(e for e in self._buffer if e[0] is not batch)
-        delayed = len(self._delayed)
+                self.remember_attempt(batch, seq, state.pending[seq][1])
+            del state.pending[seq]
+        before = len(state.buffer)
+        if any(e[0] is batch for e in state.buffer):
+            state.buffer = deque(e for e in state.buffer if e[0] is not batch)
+        delayed = len(state.delayed)
         if delayed:
-            self._delayed = [d for d in self._delayed if d[2][0] is not batch]
-            heapq.heapify(self._delayed)
-        return len(dropped) + before - len(self._buffer) + delayed - len(self._delayed)
+            state.delayed = [d for d in state.delayed if d[2][0] is not batch]
+            heapq.heapify(state.delayed)
+        return len(dropped) + before - len(state.buffer) + delayed - len(state.delayed)
 
-    def _remember_attempt(self, batch: Batch, seq: int, delivered: DeliveredMessage) -> None:
-        if batch.topic != self.policy.retry_topic:  # a retried message keeps its count in its attributes
-            self._attempts.delivered_again(
+    def remember_attempt(self, batch: Batch, seq: int, delivered: DeliveredMessage) -> None:
+        """Count a delivery attempt of a message given back, for when its partition hands it out again."""
+        state = self._state
+        if batch.topic != state.policy.retry_topic:  # a retried message keeps its count in its attributes
+            state.attempts.delivered_again(
                 batch.partition_key, delivered.message.message_id, delivered.attempt
             )

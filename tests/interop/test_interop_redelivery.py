@@ -30,7 +30,8 @@ from interop_support import (
     wait_until,
 )
 
-from gateway.service.instance import ConsumerInstance, DeliveredMessage
+from gateway.service.delivered import DeliveredMessage
+from gateway.service.instance_redelivery import Redeliverer
 
 SOURCE = ("semsrc", 1)
 RETRY = ("semretry", 2)
@@ -182,10 +183,10 @@ async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_
     tag = run_tag("crash")
     group = group_name("crash")
     published = asyncio.Event()
-    original = ConsumerInstance._republish
+    original = Redeliverer._republish
 
     async def publish_then_hang(
-        self: ConsumerInstance, delivered: DeliveredMessage, delay: float, why: str
+        self: Redeliverer, delivered: DeliveredMessage, delay: float, why: str
     ) -> bool:
         await original(self, delivered, delay, why)
         published.set()
@@ -205,12 +206,12 @@ async def test_a_gateway_stopped_between_the_retry_publish_and_the_settle_loses_
             return bool(got)
 
         await wait_until(one, 120.0, "the message")
-        monkeypatch.setattr(ConsumerInstance, "_republish", publish_then_hang)
+        monkeypatch.setattr(Redeliverer, "_republish", publish_then_hang)
         instance_id = base.rsplit("/", 1)[1]
         nack = asyncio.create_task(gw.runtime.consumer_service().nack(group, instance_id, [got[0]["token"]]))
         await asyncio.wait_for(published.wait(), 30)
         nack.cancel()
-        monkeypatch.setattr(ConsumerInstance, "_republish", original)
+        monkeypatch.setattr(Redeliverer, "_republish", original)
     # the gateway is gone; a new one in the same group gets the message again (maybe twice), never not at all
     async with real_gateway(consumers=CONSUMERS) as gw:
         base = await _create(gw.http, group, **spec)
