@@ -26,6 +26,8 @@ ALERTS = {
     "TubeMQGatewayGroupLagNoConsumer",
     "TubeMQGatewayServerErrors",
     "TubeMQGatewayMetricLabelsOverflow",
+    "TubeMQGatewayPushFailing",
+    "TubeMQGatewayPushBacklog",
 }
 
 
@@ -244,6 +246,74 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             ],
             "alert_rule_test": [
                 {"eval_time": "25m", "alertname": "TubeMQGatewayServerErrors", "exp_alerts": []},
+            ],
+        },
+        {  # a push endpoint failing a fifth of its deliveries over two pods; another one healthy
+            "interval": "1m",
+            "input_series": [
+                _series(
+                    "tubemq_gateway_push_deliveries_total", "0+40x30", subscription="hooks", outcome="acked"
+                ),
+                _series(
+                    "tubemq_gateway_push_deliveries_total",
+                    "0+10x30",
+                    subscription="hooks",
+                    outcome="rejected",
+                ),
+                {
+                    "series": f'tubemq_gateway_push_deliveries_total{{{SEL},pod="gw-1",subscription="hooks",'
+                    'outcome="acked"}',
+                    "values": "0+40x30",
+                },
+                _series(
+                    "tubemq_gateway_push_deliveries_total", "0+95x30", subscription="fine", outcome="acked"
+                ),
+                _series(
+                    "tubemq_gateway_push_deliveries_total", "0+5x30", subscription="fine", outcome="timeout"
+                ),
+            ],
+            "alert_rule_test": [
+                {"eval_time": "8m", "alertname": "TubeMQGatewayPushFailing", "exp_alerts": []},
+                {
+                    "eval_time": "20m",
+                    "alertname": "TubeMQGatewayPushFailing",
+                    "exp_alerts": [
+                        _expect(
+                            rules,
+                            "TubeMQGatewayPushFailing",
+                            "Push subscription hooks: 11.11% of deliveries fail",
+                            subscription="hooks",
+                        )
+                    ],
+                },
+            ],
+        },
+        {  # a running push subscription's group lags; a paused one's backlog and a small one do not count
+            "interval": "1m",
+            "input_series": [
+                _series("tubemq_gateway_group_lag_messages", "50000x30", group="push-a", topic="orders"),
+                _series("tubemq_gateway_push_subscription_up", "1x30", group="push-a", subscription="a"),
+                _series("tubemq_gateway_group_lag_messages", "50000x30", group="push-b", topic="orders"),
+                _series("tubemq_gateway_push_subscription_up", "0x30", group="push-b", subscription="b"),
+                _series("tubemq_gateway_group_lag_messages", "10x30", group="push-c", topic="orders"),
+                _series("tubemq_gateway_push_subscription_up", "1x30", group="push-c", subscription="c"),
+            ],
+            "alert_rule_test": [
+                {"eval_time": "10m", "alertname": "TubeMQGatewayPushBacklog", "exp_alerts": []},
+                {
+                    "eval_time": "20m",
+                    "alertname": "TubeMQGatewayPushBacklog",
+                    "exp_alerts": [
+                        _expect(
+                            rules,
+                            "TubeMQGatewayPushBacklog",
+                            "Push subscription a has 50000 undelivered messages on orders",
+                            group="push-a",
+                            topic="orders",
+                            subscription="a",
+                        )
+                    ],
+                },
             ],
         },
         {  # topics past the cap counted under __overflow__

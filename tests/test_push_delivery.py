@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from consumer_support import Env, environment
 from gateway_support import gateway
@@ -122,13 +123,19 @@ async def test_failing_answers_are_retried_with_backoff_until_one_succeeds(env: 
 async def test_an_endpoint_that_always_fails_gets_the_message_dead_lettered(env: Env, tmp_path: Path) -> None:
     async with receiver(lambda r: Answer(503)) as hook:
         definition = _definition(hook.url, deadLetterTopic="dlq", maxDeliveryAttempts=3, minBackoffMs=50)
-        async with gateway(env, push=_push(tmp_path, definition)):
+        async with gateway(env, push=_push(tmp_path, definition)) as served:
             await env.publish("demo", [b"doomed"])
             letters = await _dead_letters(env, 1)
+            async with httpx.AsyncClient(base_url=served.url) as client:
+                metrics = (await client.get("/metrics")).text
     assert [m.message.body for m in letters] == [b"doomed"]
     assert letters[0].message.attributes["gateway.reason"] == "maxDeliveryAttemptsExceeded"
     attempts = [json.loads(r.body)["message"]["deliveryAttempt"] for r in hook.requests]
     assert attempts == [1, 2, 3]
+    assert 'tubemq_gateway_push_deliveries_total{outcome="rejected",subscription="hooks"} 3.0' in metrics
+    assert 'tubemq_gateway_push_deliveries_total{outcome="acked",subscription="hooks"} 0.0' in metrics
+    assert 'tubemq_gateway_push_subscription_up{group="push-group",subscription="hooks"} 1.0' in metrics
+    assert 'tubemq_gateway_dead_letters_total{group="push-group"} 1.0' in metrics
 
 
 async def test_an_answer_slower_than_the_ack_deadline_is_retried(env: Env, tmp_path: Path) -> None:

@@ -151,11 +151,12 @@ def _write(tmp_path: Path, document: object) -> Path:
 
 
 def test_a_file_holds_unique_names_within_the_limit(tmp_path: Path) -> None:
-    other = {**VALID, "name": "second"}
+    other = {**VALID, "name": "second", "group": "second-push"}
     found = load_subscriptions(_write(tmp_path, {"subscriptions": [VALID, other]}), BOUNDS, 2)
     assert [s.name for s in found] == ["orders-hook", "second"] and isinstance(found[0], PushSubscription)
     for document, error in (
         ({"subscriptions": [VALID, VALID]}, r"subscriptions\[1\]\.name: 'orders-hook' is defined twice"),
+        ({"subscriptions": [VALID, {**other, "group": VALID["group"]}]}, r"subscriptions\[1\]\.group: "),
         (
             {"subscriptions": [VALID, other, VALID]},
             r"3 subscriptions, more than push.max_subscriptions \(2\)",

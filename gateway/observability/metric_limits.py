@@ -16,7 +16,9 @@ __all__ = [
     "LONG_HTTP_ROUTES",
     "MAX_LAG_PARTITIONS",
     "MAX_NODES",
+    "MAX_PUSH_SUBSCRIPTIONS",
     "OVERFLOW",
+    "PUSH_BUCKETS",
     "RPC_BUCKETS",
     "LabelCap",
     "PairCap",
@@ -41,6 +43,10 @@ LONG_HTTP_ROUTES: Final = frozenset(
         ("GET", "/v1/consumers/{group}/instances/{instance_id}/stream"),
     }
 )
+#: One push delivery: an HTTP request to an endpoint, up to its ack deadline.
+PUSH_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Push subscription names kept as label values (later ones are counted under ``__overflow__``).
+MAX_PUSH_SUBSCRIPTIONS: Final = 100
 #: Distinct TubeMQ node addresses and broker ids kept as label values (a cluster has far fewer).
 MAX_NODES: Final = 256
 #: ``group_partition_lag_messages`` series at most (a group's partitions past it have only the per-topic
@@ -127,6 +133,8 @@ def series_bound(
     nodes = (MAX_NODES + 1) * (per_node + per_broker)  # node addresses and broker ids, each + __overflow__
     # group lag from TubeMQ's offsets: per pair, per group (consumers), and the capped per-partition series
     lag = pairs + groups + MAX_LAG_PARTITIONS
+    # push: deliveries by outcome, their time, acked attempts, settle failures, the state gauge
+    push = (MAX_PUSH_SUBSCRIPTIONS + 1) * (6 + len(PUSH_BUCKETS) + 3 + 1 + 1 + 1)
     return (
         topics * per_topic
         + pairs * per_pair
@@ -137,4 +145,5 @@ def series_bound(
         + tubemq
         + fixed
         + lag
+        + push
     )

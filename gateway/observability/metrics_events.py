@@ -18,6 +18,8 @@ from gateway.observability.lag_events import GroupLagGone, GroupLagRead
 from gateway.observability.metrics_brokers import PUBLISH_ERROR_REASONS, BrokerMetrics
 from gateway.observability.metrics_grpc import GrpcMetrics
 from gateway.observability.metrics_lag import GroupLagMetrics
+from gateway.observability.metrics_push import PushMetrics
+from gateway.observability.push_events import PushDelivered, PushSubscriptionState
 from gateway.observability.redelivery_events import RedeliveryCounted
 from gateway.tubemq.consumer import (
     INDEX_ENTRY_SIZE,
@@ -109,6 +111,7 @@ class EventMetrics:
         self._grpc = GrpcMetrics(metrics)
         self._brokers = BrokerMetrics(metrics)
         self._lag = GroupLagMetrics(metrics)
+        self._push = PushMetrics(metrics)
         self._handlers: dict[type, Callable[[Any], None]] = {
             RequestCompleted: self._request,
             ConnectionOpened: self._opened,
@@ -136,6 +139,8 @@ class EventMetrics:
             IdempotencyChecked: self._idempotency,
             GroupLagRead: self._lag.read,
             GroupLagGone: self._lag.gone,
+            PushDelivered: self._push.delivered,
+            PushSubscriptionState: self._push.state,
             GrpcCallStarted: self._grpc.started,
             GrpcCallFinished: self._grpc.finished,
             GrpcStreamMessages: self._grpc.messages,

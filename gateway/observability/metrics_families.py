@@ -20,6 +20,8 @@ from gateway.observability.metric_limits import (
     HTTP_BUCKETS,
     LONG_BUCKETS,
     MAX_NODES,
+    MAX_PUSH_SUBSCRIPTIONS,
+    PUSH_BUCKETS,
     RPC_BUCKETS,
     LabelCap,
     PairCap,
@@ -73,6 +75,7 @@ class MetricFamilies:
         )
         self.topics = LabelCap("topic", max_topics, self.label_overflow)
         self.groups = LabelCap("group", max_groups, self.label_overflow)
+        self.subscriptions = LabelCap("subscription", MAX_PUSH_SUBSCRIPTIONS, self.label_overflow)
         self.pairs = PairCap(max_group_topics, self.label_overflow)
         self.nodes = LabelCap("node", MAX_NODES, self.label_overflow)
         self.broker_ids = LabelCap("broker_id", MAX_NODES, self.label_overflow)
@@ -242,6 +245,38 @@ class MetricFamilies:
         )
         self.partition_register_failures = counter(
             "partition_register_failures_total", "Failed partition registrations at brokers.", ("group",)
+        )
+
+        # Push subscriptions (docs/push.md)
+        self.push_deliveries = counter(
+            "push_deliveries_total",
+            "Deliveries of push subscriptions by outcome: acked (2xx), rejected (another status), timeout "
+            "(past the ack deadline), connect (refused, reset, TLS failed), refused (an address push.allow "
+            "does not hold), error.",
+            ("subscription", "outcome"),
+        )
+        self.push_delivery_duration = histogram(
+            "push_delivery_duration_seconds",
+            "Time of one push delivery's request, connection included.",
+            ("subscription",),
+            PUSH_BUCKETS,
+        )
+        self.push_acked_attempts = counter(
+            "push_acked_attempts_total",
+            "The delivery attempt numbers of acknowledged push deliveries, summed: divided by the acked "
+            "deliveries, the attempts a delivered message took on average.",
+            ("subscription",),
+        )
+        self.push_settle_failures = counter(
+            "push_settle_failures_total",
+            "Push deliveries whose commit or nack failed (the message comes back when its deadline passes).",
+            ("subscription",),
+        )
+        self.push_subscription_up = gauge(
+            "push_subscription_up",
+            "1 while this process runs the push subscription, 0 while it is paused; the group label joins it "
+            "to the group's backlog (group_lag_messages).",
+            ("subscription", "group"),
         )
 
         # TubeMQ requests and links

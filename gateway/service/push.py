@@ -15,6 +15,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.observability.push_events import PushSubscriptionState
 from gateway.service.consumers import ConsumerService
 from gateway.service.push_outbound import EndpointPolicy, Outbound
 from gateway.service.push_request import Renderer
@@ -95,12 +96,23 @@ class PushService:
         """Run exactly ``definitions``: stop the runners of removed, changed or paused ones, start the new
         ones."""
         wanted = {d.name: d for d in definitions}
-        stale = [n for n, d in self._definitions.items() if wanted.get(n) != d and n in self._runners]
+        old = self._definitions
+        stale = [n for n, d in old.items() if wanted.get(n) != d and n in self._runners]
         await asyncio.gather(*(self._stop(name) for name in stale))
         self._definitions = wanted
+        for name, definition in old.items():
+            if name not in wanted:
+                self._emit(PushSubscriptionState(name, definition.group, "removed"))
         for name, definition in wanted.items():
             if name not in self._runners and not definition.paused:
                 self._start(definition)
+            if old.get(name) != definition:
+                state = "paused" if definition.paused else "running"
+                self._emit(PushSubscriptionState(name, definition.group, state))
+
+    def _emit(self, event: object) -> None:
+        if self._events is not None:
+            self._events.emit(event)
 
     def _start(self, definition: PushSubscription) -> None:
         outbound = Outbound(

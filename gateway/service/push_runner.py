@@ -21,6 +21,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from gateway.observability.push_events import PushDelivered
 from gateway.service.consumers import ConsumerService
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import Gone, NotFound, ServiceError
@@ -30,28 +31,18 @@ from gateway.service.push_request import Renderer, build_request
 from gateway.service.push_subscription import PushSubscription
 from gateway.tubemq.events import EventBus
 
-__all__ = ["DeliveryDone", "SubscriptionRunner"]
+__all__ = ["SubscriptionRunner", "outcome_of"]
 
 log = logging.getLogger("gateway.service.push")
 
 
-class DeliveryDone:
-    """An event (on the runtime's event bus) for each delivery of a push subscription: ``outcome`` is
-    ``acked``, ``nacked`` (to be retried or dead-lettered) or ``failed`` (the nack itself failed: the message
-    comes back when its deadline passes); ``status`` the HTTP status (None: no answer, ``failure`` says
-    why), ``seconds`` the request's time."""
-
-    __slots__ = ("attempt", "failure", "outcome", "seconds", "status", "subscription")
-
-    def __init__(
-        self, subscription: str, outcome: str, status: int | None, failure: str, attempt: int, seconds: float
-    ) -> None:
-        self.subscription = subscription
-        self.outcome = outcome
-        self.status = status
-        self.failure = failure
-        self.attempt = attempt
-        self.seconds = seconds
+def outcome_of(answer: DeliveryAnswer) -> str:
+    """The delivery's outcome as the metrics count it (:data:`PUSH_OUTCOMES`)."""
+    if answer.acknowledged:
+        return "acked"
+    if answer.status is not None:
+        return "rejected"
+    return answer.failure if answer.failure in ("timeout", "connect", "refused") else "error"
 
 
 class SubscriptionRunner:
@@ -208,19 +199,17 @@ class SubscriptionRunner:
             )
             answer = DeliveryAnswer(None, "refused")
         seconds = self._clock() - start
-        outcome = "acked" if answer.acknowledged else "nacked"
+        settled = True
         try:
             if answer.acknowledged:
                 await self._consumers.commit(s.group, instance_id, token)
             else:
                 await self._consumers.nack(s.group, instance_id, token, delay=s.backoff(message.attempt))
         except ServiceError as exc:
-            outcome = "failed"
+            settled = False
             log.warning(
                 "push delivery could not be settled; the message comes back after its deadline",
                 extra={"subscription": s.name, "error": exc.message},
             )
         if self._events is not None:
-            self._events.emit(
-                DeliveryDone(s.name, outcome, answer.status, answer.failure, message.attempt, seconds)
-            )
+            self._events.emit(PushDelivered(s.name, outcome_of(answer), seconds, message.attempt, settled))

@@ -211,7 +211,8 @@ def parse_subscription(
 
 def load_subscriptions(path: Path, bounds: SubscriptionBounds, limit: int) -> list[PushSubscription]:
     """The definitions of a subscriptions file: ``{"subscriptions": [...]}``. ValueError saying what is wrong
-    (the field by its path in the file); names must be unique and there may be at most ``limit``."""
+    (the field by its path in the file); names and groups must be unique and there may be at most
+    ``limit``."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -223,6 +224,7 @@ def load_subscriptions(path: Path, bounds: SubscriptionBounds, limit: int) -> li
         raise ValueError(f"{path}: {len(items)} subscriptions, more than push.max_subscriptions ({limit})")
     found: list[PushSubscription] = []
     names: set[str] = set()
+    groups: set[str] = set()
     for index, item in enumerate(items):
         try:
             subscription = parse_subscription(item, bounds, f"subscriptions[{index}].")
@@ -230,7 +232,13 @@ def load_subscriptions(path: Path, bounds: SubscriptionBounds, limit: int) -> li
             raise ValueError(f"{path}: {exc.field}: {exc.message}") from None
         if subscription.name in names:
             raise ValueError(f"{path}: subscriptions[{index}].name: {subscription.name!r} is defined twice")
+        if subscription.group in groups:
+            raise ValueError(
+                f"{path}: subscriptions[{index}].group: {subscription.group!r} belongs to another "
+                "subscription (the two would share its messages): give each subscription its own group"
+            )
         names.add(subscription.name)
+        groups.add(subscription.group)
         found.append(subscription)
     return found
 
