@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole check suite: creates .venv if needed, installs the project with its dev extras when it or its
 # dependencies changed since the last install (scripts/venv.sh; a clean clone, as in CI, always installs),
-# then ruff, mypy (strict on gateway/) and pytest. Extra arguments go to pytest.
+# then ruff, mypy (strict on gateway/) and pytest. Extra arguments go to pytest; without any, pytest then
+# runs the tests marked compiled_twins a second time on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1), so
+# the pure-Python twins of the C loops are tested where the extensions are built, as CI builds them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/venv.sh
@@ -26,3 +28,9 @@ echo "== mypy"
 ./scripts/ensure_redis.sh
 echo "== pytest"
 .venv/bin/python -m pytest -q "$@"
+if [ $# -eq 0 ]; then
+    echo "== pytest on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1): the tests marked compiled_twins"
+    # only the files that carry the mark are collected: collecting the whole suite again costs half a minute
+    mapfile -t twins < <(grep -rl --include='test_*.py' '^pytestmark = pytest.mark.compiled_twins' tests | LC_ALL=C sort)
+    TUBEMQ_GATEWAY_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -m compiled_twins "${twins[@]}"
+fi

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,9 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.proto_wire import varint as _varint
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedMessage
+
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.grpc._consumed_wire")
 
 text = st.text(max_size=200)
 int32 = st.integers(-(2**31), 2**31 - 1)

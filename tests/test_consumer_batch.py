@@ -22,6 +22,9 @@ from gateway.tubemq.consumer.config import BoundConsumption, ConsumerConfig, Sta
 from gateway.tubemq.wire.payload import crc32_checksum, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.tubemq.consumer._batch")
+
 CAPTURE = Path(__file__).parent / "tubemq-real-capture.json"
 
 

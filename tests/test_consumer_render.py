@@ -7,6 +7,7 @@ import contextlib
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,9 @@ from gateway.api.consumer_render import (
 )
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedMessage
+
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.api._consumer_render")
 
 text = st.text(max_size=30)
 json_values = st.recursive(

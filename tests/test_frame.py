@@ -26,6 +26,9 @@ from gateway.tubemq.wire.frame import (
 )
 from gateway.tubemq.wire.frame_decoder import FrameDecoder
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.tubemq.wire._frame_decoder")
+
 CAPTURE = Path(__file__).with_name("tubemq-real-capture.json")
 
 # §1.7: producer close, serial 1, CloseRequestP2M{clientId="p1"}, timeout 10000.

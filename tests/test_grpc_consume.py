@@ -18,6 +18,9 @@ from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from tests.grpc_support import Gateway, detail_of, gateway_settings, message, running_gateway
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.grpc._consumed_wire", "gateway.tubemq.consumer._batch")
+
 TOPICS = [TopicSpec("demo", 4), TopicSpec("solo", 1)]
 
 

@@ -28,6 +28,9 @@ from tests.grpc_support import (
 )
 from tests.tubemq_readback import StoredMessage, read_topic
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.grpc._publish_wire", "gateway.tubemq.wire._slots")
+
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:

@@ -34,6 +34,13 @@ from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from tests import test_producer
 from tests.test_producer import Recorder, stored
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins(
+    "gateway.tubemq.producer._send_request",
+    "gateway.tubemq.wire._send_answers",
+    "gateway.tubemq.wire._rpc",
+)
+
 FAST = replace(test_producer.FAST, heartbeat_interval=60.0)  # no heartbeat hides what a test stages
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from google.protobuf import json_format
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -24,6 +25,9 @@ from gateway.tubemq.wire.payload import decode_payload, ipv4_to_sent_addr, prepa
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.wire.rpc import encode_request, encode_requests
+
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.tubemq.producer._send_request")
 
 CAPTURE = json.loads((Path(__file__).parent / "tubemq-real-capture.json").read_text())
 

@@ -14,6 +14,9 @@ from gateway.api.publish_parse import _parse_any, parse_json_batch, parse_json_b
 from gateway.service.errors import InvalidInput
 from gateway.service.publish import OutgoingMessage
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.api._publish_parse")
+
 _JSON_SCALARS = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5)
 _FIELDS = {
     # mostly the plain shapes the fast path takes, so that it is exercised against every other field

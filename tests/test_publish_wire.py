@@ -29,6 +29,9 @@ from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.publish import PublishOutcome
 from gateway.tubemq.producer import SendResult
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.grpc._publish_wire")
+
 int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
 text = st.text(max_size=30)

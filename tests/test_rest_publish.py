@@ -19,6 +19,13 @@ from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
 from tests.tubemq_readback import StoredMessage, read_topic
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins(
+    "gateway.api._publish_parse",
+    "gateway.api._routes_topics",
+    "gateway.tubemq.wire._slots",
+)
+
 TOPICS = [TopicSpec("demo", 4), TopicSpec("small", 2)]
 
 

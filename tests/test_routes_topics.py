@@ -13,6 +13,9 @@ from gateway.service.errors import Unavailable
 from gateway.service.publish import PublishOutcome
 from gateway.tubemq.producer.send import SendResult
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.api._routes_topics")
+
 _INTS = st.integers(-(2**63), 2**63 - 1)
 _RESULTS = st.builds(SendResult, st.text(), _INTS, st.text(), _INTS, _INTS, _INTS, _INTS, _INTS)
 

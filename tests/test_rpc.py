@@ -19,6 +19,9 @@ from gateway.tubemq.wire.frame import decode_delimited, encode_delimited, encode
 from gateway.tubemq.wire.frame_decoder import FrameDecoder
 from gateway.tubemq.wire.pb import BrokerService_pb2, MasterService_pb2, RPC_pb2
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.tubemq.wire._rpc", "gateway.tubemq.wire._frame_decoder")
+
 SERVED = {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 16, 17, 18, 20, 21, 22}
 UNSERVED = {11, 12, 14, 19}
 INT64_MAX = (1 << 63) - 1

@@ -16,6 +16,9 @@ from gateway.tubemq.consumer.batch import ConsumedMessage
 from gateway.tubemq.wire import slots
 from tests.test_speedups import ForeignSlot, _error, _extension
 
+# scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
+pytestmark = pytest.mark.compiled_twins("gateway.tubemq.wire._slots")
+
 NAMES = tuple(f.name for f in fields(DeliveredMessage))
 values = st.tuples(
     st.integers(),

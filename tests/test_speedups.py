@@ -10,6 +10,7 @@ TUBEMQ_GATEWAY_NO_EXTENSIONS set; and a test fails when a machine that can build
 
 from __future__ import annotations
 
+import ast
 import importlib
 import os
 import subprocess
@@ -103,6 +104,35 @@ def test_every_c_file_sits_beside_the_module_it_speeds_up() -> None:
         assert source.with_suffix(".pyi").is_file(), source
     with pytest.raises(ValueError, match="not one of the compiled modules"):
         speedups.load_extension("gateway.tubemq.wire._speedups")
+
+
+def _twins_marked(path: Path) -> set[str]:
+    """The modules a test file names in ``pytest.mark.compiled_twins(...)``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr == "compiled_twins":
+            names |= {a.value for a in node.args if isinstance(a, ast.Constant)}
+    return names
+
+
+def test_every_compiled_module_has_tests_on_the_pure_path() -> None:
+    """scripts/test.sh runs the tests marked compiled_twins again with TUBEMQ_GATEWAY_NO_EXTENSIONS=1: each
+    compiled module is named by such a mark, and each name is a compiled module."""
+    marked = {
+        path.relative_to(ROOT).as_posix(): _twins_marked(path) for path in (ROOT / "tests").rglob("test_*.py")
+    }
+    # scripts/test.sh finds them by the line that marks the whole module
+    for path, names in marked.items():
+        starts = "\npytestmark = pytest.mark.compiled_twins(" in (ROOT / path).read_text(encoding="utf-8")
+        assert starts or not names, f"{path}: mark the whole module"
+    named = set().union(*marked.values())
+    assert named <= set(speedups.EXTENSIONS), named - set(speedups.EXTENSIONS)
+    assert set(speedups.EXTENSIONS) <= named, set(speedups.EXTENSIONS) - named
+    script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
+    assert f"{speedups.ENV_SWITCH}=1 .venv/bin/python -m pytest -q -m compiled_twins " in script
+    assert "grep -rl --include='test_*.py' '^pytestmark = pytest.mark.compiled_twins' tests" in script
 
 
 #: run where no extension is built: every module that picks a compiled path imports, picks the pure one and
