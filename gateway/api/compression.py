@@ -19,7 +19,7 @@ The compressor: at ``compression.level`` 1 (the default, "fastest") ISA-L's leve
 SIMD deflate), at any other level zlib's (``gzip``) at that level. Both write standard gzip. On a
 1,000-message poll answer (1 KiB values, base64) ISA-L took 2.5 us per message against zlib's 31 for random
 values (the answer 0.72 of its size against zlib's 0.65), and 0.08 against 1.9 us for repetitive ones
-(issue #26: zlib was the largest single cost of a gzip-accepting long poll).
+(with zlib, compressing was the largest single cost of a gzip-accepting long poll).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The httptools protocol answering a one-message publish itself, below ASGI (issue #26).
+"""The httptools protocol answering a one-message publish itself, below ASGI.
 
 For every request uvicorn builds an ASGI scope (copying the app state), a ``RequestResponseCycle`` with its
 event, ASGI messages for the body and the answer, and runs them through each middleware's send and receive

@@ -1,4 +1,4 @@
-"""The one-message publish answered below ASGI (issue #26): the steps of the app's middlewares, in their
+"""The one-message publish answered below ASGI: the steps of the app's middlewares, in their
 order, without ASGI messages, send wrappers or uvicorn's request cycle.
 
 The httptools protocol (``gateway/api/direct_protocol.py``) hands a complete ``POST

@@ -1,4 +1,4 @@
-"""The publish route's short way through the app (issue #13).
+"""The publish route's short way through the app.
 
 ``POST /v1/topics/{topic}/messages`` is the request the gateway serves most. Through FastAPI it passes the
 exception middleware, the exit-stack middleware, the router's matching of every route, the route's

@@ -10,12 +10,12 @@ never serves with uvicorn's h11 parser, which has no place for these limits (``g
 The header section is fed to the parser at most up to the limit: bytes past it are looked at only once the
 parser has seen the headers end, so nothing above ``max_header_bytes`` (plus one read) is ever buffered.
 
-Two savings per request on the way (issue #13, a one-message publish through a real server):
+Two savings per request on the way (each measured on a one-message publish through a real server):
 
 * one timer per connection, not two per request: uvicorn arms a keep-alive timer after every response and
   cancels it at the next bytes, and the header deadline was armed and cancelled likewise. Here each response
   only moves the connection's deadlines forward; the one timer fires at most once per deadline's length, and
-  re-arms itself for a deadline that moved on. Same outcome as before: a connection that sends no byte is
+  re-arms itself for a deadline that moved on. The outcome is uvicorn's: a connection that sends no byte is
   closed silently at the earlier of the keep-alive timeout and the header timeout, one that began a request
   gets a 408 at the header timeout.
 * one write per answer: what a request's cycle writes in one run of its task (the status line and headers,

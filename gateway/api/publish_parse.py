@@ -143,7 +143,7 @@ def _parse_any(item: dict[str, Any], index: int) -> OutgoingMessage:
 
 
 def usual_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
-    """The usual batch read and prepared in one C call (gateway/api/_publish_parse.c, issue #26): each
+    """The usual batch read and prepared in one C call (gateway/api/_publish_parse.c): each
     message's :class:`PreparedMessage`, what :func:`parse_json_batch` and then the publish rules
     (``payload.BatchPreparer``) give for it, when the body is ``{"messages": [...]}`` of at most
     ``max_messages`` messages each holding a non-empty text ``value`` and at most ``attributes`` of valid

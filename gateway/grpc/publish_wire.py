@@ -10,12 +10,12 @@ us: together a sixth of a batched gRPC publish's CPU, and what made it dearer th
   read once per request when messages repeat them, as a batch's messages usually do, and those messages share
   the one mapping, which nothing downstream changes). It reads the encoding the protobuf libraries write
   (each field once, known fields, valid UTF-8); anything else (unknown fields, other wire types, repeated
-  scalars, malformed bytes) is handed whole to the protobuf library and converted as before, so every request
-  is read as ``protobuf`` reads it, errors included.
+  scalars, malformed bytes) is handed whole to the protobuf library and converted from its message, so every
+  request is read as ``protobuf`` reads it, errors included.
 * :func:`publish_response` and :func:`stream_acks` write the answer's bytes from one format per receipt when
   every message was stored (:func:`encode_stored`: in one C call where the extension is built, 3.7 us per
-  receipt in Python on the loaded bench machine); an answer holding errors is built with the protobuf classes
-  as before.
+  receipt in Python on the loaded bench machine); an answer holding errors is built with the protobuf
+  classes.
 
 The servicer gets a :class:`PublishBatch` in place of the protobuf request (the method handlers' request
 deserializers are replaced in :func:`publish_handlers`). Field numbers are those of

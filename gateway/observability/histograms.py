@@ -1,4 +1,4 @@
-"""prometheus_client children updated at the cost of their value's own step (issue #26).
+"""prometheus_client children updated at the cost of their value's own step.
 
 A publish request updates some ten series (HTTP, RPC, send and broker counters and histograms). Through
 the public methods each update is three Python calls of checks (``inc`` -> ``_raise_if_not_observable`` ->
@@ -7,7 +7,7 @@ its buckets in Python. The helpers here take the child's internals that those me
 ``_sum``, ``_buckets``, ``_upper_bounds``: pyproject caps prometheus-client below the next major version for
 it) and skip the checks: :func:`add` for a counter, :func:`observe_many` for a histogram (``count``
 observations of one value: a batch's requests share one duration), its bucket found by bisection. A child
-without them (another version's shape) is updated through its public methods, as before.
+without them (another version's shape) is updated through its public methods.
 """
 
 from __future__ import annotations

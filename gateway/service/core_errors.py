@@ -24,8 +24,8 @@ field and the retry delay)::
 
 The rule that settles the rest is the core's ``retriable`` flag: retriable means 503 with Retry-After (the
 client should retry), not retriable means 502 (TubeMQ's answer, ``tubemqErrorCode``, says why). So a commit
-that timed out is 503 like a publish that timed out (a commit timeout used to be 502), and a link that
-answered bytes we cannot parse is 502 on every path (publishing used to say 503).
+that timed out is 503 like a publish that timed out, and a link that answered bytes we cannot parse is 502
+on every path.
 """
 
 from __future__ import annotations

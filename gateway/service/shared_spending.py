@@ -1,14 +1,14 @@
 """What each caller spent of its publish rate, shared by the workers of a replica (``serve --workers N``).
 
 ``rate_limits.publish_messages_per_second`` / ``publish_bytes_per_second`` bound each caller per replica.
-Workers used to enforce 1/N of each rate each, but the kernel hands a replica's workers connections, not
-calls (``SO_REUSEPORT``): a client whose connections all reach one worker (one gRPC channel is one
+Enforcing 1/N of each rate in each worker is not enough: the kernel hands a replica's workers connections,
+not calls (``SO_REUSEPORT``), so a client whose connections all reach one worker (one gRPC channel is one
 connection; a few fresh connections all land on one worker now and then, the more so while its siblings
-still start) was refused at 1/N of its rate. So a bench client publishing 61k msg/s over 8 connections that
-had all reached one of two workers was answered RESOURCE_EXHAUSTED (RATE_LIMITED, "limit of 50000 messages
-per second") by a replica whose limit is 100k (issue #26).
+still start) would be refused at 1/N of its rate: a bench client publishing 61k msg/s over 8 connections
+that all reached one of two workers would be answered RESOURCE_EXHAUSTED (RATE_LIMITED, "limit of 50000
+messages per second") by a replica whose limit is 100k.
 
-Now every worker holds each caller's whole buckets and takes from them what its siblings spent too: every
+So every worker holds each caller's whole buckets and takes from them what its siblings spent too: every
 ``interval`` seconds (:meth:`SharedSpending.exchange`) a worker writes what it spent per caller since it
 started (or since it last saw the caller, ``keep`` seconds ago) to its own file in the replica's private
 directory (mode 0700, made by the supervisor; written whole by rename), and reads its siblings' files,
