@@ -1,22 +1,15 @@
 """What the consumer service answers and keeps: where another instance lives, an instance's
-description, the registry of this process's instances, and the state the service's parts share (declared
-here, set by ``ConsumerService.__init__``)."""
+description, and the registry of this process's instances (shared by the service's collaborators)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gateway.service.consume_limits import PollLimits
 from gateway.service.instance import ConsumerInstance
-from gateway.service.peers import PeerPolicy
-from gateway.service.retry_admission import RetryAdmission
-from gateway.service.seek_admission import SeekAdmission
-from gateway.tubemq.consumer import AssignedPartition, ConsumerConfig
-from gateway.tubemq.net import ConnectionPool
+from gateway.tubemq.consumer import AssignedPartition
 
-__all__ = ["InstanceInfo", "InstanceState", "Owner", "Registry", "ServiceParts"]
+__all__ = ["InstanceInfo", "InstanceState", "Owner", "Registry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +48,9 @@ class InstanceState:
 
 @dataclass(slots=True)
 class Registry:
+    """This process's consumer instances: live ones by id and by core client id, those closing, why closed
+    ones are gone, how many are joining, and the quota key each is counted under."""
+
     instances: dict[str, ConsumerInstance] = field(default_factory=dict)
     by_client: dict[str, ConsumerInstance] = field(default_factory=dict)
     #: instances taken out of ``instances`` whose close has not run to its end yet
@@ -63,22 +59,3 @@ class Registry:
     creating: int = 0
     #: instance id -> the quota key it is counted under (see Quotas.claim_instance)
     quota_keys: dict[str, str] = field(default_factory=dict)
-
-
-class ServiceParts:
-    """The state of a :class:`~gateway.service.consumers.ConsumerService` that its parts share."""
-
-    advertised_url: str
-    peers: PeerPolicy
-    worker: int | None
-    workers: int
-    limits: PollLimits
-    max_ack_deadline: float
-    max_nack_delay: float
-    _secret: bytes
-    _registry: Registry
-    _clock: Callable[[], float]
-    _pool: ConnectionPool
-    _consumer_config: ConsumerConfig
-    _seeks: SeekAdmission
-    _retry_admission: RetryAdmission

@@ -21,10 +21,13 @@ after the instance closed), so ids cannot be probed across principals.
 An instance not used for ``lease`` seconds (no request in flight, none started) is closed: its partitions go
 back to the group and whatever it delivered without a commit is redelivered.
 
-Parts, one job each: :mod:`.consumer_types` (what the service answers and keeps), :mod:`.instance_lookup`
-(ids to owners and local instances), :mod:`.instance_operations` (commit, nack, deadlines, seek,
-describe, stream), :mod:`.instance_config` (a new instance's checked settings), :mod:`.instance_leases`
-(closing instances, the lease reaper) and this module (life cycle, create, poll, delete).
+The service is composed of collaborators, one job each, sharing one
+:class:`~gateway.service.consumer_types.Registry` of this process's instances: an
+:class:`~gateway.service.instance_lookup.InstanceLookup` (ids to owners and local instances),
+:class:`~gateway.service.instance_operations.InstanceOperations` (commit, nack, deadlines, seek, describe,
+stream) and :class:`~gateway.service.instance_leases.Leases` (closing instances, the lease reaper);
+:mod:`.instance_config` checks a new instance's settings. This module runs the life cycle, create, poll
+and delete, and answers for its collaborators.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 
 from gateway.observability import tracing
@@ -42,7 +45,7 @@ from gateway.service.admission import Admission
 from gateway.service.consume_limits import PollLimits
 from gateway.service.consumer_types import InstanceInfo, InstanceState, Owner, Registry
 from gateway.service.core_errors import OUTAGE_RETRY_AFTER, Doing, service_error
-from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
 from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.instance import ConsumerInstance
 from gateway.service.instance_config import instance_config
@@ -52,6 +55,7 @@ from gateway.service.instance_id import (
     redact,
 )
 from gateway.service.instance_leases import Leases
+from gateway.service.instance_lookup import InstanceLookup
 from gateway.service.instance_operations import InstanceOperations
 from gateway.service.instance_spec import InstanceSpec
 from gateway.service.names import validate_group
@@ -65,6 +69,7 @@ from gateway.service.retry_admission import RetryAdmission
 from gateway.service.retry_signature import OPEN_MODE_SECRET, RetrySigner
 from gateway.service.seek import SeekResult
 from gateway.service.seek_admission import SeekAdmission
+from gateway.service.stream_cursor import StreamCursor
 from gateway.tubemq import errors as core
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer import (
@@ -87,7 +92,7 @@ __all__ = [
 log = logging.getLogger("gateway.service.consumers")
 
 
-class ConsumerService(InstanceOperations, Leases):
+class ConsumerService:
     """Owns this replica's consumer instances. ``consumer_config`` is the template of every instance's core
     consumer (heartbeat and wait intervals); its start position and bound settings are set per instance.
 
@@ -156,18 +161,14 @@ class ConsumerService(InstanceOperations, Leases):
             max_delay=max_nack_delay,
             max_outstanding=max_retries_outstanding,
         )
-        #: what a nack's retry publishes cost its caller
-        self._retry_admission = RetryAdmission(quotas, admission, max_inflight_publish_bytes)
         self.max_ack_deadline = max_ack_deadline
         self.max_nack_delay = max_nack_delay
-        self.lease = lease
         self.max_instances = max_instances
         self.commit_timeout = commit_timeout
         self.assignment_wait = assignment_wait
         #: the longest a seek takes on its owner: a time search (at most 2 RPC timeouts), the batches out
         #: returned, then a broker registration
         self.seek_wait = 4 * self._consumer_config.rpc_timeout
-        self._seeks = SeekAdmission(max_seek_searches, self.seek_wait)
         #: the longest a delete takes on its owner: the auto-commit, the partly committed batches given back
         #: and registered again at their committed heads, then leaving the group (a broker call each)
         self.leave_wait = 4 * self._consumer_config.rpc_timeout
@@ -175,18 +176,40 @@ class ConsumerService(InstanceOperations, Leases):
         self._secret = id_secret
         self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)
         self._access = access
-        self._reap_interval = reap_interval if reap_interval is not None else min(max(lease / 4, 0.05), 5.0)
         self._clock = clock
         self._quotas = quotas
         #: set by the runtime: tells an outage from an idle topic for an instance without partitions
         self.outages: PartitionOutages | None = None
-        self._released: set[str] = set()  # client ids of core consumers that gave a partition up
         self.worker = worker
         self.workers = workers
         #: this replica's gRPC port, named in the ids of its instances (set once the gRPC server is bound;
         #: None: gRPC calls for them cannot be relayed here from another replica)
         self.grpc_port: int | None = None
-        self._registry = Registry()
+        self._registry = registry = Registry()
+        self._lookup = lookup = InstanceLookup(
+            registry,
+            advertised_url=self.advertised_url,
+            secret=id_secret,
+            peers=self.peers,
+            worker=worker,
+            workers=workers,
+        )
+        self._operations = InstanceOperations(
+            lookup,
+            retry_admission=RetryAdmission(quotas, admission, max_inflight_publish_bytes),
+            seeks=SeekAdmission(max_seek_searches, self.seek_wait),
+            pool=pool,
+            rpc_timeout=self._consumer_config.rpc_timeout,
+            max_ack_deadline=max_ack_deadline,
+            max_nack_delay=max_nack_delay,
+        )
+        self._leases = Leases(
+            registry,
+            lease=lease,
+            reap_interval=reap_interval if reap_interval is not None else min(max(lease / 4, 0.05), 5.0),
+            clock=clock,
+            quotas=quotas,
+        )
         self._reaper: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
         self._closing = False
@@ -198,6 +221,15 @@ class ConsumerService(InstanceOperations, Leases):
             f"<ConsumerService {self.advertised_url} instances={len(self._registry.instances)}"
             f"/{self.max_instances} lease={self.lease:g}s>"
         )
+
+    @property
+    def lease(self) -> float:
+        """Seconds an instance may stay idle before it is closed."""
+        return self._leases.lease
+
+    @lease.setter
+    def lease(self, seconds: float) -> None:
+        self._leases.lease = seconds
 
     @property
     def instance_count(self) -> int:
@@ -215,8 +247,8 @@ class ConsumerService(InstanceOperations, Leases):
 
     async def start(self) -> None:
         """Start the lease reaper and listen for partitions the core consumers give up."""
-        self._subscription = self._events.subscribe(self._on_released, PartitionReleased)
-        self._reaper = asyncio.create_task(self._reap_loop(), name="consumer-instance-reaper")
+        self._subscription = self._events.subscribe(self._leases.on_released, PartitionReleased)
+        self._reaper = asyncio.create_task(self._leases.reap_loop(), name="consumer-instance-reaper")
 
     async def close(self) -> None:
         """Close every instance (auto-commit instances commit what they delivered). Safe to call twice and
@@ -229,9 +261,10 @@ class ConsumerService(InstanceOperations, Leases):
         await cancel_and_wait([self._reaper])
         registry = self._registry
         # Instances whose close was cancelled half-way (a reaper round, a client's deadline) are finished too.
+        close = self._leases.close
         instances = [*registry.instances.values(), *registry.closing.values()]
         await asyncio.gather(
-            *(self._close(i, "closed because the gateway stopped", commit=i.auto_commit) for i in instances)
+            *(close(i, "closed because the gateway stopped", commit=i.auto_commit) for i in instances)
         )
         if self._subscription is not None:
             self._subscription.cancel()
@@ -349,7 +382,7 @@ class ConsumerService(InstanceOperations, Leases):
             instance.begin_drain()
         if self._closing:
             # close() took its snapshot of the instances while this one was joining its group.
-            await self._close(instance, "closed because the gateway stopped")
+            await self._leases.close(instance, "closed because the gateway stopped")
             raise Unavailable(
                 "the gateway is stopping; create the instance on another replica", retry_after=1.0
             )
@@ -394,7 +427,7 @@ class ConsumerService(InstanceOperations, Leases):
         (REST) or ends with it (gRPC)."""
         if (
             self.outages is None
-            or instance.consumer.client_id not in self._released
+            or not self._leases.gave_up_partitions(instance)
             or instance.consumer.assignment()
         ):
             return None
@@ -413,4 +446,74 @@ class ConsumerService(InstanceOperations, Leases):
         """Leave the group. An auto-commit instance commits what it delivered; anything uncommitted is
         redelivered to the group."""
         instance = self.instance(group, instance_id)
-        await self._close(instance, "deleted", commit=instance.auto_commit)
+        await self._leases.close(instance, "deleted", commit=instance.auto_commit)
+
+    # --- answered by the collaborators ---------------------------------------------------------------
+
+    def locate(self, group: str, instance_id: str) -> Owner | None:
+        """Who owns the instance when this service does not (:meth:`InstanceLookup.locate`)."""
+        return self._lookup.locate(group, instance_id)
+
+    def base_url(self, group: str, instance_id: str, public_base: str | None = None) -> str:
+        """The instance's URL (:meth:`InstanceLookup.base_url`)."""
+        return self._lookup.base_url(group, instance_id, public_base)
+
+    def instance(self, group: str, instance_id: str) -> ConsumerInstance:
+        """The local instance of the principal calling (:meth:`InstanceLookup.instance`)."""
+        return self._lookup.instance(group, instance_id)
+
+    async def commit(
+        self, group: str, instance_id: str, tokens: Sequence[str] | None, *, consumed: bool = True
+    ) -> CommitResult:
+        """Commit or roll back tokens (:meth:`InstanceOperations.commit`)."""
+        return await self._operations.commit(group, instance_id, tokens, consumed=consumed)
+
+    async def nack(
+        self, group: str, instance_id: str, tokens: Sequence[str], *, delay: float = 0.0
+    ) -> NackResult:
+        """Give single messages back (:meth:`InstanceOperations.nack`)."""
+        return await self._operations.nack(group, instance_id, tokens, delay=delay)
+
+    def extend_deadlines(
+        self, group: str, instance_id: str, tokens: Sequence[str], *, seconds: float
+    ) -> DeadlineResult:
+        """Move the deadline of delivered messages (:meth:`InstanceOperations.extend_deadlines`)."""
+        return self._operations.extend_deadlines(group, instance_id, tokens, seconds=seconds)
+
+    async def seek(
+        self,
+        group: str,
+        instance_id: str,
+        position: str,
+        *,
+        offsets: Mapping[str, int] | None = None,
+        partitions: Sequence[str] | None = None,
+        time: object = None,
+        time_zone: str | None = None,
+    ) -> list[SeekResult]:
+        """Move the group's read position (:meth:`InstanceOperations.seek`)."""
+        return await self._operations.seek(
+            group,
+            instance_id,
+            position,
+            offsets=offsets,
+            partitions=partitions,
+            time=time,
+            time_zone=time_zone,
+        )
+
+    def open_stream(self, group: str, instance_id: str, resume_after: str | None) -> StreamCursor:
+        """A push cursor (:meth:`InstanceOperations.open_stream`); wrap its use in :meth:`using`."""
+        return self._operations.open_stream(group, instance_id, resume_after)
+
+    def describe(self, group: str, instance_id: str) -> InstanceState:
+        """What the instance holds right now (:meth:`InstanceOperations.describe`)."""
+        return self._operations.describe(group, instance_id)
+
+    def using(self, instance: ConsumerInstance) -> contextlib.AbstractAsyncContextManager[ConsumerInstance]:
+        """Mark a request in flight, renewing the lease when it ends (:meth:`InstanceOperations.using`)."""
+        return self._operations.using(instance)
+
+    async def reap(self) -> None:
+        """Close idle instances and roll back overdue batches (:meth:`Leases.reap`)."""
+        await self._leases.reap()

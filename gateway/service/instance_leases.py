@@ -1,13 +1,14 @@
 """The ends of consumer instances: closing one (deleted, expired or the gateway stopping), the lease reaper
 that closes idle ones and rolls back batches past the commit timeout, and the partitions core consumers give
-up. Part of :class:`gateway.service.consumers.ConsumerService`."""
+up. A collaborator of :class:`gateway.service.consumers.ConsumerService`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
-from gateway.service.consumer_types import ServiceParts
+from gateway.service.consumer_types import Registry
 from gateway.service.instance import ConsumerInstance
 from gateway.service.instance_id import redact
 from gateway.service.quotas import Quotas
@@ -21,15 +22,36 @@ log = logging.getLogger("gateway.service.consumers")
 _REMEMBER_CLOSED = 4096
 
 
-class Leases(ServiceParts):
-    """Closing instances, and the reaper of idle instances and overdue batches."""
+class Leases:
+    """Closing the instances in ``registry``, and the reaper of idle instances and overdue batches: an
+    instance not used for ``lease`` seconds (``clock``'s) is closed, checked every ``reap_interval``
+    seconds; a closed instance gives its place back to ``quotas``."""
 
-    lease: float
-    _quotas: Quotas | None
-    _released: set[str]  # client ids of core consumers that gave a partition up
-    _reap_interval: float
+    __slots__ = ("_clock", "_quotas", "_reap_interval", "_registry", "_released", "lease")
 
-    async def _close(self, instance: ConsumerInstance, reason: str, *, commit: bool = False) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        lease: float,
+        reap_interval: float,
+        clock: Callable[[], float],
+        quotas: Quotas | None,
+    ) -> None:
+        self._registry = registry
+        self.lease = lease
+        self._reap_interval = reap_interval
+        self._clock = clock
+        self._quotas = quotas
+        self._released: set[str] = set()  # client ids of core consumers that gave a partition up
+
+    def gave_up_partitions(self, instance: ConsumerInstance) -> bool:
+        """Whether the instance's core consumer gave a partition up since it joined."""
+        return instance.consumer.client_id in self._released
+
+    async def close(self, instance: ConsumerInstance, reason: str, *, commit: bool = False) -> None:
+        """Close an instance (``commit``: what it delivered is committed first) and take it out of the
+        registry, remembering why for a later request naming it."""
         registry = self._registry
         key = instance.instance_id
         if registry.instances.pop(key, None) is not None:
@@ -53,13 +75,15 @@ class Leases(ServiceParts):
                 self._released.discard(instance.consumer.client_id)
         log.info("consumer instance closed", extra={"instance": redact(key), "reason": reason})
 
-    def _on_released(self, event: PartitionReleased) -> None:
+    def on_released(self, event: PartitionReleased) -> None:
+        """A core consumer gave a partition up: its instance forgets what it holds of it."""
         instance = self._registry.by_client.get(event.client_id)
         if instance is not None:
             self._released.add(event.client_id)
             instance.partition_released(event.partition_key)
 
-    async def _reap_loop(self) -> None:
+    async def reap_loop(self) -> None:
+        """Reap every ``reap_interval`` seconds, until cancelled."""
         while True:
             await asyncio.sleep(self._reap_interval)
             await self.reap()
@@ -76,7 +100,7 @@ class Leases(ServiceParts):
         instances = list(registry.instances.values())
         expired = [i for i in instances if i.active == 0 and now - i.last_used > self.lease]
         outcomes = await asyncio.gather(
-            *(self._close(i, f"expired after {self.lease:g}s without requests") for i in expired),
+            *(self.close(i, f"expired after {self.lease:g}s without requests") for i in expired),
             *(i.expire_uncommitted(now) for i in instances if i not in expired),
             return_exceptions=True,
         )

@@ -1,24 +1,46 @@
 """Finding a consumer instance by id: which replica or sibling worker owns it, its URL, and the local
-instance for the principal calling (another principal's instance does not exist for it). Part of
-:class:`gateway.service.consumers.ConsumerService`."""
+instance for the principal calling (another principal's instance does not exist for it). A collaborator
+of :class:`gateway.service.consumers.ConsumerService`."""
 
 from __future__ import annotations
 
 import logging
 
-from gateway.service.consumer_types import Owner, ServiceParts
+from gateway.service.consumer_types import Owner, Registry
 from gateway.service.errors import Gone, NotFound
 from gateway.service.instance import ConsumerInstance
 from gateway.service.instance_id import MalformedInstanceId, decode_instance_id, redact
+from gateway.service.peers import PeerPolicy
 from gateway.service.principal import current_principal
 
-__all__ = ["Lookup"]
+__all__ = ["InstanceLookup"]
 
 log = logging.getLogger("gateway.service.consumers")
 
 
-class Lookup(ServiceParts):
-    """Locating instances by id."""
+class InstanceLookup:
+    """Locating instances by id for the service at ``advertised_url``: ids are checked with ``secret``,
+    name this replica's worker ``worker`` of ``workers`` (None: one process), and another replica only
+    where ``peers`` allows forwarding to it; this process's instances are in ``registry``."""
+
+    __slots__ = ("_registry", "_secret", "advertised_url", "peers", "worker", "workers")
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        advertised_url: str,
+        secret: bytes,
+        peers: PeerPolicy,
+        worker: int | None,
+        workers: int,
+    ) -> None:
+        self._registry = registry
+        self._secret = secret
+        self.advertised_url = advertised_url
+        self.peers = peers
+        self.worker = worker
+        self.workers = workers
 
     def locate(self, group: str, instance_id: str) -> Owner | None:
         """Who owns the instance when this service does not: another replica, or a sibling worker of this

@@ -1,5 +1,5 @@
 """The operations on one live consumer instance besides polls: commit, nack, deadlines, seek, describe, the
-push cursor, and the in-flight mark that keeps its lease. Part of
+push cursor, and the in-flight mark that keeps its lease. A collaborator of
 :class:`gateway.service.consumers.ConsumerService`."""
 
 from __future__ import annotations
@@ -13,23 +13,58 @@ from gateway.service.core_errors import Doing, service_error
 from gateway.service.delivered import CommitResult, DeadlineResult, NackResult
 from gateway.service.errors import InvalidInput
 from gateway.service.instance import ConsumerInstance
-from gateway.service.instance_lookup import Lookup
+from gateway.service.instance_lookup import InstanceLookup
+from gateway.service.retry_admission import RetryAdmission
 from gateway.service.seek import SeekResult, offsets_for_time, plan_seek
+from gateway.service.seek_admission import SeekAdmission
 from gateway.service.stream_cursor import StreamCursor
 from gateway.tubemq import errors as core
 from gateway.tubemq.consumer import PartitionNotHeld
+from gateway.tubemq.net import ConnectionPool
 
 __all__ = ["InstanceOperations"]
 
 
-class InstanceOperations(Lookup):
-    """Commit, nack, deadlines, seek, describe and stream of an instance this process holds."""
+class InstanceOperations:
+    """Commit, nack, deadlines, seek, describe and stream of an instance this process holds, found by
+    ``lookup``. A nack's retry publishes are charged through ``retry_admission`` and its delay bounded by
+    ``max_nack_delay``; a deadline extension by ``max_ack_deadline`` (seconds); seeks are admitted by
+    ``seeks`` and a search by time reads the brokers through ``pool`` within ``rpc_timeout`` a call."""
+
+    __slots__ = (
+        "_lookup",
+        "_pool",
+        "_retry_admission",
+        "_rpc_timeout",
+        "_seeks",
+        "max_ack_deadline",
+        "max_nack_delay",
+    )
+
+    def __init__(
+        self,
+        lookup: InstanceLookup,
+        *,
+        retry_admission: RetryAdmission,
+        seeks: SeekAdmission,
+        pool: ConnectionPool,
+        rpc_timeout: float,
+        max_ack_deadline: float,
+        max_nack_delay: float,
+    ) -> None:
+        self._lookup = lookup
+        self._retry_admission = retry_admission
+        self._seeks = seeks
+        self._pool = pool
+        self._rpc_timeout = rpc_timeout
+        self.max_ack_deadline = max_ack_deadline
+        self.max_nack_delay = max_nack_delay
 
     async def commit(
         self, group: str, instance_id: str, tokens: Sequence[str] | None, *, consumed: bool = True
     ) -> CommitResult:
         """Commit tokens (None: everything delivered so far); ``consumed=False`` rolls them back."""
-        instance = self.instance(group, instance_id)
+        instance = self._lookup.instance(group, instance_id)
         async with self.using(instance):
             attributes = {
                 "messaging.system": "tubemq",
@@ -47,7 +82,7 @@ class InstanceOperations(Lookup):
         self, group: str, instance_id: str, tokens: Sequence[str], *, delay: float = 0.0
     ) -> NackResult:
         """Give single messages back, due ``delay`` seconds from now (``ConsumerInstance.nack``)."""
-        instance = self.instance(group, instance_id)
+        instance = self._lookup.instance(group, instance_id)
         if not tokens:
             raise InvalidInput("name at least one token to nack", field="tokens")
         if not 0 <= delay <= self.max_nack_delay:
@@ -63,7 +98,7 @@ class InstanceOperations(Lookup):
         self, group: str, instance_id: str, tokens: Sequence[str], *, seconds: float
     ) -> DeadlineResult:
         """Move the deadline of delivered messages to ``seconds`` from now (at most ``max_ack_deadline``)."""
-        instance = self.instance(group, instance_id)
+        instance = self._lookup.instance(group, instance_id)
         if not tokens:
             raise InvalidInput("name at least one token", field="tokens")
         if not 0 < seconds <= self.max_ack_deadline:
@@ -91,7 +126,7 @@ class InstanceOperations(Lookup):
         (partition key -> broker index offset, clamped by the broker to what it keeps); see
         :mod:`gateway.service.seek`. What the instance fetched or delivered of them and did not commit is
         rolled back first."""
-        instance = self.instance(group, instance_id)
+        instance = self._lookup.instance(group, instance_id)
         plan = plan_seek(
             instance, position, offsets=offsets, partitions=partitions, time=time, time_zone=time_zone
         )
@@ -100,8 +135,7 @@ class InstanceOperations(Lookup):
                 try:
                     targets = plan.offsets
                     if plan.minute is not None:
-                        rpc_timeout = self._consumer_config.rpc_timeout
-                        targets = await offsets_for_time(instance, plan, self._pool, rpc_timeout)
+                        targets = await offsets_for_time(instance, plan, self._pool, self._rpc_timeout)
                     moved = await instance.seek(targets)
                 except PartitionNotHeld as exc:
                     raise InvalidInput(
@@ -115,7 +149,7 @@ class InstanceOperations(Lookup):
         """A push cursor that resumes after the event id ``resume_after`` (a token the stream sent); without
         it the stream starts by sending every message delivered and not committed yet. Wrap its use in
         :meth:`using`."""
-        instance = self.instance(group, instance_id)
+        instance = self._lookup.instance(group, instance_id)
         after = 0
         if resume_after:
             text = resume_after.strip()
@@ -128,11 +162,15 @@ class InstanceOperations(Lookup):
 
     def describe(self, group: str, instance_id: str) -> InstanceState:
         """What the instance holds right now."""
-        instance = self.instance(group, instance_id)
+        instance = self._lookup.instance(group, instance_id)
         instance.touch()
         return InstanceState(
             info=InstanceInfo(
-                instance_id, group, self.advertised_url, instance.consumer.client_id, instance.auto_commit
+                instance_id,
+                group,
+                self._lookup.advertised_url,
+                instance.consumer.client_id,
+                instance.auto_commit,
             ),
             partitions=instance.consumer.assignment(),
             pending=instance.pending_count,
