@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gateway.api.consumer_render import render_events, render_poll
 from gateway.grpc.consumed_wire import encode_consumed
 from gateway.service.instance import ConsumerInstance
-from gateway.tubemq.consumer.batch import ConsumedBatch, decode_messages
+from gateway.tubemq.consumer.batch import ConsumedBatch, answer_reader, decode_messages, read_answer
+from gateway.tubemq.wire import rpc
 from gateway.tubemq.wire.payload import crc32_checksum, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 
@@ -69,7 +70,17 @@ class _Core:
         batch, self.batch = self.batch, None
         return batch
 
+    async def poll_many(self, timeout: float, most: int) -> list[ConsumedBatch]:  # noqa: ASYNC109
+        batch = await self.poll(timeout)
+        return [] if batch is None else [batch]
+
     async def confirm(self, context: str, consumed: bool) -> None:
+        return None
+
+    def confirm_local(self, context: str) -> str | None:
+        return None
+
+    async def send_due_commits(self, *keys: str) -> None:
         return None
 
 
@@ -121,6 +132,16 @@ async def run(args: argparse.Namespace) -> None:
     def decode() -> None:
         decode_messages(wire.messages, None, 0, True)
 
+    method = rpc.Method.GET_MESSAGES
+    response = rpc.RpcResponse(1, method, raw)
+    reader = answer_reader(None)
+
+    def read_bytes() -> None:
+        if reader is None:
+            read_answer(broker_pb.GetMessageResponseB2C.FromString(raw), None)
+        else:
+            reader((response,), method)
+
     messages, _ = decode_messages(wire.messages, None, 0, True)
     core = _Core()
     instance = ConsumerInstance(
@@ -147,6 +168,7 @@ async def run(args: argparse.Namespace) -> None:
     rows = [
         ("protobuf parse of the answer", timed(args.rounds, n, parse)),
         ("decode (CRC, attributes)", timed(args.rounds, n, decode)),
+        ("answer bytes to messages, one pass", timed(args.rounds, n, read_bytes)),
         ("instance: deliver + auto-commit", min(deliver_samples)),
         ("poll JSON (base64)", timed(args.rounds, n, lambda: render_poll(delivered, "base64"))),
         ("poll JSON (utf8)", timed(args.rounds, n, lambda: render_poll(delivered, "utf8"))),

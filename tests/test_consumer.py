@@ -17,6 +17,7 @@ from gateway.tubemq.consumer.config import BoundConsumption, StartPosition
 from gateway.tubemq.consumer.events import ConsumerRegistered, FetchOutcome, PartitionReleased, RebalanceEvent
 from gateway.tubemq.errors import ClientClosed, TopicNotDeployed, TransportError
 from gateway.tubemq.events import EventBus
+from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
@@ -246,20 +247,22 @@ class RecordingPool(ConnectionPool):
         super().__init__()
         self.sent: list[tuple[int, Message]] = []
 
-    async def request(
+    async def request_decoded(
         self,
         address: NodeAddress,
         method: int,
         request: Message | bytes,
         timeout: float,  # noqa: ASYNC109 - the pool API
         service: int | None = None,
-    ) -> Message:
-        # Pre-encoded requests (the producer's SendMessage frames) are bytes: not a consumer's fields.
+        decode: AnswersDecoder | None = None,
+    ) -> object:
+        # Every request goes through here (``request`` too). Pre-encoded requests (the producer's
+        # SendMessage frames) are bytes: not a consumer's fields.
         if isinstance(request, Message):
             copy = type(request)()
             copy.CopyFrom(request)
             self.sent.append((method, copy))
-        return await super().request(address, method, request, timeout, service)
+        return await super().request_decoded(address, method, request, timeout, service, decode)
 
 
 def captured_field_sets() -> dict[tuple[int, int], set[str]]:

@@ -32,9 +32,11 @@ from gateway.service.errors import Unavailable
 from gateway.service.publish import OutgoingMessage, PublishOutcome
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.consumer.batch import ConsumedMessage, DecodeStats, decode_messages_py, parse_prefix
+from gateway.tubemq.errors import ProtocolError
 from gateway.tubemq.producer import SendResult
 from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
+from gateway.tubemq.wire.frame import Frame, encode_varint
 from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from tests.build_support import built_and_installed, compiler
@@ -148,7 +150,7 @@ assert publish_parse._compiled is None
 assert publish_parse.usual_batch(b'{"messages": [{"value": "v"}]}', 9) is None
 assert publish_wire._compiled is None and frame_decoder._compiled is None and rpc.usual_answer is None
 assert delivered.new_delivered is delivered.DeliveredMessage
-assert batch.decode_messages is batch.decode_messages_py
+assert batch.decode_messages is batch.decode_messages_py and batch.answer_reader(None) is None
 assert send_answers.decode_send_answers([], 13) == []
 m = batch.ConsumedMessage(7, b"v", {}, None, None, 0, 0)
 d = delivered.new_delivered(1, "t", "1:t:0", 1, 0, m, 1, 0.0, 0)
@@ -404,6 +406,138 @@ def test_decode_keeps_a_large_batch_and_frees_it() -> None:
     # the list held the message once, the message its body once: nothing else keeps either alive
     freed = sys.getrefcount(body)
     assert held[0] == 3 and freed == held[1] - 1 == 2, (held, freed)
+
+
+# --- decode_answer: a GetMessage answer read from its bytes in one pass -------------------------------------
+
+GET = rpc.Method.GET_MESSAGES
+
+
+def reference_answer(data: bytes, filters: frozenset[str] | None) -> batch.DecodedAnswer | None:
+    """What the general way makes of an answer's data: the strict protobuf parse, then the pure decode; None
+    for an answer of another code (the fetch handles those itself)."""
+    answer = rpc.parse_as(broker_pb.GetMessageResponseB2C, data)
+    if answer.errCode != 200:
+        return None
+    curr = answer.currOffset if answer.HasField("currOffset") else -1
+    end = answer.maxOffset if answer.HasField("maxOffset") else -1
+    fetched = len(answer.messages)
+    exact = batch.is_dense_to_end(curr, end, fetched)
+    messages, stats = decode_messages_py(answer.messages, filters, curr, exact)
+    lag = answer.currDataDlt if answer.HasField("currDataDlt") else -1
+    return batch.DecodedAnswer(curr, end, lag, fetched, messages, stats)
+
+
+def compiled_answer(item: object, filters: frozenset[str] | None) -> batch.DecodedAnswer | None:
+    _extension()
+    reader = batch.answer_reader(filters)
+    if reader is None:  # the switch is set in this run: call the compiled module directly
+        module = _extension()
+        data = item.data if isinstance(item, rpc.RpcResponse) else b""
+        decoded = module.decode_answer(data, False, rpc.SUCCESS_PREFIX, GET, filters, parse_prefix)
+        return None if decoded is None else batch._answer_of(decoded)
+    (value,) = reader((item,), GET)
+    assert value is None or isinstance(value, batch.DecodedAnswer)
+    return value
+
+
+def usual_frame(data: bytes, method: int = GET) -> Frame:
+    """The frame of a success answer as a broker writes it (the envelope ``rpc.usual_answer`` accepts)."""
+    body = b"\x08" + rpc.int_varint(method) + b"\x12" + encode_varint(len(data)) + data
+    return Frame(7, rpc.SUCCESS_PREFIX + encode_varint(len(body)) + body)
+
+
+@st.composite
+def answers(draw: st.DrawFn) -> broker_pb.GetMessageResponseB2C:
+    """An answer as a broker writes it: any messages, the optional fields or not, mostly code 200."""
+    code = draw(st.sampled_from([200, 200, 200, 404, 452, 503]))
+    out = broker_pb.GetMessageResponseB2C(success=code == 200, errCode=code, messages=draw(wire_messages()))
+    if draw(st.booleans()):
+        out.errMsg = draw(st.text(max_size=8))
+    fetched = len(out.messages)
+    curr = draw(st.one_of(st.integers(0, 10**6), offsets))
+    if draw(st.integers(0, 3)):
+        out.currOffset = curr
+    if draw(st.integers(0, 3)):  # often dense to the end: exact offsets
+        dense = curr + 28 * fetched
+        out.maxOffset = dense if draw(st.booleans()) and -(2**63) <= dense < 2**63 else draw(offsets)
+    for name in ("currDataDlt", "minLimitTime"):
+        if draw(st.booleans()):
+            setattr(out, name, draw(st.integers(-(2**31), 2**31 - 1)))
+    for name in ("escFlowCtrl", "requireSlow"):
+        if draw(st.booleans()):
+            setattr(out, name, draw(st.booleans()))
+    return out
+
+
+def assert_same_answer(got: batch.DecodedAnswer | None, expected: batch.DecodedAnswer | None) -> None:
+    assert got == expected
+    if got is not None and expected is not None:
+        assert [type(m) for m in got.messages] == [ConsumedMessage] * len(got.messages)
+        assert [type(m.body) for m in got.messages] == [bytes] * len(got.messages)
+        assert _shape(got.messages) == _shape(expected.messages)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(answers(), filter_sets)
+def test_an_answer_read_from_its_bytes_is_the_reference_answer(
+    answer: broker_pb.GetMessageResponseB2C, filters: frozenset[str] | None
+) -> None:
+    """Every answer as brokers write it is read in the one pass (none left to the general way) and gives
+    what the protobuf library and the pure decode give: from the usual frame and from a parsed envelope."""
+    data = answer.SerializeToString()
+    expected = reference_answer(data, filters)
+    assert_same_answer(compiled_answer(rpc.RpcResponse(7, GET, data), filters), expected)
+    if batch.answer_reader(filters) is not None:
+        assert_same_answer(compiled_answer(usual_frame(data), filters), expected)
+    if answer.errCode == 200:
+        assert expected is not None  # so the comparison above was of two decoded answers
+
+
+def _mutations(data: bytes, draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from(["flip", "cut", "insert", "append"]))
+    at = draw(st.integers(0, len(data)))
+    if kind == "flip" and data:
+        at = min(at, len(data) - 1)
+        return data[:at] + bytes([data[at] ^ draw(st.integers(1, 255))]) + data[at + 1 :]
+    if kind == "cut":
+        return data[:at]
+    noise = draw(st.binary(min_size=1, max_size=12))
+    return data[:at] + noise + data[at:] if kind == "insert" else data + noise
+
+
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+@given(answers(), filter_sets, st.data())
+def test_a_damaged_answer_is_read_alike_or_left_to_the_general_way(
+    answer: broker_pb.GetMessageResponseB2C, filters: frozenset[str] | None, data: st.DataObject
+) -> None:
+    """Damaged bytes (a flipped byte, cut off, noise inserted or appended): the one pass gives the
+    reference's answer or none at all (never another answer, never a crash); where the general way refuses
+    the bytes, the one pass gives none."""
+    raw = answer.SerializeToString()
+    for _ in range(data.draw(st.integers(1, 3))):
+        raw = _mutations(raw, data.draw)
+    try:
+        expected = reference_answer(raw, filters)
+    except ProtocolError:
+        expected = None
+        assert compiled_answer(rpc.RpcResponse(7, GET, raw), filters) is None
+        return
+    got = compiled_answer(rpc.RpcResponse(7, GET, raw), filters)
+    if got is not None:
+        assert_same_answer(got, expected)
+
+
+def test_frames_of_another_method_or_envelope_are_left_to_the_general_way() -> None:
+    if batch.answer_reader(None) is None:
+        pytest.skip(f"{speedups.ENV_SWITCH} is set: the fetch reads answers the general way")
+    data = broker_pb.GetMessageResponseB2C(success=True, errCode=200).SerializeToString()
+    assert compiled_answer(usual_frame(data), None) is not None
+    assert compiled_answer(usual_frame(data, rpc.Method.CONSUMER_COMMIT), None) is None
+    framed = usual_frame(data)
+    assert compiled_answer(Frame(7, b"\x00" + framed.payload[1:]), None) is None
+    assert compiled_answer(rpc.RpcResponse(7, rpc.Method.CONSUMER_COMMIT, data), None) is None
+    assert compiled_answer(object(), None) is None
 
 
 # --- the SendMessage requests and their frames ------------------------------------------------------------

@@ -12,3 +12,14 @@ def decode_messages(
     ],
     /,
 ) -> tuple[list[Any], int, int, int, int]: ...
+def decode_answer(
+    buffer: bytes,
+    enveloped: bool,
+    prefix: bytes,
+    method: int,
+    filters: frozenset[str] | None,
+    parse_prefix: Callable[
+        [bytes, int], tuple[int, dict[str, str], str | None, str | None, str | None] | None
+    ],
+    /,
+) -> tuple[int, int, int, int, list[Any], int, int, int, int] | None: ...

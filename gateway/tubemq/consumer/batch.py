@@ -20,12 +20,16 @@ when the batch was dense after all (always the case on a topic with one partitio
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Protocol
 
 from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.net.outcomes import AnswersDecoder
+from gateway.tubemq.wire.frame import Frame
 from gateway.tubemq.wire.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, decode_payload
+from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcResponse
 from gateway.tubemq.wire.speedups import load_extension
 
 __all__ = [
@@ -33,11 +37,14 @@ __all__ = [
     "ConsumedBatch",
     "ConsumedMessage",
     "DecodeStats",
+    "DecodedAnswer",
+    "answer_reader",
     "decode_messages",
     "decode_messages_py",
     "is_dense_to_end",
     "lag_entries",
     "offset_at_index",
+    "read_answer",
 ]
 
 _Prefix = tuple[int, dict[str, str], str | None, str | None, str | None]
@@ -177,6 +184,7 @@ def decode_messages_py(
     # A batch usually repeats a few attribute prefixes (same stream id and minute): parse each one once,
     # and compare a message with the previous one's prefix before slicing and hashing its own.
     prefixes: dict[bytes, _Prefix] = {}
+    no_attributes: dict[str, str] = {}  # shared, like the dict of each attribute text
     last_key = b""
     last: _Prefix | None = None
     for index, item in enumerate(wire):
@@ -203,7 +211,7 @@ def decode_messages_py(
             start, attributes, msg_type, msg_time, msg_key = last
             body = data[start:]
         else:
-            body, attributes, msg_type, msg_time, msg_key = data, {}, None, None, None
+            body, attributes, msg_type, msg_time, msg_key = data, no_attributes, None, None, None
         if filters and (not msg_type or msg_type not in filters):
             stats.filtered += 1
             continue
@@ -251,6 +259,68 @@ if _compiled is None:
 else:
     _compiled.set_message_type(ConsumedMessage, _MESSAGE_FIELDS)
     decode_messages = _decode_messages_c
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedAnswer:
+    """A GetMessage answer of code 200, decoded: its offsets (-1 where the answer has none), how many
+    messages the broker sent, and those kept (:func:`decode_messages`)."""
+
+    curr_offset: int
+    max_offset: int
+    lag_bytes: int
+    fetched_count: int
+    messages: list[ConsumedMessage]
+    stats: DecodeStats
+
+    @property
+    def offsets_exact(self) -> bool:
+        return is_dense_to_end(self.curr_offset, self.max_offset, self.fetched_count)
+
+
+def read_answer(answer: broker_pb.GetMessageResponseB2C, filters: frozenset[str] | None) -> DecodedAnswer:
+    """A parsed answer of code 200 decoded: the reference of the compiled reader (:func:`answer_reader`),
+    and the way of answers that reader leaves to the protobuf library."""
+    curr = answer.currOffset if answer.HasField("currOffset") else -1
+    max_offset = answer.maxOffset if answer.HasField("maxOffset") else -1
+    fetched = len(answer.messages)
+    exact = is_dense_to_end(curr, max_offset, fetched)
+    messages, stats = decode_messages(answer.messages, filters, curr, exact)
+    lag = answer.currDataDlt if answer.HasField("currDataDlt") else -1
+    return DecodedAnswer(curr, max_offset, lag, fetched, messages, stats)
+
+
+def answer_reader(filters: frozenset[str] | None) -> AnswersDecoder | None:
+    """What reads a GetMessage answer straight from its bytes in one C pass (the answer's fields, the CRCs,
+    the attribute prefixes, the filter, the messages), for ``ConnectionPool.request_decoded``: a
+    :class:`DecodedAnswer` for a 200 answer as brokers write it, None for any other (then parsed with the
+    protobuf library and decoded by :func:`read_answer`, which gives the same). None on the pure path."""
+    if _compiled is None:
+        return None
+    decode = _compiled.decode_answer
+
+    def read(answers: Sequence[object], method: int) -> list[DecodedAnswer | None]:
+        out: list[DecodedAnswer | None] = []
+        for item in answers:
+            if type(item) is Frame:
+                decoded = decode(item.payload, True, SUCCESS_PREFIX, method, filters, parse_prefix)
+            elif type(item) is RpcResponse and item.method == method and type(item.data) is bytes:
+                decoded = decode(item.data, False, SUCCESS_PREFIX, method, filters, parse_prefix)
+            else:
+                decoded = None
+            out.append(None if decoded is None else _answer_of(decoded))
+        return out
+
+    return read
+
+
+_Decoded = tuple[int, int, int, int, list[ConsumedMessage], int, int, int, int]
+
+
+def _answer_of(decoded: _Decoded) -> DecodedAnswer:
+    curr, max_offset, lag, fetched, messages, kept_bytes, bad_checksum, bad_payload, filtered = decoded
+    stats = DecodeStats(len(messages), kept_bytes, bad_checksum, bad_payload, filtered)
+    return DecodedAnswer(curr, max_offset, lag, fetched, messages, stats)
 
 
 def is_dense_to_end(curr_offset: int, max_offset: int, fetched_count: int) -> bool:

@@ -20,7 +20,13 @@ then come again: at-least-once).
 
 from __future__ import annotations
 
-from gateway.tubemq.consumer.batch import ConsumedBatch, decode_messages, is_dense_to_end, lag_entries
+from gateway.tubemq.consumer.batch import (
+    ConsumedBatch,
+    DecodedAnswer,
+    answer_reader,
+    lag_entries,
+    read_answer,
+)
 from gateway.tubemq.consumer.events import FetchOutcome, OffsetCommitted
 from gateway.tubemq.consumer.rebalance import Rebalancer
 from gateway.tubemq.consumer.state import ConsumerContext, Selection, empty_fetch_wait
@@ -60,8 +66,11 @@ class Fetcher:
             escFlowCtrl=False,
         )
         started = ctx.clock()
+        filters = ctx.filters.get(partition.topic) or None
         try:
-            answer = await ctx.broker_call(partition, rpc.Method.GET_MESSAGES, request)
+            answer = await ctx.broker_call_decoded(
+                partition, rpc.Method.GET_MESSAGES, request, answer_reader(filters)
+            )
         except TubeMQError:
             # Not consumed: if the broker did read a batch, only a rollback keeps it from being skipped.
             self._give_back(selection, ctx.config.transport_error_wait)
@@ -69,13 +78,17 @@ class Fetcher:
             if selection.commit_due:
                 self._committed(selection, -1, -1)
             return None
+        if isinstance(answer, DecodedAnswer):  # a 200 read straight from its bytes (batch.answer_reader)
+            if selection.commit_due:
+                self._committed(selection, answer.curr_offset, 200)
+            return self._batch(selection, answer, started)
         assert isinstance(answer, broker_pb.GetMessageResponseB2C)
         code = answer.errCode
         committed = code in _COMMITTED_CODES
         if selection.commit_due and committed:
             self._committed(selection, answer.currOffset if answer.HasField("currOffset") else -1, 200)
         if code == 200:
-            return self._batch(selection, answer, started)
+            return self._batch(selection, read_answer(answer, filters), started)
         if code in (411, 412, 415):
             self._rebalancer.drop(key, "broker")
             self._fetched(selection, "dropped", code, started)
@@ -91,9 +104,7 @@ class Fetcher:
         self._fetched(selection, outcome, code, started, lag=0 if outcome == "not_found" else -1)
         return None
 
-    def _batch(
-        self, selection: Selection, answer: broker_pb.GetMessageResponseB2C, started: float
-    ) -> ConsumedBatch | None:
+    def _batch(self, selection: Selection, answer: DecodedAnswer, started: float) -> ConsumedBatch | None:
         ctx = self._ctx
         partition = selection.partition
         key = partition.partition_key
@@ -101,13 +112,8 @@ class Fetcher:
             # Released meanwhile (rebalance timeout, close, broker failure); its broker rolls the read back.
             self._fetched(selection, "dropped", 200, started)
             return None
-        curr = answer.currOffset if answer.HasField("currOffset") else -1
-        max_offset = answer.maxOffset if answer.HasField("maxOffset") else -1
-        fetched = len(answer.messages)
-        exact = is_dense_to_end(curr, max_offset, fetched)
-        messages, stats = decode_messages(
-            answer.messages, ctx.filters.get(partition.topic) or None, curr, exact
-        )
+        curr, max_offset, fetched = answer.curr_offset, answer.max_offset, answer.fetched_count
+        messages, stats = answer.messages, answer.stats
         ctx.cache.update_offsets(key, curr, max_offset)
         selection.state.empty_fetches = 0  # data: fetch at the base rate again
         lag = lag_entries(curr, max_offset, fetched)
@@ -126,10 +132,10 @@ class Fetcher:
             messages=messages,
             curr_offset=curr,
             max_offset=max_offset,
-            lag_bytes=answer.currDataDlt if answer.HasField("currDataDlt") else -1,
+            lag_bytes=answer.lag_bytes,
             fetched_count=fetched,
             confirm_context=f"{key}:{selection.token}",
-            offsets_exact=exact,
+            offsets_exact=answer.offsets_exact,
             body_bytes=stats.bytes,
         )
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import Message
 
 from gateway.tubemq.consumer.config import ConsumerConfig
+from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.wire.meta import BrokerInfo, Partition
 from gateway.tubemq.wire.rpc import Method
 
@@ -366,7 +367,17 @@ class ConsumerContext:
     async def broker_call(self, partition: Partition, method: int, request: Message) -> Message:
         """Send one request to the broker of ``partition`` with the configured deadline (and the broker
         token in its ``authInfo`` when the pool carries credentials, §9)."""
+        answer = await self.broker_call_decoded(partition, method, request, None)
+        assert isinstance(answer, Message)
+        return answer
+
+    async def broker_call_decoded(
+        self, partition: Partition, method: int, request: Message, decode: AnswersDecoder | None
+    ) -> object:
+        """:meth:`broker_call` with its answer read by ``decode`` when given
+        (``ConnectionPool.request_decoded``): its value, or the parsed response where it gives None."""
         credentials = self.pool.credentials
         if credentials is not None and method not in _UNAUTHENTICATED:
             credentials.stamp_broker_request(request)
-        return await self.pool.request(partition.broker.address, method, request, self.config.rpc_timeout)
+        address, timeout = partition.broker.address, self.config.rpc_timeout
+        return await self.pool.request_decoded(address, method, request, timeout, decode=decode)
