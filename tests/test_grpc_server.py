@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import subprocess
@@ -330,3 +331,33 @@ async def test_a_publish_budget_below_the_largest_message_is_warned_of(
         await server.stop(0)
     said = [r for r in caplog.records if "received one at a time" in r.getMessage()]
     assert bool(said) == warned, [r.getMessage() for r in caplog.records]
+
+
+async def test_a_publish_call_leaves_no_request_reader_to_close(gw: Gateway) -> None:
+    """A Publish (read after it is admitted) leaves no request reader behind to be closed later: grpc.aio's
+    request iterator, left with its one message read, was closed in a task of its own that the garbage
+    collector's finalizer hook schedules through call_soon_threadsafe (a task and a wake-up of the loop per
+    call). The embedded broker's own executor jobs also come back through call_soon_threadsafe: only the
+    tasks scheduled so are counted."""
+    loop = asyncio.get_running_loop()
+    request = pb.PublishRequest(topic="demo", messages=[message("v", attributes={"a": "1"})])
+    for _ in range(5):
+        await gw.stub.Publish(request)
+    woken: list[object] = []
+    threadsafe = loop.call_soon_threadsafe
+
+    def counted(callback: object, *args: object, **kwargs: object) -> asyncio.Handle:
+        woken.append(callback)
+        return threadsafe(callback, *args, **kwargs)  # type: ignore[arg-type]
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    try:
+        for _ in range(50):
+            answer = await gw.stub.Publish(request)
+            assert answer.failed == 0
+        gc.collect()
+        await asyncio.sleep(0.1)
+    finally:
+        loop.call_soon_threadsafe = threadsafe  # type: ignore[method-assign]
+    closing = [callback for callback in woken if getattr(callback, "__name__", "") == "create_task"]
+    assert closing == [], f"{len(closing)} tasks scheduled from another thread for 50 calls"

@@ -152,7 +152,7 @@ class AdmittingInterceptor(WrappingInterceptor):
             self._streaming(method, SERVER_STREAM, first_then_stream), **codec
         )
 
-    def _read_first(self, method: str) -> Callable[[AsyncIterator[Any]], Awaitable[Any]]:
+    def _read_first(self, method: str) -> Callable[[grpc.aio.ServicerContext], Awaitable[Any]]:
         operation = grpc_operation(method)
         if operation.open:
             return self._first_open
@@ -160,19 +160,15 @@ class AdmittingInterceptor(WrappingInterceptor):
             return self._first_publish
         return self._first
 
-    async def _first(self, requests: AsyncIterator[Any]) -> Any:
-        async for request in requests:
-            return checked(request, self._bounds)
-        raise InvalidInput("the call carried no request message", field="request")
+    async def _first(self, context: grpc.aio.ServicerContext) -> Any:
+        return checked(await _one(context), self._bounds)
 
-    async def _first_publish(self, requests: AsyncIterator[Any]) -> Any:
+    async def _first_publish(self, context: grpc.aio.ServicerContext) -> Any:
         """A Publish's message, received once the call holds room for it (:meth:`_take_room`)."""
         call = CALL.get()
         await self._take_room(call, queue=False)
         try:
-            request = await anext(requests)
-        except StopAsyncIteration:
-            raise InvalidInput("the call carried no request message", field="request") from None
+            request = await _one(context)
         finally:
             if call is not None:
                 call.give_back_room()  # what the message did not take (the deserializer took its own)
@@ -231,11 +227,11 @@ class AdmittingInterceptor(WrappingInterceptor):
         """The most a publish message may weigh, inflated."""
         return self._max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES
 
-    async def _first_open(self, requests: AsyncIterator[Any]) -> Any:
+    async def _first_open(self, context: grpc.aio.ServicerContext) -> Any:
         """An open method's message: a few at a time, each within OPEN_READ_TIMEOUT."""
         try:
             async with self._open_reads, asyncio.timeout(OPEN_READ_TIMEOUT):
-                return await self._first(requests)
+                return await self._first(context)
         except TimeoutError:
             raise InvalidInput(
                 f"the request message did not come within {OPEN_READ_TIMEOUT:g} s", field="request"
@@ -297,20 +293,30 @@ class AdmittingInterceptor(WrappingInterceptor):
         self._watches -= 1
 
 
+async def _one(context: grpc.aio.ServicerContext) -> Any:
+    """A unary-request call's message, read through the context (grpc.aio's request iterator is an async
+    generator that, left unfinished after its one message, is closed later in a task of its own: a task and
+    a wake-up of the loop per call)."""
+    request = await context.read()
+    if request is grpc.aio.EOF:
+        raise InvalidInput("the call carried no request message", field="request")
+    return request
+
+
 def _after_first(
-    behavior: Callable[..., Awaitable[Any]], first: Callable[[AsyncIterator[Any]], Awaitable[Any]]
+    behavior: Callable[..., Awaitable[Any]], first: Callable[[grpc.aio.ServicerContext], Awaitable[Any]]
 ) -> Callable[..., Awaitable[Any]]:
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        return await behavior(await first(requests), context)
+        return await behavior(await first(context), context)
 
     return call
 
 
 def _stream_after_first(
-    behavior: Callable[..., Any], first: Callable[[AsyncIterator[Any]], Awaitable[Any]]
+    behavior: Callable[..., Any], first: Callable[[grpc.aio.ServicerContext], Awaitable[Any]]
 ) -> Callable[..., AsyncIterator[Any]]:
     async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        result = behavior(await first(requests), context)
+        result = behavior(await first(context), context)
         if hasattr(result, "__aiter__"):
             async for item in result:
                 yield item

@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2_grpc
 
+from gateway.config import Settings
 from gateway.grpc.call_admission import DEFAULT_MAX_MESSAGE_BYTES, OPEN_READS
 from gateway.grpc.health import HEALTH_SERVICE_NAME, ReadinessHealth
 from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
@@ -124,31 +125,9 @@ class GrpcServer:
         if self._server is not None:
             raise RuntimeError("the gRPC server is already started")
         s = self.runtime.settings
-        # The core's own bounds, behind the interceptor's finer ones (gateway/grpc/interceptors.py): calls
-        # in progress (those counted in limits.max_concurrent_requests, the health Watch streams, the open
-        # reads, and a margin for refusals being answered), streams per connection, connections.
-        calls = s.limits.max_concurrent_requests
         server = grpc.aio.server(
             interceptors=[*self._tracing(), self.interceptor],
-            maximum_concurrent_rpcs=calls + s.grpc.max_health_watches + OPEN_READS + 64 if calls else None,
-            options=[
-                ("grpc.max_concurrent_streams", s.grpc.max_streams_per_connection),
-                ("grpc.max_allowed_incoming_connections", s.grpc.max_connections),
-                ("grpc.max_receive_message_length", self._max_message_bytes),
-                # Compressed messages are inflated by the request deserializers, within the method's bound
-                # and after the call holds room for them (gateway/grpc/inflate.py): the core would inflate
-                # each whole, and copy it twice, before any of the gateway's bounds could look at it.
-                ("grpc.per_message_decompression", 0),
-                # Without BDP probing the core's HTTP/2 windows stay at their initial size, so a stream the
-                # gateway is not reading (a call waiting for admission or for room in the in-flight publish
-                # bytes) cannot push more than that into memory; a message being read gets a window for
-                # its whole announced size.
-                ("grpc.http2.bdp_probe", 0),
-                # grpc shares a port between processes by default; a second gateway on the same port must
-                # fail to start instead of silently receiving half of the calls. Worker processes of one
-                # gateway (serve --workers N) share it on purpose (reuse_port).
-                ("grpc.so_reuseport", 1 if self.reuse_port else 0),
-            ],
+            **core_options(s, max_message_bytes=self._max_message_bytes, reuse_port=self.reuse_port),
         )
         add_to_server(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
@@ -209,6 +188,38 @@ class GrpcServer:
         if self.replicas is not None:
             await self.replicas.close()
         log.info("gRPC server stopped")
+
+
+def core_options(settings: Settings, *, max_message_bytes: int, reuse_port: bool) -> dict[str, Any]:
+    """The ``grpc.aio.server`` arguments of the gateway's server but its interceptors: the core's own bounds,
+    behind the interceptor's finer ones (gateway/grpc/interceptors.py): calls in progress (those counted in
+    ``limits.max_concurrent_requests``, the health Watch streams, the open reads, and a margin for refusals
+    being answered), streams per connection, connections, a request message's size."""
+    calls = settings.limits.max_concurrent_requests
+    grpc_settings = settings.grpc
+    most = calls + grpc_settings.max_health_watches + OPEN_READS + 64 if calls else None
+    return {
+        "maximum_concurrent_rpcs": most,
+        "options": [
+            ("grpc.max_concurrent_streams", grpc_settings.max_streams_per_connection),
+            ("grpc.max_allowed_incoming_connections", grpc_settings.max_connections),
+            # refused from its length prefix, before it is received
+            ("grpc.max_receive_message_length", max_message_bytes),
+            # Compressed messages are inflated by the request deserializers, within the method's bound and
+            # after the call holds room for them (gateway/grpc/inflate.py): the core would inflate each
+            # whole, and copy it twice, before any of the gateway's bounds could look at it.
+            ("grpc.per_message_decompression", 0),
+            # Without BDP probing the core's HTTP/2 windows stay at their initial size, so a stream the
+            # gateway is not reading (a call waiting for admission or for room in the in-flight publish
+            # bytes) cannot push more than that into memory; a message being read gets a window for its
+            # whole announced size.
+            ("grpc.http2.bdp_probe", 0),
+            # grpc shares a port between processes by default; a second gateway on the same port must fail
+            # to start instead of silently receiving half of the calls. Worker processes of one gateway
+            # (serve --workers N) share it on purpose (reuse_port).
+            ("grpc.so_reuseport", 1 if reuse_port else 0),
+        ],
+    }
 
 
 def create_grpc_server(runtime: Runtime, *, grace: float = 10.0) -> GrpcServer:
