@@ -136,7 +136,7 @@ async def test_stream_id_filter_delivers_only_matching_messages(env: Env) -> Non
 async def test_byte_budget_buffers_the_rest_and_confirms_the_batch_when_all_is_committed(env: Env) -> None:
     sent = bodies("budget", 5, size=100)
     await env.publish("solo", sent)
-    service = await env.service()
+    service = await env.service(prefetch_bytes=0)  # a confirmed batch leaves its partition idle
     instance = (
         await service.create("g-budget", InstanceSpec({"solo": None}, start_position="earliest"))
     ).instance_id
@@ -166,7 +166,7 @@ async def test_byte_budget_buffers_the_rest_and_confirms_the_batch_when_all_is_c
 async def test_committing_everything_delivered_leaves_the_undelivered_rest_held(env: Env) -> None:
     sent = bodies("all", 6, size=10)
     await env.publish("solo", sent)
-    service = await env.service()
+    service = await env.service(prefetch_bytes=0)  # a confirmed batch leaves its partition idle
     instance = (
         await service.create("g-all", InstanceSpec({"solo": None}, start_position="earliest"))
     ).instance_id

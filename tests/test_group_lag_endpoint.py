@@ -27,7 +27,8 @@ async def served() -> AsyncIterator[tuple[httpx.AsyncClient, gateway_pb2_grpc.Ga
         http_host="127.0.0.1",
         grpc={"port": 0, "host": "127.0.0.1"},
         embedded={"topics": "lagone:1,lagtwo:2"},
-        consumers=FAST_CONSUMERS,
+        # the figures count where each partition's reads stopped: no fetch ahead reads a partition further
+        consumers={**FAST_CONSUMERS, "prefetch_bytes": 0},
         tubemq={"group_lag_cache_seconds": 0},  # every request reads anew
     )
     runtime = Runtime(settings)

@@ -14,7 +14,9 @@ from gateway.service.consume_limits import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MESSAGES,
     DEFAULT_MAX_TIMEOUT,
+    DEFAULT_PREFETCH_BYTES,
     DEFAULT_TIMEOUT,
+    DEFAULT_WORKER_PREFETCH_BYTES,
     MAX_BYTES_LIMIT,
     MAX_MESSAGES_LIMIT,
 )
@@ -199,6 +201,19 @@ class ConsumerSettings(BaseModel):
     )
     poll_max_timeout: float = Field(
         DEFAULT_MAX_TIMEOUT, gt=0, description="longest poll wait a client may ask for, seconds"
+    )
+    prefetch_bytes: int = Field(
+        DEFAULT_PREFETCH_BYTES,
+        ge=0,
+        description="value bytes a consumer instance may hold fetched and not delivered before it stops "
+        "fetching its next batches ahead of its client's next poll (REST, SSE, gRPC); 0: no fetching ahead "
+        "(each poll fetches for itself)",
+    )
+    prefetch_worker_bytes: int = Field(
+        DEFAULT_WORKER_PREFETCH_BYTES,
+        ge=0,
+        description="value bytes all consumer instances of one worker process may hold fetched and not "
+        "delivered before they stop fetching ahead (bounds many instances x prefetch_bytes)",
     )
     sse_keepalive: float = Field(15.0, gt=0, description="seconds between keep-alives on a quiet SSE stream")
     sse_max_unsent_bytes: int = Field(

@@ -332,6 +332,8 @@ class Runtime:
             max_retries_outstanding=c.max_retries_outstanding,
             admission=self.admission,
             max_inflight_publish_bytes=lambda: self.settings.limits.max_inflight_publish_bytes,
+            prefetch_bytes=c.prefetch_bytes,
+            prefetch_worker_bytes=c.prefetch_worker_bytes,
         )
 
     def _master_web(self) -> list[str]:

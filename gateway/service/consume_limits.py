@@ -4,7 +4,7 @@ One rule for every adapter: a request's ``max_messages`` and ``max_bytes`` (when
 1 to :data:`MAX_MESSAGES_LIMIT` / :data:`MAX_BYTES_LIMIT`, else :class:`InvalidInput` naming the service's
 field (``max_messages``, ``max_bytes``, ``timeout``; each adapter renames it to its own spelling with
 :func:`~gateway.service.errors.renamed_fields`); an absent one takes the instance's own ``maxBytes`` or the
-gateway's default. The defaults are the configuration's (``consumers.poll_*`` in
+gateway's default. The defaults are the configuration's (``consumers.poll_*`` and ``prefetch_*`` in
 ``gateway/config/messaging.py``, which takes its default values from the ``DEFAULT_*`` constants here: the
 service layer may not import the configuration), handed to :class:`PollLimits` by the runtime.
 """
@@ -19,7 +19,9 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_MESSAGES",
     "DEFAULT_MAX_TIMEOUT",
+    "DEFAULT_PREFETCH_BYTES",
     "DEFAULT_TIMEOUT",
+    "DEFAULT_WORKER_PREFETCH_BYTES",
     "MAX_BYTES_LIMIT",
     "MAX_MESSAGES_LIMIT",
     "PollLimits",
@@ -31,6 +33,10 @@ DEFAULT_MAX_MESSAGES = 500
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_TIMEOUT = 1.0
 DEFAULT_MAX_TIMEOUT = 30.0
+#: the defaults of consumers.prefetch_bytes (per instance) and prefetch_worker_bytes (per worker process):
+#: what is fetched ahead of the next step (gateway.service.prefetch)
+DEFAULT_PREFETCH_BYTES = 8 * 1024 * 1024
+DEFAULT_WORKER_PREFETCH_BYTES = 256 * 1024 * 1024
 
 #: the most messages one step may ask for
 MAX_MESSAGES_LIMIT = 10_000

@@ -42,7 +42,7 @@ from dataclasses import replace
 from gateway.observability import tracing
 from gateway.service.access import ALLOW_ALL, CONSUME, PUBLISH, AccessPolicy
 from gateway.service.admission import Admission
-from gateway.service.consume_limits import PollLimits
+from gateway.service.consume_limits import DEFAULT_PREFETCH_BYTES, DEFAULT_WORKER_PREFETCH_BYTES, PollLimits
 from gateway.service.consumer_types import InstanceInfo, InstanceState, Owner, Registry
 from gateway.service.core_errors import OUTAGE_RETRY_AFTER, Doing, service_error
 from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
@@ -61,6 +61,8 @@ from gateway.service.instance_spec import InstanceSpec
 from gateway.service.names import validate_group
 from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
+from gateway.service.prefetch import FetchAhead
+from gateway.service.prefetch_budget import PrefetchBudget
 from gateway.service.principal import current_principal
 from gateway.service.quotas import Quotas
 from gateway.service.redelivery import RedeliveryPolicy, Republisher
@@ -136,6 +138,8 @@ class ConsumerService:
         max_retries_outstanding: int = 1000,
         admission: Admission | None = None,
         max_inflight_publish_bytes: Callable[[], int] = lambda: 0,
+        prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
+        prefetch_worker_bytes: int = DEFAULT_WORKER_PREFETCH_BYTES,
     ) -> None:
         if worker is not None and not 0 <= worker < workers:
             raise ValueError(f"worker {worker} is not one of the {workers} workers")
@@ -173,6 +177,9 @@ class ConsumerService:
         #: and registered again at their committed heads, then leaving the group (a broker call each)
         self.leave_wait = 4 * self._consumer_config.rpc_timeout
         self.limits = limits or PollLimits()
+        #: what each instance, and all of this worker's, may hold fetched ahead of their clients' polls
+        self.prefetch_bytes = prefetch_bytes
+        self._prefetch_budget = PrefetchBudget(prefetch_worker_bytes)
         self._secret = id_secret
         self.peers = peers if peers is not None else PeerPolicy.build(self.advertised_url)
         self._access = access
@@ -362,6 +369,7 @@ class ConsumerService:
             republisher=self._republisher,
             ack_deadline=spec.ack_deadline,
             events=self._events,
+            ahead=FetchAhead(self.prefetch_bytes, self._prefetch_budget),
         )
         registry.creating += 1
         registry.by_client[consumer.client_id] = instance

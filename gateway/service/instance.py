@@ -17,7 +17,10 @@ remote client reads with its own limits (messages and bytes per poll), so the in
   attempt) and settles them once a broker stored the copy; the instance consumes the retry topic too and
   holds a retried message until it is due, then delivers it under its original position;
 * when the core loses a partition (rebalance, broker drop), the instance forgets that partition's buffered
-  and pending messages: their tokens become stale and the messages go to the partition's next holder.
+  and pending messages: their tokens become stale and the messages go to the partition's next holder;
+* as a poll answers, and after a commit, the instance **fetches ahead** the batches a poll as large as the
+  last one needs, from the partitions that are free (:mod:`gateway.service.prefetch` bounds it): a batch
+  fetched ahead waits in the buffer, undelivered, like the rest of a batch a poll did not take.
 
 With ``auto_commit`` every message delivered so far counts as committed when the next poll starts (or the
 instance is deleted), like Kafka's auto-commit: a client that processes a response before asking for the
@@ -56,6 +59,8 @@ from gateway.service.instance_id import redact
 from gateway.service.instance_records import Budget
 from gateway.service.instance_redelivery import Admit, Redeliverer
 from gateway.service.instance_settle import Settler
+from gateway.service.prefetch import FetchAhead
+from gateway.service.prefetch_budget import PrefetchBudget
 from gateway.service.redelivery import RedeliveryPolicy, Republisher, wall_ms
 from gateway.tubemq.consumer import INDEX_ENTRY_SIZE, Consumer
 from gateway.tubemq.errors import TubeMQError
@@ -87,6 +92,7 @@ class ConsumerInstance:
         ack_deadline: float | None = None,
         wall: Callable[[], int] = wall_ms,
         events: EventBus | None = None,
+        ahead: FetchAhead | None = None,
     ) -> None:
         self.instance_id = instance_id
         #: the identity of the principal that created the instance (``Principal.identity``: method and
@@ -107,7 +113,10 @@ class ConsumerInstance:
         self._redeliverer = redeliverer = Redeliverer(
             state, settler, republisher=republisher, events=events, commit_timeout=commit_timeout
         )
-        self._fetcher = Fetcher(state, redeliverer, self._draining)
+        ahead = ahead if ahead is not None else FetchAhead(0, PrefetchBudget(0))
+        self._fetcher = Fetcher(state, redeliverer, self._draining, ahead)
+        #: the limits of the last poll, what a fetch ahead fetches for (None before the first poll)
+        self._next_poll: tuple[int, int] | None = None
         self._seq = itertools.count(1)
         self._poll_lock = asyncio.Lock()
         self._waited_for_assignment = False
@@ -161,7 +170,9 @@ class ConsumerInstance:
         """Commit (or, with ``consumed=False``, roll back) the given tokens, or every delivered message when
         ``tokens`` is None (:meth:`Settler.settle`)."""
         self._state.check_open()
-        return await self._settler.settle(tokens, consumed=consumed)
+        result = await self._settler.settle(tokens, consumed=consumed)
+        self._fetch_ahead()  # a batch it confirmed frees its partition
+        return result
 
     async def nack(self, tokens: Sequence[str], delay: float, admit: Admit | None = None) -> NackResult:
         """Give messages back one by one, due ``delay`` seconds from now (:meth:`Redeliverer.nack`)."""
@@ -194,7 +205,11 @@ class ConsumerInstance:
             if self.auto_commit:
                 self._settler.commit_at_poll()
             try:
-                return await self._poll(start, max_messages, max_bytes, timeout)
+                delivered = await self._poll(start, max_messages, max_bytes, timeout)
+                self._next_poll = (max_messages, max_bytes)
+                # before the due commits are sent: a fetch ahead of a partition carries its commit
+                self._fetch_ahead()
+                return delivered
             finally:
                 if state.commits_due:
                     # shielded: a poll cancelled because its client left still sends the commits it made due
@@ -246,6 +261,21 @@ class ConsumerInstance:
         later polls do not wait."""
         if not self._draining.done():
             self._draining.set_result(None)
+
+    def _fetch_ahead(self) -> None:
+        """Fetch ahead of the next poll, one as large as the last (:meth:`Fetcher.ahead`)."""
+        if self._next_poll is not None:
+            self._fetcher.ahead(*self._next_poll)
+
+    @property
+    def poll_fetches(self) -> int:
+        """Core fetches a poll started and waited for (nothing in hand or on its way) that brought batches."""
+        return self._fetcher.poll_fetches
+
+    @property
+    def fetches_ahead(self) -> int:
+        """Core fetches started ahead of a poll."""
+        return self._fetcher.fetches_ahead
 
     @property
     def fetching(self) -> int:
@@ -385,3 +415,4 @@ class ConsumerInstance:
             state.delayed.clear()
             state.pending.clear()
             state.batches.clear()
+            self._fetcher.close()

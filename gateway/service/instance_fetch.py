@@ -7,16 +7,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from gateway.service.instance_holdings import Holdings
 from gateway.service.instance_records import Batch, Budget
 from gateway.service.instance_redelivery import Redeliverer
+from gateway.service.prefetch import FetchAhead
 from gateway.service.redelivery import Origin
 from gateway.tubemq.consumer import ConsumedBatch
 from gateway.tubemq.errors import ClientClosed, TubeMQError
 
 __all__ = ["FETCHES_AT_ONCE", "Fetcher"]
+
+log = logging.getLogger("gateway.service.consumers")
 
 #: partitions a poll fetches at once at most, when its budget takes more than one batch
 FETCHES_AT_ONCE = 4
@@ -27,12 +32,34 @@ class Fetcher:
     retry topic goes to its :class:`Redeliverer`. ``draining`` is done once the gateway is stopping: a
     poll waiting for a fetch stops waiting then."""
 
-    __slots__ = ("_draining", "_fetch_task", "_fetches", "_last_batch", "_redeliverer", "_state")
+    __slots__ = (
+        "_ahead",
+        "_draining",
+        "_fetch_task",
+        "_fetches",
+        "_last_batch",
+        "_redeliverer",
+        "_state",
+        "fetches_ahead",
+        "poll_fetches",
+    )
 
-    def __init__(self, state: Holdings, redeliverer: Redeliverer, draining: asyncio.Future[None]) -> None:
+    def __init__(
+        self,
+        state: Holdings,
+        redeliverer: Redeliverer,
+        draining: asyncio.Future[None],
+        ahead: FetchAhead,
+    ) -> None:
         self._state = state
         self._redeliverer = redeliverer
         self._draining = draining
+        #: the fetch-ahead bounds and this instance's share of its worker's
+        self._ahead = ahead
+        #: core fetches a poll started and waited for (nothing in hand or on its way) that brought batches
+        self.poll_fetches = 0
+        #: fetches started ahead of a poll
+        self.fetches_ahead = 0
         #: core fetch tasks still running; the latest, which a poll joins
         self._fetches: set[asyncio.Task[bool]] = set()
         self._fetch_task: asyncio.Task[bool] | None = None
@@ -69,9 +96,7 @@ class Fetcher:
         poll joins that task instead of starting a second fetch loop over the same partitions."""
         task = self._fetch_task
         if task is None or task.done():
-            task = self._fetch_task = asyncio.create_task(self._fetch_into_buffer(timeout, most))
-            self._fetches.add(task)
-            task.add_done_callback(self._fetches.discard)
+            task = self._start(self._fetch_into_buffer(timeout, most))
             bound: float | None = None  # the task's own timeout bounds it
         elif timeout <= 0:
             return False
@@ -82,12 +107,68 @@ class Fetcher:
         done, _ = await asyncio.wait(waiters, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
         return task.result() if task in done else False
 
-    async def _fetch_into_buffer(self, timeout: float, most: int) -> bool:  # noqa: ASYNC109
+    def ahead(self, max_messages: int, max_bytes: int) -> None:
+        """Fetch ahead of the client's next poll (:mod:`gateway.service.prefetch`): the batches a poll of
+        ``max_messages`` and ``max_bytes`` needs beyond what the instance holds, from the partitions that
+        are free now (not one whose batch is out: the broker keeps one unconfirmed read per partition),
+        within the instance's and the worker's prefetch caps. Nothing while a fetch is on its way; the next
+        poll joins this one as it joins its own."""
         state = self._state
+        if state.closed_reason is not None or state.consumer.closed or self._draining.done():
+            return
+        task = self._fetch_task
+        if task is not None and not task.done():
+            return
+        held = self.held_bytes()
+        room = Budget(max_messages - len(state.buffer), max_bytes - held)
+        wanted = self.fetches_for(room) if room.max_messages > 0 and room.max_bytes > 0 else 0
+        count = self._ahead.plan(held, wanted, self._last_batch[1])
+        if not count:
+            return
+        fetching = state.consumer.fetch_ready(count)
+        if fetching is not None:
+            self.fetches_ahead += 1
+            self._start(self._ahead_into_buffer(fetching))
+
+    def held_bytes(self) -> int:
+        """Value bytes fetched and not delivered yet (each batch's bytes times its share undelivered)."""
+        batches = self._state.batches.values()
+        return sum(b.size * b.undelivered // b.count for b in batches if b.undelivered and b.count)
+
+    def close(self) -> None:
+        """The instance closed: it holds nothing fetched ahead any more."""
+        self._ahead.close()
+
+    def _start(self, work: Coroutine[Any, Any, bool]) -> asyncio.Task[bool]:
+        task = self._fetch_task = asyncio.create_task(work)
+        self._fetches.add(task)
+        task.add_done_callback(self._fetches.discard)
+        return task
+
+    async def _ahead_into_buffer(self, fetching: Awaitable[list[ConsumedBatch]]) -> bool:
         try:
-            batches = await state.consumer.poll_many(timeout, most)
+            batches = await fetching
         except ClientClosed:
             return False
+        except TubeMQError as exc:
+            # the core gave the partitions back; the next poll fetches them again
+            log.warning("a fetch ahead failed (%s); the next poll fetches again", exc)
+            return False
+        return await self._add_fetched(batches)
+
+    async def _fetch_into_buffer(self, timeout: float, most: int) -> bool:  # noqa: ASYNC109
+        try:
+            batches = await self._state.consumer.poll_many(timeout, most)
+        except ClientClosed:
+            return False
+        added = await self._add_fetched(batches)
+        if added:
+            self.poll_fetches += 1
+        return added
+
+    async def _add_fetched(self, batches: list[ConsumedBatch]) -> bool:
+        """Put fetched batches into the buffer; True if any went in."""
+        state = self._state
         added = False
         for batch in batches:
             if state.closed_reason is not None or batch.partition_key in state.seeking:
@@ -98,6 +179,8 @@ class Fetcher:
                 continue
             self._add_batch(batch)
             added = True
+        if added:
+            self._ahead.hold(self.held_bytes())
         return added
 
     def _add_batch(self, batch: ConsumedBatch) -> None:
@@ -114,6 +197,8 @@ class Fetcher:
             undelivered=len(batch.messages),
             start_offset=batch.curr_offset,
             first_index=batch.messages[0].index if batch.messages else 0,
+            count=len(batch.messages),
+            size=batch.body_bytes,
         )
         state.batches[record.context] = record
         if batch.topic == state.policy.retry_topic:

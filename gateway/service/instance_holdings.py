@@ -72,7 +72,8 @@ class Holdings:
         #: delivery attempts of rolled-back messages, for when they come back to this instance
         self.attempts = AttemptMemory()
         #: partitions whose last batch an auto-commit confirmed in the core alone
-        #: (``Consumer.confirm_local``): a poll sends what no fetch of its own carried before it answers
+        #: (``Consumer.confirm_local``): a poll sends, before it answers, what no fetch carries (its own, or
+        #: the one it starts ahead of the next poll)
         self.commits_due: set[str] = set()
         #: partitions a seek is moving: a batch fetched meanwhile is rolled back, not delivered
         self.seeking: set[str] = set()

@@ -33,6 +33,9 @@ class Batch:
     #: message: where the group's offset goes back to when the batch is rolled back
     start_offset: int = -1
     first_index: int = 0
+    #: messages and value bytes fetched (what the batch holds while its messages are not all delivered)
+    count: int = 0
+    size: int = 0
 
 
 #: a buffered message, its batch, and where it came from when it is delivered again (else None: attempt 1)

@@ -72,9 +72,10 @@ class Settler:
 
     def commit_at_poll(self) -> None:
         """Auto-commit at the start of a poll: every delivered message counts as committed now. A batch
-        whose messages are all committed is confirmed in the core alone: the poll's next fetch of its
-        partition carries the commit to the broker (``lastPackConsumed``), which saves a round trip before
-        that fetch; :meth:`send_due_commits` sends, before the poll answers, what no fetch carried."""
+        whose messages are all committed is confirmed in the core alone: the next fetch of its partition
+        (the poll's own, or the one it starts ahead of the next poll) carries the commit to the broker
+        (``lastPackConsumed``), which saves a round trip before that fetch; :meth:`send_due_commits` sends,
+        before the poll answers, what no fetch carries."""
         state = self._state
         pending = state.pending
         if not pending:

@@ -39,7 +39,7 @@ from gateway.tubemq.consumer.fetch import Fetcher
 from gateway.tubemq.consumer.heartbeat import BrokerHeartbeat, MasterSession
 from gateway.tubemq.consumer.rebalance import Rebalancer
 from gateway.tubemq.consumer.seek import seek_partition
-from gateway.tubemq.consumer.state import ConsumerContext
+from gateway.tubemq.consumer.state import ConsumerContext, Selection
 from gateway.tubemq.errors import ClientClosed, ClientError, TubeMQError
 from gateway.tubemq.net.master import MasterClient
 from gateway.tubemq.net.teardown import CloseOnce, cancel_and_wait
@@ -278,19 +278,41 @@ class Consumer:
         ctx.cache.expire_unconfirmed(now, ctx.config.confirm_timeout)
         count = min(most, ctx.cache.ready_now(now))
         if count > 1:
-            selections = [s for _ in range(count) if (s := ctx.cache.select(now)) is not None]
-            results = await asyncio.gather(
-                *(self._fetcher.fetch(s) for s in selections), return_exceptions=True
-            )
-            batches = [b for b in results if isinstance(b, ConsumedBatch)]
+            batches = await self._fetch_selected(self._select(count, now))
             if batches:
                 return batches
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
             timeout -= ctx.clock() - now
         batch = await self.poll(max(0.0, timeout))
         return [] if batch is None else [batch]
+
+    def fetch_ready(self, most: int) -> asyncio.Future[list[ConsumedBatch]] | None:
+        """Start fetching up to ``most`` partitions that are ready now, without waiting for any (a fetch ahead
+        of the next poll); None when none is ready. The partitions are taken before this returns, so a
+        commit due on one of them (:meth:`confirm_local`) goes with its fetch and :meth:`send_due_commits`
+        leaves it alone. The future gives their batches (each taken until confirmed, as a polled batch is),
+        or raises a fetch's error when none brought a batch."""
+        self._check_running()
+        ctx = self._ctx
+        now = ctx.clock()
+        ctx.cache.expire_unconfirmed(now, ctx.config.confirm_timeout)
+        selections = self._select(min(most, ctx.cache.ready_now(now)), now)
+        if not selections:
+            return None
+        return asyncio.ensure_future(self._fetch_selected(selections))
+
+    def _select(self, count: int, now: float) -> list[Selection]:
+        return [s for _ in range(count) if (s := self._ctx.cache.select(now)) is not None]
+
+    async def _fetch_selected(self, selections: Sequence[Selection]) -> list[ConsumedBatch]:
+        """Fetch the selected partitions at once; their batches in selection order, or the first error when
+        none brought a batch."""
+        results = await asyncio.gather(*(self._fetcher.fetch(s) for s in selections), return_exceptions=True)
+        batches = [b for b in results if isinstance(b, ConsumedBatch)]
+        if not batches:
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+        return batches
 
     async def seek(self, partition_key: str, offset: int) -> tuple[int, int]:
         """Move the group's read position in a held partition to broker index ``offset`` (0: the oldest
