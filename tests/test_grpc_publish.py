@@ -16,6 +16,7 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.publish_stream import publish_stream
 from gateway.grpc.publish_wire import PublishBatch, decode_publish
+from gateway.service.publish import PreparedMessage, PublishOutcome
 from tests.grpc_support import (
     TOPICS,
     Gateway,
@@ -371,3 +372,37 @@ async def test_publish_stream_cancelled_by_the_client(gw: Gateway) -> None:
     # the server is still fine
     response = await gw.stub.Publish(pb.PublishRequest(topic="demo", messages=[message("after")]))
     assert response.failed == 0
+
+
+async def test_publish_and_publish_stream_go_through_the_prepared_path(
+    gw: Gateway, cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Publish and PublishStream publish as REST publishes its usual batch: the messages prepared by the
+    publish rules, then PublishService.publish_prepared (messages sharing a key still stored in batch order);
+    a batch a rule refuses is answered in publish's own order (an unknown topic before a bad message)."""
+    service = gw.runtime.publisher()
+    prepared_batches: list[int] = []
+    publish_prepared = service.publish_prepared
+
+    async def counted(topic: str, prepared: list[PreparedMessage]) -> list[PublishOutcome]:
+        prepared_batches.append(len(prepared))
+        return await publish_prepared(topic, prepared)
+
+    monkeypatch.setattr(service, "publish_prepared", counted)
+    keyed = [message(f"k{i}", key="same") for i in range(20)]
+    answer = await gw.stub.Publish(pb.PublishRequest(topic="demo", messages=keyed))
+    assert answer.failed == 0 and len({r.stored.partition_key for r in answer.results}) == 1
+
+    async def requests() -> AsyncIterator[pb.PublishStreamRequest]:
+        yield pb.PublishStreamRequest(topic="demo", messages=[message("s0"), message("s1")])
+
+    acks = [ack async for response in gw.stub.PublishStream(requests()) for ack in response.acks]
+    assert [ack.HasField("error") for ack in acks] == [False, False]
+    assert prepared_batches == [20, 2]
+    values = [row.body for row in await stored(cluster, gw, "demo", "prepared-path") if row.body[:1] == b"k"]
+    assert values == [b"k%d" % i for i in range(20)]
+
+    bad = pb.PublishRequest(topic="nowhere", messages=[message("v", attributes={"a": ""})])
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await gw.stub.Publish(bad)
+    assert caught.value.code() is grpc.StatusCode.NOT_FOUND and prepared_batches == [20, 2]

@@ -1,7 +1,8 @@
 """PublishStream: batches in, one ack per message out in stream order, a bounded in-flight window.
 
 A reader task takes requests off the stream while fewer than ``window`` messages are unacknowledged and
-starts one publish per request (a batch, with :meth:`PublishService.publish`'s rules); the response side
+starts one publish per request (a batch, prepared then published as :func:`publish_batch` does for a
+Publish too, with :meth:`PublishService.publish`'s rules); the response side
 waits for those publishes in arrival order and writes the acks of every publish that is done by then in
 one response. When the window is full the reader stops reading, so the request stream backs up into
 gRPC's HTTP/2 flow control and the client's writes block: memory per stream stays bounded.
@@ -131,6 +132,21 @@ def _chains(topic: str, messages: Sequence[OutgoingMessage]) -> set[_Chain]:
     return chains
 
 
+async def publish_batch(
+    service: PublishService, topic: str, messages: Sequence[OutgoingMessage]
+) -> list[PublishOutcome]:
+    """A batch read from a Publish or PublishStream request, published as the REST adapter publishes the
+    usual batch: prepared by the publish rules (:meth:`PublishService.prepare`), then
+    :meth:`PublishService.publish_prepared`. A batch some rule refuses goes through
+    :meth:`PublishService.publish`, which answers the first error in its own order (access, the topic, then
+    the messages)."""
+    try:
+        prepared = service.prepare(messages)
+    except ServiceError:
+        return await service.publish(topic, messages)
+    return await service.publish_prepared(topic, prepared)
+
+
 def _forget(tails: dict[_Chain, asyncio.Task[bytes]], chain: _Chain, task: Any) -> None:
     if tails.get(chain) is task:
         del tails[chain]
@@ -147,7 +163,7 @@ async def _publish(
     count = len(request.messages)
 
     async def publish() -> list[PublishOutcome]:
-        outcomes = await service.publish(topic, request.messages)
+        outcomes = await publish_batch(service, topic, request.messages)
         forget_failures(outcomes)
         return outcomes
 

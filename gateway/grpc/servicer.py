@@ -25,7 +25,7 @@ from gateway.grpc.idempotent import (
 )
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
-from gateway.grpc.publish_stream import publish_stream
+from gateway.grpc.publish_stream import publish_batch, publish_stream
 from gateway.grpc.publish_wire import PublishBatch, publish_handlers, publish_response
 from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings
@@ -129,7 +129,7 @@ class GatewayServicer(ConsumerRpcs):
 
     async def _publish(self, request: PublishBatch) -> pb.PublishResponse | bytes:
         try:
-            outcomes = await self._publisher().publish(request.topic, request.messages)
+            outcomes = await publish_batch(self._publisher(), request.topic, request.messages)
         finally:
             request.release()
         forget_failures(outcomes)

@@ -7,6 +7,7 @@ whole batch is validated before anything is sent, so a 4xx never leaves half a b
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, cast
@@ -145,15 +146,18 @@ def _prepared(
     return prepared, total, pinned
 
 
-def _sized(prepared: list[PreparedMessage], raw: bool, limit: int) -> int:
-    """The total size of messages already prepared; the first above the topic's ``limit`` is refused as
-    :func:`_prepared` refuses it."""
+def _sized(prepared: list[PreparedMessage], raw: bool, limit: int) -> tuple[int, bool]:
+    """The total size of messages already prepared, and whether one has a key or a partition; the first
+    above the topic's ``limit`` is refused as :func:`_prepared` refuses it."""
     total = 0
+    pinned = False
     for i, ready in enumerate(prepared):
         if ready.size > limit:
             _too_large(ready, raw, limit, i)
         total += ready.size
-    return total
+        if ready.key is not None or ready.partition is not None:
+            pinned = True
+    return total, pinned
 
 
 def _too_large(ready: PreparedMessage, raw: bool, limit: int, i: int) -> NoReturn:
@@ -164,6 +168,11 @@ def _too_large(ready: PreparedMessage, raw: bool, limit: int, i: int) -> NoRetur
         field=f"{prefix}.value",
         index=index,
     )
+
+
+def _check_count(count: int, most: int) -> None:
+    if count > most:
+        raise InvalidInput(f"a batch holds at most {most} messages, got {count}; split it", field="messages")
 
 
 async def _all_or_none(sends: list[Coroutine[Any, Any, None]]) -> None:
@@ -236,11 +245,22 @@ class PublishService:
         """The most messages one batch may hold (more are refused: InvalidInput naming ``messages``)."""
         return self._max_batch
 
+    def prepare(self, messages: Sequence[OutgoingMessage]) -> list[PreparedMessage]:
+        """The messages of a batch checked and encoded once by the publish rules, for
+        :meth:`publish_prepared` (what the REST adapter's compiled reader does for the usual batch, for an
+        adapter that reads messages first). The first broken rule raises :class:`InvalidInput` naming
+        ``messages[i].<field>``, and so does a batch above :attr:`max_batch_messages` (checked before any
+        message is prepared); :meth:`publish` of the same messages raises the errors it meets first (access,
+        the topic) ahead of those."""
+        _check_count(len(messages), self._max_batch)
+        return _prepared(messages, False, sys.maxsize)[0]
+
     async def publish_prepared(self, topic: str, prepared: list[PreparedMessage]) -> list[PublishOutcome]:
         """:meth:`publish` of a batch whose messages were already checked and encoded by the publish rules,
-        as ``prepare_message`` does (the REST adapter's compiled reader of the usual batch: no key, no
-        partition). Everything else is :meth:`publish`'s: access, the batch's bounds, the topic, each
-        message's size against the topic's limit, quotas, the send, the span."""
+        as ``prepare_message`` does (:meth:`prepare`, or the REST adapter's compiled reader of the usual
+        batch). Everything else is :meth:`publish`'s: access, the batch's bounds, the topic, each message's
+        size against the topic's limit, quotas, the order of messages sharing a key or a partition, the
+        send, the span."""
         return await self._traced(topic, prepared, False, prepared)
 
     async def _traced(self, topic: str, messages: _Batch, raw: bool, given: _Given) -> list[PublishOutcome]:
@@ -259,17 +279,14 @@ class PublishService:
             self._access.check(current_principal(), PUBLISH, topic=topic)
         if not messages:
             raise InvalidInput("messages must hold at least one message", field="messages")
-        if len(messages) > self._max_batch:
-            raise InvalidInput(
-                f"a batch holds at most {self._max_batch} messages, got {len(messages)}; split it",
-                field="messages",
-            )
+        _check_count(len(messages), self._max_batch)
         limit = (await self.ensure_topic(topic)).max_msg_size
         single = len(messages) == 1
         if given is None:
             prepared, total, pinned = _prepared(cast("Sequence[OutgoingMessage]", messages), raw, limit)
-        else:  # prepared by the publish rules already, without a key or a partition: only the sizes to check
-            prepared, total, pinned = given, _sized(given, raw, limit), False
+        else:  # prepared by the publish rules already: only the sizes to check
+            prepared = given
+            total, pinned = _sized(given, raw, limit)
         if self._quotas is not None:
             # One check for the whole, valid batch, before anything is sent (raises RateLimited).
             self._quotas.charge_publish(len(messages), total)
