@@ -99,17 +99,36 @@ async def test_the_connection_goes_to_the_checked_address_with_the_name_as_host(
         port = hook.url.split(":")[2].split("/")[0]
         asked, resolve = _resolving_to(["127.0.0.1"], ["10.1.2.3"])
         policy = EndpointPolicy.parse(["hooks.test", "127.0.0.1"])
-        outbound = Outbound(f"http://hooks.test:{port}/in?x=1", policy, max_connections=2, resolve=resolve)
-        try:
-            answer = await outbound.post(b"{}", {"content-type": "application/json"}, 5.0)
-            assert answer.acknowledged
-            # The name now resolves to an address push.allow does not hold (rebinding): refused, not sent.
-            with pytest.raises(EndpointRefused, match=r"10\.1\.2\.3"):
-                await outbound.post(b"{}", {}, 5.0)
-        finally:
-            await outbound.close()
+        for attempt in range(2):  # a new client, so a new connection: the name is resolved again
+            outbound = Outbound(
+                f"http://hooks.test:{port}/in?x=1", policy, max_connections=2, resolve=resolve
+            )
+            try:
+                if attempt == 0:
+                    answer = await outbound.post(b"{}", {"content-type": "application/json"}, 5.0)
+                    assert answer.acknowledged
+                else:
+                    # The name now resolves to an address push.allow does not hold (rebinding): refused.
+                    with pytest.raises(EndpointRefused, match=r"10\.1\.2\.3"):
+                        await outbound.post(b"{}", {}, 5.0)
+            finally:
+                await outbound.close()
     assert asked == ["hooks.test", "hooks.test"]
     assert [(r.path, r.headers["host"]) for r in hook.requests] == [("/in?x=1", f"hooks.test:{port}")]
+
+
+async def test_a_kept_connection_is_not_resolved_again() -> None:
+    async with receiver() as hook:
+        asked, resolve = _resolving_to(["127.0.0.1"], ["10.1.2.3"])
+        policy = EndpointPolicy.parse(["localhost", "127.0.0.1"])
+        outbound = Outbound(
+            hook.url.replace("127.0.0.1", "localhost"), policy, max_connections=1, resolve=resolve
+        )
+        try:
+            answers = [await outbound.post(b"x", {}, 5.0) for _ in range(3)]
+        finally:
+            await outbound.close()
+    assert all(a.acknowledged for a in answers) and asked == ["localhost"] and len(hook.requests) == 3
 
 
 async def test_tls_is_verified_for_the_endpoint_name_not_the_address(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ class PushSettings(BaseModel):
     ca_file: str = Field(
         "",
         description="PEM file of the CA certificates that endpoints' TLS certificates are checked against; "
-        "empty = the public CAs (certifi's bundle)",
+        "empty = the system's CAs",
     )
     max_subscriptions: int = Field(100, ge=1, le=10_000, description="the most push subscriptions defined")
     max_answer_bytes: int = Field(

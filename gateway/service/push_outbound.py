@@ -7,13 +7,14 @@
   (not private, loopback, link-local, multicast, reserved or unspecified; an IPv4-mapped IPv6 address counts
   as its IPv4 one) or lie in a network entry: a name that resolves to ``127.0.0.1`` is refused unless
   ``127.0.0.1`` is allowed explicitly.
-* **Pinned address**: the name is resolved once per request, every address checked, and the connection goes
-  to the first of them; the request's Host header and the TLS server name (SNI, and the certificate check)
-  stay the endpoint's name. A DNS answer that changes between a check and the connection (rebinding) cannot
-  move the request elsewhere.
-* **No redirects** (a 3xx is a failed delivery), TLS verified, no proxy from the environment, every request
-  bounded in time (the subscription's ack deadline, connection included) and at most ``max_answer_bytes``
-  of an answer read.
+* **Pinned address**: each new connection resolves the name once (the client's own DNS cache is off), every
+  address is checked, and the connection goes to the first of them; the request's Host header and the TLS
+  server name (SNI, and the certificate check) stay the endpoint's name. A DNS answer that changes between
+  the check and the connection (rebinding) cannot move it elsewhere; a kept-alive connection stays with the
+  address it was checked for.
+* **No redirects** (a 3xx is a failed delivery), TLS verified (``push.ca_file``, else the system's CAs), no
+  proxy from the environment, every request bounded in time (the subscription's ack deadline, connection
+  included) and at most ``max_answer_bytes`` of an answer read.
 * Secrets: the URL is logged without its query (it may carry a token), headers never.
 """
 
@@ -27,7 +28,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from gateway.service.errors import InvalidInput
 
@@ -147,6 +149,39 @@ async def _resolve(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+class _CheckedResolver(AbstractResolver):
+    """The client's resolver: each new connection resolves the endpoint's name once, every address is
+    checked, and the connection goes to the first of them (raises EndpointRefused otherwise)."""
+
+    def __init__(self, policy: EndpointPolicy, resolve: Resolver) -> None:
+        self._policy = policy
+        self._resolve = resolve
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        try:
+            addresses = await self._resolve(host, port)
+        except OSError as exc:
+            raise EndpointRefused(f"{host!r} does not resolve: {exc}") from None
+        address = self._policy.check_addresses(host, addresses)
+        checked = _address(address)
+        kind = socket.AF_INET6 if isinstance(checked, ipaddress.IPv6Address) else socket.AF_INET
+        return [
+            {
+                "hostname": host,
+                "host": address,
+                "port": port,
+                "family": kind,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class DeliveryAnswer:
     """What one delivery got: the HTTP status (None: no answer) and, without an answer, why."""
@@ -161,8 +196,8 @@ class DeliveryAnswer:
 
 
 class Outbound:
-    """Sends push requests to one endpoint (one connection pool per subscription, so that a connection
-    verified for one name is never reused for another)."""
+    """Sends push requests to one endpoint, over a pool of connections of its own (so that a connection
+    made for one subscription's name is never used for another's)."""
 
     def __init__(
         self,
@@ -174,70 +209,62 @@ class Outbound:
         verify: ssl.SSLContext | bool = True,
         resolve: Resolver = _resolve,
     ) -> None:
-        parts = urlsplit(endpoint)
-        self._parts = parts
-        self._host = (parts.hostname or "").rstrip(".")
-        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._endpoint = endpoint
+        self._host = (urlsplit(endpoint).hostname or "").rstrip(".")
         self._policy = policy
-        self._resolve = resolve
         self._max_answer = max_answer_bytes
         self.shown = shown_url(endpoint)
-        self._client = httpx.AsyncClient(
-            verify=verify,
-            trust_env=False,  # never a proxy or a certificate bundle from the environment
-            follow_redirects=False,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-        )
+        self._resolver = _CheckedResolver(policy, resolve)
+        self._verify = verify
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:  # made in the running loop, on first use
+            connector = aiohttp.TCPConnector(
+                resolver=self._resolver,
+                use_dns_cache=False,  # every new connection resolves (and checks) again
+                limit=self._max_connections,
+                ssl=self._verify if isinstance(self._verify, ssl.SSLContext) else True,
+            )
+            # trust_env False: no proxy and no .netrc from the environment
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False, auto_decompress=False)
+        return self._session
 
     async def close(self) -> None:
-        await self._client.aclose()
-
-    async def _pinned_url(self) -> str:
-        literal = _address(self._host)
-        if literal is not None:
-            self._policy.check_addresses(self._host, [str(literal)])
-            return urlunsplit(self._parts)
-        try:
-            addresses = await self._resolve(self._host, self._port)
-        except OSError as exc:
-            raise EndpointRefused(f"{self._host!r} does not resolve: {exc}") from None
-        address = self._policy.check_addresses(self._host, addresses)
-        shown = f"[{address}]" if ":" in address else address
-        netloc = f"{shown}:{self._port}"
-        return urlunsplit((self._parts.scheme, netloc, self._parts.path or "/", self._parts.query, ""))
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def post(self, body: bytes, headers: Mapping[str, str], timeout: float) -> DeliveryAnswer:  # noqa: ASYNC109
         """POST ``body``; the answer's status once at most ``max_answer_bytes`` of it were read, within
         ``timeout`` seconds all told. Raises EndpointRefused (nothing was sent)."""
+        literal = _address(self._host)
+        if literal is not None:  # the client connects to a literal address without resolving it
+            self._policy.check_addresses(self._host, [str(literal)])
         try:
-            async with asyncio.timeout(timeout):
-                url = await self._pinned_url()
-                netloc = self._parts.netloc.rsplit("@", 1)[-1]
-                request = self._client.build_request(
-                    "POST",
-                    url,
-                    content=body,
-                    headers={**headers, "host": netloc},
-                    extensions={"sni_hostname": self._host},
-                    timeout=httpx.Timeout(timeout),
-                )
-                response = await self._client.send(request, stream=True)
-                try:
-                    read = 0
-                    async for chunk in response.aiter_raw():
-                        read += len(chunk)
-                        if read >= self._max_answer:
-                            break
-                finally:
-                    await response.aclose()
-                return DeliveryAnswer(response.status_code)
+            async with (
+                asyncio.timeout(timeout),
+                self._client().post(
+                    self._endpoint,
+                    data=body,
+                    headers=dict(headers),
+                    allow_redirects=False,
+                    timeout=aiohttp.ClientTimeout(total=timeout),
+                ) as response,
+            ):
+                read = 0
+                while read < self._max_answer:
+                    chunk = await response.content.read(min(65536, self._max_answer - read))
+                    if not chunk:
+                        break
+                    read += len(chunk)
+                return DeliveryAnswer(response.status)
         except EndpointRefused:
             raise
         except TimeoutError:
             return DeliveryAnswer(None, "timeout")
-        except httpx.TimeoutException:
-            return DeliveryAnswer(None, "timeout")
-        except httpx.ConnectError:
+        except aiohttp.ClientConnectorError:
             return DeliveryAnswer(None, "connect")
-        except httpx.HTTPError as exc:
+        except aiohttp.ClientError as exc:
             return DeliveryAnswer(None, type(exc).__name__)
