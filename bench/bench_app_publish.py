@@ -11,7 +11,7 @@ count of direct ``PublishService.publish`` calls is printed next to it for scale
 share: alone, the concurrent sends share the connection's writes more than between HTTP requests).
 
 ``--without RequestIdMiddleware`` (repeatable) leaves a middleware out: the difference is its cost (the work
-it does included; leaving out the hot path's own layer sends publish the router's way).
+it does included).
 
 With ``--protocol`` the requests go in one layer further out, as bytes into the HTTP protocol the gateway
 serves with (uvicorn's httptools protocol with the gateway's guard, ``gateway.serve.http_config``), one

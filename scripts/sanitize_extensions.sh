@@ -34,7 +34,7 @@ if [ $# -gt 0 ]; then
     files=("$@")
     rounds=1
 else
-    files=(tests/test_speedups*.py tests/test_rendered.py tests/test_publish_json.py tests/test_consumed_wire.py tests/test_slots_maker.py
+    files=(tests/test_speedups*.py tests/test_rendered.py tests/test_publish_json.py tests/test_publish_render.py tests/test_consumed_wire.py tests/test_slots_maker.py
         tests/test_publish_wire.py tests/test_consumer_render.py tests/test_frame.py tests/test_connection_batch.py
         tests/test_consumer_batch.py)
     rounds=3 # hypothesis draws other examples each round

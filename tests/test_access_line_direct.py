@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.observability import json_lines
+from gateway.observability.access_log import PRINCIPAL_SCOPE_KEY, AccessLog
 from gateway.observability.json_lines import direct_handler
-from gateway.observability.logging import PRINCIPAL_SCOPE_KEY, RequestIdMiddleware, configure_logging
+from gateway.observability.logging import configure_logging
 from gateway.observability.request_id import bind, unbind
 from gateway.service.instance_id import new_instance_id
 
@@ -64,7 +65,7 @@ def _both_ways(
     """The access line written the direct way, then the record way (forced by a handler filter that keeps
     every record), at the same clock reading."""
     monkeypatch.setattr(time, "time", lambda: 1_795_000_000.2345)
-    middleware = RequestIdMiddleware(lambda *_: None)
+    access = AccessLog()
     calls: list[str] = []
     real = json_lines.write_direct
 
@@ -72,14 +73,14 @@ def _both_ways(
         calls.append("direct")
         real(*args)
 
-    monkeypatch.setattr("gateway.observability.logging.write_direct", counted)
+    monkeypatch.setattr("gateway.observability.access_log.write_direct", counted)
     with _alone(stream) as handler:
-        return _twice(stream, middleware, handler, calls, scope, status, seconds)
+        return _twice(stream, access, handler, calls, scope, status, seconds)
 
 
 def _twice(
     stream: io.StringIO,
-    middleware: RequestIdMiddleware,
+    access: AccessLog,
     handler: logging.Handler,
     calls: list[str],
     scope: dict[str, Any],
@@ -88,14 +89,14 @@ def _twice(
 ) -> tuple[str, str]:
     stream.seek(0)
     stream.truncate()
-    middleware._access_line(scope, status, seconds)
+    access.line(scope, status, seconds)
     direct = stream.getvalue()
     assert calls == ["direct"]
     handler.addFilter(lambda record: True)
     try:
         stream.seek(0)
         stream.truncate()
-        middleware._access_line(scope, status, seconds)
+        access.line(scope, status, seconds)
         recorded = stream.getvalue()
     finally:
         handler.filters.clear()
@@ -196,7 +197,7 @@ def test_a_failed_direct_write_goes_to_handle_error_with_the_record(
     with _alone(configured) as handler:
         monkeypatch.setattr(handler, "handleError", seen.append)
         configured.close()  # writing now raises ValueError
-        RequestIdMiddleware(lambda *_: None)._access_line(
+        AccessLog().line(
             {
                 "path": "/v1/topics/t/messages",
                 "method": "POST",

@@ -1,7 +1,7 @@
 """The caller of every request is set in one place (#28 item 4): ``gateway.service.principal.enter_caller``.
 
 Every entry point is enumerated here: each route of the app (``rest_operations``: the OpenAPI document's
-operations and every other route), the publish hot path (``gateway/api/hot_path.py``), and each method of
+operations and every other route), the publish steps (``gateway/api/publish_steps.py``), and each method of
 the gRPC service of ``proto/tubemq/gateway/v1/gateway.proto``. Each request comes from an address of its
 own; the test fails when a request did not enter its caller (principal and that address), or when anything
 in the request's task read the caller before it was entered or read another one (a new entry point that
@@ -22,7 +22,7 @@ import grpc
 import httpx
 import pytest
 
-from gateway.api import hot_path
+from gateway.api import publish_steps
 from gateway.api.app import create_app
 from gateway.api.auth import rest_operations
 from gateway.embedded.cluster import EmbeddedCluster
@@ -99,7 +99,7 @@ def _check(recording: Recording, address: str, what: str) -> None:
         assert seen.entered[0].key == f"anonymous@{address}", what
 
 
-async def test_every_rest_route_and_the_hot_path_enter_the_caller(
+async def test_every_rest_route_and_the_publish_steps_enter_the_caller(
     cluster: EmbeddedCluster, recording: Recording, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gateway.runtime import Runtime
@@ -109,13 +109,13 @@ async def test_every_rest_route_and_the_hot_path_enter_the_caller(
     try:
         app = create_app(runtime=runtime)
         publishes: list[Caller] = []
-        answer = hot_path.publish_answer
+        answer = publish_steps.respond
 
-        async def publish_seen(topic: str, request: Any) -> Any:
+        async def publish_seen(topic: str, *args: Any) -> Any:
             publishes.append(current_caller())
-            return await answer(topic, request)
+            return await answer(topic, *args)
 
-        monkeypatch.setattr(hot_path, "publish_answer", publish_seen)
+        monkeypatch.setattr(publish_steps, "respond", publish_seen)
         operations = rest_operations(app)
         assert len(operations) > 20  # the enumeration found the app's routes
         for n, op in enumerate(operations):
@@ -127,11 +127,11 @@ async def test_every_rest_route_and_the_hot_path_enter_the_caller(
                 sent = http.request(op.method, _concrete(op.path), content=body, headers=headers)
                 await asyncio.wait_for(asyncio.create_task(sent), 30)  # a task of its own, as a server's
             _check(recording, address, f"{op.method} {op.path}")
-        # the publish route was served by the hot path, as the caller it entered
+        # the publish route took the publish steps, as the caller it entered
         assert [c.address for c in publishes] == [
             f"10.0.{n // 250}.{n % 250 + 1}"
             for n, op in enumerate(operations)
-            if (op.method, op.path) == ("POST", hot_path.PUBLISH_PATH)
+            if (op.method, op.path) == ("POST", publish_steps.PUBLISH_PATH)
         ]
     finally:
         await runtime.stop()

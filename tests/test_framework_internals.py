@@ -1,7 +1,7 @@
 """The framework internals the gateway relies on, checked on the installed fastapi, starlette and uvicorn.
 
-``gateway/api/hot_path.py`` subclasses FastAPI, walks the middleware stack through ``.app`` and repeats
-Starlette's exception-handler lookup; ``gateway/api/http_guard.py``, ``declined_upgrade.py`` and
+``gateway/api/direct_publish.py`` reads a FastAPI app's middleware list, telemetry switch and publish route
+and serves that route without FastAPI's router; ``gateway/api/http_guard.py``, ``declined_upgrade.py`` and
 ``tls_scope.py`` subclass uvicorn's httptools protocol, override ``on_response_complete`` and
 ``data_received`` with copies of uvicorn's own, and call its private methods; ``direct_protocol.py`` answers
 a publish in place of uvicorn's request cycle, writing the answer as the cycle does. pyproject.toml caps those
@@ -21,19 +21,13 @@ from importlib.metadata import version
 from typing import Any
 
 import pytest
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Request
 from fastapi.dependencies.models import Dependant
-from fastapi.middleware.asyncexitstack import AsyncExitStackMiddleware
 from fastapi.routing import APIRoute
 from hypothesis import given
 from hypothesis import strategies as st
-from starlette import _exception_handler
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.middleware.errors import ServerErrorMiddleware
-from starlette.middleware.exceptions import ExceptionMiddleware
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware as UvicornProxyHeaders
 from uvicorn.protocols.http import flow_control, httptools_impl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
@@ -41,12 +35,8 @@ from uvicorn.server import ServerState
 
 from gateway.api import app as app_module
 from gateway.api.app import create_app
-from gateway.api.hot_path import (
-    PUBLISH_PATH,
-    GatewayApp,
-    HotPathConflict,
-    check_publish_route,
-)
+from gateway.api.direct_publish import PublishRouteConflict, check_publish_route
+from gateway.api.publish_steps import PUBLISH_PATH
 from gateway.api.routes_topics import publish_messages, router
 from gateway.config import Settings
 
@@ -119,21 +109,6 @@ FINGERPRINTS: list[tuple[Callable[..., Any], str, str]] = [
         "acbe954a13ed6566",
     ),
     (
-        _exception_handler._lookup_exception_handler,
-        "gateway/api/hot_path.py _handler_for repeats this lookup",
-        "0b6c8918768db519",
-    ),
-    (
-        _exception_handler.wrap_app_handling_exceptions,
-        "gateway/api/hot_path.py _handler_for repeats its by-status lookup of HTTPException handlers",
-        "8c58077f05741754",
-    ),
-    (
-        ExceptionMiddleware.__init__,
-        "gateway/api/hot_path.py gives the hot path the handlers this middleware gets",
-        "bfd42dd92fcaf2ad",
-    ),
-    (
         RequestResponseCycle.send,
         f"{_DIRECT} DirectExchange.respond writes an answer as it does (status line, default headers, close)",
         "56ed65c2dbfbab57",
@@ -181,18 +156,13 @@ FINGERPRINTS: list[tuple[Callable[..., Any], str, str]] = [
     ),
     (
         CORSMiddleware.send,
-        "gateway/api/direct_publish.py calls it for the answer's start message and reads the headers it set",
+        "gateway/api/cors.py cors_headers calls it for an answer's start message, reads the headers it set",
         "9dd1afa23677335f",
     ),
     (
         UvicornProxyHeaders.__call__,
-        "gateway/api/proxy.py rewrite runs it over an app that does nothing",
+        "gateway/api/proxy.py TrustedProxies.rewrite runs it over an app that does nothing",
         "29aca4cd99b5c535",
-    ),
-    (
-        Starlette.__call__,
-        "gateway/api/hot_path.py GatewayApp.__call__ sets scope['app'] and builds the stack as it does",
-        "bc6096f71a2181f5",
     ),
 ]
 
@@ -280,92 +250,56 @@ def test_framework_code_the_gateway_repeats_is_unchanged(
     )
 
 
-def test_fastapi_app_internals_the_hot_path_uses_are_there() -> None:
-    app = GatewayApp()
+def test_fastapi_app_internals_the_direct_way_uses_are_there() -> None:
+    app = FastAPI()
     missing = [
-        name
-        for name in (
-            "middleware_stack",
-            "build_middleware_stack",
-            "user_middleware",
-            "root_path",
-            "exception_handlers",
-        )
-        if not hasattr(app, name)
+        name for name in ("middleware_stack", "user_middleware", "root_path") if not hasattr(app, name)
     ]
-    # GatewayApp looks FastAPI's own telemetry up by this private name and goes the long way when it is on.
+    # direct_publish_of looks FastAPI's own telemetry up by this private name and goes the ASGI way when on.
     missing += [name for name in ("_native_telemetry",) if not hasattr(app, name)]
     assert missing == [], (
-        f"FastAPI ({_versions()}) apps have no {missing} any more: see gateway/api/hot_path.py"
+        f"FastAPI ({_versions()}) apps have no {missing} any more: see gateway/api/direct_publish.py"
     )
     assert callable(app._native_telemetry.enabled)
     assert "cls" in inspect.signature(Middleware).parameters
-    route = next(r for r in router.routes if isinstance(r, APIRoute) and r.path == PUBLISH_PATH)
+    route = next(r for r in router.routes if isinstance(r, APIRoute) and r.path.endswith("/{topic}/messages"))
     absent = [name for name in ("endpoint", "dependant", "path", "methods") if not hasattr(route, name)]
     assert absent == [], f"FastAPI's APIRoute has no {absent} any more ({_versions()})"
     fields = set(inspect.signature(Dependant).parameters)
     wanted = {"dependencies", "path_params", "query_params", "header_params", "cookie_params", "body_params"}
     assert wanted <= fields, f"FastAPI's Dependant has no {sorted(wanted - fields)} ({_versions()})"
-    assert "status_code" in inspect.signature(HTTPException).parameters
-
-
-def test_the_framework_layers_outside_the_apps_middleware_pass_on_through_app() -> None:
-    # GatewayApp finds the app's own outermost middleware by following ``.app`` through these layers.
-    class Own:
-        def __init__(self, app: Any) -> None:
-            self.app = app
-
-    app = GatewayApp(middleware=[Middleware(Own)])
-    layers: list[str] = []
-    node: Any = app.build_middleware_stack()
-    while not isinstance(node, Own):
-        layers.append(type(node).__name__)
-        node = getattr(node, "app", None)
-        assert node is not None, f"the middleware stack of FastAPI ({_versions()}) has no .app path: {layers}"
-    # Outside the app's own middleware the hot path skips every layer (gateway/api/hot_path.py: none has
-    # work on a publish); a new one must be read before it is skipped.
-    known = [ServerErrorMiddleware.__name__, "ExceptionTelemetryMiddleware", "AppBodyLimitMiddleware"]
-    assert layers == known, (
-        f"FastAPI ({_versions()}) puts {layers} outside the app's own middleware, not {known}: a publish "
-        "skips them on the hot path; read what the new ones do (gateway/api/hot_path.py)"
-    )
-    inner: list[type] = []
-    while hasattr(node, "app"):
-        node = node.app
-        inner.append(type(node))
-    assert ExceptionMiddleware in inner and AsyncExitStackMiddleware in inner, inner
 
 
 def _needs_a_caller() -> str:
     return "caller"
 
 
-def test_the_gateway_app_serves_publish_on_the_hot_path() -> None:
-    check_publish_route(create_app(Settings()))  # today's app: nothing the hot path would skip
+def test_the_gateway_app_serves_publish_the_direct_way() -> None:
+    check_publish_route(create_app(Settings()))  # today's app: nothing the direct way would skip
 
 
 @pytest.mark.parametrize("where", ["app", "router", "route"])
 def test_a_dependency_on_the_publish_route_refuses_the_app(where: str) -> None:
-    # The hot path calls the endpoint directly: a dependency added anywhere FastAPI puts one on the
+    # The direct way takes the publish steps itself: a dependency added anywhere FastAPI puts one on the
     # route would be skipped, so the app refuses to be built.
-    app = GatewayApp(dependencies=[Depends(_needs_a_caller)] if where == "app" else None)
+    app = FastAPI(dependencies=[Depends(_needs_a_caller)] if where == "app" else None)
     publish = APIRouter(dependencies=[Depends(_needs_a_caller)] if where == "router" else [])
     extra = [Depends(_needs_a_caller)] if where == "route" else None
     publish.add_api_route(PUBLISH_PATH, publish_messages, methods=["POST"], dependencies=extra)
     app.include_router(publish)
     with pytest.raises(
-        HotPathConflict, match=r"POST /v1/topics/\{topic\}/messages .* dependency _needs_a_caller"
+        PublishRouteConflict, match=r"POST /v1/topics/\{topic\}/messages .* dependency _needs_a_caller"
     ):
         check_publish_route(app)
 
 
 def test_create_app_refuses_an_app_wide_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
-    class WithADependency(GatewayApp):
+    class WithADependency(FastAPI):
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(dependencies=[Depends(_needs_a_caller)], **kwargs)
 
-    monkeypatch.setattr(app_module, "GatewayApp", WithADependency)
-    with pytest.raises(HotPathConflict, match="dependency _needs_a_caller"):
+    monkeypatch.setattr(app_module, "FastAPI", WithADependency)
+    with pytest.raises(PublishRouteConflict, match="dependency _needs_a_caller"):
         create_app(Settings())
 
 
@@ -373,10 +307,10 @@ def test_a_parameter_or_another_endpoint_on_the_publish_route_refuses_the_app() 
     async def publish_with_a_header(topic: str, request: Request, x_tenant: str = Header()) -> Any:
         return await publish_messages(topic, request)
 
-    app = GatewayApp()
+    app = FastAPI()
     app.add_api_route(PUBLISH_PATH, publish_with_a_header, methods=["POST"])
-    with pytest.raises(HotPathConflict) as refused:
+    with pytest.raises(PublishRouteConflict) as refused:
         check_publish_route(app)
     assert "its endpoint is" in str(refused.value) and "parameter x_tenant" in str(refused.value)
-    with pytest.raises(HotPathConflict, match="0 routes serve it"):
-        check_publish_route(GatewayApp())
+    with pytest.raises(PublishRouteConflict, match="0 routes serve it"):
+        check_publish_route(FastAPI())

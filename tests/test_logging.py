@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2
+from gateway.observability.access_log import AccessLog
 from gateway.observability.logging import (
     REQUEST_ID_HEADER,
     EventLogger,
@@ -141,7 +142,7 @@ def _app(sample: float = 1.0) -> FastAPI:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    app.add_middleware(RequestIdMiddleware, sample=sample)
+    app.add_middleware(RequestIdMiddleware, access=AccessLog(sample=sample))
     return app
 
 

@@ -22,7 +22,7 @@ from tests.tubemq_readback import StoredMessage, read_topic
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
 pytestmark = pytest.mark.compiled_twins(
     "gateway.api._publish_parse",
-    "gateway.api._routes_topics",
+    "gateway.api._publish_render",
     "gateway.tubemq.wire._slots",
 )
 

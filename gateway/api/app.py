@@ -17,9 +17,9 @@ from gateway.api.compression import GzipMiddleware
 from gateway.api.console import install_console
 from gateway.api.consumer_render import render_message
 from gateway.api.cors import install_cors
+from gateway.api.direct_publish import check_publish_route
 from gateway.api.docs import install_docs
 from gateway.api.errors import install_error_handlers
-from gateway.api.hot_path import GatewayApp, HotPathMiddleware, check_publish_route
 from gateway.api.openapi_doc import complete_openapi
 from gateway.api.proxy import ProxyHeadersMiddleware
 from gateway.api.request_limits import RequestLimitsMiddleware
@@ -65,7 +65,7 @@ def create_app(
     hidden: dict[str, Any] = {"docs_url": None, "redoc_url": None}
     if admin_listener:
         hidden["openapi_url"] = None
-    app = GatewayApp(  # FastAPI with a shorter way in for publish requests (gateway/api/hot_path.py)
+    app = FastAPI(
         title="tubemq-gateway", version=__version__, description=DESCRIPTION, lifespan=lifespan, **hidden
     )
     app.state.runtime = rt
@@ -99,10 +99,9 @@ def create_app(
     app.user_middleware.append(
         Middleware(RequestLimitsMiddleware, limits=lambda: rt.settings.limits, admission=lambda: rt.admission)
     )
-    # Innermost of all: publish requests go straight to their endpoint (gateway/api/hot_path.py).
-    app.user_middleware.append(Middleware(HotPathMiddleware, fastapi=lambda: app))
-    check_publish_route(app)  # refuses a publish route the hot path would serve differently
-    if rt.settings.tracing.enabled or tracing.enabled():  # a SERVER span around all of the rest
+    check_publish_route(app)  # refuses a publish route the direct way would serve differently
+    traced = app.state.traced = rt.settings.tracing.enabled or tracing.enabled()
+    if traced:  # a SERVER span around all of the rest
         app.add_middleware(TracingMiddleware)
     # Just inside CORS: any answer, errors included, may be compressed (gateway/api/compression.py).
     app.add_middleware(GzipMiddleware, settings=lambda: rt.settings.compression)
@@ -111,4 +110,7 @@ def create_app(
     app.user_middleware.insert(
         0, Middleware(ProxyHeadersMiddleware, trusted=rt.settings.http.trusted_proxies)
     )
+    # The publish answered below ASGI takes these middlewares' steps, and serves the app only while they are
+    # its middlewares (gateway/api/direct_publish.py).
+    app.state.own_middleware = tuple(m.cls for m in app.user_middleware)
     return app

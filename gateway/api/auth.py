@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.api.errors import STATUS_BY_KIND, error_headers
 from gateway.api.schemas import error_document
-from gateway.observability.logging import PRINCIPAL_SCOPE_KEY
+from gateway.observability.access_log import PRINCIPAL_SCOPE_KEY
 from gateway.security.credentials import credential_headers, from_headers
 from gateway.security.operations import Operation, rest_operation
 from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
@@ -42,6 +42,7 @@ __all__ = [
     "Answer",
     "AuthMiddleware",
     "RestOperation",
+    "authenticate",
     "caller_address",
     "document_security",
     "error_answer",
@@ -198,30 +199,41 @@ class AuthMiddleware:
             leave_caller(token)
 
     async def authenticate(self, scope: Scope) -> Principal:
-        """The caller's principal (ANONYMOUS in open mode and on open operations); raises the ServiceError
-        to answer instead (401, 403, 404). The step the publish answered below ASGI takes too
-        (``gateway/api/direct_publish.py``)."""
-        security = self._security()
-        if security.mode == "open":
-            return ANONYMOUS
-        methods = self._methods(scope["path"])
-        operation = methods.get(scope["method"]) if methods is not None else None
-        if operation is not None and operation.open:
-            return ANONYMOUS
-        authorization, api_key = credential_headers(scope["headers"])
-        authenticator = security.authenticator
-        client_cert = None
-        if authenticator.mtls:
-            _believe_replica_cert(scope, self._replica_subjects())
-            client_cert = _client_cert(scope)
-        principal = await authenticator.authenticate(from_headers(authorization, api_key, client_cert))
-        if not principal.anonymous:  # the access line names who made the request, refused or not
-            scope[PRINCIPAL_SCOPE_KEY] = principal.label
-        if methods is None:
-            raise NotFound(f"no route {scope['method']} {scope['path']}; see /openapi.json", field="path")
-        if operation is not None:  # None: a method the path does not serve (the app answers 405)
-            security.admit(operation, principal)
-        return principal
+        """The caller's principal for the request of ``scope`` (:func:`authenticate`, with this app's
+        operations)."""
+        return await authenticate(scope, self._security(), self._methods, self._replica_subjects)
+
+
+async def authenticate(
+    scope: Scope,
+    security: Security,
+    operations: Callable[[str], dict[str, Operation] | None],
+    subjects: Callable[[], ReplicaSubjects | None],
+) -> Principal:
+    """The caller's principal (ANONYMOUS in open mode and on open operations) for the request of ``scope``;
+    raises the ServiceError to answer instead (401, 403, 404). ``operations`` gives the operations a path
+    serves by method (None: no operation of the app); ``subjects`` gives what verifies a client certificate
+    subject another replica relayed (None: not started)."""
+    if security.mode == "open":
+        return ANONYMOUS
+    methods = operations(scope["path"])
+    operation = methods.get(scope["method"]) if methods is not None else None
+    if operation is not None and operation.open:
+        return ANONYMOUS
+    authorization, api_key = credential_headers(scope["headers"])
+    authenticator = security.authenticator
+    client_cert = None
+    if authenticator.mtls:
+        _believe_replica_cert(scope, subjects())
+        client_cert = _client_cert(scope)
+    principal = await authenticator.authenticate(from_headers(authorization, api_key, client_cert))
+    if not principal.anonymous:  # the access line names who made the request, refused or not
+        scope[PRINCIPAL_SCOPE_KEY] = principal.label
+    if methods is None:
+        raise NotFound(f"no route {scope['method']} {scope['path']}; see /openapi.json", field="path")
+    if operation is not None:  # None: a method the path does not serve (the app answers 405)
+        security.admit(operation, principal)
+    return principal
 
 
 def caller_address(scope: Scope) -> str | None:

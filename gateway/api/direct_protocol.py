@@ -1,10 +1,10 @@
-"""The httptools protocol answering a one-message publish itself, below ASGI.
+"""The httptools protocol answering the usual publish itself, below ASGI.
 
 For every request uvicorn builds an ASGI scope (copying the app state), a ``RequestResponseCycle`` with its
 event, ASGI messages for the body and the answer, and runs them through each middleware's send and receive
 wrappers. For the request the gateway serves most, ``POST /v1/topics/{topic}/messages`` with a
-``Content-Length`` body, :func:`direct_protocol`'s subclass builds none of that: at the end of the header
-section it starts one task that runs the app's middleware steps as plain calls
+``Content-Length`` body (one message or a batch), :func:`direct_protocol`'s subclass builds none of that: at
+the end of the header section it starts one task that takes the publish's way as plain calls
 (:class:`gateway.api.direct_publish.DirectPublish`), and writes the answer's bytes itself, as uvicorn would
 (its status line, its default headers, ``connection: close`` when the connection ends).
 
@@ -38,10 +38,12 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from gateway.api.direct_publish import DirectPublish, direct_publish_of
-from gateway.api.hot_path import _PUBLISH
+from gateway.api.publish_steps import PUBLISH_PATH
 
 __all__ = ["DirectExchange", "direct_protocol"]
 
+#: the publish route's path; ``{topic}`` matches as Starlette's ``str`` convertor does
+_PUBLISH = re.compile(re.escape(PUBLISH_PATH).replace(r"\{topic\}", "(?P<topic>[^/]+)"))
 _CLOSE = re.compile(rb"(?:^|,)\s*close\s*(?:,|$)", re.IGNORECASE)
 _DISCONNECT: Message = {"type": "http.disconnect"}
 

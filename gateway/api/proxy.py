@@ -48,13 +48,25 @@ _DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
 class TrustedProxies:
-    """Membership of peer addresses in ``http.trusted_proxies`` (IP addresses, networks, ``*``)."""
+    """Membership of peer addresses in ``http.trusted_proxies`` (IP addresses, networks, ``*``), and the
+    rewrite of a request that came from one (:meth:`rewrite`)."""
 
     def __init__(self, entries: Sequence[str]) -> None:
         self.entries = list(entries)
         self._any = "*" in self.entries
         self._networks = [ipaddress.ip_network(e, strict=False) for e in self.entries if e != "*"]
         self._contains = lru_cache(maxsize=1024)(self._compute)
+        # uvicorn's middleware (here only rewriting the scope) trusts by its own parsing of the same entries;
+        # it only runs for a peer ours already trusts, so the stricter of the two decides.
+        self._rewrite = UvicornProxyHeaders(_rewritten, trusted_hosts=list(self.entries))  # type: ignore[arg-type]
+
+    async def rewrite(self, scope: Scope) -> None:
+        """For a request from a trusted proxy: mark it trusted, and take the client address and scheme from
+        ``X-Forwarded-For`` and ``X-Forwarded-Proto`` (uvicorn's rules)."""
+        client = scope.get("client")
+        if client is not None and client[0] in self:
+            scope[TRUSTED_PEER] = True
+            await self._rewrite(scope, _nothing, _nothing)  # type: ignore[arg-type]
 
     def __contains__(self, host: object) -> bool:
         if self._any:
@@ -80,27 +92,15 @@ class ProxyHeadersMiddleware:
     def __init__(self, app: ASGIApp, *, trusted: Sequence[str]) -> None:
         self.app = app
         self.trusted = TrustedProxies(trusted)
-        # uvicorn's middleware (here only rewriting the scope) trusts by its own parsing of the same entries;
-        # it only runs for a peer ours already trusts, so the stricter of the two decides.
-        self._rewrite = UvicornProxyHeaders(_rewritten, trusted_hosts=list(trusted))  # type: ignore[arg-type]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
-            await self.rewrite(scope)
+            await self.trusted.rewrite(scope)
         await self.app(scope, receive, send)
-
-    async def rewrite(self, scope: Scope) -> None:
-        """For a request from a trusted proxy: mark it trusted, and take the client address and scheme from
-        ``X-Forwarded-For`` and ``X-Forwarded-Proto`` (uvicorn's rules). The step the publish answered below
-        ASGI takes too (``gateway/api/direct_publish.py``)."""
-        client = scope.get("client")
-        if client is not None and client[0] in self.trusted:
-            scope[TRUSTED_PEER] = True
-            await self._rewrite(scope, _nothing, _nothing)  # type: ignore[arg-type]
 
 
 async def _rewritten(scope: Scope, receive: Receive, send: Send) -> None:
-    """The app behind uvicorn's middleware in :class:`ProxyHeadersMiddleware`: it only rewrites the scope."""
+    """The app behind uvicorn's middleware in :class:`TrustedProxies`: it only rewrites the scope."""
 
 
 async def _nothing(*args: object) -> None:

@@ -40,7 +40,7 @@ from gateway.config import LimitSettings
 from gateway.service.admission import Admission, caller_share
 from gateway.service.principal import current_caller
 
-__all__ = ["BodyReader", "Refused", "RequestLimitsMiddleware", "caller_of"]
+__all__ = ["BodyReader", "Refused", "RequestLimitsMiddleware", "admit", "caller_of", "leave"]
 
 #: paths never refused for load: the probes must answer while the gateway is busy
 _PROBES = frozenset({"/healthz", "/readyz", "/livez"})
@@ -129,38 +129,42 @@ class RequestLimitsMiddleware:
                 raise
             # the app failed because its body was cut off (ClientDisconnect and the like): answered below
         finally:
-            self.leave(reader)
+            leave(reader)
         if reader.refusal is not None and not reader.refused and not started:
             reader.refused = True
             await reader.refusal.send(send)
 
     def admit(self, scope: Scope, receive: Receive) -> Refused | BodyReader:
-        """The steps before the app: the refusal to answer instead (413 by Content-Length, 503 above the
-        concurrency budgets), or the admitted request's body reader (the app's ``receive``); then
-        :meth:`leave` when the request is done. The publish answered below ASGI takes these steps too
-        (``gateway/api/direct_publish.py``)."""
-        limits = self._limits()
-        publish = _is_publish(scope)
-        limit = limits.max_request_bytes if publish else limits.max_control_body_bytes
-        length = _content_length(scope)
-        if length is not None and length > limit:
-            return _too_large(limit)
-        admission = self._admission()
-        caller = caller_of(scope)
-        share = caller_share(limits.max_concurrent_requests, limits.max_concurrent_per_caller)
-        refusal = admission.enter(caller, limits.max_concurrent_requests, share)
-        if refusal is not None:
-            return Refused(503, "unavailable", refusal.message(), retryAfterSeconds=_RETRY_AFTER)
-        extension = connection_extension(scope)
-        buffered = extension.get("body_buffered") if extension is not None else None
-        return BodyReader(admission, receive, limit, limits, publish, buffered, length, caller)
+        """:func:`admit` in this middleware's limits and budgets."""
+        return admit(scope, receive, self._limits(), self._admission())
 
-    @staticmethod
-    def leave(reader: BodyReader) -> None:
-        """The request admitted with ``reader`` is done: its publish bytes and its slot are given back."""
-        reader.admission.release(reader.reserved)
-        reader.reserved = 0
-        reader.admission.leave(reader.caller)
+
+def admit(
+    scope: Scope, receive: Receive, limits: LimitSettings, admission: Admission
+) -> Refused | BodyReader:
+    """The steps before the app: the refusal to answer instead (413 by Content-Length, 503 above the
+    concurrency budgets of ``admission``), or the admitted request's body reader (the app's ``receive``);
+    then :func:`leave` when the request is done."""
+    publish = _is_publish(scope)
+    limit = limits.max_request_bytes if publish else limits.max_control_body_bytes
+    length = _content_length(scope)
+    if length is not None and length > limit:
+        return _too_large(limit)
+    caller = caller_of(scope)
+    share = caller_share(limits.max_concurrent_requests, limits.max_concurrent_per_caller)
+    refusal = admission.enter(caller, limits.max_concurrent_requests, share)
+    if refusal is not None:
+        return Refused(503, "unavailable", refusal.message(), retryAfterSeconds=_RETRY_AFTER)
+    extension = connection_extension(scope)
+    buffered = extension.get("body_buffered") if extension is not None else None
+    return BodyReader(admission, receive, limit, limits, publish, buffered, length, caller)
+
+
+def leave(reader: BodyReader) -> None:
+    """The request admitted with ``reader`` is done: its publish bytes and its slot are given back."""
+    reader.admission.release(reader.reserved)
+    reader.reserved = 0
+    reader.admission.leave(reader.caller)
 
 
 def caller_of(scope: Scope) -> str:

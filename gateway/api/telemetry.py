@@ -11,6 +11,7 @@ from typing import Protocol
 from fastapi import FastAPI
 
 from gateway.api.routes_metrics import router
+from gateway.observability.access_log import AccessLog
 from gateway.observability.logging import EventLogger, RequestIdMiddleware, redact_library_logs
 from gateway.observability.metrics import GatewayMetrics, HttpMetricsMiddleware
 from gateway.tubemq.events import EventBus
@@ -51,7 +52,8 @@ def install_telemetry(
     app.state.metrics = gauges
     # Added last = outermost: the request id is set before the metrics middleware and the app run.
     app.add_middleware(HttpMetricsMiddleware, metrics=gauges)
-    app.add_middleware(RequestIdMiddleware, sample=access_log_sample)
+    access = app.state.access_log = AccessLog(sample=access_log_sample)
+    app.add_middleware(RequestIdMiddleware, access=access)
     if serve_metrics:
         app.include_router(router)
     return gauges

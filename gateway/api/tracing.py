@@ -13,7 +13,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.observability import tracing
-from gateway.observability.logging import route_template
+from gateway.observability.access_log import route_template
 
 __all__ = ["TracingMiddleware", "carrier_of", "finish_span"]
 

@@ -198,9 +198,9 @@ class HttpSettings(BaseModel):
     )
     direct_publish: bool = Field(
         True,
-        description="answer a one-message publish (a Content-Length body) in the HTTP protocol itself, below "
-        "ASGI, with the same middleware steps: the same answers, at less CPU per request; false = every "
-        "request through ASGI",
+        description="answer the usual publish (one message or a batch, with a Content-Length body) in the "
+        "HTTP protocol itself, below ASGI, through the same steps as the ASGI way: the same answers, at less "
+        "CPU per request; false = every request through ASGI",
     )
 
     @field_validator("trusted_proxies", mode="before")

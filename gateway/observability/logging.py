@@ -25,15 +25,13 @@ import time
 from collections.abc import Iterable
 from typing import IO
 
-from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.observability.access_log import AccessLog
 from gateway.observability.json_lines import (
     _STANDARD_ATTRS,
     JsonFormatter,
     _jsonable,
-    direct_handler,
-    write_direct,
 )
 from gateway.observability.request_id import (
     REQUEST_ID_HEADER,
@@ -45,7 +43,6 @@ from gateway.observability.request_id import (
 )
 from gateway.service.instance_id import redact_text
 from gateway.tubemq.events import EventBus, Subscription
-from gateway.tubemq.randomness import private_random
 
 __all__ = [
     "CLIENT_CLOSED",
@@ -67,12 +64,8 @@ __all__ = [
 #: The status logged (and counted by the metrics) for a request whose client went away before any answer.
 CLIENT_CLOSED = 499
 _HEADER_LOWER = REQUEST_ID_HEADER.lower().encode("latin-1")
-#: The access-line sampler's own generator: the gateway leaves the process-wide ``random`` state to its host
-#: (an application or a test framework may seed it and check that nothing else draws from it).
-_SAMPLING = private_random()
-
 _http_log = logging.getLogger("gateway.http")
-#: the source file named by access-line records (the caller's frame is not looked up for them)
+#: the source file named by event-line records (the caller's frame is not looked up for them)
 _ACCESS_FN = __file__
 
 
@@ -135,26 +128,12 @@ def configure_logging(level: str = "info", fmt: str = "json", stream: IO[str] | 
 
 
 class RequestIdMiddleware:
-    """Give every HTTP request an id (kept from ``X-Request-ID`` when valid) and log one access line.
+    """Give every HTTP request an id (kept from ``X-Request-ID`` when valid) and log one access line
+    (``access``: :class:`~gateway.observability.access_log.AccessLog`)."""
 
-    The access line is INFO on logger ``gateway.access`` with ``method``, ``path``, ``route`` (the route
-    template, so ``/v1/topics/{topic}/messages``), ``status`` and ``duration_seconds``. ``quiet_paths``
-    (probes and scrapes) are logged at DEBUG so they do not drown the useful lines. ``sample`` is the
-    fraction of answers below 400 that get a line (chosen at random); every 4xx and 5xx is logged.
-    """
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        logger: logging.Logger | None = None,
-        quiet_paths: Iterable[str] = ("/healthz", "/readyz", "/metrics"),
-        sample: float = 1.0,
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, access: AccessLog | None = None) -> None:
         self.app = app
-        self._log = logger or logging.getLogger("gateway.access")
-        self._quiet = frozenset(quiet_paths)
-        self._sample = sample
+        self.access = access or AccessLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -193,39 +172,11 @@ class RequestIdMiddleware:
                 await send_with_id({"type": "http.response.start", "status": status, "headers": headers})
                 await send_with_id({"type": "http.response.body", "body": body})
         finally:
-            self.log_request(scope, status, time.perf_counter() - started)
+            self.access.log_request(scope, status, time.perf_counter() - started)
             unbind(token)
 
-    def log_request(self, scope: Scope, status: int, seconds: float) -> None:
-        """The access line of a request answered ``status`` after ``seconds`` (sampled below 400)."""
-        if status >= 400 or self._sample >= 1.0 or _SAMPLING.random() < self._sample:
-            self._access_line(scope, status, seconds)
-
-    def _access_line(self, scope: Scope, status: int, seconds: float) -> None:
-        path = scope.get("path", "")
-        level = logging.DEBUG if path in self._quiet else logging.INFO
-        log = self._log
-        if not log.isEnabledFor(level):
-            return
-        # Logger.log would also look up the caller's frame (file and line), which no line shows.
-        extra = {
-            "method": scope.get("method", ""),
-            "path": redact_text(path),
-            "route": route_template(scope),
-            "status": status,
-            "duration_seconds": round(seconds, 6),
-        }
-        principal = scope.get(PRINCIPAL_SCOPE_KEY)
-        if principal is not None:
-            extra["principal"] = principal
-        handler = direct_handler(log, level)
-        if handler is not None:  # configure_logging's set-up: the same line, without a LogRecord
-            write_direct(handler, log, level, "request", extra)
-            return
-        log.handle(log.makeRecord(log.name, level, _ACCESS_FN, 0, "request", (), None, extra=extra))
-
     def __repr__(self) -> str:
-        return f"<RequestIdMiddleware header={REQUEST_ID_HEADER} quiet={sorted(self._quiet)}>"
+        return f"<RequestIdMiddleware header={REQUEST_ID_HEADER} {self.access!r}>"
 
 
 def request_id_of(scope: Scope) -> str:
@@ -267,36 +218,6 @@ def _incoming_id(scope: Scope) -> str | None:
         if key == _HEADER_LOWER:
             text = value.decode("latin-1")
             return accepted(text)
-    return None
-
-
-#: the ASGI scope key under which the REST authentication leaves the caller's label (``api_key:alice``...) for
-#: the access line
-PRINCIPAL_SCOPE_KEY = "tubemq.principal"
-
-
-def route_template(scope: Scope) -> str:
-    """The matched route's path template (bounded), or ``<unmatched>`` for a 404 outside every route.
-
-    FastAPI's router records the route in the scope only for its API routes; a plain Starlette route
-    of the app (``/docs``, ``/redoc``, ``/openapi.json``, a mount) is found by matching the app's own
-    routes again, which costs a few regex matches and only happens for requests outside the API."""
-    route = scope.get("route")
-    path = getattr(route, "path_format", None) or getattr(route, "path", None)
-    if isinstance(path, str) and path:
-        return path
-    return _plain_route(scope) or "<unmatched>"
-
-
-def _plain_route(scope: Scope) -> str | None:
-    """The template of the app's plain (non-API) route that matches ``scope``, if one does."""
-    for route in getattr(scope.get("app"), "routes", ()):
-        path = getattr(route, "path_format", None)
-        if not isinstance(path, str) or not path:
-            continue  # included routers: their API routes put themselves in the scope when they match
-        match, _ = route.matches(scope)
-        if match is not Match.NONE:
-            return path
     return None
 
 

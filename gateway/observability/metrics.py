@@ -39,8 +39,9 @@ from prometheus_client import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.observability.access_log import route_template
 from gateway.observability.histograms import add, observe_many
-from gateway.observability.logging import CLIENT_CLOSED, route_template
+from gateway.observability.logging import CLIENT_CLOSED
 from gateway.observability.metric_limits import (
     HTTP_METHODS,
     LONG_HTTP_ROUTES,
@@ -63,6 +64,7 @@ __all__ = [
     "HttpMetricsMiddleware",
     "LabelCap",
     "PairCap",
+    "request_finished",
     "series_bound",
 ]
 
@@ -159,18 +161,18 @@ class HttpMetricsMiddleware:
         try:
             await self.app(scope, receive_disconnect, send_status)
         finally:
-            self.finished(scope, status, client_gone, started)
-
-    def finished(self, scope: Scope, status: int | None, client_gone: bool, started: float) -> None:
-        """Count a request that began (``http_in_flight`` raised) at ``started`` (``perf_counter``) and ended:
-        ``status`` of its answer, None when none started (``client_gone``: the client had left). The publish
-        answered below ASGI takes this step too (``gateway/api/direct_publish.py``)."""
-        self.metrics.http_in_flight.dec()
-        # An answer that started keeps its status; none at all is a 500, or a 499 when the client left.
-        code = status if status is not None else CLIENT_CLOSED if client_gone else 500
-        self.metrics.observe_http(
-            route_template(scope), scope.get("method", ""), code, time.perf_counter() - started
-        )
+            request_finished(self.metrics, scope, status, client_gone, started)
 
     def __repr__(self) -> str:
         return f"<HttpMetricsMiddleware {self.metrics!r}>"
+
+
+def request_finished(
+    metrics: GatewayMetrics, scope: Scope, status: int | None, client_gone: bool, started: float
+) -> None:
+    """Count a request that began (``http_in_flight`` raised) at ``started`` (``perf_counter``) and ended:
+    ``status`` of its answer, None when none started (``client_gone``: the client had left)."""
+    metrics.http_in_flight.dec()
+    # An answer that started keeps its status; none at all is a 500, or a 499 when the client left.
+    code = status if status is not None else CLIENT_CLOSED if client_gone else 500
+    metrics.observe_http(route_template(scope), scope.get("method", ""), code, time.perf_counter() - started)

@@ -43,7 +43,7 @@ EXTENSIONS: Final = (
     "gateway.grpc._publish_wire",
     "gateway.api._consumer_render",
     "gateway.api._publish_parse",
-    "gateway.api._routes_topics",
+    "gateway.api._publish_render",
 )
 #: the ones in this package: importing them imports no other module of the gateway
 _WIRE: Final = tuple(name for name in EXTENSIONS if name.startswith(f"{__package__}._"))

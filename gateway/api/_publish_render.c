@@ -1,6 +1,6 @@
-/* The answer of a REST publish batch whose every message was stored, written in C: gateway/api/routes_topics.py's
- * render_all_stored_py in one call (render_stored), chosen by that module (TUBEMQ_GATEWAY_NO_EXTENSIONS=1
- * keeps the pure reference).
+/* The answer of a REST publish batch whose every message was stored, written in C:
+ * gateway/api/publish_render.py's render_stored_py in one call (render_stored), chosen once by that module
+ * (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure reference).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -9,10 +9,10 @@
 
 #include "outbuf.h"
 
-/* render_stored(topic_json, outcomes): the bytes gateway/api/routes_topics.render_all_stored_py writes for
+/* render_stored(topic_json, outcomes): the bytes gateway/api/publish_render.render_stored_py writes for
  * outcomes that all hold a result (topic_json: the topic as JSON text), or None when one holds none or holds
  * what the reference writes differently (a partition key that is not plain ASCII text, a number that is not
- * an int within int64): the reference then writes it. tests/test_routes_topics.py holds the two alike. */
+ * an int within int64): the reference then writes it. tests/test_publish_render.py holds the two alike. */
 
 static PyObject *str_index, *str_result, *str_partition_key, *str_partition_index, *str_broker_id,
     *str_partition_id, *str_append_offset, *str_message_id, *str_append_time_ms;
@@ -142,11 +142,11 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.api._routes_topics",
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.api._publish_render",
                                     "The answer of a publish batch whose every message was stored, in one call (see routes_topics.py).",
                                     -1, methods};
 
-PyMODINIT_FUNC PyInit__routes_topics(void) {
+PyMODINIT_FUNC PyInit__publish_render(void) {
 #define INTERN(var, text) \
     if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
     INTERN(str_index, "index");
