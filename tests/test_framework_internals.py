@@ -26,8 +26,10 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from hypothesis import given
 from hypothesis import strategies as st
+from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.errors import ServerErrorMiddleware
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware as UvicornProxyHeaders
 from uvicorn.protocols.http import flow_control, httptools_impl
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
@@ -36,6 +38,7 @@ from uvicorn.server import ServerState
 from gateway.api import app as app_module
 from gateway.api.app import create_app
 from gateway.api.direct_publish import PublishRouteConflict, check_publish_route
+from gateway.api.gateway_app import GatewayApp
 from gateway.api.publish_steps import PUBLISH_PATH
 from gateway.api.routes_topics import publish_messages, router
 from gateway.config import Settings
@@ -160,6 +163,11 @@ FINGERPRINTS: list[tuple[Callable[..., Any], str, str]] = [
         "9dd1afa23677335f",
     ),
     (
+        Starlette.__call__,
+        "gateway/api/gateway_app.py GatewayApp.__call__ sets scope['app'] as it does before the direct way",
+        "bc6096f71a2181f5",
+    ),
+    (
         UvicornProxyHeaders.__call__,
         "gateway/api/proxy.py TrustedProxies.rewrite runs it over an app that does nothing",
         "29aca4cd99b5c535",
@@ -270,6 +278,28 @@ def test_fastapi_app_internals_the_direct_way_uses_are_there() -> None:
     assert wanted <= fields, f"FastAPI's Dependant has no {sorted(wanted - fields)} ({_versions()})"
 
 
+def test_the_framework_layers_outside_the_apps_middleware_pass_on_through_app() -> None:
+    # A publish entering GatewayApp through ASGI takes the direct way, past the layers FastAPI puts outside
+    # the app's own middlewares (gateway/api/gateway_app.py: none has work on a publish); a new one must be
+    # read before it is skipped.
+    class Own:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+    app = FastAPI(middleware=[Middleware(Own)])
+    layers: list[str] = []
+    node: Any = app.build_middleware_stack()
+    while not isinstance(node, Own):
+        layers.append(type(node).__name__)
+        node = getattr(node, "app", None)
+        assert node is not None, f"the middleware stack of FastAPI ({_versions()}) has no .app path: {layers}"
+    known = [ServerErrorMiddleware.__name__, "ExceptionTelemetryMiddleware", "AppBodyLimitMiddleware"]
+    assert layers == known, (
+        f"FastAPI ({_versions()}) puts {layers} outside the app's own middleware, not {known}: a publish "
+        "skips them on the direct way; read what the new ones do (gateway/api/gateway_app.py)"
+    )
+
+
 def _needs_a_caller() -> str:
     return "caller"
 
@@ -294,11 +324,11 @@ def test_a_dependency_on_the_publish_route_refuses_the_app(where: str) -> None:
 
 
 def test_create_app_refuses_an_app_wide_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
-    class WithADependency(FastAPI):
+    class WithADependency(GatewayApp):
         def __init__(self, **kwargs: Any) -> None:
             super().__init__(dependencies=[Depends(_needs_a_caller)], **kwargs)
 
-    monkeypatch.setattr(app_module, "FastAPI", WithADependency)
+    monkeypatch.setattr(app_module, "GatewayApp", WithADependency)
     with pytest.raises(PublishRouteConflict, match="dependency _needs_a_caller"):
         create_app(Settings())
 

@@ -20,6 +20,7 @@ from gateway.api.cors import install_cors
 from gateway.api.direct_publish import check_publish_route
 from gateway.api.docs import install_docs
 from gateway.api.errors import install_error_handlers
+from gateway.api.gateway_app import GatewayApp
 from gateway.api.openapi_doc import complete_openapi
 from gateway.api.proxy import ProxyHeadersMiddleware
 from gateway.api.request_limits import RequestLimitsMiddleware
@@ -65,7 +66,7 @@ def create_app(
     hidden: dict[str, Any] = {"docs_url": None, "redoc_url": None}
     if admin_listener:
         hidden["openapi_url"] = None
-    app = FastAPI(
+    app = GatewayApp(  # FastAPI, with a publish entering through ASGI taking the direct way
         title="tubemq-gateway", version=__version__, description=DESCRIPTION, lifespan=lifespan, **hidden
     )
     app.state.runtime = rt

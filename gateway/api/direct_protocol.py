@@ -38,12 +38,10 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from gateway.api.direct_publish import DirectPublish, direct_publish_of
-from gateway.api.publish_steps import PUBLISH_PATH
+from gateway.api.gateway_app import PUBLISH_PATTERN
 
 __all__ = ["DirectExchange", "direct_protocol"]
 
-#: the publish route's path; ``{topic}`` matches as Starlette's ``str`` convertor does
-_PUBLISH = re.compile(re.escape(PUBLISH_PATH).replace(r"\{topic\}", "(?P<topic>[^/]+)"))
 _CLOSE = re.compile(rb"(?:^|,)\s*close\s*(?:,|$)", re.IGNORECASE)
 _DISCONNECT: Message = {"type": "http.disconnect"}
 
@@ -208,7 +206,7 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             if b"%" in raw_path or not raw_path.isascii():
                 return False
             path = raw_path.decode("ascii")
-            match = _PUBLISH.fullmatch(path)
+            match = PUBLISH_PATTERN.fullmatch(path)
             if match is None:
                 return False
             length = None

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from fastapi import FastAPI
-from starlette.types import Message
+from starlette.types import Message, Scope
 
 from gateway.api import publish_steps
 from gateway.api.auth import caller_address, error_answer
@@ -70,7 +70,9 @@ class DirectRequest(Protocol):
     client, server, scheme, http_version, extensions, app), its body as ASGI ``receive`` messages, and
     ``respond`` to write the answer."""
 
-    scope: dict[str, Any]
+    @property
+    def scope(self) -> Scope: ...
+
     #: set by ``receive`` when it told the app that the client went away
     client_gone: bool
 
@@ -180,7 +182,15 @@ class DirectPublish:
         return self._runtime.settings.limits.max_request_bytes
 
     async def serve(self, request: DirectRequest, topic: str) -> None:
-        """Answer the publish ``request`` (to ``topic``) as the app's middlewares and route would."""
+        """Answer the publish ``request`` (to ``topic``) as the app's middlewares and route would: a request
+        the HTTP protocol read (``gateway/api/direct_protocol.py``)."""
+        await self._serve(request, topic)
+
+    async def serve_asgi(self, request: DirectRequest, topic: str) -> None:
+        """:meth:`serve` for a publish that entered the app through ASGI (``gateway/api/gateway_app.py``)."""
+        await self._serve(request, topic)
+
+    async def _serve(self, request: DirectRequest, topic: str) -> None:
         scope = request.scope
         await self._proxies.rewrite(scope)
         state = _State()
