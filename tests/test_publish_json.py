@@ -1,7 +1,8 @@
-"""The usual REST publish batch read and prepared in one C call (gateway/api/_publish_json.c, issue #26) is
-what the reference gives: the body read by ``parse_json_batch_py`` and each message prepared by the publish
-rules (``BatchPreparer``), byte for byte; and every other body is handed back (None) so that the reference
-answers it, the same 4xx naming the same field, through the real endpoint on the embedded cluster."""
+"""The usual REST publish batch read and prepared in one C call (gateway/api/_publish_parse.c), and by its
+Python twin (``usual_batch_py``), is what the reference gives: the body read by ``parse_json_batch_py`` and
+each message prepared by the publish rules (``BatchPreparer``), byte for byte; every other body is handed back
+(None) so that the reference answers it, the same 4xx naming the same field, through the real endpoint on the
+embedded cluster. The C loop checks the attribute rules it is handed by the Python module that owns them."""
 
 from __future__ import annotations
 
@@ -15,20 +16,30 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.api import publish_parse
+from gateway.api import publish_parse, publish_steps
 from gateway.api.app import create_app
-from gateway.api.publish_parse import parse_json_batch_py, usual_batch
+from gateway.api.publish_parse import parse_json_batch_py, usual_batch, usual_batch_py
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
 from gateway.service.errors import InvalidInput
+from gateway.service.publish import new_prepared
+from gateway.service.publish_rules import ATTRIBUTE_SEPARATORS, RESERVED_IN_NAMES, RESERVED_IN_TEXT
 from gateway.tubemq.errors import InvalidMessage
-from gateway.tubemq.wire import BatchPreparer, PreparedMessage
+from gateway.tubemq.wire import BatchPreparer, PreparedMessage, load_speedups
 from tests.test_rest_publish import gateway_settings
 
+_compiled = load_speedups("gateway.api._publish_parse")
 compiled = pytest.mark.skipif(
-    publish_parse._compiled is None, reason="the C extension is not built or is switched off (the pure path)"
+    _compiled is None, reason="the C extension is not built or is switched off (the pure path)"
 )
+
+
+def c_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
+    """The C loop alone (``usual_batch`` hands what it declines to the twin)."""
+    assert _compiled is not None
+    found: list[PreparedMessage] | None = _compiled.usual_batch(body, max_messages, new_prepared)
+    return found
 
 
 def reference(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
@@ -75,13 +86,15 @@ def usual_bodies(draw: st.DrawFn) -> bytes:
     return json.dumps({"messages": messages}, ensure_ascii=draw(st.booleans()), indent=indent).encode()
 
 
-@compiled
 @settings(max_examples=300)
 @given(usual_bodies())
 def test_the_usual_batch_is_taken_and_prepared_as_the_reference_prepares_it(body: bytes) -> None:
     want = reference(body, 100)
     assert want is not None
+    assert usual_batch_py(body, 100) == want
     assert usual_batch(body, 100) == want
+    if _compiled is not None:
+        assert c_batch(body, 100) == want  # in C, every usual batch
 
 
 _ODD_MESSAGES = [
@@ -155,15 +168,42 @@ def odd_bodies(draw: st.DrawFn) -> bytes:
     return body
 
 
-@compiled
 @settings(max_examples=600)
 @given(odd_bodies(), st.integers(1, 8))
 def test_any_other_body_is_handed_back_or_prepared_as_the_reference_prepares_it(
     body: bytes, max_messages: int
 ) -> None:
-    got = usual_batch(body, max_messages)
-    if got is not None:
-        assert got == reference(body, max_messages), body
+    twin = usual_batch_py(body, max_messages)
+    if twin is not None:
+        assert twin == reference(body, max_messages), body
+    if _compiled is not None:
+        taken = c_batch(body, max_messages)
+        assert taken is None or taken == twin, body  # what the C loop takes, the twin takes alike
+    assert usual_batch(body, max_messages) == twin
+
+
+@compiled
+def test_the_c_loop_checks_the_rules_it_is_handed() -> None:
+    assert _compiled is not None
+    body = json.dumps({"messages": [{"value": "a", "attributes": {"k": "a;b", "$x": "1"}}]}).encode()
+    assert c_batch(body, 3) == reference(body, 3) != None  # noqa: E711 - valid by today's rules
+    separators, in_text, in_names = (
+        ATTRIBUTE_SEPARATORS.encode(),
+        tuple(t.encode() for t in RESERVED_IN_TEXT),
+        tuple(t.encode() for t in RESERVED_IN_NAMES),
+    )
+    try:
+        _compiled.set_rules(separators + b";", in_text, in_names)
+        assert c_batch(body, 3) is None
+        _compiled.set_rules(separators, in_text, (*in_names, b"$x"))
+        assert c_batch(body, 3) is None
+        _compiled.set_rules(separators, (*in_text, b"a;"), in_names)
+        assert c_batch(body, 3) is None
+        with pytest.raises(ValueError, match="reserved token"):
+            _compiled.set_rules(separators, (b"",), in_names)
+    finally:
+        _compiled.set_rules(separators, in_text, in_names)
+    assert c_batch(body, 3) == reference(body, 3)
 
 
 @compiled
@@ -171,9 +211,9 @@ def test_any_other_body_is_handed_back_or_prepared_as_the_reference_prepares_it(
 def test_a_message_the_reference_must_read_is_handed_back(message: object) -> None:
     body = json.dumps({"messages": [{"value": "a"}, message]}).encode()
     if message == {"value": "v", "attributes": {"a": "$msgKey$"}}:
-        assert usual_batch(body, 10) == reference(body, 10) != None  # noqa: E711 - taken: it is valid
+        assert c_batch(body, 10) == reference(body, 10) != None  # noqa: E711 - taken: it is valid
     else:
-        assert usual_batch(body, 10) is None
+        assert c_batch(body, 10) is None
 
 
 @compiled
@@ -182,24 +222,22 @@ def test_damaged_bytes_are_handed_back(damage: tuple[bytes, bytes]) -> None:
     body = json.dumps({"messages": [{"value": "a", "attributes": {"b": "1"}}]}).encode()
     old, new = damage
     assert old in body
-    assert usual_batch(body.replace(old, new, 1), 10) is None
+    assert c_batch(body.replace(old, new, 1), 10) is None
 
 
 @compiled
 def test_bounds_and_envelope() -> None:
     body = json.dumps({"messages": [{"value": "a"}] * 3}).encode()
-    assert usual_batch(body, 3) is not None
-    assert usual_batch(body, 2) is None  # more than the batch's bound: the service names it
-    assert usual_batch(b'{"messages": []}', 3) is None
-    assert usual_batch(b"", 3) is None
-    assert usual_batch(b'{"messages": [{"value": "a"}]} {}', 3) is None
-    assert usual_batch(b'  {"messages" :[ {"value":"a"} ] }\r\n', 3) == [
-        PreparedMessage(b"a", 0, None, None, 1)
-    ]
+    assert c_batch(body, 3) is not None
+    assert c_batch(body, 2) is None  # more than the batch's bound: the service names it
+    assert c_batch(b'{"messages": []}', 3) is None
+    assert c_batch(b"", 3) is None
+    assert c_batch(b'{"messages": [{"value": "a"}]} {}', 3) is None
+    assert c_batch(b'  {"messages" :[ {"value":"a"} ] }\r\n', 3) == [PreparedMessage(b"a", 0, None, None, 1)]
     escaped = b'{"messages": [{"value": "a\\u0000", "attributes": {"a": "\\u0001", "\\u0062": "1"}}]}'
-    assert usual_batch(escaped, 3) == reference(escaped, 3) != None  # noqa: E711 - valid text, any escape
+    assert c_batch(escaped, 3) == reference(escaped, 3) != None  # noqa: E711 - valid text, any escape
     attrs = {f"k{i}": "v" for i in range(65)}  # more attributes than the C reads: the reference's
-    assert usual_batch(json.dumps({"messages": [{"value": "a", "attributes": attrs}]}).encode(), 3) is None
+    assert c_batch(json.dumps({"messages": [{"value": "a", "attributes": attrs}]}).encode(), 3) is None
 
 
 # --- through the endpoint: the compiled reader on and off answer alike ----------------------------------
@@ -262,9 +300,10 @@ async def test_the_endpoint_answers_alike_with_the_compiled_reader_on_and_off(
     for body in _bodies(limit):
         got = await client.post("/v1/topics/demo/messages", content=body, headers=headers)
         with monkeypatch.context() as patch:
-            patch.setattr(publish_parse, "_compiled", None)
+            patch.setattr(publish_steps, "usual_batch", publish_parse.usual_batch_py)
+            twin = await client.post("/v1/topics/demo/messages", content=body, headers=headers)
+            patch.setattr(publish_steps, "usual_batch", lambda body, max_messages: None)
             want = await client.post("/v1/topics/demo/messages", content=body, headers=headers)
-        assert _answer(got) == _answer(want), body[:200]
+        assert _answer(got) == _answer(twin) == _answer(want), body[:200]
         taken += usual_batch(body, 5) is not None
-    if publish_parse._compiled is not None:
-        assert taken >= 5  # the compiled reader took the usual bodies (and the oversized usual one)
+    assert taken >= 5  # the usual reader took the usual bodies (and the oversized usual one)

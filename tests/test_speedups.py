@@ -140,14 +140,15 @@ def test_every_compiled_module_has_tests_on_the_pure_path() -> None:
 #: run where no extension is built: every module that picks a compiled path imports, picks the pure one and
 #: answers through it (the core's loops, the gRPC answers and requests, the poll JSON, delivered messages)
 PURE_EVERYWHERE = """
-from gateway.api import consumer_render, publish_parse
+from gateway.api import consumer_render, publish_parse, publish_render
 from gateway.grpc import consumed_wire, publish_wire
 from gateway.service import delivered
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.wire import frame_decoder, rpc, send_answers
 assert consumer_render._compiled is None and consumed_wire._compiled is None
-assert publish_parse._compiled is None
-assert publish_parse.usual_batch(b'{"messages": [{"value": "v"}]}', 9) is None
+assert publish_parse.usual_batch is publish_parse.usual_batch_py
+assert publish_parse.usual_batch(b'{"messages": [{"value": "v"}]}', 9)[0].data == b"v"
+assert publish_render.render_stored is publish_render.render_stored_py
 assert publish_wire._compiled is None and frame_decoder._compiled is None and rpc.usual_answer is None
 assert delivered.new_delivered is delivered.DeliveredMessage
 assert batch.decode_messages is batch.decode_messages_py and batch.answer_reader(None) is None

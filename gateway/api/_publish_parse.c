@@ -12,19 +12,20 @@
  *     {"messages": [{"value": "...", "attributes": {"k": "v", ...}, "encoding": "utf8"}, ...]}
  *
  * each message holding "value" (a non-empty string) and at most "attributes" (an object of strings, the
- * names and values ASCII, each valid by the publish rules) and "encoding" (exactly "utf8"), each once. It
- * returns the list of make(data, flag, None, None, size, None, None) (PreparedMessage's fields in order),
- * what the reference gives for such a batch: gateway/api/publish_parse.parse_json_batch_py, then
- * payload.BatchPreparer / prepare_message. Anything else gives None and nothing else happens: another
- * envelope or field, a key written with escapes, a repeated key, text that is not strict UTF-8 (or a lone
- * surrogate escape), a control character in a string, a blank or reserved attribute name or value, an empty
- * value, no message or more than max_messages, bytes after the document. The caller then reads the body the
- * reference way, which answers it or names what is wrong. So the compiled path never has an
- * error of its own to get right: it only takes the batches whose answer cannot be an error of the body.
+ * names and values ASCII, each valid by the publish rules, which set_rules hands over) and "encoding"
+ * (exactly "utf8"), each once. It returns the list of make(data, flag, None, None, size, None, None)
+ * (PreparedMessage's fields in order), what the reference gives for such a batch:
+ * gateway/api/publish_parse.parse_json_batch_py, then payload.BatchPreparer / prepare_message. Anything else
+ * gives None and nothing else happens: another envelope or field, a key written with escapes, a repeated key,
+ * text that is not strict UTF-8 (or a lone surrogate escape), a control character in a string, a blank or
+ * reserved attribute name or value, an empty value, no message or more than max_messages, bytes after the
+ * document. The caller then reads the body with the Python twin (publish_parse.usual_batch_py) or the
+ * reference, which answers it or names what is wrong. So the compiled path never has an error of its own to
+ * get right: it only takes the batches whose answer cannot be an error of the body.
  *
  * Every length is bounded by the body's (the caller has bounded the body), and the message count by
- * max_messages. tests/test_publish_json.py holds it to the reference (hypothesis, generated and damaged
- * bodies).
+ * max_messages. tests/test_publish_json.py holds it to the twin and the reference (hypothesis, generated and
+ * damaged bodies).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -236,26 +237,84 @@ static int key_is(cursor p, cursor end, const char *name, cursor *after) {
 /* What python's str.isspace() says of an ASCII character. */
 static int ascii_space(unsigned char c) { return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20); }
 
-static int contains(const char *text, Py_ssize_t len, const char *token) {
-    size_t n = strlen(token);
-    for (Py_ssize_t i = 0; i + (Py_ssize_t)n <= len; i++)
-        if (text[i] == token[0] && memcmp(text + i, token, n) == 0) return 1;
+/* The attribute rules, handed over once by set_rules from the Python module that owns them
+ * (gateway/service/publish_rules.py, from gateway/tubemq/wire/attributes.py): the bytes no attribute name or
+ * value may hold (the separators), the tokens no name or value may hold and the tokens no name may hold
+ * besides. Until they are handed over, usual_batch takes no batch. */
+#define MAX_TOKENS 8
+#define MAX_TOKEN_LEN 32
+
+typedef struct {
+    int count;
+    Py_ssize_t len[MAX_TOKENS];
+    char text[MAX_TOKENS][MAX_TOKEN_LEN];
+} tokens;
+
+static unsigned char separator[256];
+static tokens reserved_in_text, reserved_in_names;
+static int rules_set = 0;
+
+static int contains(const char *text, Py_ssize_t len, const char *token, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i + n <= len; i++)
+        if (text[i] == token[0] && memcmp(text + i, token, (size_t)n) == 0) return 1;
+    return 0;
+}
+
+static int holds_any(const char *text, Py_ssize_t len, const tokens *t) {
+    for (int i = 0; i < t->count; i++)
+        if (contains(text, len, t->text[i], t->len[i])) return 1;
     return 0;
 }
 
 /* An attribute name (key) or value valid by the publish rules (payload._check_attributes with
- * attributes.validate_attribute_key / validate_attribute_value): not blank, no ',' or '=', no reserved
+ * attributes.validate_attribute_key / validate_attribute_value): not blank, no separator, no reserved
  * token. ASCII text only (the caller checked). */
 static int valid_part(const char *text, Py_ssize_t len, int key) {
     int blank = 1;
     for (Py_ssize_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)text[i];
-        if (c == ',' || c == '=') return 0;
+        if (separator[c]) return 0;
         if (!ascii_space(c)) blank = 0;
     }
-    if (blank) return 0;
-    if (contains(text, len, "$msgType$") || contains(text, len, "$msgTime$")) return 0;
-    return !(key && contains(text, len, "$msgKey$"));
+    if (blank || holds_any(text, len, &reserved_in_text)) return 0;
+    return !(key && holds_any(text, len, &reserved_in_names));
+}
+
+/* tokens from a tuple of 1..MAX_TOKENS non-empty bytes of at most MAX_TOKEN_LEN; -1 with ValueError else */
+static int read_tokens(PyObject *tuple, tokens *out) {
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    if (n > MAX_TOKENS) {
+        PyErr_Format(PyExc_ValueError, "at most %d reserved tokens", MAX_TOKENS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) < 1 || PyBytes_GET_SIZE(item) > MAX_TOKEN_LEN) {
+            PyErr_Format(PyExc_ValueError, "a reserved token is 1 to %d bytes", MAX_TOKEN_LEN);
+            return -1;
+        }
+        out->len[i] = PyBytes_GET_SIZE(item);
+        memcpy(out->text[i], PyBytes_AS_STRING(item), (size_t)out->len[i]);
+    }
+    out->count = (int)n;
+    return 0;
+}
+
+static PyObject *py_set_rules(PyObject *Py_UNUSED(self), PyObject *args) {
+    const char *separators;
+    Py_ssize_t separators_len;
+    PyObject *in_text, *in_names;
+    if (!PyArg_ParseTuple(args, "y#O!O!:set_rules", &separators, &separators_len, &PyTuple_Type, &in_text,
+                          &PyTuple_Type, &in_names))
+        return NULL;
+    tokens text, names;
+    if (read_tokens(in_text, &text) < 0 || read_tokens(in_names, &names) < 0) return NULL;
+    memset(separator, 0, sizeof separator);
+    for (Py_ssize_t i = 0; i < separators_len; i++) separator[(unsigned char)separators[i]] = 1;
+    reserved_in_text = text;
+    reserved_in_names = names;
+    rules_set = 1;
+    Py_RETURN_NONE;
 }
 
 /* The attributes object whose '{' is at p-1: its attribute text ("k=v,k2=v2", document order) in *text
@@ -398,6 +457,7 @@ static PyObject *py_usual_batch(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *body, *make;
     Py_ssize_t max_messages;
     if (!PyArg_ParseTuple(args, "SnO:usual_batch", &body, &max_messages, &make)) return NULL;
+    if (!rules_set) Py_RETURN_NONE;
     cursor p = (cursor)PyBytes_AS_STRING(body), end = p + PyBytes_GET_SIZE(body);
     cursor at;
     p = skip_ws(p, end);
@@ -433,6 +493,9 @@ usual_not: /* not the usual batch (no error set), or a failure (set) */
 }
 
 static PyMethodDef methods[] = {
+    {"set_rules", py_set_rules, METH_VARARGS,
+     "set_rules(separators, reserved_in_text, reserved_in_names): the attribute rules usual_batch checks (bytes, "
+     "and tuples of bytes), from the Python module that owns them; usual_batch takes no batch before."},
     {"usual_batch", py_usual_batch, METH_VARARGS,
      "usual_batch(body, max_messages, make) -> list | None: the usual publish batch's prepared messages, or None "
      "when the reference must read the body."},

@@ -1,12 +1,16 @@
 """Turn REST publish requests (JSON batch or one raw body) into service messages, naming bad fields.
 
-A JSON batch is read by orjson first (twice as fast as the standard library on a batch of 1 KiB text
-values: 0.48 against 1.0 us per message), but orjson's document is used only when every message has the
-usual shape (a text value, at most attributes of text values or an ``encoding`` of utf8): text is all such
-a batch holds, and orjson and the standard library read text alike. Any other batch (numbers, which orjson
-reads differently past 64 bits; JSON values; an error to name), and any body orjson refuses (lone
-surrogate escapes, NaN, a byte order mark), is read by :func:`parse_json_batch_py`, the reference, with
-the standard library: its answers and errors are the ones clients always had.
+A JSON batch is read in up to two steps. :func:`usual_batch` takes the usual batch, ``{"messages": [...]}``
+of messages that hold a non-empty text ``value`` and at most ``attributes`` of text and an ``encoding`` of
+utf8, straight to each message's :class:`PreparedMessage` (the publish rules applied): in one C call
+(``gateway/api/_publish_parse.c``) where the extension is built, and :func:`usual_batch_py`, its Python twin
+with orjson, for what the C loop hands back and where it is not built. Any other body (numbers, which orjson
+reads differently past 64 bits; JSON values; an error to name), and any body orjson refuses (lone surrogate
+escapes, NaN, a byte order mark), is read by :func:`parse_json_batch_py`, the reference, with the standard
+library: its answers and errors are the ones clients always had.
+
+The attribute rules the C loop checks (the separators and the reserved tokens) are handed to it at import
+from :mod:`gateway.service.publish_rules`, as the core defines them for the Python rules.
 """
 
 from __future__ import annotations
@@ -14,13 +18,19 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
 from gateway.service.errors import InvalidInput
 from gateway.service.publish import OutgoingMessage, PreparedMessage, new_prepared
+from gateway.service.publish_rules import (
+    ATTRIBUTE_SEPARATORS,
+    RESERVED_IN_NAMES,
+    RESERVED_IN_TEXT,
+    plain_preparer,
+)
 from gateway.tubemq.wire import load_speedups
 
 HEADER_KEY = "x-tubemq-key"
@@ -30,9 +40,6 @@ HEADER_STREAM_ID = "x-tubemq-stream-id"
 HEADER_MSG_TIME = "x-tubemq-msg-time"
 #: the headers that set a raw message's options (:func:`parse_raw_message`)
 RAW_OPTION_HEADERS = (HEADER_KEY, HEADER_PARTITION, HEADER_ATTRIBUTES, HEADER_STREAM_ID, HEADER_MSG_TIME)
-
-#: gateway/api/_publish_parse.c where the compiled loops are built and not switched off, else None
-_compiled = load_speedups("gateway.api._publish_parse")
 
 _KNOWN = frozenset({"value", "encoding", "key", "partition", "attributes", "streamId", "msgTime"})
 
@@ -142,45 +149,63 @@ def _parse_any(item: dict[str, Any], index: int) -> OutgoingMessage:
     )
 
 
-def usual_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
-    """The usual batch read and prepared in one C call (gateway/api/_publish_parse.c): each
-    message's :class:`PreparedMessage`, what :func:`parse_json_batch` and then the publish rules
-    (``payload.BatchPreparer``) give for it, when the body is ``{"messages": [...]}`` of at most
-    ``max_messages`` messages each holding a non-empty text ``value`` and at most ``attributes`` of valid
-    ASCII text and ``encoding`` utf8. None for any other body, and always on the pure path: the caller then
-    reads it with :func:`parse_json_batch`, which answers it or names what is wrong (so no error of the body
-    is ever this function's to name)."""
-    if _compiled is None:
-        return None
-    prepared: list[PreparedMessage] | None = _compiled.usual_batch(body, max_messages, new_prepared)
-    return prepared
-
-
-def parse_json_batch(body: bytes) -> list[OutgoingMessage]:
-    """Parse ``{"messages": [...]}``; raises InvalidInput naming the field and message index (what
-    :func:`parse_json_batch_py` gives, faster for the usual batch: see the module docstring)."""
+def usual_batch_py(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
+    """The usual batch of ``body`` prepared by the publish rules: what :func:`parse_json_batch_py` and then
+    ``payload.BatchPreparer`` give for it, when the body is ``{"messages": [...]}`` of 1 to ``max_messages``
+    messages each holding a non-empty text ``value``, at most ``attributes`` of text and an ``encoding`` of
+    utf8, each valid by the publish rules. None for any other body: the caller then reads it with
+    :func:`parse_json_batch_py`, which answers it or names what is wrong (so no error of the body is ever
+    this function's to name)."""
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return parse_json_batch_py(body)
-    items = doc.get("messages") if type(doc) is dict else None
-    if type(items) is not list:
-        return parse_json_batch_py(body)
-    messages: list[OutgoingMessage] = []
+        return None
+    items = doc.get("messages") if type(doc) is dict and len(doc) == 1 else None
+    if type(items) is not list or not items or len(items) > max_messages:
+        return None
+    prepare = plain_preparer(len(items))
+    prepared: list[PreparedMessage] = []
     for item in items:
         if type(item) is not dict:
-            return parse_json_batch_py(body)
+            return None
         value = item.get("value")
         attrs = item.get("attributes")
-        if not (
-            type(value) is str
-            and (len(item) == 1 or (len(item) == 2 and (attrs is not None or item.get("encoding") == "utf8")))
-            and (attrs is None or (type(attrs) is dict and all(type(v) is str for v in attrs.values())))
+        if (
+            type(value) is not str
+            or not value
+            or len(item) != 1 + (type(attrs) is dict) + (item.get("encoding") == "utf8")
+            or (attrs is not None and not all(type(v) is str for v in attrs.values()))
         ):
-            return parse_json_batch_py(body)
+            return None
         # orjson's text is valid Unicode (it refuses lone surrogate escapes): the encode cannot fail
-        messages.append(OutgoingMessage(value.encode(), attributes=attrs))
-    return messages
+        ready = prepare(value.encode(), attrs)
+        if ready is None:
+            return None  # it breaks a rule: the reference names it
+        prepared.append(ready)
+    return prepared
+
+
+def _usual_batch() -> Callable[[bytes, int], list[PreparedMessage] | None]:
+    """:func:`usual_batch_py`, in one C call first where the extension is built and not switched off."""
+    compiled = load_speedups("gateway.api._publish_parse")
+    if compiled is None:
+        return usual_batch_py
+    compiled.set_rules(
+        ATTRIBUTE_SEPARATORS.encode(),
+        tuple(t.encode() for t in RESERVED_IN_TEXT),
+        tuple(t.encode() for t in RESERVED_IN_NAMES),
+    )
+    read = compiled.usual_batch
+
+    def usual_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
+        prepared: list[PreparedMessage] | None = read(body, max_messages, new_prepared)
+        return prepared if prepared is not None else usual_batch_py(body, max_messages)
+
+    return usual_batch
+
+
+#: the usual batch of a body prepared, else None (:func:`usual_batch_py`; the reader chosen at import)
+usual_batch = _usual_batch()
 
 
 def parse_json_batch_py(body: bytes) -> list[OutgoingMessage]:

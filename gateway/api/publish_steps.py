@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope
 from gateway.api import auth, request_limits
 from gateway.api.auth import Answer
 from gateway.api.media_types import JSON, OCTETS, UnsupportedMediaType, body_kind, refusal
-from gateway.api.publish_parse import parse_json_batch, parse_raw_message, stored_parts, usual_batch
+from gateway.api.publish_parse import parse_json_batch_py, parse_raw_message, stored_parts, usual_batch
 from gateway.api.publish_render import publish_answer_of, refused_answer, replayed_answer
 from gateway.api.request_limits import BodyReader, Refused
 from gateway.config import LimitSettings
@@ -123,14 +123,14 @@ class Messages(NamedTuple):
 
 def prepare(kind: str, body: bytes, headers: Headers, max_messages: int) -> Messages:
     """Step 4: the messages of ``body`` (of ``kind``: ``json`` or ``octets``); raises InvalidInput naming
-    the field. The usual batch is read and prepared in one call (:func:`usual_batch`); any other body is read
-    by the reference, which answers it or names what is wrong."""
+    the field. The usual batch is read and prepared at once (:func:`usual_batch`); any other body is read by
+    the reference, which answers it or names what is wrong."""
     if kind == "octets":
         return Messages(None, [parse_raw_message(body, headers)], True)
     prepared = usual_batch(body, max_messages)
     if prepared is not None:
         return Messages(prepared, [], False)
-    return Messages(None, parse_json_batch(body), False)
+    return Messages(None, parse_json_batch_py(body), False)
 
 
 async def publish(service: PublishService, topic: str, messages: Messages) -> list[PublishOutcome]:

@@ -4,6 +4,7 @@ This face is what the layers above the core use of the wire; the core's own modu
 cluster (a peer speaking the wire) import its modules directly. It imports nothing of ``net``.
 """
 
+from gateway.tubemq.wire.attributes import ITEM_SEP, KV_SEP, RESERVED_IN_NAMES, RESERVED_IN_TEXT
 from gateway.tubemq.wire.auth import Credentials
 from gateway.tubemq.wire.client_id import consumer_id, local_ipv4
 from gateway.tubemq.wire.meta import BrokerInfo, MetaFormatError, Partition
@@ -21,7 +22,11 @@ from gateway.tubemq.wire.speedups import REASON as SPEEDUPS_REASON
 from gateway.tubemq.wire.speedups import load_extension as load_speedups
 
 __all__ = [
+    "ITEM_SEP",
+    "KV_SEP",
     "METHODS",
+    "RESERVED_IN_NAMES",
+    "RESERVED_IN_TEXT",
     "SPEEDUPS",
     "SPEEDUPS_REASON",
     "BatchPreparer",

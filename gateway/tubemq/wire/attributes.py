@@ -26,6 +26,8 @@ __all__ = [
     "ITEM_SEP",
     "KV_SEP",
     "MSG_TIME_LENGTH",
+    "RESERVED_IN_NAMES",
+    "RESERVED_IN_TEXT",
     "TOKEN_MSG_KEY",
     "TOKEN_MSG_TIME",
     "TOKEN_MSG_TYPE",
@@ -49,6 +51,9 @@ MSG_TIME_LENGTH = 12
 #: what separates items, and a name from its value
 ITEM_SEP = ","
 KV_SEP = "="
+#: the reserved tokens no attribute name or value may hold, and the one no name may hold besides
+RESERVED_IN_TEXT = (TOKEN_MSG_TYPE, TOKEN_MSG_TIME)
+RESERVED_IN_NAMES = (TOKEN_MSG_KEY,)
 
 
 def _check_attribute_text(text: str, what: str) -> None:
@@ -59,7 +64,7 @@ def _check_attribute_text(text: str, what: str) -> None:
             raise InvalidAttribute(
                 f"attribute {what} {text!r} contains {bad!r}, which separates attributes; remove it"
             )
-    for token in (TOKEN_MSG_TYPE, TOKEN_MSG_TIME):
+    for token in RESERVED_IN_TEXT:
         if token in text:
             raise InvalidAttribute(
                 f"attribute {what} {text!r} contains the reserved token {token}; "
@@ -71,11 +76,12 @@ def validate_attribute_key(key: str) -> None:
     """Raise InvalidAttribute unless ``key`` is non-blank and free of ',', '=' and the reserved tokens
     (``$msgKey$`` included: the message key has its own parameter)."""
     _check_attribute_text(key, "key")
-    if TOKEN_MSG_KEY in key:
-        raise InvalidAttribute(
-            f"attribute key {key!r} contains the reserved token {TOKEN_MSG_KEY}, which carries the "
-            "message key; set the key through its own parameter"
-        )
+    for token in RESERVED_IN_NAMES:
+        if token in key:
+            raise InvalidAttribute(
+                f"attribute key {key!r} contains the reserved token {token}, which carries the "
+                "message key; set the key through its own parameter"
+            )
 
 
 # --- the message key ($msgKey$) -------------------------------------------------------------------

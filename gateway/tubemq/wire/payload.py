@@ -23,6 +23,7 @@ from gateway.tubemq.errors import InvalidAttribute, InvalidMessage
 from gateway.tubemq.wire.attributes import (
     ITEM_SEP,
     KV_SEP,
+    RESERVED_IN_TEXT,
     TOKEN_MSG_KEY,
     TOKEN_MSG_TIME,
     TOKEN_MSG_TYPE,
@@ -89,7 +90,7 @@ class DecodedPayload:
 
 MAX_KEY_LENGTH = 1024
 MAX_STREAM_ID_LENGTH = 256
-_SEPARATORS = (ITEM_SEP, KV_SEP, TOKEN_MSG_TYPE, TOKEN_MSG_TIME)
+_SEPARATORS = (ITEM_SEP, KV_SEP, *RESERVED_IN_TEXT)
 _SEPARATORS_RE = re.compile("|".join(re.escape(token) for token in _SEPARATORS))
 
 
