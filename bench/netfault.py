@@ -1,6 +1,6 @@
 """Network faults between a gateway and a real TubeMQ, with figures: the scenario of
-tests/test_network_faults.py (latency, loss, a partition and its heal on the gateway's TubeMQ link only) run
-against a given master and its brokers.
+tests/tubemq/test_network_faults.py (latency, loss, a partition and its heal on the gateway's TubeMQ link
+only) run against a given master and its brokers.
 
 Run as root from the repository root (it makes a network namespace and veth pairs, removed at the end)::
 

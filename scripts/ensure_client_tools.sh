@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes Node.js + npm, a JDK (javac, java), protoc and the Go and Java gRPC plugins (protoc-gen-go,
-# protoc-gen-go-grpc, grpc_java_plugin) available for the client-example tests (tests/test_clients.py,
+# protoc-gen-go-grpc, grpc_java_plugin) available for the client-example tests (tests/docs/test_clients.py,
 # docs/clients.md). Installs the Debian packages only when a tool is missing, only as root and only where
 # apt-get exists; otherwise it says so and exits 0, and the tests that need the tool skip with that reason.
 # Never fails the test run by itself.

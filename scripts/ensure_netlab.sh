@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes the network-fault lab's tools available (tests/test_network_faults.py): iproute2 (ip netns, veth, tc)
+# Makes the network-fault lab's tools available (tests/tubemq/test_network_faults.py): iproute2 (ip netns, veth, tc)
 # and nftables (nft: packet loss and partitions inside the lab's own network namespace, on kernels without
 # sch_netem). Installs what is missing only as root and only where apt-get exists; otherwise it says so and
 # exits 0, and the tests skip with the reason. Never fails the test run by itself.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes redis-server available for the idempotency tests with a shared store (tests/test_idempotency_redis.py:
+# Makes redis-server available for the idempotency tests with a shared store (tests/service/test_idempotency_redis.py:
 # a real Redis the tests start on a free loopback port). Installs the Debian package only when missing, only
 # as root and only where apt-get exists; otherwise it says so and exits 0, and those tests skip with that
 # reason. Never fails the test run by itself; no daemon is needed.

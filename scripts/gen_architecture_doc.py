@@ -9,7 +9,7 @@ package with every module and the first sentence of its docstring (the package's
 docstring above it); and the table of compiled loops, every C file with the first sentence of its leading
 comment and the Python modules that choose between it and their pure twins (those that load it by name
 through ``load_extension``, which the wire's face re-exports as ``load_speedups``).
-tests/test_architecture_doc.py checks that the committed page is what this prints. Nothing in the gateway
+tests/docs/test_architecture_doc.py checks that the committed page is what this prints. Nothing in the gateway
 imports this script.
 """
 

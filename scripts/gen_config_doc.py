@@ -7,8 +7,8 @@ gateway/config/ is the one source of the settings: their names, types, bounds, d
 per settings group: the file key (``serve --config``, nested JSON objects), the environment variable, the
 ``serve`` flag where there is one (read off the ``serve`` parser), the type with its bounds, the default, what
 it means, which limits hold per request, per worker or per replica, and which value of the Helm chart sets it
-(read off the chart's templates). tests/test_config_doc.py checks that the committed page is what this prints.
-Nothing in the gateway imports this script.
+(read off the chart's templates). tests/docs/test_config_doc.py checks that the committed page is what this
+prints. Nothing in the gateway imports this script.
 """
 
 from __future__ import annotations

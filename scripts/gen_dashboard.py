@@ -4,7 +4,7 @@ One source, two copies: ``deploy/grafana/tubemq-gateway.json`` (import it in Gra
 the import ask for a Prometheus data source) and the Helm chart's ``dashboards/tubemq-gateway.json`` (shipped
 as a ConfigMap for the Grafana sidecar, which does not read ``__inputs``: its ``datasource`` variable starts
 on the default Prometheus data source; Helm can only read files inside the chart).
-``tests/test_dashboard.py`` fails when either copy is stale.
+``tests/observability/test_dashboard.py`` fails when either copy is stale.
 
 The panels are defined in ``scripts/dashboard_rows.py`` and ``scripts/dashboard_rows_net.py`` on the
 PromQL helpers of ``scripts/dashboard_queries.py``: every query selects ``$job`` (the scrape job of the

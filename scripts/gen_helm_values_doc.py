@@ -2,7 +2,7 @@
 
 The chart's ``values.yaml`` is the one source: every value with its default and the comment above it (the
 comment of a group above its first line), and its type from ``values.schema.json``. A list of objects (the
-rules, the dashboards' panels...) is one value, shown whole. tests/test_config_doc.py checks that the
+rules, the dashboards' panels...) is one value, shown whole. tests/docs/test_config_doc.py checks that the
 committed page is what this prints.
 """
 

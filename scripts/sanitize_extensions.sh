@@ -6,12 +6,12 @@
 # gateway/**/*.c or gateway/_cext/*.h.
 #
 #   ./scripts/sanitize_extensions.sh                  # the extensions' own test files, three times
-#   ./scripts/sanitize_extensions.sh tests/test_x.py  # these files instead, once
+#   ./scripts/sanitize_extensions.sh tests/tubemq/test_x.py  # these files instead, once
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 python="$root/.venv/bin/python"
-[ -x "$python" ] || { echo "no .venv: run ./scripts/test.sh tests/test_layering.py once first" >&2; exit 2; }
+[ -x "$python" ] || { echo "no .venv: run ./scripts/test.sh tests/project/test_layering.py once first" >&2; exit 2; }
 asan=$(gcc -print-file-name=libasan.so)
 ubsan=$(gcc -print-file-name=libubsan.so)
 [ -e "$asan" ] && [ -e "$ubsan" ] || {
@@ -34,9 +34,10 @@ if [ $# -gt 0 ]; then
     files=("$@")
     rounds=1
 else
-    files=(tests/test_speedups*.py tests/test_rendered.py tests/test_publish_json.py tests/test_publish_render.py tests/test_consumed_wire.py tests/test_slots_maker.py
-        tests/test_publish_wire.py tests/test_consumer_render.py tests/test_frame.py tests/test_connection_batch.py
-        tests/test_consumer_batch.py)
+    files=(tests/tubemq/test_speedups*.py tests/api/test_rendered.py tests/api/test_publish_json.py
+        tests/api/test_publish_render.py tests/grpc/test_consumed_wire.py tests/service/test_slots_maker.py
+        tests/grpc/test_publish_wire.py tests/api/test_consumer_render.py tests/tubemq/test_frame.py
+        tests/tubemq/test_connection_batch.py tests/tubemq/test_consumer_batch.py)
     rounds=3 # hypothesis draws other examples each round
 fi
 export LD_PRELOAD="$asan $ubsan"

@@ -16,9 +16,9 @@ echo "== mypy"
 .venv/bin/mypy
 # Real peers for the observability tests (Prometheus, promtool): installed when missing and possible.
 ./scripts/ensure_prometheus.sh
-# Node.js + npm and a JDK for the client examples (tests/test_clients.py): installed when missing and possible.
+# Node.js + npm and a JDK for the client examples (tests/docs/test_clients.py): installed when missing and possible.
 ./scripts/ensure_client_tools.sh
-# iproute2 + nftables for the network-fault lab (tests/test_network_faults.py): installed when missing and possible.
+# iproute2 + nftables for the network-fault lab (tests/tubemq/test_network_faults.py): installed when missing and possible.
 ./scripts/ensure_netlab.sh
 # Debian's chromium for the web console's browser tests (driven by Playwright): installed when missing and possible.
 ./scripts/ensure_chromium.sh

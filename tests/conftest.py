@@ -18,7 +18,8 @@ settings.register_profile(
 settings.load_profile("gateway")
 
 # `serve` starts one worker process per CPU by default; the tests that run `serve` as a process are about one
-# gateway process (its logs, its memory, its signals) unless they ask for workers (tests/test_workers.py).
+# gateway process (its logs, its memory, its signals) unless they ask for workers
+# (tests/workers/test_workers.py).
 os.environ.setdefault("TUBEMQ_GATEWAY_WORKERS", "1")
 
 

@@ -5,7 +5,7 @@
  * render_base64(messages, events, head_of, meta_of) -> bytes, or NotImplemented when a message
  * holds something the fast path does not take (an int field that is not an int or is outside int64, a body
  * that is not bytes, a piece that is not bytes) or anything raised: the caller then renders the whole step
- * with the reference, so the two give the same bytes and the same errors (tests/test_speedups.py holds them
+ * with the reference, so the two give the same bytes and the same errors (tests/tubemq/test_speedups.py holds them
  * together). Only MemoryError is raised here.
  *
  * The pieces that come from a client or a broker as text (topic, partition key, message key, stream id,

@@ -24,7 +24,7 @@
  * get right: it only takes the batches whose answer cannot be an error of the body.
  *
  * Every length is bounded by the body's (the caller has bounded the body), and the message count by
- * max_messages. tests/test_publish_json.py holds it to the twin and the reference (hypothesis, generated and
+ * max_messages. tests/api/test_publish_json.py holds it to the twin and the reference (hypothesis, generated and
  * damaged bodies).
  */
 #define PY_SSIZE_T_CLEAN

@@ -12,7 +12,7 @@
 /* render_stored(topic_json, outcomes): the bytes gateway/api/publish_render.render_stored_py writes for
  * outcomes that all hold a result (topic_json: the topic as JSON text), or None when one holds none or holds
  * what the reference writes differently (a partition key that is not plain ASCII text, a number that is not
- * an int within int64): the reference then writes it. tests/test_publish_render.py holds the two alike. */
+ * an int within int64): the reference then writes it. tests/api/test_publish_render.py holds the two alike. */
 
 static PyObject *str_index, *str_result, *str_partition_key, *str_partition_index, *str_broker_id,
     *str_partition_id, *str_append_offset, *str_message_id, *str_append_time_ms;

@@ -23,7 +23,7 @@ publish's own steps (:mod:`gateway.api.publish_steps`):
 :func:`direct_publish_of` serves an app only while its middlewares are the ones ``create_app`` installed
 (``app.state.own_middleware``), so a middleware added later sends every publish the ASGI way, which runs it;
 and only while the publish route is the plain one (:func:`check_publish_route`): a dependency added to it
-would be skipped here. ``tests/test_direct_publish.py`` holds the two ways byte for byte alike over real
+would be skipped here. ``tests/api/test_direct_publish.py`` holds the two ways byte for byte alike over real
 sockets.
 """
 

@@ -1,7 +1,7 @@
 """An example for every operation of the OpenAPI document: its request body (where it takes one), its success
 answer and its typical error, taken from a gateway serving ``./scripts/run.sh`` (topic ``demo``).
 
-``tests/test_openapi.py`` checks that every operation has them and that each example is valid against the
+``tests/docs/test_openapi.py`` checks that every operation has them and that each example is valid against the
 schema it illustrates; ``openapi_doc.complete_openapi`` puts them in the document.
 """
 

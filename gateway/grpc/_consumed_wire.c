@@ -4,7 +4,7 @@
  * encode_consumed(messages) -> bytes, or NotImplemented when a message holds something the fast path does
  * not take (a value outside int64/uint64, text that is not a str or not encodable, attributes that are not
  * a dict, a body that is not bytes) or a field raised: the caller then runs the Python reference on the
- * whole batch, so the two give the same bytes and the same errors (tests/test_speedups.py holds them
+ * whole batch, so the two give the same bytes and the same errors (tests/tubemq/test_speedups.py holds them
  * together). Only MemoryError is raised here.
  *
  * Each ConsumedMessage record (proto/tubemq/gateway/v1/gateway.proto) is written in field-number order:

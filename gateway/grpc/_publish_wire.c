@@ -3,7 +3,7 @@
  * (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure ones).
  *
  * Each returns NotImplemented for anything it does not take, and the caller then runs the Python reference,
- * so the two give the same results and the same errors (tests/test_speedups.py and tests/test_publish_wire.py
+ * so the two give the same results and the same errors (tests/tubemq/test_speedups.py and tests/grpc/test_publish_wire.py
  * hold them together). Only MemoryError is raised here.
  */
 #include <limits.h>

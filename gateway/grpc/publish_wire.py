@@ -19,7 +19,7 @@ us: together a sixth of a batched gRPC publish's CPU, and what made it dearer th
 
 The servicer gets a :class:`PublishBatch` in place of the protobuf request (the method handlers' request
 deserializers are replaced in :func:`publish_handlers`). Field numbers are those of
-``proto/tubemq/gateway/v1/gateway.proto``; tests/test_publish_wire.py holds both directions against the
+``proto/tubemq/gateway/v1/gateway.proto``; tests/grpc/test_publish_wire.py holds both directions against the
 protobuf library under hypothesis.
 """
 

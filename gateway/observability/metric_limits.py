@@ -111,8 +111,8 @@ def series_bound(
     excluded: a fixed few dozen). ``http_routes`` counts the app's route templates plus ``<unmatched>``
     (25 now; the default leaves room for a few more, and the cardinality test fails when the app outgrows it);
     HTTP codes are bounded by what the gateway answers (counted here as 24 distinct codes per route and
-    method, far more than any route uses). tests/test_metrics_cardinality.py hammers every label and
-    checks the real count stays below this."""
+    method, far more than any route uses). tests/observability/test_metrics_cardinality.py hammers every label
+    and checks the real count stays below this."""
     topics, groups, pairs = max_topics + 1, max_groups + 1, max_group_topics + 1  # + __overflow__
     fetch_outcomes, rebalance_events, rpc_methods, rpc_outcomes = 10, 8, 40, 6
     http_methods, http_codes, grpc_methods, grpc_codes = len(HTTP_METHODS) + 1, 24, 16, 17

@@ -120,8 +120,8 @@ def current_principal() -> Principal:
 def enter_caller(principal: Principal, address: str | None) -> contextvars.Token[Caller]:
     """The one place the caller of a request is set: every adapter (REST, its publish
     hot path and SSE through ``gateway/api/auth.py``; gRPC through ``gateway/grpc/interceptors.py``) calls
-    it once per request, before any service runs, and ``tests/test_caller_identity.py`` checks that every
-    route and every gRPC method goes through it. Returns the token :func:`leave_caller` takes."""
+    it once per request, before any service runs, and ``tests/security/test_caller_identity.py`` checks that
+    every route and every gRPC method goes through it. Returns the token :func:`leave_caller` takes."""
     return _current.set(Caller(principal, address))
 
 

@@ -33,13 +33,13 @@ import grpc
 import httpx
 import pytest
 import uvicorn
-from waiting import eventually
 
 from gateway.api.app import create_app
 from gateway.config import ConsumerSettings, PoolSettings, ProducerSettings, Settings
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
+from tests.support.waiting import eventually
 
 MASTER = os.environ.get("TUBEMQ_REAL_MASTER", "").strip()
 HOME = Path(os.environ.get("TUBEMQ_REAL_HOME", "/tmp/tubemq-real"))

@@ -3,8 +3,9 @@ the published offset (bound consumption), and reads its message back."""
 
 from __future__ import annotations
 
-from chart_support import run_smoke_test
 from interop_support import DEMO, real_gateway, require_topic
+
+from tests.support.chart_support import run_smoke_test
 
 
 async def test_the_helm_test_script_passes_on_a_real_cluster() -> None:

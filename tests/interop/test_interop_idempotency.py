@@ -23,9 +23,9 @@ from interop_support import (
     require_topic,
     run_tag,
 )
-from redis_support import PASSWORD, running_redis
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
+from tests.support.redis_support import PASSWORD, running_redis
 
 
 async def _sent_and_dropped(url: str, path: str, body: bytes, key: str) -> None:

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from interop_support import group_name, real_gateway, require_topic, run_tag, wait_until
-from push_support import Answer, Received, receiver
 from standardwebhooks.webhooks import Webhook
+
+from tests.support.push_support import Answer, Received, receiver
 
 SOURCE = ("pushsrc", 3)
 RETRY = ("pushretry", 2)

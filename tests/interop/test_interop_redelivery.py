@@ -32,6 +32,7 @@ from interop_support import (
 
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.instance_redelivery import Redeliverer
+from tests.support.files import SUPPORT_DIR
 
 SOURCE = ("semsrc", 1)
 RETRY = ("semretry", 2)
@@ -323,9 +324,10 @@ async def test_lag_equals_the_unconsumed_count_with_no_instance_alive() -> None:
 
 
 async def test_a_gateway_killed_between_the_retry_publish_and_the_confirm_loses_nothing() -> None:
-    """A real SIGKILL of a gateway process (tests/kill_after_retry_publish.py) right after the real broker
-    acknowledged the retry copy, before the batch was confirmed: no unregister, no goodbye. Once the broker
-    and the master time the dead consumer out, the group gets the original again besides the retry copy."""
+    """A real SIGKILL of a gateway process (tests/support/kill_after_retry_publish.py) right after the real
+    broker acknowledged the retry copy, before the batch was confirmed: no unregister, no goodbye. Once the
+    broker and the master time the dead consumer out, the group gets the original again besides the retry
+    copy."""
     source, retry = require_topic(SOURCE), require_topic(RETRY)
     tag = run_tag("kill")
     group = group_name("kill")
@@ -333,7 +335,7 @@ async def test_a_gateway_killed_between_the_retry_publish_and_the_confirm_loses_
         await _publish(gw.http, source, [f"{tag}-0"])
     child = await asyncio.create_subprocess_exec(
         sys.executable,
-        str(Path(__file__).parent.parent / "kill_after_retry_publish.py"),
+        str(SUPPORT_DIR / "kill_after_retry_publish.py"),
         MASTER,
         group,
         source,

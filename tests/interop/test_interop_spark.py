@@ -49,7 +49,7 @@ def write_rows(spark: Any, topic: str, tag: str) -> None:
 
 
 async def test_spark_reads_and_writes_a_real_topic(java_root: Path) -> None:
-    from spark_support import spark_session
+    from tests.support.spark_support import spark_session
 
     topic = require_topic(DEMO)
     spark = spark_session()

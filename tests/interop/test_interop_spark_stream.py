@@ -28,7 +28,7 @@ def write(spark: Any, topic: str, tag: str, first: int, count: int) -> None:
 
 
 def available_now(spark: Any, topic: str, starting: str, out: Path, checkpoint: Path) -> list[int]:
-    from spark_support import run_available_now
+    from tests.support.spark_support import run_available_now
 
     progress = run_available_now(
         spark, MASTER, topic, out, checkpoint, startingOffsets=starting, maxMessagesPerTrigger="500"
@@ -71,7 +71,7 @@ def tagged(spark: Any, out: Path, tag: str) -> list[str]:
 
 
 def test_spark_streams_a_real_topic_exactly_with_available_now(tmp_path: Path) -> None:
-    from spark_support import forget_last_commit, spark_session
+    from tests.support.spark_support import forget_last_commit, spark_session
 
     topic = require_topic(GW4)
     spark = spark_session()
@@ -109,11 +109,10 @@ async def test_spark_offsets_are_exact_where_the_real_broker_places_them() -> No
     """Messages sent to one partition alone, read up to where that stopped, carry their exact offsets (the
     ``appendOffset`` each send answered); read on into spread messages, the rows carry what the answers
     prove, and every offset given is the true one."""
-    from spark_support import spark_session
-
     from gateway.tubemq.address import parse_address_list
     from gateway.tubemq.net.pool import ConnectionPool
     from gateway.tubemq.producer.client import Producer
+    from tests.support.spark_support import spark_session
 
     topic = require_topic(GW4)
     spark = spark_session()

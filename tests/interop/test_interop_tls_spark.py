@@ -38,7 +38,7 @@ def secure_options(harness: TlsHarness, topic: str) -> dict[str, str]:
 
 
 async def test_spark_reads_and_writes_over_tls_with_authentication() -> None:
-    from spark_support import spark_session
+    from tests.support.spark_support import spark_session
 
     spark = spark_session()  # skips, naming the package, where the spark extras are not installed
     from pyspark.sql import functions as F

@@ -13,10 +13,10 @@ import grpc
 import pytest
 from interop_support import DEMO, group_name, require_topic, run_tag, start_offsets
 from interop_tls import tls_harness
-from workers_support import start_workers
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
+from tests.support.workers_support import start_workers
 
 pytestmark = pytest.mark.tls_auth
 

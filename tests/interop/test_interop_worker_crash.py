@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from interop_support import GROUP_READY, GW4, MASTER, group_name, require_topic
-from workers_support import WorkerGateway, start_workers
+
+from tests.support.workers_support import WorkerGateway, start_workers
 
 
 def _starts(gw: WorkerGateway, worker: int) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@
  * ConsumedMessage per kept message. decode_answer does the same in one pass over the answer's bytes (the
  * frame's payload as it came off the socket), without a protobuf message: the answer's own fields, then
  * each message's, its CRC computed on the bytes in place and its body copied once. Each gives what its
- * reference gives, or (decode_answer) hands the answer to it (tests/test_speedups.py holds them together
+ * reference gives, or (decode_answer) hands the answer to it (tests/tubemq/test_speedups.py holds them together
  * with hypothesis, malformed input included).
  *
  * Only the CPython C API is used (no third-party headers, no zlib headers): the module builds wherever

@@ -1,6 +1,6 @@
 /* The SendMessage request of each message written in C: gateway.tubemq.producer.send_request's
  * SendRequestTemplate.encode_many_py, chosen by that module (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure
- * one). encode_sends gives the bytes the reference gives and the same errors (tests/test_speedups.py holds
+ * one). encode_sends gives the bytes the reference gives and the same errors (tests/tubemq/test_speedups.py holds
  * them together with hypothesis).
  *
  * Only the CPython C API is used: the module builds wherever Python's own headers and a C compiler are, and

@@ -2,7 +2,7 @@
  * FrameDecoder._whole_frames_py, chosen by that module (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure one).
  *
  * whole_frames appends a Frame for each complete frame of one block and returns where the first other frame
- * starts (tests/test_speedups_frames.py holds it to the reference).
+ * starts (tests/tubemq/test_speedups_frames.py holds it to the reference).
  *
  * Only the CPython C API is used: the module builds wherever Python's own headers and a C compiler are, and
  * setup.py marks it optional, so a machine without a compiler installs the pure path.

@@ -3,8 +3,8 @@
  * (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure ones).
  *
  * frame_requests gives the frames encode_request gives for each request; usual_answer says whether a frame's
- * payload is the envelope decode_response reads on its fast path (tests/test_speedups.py and
- * tests/test_speedups_send.py hold them to the reference).
+ * payload is the envelope decode_response reads on its fast path (tests/tubemq/test_speedups.py and
+ * tests/tubemq/test_speedups_send.py hold them to the reference).
  *
  * Only the CPython C API is used: the module builds wherever Python's own headers and a C compiler are, and
  * setup.py marks it optional, so a machine without a compiler installs the pure path.

@@ -2,7 +2,7 @@
  * loop, chosen by gateway/tubemq/wire/send_answers.py (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure one).
  *
  * send_answers reads the SendMessageResponseB2P fields of each answer of a request_many batch; an answer it
- * does not read exactly as protobuf does is None, for the reference to read (tests/test_speedups_send.py).
+ * does not read exactly as protobuf does is None, for the reference to read (tests/tubemq/test_speedups_send.py).
  *
  * Only the CPython C API is used: the module builds wherever Python's own headers and a C compiler are, and
  * setup.py marks it optional, so a machine without a compiler installs the pure path.

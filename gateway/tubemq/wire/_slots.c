@@ -3,7 +3,7 @@
  *
  * slots_maker(cls, field_names) checks that cls is a plain slots dataclass (writable object slots of its
  * own, no __post_init__) and returns a callable that stores one positional value per field into a new
- * object's slots; any other call goes to cls (tests/test_slots_maker.py holds the two alike).
+ * object's slots; any other call goes to cls (tests/service/test_slots_maker.py holds the two alike).
  *
  * Only the CPython C API is used: the module builds wherever Python's own headers and a C compiler are, and
  * setup.py marks it optional, so a machine without a compiler installs the pure path.

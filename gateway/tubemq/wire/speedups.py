@@ -14,7 +14,7 @@ but empty and ``0``) keeps the pure path even where they are built, like aiokafk
 label.
 
 The pure functions stay the reference: every compiled function gives the same results and the same errors
-(tests/test_speedups.py and the tests beside it hold them together on generated and malformed input).
+(tests/tubemq/test_speedups.py and the tests beside it hold them together on generated and malformed input).
 """
 
 from __future__ import annotations

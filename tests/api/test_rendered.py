@@ -1,0 +1,137 @@
+"""The compiled poll JSON and SSE events of base64 values (gateway/api/_consumer_render.c) against their pure
+reference (gateway/api/consumer_render.py's _render): the same bytes for generated steps, and odd messages
+handed back (NotImplemented) so that the reference renders them or raises what it raises (issue #26)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.api import consumer_render
+from gateway.api.consumer_render import render_events, render_poll
+from gateway.grpc.consumed_wire import encode_consumed, encode_consumed_py
+from gateway.service.delivered import DeliveredMessage
+from gateway.tubemq.wire import speedups
+from tests.grpc.test_consumed_wire import messages
+from tests.tubemq.test_speedups import (
+    ODD_MESSAGE_CHANGES,
+    _delivered,
+    _error,
+    _extension,
+    foreign_slot_message,
+)
+
+Render = Callable[[list[DeliveredMessage], str], bytes]
+
+
+def _rendered() -> ModuleType:
+    _extension()  # skips (or fails) alike where the extensions are not built
+    import gateway.api._consumer_render as module
+
+    return module
+
+
+def _reference(render: Render, batch: list[DeliveredMessage]) -> bytes:
+    with mock.patch.object(consumer_render, "_compiled", None):
+        return render(batch, "base64")
+
+
+def _same(batch: list[DeliveredMessage]) -> None:
+    module = _rendered()
+    for render, events in ((render_poll, False), (render_events, True)):
+        expected = _error(lambda render=render: _reference(render, batch))  # type: ignore[misc]
+        answer = module.render_base64(batch, events, consumer_render._head, consumer_render._meta)
+        if answer is NotImplemented:  # the caller runs the reference: same bytes, same error by construction
+            assert _error(lambda render=render: render(batch, "base64")) == expected  # type: ignore[misc]
+            continue
+        assert expected is None, expected
+        assert answer == _reference(render, batch)
+        assert render(batch, "base64") == answer  # the module takes the compiled path
+
+
+def _runs(batch: list[DeliveredMessage]) -> list[DeliveredMessage]:
+    """Runs of one partition, as a poll hands them out."""
+    first = batch[0]
+    where = (first.topic, first.partition_key, first.broker_id, first.partition_id)
+    return [DeliveredMessage(m.seq, *where, m.message, m.attempt, m.deadline, m.deadline_ms) for m in batch]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(messages, max_size=8), st.booleans())
+def test_the_poll_json_and_the_sse_events_are_the_same_bytes(
+    batch: list[DeliveredMessage], runs: bool
+) -> None:
+    _same(_runs(batch) if runs and batch else batch)
+
+
+def test_a_usual_step_takes_the_compiled_path() -> None:
+    module = _rendered()
+    batch = [_delivered(seq=n, offset=28 * n, key="k") for n in range(1, 4)]
+    for events in (False, True):
+        answer = module.render_base64(batch, events, consumer_render._head, consumer_render._meta)
+        assert answer is not NotImplemented
+        assert answer == _reference(render_events if events else render_poll, batch)
+
+
+def test_a_step_of_no_message() -> None:
+    module = _rendered()
+    assert module.render_base64([], False, consumer_render._head, consumer_render._meta) == (
+        b'{"messages":[]}'
+    )
+    assert module.render_base64([], True, consumer_render._head, consumer_render._meta) == b""
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        *ODD_MESSAGE_CHANGES,
+        {"message_id": -(2**63)},
+        {"body": b"\xff"},
+        {"body": b"\xfb\xff"},
+        {"broker_id": True},
+        {"deadline_ms": 1.5},
+        {"attempt": True},
+    ],
+    ids=repr,
+)
+def test_odd_messages_render_as_the_reference_renders_them(changes: dict[str, Any]) -> None:
+    _same([_delivered(**changes), _delivered()])
+    _same([_delivered(), _delivered(**changes)])
+
+
+def test_the_switch_keeps_the_pure_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    _rendered()
+    assert (consumer_render._compiled is None) == (speedups.ACTIVE == speedups.PURE)
+    monkeypatch.setattr(speedups, "_on", False)
+    assert speedups.load_extension("gateway.api._consumer_render") is None
+
+
+class _Relabelled(DeliveredMessage):
+    """A message class that reads an attribute its own way: the compiled paths must ask it, not its slot."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name: str) -> Any:
+        value = super().__getattribute__(name)
+        return "relabelled" if name == "topic" else value
+
+
+def test_a_class_that_reads_its_attributes_its_own_way_is_asked() -> None:
+    plain = _delivered()
+    odd = _Relabelled(1, "t", "1:t:0", 1, 0, plain.message, 1, 0.0, 0)
+    _same([odd, plain, odd])
+    assert b'"topic":"relabelled"' in render_poll([odd], "base64")
+    assert encode_consumed([odd]) == encode_consumed_py([odd])
+    assert b"relabelled" in encode_consumed([odd])
+
+
+def test_another_classs_slot_is_read_as_python_reads_it() -> None:
+    odd: Any = foreign_slot_message()
+    _same([odd])  # the reference raises TypeError: the compiled path must hand it back, not read a_secret
+    _same([_delivered(), odd])

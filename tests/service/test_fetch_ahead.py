@@ -1,0 +1,313 @@
+"""Fetching ahead (gateway.service.prefetch) against the embedded cluster over loopback: a tight poll loop
+finds its batches fetched ahead (counted in broker fetches a poll had to start, not in time), for polls and
+stream cursors; a batch fetched ahead is delivered only when asked for, and commits, seeks, nacks,
+rebalances, deletes and lease expiry leave it whole for the next delivery (attempt 1, nothing lost, nothing
+twice); the instance's and the worker's caps bound what is held."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.service.consumers import ConsumerService, InstanceSpec
+from gateway.service.delivered import DeliveredMessage
+from gateway.service.instance import ConsumerInstance
+from gateway.tubemq.consumer.events import FetchOutcome
+from gateway.tubemq.events import EventBus
+from tests.support.consumer_support import Env, environment, values
+from tests.support.waiting import eventually
+
+#: partitions of ``demo``; each gets its own messages, so that one fetch brings one partition's batch
+PARTITIONS = 8
+PER_PARTITION = 10
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    async with environment("demo:8,solo:1,retry:1") as env:
+        yield env
+
+
+async def fill(env: Env, prefix: str, per: int = PER_PARTITION) -> list[bytes]:
+    """``per`` distinct messages in each partition of ``demo``; all of them, partition by partition."""
+    sent: list[bytes] = []
+    for partition in range(PARTITIONS):
+        batch = [f"{prefix}-{partition}-{i}".encode() for i in range(per)]
+        await env.publish("demo", batch, partition=partition)
+        sent += batch
+    return sent
+
+
+async def create(service: ConsumerService, group: str, **spec: object) -> tuple[str, ConsumerInstance]:
+    info = await service.create(group, InstanceSpec({"demo": None}, start_position="earliest", **spec))  # type: ignore[arg-type]
+    return info.instance_id, service.instance(group, info.instance_id)
+
+
+def in_order(got: list[DeliveredMessage]) -> bool:
+    """Each partition's messages in publish order."""
+    by_partition: dict[str, list[int]] = {}
+    for message in got:
+        _, partition, i = message.message.body.decode().rsplit("-", 2)
+        by_partition.setdefault(partition, []).append(int(i))
+    return all(seq == sorted(seq) for seq in by_partition.values())
+
+
+async def poll_all(
+    service: ConsumerService, group: str, instance_id: str, want: int
+) -> list[DeliveredMessage]:
+    """Poll one batch's worth at a time (auto-commit instances) until ``want`` messages came."""
+    got: list[DeliveredMessage] = []
+    while len(got) < want:
+        answer = await service.poll(group, instance_id, max_messages=PER_PARTITION, timeout=3.0)
+        assert answer, f"nothing more after {len(got)} of {want}"
+        got += answer
+    return got
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+async def test_a_tight_poll_loop_finds_its_batches_fetched_ahead(env: Env, prefetch: bool) -> None:
+    sent = await fill(env, "tight")
+    service = await env.service(prefetch_bytes=2**20 if prefetch else 0)
+    instance_id, instance = await create(service, "g-tight", auto_commit=True)
+    got = await poll_all(service, "g-tight", instance_id, len(sent))
+    assert sorted(values(got)) == sorted(sent) and len(got) == len(sent)
+    assert in_order(got)
+    polls = PARTITIONS  # one partition's batch per poll
+    if prefetch:
+        # only the first poll waited for a fetch of its own; each later one found its batch fetched ahead
+        assert instance.poll_fetches == 1
+        assert instance.fetches_ahead >= polls - 1
+    else:
+        assert instance.poll_fetches >= polls
+        assert instance.fetches_ahead == 0
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+async def test_a_stream_cursor_finds_its_batches_fetched_ahead(env: Env, prefetch: bool) -> None:
+    sent = await fill(env, "stream")
+    service = await env.service(prefetch_bytes=2**20 if prefetch else 0)
+    instance_id, instance = await create(service, "g-stream", auto_commit=True)
+    cursor = service.open_stream("g-stream", instance_id, None)
+    got: list[DeliveredMessage] = []
+    while len(got) < len(sent):
+        step = await cursor.next(PER_PARTITION, 2**20, 3.0)
+        assert step
+        got += step
+    assert sorted(values(got)) == sorted(sent) and in_order(got)
+    assert (instance.poll_fetches == 1) is prefetch
+
+
+async def test_after_an_explicit_commit_the_partition_is_fetched_ahead(env: Env) -> None:
+    service = await env.service()
+    info = await service.create("g-solo", InstanceSpec({"solo": None}, start_position="earliest"))
+    instance = service.instance("g-solo", info.instance_id)
+    await env.publish("solo", [b"s-0", b"s-1"])
+    first = await service.poll("g-solo", info.instance_id, timeout=3.0)
+    assert values(first) == [b"s-0", b"s-1"]
+    await env.publish("solo", [b"s-2", b"s-3"])
+    assert instance.fetches_ahead == 0  # its only partition has its batch out
+    await service.commit("g-solo", info.instance_id, [m.token for m in first])
+    assert instance.fetches_ahead == 1  # the commit freed the partition: its next batch is on its way
+    second = await service.poll("g-solo", info.instance_id, timeout=3.0)
+    assert values(second) == [b"s-2", b"s-3"]
+    assert instance.poll_fetches == 1
+
+
+async def test_a_partition_whose_batch_is_out_is_not_fetched(env: Env) -> None:
+    """The broker keeps one unconfirmed read per partition: a fetch while a delivered batch waits for its
+    commit would commit it or give it back. Auto-commit on one partition therefore fetches at the poll."""
+    seen: list[object] = []
+    bus = EventBus()
+    bus.subscribe(seen.append)
+    service = await env.service(events=bus)
+    spec = InstanceSpec({"solo": None}, start_position="earliest", auto_commit=True)
+    instance_id = (await service.create("g-out", spec)).instance_id
+    instance = service.instance("g-out", instance_id)
+    await env.publish("solo", [b"o-0", b"o-1"])
+    first = await service.poll("g-out", instance_id, timeout=3.0)
+    assert values(first) == [b"o-0", b"o-1"]
+    await env.publish("solo", [b"o-2"])
+    await asyncio.sleep(0.2)
+    assert instance.fetches_ahead == 0
+    assert [e.outcome for e in seen if isinstance(e, FetchOutcome)] == ["ok"]  # no fetch while it is out
+    second = await service.poll("g-out", instance_id, timeout=3.0)
+    assert values(second) == [b"o-2"]
+    assert instance.poll_fetches == 2
+
+
+async def fetched_ahead(
+    service: ConsumerService, group: str, instance_id: str, instance: ConsumerInstance
+) -> list[DeliveredMessage]:
+    """Deliver one batch, and wait until another is fetched ahead and buffered; returns the first."""
+    first = await service.poll(group, instance_id, max_messages=PER_PARTITION, timeout=3.0)
+    assert len(first) == PER_PARTITION
+
+    async def in_hand() -> bool:
+        if instance.buffered_count >= PER_PARTITION:
+            return True
+        await service.commit(group, instance_id, [])  # a commit fetches ahead too (past an empty partition)
+        return False
+
+    await eventually(in_hand, what="a batch fetched ahead")
+    assert instance.fetches_ahead >= 1
+    return first
+
+
+async def committed_one_ahead(
+    service: ConsumerService, group: str
+) -> tuple[str, ConsumerInstance, list[DeliveredMessage], str]:
+    """A new instance that delivered one batch, had it committed and holds another fetched ahead: its id,
+    the instance, the first batch and the partition of the one in hand."""
+    instance_id, instance = await create(service, group)
+    first = await fetched_ahead(service, group, instance_id, instance)
+    await service.commit(group, instance_id, [m.token for m in first])
+    return instance_id, instance, first, instance._state.buffer[0][0].partition_key
+
+
+def partition_of(message: DeliveredMessage) -> str:
+    return message.partition_key
+
+
+async def everything(
+    service: ConsumerService, group: str, instance_id: str, want: int, *, quiet: float = 0.3
+) -> list[DeliveredMessage]:
+    """Poll and commit until ``want`` messages came, then poll once more for anything extra."""
+    got: list[DeliveredMessage] = []
+    while len(got) < want:
+        answer = await service.poll(group, instance_id, timeout=3.0)
+        assert answer, f"nothing more after {len(got)} of {want}"
+        got += answer
+        await service.commit(group, instance_id, [m.token for m in answer])
+    got += await service.poll(group, instance_id, timeout=quiet)
+    return got
+
+
+async def test_a_commit_leaves_the_batch_fetched_ahead_undelivered(env: Env) -> None:
+    sent = await fill(env, "commit")
+    service = await env.service()
+    instance_id, instance = await create(service, "g-commit")
+    first = await fetched_ahead(service, "g-commit", instance_id, instance)
+    result = await service.commit("g-commit", instance_id, [m.token for m in first])
+    assert (result.committed, result.pending, result.awaiting_batch) == (PER_PARTITION, 0, 0)
+    assert instance.buffered_count >= PER_PARTITION  # still in hand, no token, no deadline
+    assert instance.pending_count == 0
+    rest = await everything(service, "g-commit", instance_id, len(sent) - PER_PARTITION)
+    assert sorted(values(first + rest)) == sorted(sent)
+    assert all(m.attempt == 1 for m in rest)
+
+
+@pytest.mark.parametrize(("leave", "auto_commit"), [("delete", False), ("delete", True), ("expire", False)])
+async def test_a_batch_fetched_ahead_goes_to_the_next_member_whole(
+    env: Env, leave: str, auto_commit: bool
+) -> None:
+    sent = await fill(env, f"leave{leave}{auto_commit}")
+    service = await env.service(lease=300.0, reap_interval=0.05)
+    group = f"g-leave-{leave}-{auto_commit}"
+    instance_id, instance = await create(service, group, auto_commit=auto_commit)
+    first = await fetched_ahead(service, group, instance_id, instance)
+    ahead_partition = instance._state.buffer[0][0].partition_key
+    if not auto_commit:
+        await service.commit(group, instance_id, [m.token for m in first])
+    if leave == "delete":
+        await service.delete(group, instance_id)
+    else:
+        service.lease = 0.2
+        await eventually(lambda: instance.close_done, what="the lease to end")
+        service.lease = 300.0
+    assert service._prefetch_budget.held == 0
+    next_id, _ = await create(service, group)
+    rest = await everything(service, group, next_id, len(sent) - PER_PARTITION)
+    # the first batch was committed (by the client or by the auto-commit of the delete); the one fetched
+    # ahead comes whole to the next member as a first delivery
+    assert sorted(values(rest)) == sorted(set(sent) - set(values(first)))
+    assert all(m.attempt == 1 for m in rest)
+    assert any(partition_of(m) == ahead_partition for m in rest)
+
+
+async def test_a_seek_gives_the_batch_fetched_ahead_back(env: Env) -> None:
+    sent = await fill(env, "seek")
+    service = await env.service()
+    instance_id, instance, first, ahead_partition = await committed_one_ahead(service, "g-seek")
+    await service.seek("g-seek", instance_id, "latest", partitions=[ahead_partition])
+    assert not any(entry[0].partition_key == ahead_partition for entry in instance._state.buffer)
+    rest = await everything(service, "g-seek", instance_id, len(sent) - 2 * PER_PARTITION)
+    assert not any(partition_of(m) == ahead_partition for m in rest)
+    moved = ahead_partition.rsplit(":", 1)[1]
+    assert sorted(values(first + rest)) == sorted(m for m in sent if m.decode().split("-")[1] != moved)
+
+
+async def test_a_nack_leaves_the_batch_fetched_ahead_alone(env: Env) -> None:
+    sent = await fill(env, "nack")
+    service = await env.service(republisher=env.producer)
+    instance_id, instance = await create(service, "g-nack", retry_topic="retry")
+    first = await fetched_ahead(service, "g-nack", instance_id, instance)
+    nacked = first[0]
+    result = await service.nack("g-nack", instance_id, [nacked.token])
+    assert result.retried == 1
+    await service.commit("g-nack", instance_id, [m.token for m in first[1:]])
+    rest = await everything(service, "g-nack", instance_id, len(sent) - PER_PARTITION + 1)
+    again = [m for m in rest if m.message.body == nacked.message.body]
+    assert [m.attempt for m in again] == [2]
+    assert all(m.attempt == 1 for m in rest if m.message.body != nacked.message.body)
+    assert sorted(values(first[1:] + rest)) == sorted(sent)
+
+
+async def test_a_rebalance_gives_the_batches_fetched_ahead_to_their_new_holder(env: Env) -> None:
+    sent = await fill(env, "moved")
+    service = await env.service()
+    a_id, _, first, ahead_partition = await committed_one_ahead(service, "g-moved")
+    b_id, _ = await create(service, "g-moved")
+
+    def split() -> bool:
+        held = [len(service.describe("g-moved", i).partitions) for i in (a_id, b_id)]
+        return sum(held) == PARTITIONS and min(held) > 0
+
+    await eventually(split, what="the partitions split between a and b")  # a does not poll meanwhile
+    moved = ahead_partition not in {p.partition_key for p in service.describe("g-moved", a_id).partitions}
+    received: dict[str, list[DeliveredMessage]] = {a_id: list(first), b_id: []}
+
+    async def drained() -> bool:
+        for instance_id in (a_id, b_id):
+            got = await service.poll("g-moved", instance_id, timeout=0.05)
+            received[instance_id] += got
+            await service.commit("g-moved", instance_id, [m.token for m in got])
+        return sum(len(r) for r in received.values()) >= len(sent)
+
+    await eventually(drained, what="every message", timeout=20.0)
+    for instance_id in (a_id, b_id):
+        received[instance_id] += await service.poll("g-moved", instance_id, timeout=0.2)
+    everything = received[a_id] + received[b_id]
+    assert sorted(values(everything)) == sorted(sent)  # nothing lost, nothing twice
+    assert all(m.attempt == 1 for m in everything)
+    # the batch fetched ahead went with its partition (when it moved), never delivered by a
+    holder = b_id if moved else a_id
+    assert {partition_of(m) for m in received[holder]} >= {ahead_partition}
+
+
+async def test_the_instance_cap_bounds_what_is_fetched_ahead(env: Env) -> None:
+    await fill(env, "cap")
+    service = await env.service(prefetch_bytes=PER_PARTITION * len(b"cap-0-0") - 1)  # less than one batch
+    instance_id, instance = await create(service, "g-cap", auto_commit=True)
+    await poll_all(service, "g-cap", instance_id, 3 * PER_PARTITION)
+    assert instance.fetches_ahead == 0
+    assert instance.poll_fetches == 3
+
+
+async def test_the_worker_cap_bounds_all_instances_together(env: Env) -> None:
+    await fill(env, "worker")
+    one_batch = PER_PARTITION * len(b"worker-0-0")
+    service = await env.service(prefetch_worker_bytes=one_batch + one_batch // 2)
+    a_id, a = await create(service, "g-worker-a")
+    b_id, b = await create(service, "g-worker-b")
+    await fetched_ahead(service, "g-worker-a", a_id, a)
+    assert service._prefetch_budget.held == one_batch
+    first_b = await service.poll("g-worker-b", b_id, max_messages=PER_PARTITION, timeout=3.0)
+    assert len(first_b) == PER_PARTITION
+    assert b.fetches_ahead == 0  # a holds what the worker may hold ahead
+    # once a is gone, there is room again: b's next commit fetches ahead
+    await service.delete("g-worker-a", a_id)
+    assert service._prefetch_budget.held == 0
+    await service.commit("g-worker-b", b_id, [m.token for m in first_b])
+    assert b.fetches_ahead == 1

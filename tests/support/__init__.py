@@ -1,0 +1,1 @@
+"""Harnesses, helpers and scripts the tests share; no tests here."""

@@ -1,0 +1,114 @@
+"""The web console's browser tests: a gateway with authentication required on its own embedded cluster, and
+Debian's Chromium driven by Playwright (the ``playwright`` package from PyPI, with the system browser: never
+``playwright install``, which downloads one).
+
+``scripts/ensure_chromium.sh`` (run by ``scripts/test.sh``) installs ``chromium`` and ``chromium-driver``
+where they are missing and apt-get can; :func:`chromium_or_skip` skips a test with the reason otherwise.
+Screenshots go to ``test-artifacts/console/`` (gitignored) at the repository's root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from gateway.runtime import Runtime
+from tests.support.auth_support import AuthFiles, secure_gateway
+from tests.support.files import ROOT
+from tests.support.waiting import eventually
+
+ARTIFACTS = ROOT / "test-artifacts" / "console"
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+#: flags for a quiet, offline, headless Chromium in a container (no sandbox: tests run as root)
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+#: topics of the console tests' cluster: demo (2 partitions in one store), lagged (one partition per store,
+#: so its lag is exact)
+TOPICS = "demo:2,lagged:1"
+
+
+def chromium_or_skip() -> str:
+    """The system Chromium's path, or skip saying why there is none."""
+    override = os.environ.get("TUBEMQ_TEST_CHROMIUM")
+    for path in (override, *CHROMIUM_CANDIDATES, shutil.which("chromium")):
+        if path and os.access(path, os.X_OK):
+            return path
+    pytest.skip(
+        "Chromium is not installed and scripts/ensure_chromium.sh could not install it (needs root and "
+        "apt-get with the Debian packages chromium and chromium-driver): the console's browser tests skip"
+    )
+
+
+@dataclass
+class ConsoleGateway:
+    url: str
+    runtime: Runtime
+    files: AuthFiles
+    http: httpx.AsyncClient
+    app: FastAPI
+
+    def key(self, principal: str) -> str:
+        return self.files.keys[principal]
+
+    def headers(self, principal: str) -> dict[str, str]:
+        return self.files.headers(principal)
+
+
+@asynccontextmanager
+async def console_gateway(directory: Path, **settings: Any) -> AsyncIterator[ConsoleGateway]:
+    """A gateway with auth required (``auth_support``'s principals and rules) on its own embedded cluster
+    with :data:`TOPICS`, on a free loopback port (or ``sock``: see ``secure_gateway``)."""
+    settings.setdefault("tubemq", {"group_lag_interval": 0.5})  # group lag from TubeMQ's offsets, soon
+    async with secure_gateway(directory, topics=TOPICS, **settings) as gw:
+        yield ConsoleGateway(gw.url, gw.runtime, gw.files, gw.http, gw.app)
+
+
+def loopback_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@asynccontextmanager
+async def served(app: Any, sock: socket.socket) -> AsyncIterator[str]:
+    """``app`` (e.g. the admin listener's) served by uvicorn on ``sock``; yields its URL."""
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level=None, access_log=False))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+
+    async def started() -> bool:
+        return server.started
+
+    try:
+        await eventually(started, timeout=10.0, what="uvicorn start")
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+def screenshot_path(name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS / f"{name}.png"
