@@ -40,8 +40,8 @@ from tests.support.direct_support import (
 from tests.support.jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
 from tests.support.serve_support import free_port
 from tests.support.tls_support import make_pki
+from tests.support.topology_support import Replica, running_nginx
 from tests.support.workers_support import start_workers
-from tests.workers.test_topology import Replica, running_nginx
 
 PUBLISH = "/v1/topics/demo/messages"
 ORIGIN = "https://app.example"

@@ -14,7 +14,7 @@ import pytest
 from gateway.api.http_guard import ResponseWriter
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from tests.api.test_request_limits import answer, open_request, serving
+from tests.support.raw_http import answer, open_request, serving
 
 PUBLISH = "/v1/topics/demo/messages"
 

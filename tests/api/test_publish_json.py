@@ -27,7 +27,7 @@ from gateway.service.publish import new_prepared
 from gateway.service.publish_rules import ATTRIBUTE_SEPARATORS, RESERVED_IN_NAMES, RESERVED_IN_TEXT
 from gateway.tubemq.errors import InvalidMessage
 from gateway.tubemq.wire import BatchPreparer, PreparedMessage, load_speedups
-from tests.api.test_rest_publish import gateway_settings
+from tests.support.grpc_support import gateway_settings
 
 _compiled = load_speedups("gateway.api._publish_parse")
 compiled = pytest.mark.skipif(

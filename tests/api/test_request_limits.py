@@ -5,22 +5,15 @@ publish bytes (503 + Retry-After); the gateway answers normally afterwards."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
-from gateway.api.app import create_app
-from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from gateway.runtime import Runtime
-from gateway.serve import http_config
-from tests.support.gateway_support import bound_socket
+from tests.support.raw_http import answer, open_request, serving
 
 PUBLISH = "/v1/topics/demo/messages"
 CREATE = "/v1/consumers/grp"
@@ -30,55 +23,6 @@ CREATE = "/v1/consumers/grp"
 async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
     async with EmbeddedCluster([TopicSpec("demo", 2)], brokers=1, data_dir=tmp_path / "data") as c:
         yield c
-
-
-@asynccontextmanager
-async def serving(cluster: EmbeddedCluster, **limits: Any) -> AsyncIterator[tuple[int, Runtime]]:
-    sock = bound_socket()
-    settings = Settings(
-        masters=",".join(str(a) for a in cluster.master_addresses),
-        http_host="127.0.0.1",
-        producer={"heartbeat_interval": 0.5},
-        limits=limits,
-    )
-    runtime = Runtime(settings)
-    await runtime.start()
-    server = uvicorn.Server(
-        http_config(settings, create_app(runtime=runtime), log_level=None, lifespan="off")
-    )
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        while not server.started:  # noqa: ASYNC110 (uvicorn offers no event)
-            await asyncio.sleep(0.01)
-        yield sock.getsockname()[1], runtime
-    finally:
-        server.should_exit = True
-        await task
-        await runtime.stop()
-        sock.close()
-
-
-async def open_request(
-    port: int, method: str, path: str, headers: dict[str, str]
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    lines = [f"{method} {path} HTTP/1.1", "host: 127.0.0.1", *(f"{k}: {v}" for k, v in headers.items())]
-    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
-    await writer.drain()
-    return reader, writer
-
-
-async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], dict[str, Any]]:
-    """Status, headers and JSON body of the response (the server closes or sends content-length)."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    status_line, *header_lines = head.decode("latin-1").split("\r\n")
-    headers = {}
-    for line in header_lines:
-        if line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-    body = await reader.readexactly(int(headers["content-length"]))
-    return int(status_line.split()[1]), headers, json.loads(body) if body else {}
 
 
 def chunk(data: bytes) -> bytes:

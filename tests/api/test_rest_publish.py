@@ -13,10 +13,9 @@ import httpx
 import pytest
 
 from gateway.api.app import create_app
-from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
-from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
+from tests.support.grpc_support import TOPICS, gateway_settings
 from tests.support.tubemq_readback import StoredMessage, read_topic
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
@@ -25,18 +24,6 @@ pytestmark = pytest.mark.compiled_twins(
     "gateway.api._publish_render",
     "gateway.tubemq.wire._slots",
 )
-
-TOPICS = [TopicSpec("demo", 4), TopicSpec("small", 2)]
-
-
-def gateway_settings(cluster: EmbeddedCluster, **extra: Any) -> Settings:
-    producer = {"heartbeat_interval": 0.5, "rpc_timeout": 2.0, "send_timeout": 5.0}
-    producer.update(extra.pop("producer", {}))
-    return Settings(
-        masters=",".join(str(a) for a in cluster.master_addresses),
-        producer=producer,
-        **extra,
-    )
 
 
 @pytest.fixture

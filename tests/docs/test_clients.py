@@ -26,7 +26,6 @@ import yaml
 from gateway.grpc.server import GrpcServer
 from gateway.service.instance_spec import InstanceSpec
 from gateway.service.principal import Principal, principal_scope
-from tests.docs.test_readme import runnable
 from tests.support.auth_support import write_auth_files
 from tests.support.client_tools import (
     EXAMPLES,
@@ -39,6 +38,7 @@ from tests.support.client_tools import (
     run_example,
 )
 from tests.support.consumer_support import environment
+from tests.support.doc_blocks import runnable
 from tests.support.gateway_support import gateway
 from tests.support.jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
 from tests.support.serve_support import free_port, stop_serve

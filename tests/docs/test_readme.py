@@ -20,40 +20,11 @@ import pytest
 from gateway.grpc.server import GrpcServer
 from tests.support.client_tools import run_example as run
 from tests.support.consumer_support import Env, environment
+from tests.support.doc_blocks import runnable
 from tests.support.files import ROOT
 from tests.support.gateway_support import Gateway, gateway
 
-README = ROOT / "README.md"
 GRPC_PAGE = ROOT / "docs" / "grpc.md"
-FENCE = re.compile(r"^```(\w+)\n(.*?)^```\n", re.M | re.S)
-
-
-@dataclass(frozen=True)
-class Block:
-    section: str
-    language: str
-    code: str
-
-
-def blocks(page: Path) -> list[Block]:
-    """The fenced blocks of ``page``, each under its section: the last ``## `` heading above it (or the
-    page's ``# `` title on a docs page whose blocks sit under no ``## `` heading)."""
-    text = page.read_text()
-    out = []
-    for match in FENCE.finditer(text):
-        prose = FENCE.sub("", text[: match.start()])  # a "# comment" line of an earlier block is no heading
-        headings = re.findall(r"^##? (.+)$", prose, re.M)
-        out.append(Block(headings[-1] if headings else "", match.group(1), match.group(2)))
-    return out
-
-
-def runnable(section: str, language: str, count: int = 1, page: Path = README) -> list[str]:
-    found = [b.code for b in blocks(page) if b.section == section and b.language == language]
-    assert len(found) == count, (
-        f"{page.relative_to(ROOT)} section {section!r} should hold {count} {language} example(s), "
-        f"found {len(found)}"
-    )
-    return found
 
 
 def documents(text: str) -> list[Any]:

@@ -9,8 +9,8 @@ import pytest
 
 from gateway.embedded.server import RpcServer
 from gateway.tubemq.wire.rpc import encode_request
-from tests.embedded.test_server import HEARTBEAT, RawClient
 from tests.support.faultproxy import EchoHandler, heartbeat
+from tests.support.raw_client import HEARTBEAT, RawClient
 from tests.support.waiting import eventually
 
 BIG_ID = "x" * 8192  # echoed back: every answer is a little over 8 KiB

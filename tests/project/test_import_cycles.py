@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.project.test_layering import GATEWAY, ROOT, _is_local_module, _module_name, _resolve_from
+from tests.support.files import ROOT
+from tests.support.imports import GATEWAY, is_local_module, module_name, resolve_from
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,18 +46,18 @@ def _targets(node: ast.Import | ast.ImportFrom, path: Path) -> list[str]:
     if isinstance(node, ast.Import):
         names = [alias.name for alias in node.names]
     else:
-        module = _resolve_from(node, path)
+        module = resolve_from(node, path)
         names = [
-            f"{module}.{alias.name}" if _is_local_module(f"{module}.{alias.name}") else module
+            f"{module}.{alias.name}" if is_local_module(f"{module}.{alias.name}") else module
             for alias in node.names
         ]
-    return [name for name in names if name.split(".")[0] == "gateway" and _is_local_module(name)]
+    return [name for name in names if name.split(".")[0] == "gateway" and is_local_module(name)]
 
 
 def edges_of(path: Path, source: str | None = None) -> list[Edge]:
     """The gateway modules ``path`` (or ``source``, read as if at ``path``) imports, with each one's kind."""
     text = path.read_text(encoding="utf-8") if source is None else source
-    name = _module_name(path)
+    name = module_name(path)
     found: list[Edge] = []
 
     def visit(nodes: Iterable[ast.AST], kind: str) -> None:
@@ -83,7 +84,7 @@ def import_graph() -> dict[str, list[Edge]]:
     for path in sorted(GATEWAY.rglob("*.py")):
         if "pb" in path.relative_to(GATEWAY).parts[:-1]:
             continue
-        graph[_module_name(path)] = edges_of(path)
+        graph[module_name(path)] = edges_of(path)
     return graph
 
 

@@ -10,15 +10,12 @@ import ast
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from tests.support.files import ROOT
-
-GATEWAY = ROOT / "gateway"
+from tests.support.imports import GATEWAY, Import, imports_of, module_name, modules, resolve_from
 
 # Third-party code the client core and the embedded cluster may use: protobuf, nothing else.
 CORE_THIRD_PARTY = frozenset({"google.protobuf"})
@@ -109,64 +106,6 @@ SANS_IO = (
 IO_MODULES = ("asyncio", "socket", "ssl", "selectors")
 
 
-@dataclass(frozen=True, slots=True)
-class Import:
-    path: Path
-    line: int
-    target: str  # absolute dotted name; a submodule when `from pkg import submodule` names one
-    name: str = ""  # the name taken from ``target`` by ``from target import name`` (not a submodule)
-
-    def __str__(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line} imports {self.target}"
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _is_local_module(dotted: str) -> bool:
-    base = ROOT.joinpath(*dotted.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
-
-
-def _resolve_from(node: ast.ImportFrom, path: Path) -> str:
-    if not node.level:
-        return node.module or ""
-    package = _module_name(path).split(".")
-    if path.name != "__init__.py":
-        package = package[:-1]
-    base = package[: len(package) - node.level + 1]
-    return ".".join([*base, node.module] if node.module else base)
-
-
-def imports_of(path: Path, source: str | None = None) -> list[Import]:
-    """Every import in ``path`` (or in ``source``, read as if it lived at ``path``)."""
-    text = path.read_text(encoding="utf-8") if source is None else source
-    found: list[Import] = []
-    for node in ast.walk(ast.parse(text, filename=str(path))):
-        if isinstance(node, ast.Import):
-            found += [Import(path, node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            module = _resolve_from(node, path)
-            for alias in node.names:
-                candidate = f"{module}.{alias.name}"
-                if _is_local_module(candidate):
-                    found.append(Import(path, node.lineno, candidate))
-                else:
-                    found.append(Import(path, node.lineno, module, alias.name))
-    return found
-
-
-@cache
-def modules(package: str) -> tuple[Path, ...]:
-    return tuple(
-        path
-        for path in sorted((GATEWAY / package).rglob("*.py"))
-        if "pb" not in path.relative_to(GATEWAY).parts[:-1]
-    )
-
-
 def _within(target: str, prefixes: tuple[str, ...] | frozenset[str]) -> bool:
     return any(target == prefix or target.startswith(prefix + ".") for prefix in prefixes)
 
@@ -189,7 +128,7 @@ def _core_module(target: str) -> str | None:
 
 
 def _core_module_of(path: Path) -> str:
-    return _core_module(_module_name(path)) or ""
+    return _core_module(module_name(path)) or ""
 
 
 def _layer(name: str) -> int:
@@ -223,8 +162,8 @@ def test_the_walker_resolves_relative_and_submodule_imports() -> None:
     assert "gateway.tubemq.net.connection" in {imp.target for imp in imports_of(inner)}
     node = ast.parse("from ...service import errors\nfrom . import connection\n").body
     assert isinstance(node[0], ast.ImportFrom) and isinstance(node[1], ast.ImportFrom)
-    assert _resolve_from(node[0], inner) == "gateway.service"
-    assert _resolve_from(node[1], inner) == "gateway.tubemq.net"
+    assert resolve_from(node[0], inner) == "gateway.service"
+    assert resolve_from(node[1], inner) == "gateway.tubemq.net"
 
 
 def test_the_package_root_is_a_leaf() -> None:

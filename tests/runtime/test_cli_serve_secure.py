@@ -14,7 +14,7 @@ import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.runtime.test_cli_serve import ROOT
+from tests.support.files import ROOT
 from tests.support.serve_support import free_port, stop_serve
 from tests.support.tls_support import make_pki
 

@@ -25,7 +25,7 @@ from gateway.shutdown import ShutdownPlan
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.producer.send import SendResult
-from tests.runtime.test_shutdown import serving
+from tests.support.serving import server_port, uvicorn_serving
 from tests.support.waiting import eventually
 
 #: long enough that uvicorn's own request deadline would end a 30 s poll with an error if nothing answered it
@@ -48,8 +48,8 @@ async def gateway(cluster: EmbeddedCluster) -> AsyncIterator[tuple[ProcessServer
         timeout_graceful_shutdown=PLAN.requests_timeout,
     )
     server = ProcessServer(config, runtime=runtime, grpc_server=None, on_drain=runtime.begin_drain, plan=PLAN)
-    async with serving(server) as (task, url):
-        yield server, task, url
+    async with uvicorn_serving(server, force_exit=True) as task:
+        yield server, task, f"http://127.0.0.1:{server_port(server)}"
 
 
 async def test_a_long_poll_open_at_sigterm_is_answered_before_the_grace_period() -> None:

@@ -26,6 +26,7 @@ from gateway.shutdown import GracefulServer, ShutdownPlan
 from gateway.tubemq.net.pool import ConnectionPool
 from tests.support.files import ROOT
 from tests.support.serve_support import free_port
+from tests.support.serving import server_port, uvicorn_serving
 from tests.support.tubemq_readback import read_topic
 
 
@@ -85,24 +86,8 @@ async def running(
                 await asyncio.sleep(30)
 
     server = Server(config, on_drain=drain, plan=plan, exit_now=rec.exit_codes.append)
-    async with serving(server) as (task, url):
-        yield server, task, url
-
-
-@asynccontextmanager
-async def serving(server: uvicorn.Server) -> AsyncIterator[tuple[asyncio.Task[None], str]]:
-    """Run ``server`` (listening on 127.0.0.1 port 0) in a task; its task and URL; stopped at the end."""
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "server failed to start"
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield task, f"http://127.0.0.1:{port}"
-    finally:
-        if not task.done():
-            server.force_exit = server.should_exit = True
-            await asyncio.wait_for(task, 10)
+    async with uvicorn_serving(server, force_exit=True) as task:
+        yield server, task, f"http://127.0.0.1:{server_port(server)}"
 
 
 def test_plan_budgets() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
@@ -14,41 +13,14 @@ from grpc_health.v1 import health_pb2
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.security.operations import GRPC_METHODS
 from tests.support.auth_support import SecureGateway, secure_gateway
+from tests.support.every_operation import GROUP, SERVICE_METHODS, method_path, method_request
 from tests.support.grpc_support import describe
-
-GROUP = "g_auth"
-SERVICE = pb.DESCRIPTOR.services_by_name["GatewayService"]
-METHODS: list[MethodDescriptor] = list(SERVICE.methods)
 
 
 @pytest.fixture
 async def gw(tmp_path: Path) -> AsyncIterator[SecureGateway]:
     async with secure_gateway(tmp_path) as gateway:
         yield gateway
-
-
-def _name(method: MethodDescriptor) -> str:
-    return f"/{SERVICE.full_name}/{method.name}"
-
-
-def _request(method: MethodDescriptor, instance_id: str) -> Any:
-    message = getattr(pb, method.input_type.name)()
-    for name, value in (("topic", "demo"), ("group", GROUP), ("instance_id", instance_id)):
-        if name in method.input_type.fields_by_name:
-            setattr(message, name, value)
-    if "topics" in method.input_type.fields_by_name:
-        message.topics.append("demo")
-    if "messages" in method.input_type.fields_by_name:
-        message.messages.add(value=b"hello")
-    if "all_delivered" in method.input_type.fields_by_name:
-        message.all_delivered = True
-    elif "tokens" in method.input_type.fields_by_name:
-        message.tokens.append("1")
-    if "extend_ms" in method.input_type.fields_by_name:
-        message.extend_ms = 1000
-    if method.name == "Seek":
-        message.position = pb.START_POSITION_EARLIEST
-    return message
 
 
 async def _code(
@@ -58,7 +30,7 @@ async def _code(
     instance_id: str = "x.y.z",
 ) -> tuple[grpc.StatusCode, str]:
     """Call ``method`` once; the status code (OK after the first answer of a stream) and details."""
-    request = _request(method, instance_id)
+    request = method_request(method, instance_id)
     codec = {"request_serializer": type(request).SerializeToString, "response_deserializer": lambda b: b}
     channel = gw.channel
     try:
@@ -66,30 +38,30 @@ async def _code(
             # Every client-streaming call here is one the gateway refuses before reading: send no request.
             # grpc's asyncio client turns a write that races with the server's early status into INTERNAL
             # "Internal error from Core" (grpc/grpc#36066).
-            call = channel.stream_stream(_name(method), **codec)(iter(()), metadata=metadata)
+            call = channel.stream_stream(method_path(method), **codec)(iter(()), metadata=metadata)
             await call.read()
         elif method.server_streaming:
-            call = channel.unary_stream(_name(method), **codec)(request, metadata=metadata)
+            call = channel.unary_stream(method_path(method), **codec)(request, metadata=metadata)
             await call.read()
         else:
-            await channel.unary_unary(_name(method), **codec)(request, metadata=metadata)
+            await channel.unary_unary(method_path(method), **codec)(request, metadata=metadata)
     except grpc.aio.AioRpcError as exc:
         return exc.code(), exc.details() or ""
     return grpc.StatusCode.OK, ""
 
 
 def test_every_method_is_in_the_table_and_every_entry_is_a_method() -> None:
-    served = {_name(m) for m in METHODS}
+    served = {method_path(m) for m in SERVICE_METHODS}
     served |= {
         f"/grpc.health.v1.Health/{m.name}" for m in health_pb2.DESCRIPTOR.services_by_name["Health"].methods
     }
     served |= {f"/grpc.reflection.{v}.ServerReflection/ServerReflectionInfo" for v in ("v1", "v1alpha")}
-    assert len(METHODS) >= 8
+    assert len(SERVICE_METHODS) >= 8
     assert served - set(GRPC_METHODS) == set(), "add these methods to GRPC_METHODS"
     assert set(GRPC_METHODS) - served == set(), "GRPC_METHODS lists methods no service has"
 
 
-@pytest.mark.parametrize("method", METHODS, ids=lambda m: m.name)
+@pytest.mark.parametrize("method", SERVICE_METHODS, ids=lambda m: m.name)
 async def test_without_credentials_every_method_is_unauthenticated(
     gw: SecureGateway, method: MethodDescriptor
 ) -> None:
@@ -98,13 +70,13 @@ async def test_without_credentials_every_method_is_unauthenticated(
     assert "authentication required" in details
 
 
-@pytest.mark.parametrize("method", METHODS, ids=lambda m: m.name)
+@pytest.mark.parametrize("method", SERVICE_METHODS, ids=lambda m: m.name)
 async def test_a_principal_no_rule_allows_is_permission_denied(
     gw: SecureGateway, method: MethodDescriptor
 ) -> None:
     code, details = await _code(gw, method, gw.files.metadata("nobody"))
     assert code is grpc.StatusCode.PERMISSION_DENIED, details
-    action = GRPC_METHODS[_name(method)].action
+    action = GRPC_METHODS[method_path(method)].action
     assert f"'api_key:nobody' may not {action}" in details
 
 
@@ -112,7 +84,7 @@ async def test_another_principals_instance_is_not_found_on_every_instance_method
     created = await gw.stub.CreateConsumer(
         pb.CreateConsumerRequest(group=GROUP, topics=["demo"]), metadata=gw.files.metadata("alice")
     )
-    instance_methods = [m for m in METHODS if "instance_id" in m.input_type.fields_by_name]
+    instance_methods = [m for m in SERVICE_METHODS if "instance_id" in m.input_type.fields_by_name]
     assert {m.name for m in instance_methods} == {
         "Poll",
         "Commit",

@@ -26,16 +26,22 @@ import pytest
 
 from gateway.config import Settings, TlsSettings
 from gateway.security.api_keys import hash_key, new_key
-from tests.security.test_auth_grpc import METHODS, _name, _request
-from tests.security.test_auth_rest import BODIES, OPERATIONS, _url
 from tests.support.auth_support import tls_listeners
+from tests.support.every_operation import (
+    APP_OPERATIONS,
+    GROUP,
+    REST_BODIES,
+    SERVICE_METHODS,
+    method_path,
+    method_request,
+    operation_url,
+)
 from tests.support.jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
 from tests.support.tls_support import Pki, make_pki
 
-GROUP = "g_auth"
 METHODS_OF_AUTH = ("api_key", "jwt", "mtls")
-INSTANCE_OPERATIONS = [op for op in OPERATIONS if "{instance_id}" in op.path]
-INSTANCE_METHODS = [m for m in METHODS if "instance_id" in m.input_type.fields_by_name]
+INSTANCE_OPERATIONS = [op for op in APP_OPERATIONS if "{instance_id}" in op.path]
+INSTANCE_METHODS = [m for m in SERVICE_METHODS if "instance_id" in m.input_type.fields_by_name]
 
 
 @dataclass
@@ -127,7 +133,9 @@ async def test_rest_instances_of_one_method_are_unknown_to_the_others(gw: ThreeW
                 continue
             for op in sorted(INSTANCE_OPERATIONS, key=lambda o: o.method == "DELETE"):
                 calls = [
-                    clients[other].request(op.method, _url(op, instance_id=which), json=BODIES.get(op.key))
+                    clients[other].request(
+                        op.method, operation_url(op, instance_id=which), json=REST_BODIES.get(op.key)
+                    )
                     for which in (instance, _forged(instance))
                 ]
                 foreign, unknown = await asyncio.gather(*calls)
@@ -144,15 +152,15 @@ async def test_rest_instances_of_one_method_are_unknown_to_the_others(gw: ThreeW
 async def _grpc_code(
     channel: grpc.aio.Channel, method: Any, metadata: Any, instance_id: str
 ) -> grpc.StatusCode:
-    request = _request(method, instance_id)
+    request = method_request(method, instance_id)
     codec = {"request_serializer": type(request).SerializeToString, "response_deserializer": lambda b: b}
     try:
         if method.server_streaming:
-            call = channel.unary_stream(_name(method), **codec)(request, metadata=metadata, timeout=20)
+            call = channel.unary_stream(method_path(method), **codec)(request, metadata=metadata, timeout=20)
             await call.read()
             call.cancel()
         else:
-            await channel.unary_unary(_name(method), **codec)(request, metadata=metadata, timeout=20)
+            await channel.unary_unary(method_path(method), **codec)(request, metadata=metadata, timeout=20)
     except grpc.aio.AioRpcError as exc:
         return exc.code()
     return grpc.StatusCode.OK

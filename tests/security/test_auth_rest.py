@@ -8,29 +8,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from gateway.api.app import create_app
-from gateway.api.auth import RestOperation, rest_operations
+from gateway.api.auth import RestOperation
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.security.operations import REST_OPERATIONS
 from tests.support.auth_support import SecureGateway, secure_gateway
-
-GROUP = "g_auth"
-
-#: request bodies of the operations that need one
-BODIES: dict[str, Any] = {
-    "publishMessages": {"messages": [{"value": "hello"}]},
-    "createConsumer": {"topics": ["demo"]},
-    "commitMessages": {},
-    "nackMessages": {"tokens": ["1"]},
-    "extendDeadlines": {"tokens": ["1"], "extendMs": 1000},
-    "seekPartitions": {"position": "earliest"},
-}
-OPERATIONS = rest_operations(create_app())
+from tests.support.every_operation import APP_OPERATIONS, GROUP, REST_BODIES, operation_url
 
 
 @pytest.fixture
@@ -39,20 +25,12 @@ async def gw(tmp_path: Path) -> AsyncIterator[SecureGateway]:
         yield gateway
 
 
-def _url(op: RestOperation, instance_id: str = "x.y.z", topic: str = "demo", group: str = GROUP) -> str:
-    asset = "app.js" if op.path.startswith("/console") else "favicon.png"  # a file of the console or docs
-    path = op.path.format(
-        topic=topic, group=group, instance_id=instance_id, partitionKey=f"1:{topic}:0", name=asset
-    )
-    return path + ("?from=0&to=1" if op.key == "readRange" else "")
-
-
 async def _call(
     gw: SecureGateway, op: RestOperation, headers: dict[str, str], **where: str
 ) -> httpx.Response:
-    body = BODIES.get(op.key)
+    body = REST_BODIES.get(op.key)
     return await gw.http.request(
-        op.method, _url(op, **where), headers=headers, json=body if body is not None else None
+        op.method, operation_url(op, **where), headers=headers, json=body if body is not None else None
     )
 
 
@@ -66,13 +44,13 @@ async def _instance(gw: SecureGateway, principal: str) -> str:
 
 
 def test_every_operation_of_the_app_is_in_the_table_and_every_entry_is_an_operation() -> None:
-    keys = {op.key for op in OPERATIONS}
+    keys = {op.key for op in APP_OPERATIONS}
     assert len(keys) >= 15  # the enumeration itself must see the app
     assert keys - set(REST_OPERATIONS) == set(), "add these operations to REST_OPERATIONS"
     assert set(REST_OPERATIONS) - keys == set(), "REST_OPERATIONS lists operations the app does not have"
 
 
-@pytest.mark.parametrize("op", OPERATIONS, ids=lambda op: op.key)
+@pytest.mark.parametrize("op", APP_OPERATIONS, ids=lambda op: op.key)
 async def test_without_credentials_only_the_probes_answer(gw: SecureGateway, op: RestOperation) -> None:
     answer = await _call(gw, op, {})
     if REST_OPERATIONS[op.key].open:
@@ -85,7 +63,7 @@ async def test_without_credentials_only_the_probes_answer(gw: SecureGateway, op:
 
 
 @pytest.mark.parametrize(
-    "op", [op for op in OPERATIONS if not REST_OPERATIONS[op.key].open], ids=lambda op: op.key
+    "op", [op for op in APP_OPERATIONS if not REST_OPERATIONS[op.key].open], ids=lambda op: op.key
 )
 async def test_a_principal_no_rule_allows_gets_403_naming_the_action(
     gw: SecureGateway, op: RestOperation
@@ -103,7 +81,7 @@ async def test_every_instance_operation_on_another_principals_instance_is_404_li
 ) -> None:
     owned = await _instance(gw, "alice")
     forged = owned[:-4] + ("AAAA" if not owned.endswith("AAAA") else "BBBB")
-    instance_ops = [op for op in OPERATIONS if "{instance_id}" in op.path]
+    instance_ops = [op for op in APP_OPERATIONS if "{instance_id}" in op.path]
     assert len(instance_ops) == 8
     for op in sorted(instance_ops, key=lambda o: o.method == "DELETE"):
         foreign = await _call(gw, op, gw.files.headers("bob"), instance_id=owned)
@@ -125,7 +103,9 @@ async def test_every_instance_operation_on_another_principals_instance_is_404_li
 
 async def test_rules_are_checked_on_the_exact_topic_and_group(gw: SecureGateway) -> None:
     carol = gw.files.headers("carol")
-    publish = await gw.http.post("/v1/topics/demo/messages", json=BODIES["publishMessages"], headers=carol)
+    publish = await gw.http.post(
+        "/v1/topics/demo/messages", json=REST_BODIES["publishMessages"], headers=carol
+    )
     assert publish.status_code == 403
     assert publish.json()["error"]["resource"] == "topic 'demo'"
     create = await gw.http.post("/v1/consumers/other_g", json={"topics": ["demo"]}, headers=carol)
@@ -136,7 +116,7 @@ async def test_rules_are_checked_on_the_exact_topic_and_group(gw: SecureGateway)
     topic = await gw.http.get("/v1/topics/demo", headers=carol)
     assert topic.status_code == 403
     allowed = await gw.http.post(
-        "/v1/topics/demo/messages", json=BODIES["publishMessages"], headers=gw.files.headers("alice")
+        "/v1/topics/demo/messages", json=REST_BODIES["publishMessages"], headers=gw.files.headers("alice")
     )
     assert allowed.status_code == 200, allowed.text
 

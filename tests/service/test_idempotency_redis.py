@@ -28,8 +28,8 @@ from gateway.service.idempotency_redis import RedisKeys
 from gateway.service.idempotency_store import InFlight, Mismatch, Replay, Reserved
 from tests.support.prometheus_support import free_port
 from tests.support.redis_support import PASSWORD, RedisServer, running_redis, start_redis
+from tests.support.topology_support import Replica, cluster_of, nginx_binary, replica_env, running_nginx
 from tests.support.workers_support import start_workers
-from tests.workers.test_topology import Replica, _nginx, _replica_env, cluster_of, running_nginx
 
 TOPIC = "/v1/topics/demo/messages"
 SECRET = "redis-idempotency-secret-0123456789"
@@ -188,7 +188,7 @@ async def _dropped(port: int, body: bytes, key: str) -> None:
 
 
 async def test_a_dropped_answer_is_given_by_the_other_replica_behind_nginx(tmp_path: Path) -> None:
-    _nginx()
+    nginx_binary()
     replicas = [Replica(name, free_port(), free_port()) for name in ("a", "b")]
     with running_redis(tmp_path / "redis") as redis:
         async with cluster_of(TopicSpec("demo", 4)) as cluster:
@@ -196,7 +196,7 @@ async def test_a_dropped_answer_is_given_by_the_other_replica_behind_nginx(tmp_p
                 for replica in replicas:
                     (tmp_path / replica.name).mkdir()
                     env = {
-                        **_replica_env(cluster, replica, replicas),
+                        **replica_env(cluster, replica, replicas),
                         "TUBEMQ_GATEWAY_IDEMPOTENCY__REDIS_URL": redis.url,
                         "TUBEMQ_GATEWAY_IDEMPOTENCY__REDIS_PASSWORD": PASSWORD,
                     }

@@ -18,13 +18,8 @@ import base64
 import contextlib
 import json
 import os
-import shutil
 import signal
-import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,140 +34,12 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from tests.support.deploy_tools import ROOT, prometheus_tool
 from tests.support.prometheus_support import concrete, free_port, query, running_prometheus
-from tests.support.workers_support import WorkerGateway, start_workers
+from tests.support.topology_support import Replica, cluster_of, nginx_binary, replica_env, running_nginx
+from tests.support.workers_support import start_workers
 
 pytestmark = pytest.mark.slow
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "tubemq-gateway.json"
-SECRET = "topology-shared-secret-0123456789"
-
-
-def _nginx() -> str:
-    found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-    if found is None:
-        pytest.skip("nginx not found: install the Debian package 'nginx' (scripts/ensure_nginx.sh does it)")
-    return found
-
-
-@dataclass
-class Replica:
-    name: str
-    http_port: int
-    grpc_port: int
-    gateway: WorkerGateway | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    def pids(self) -> list[int]:
-        assert self.gateway is not None
-        workers = [r["pid"] for r in self.gateway.records() if r.get("msg") == "worker process started"]
-        return [self.gateway.proc.pid, *workers]
-
-
-def _replica_env(cluster: EmbeddedCluster, replica: Replica, everyone: list[Replica]) -> dict[str, str]:
-    ports = [p for r in everyone for p in (r.http_port, r.grpc_port)]
-    return {
-        "TUBEMQ_GATEWAY_MASTERS": str(cluster.master_address),
-        "TUBEMQ_GATEWAY_CONSUMERS__REPLICAS": str(len(everyone)),
-        "TUBEMQ_GATEWAY_CONSUMERS__ID_SECRET": SECRET,
-        "TUBEMQ_GATEWAY_CONSUMERS__ADVERTISED_URL": replica.url,
-        "TUBEMQ_GATEWAY_CONSUMERS__FORWARD_ALLOW": '["127.0.0.1"]',
-        "TUBEMQ_GATEWAY_CONSUMERS__FORWARD_PORTS": json.dumps(ports),
-        "TUBEMQ_GATEWAY_CONSUMERS__ASSIGNMENT_WAIT": "10",
-        "TUBEMQ_GATEWAY_TUBEMQ__MASTER_WEB_PORT": str(cluster.master_web.port),
-        "TUBEMQ_GATEWAY_TUBEMQ__GROUP_LAG_INTERVAL": "1",
-        "TUBEMQ_GATEWAY_PRODUCER__HEARTBEAT_INTERVAL": "1",
-    }
-
-
-def _nginx_config(directory: Path, replicas: list[Replica], http_port: int, grpc_port: int) -> Path:
-    http_servers = "".join(f"server 127.0.0.1:{r.http_port};" for r in replicas)
-    grpc_servers = "".join(f"server 127.0.0.1:{r.grpc_port};" for r in replicas)
-    temp = "".join(
-        f"{kind}_temp_path {directory / kind};"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    user = "user root;" if os.geteuid() == 0 else ""
-    config = f"""
-{user}
-worker_processes 1;
-daemon off;
-pid {directory / "nginx.pid"};
-error_log {directory / "error.log"} warn;
-events {{ worker_connections 512; }}
-http {{
-  access_log off;
-  {temp}
-  upstream gw_http {{ {http_servers} keepalive 8; }}
-  upstream gw_grpc {{ {grpc_servers} }}
-  server {{
-    listen 127.0.0.1:{http_port};
-    location / {{
-      proxy_pass http://gw_http;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host $http_host;
-      proxy_set_header X-Forwarded-Proto $scheme;
-      proxy_buffering off;
-      proxy_read_timeout 60s;
-    }}
-  }}
-  server {{
-    listen 127.0.0.1:{grpc_port} http2;
-    location / {{
-      grpc_pass grpc://gw_grpc;
-      grpc_read_timeout 60s;
-    }}
-  }}
-}}
-"""
-    path = directory / "nginx.conf"
-    path.write_text(config, encoding="utf-8")
-    return path
-
-
-@contextlib.contextmanager
-def running_nginx(directory: Path, replicas: list[Replica]) -> Iterator[tuple[str, str]]:
-    """nginx in front of ``replicas``: yields its HTTP base URL and its gRPC target."""
-    nginx = _nginx()
-    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        (directory / kind).mkdir(parents=True, exist_ok=True)
-    http_port, grpc_port = free_port(), free_port()
-    config = _nginx_config(directory, replicas, http_port, grpc_port)
-    checked = subprocess.run(
-        [nginx, "-t", "-c", str(config), "-p", str(directory)], capture_output=True, text=True
-    )
-    assert checked.returncode == 0, checked.stderr
-    proc = subprocess.Popen([nginx, "-c", str(config), "-p", str(directory)], stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            assert proc.poll() is None, (directory / "error.log").read_text()
-            with contextlib.suppress(OSError), httpx.Client() as probe:
-                probe.get(f"http://127.0.0.1:{http_port}/livez", timeout=2)
-                break
-            assert time.monotonic() < deadline, "nginx did not start"
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{http_port}", f"127.0.0.1:{grpc_port}"
-    finally:
-        proc.send_signal(signal.SIGQUIT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@asynccontextmanager
-async def cluster_of(*topics: TopicSpec) -> AsyncIterator[EmbeddedCluster]:
-    cluster = EmbeddedCluster(list(topics), balance_period=0.5)
-    await cluster.start()
-    try:
-        yield cluster
-    finally:
-        await cluster.stop()
 
 
 def owner_url(instance_id: str) -> str:
@@ -291,7 +158,7 @@ async def _every_panel_has_data(prom: httpx.AsyncClient, within: float) -> None:
 
 async def test_two_replicas_of_two_workers_behind_nginx_and_prometheus(tmp_path: Path) -> None:
     prometheus_tool("prometheus")  # skip before starting anything when it is missing
-    _nginx()
+    nginx_binary()
     replicas = [Replica(name, free_port(), free_port()) for name in ("a", "b")]
     async with cluster_of(TopicSpec("topo", 4), TopicSpec("topo2", 2)) as cluster:
         try:
@@ -303,7 +170,7 @@ async def test_two_replicas_of_two_workers_behind_nginx_and_prometheus(tmp_path:
                     tmp_path / replica.name,
                     2,
                     *args,
-                    env=_replica_env(cluster, replica, replicas),
+                    env=replica_env(cluster, replica, replicas),
                 )
             await _topology(tmp_path, cluster, replicas)
         finally:

@@ -1,0 +1,53 @@
+"""Servers the tests start: a loopback port free to give one (``free_port``), and a uvicorn server run in a
+task of the test's loop until the test is done with it (``uvicorn_serving``)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import uvicorn
+
+__all__ = ["free_port", "server_port", "uvicorn_serving"]
+
+
+def free_port() -> int:
+    """A loopback port free now (bound and released: another process may take it before the caller does)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def uvicorn_serving(
+    server: uvicorn.Server,
+    sockets: list[socket.socket] | None = None,
+    *,
+    timeout: float = 10.0,  # noqa: ASYNC109 - how long the server may take to start
+    force_exit: bool = False,
+) -> AsyncIterator[asyncio.Task[None]]:
+    """``server`` serving (on ``sockets`` when given, else where its config says) in a task of this loop,
+    entered once it has started (a server that fails or takes longer than ``timeout`` seconds fails the
+    test). On exit a server still running is asked to exit (at once with ``force_exit``, skipping its
+    graceful waits) and awaited."""
+    task = asyncio.create_task(server.serve(sockets=sockets))
+    try:
+        async with asyncio.timeout(timeout):
+            while not server.started:
+                if task.done():
+                    task.result()  # its error, if it failed
+                    raise AssertionError("the server stopped before it started")
+                await asyncio.sleep(0.01)
+        yield task
+    finally:
+        if not task.done():
+            server.should_exit = True
+            server.force_exit = force_exit
+            await asyncio.wait_for(task, 20)
+
+
+def server_port(server: uvicorn.Server) -> int:
+    """The port a started ``server`` listens on (its first socket)."""
+    return int(server.servers[0].sockets[0].getsockname()[1])
