@@ -48,6 +48,11 @@ OPEN_READS = 4
 _TOPIC_HEAD = 512
 OPEN_READ_TIMEOUT = 2.0
 
+#: copies of a message grpc-python holds while it is received (the core's frames, a bytearray, bytes, the
+#: parsed message): a caller's reads in progress may hold room for this part of its share of the in-flight
+#: publish bytes, so that what they cost in memory stays within the share
+READ_COPIES = 4
+
 #: the most a publish message may weigh when the server names no bound
 DEFAULT_MAX_MESSAGE_BYTES = GrpcSettings().max_message_bytes
 
@@ -202,6 +207,8 @@ class AdmittingInterceptor(WrappingInterceptor):
             room = min(self._publish_bound(), cap)
             total = limits.max_concurrent_requests
             share = caller_bytes(cap, total, caller_share(total, limits.max_concurrent_per_caller))
+            if share:  # room for a message being received costs about READ_COPIES times it in memory
+                share = max(1, share // READ_COPIES)
             caller = current_caller().key
             await self._room.take(room, cap, limits.body_timeout, queue=queue, caller=caller, share=share)
             call.reads, call.room, call.caller = self._room, room, caller

@@ -10,8 +10,9 @@ rest back at once.
 
 A read the budget has no room for waits its turn (first come, first served) while other reads hold room
 (they give most of it back as soon as their message is in), for at most ``limits.body_timeout`` seconds;
-so does a read of a caller that already holds its share of the room (the same fraction of the budget as its
-share of the calls in progress, :func:`~gateway.service.admission.caller_bytes`; always room for one read),
+so does a read of a caller that already holds its share of the room (a quarter of the same fraction of the
+budget as its share of the calls in progress, :func:`~gateway.service.admission.caller_bytes`: a message
+being received costs about four times its size, gateway/grpc/call_admission.py; always room for one read),
 without holding up the reads of other callers behind it: one caller opening many calls and sending their
 messages slowly holds at most its share of the room, and the others keep reading. When
 the messages and bodies already held leave no room, a Publish is refused at once, as an HTTP body would be,

@@ -1,11 +1,13 @@
 """One caller cannot take the whole room for gRPC publish messages being received: each caller's reads hold
-at most its share of it (the fraction of ``limits.max_inflight_publish_bytes`` that its share of the calls in
-progress is of ``limits.max_concurrent_requests``), against a served ``serve --workers 2`` with API keys.
+at most its share of it (a quarter of the fraction of ``limits.max_inflight_publish_bytes`` that its share of
+the calls in progress is of ``limits.max_concurrent_requests``, a message being received costing about four
+times its size; always room for one read), against a served ``serve --workers 2`` with API keys.
 
 ``carol`` opens 24 PublishStream streams over six connections and never sends their messages: each stream
 waits for its first message holding room for it (``grpc.max_message_bytes``, 4 MiB). Each worker's share of
 the cap is 32 MiB, a caller's share of it 8 MiB (a quarter, as a quarter of the calls is its share of them),
-so carol's reads hold 8 MiB per worker and the rest of her streams wait for her share. ``alice``'s publishes,
+of which its reads may hold 2 MiB: carol's reads hold one message's room (4 MiB) per worker and the rest of
+her streams wait for her share. ``alice``'s publishes,
 sent meanwhile on both workers, are read at once and stored; without the share, carol's streams held every
 byte of room and alice's calls waited ``limits.body_timeout`` (3 s here) and were answered UNAVAILABLE.
 """
