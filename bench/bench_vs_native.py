@@ -28,7 +28,8 @@ otherwise; ``--gateway-env KEY=VALUE`` sets an environment variable for every ga
 (e.g. ``TUBEMQ_GATEWAY_NO_EXTENSIONS=1`` for the pure-Python path). With ``--gateway-root`` the gateway of
 another source tree runs (an export of an older commit, for a before/after table on one machine): the bench
 passes it only what ``serve`` has long taken (``--masters``, the listen addresses, ``--workers`` in the
-workers cases) and the environment variables asked for.
+workers cases) and the environment variables asked for, and puts that tree first on ``PYTHONPATH``: the
+worker processes of ``serve`` import the installed package otherwise, whatever the working directory.
 
 Every case runs ``--repeat`` times; the report shows the median (and the spread). CPU per message is the
 gateway process's own CPU time (user + system, from ``/proc/<pid>/stat``, its child processes included)
@@ -117,6 +118,9 @@ class Gateway:
             "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "1",
             **args.gateway_env,
         }
+        if args.gateway_root:
+            # serve's worker processes start without the working directory on their import path
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, (args.gateway_root, env.get("PYTHONPATH"))))
         cmd = [sys.executable, "-m", "gateway", "serve", "--masters", master]
         cmd += ["--http-host", "127.0.0.1", "--http-port", str(self.http_port)]
         cmd += ["--grpc-port", str(self.grpc_port)]
