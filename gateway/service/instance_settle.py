@@ -60,7 +60,7 @@ class Settler:
             rolled_back = sum(len(touched[b]) + self.discard(b, count=True) for b in done)
             for batch, named in touched.items():  # the named tokens left ``pending`` before the discard
                 for token in named:
-                    self.remember_attempt(batch, int(token), chosen_messages[int(token)])
+                    self._remember_attempt(batch, chosen_messages[int(token)])
         outcomes = await asyncio.gather(*(self.confirm(b, consumed) for b in done))
         committed = sum(len(t) for t in touched.values()) if consumed else 0
         for batch, ok in zip(done, outcomes, strict=True):
@@ -151,7 +151,7 @@ class Settler:
         partition per store, no filter); where siblings' entries lie between them it falls short, so a few
         committed messages come again and no other message is skipped. Moving it is a registration of the
         partition with that offset (:mod:`gateway.tubemq.consumer.seek`); where that fails the batch is
-        rolled back whole, as before."""
+        rolled back whole."""
         state = self._state
         first_open: dict[Batch, int] = {}
         for batch, message, _ in state.buffer:
@@ -219,7 +219,7 @@ class Settler:
         dropped = [s for s, p in state.pending.items() if p[0] is batch]
         for seq in dropped:
             if count:
-                self.remember_attempt(batch, seq, state.pending[seq][1])
+                self._remember_attempt(batch, state.pending[seq][1])
             del state.pending[seq]
         before = len(state.buffer)
         if any(e[0] is batch for e in state.buffer):
@@ -230,7 +230,7 @@ class Settler:
             heapq.heapify(state.delayed)
         return len(dropped) + before - len(state.buffer) + delayed - len(state.delayed)
 
-    def remember_attempt(self, batch: Batch, seq: int, delivered: DeliveredMessage) -> None:
+    def _remember_attempt(self, batch: Batch, delivered: DeliveredMessage) -> None:
         """Count a delivery attempt of a message given back, for when its partition hands it out again."""
         state = self._state
         if batch.topic != state.policy.retry_topic:  # a retried message keeps its count in its attributes
