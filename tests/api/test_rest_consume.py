@@ -309,3 +309,22 @@ async def test_draining_refuses_new_instances_and_ends_streams(http: httpx.Async
     assert refused.status_code == 503 and "another replica" in refused.json()["error"]["message"]
     assert refused.headers["retry-after"] == "1"
     assert (await http.get(f"/v1/consumers/r-drain/instances/{instance}")).status_code == 200
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+async def test_sse_finds_its_batches_fetched_ahead(env: Env, prefetch: bool) -> None:
+    """An SSE stream of an auto-commit instance: after its first step, each step's batch was fetched ahead
+    while the last one went out (broker fetches a step had to start and wait for: 1, not one a step)."""
+    async with gateway(env, lease=10.0, prefetch_bytes=2**20 if prefetch else 0) as served:
+        async with httpx.AsyncClient(base_url=served.url, timeout=10.0) as http:
+            sent = [f"p{p}-{i}" for p in range(8) for i in range(10)]
+            for p in range(8):
+                await publish(http, "demo", [v for v in sent if v.startswith(f"p{p}-")], partition=p)
+            instance = await create(http, "r-ahead", startPosition="earliest", autoCommit=True)
+            url = f"/v1/consumers/r-ahead/instances/{instance}/stream"
+            async with http.stream("GET", url, params={"format": "utf8", "max_messages": 10}) as response:
+                events = await SseReader(response).read(len(sent))
+        assert sorted(json.loads(e.data)["value"] for e in events) == sorted(sent)
+        held = served.consumers.instance("r-ahead", instance)
+        assert (held.poll_fetches == 1) is prefetch
+        assert (held.fetches_ahead >= 7) is prefetch

@@ -309,3 +309,29 @@ async def test_subscribe_errors_and_endings(gw: Gateway) -> None:
     ended = await failure(open_stream.call.read())
     assert ended.code() is grpc.StatusCode.UNAVAILABLE and detail_of(ended).retry_after_seconds >= 1
     await asyncio.wait_for(stopping, 3.0)
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+async def test_subscribe_finds_its_batches_fetched_ahead(cluster: EmbeddedCluster, prefetch: bool) -> None:
+    """A Subscribe stream of an auto-commit instance: after its first step, each step's batch was fetched
+    ahead while the last one went out (broker fetches a step had to start and wait for: 1, not one a step)."""
+    settings = _settings(cluster, prefetch_bytes=2**20 if prefetch else 0)
+    async with running_gateway(cluster, settings, subscribe_step=0.5) as gw:
+        sent = [f"p{p}-{i}" for p in range(4) for i in range(10)]
+        for p in range(4):
+            await publish(gw, "demo", [v for v in sent if v.startswith(f"p{p}-")], partition=p)
+        instance = await create(gw, "g-ahead", start_position=pb.START_POSITION_EARLIEST, auto_commit=True)
+        request = pb.SubscribeRequest(group="g-ahead", instance_id=instance, max_messages=10)
+        call = gw.stub.Subscribe(request)
+        got: list[pb.ConsumedMessage] = []
+        async with asyncio.timeout(10):
+            while len(got) < len(sent):
+                response = await call.read()
+                assert response is not grpc.aio.EOF
+                got.extend(response.messages)
+        call.cancel()
+        assert sorted(m.value for m in got) == sorted(v.encode() for v in sent)
+        assert gw.runtime.consumers is not None
+        held = gw.runtime.consumers.instance("g-ahead", instance)
+        assert (held.poll_fetches == 1) is prefetch
+        assert (held.fetches_ahead >= 3) is prefetch
