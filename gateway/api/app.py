@@ -10,7 +10,14 @@ from fastapi import FastAPI
 from starlette.middleware import Middleware
 
 from gateway import __version__
-from gateway.api import routes_consumers, routes_health, routes_overview, routes_ranges, routes_topics
+from gateway.api import (
+    routes_consumers,
+    routes_health,
+    routes_overview,
+    routes_push,
+    routes_ranges,
+    routes_topics,
+)
 from gateway.api.admin import create_admin_app
 from gateway.api.auth import AuthMiddleware
 from gateway.api.compression import GzipMiddleware
@@ -79,6 +86,7 @@ def create_app(
     app.include_router(routes_consumers.router)
     app.include_router(routes_health.router)
     app.include_router(routes_ranges.router)
+    app.include_router(routes_push.router)
     install_error_handlers(app)
     metrics = rt.settings.metrics
     install_telemetry(

@@ -319,6 +319,23 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         }
     },
     "liveness": {"responses": {"200": {"status": "ok"}}},
+    "getPushKeys": {
+        "responses": {
+            "200": {
+                "keys": [
+                    {
+                        "kty": "EC",
+                        "crv": "P-256",
+                        "x": "nWRakzA8ugadQYkRDQbpcs5N7KI0jL7eG5HmRjtnLAM",
+                        "y": "5dIdNsEX1sLHJbxOqumKxlcD_5ELKvmkLoDFNr6lbmE",
+                        "kid": "qzt7c-DyQOFXRqXR3R5kfnOaRq-xOo_zXCxXmP3wDbc",
+                        "alg": "ES256",
+                        "use": "sig",
+                    }
+                ]
+            }
+        }
+    },
     "readiness": {
         "responses": {
             "200": {

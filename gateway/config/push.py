@@ -35,6 +35,16 @@ class PushSettings(BaseModel):
         description="PEM file of the CA certificates that endpoints' TLS certificates are checked against; "
         "empty = the system's CAs",
     )
+    token_key_file: str = Field(
+        "",
+        description="PEM private key (EC P-256: ES256, or RSA of 2048 bits or more: RS256) that signs the "
+        "JWTs of subscriptions with token true; its public key is served at GET /v1/push/jwks; give every "
+        "replica the same file; empty = no tokens",
+    )
+    token_issuer: str = Field(
+        "",
+        description="the iss of push JWTs; empty = the gateway's advertised URL (consumers.advertised_url)",
+    )
     max_subscriptions: int = Field(100, ge=1, le=10_000, description="the most push subscriptions defined")
     max_answer_bytes: int = Field(
         65536,

@@ -57,6 +57,7 @@ from gateway.service.publish import PublishService
 from gateway.service.push import PushOptions, PushService
 from gateway.service.push_outbound import EndpointPolicy
 from gateway.service.push_request import Renderer
+from gateway.service.push_token import PushTokens
 from gateway.service.quotas import Quotas
 from gateway.service.ranges import RangeService
 from gateway.service.redelivery_checks import create_in_tubemq
@@ -122,6 +123,8 @@ class Runtime:
     idempotency: Idempotency | None = None
     #: the push subscriptions this process runs (None: before :meth:`start_push`, or stopping)
     push: PushService | None = None
+    #: signs push subscriptions' JWTs (``push.token_key_file``; None: no key)
+    push_tokens: PushTokens | None = None
     _tracing: bool = field(default=False, init=False, repr=False)
     #: a replica of one process: the private directory its idempotency store lives in
     _own_dir: Path | None = field(default=None, init=False, repr=False)
@@ -403,9 +406,14 @@ class Runtime:
     async def start_push(self, render: Renderer) -> None:
         """Start the push subscriptions (``push.*``) once the runtime runs; ``render`` is the REST adapter's
         JSON of one delivered message (a wrapped payload is the poll answer's message object). ValueError
-        when the subscriptions file or ``push.allow`` is wrong."""
+        when the subscriptions file, the token key or ``push.allow`` is wrong."""
         p = self.settings.push
-        if self.push is not None or not p.subscriptions_file:
+        if self.push is not None:
+            return
+        if p.token_key_file and self.push_tokens is None:
+            issuer = p.token_issuer or self.settings.advertised_url()
+            self.push_tokens = PushTokens(Path(p.token_key_file), issuer)
+        if not p.subscriptions_file:
             return
         options = PushOptions(
             subscriptions_file=Path(p.subscriptions_file),
@@ -423,6 +431,7 @@ class Runtime:
             options,
             events=self.events,
             verify=verify,
+            tokens=self.push_tokens,
         )
         await push.start()
         self.push = push

@@ -55,6 +55,8 @@ REST_OPERATIONS: Final[dict[str, Operation]] = {
     "listConsumers": Operation(CONSUME, "owner; every instance with admin"),
     "liveness": OPEN,
     "readiness": OPEN,
+    # public keys, as any issuer's JWKS: receivers of push requests fetch them without credentials
+    "getPushKeys": OPEN,
     "metrics": Operation(ADMIN),
     "/openapi.json": Operation(ADMIN),
     "/docs": Operation(ADMIN),

@@ -21,6 +21,7 @@ from gateway.service.push_outbound import EndpointPolicy, Outbound
 from gateway.service.push_request import Renderer
 from gateway.service.push_runner import SubscriptionRunner
 from gateway.service.push_subscription import PushSubscription, SubscriptionBounds, load_subscriptions
+from gateway.service.push_token import PushTokens
 from gateway.tubemq.events import EventBus
 
 __all__ = ["PushOptions", "PushService"]
@@ -52,7 +53,10 @@ class PushService:
         *,
         events: EventBus | None = None,
         verify: ssl.SSLContext | bool = True,
+        tokens: PushTokens | None = None,
     ) -> None:
+        #: signs the JWTs of subscriptions with ``token`` (None: no push.token_key_file)
+        self.tokens = tokens
         self._consumers = consumers
         self._policy = policy
         self._render = render
@@ -63,6 +67,7 @@ class PushService:
             max_ack_deadline=consumers.max_ack_deadline,
             max_backoff=consumers.max_nack_delay,
             check_endpoint=policy.check_url,
+            can_sign=tokens is not None,
         )
         self._definitions: dict[str, PushSubscription] = {}
         self._runners: dict[str, tuple[SubscriptionRunner, Outbound]] = {}
@@ -130,6 +135,7 @@ class PushService:
             poll_wait=self._options.poll_wait,
             error_backoff=self._options.error_backoff,
             events=self._events,
+            tokens=self.tokens,
         )
         self._runners[definition.name] = (runner, outbound)
         runner.start()

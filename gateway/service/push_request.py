@@ -55,9 +55,13 @@ def build_request(
     message: DeliveredMessage,
     render: Renderer,
     clock: Callable[[], float] = time.time,
+    token: str | None = None,
 ) -> tuple[bytes, dict[str, str]]:
-    """The body and headers of ``message``'s delivery to ``subscription``'s endpoint."""
+    """The body and headers of ``message``'s delivery to ``subscription``'s endpoint (with ``token`` as the
+    bearer token, when given: :mod:`gateway.service.push_token`)."""
     headers = {"tubemq-subscription": subscription.name}
+    if token is not None:
+        headers["authorization"] = f"Bearer {token}"
     if subscription.payload == "wrapped":
         name = json.dumps(subscription.name).encode()
         body = b'{"subscription":' + name + b',"message":' + render(message, subscription.value_format) + b"}"

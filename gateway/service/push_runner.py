@@ -29,6 +29,7 @@ from gateway.service.instance_spec import InstanceSpec
 from gateway.service.push_outbound import DeliveryAnswer, EndpointRefused, Outbound
 from gateway.service.push_request import Renderer, build_request
 from gateway.service.push_subscription import PushSubscription
+from gateway.service.push_token import PushTokens
 from gateway.tubemq.events import EventBus
 
 __all__ = ["SubscriptionRunner", "outcome_of"]
@@ -59,8 +60,10 @@ class SubscriptionRunner:
         error_backoff: float = 1.0,
         events: EventBus | None = None,
         clock: Callable[[], float] | None = None,
+        tokens: PushTokens | None = None,
     ) -> None:
         self.subscription = subscription
+        self._tokens = tokens
         self._consumers = consumers
         self._outbound = outbound
         self._render = render
@@ -188,7 +191,9 @@ class SubscriptionRunner:
             self._consumers.extend_deadlines(s.group, instance_id, token, seconds=self._hold())
         except ServiceError:
             return  # the instance is gone: the message went back to the group
-        body, headers = build_request(s, message, self._render)
+        audience = s.token_audience
+        bearer = None if audience is None or self._tokens is None else self._tokens.token(s.name, audience)
+        body, headers = build_request(s, message, self._render, token=bearer)
         start = self._clock()
         try:
             answer = await self._outbound.post(body, headers, s.ack_deadline)

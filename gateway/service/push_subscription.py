@@ -61,6 +61,8 @@ _FIELDS = frozenset(
         "maxConcurrency",
         "orderedByKey",
         "secret",
+        "token",
+        "tokenAudience",
         "paused",
     }
 )
@@ -75,6 +77,8 @@ class SubscriptionBounds:
     max_ack_deadline: float = 600.0
     max_backoff: float = 600.0
     check_endpoint: Callable[[str], None] = lambda url: None
+    #: whether the gateway has a key to sign push tokens with (``push.token_key_file``)
+    can_sign: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,8 @@ class PushSubscription:
     max_concurrency: int = 16
     ordered_by_key: bool = False
     secret: bytes = field(default=b"", repr=False)
+    #: the ``aud`` of the JWT each request carries (None: no token)
+    token_audience: str | None = None
     paused: bool = False
 
     def backoff(self, attempt: int) -> float:
@@ -124,8 +130,11 @@ class PushSubscription:
             "maxConcurrency": self.max_concurrency,
             "orderedByKey": self.ordered_by_key,
             "hasSecret": bool(self.secret),
+            "token": self.token_audience is not None,
             "paused": self.paused,
         }
+        if self.token_audience is not None:
+            out["tokenAudience"] = self.token_audience
         if self.dead_letter_topic is not None:
             out["deadLetterTopic"] = self.dead_letter_topic
             out["maxDeliveryAttempts"] = self.max_delivery_attempts
@@ -188,6 +197,7 @@ def parse_subscription(
     elif data.get("maxDeliveryAttempts") is not None:
         raise InvalidInput("maxDeliveryAttempts needs a deadLetterTopic", field=p + "deadLetterTopic")
     concurrency = _int(data.get("maxConcurrency", 16), p + "maxConcurrency", 1, MAX_CONCURRENCY)
+    audience = _audience(data, endpoint, bounds.can_sign, p)
     return PushSubscription(
         name=name,
         group=group,
@@ -205,6 +215,7 @@ def parse_subscription(
         max_concurrency=concurrency,
         ordered_by_key=_bool(data.get("orderedByKey", False), p + "orderedByKey"),
         secret=_secret(data.get("secret"), p + "secret"),
+        token_audience=audience,
         paused=_bool(data.get("paused", False), p + "paused"),
     )
 
@@ -316,6 +327,25 @@ def _bool(value: object, field: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidInput(f"{field.rsplit('.', 1)[-1]} must be true or false", field=field)
     return value
+
+
+def _audience(data: Mapping[str, Any], endpoint: str, can_sign: bool, p: str) -> str | None:
+    """The token's audience: ``tokenAudience``, else the endpoint, with ``token`` true; None without."""
+    wanted = _bool(data.get("token", False), p + "token")
+    audience = data.get("tokenAudience")
+    if audience is not None and not wanted:
+        raise InvalidInput("tokenAudience needs token true", field=p + "tokenAudience")
+    if not wanted:
+        return None
+    if not can_sign:
+        raise InvalidInput(
+            "token needs a signing key: set push.token_key_file (docs/push.md, Tokens)", field=p + "token"
+        )
+    if audience is None:
+        return endpoint
+    if not isinstance(audience, str) or not 0 < len(audience) <= 2048 or not audience.isprintable():
+        raise InvalidInput("tokenAudience is 1-2048 printable characters", field=p + "tokenAudience")
+    return audience
 
 
 def _secret(value: object, field: str) -> bytes:

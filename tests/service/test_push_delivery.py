@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from standardwebhooks.webhooks import Webhook
 
 from gateway.api.consumer_render import render_message
@@ -58,8 +61,11 @@ def _file(tmp_path: Path, *definitions: dict[str, Any]) -> str:
     return str(path)
 
 
-def _push(tmp_path: Path, *definitions: dict[str, Any], allow: list[str] = LOOPBACK) -> dict[str, Any]:
+def _push(
+    tmp_path: Path, *definitions: dict[str, Any], allow: list[str] = LOOPBACK, **more: Any
+) -> dict[str, Any]:
     return {
+        **more,
         "subscriptions_file": _file(tmp_path, *definitions),
         "allow": allow,
         "poll_wait": 0.2,
@@ -233,3 +239,42 @@ async def test_an_edited_file_is_applied_and_a_broken_edit_keeps_the_running_set
             await env.publish("demo", [b"to-second"])
             await eventually(lambda: second.answered, timeout=20, what="the second endpoint's delivery")
     assert [r.body for r in second.answered if json.loads(r.body)["message"]["value"] == "to-first"] == []
+
+
+async def test_a_token_verifies_with_the_keys_the_gateway_serves(env: Env, tmp_path: Path) -> None:
+    key = tmp_path / "push-key.pem"
+    private = ec.generate_private_key(ec.SECP256R1())
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    async with receiver() as hook:
+        definition = _definition(hook.url, token=True)
+        settings = _push(tmp_path, definition, token_key_file=str(key), token_issuer="https://gw.example")
+        async with gateway(env, push=settings) as served:
+            await env.publish("demo", [b"with-token"])
+            await eventually(lambda: hook.answered, timeout=20, what="a delivery")
+            async with httpx.AsyncClient(base_url=served.url) as client:
+                jwks = (await client.get("/v1/push/jwks")).json()  # no credentials needed
+    scheme, _, token = hook.answered[0].headers["authorization"].partition(" ")
+    assert scheme == "Bearer" and len(jwks["keys"]) == 1
+    public = jwt.PyJWK(jwks["keys"][0])
+    assert jwt.get_unverified_header(token)["kid"] == public.key_id
+    claims = jwt.decode(
+        token, public.key, algorithms=["ES256"], audience=hook.url, issuer="https://gw.example"
+    )
+    assert claims["sub"] == "hooks" and claims["exp"] - claims["iat"] == 3600
+    with pytest.raises(jwt.InvalidAudienceError):
+        jwt.decode(token, public.key, algorithms=["ES256"], audience="https://other.example/")
+
+
+async def test_a_token_without_a_key_is_refused_when_defined(env: Env, tmp_path: Path) -> None:
+    consumers = await env.service()
+    options = PushOptions(
+        subscriptions_file=Path(_file(tmp_path, _definition("http://127.0.0.1:9/", token=True)))
+    )
+    push = PushService(consumers, EndpointPolicy.parse(LOOPBACK), render_message, options)
+    with pytest.raises(ValueError, match=r"subscriptions\[0\]\.token: token needs a signing key"):
+        await push.start()
+    await push.close()

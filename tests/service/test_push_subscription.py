@@ -4,6 +4,7 @@ the backoff per attempt, and a secret that never shows."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,8 @@ def test_defaults_and_the_backoff_doubling_up_to_its_maximum() -> None:
         ({"secret": "whsec_" + base64.b64encode(b"short").decode()}, "secret"),
         ({"secret": "whsec_not base64!"}, "secret"),
         ({"colour": "blue"}, "colour"),
+        ({"token": "yes"}, "token"),
+        ({"tokenAudience": "https://aud.example"}, "tokenAudience"),  # without token
     ],
 )
 def test_each_wrong_field_is_named(change: dict[str, Any], field: str) -> None:
@@ -169,3 +172,17 @@ def test_a_file_holds_unique_names_within_the_limit(tmp_path: Path) -> None:
     (tmp_path / "subs.json").write_text("{", encoding="utf-8")
     with pytest.raises(ValueError, match="cannot read push subscriptions"):
         load_subscriptions(tmp_path / "subs.json", BOUNDS, 2)
+
+
+def test_a_token_needs_a_signing_key_and_defaults_to_the_endpoint_as_audience() -> None:
+    with pytest.raises(InvalidInput, match=r"push\.token_key_file") as caught:
+        parse_subscription({**VALID, "token": True}, BOUNDS)
+    assert caught.value.field == "token"
+    signing = dataclasses.replace(BOUNDS, can_sign=True)
+    assert parse_subscription({**VALID, "token": True}, signing).token_audience == VALID["endpoint"]
+    chosen = parse_subscription({**VALID, "token": True, "tokenAudience": "api://orders"}, signing)
+    assert chosen.token_audience == "api://orders" and chosen.to_dict()["tokenAudience"] == "api://orders"
+    assert parse_subscription(VALID, signing).token_audience is None
+    with pytest.raises(InvalidInput) as caught:
+        parse_subscription({**VALID, "token": True, "tokenAudience": ""}, signing)
+    assert caught.value.field == "tokenAudience"
