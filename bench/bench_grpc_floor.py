@@ -80,7 +80,7 @@ except ImportError:  # an older tree: grpc's defaults
         return {}
 
 
-from gateway.service.publish import OutgoingMessage, PublishOutcome  # noqa: E402
+from gateway.service.publish import OutgoingMessage, PublishOutcome, PublishService  # noqa: E402
 from gateway.tubemq.producer import SendResult  # noqa: E402
 
 SERVICE = "tubemq.gateway.v1.GatewayService"
@@ -112,13 +112,19 @@ class _PassThrough(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
 
 class _Publisher:
-    """A publish service that stores nothing and answers at once with prebuilt outcomes."""
+    """A publish service that prepares messages by the publish rules (as the gateway's does), stores nothing
+    and answers at once with prebuilt outcomes."""
 
     def __init__(self, outcomes: dict[int, list[PublishOutcome]]) -> None:
         self._outcomes = outcomes
+        # the service's own prepare step (it needs no producer), where the tree has one
+        self.prepare = getattr(PublishService(None), "prepare", None)  # type: ignore[arg-type]
 
     async def publish(self, topic: str, messages: Sequence[OutgoingMessage]) -> list[PublishOutcome]:
         return self._outcomes[len(messages)]
+
+    async def publish_prepared(self, topic: str, prepared: Sequence[object]) -> list[PublishOutcome]:
+        return self._outcomes[len(prepared)]
 
 
 class _Runtime:
