@@ -28,6 +28,7 @@ __all__ = [
     "MAX_CONCURRENCY",
     "MAX_SUBSCRIPTION_NAME",
     "SECRET_PREFIX",
+    "SUBSCRIPTION_FIELDS",
     "PayloadForm",
     "PushSubscription",
     "SubscriptionBounds",
@@ -43,7 +44,8 @@ MAX_CONCURRENCY = 1000
 #: the prefix of a Standard Webhooks secret (base64 of 24 to 64 random bytes follows)
 SECRET_PREFIX = "whsec_"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_FIELDS = frozenset(
+#: the fields of a definition (the chart's values.schema.json lists the same: tests/deploy/test_helm_push.py)
+SUBSCRIPTION_FIELDS = frozenset(
     {
         "name",
         "group",
@@ -147,10 +149,10 @@ def parse_subscription(
     """Check one definition; InvalidInput naming the field (``prefix`` + its name) when it is wrong."""
     if not isinstance(data, Mapping):
         raise InvalidInput("a subscription is a JSON object", field=prefix.rstrip(".") or None)
-    unknown = sorted(str(k) for k in data if k not in _FIELDS)
+    unknown = sorted(str(k) for k in data if k not in SUBSCRIPTION_FIELDS)
     if unknown:
         raise InvalidInput(
-            f"unknown subscription fields {unknown[:5]}: the fields are {sorted(_FIELDS)}",
+            f"unknown subscription fields {unknown[:5]}: the fields are {sorted(SUBSCRIPTION_FIELDS)}",
             field=prefix + unknown[0],
         )
     p = prefix
