@@ -19,6 +19,7 @@ from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import StartPosition
 from gateway.tubemq.consumer.events import OffsetCommitted
 from gateway.tubemq.events import EventBus
+from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method
@@ -38,22 +39,24 @@ class Recording(ConnectionPool):
         #: the most GetMessage requests out at once
         self.most_fetching = 0
 
-    async def request(
+    async def request_decoded(
         self,
         address: NodeAddress,
         method: int,
         request: Message | bytes,
         timeout: float,  # noqa: ASYNC109 - the pool API
         service: int | None = None,
-    ) -> Message:
+        decode: AnswersDecoder | None = None,
+    ) -> object:
+        """The consumer's broker calls (``ConsumerContext.broker_call_decoded``) come through here."""
         if method in (Method.GET_MESSAGES, Method.CONSUMER_COMMIT) and isinstance(request, Message):
             self.sent.append((method, request))
         if method != Method.GET_MESSAGES:
-            return await super().request(address, method, request, timeout, service)
+            return await super().request_decoded(address, method, request, timeout, service, decode)
         self.fetching += 1
         self.most_fetching = max(self.most_fetching, self.fetching)
         try:
-            return await super().request(address, method, request, timeout, service)
+            return await super().request_decoded(address, method, request, timeout, service, decode)
         finally:
             self.fetching -= 1
 
