@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from gateway.tubemq.net import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 
 # Property tests check correctness, not speed: on a loaded 2-core CI machine a single example can take
@@ -29,3 +30,10 @@ async def pool() -> AsyncIterator[ConnectionPool]:
     pool = ConnectionPool()
     yield pool
     await pool.close()
+
+
+@pytest.fixture
+def network() -> MemoryNetwork:
+    """An in-memory network: a pool given its ``create_connection`` and servers given its ``start_server``
+    talk through it with the real frames and no socket (gateway/tubemq/net/memory.py)."""
+    return MemoryNetwork()

@@ -36,6 +36,7 @@ from gateway.embedded.broker_common import (
     java_trim,
 )
 from gateway.embedded.broker_consume import ConsumerService
+from gateway.embedded.listen import StartServer, tcp_server
 from gateway.embedded.offsets import OffsetManager
 from gateway.embedded.server import CallContext, RemoteFault, RpcServer
 from gateway.embedded.store import NO_MSG_TYPE, AppendResult, Retention, TopicStore
@@ -83,6 +84,7 @@ class EmbeddedBroker:
         id_clock: Callable[[], int] = time.monotonic_ns,
         retention: Retention | None = None,
         retention_interval: float = 10.0,
+        start_server: StartServer = tcp_server,
     ) -> None:
         names = [spec.name for spec in topics]
         if len(set(names)) != len(names):
@@ -106,6 +108,7 @@ class EmbeddedBroker:
         self.retention = retention
         self._retention_interval = retention_interval
         self._retention_due = 0.0
+        self._start_server = start_server
         self._server: RpcServer | None = None
         self._stores: StoreTable | None = None
         self._offsets: OffsetManager | None = None
@@ -151,7 +154,9 @@ class EmbeddedBroker:
             host=self.host,
         )
         name = f"broker-{self.broker_id}"
-        server = RpcServer(self.handle, self.host, self._port, ssl=self._ssl, name=name)
+        server = RpcServer(
+            self.handle, self.host, self._port, ssl=self._ssl, name=name, start_server=self._start_server
+        )
         self._stores, self._offsets, self._consumers, self._server = stores, offsets, consumers, server
         self._serving = True
         try:

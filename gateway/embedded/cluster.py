@@ -19,6 +19,7 @@ from pathlib import Path
 
 from gateway.embedded.auth import ServerAuth
 from gateway.embedded.broker import EmbeddedBroker
+from gateway.embedded.listen import StartServer, tcp_server
 from gateway.embedded.master import EmbeddedMaster
 from gateway.embedded.store import Retention
 from gateway.embedded.topics import DEFAULT_MAX_MSG_SIZE, TopicSpec
@@ -39,7 +40,9 @@ class EmbeddedCluster:
     ``auth`` makes the master and brokers authenticate clients (``embedded.auth``); ``fsync`` makes the
     brokers force every append and offsets write to disk (``embedded.fsync``); ``id_clock`` (monotonic
     nanoseconds) is every broker's clock for message ids, which rise and fall with it as on a real broker
-    (:mod:`gateway.embedded.msgid`).
+    (:mod:`gateway.embedded.msgid`). ``start_server`` is where every node, RPC and web, listens: TCP by
+    default, the client core's in-memory network for tests that need no socket
+    (:mod:`gateway.embedded.listen`).
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class EmbeddedCluster:
         retention_interval: float = 10.0,
         fsync: bool = False,
         id_clock: Callable[[], int] = time.monotonic_ns,
+        start_server: StartServer = tcp_server,
     ) -> None:
         if not topics:
             raise ValueError("an embedded cluster needs at least one topic")
@@ -89,6 +93,7 @@ class EmbeddedCluster:
                 retention_interval=retention_interval,
                 fsync=fsync,
                 id_clock=id_clock,
+                start_server=start_server,
             )
             for broker_id, port in enumerate(ports, start=1)
         ]
@@ -104,22 +109,33 @@ class EmbeddedCluster:
             ssl=ssl,
             auth=auth,
             rng=rng,
+            start_server=start_server,
         )
         self.standby: EmbeddedMaster | None = (
             EmbeddedMaster(
-                self.brokers, host=host, standby=True, max_msg_size=max_msg_size, ssl=ssl, auth=auth
+                self.brokers,
+                host=host,
+                standby=True,
+                max_msg_size=max_msg_size,
+                ssl=ssl,
+                auth=auth,
+                start_server=start_server,
             )
             if standby_master
             else None
         )
         # the web API (TubeMQ's admin HTTP API, read-only subset): the master's and one per broker
         self.broker_webs = {
-            b.broker_id: WebApi(broker_methods(b), host, name=f"broker-{b.broker_id}") for b in self.brokers
+            b.broker_id: WebApi(
+                broker_methods(b), host, name=f"broker-{b.broker_id}", start_server=start_server
+            )
+            for b in self.brokers
         }
         self.master_web = WebApi(
             master_methods(lambda: self.master, self.brokers, lambda i: self.broker_webs[i].port),
             host,
             name="master",
+            start_server=start_server,
         )
         self._started = False
 

@@ -28,6 +28,7 @@ from google.protobuf.message import Message
 from gateway.embedded.auth import ServerAuth, refusal
 from gateway.embedded.balancer import Balancer
 from gateway.embedded.consumer_groups import ConsumerRegistry
+from gateway.embedded.listen import StartServer, tcp_server
 from gateway.embedded.master_common import (
     DEFAULT_MAX_MSG_SIZE,
     STANDBY_EXCEPTION,
@@ -80,6 +81,7 @@ class EmbeddedMaster:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         clock_ms: Callable[[], int] = wall_ms,
+        start_server: StartServer = tcp_server,
     ) -> None:
         if balance_period <= 0:
             raise ValueError(f"balance_period must be > 0 seconds, got {balance_period}")
@@ -88,7 +90,7 @@ class EmbeddedMaster:
         )
         self._state.address = NodeAddress(host, port)
         self._auth = auth
-        self._server = RpcServer(self.handle, host, port, ssl=ssl, name="master")
+        self._server = RpcServer(self.handle, host, port, ssl=ssl, name="master", start_server=start_server)
         self.producers = ProducerRegistry(producer_timeout, clock)
         self.consumers = ConsumerRegistry(consumer_timeout, clock)
         self.balancer = Balancer(self.consumers, self._state.directory.subscribable, rng=rng)

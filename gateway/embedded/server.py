@@ -42,6 +42,7 @@ from collections.abc import Callable
 from google.protobuf.message import Message
 
 from gateway.embedded.calls import CallContext, Handler, RemoteFault, service_offers
+from gateway.embedded.listen import Listening, StartServer, tcp_server
 from gateway.embedded.server_link import AcceptedLink
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import STATUS_ERROR, ProtocolError
@@ -80,7 +81,8 @@ DEFAULT_FRAME_TIMEOUT = 30.0
 
 
 class RpcServer:
-    """Listens on ``host:port`` (0 picks a free port, read ``port`` after ``start``), TLS if ``ssl``."""
+    """Listens on ``host:port`` (0 picks a free port, read ``port`` after ``start``), TLS if ``ssl``, through
+    ``start_server`` (a TCP socket by default; see :mod:`gateway.embedded.listen`)."""
 
     def __init__(
         self,
@@ -95,6 +97,7 @@ class RpcServer:
         max_unsent_bytes: int = DEFAULT_MAX_UNSENT_BYTES,
         max_calls: int = DEFAULT_MAX_CALLS,
         frame_timeout: float = DEFAULT_FRAME_TIMEOUT,
+        start_server: StartServer = tcp_server,
     ) -> None:
         if max_unsent_bytes < 1 or max_calls < 1 or frame_timeout <= 0:
             raise ValueError(
@@ -116,7 +119,8 @@ class RpcServer:
         self._ssl = ssl
         self._clock = clock
         self._max_frame_bytes = max_frame_bytes
-        self._server: asyncio.Server | None = None
+        self._start_server = start_server
+        self._server: Listening | None = None
         self._links: set[AcceptedLink] = set()
         self._stopping = False
         self.requests_received = 0
@@ -154,10 +158,9 @@ class RpcServer:
         if self._server is not None:
             raise RuntimeError(f"{self!r} is already started")
         self._stopping = False
-        self._server = await asyncio.start_server(
+        self._server, self.port = await self._start_server(
             self._serve, self.host, self.port, ssl=self._ssl, limit=_STREAM_LIMIT
         )
-        self.port = self._server.sockets[0].getsockname()[1]
         loop = asyncio.get_running_loop()
         self._sweeper = loop.create_task(self._sweep(), name=f"{self.name}-frame-sweeper")
         log.debug("%r listening", self)

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from gateway.embedded.listen import Listening, StartServer, tcp_server
+
 __all__ = ["WebApi", "WebHandler", "fail"]
 
 log = logging.getLogger("gateway.embedded.web")
@@ -52,13 +54,19 @@ class WebApi:
     """An HTTP server answering ``?method=NAME&k=v`` with ``handler(NAME, params)`` as JSON."""
 
     def __init__(
-        self, handler: WebHandler, host: str = "127.0.0.1", port: int = 0, name: str = "web"
+        self,
+        handler: WebHandler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        name: str = "web",
+        start_server: StartServer = tcp_server,
     ) -> None:
         self.handler = handler
         self.host = host
         self.name = name
         self._port = port
-        self._server: asyncio.Server | None = None
+        self._start_server = start_server
+        self._server: Listening | None = None
         # connections being served: closed by stop() (Python 3.11's Server.wait_closed does not wait for
         # them, so a client that connected and never sent would leave its task pending past the loop)
         self._open: set[asyncio.StreamWriter] = set()
@@ -71,8 +79,7 @@ class WebApi:
         return self._port
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self._port)
-        self._port = self._server.sockets[0].getsockname()[1]
+        self._server, self._port = await self._start_server(self._serve, self.host, self._port)
 
     async def stop(self) -> None:
         server, self._server = self._server, None

@@ -13,6 +13,7 @@ from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.server import CallContext, RemoteFault
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.wire.payload import crc32_checksum, java_string_hash
 from gateway.tubemq.wire.pb import BrokerService_pb2 as pb
 from gateway.tubemq.wire.rpc import Method
@@ -28,8 +29,10 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def broker(clock: ManualClock) -> AsyncIterator[EmbeddedBroker]:
-    b = EmbeddedBroker(1, TOPICS, consumer_timeout=TIMEOUT, clock=clock, max_msg_size=1000)
+async def broker(network: MemoryNetwork, clock: ManualClock) -> AsyncIterator[EmbeddedBroker]:
+    b = EmbeddedBroker(
+        1, TOPICS, consumer_timeout=TIMEOUT, clock=clock, max_msg_size=1000, start_server=network.start_server
+    )
     await b.start()
     yield b
     await b.stop()
@@ -528,8 +531,8 @@ async def test_handle_dispatches_by_method_and_refuses_others(broker: EmbeddedBr
     assert fault.value.exception_name == "java.lang.Exception"
 
 
-async def test_stopped_broker_answers_503(clock: ManualClock) -> None:
-    b = EmbeddedBroker(1, TOPICS, clock=clock)
+async def test_stopped_broker_answers_503(network: MemoryNetwork, clock: ManualClock) -> None:
+    b = EmbeddedBroker(1, TOPICS, clock=clock, start_server=network.start_server)
     await b.start()
     consumers = b.consumers
     await b.stop()
@@ -546,8 +549,10 @@ async def test_stopped_broker_answers_503(clock: ManualClock) -> None:
     assert heartbeat(b, "c", []).errCode == 503
 
 
-async def test_memory_broker_keeps_messages_across_restart_on_the_same_port(clock: ManualClock) -> None:
-    b = EmbeddedBroker(1, TOPICS, clock=clock)
+async def test_memory_broker_keeps_messages_across_restart_on_the_same_port(
+    network: MemoryNetwork, clock: ManualClock
+) -> None:
+    b = EmbeddedBroker(1, TOPICS, clock=clock, start_server=network.start_server)
     await b.start()
     port = b.address.port
     await send(b, 0, b"kept")
@@ -564,9 +569,10 @@ async def test_memory_broker_keeps_messages_across_restart_on_the_same_port(cloc
 
 
 async def test_file_broker_restart_keeps_every_acknowledged_message_and_committed_offsets(
+    network: MemoryNetwork,
     tmp_path: Path,
 ) -> None:
-    b = EmbeddedBroker(1, TOPICS, data_dir=tmp_path)
+    b = EmbeddedBroker(1, TOPICS, data_dir=tmp_path, start_server=network.start_server)
     await b.start()
     acks = [await send(b, i % 3, f"m{i}".encode()) for i in range(6)]
     acks.append(await send(b, 10000, b"s1", topic="multi"))
@@ -575,7 +581,7 @@ async def test_file_broker_restart_keeps_every_acknowledged_message_and_committe
     commit(b, "c1", 0, True)
     await b.stop()
     assert (tmp_path / "demo" / "store-0.log").exists() and (tmp_path / "offsets.json").exists()
-    again = EmbeddedBroker(1, TOPICS, data_dir=tmp_path)
+    again = EmbeddedBroker(1, TOPICS, data_dir=tmp_path, start_server=network.start_server)
     await again.start()
     try:
         store = again.store("demo")
@@ -588,12 +594,12 @@ async def test_file_broker_restart_keeps_every_acknowledged_message_and_committe
         await again.stop()
 
 
-async def test_constructor_checks_and_repr(tmp_path: Path) -> None:
+async def test_constructor_checks_and_repr(network: MemoryNetwork, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="twice"):
-        EmbeddedBroker(1, [TopicSpec("demo"), TopicSpec("demo")])
+        EmbeddedBroker(1, [TopicSpec("demo"), TopicSpec("demo")], start_server=network.start_server)
     with pytest.raises(ValueError, match="consumer_timeout"):
-        EmbeddedBroker(1, TOPICS, consumer_timeout=0)
-    b = EmbeddedBroker(3, TOPICS, data_dir=tmp_path)
+        EmbeddedBroker(1, TOPICS, consumer_timeout=0, start_server=network.start_server)
+    b = EmbeddedBroker(3, TOPICS, data_dir=tmp_path, start_server=network.start_server)
     with pytest.raises(RuntimeError, match="not started"):
         _ = b.address
     assert repr(b) == f"<EmbeddedBroker 3 127.0.0.1:? stopped topics=2 {tmp_path}>"
@@ -603,8 +609,8 @@ async def test_constructor_checks_and_repr(tmp_path: Path) -> None:
             await b.start()
 
 
-async def test_sweeper_drops_timed_out_registrations_in_the_background() -> None:
-    async with EmbeddedBroker(1, TOPICS, consumer_timeout=0.05) as b:
+async def test_sweeper_drops_timed_out_registrations_in_the_background(network: MemoryNetwork) -> None:
+    async with EmbeddedBroker(1, TOPICS, consumer_timeout=0.05, start_server=network.start_server) as b:
         register(b, "c1")
         for _ in range(200):
             if not b.consumers.registrations:

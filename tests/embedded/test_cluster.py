@@ -11,6 +11,7 @@ from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec, parse_topic_specs
 from gateway.tubemq.errors import StandbyException
 from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.wire.meta import parse_subscribe_info
 from gateway.tubemq.wire.pb import BrokerService_pb2 as bpb
 from gateway.tubemq.wire.pb import MasterService_pb2 as pb
@@ -24,18 +25,23 @@ def heartbeat(checksum: int) -> pb.HeartRequestP2M:
 
 
 async def test_cluster_serves_producers_through_its_master_and_fails_over_from_the_standby(
+    network: MemoryNetwork,
     tmp_path: Path,
 ) -> None:
     cluster = EmbeddedCluster(
-        parse_topic_specs("demo:4,orders:2:2"), brokers=2, data_dir=tmp_path, standby_master=True
+        parse_topic_specs("demo:4,orders:2:2"),
+        brokers=2,
+        data_dir=tmp_path,
+        standby_master=True,
+        start_server=network.start_server,
     )
     async with cluster:
         assert [b.broker_id for b in cluster.brokers] == [1, 2]
         assert all(b.is_serving for b in cluster.brokers)
         assert cluster.master_addresses == [cluster.standby.address, cluster.master_address]  # type: ignore[union-attr]
         assert (tmp_path / "broker-1").is_dir() and (tmp_path / "broker-2").is_dir()
-        standby = Connection(cluster.master_addresses[0])
-        active = Connection(cluster.master_address)
+        standby = Connection(cluster.master_addresses[0], connector=network.create_connection)
+        active = Connection(cluster.master_address, connector=network.create_connection)
         await standby.connect(2.0)
         await active.connect(2.0)
         try:
@@ -69,29 +75,33 @@ async def test_cluster_serves_producers_through_its_master_and_fails_over_from_t
     await cluster.stop()  # twice is fine
 
 
-async def test_cluster_arguments_are_checked() -> None:
+async def test_cluster_arguments_are_checked(network: MemoryNetwork) -> None:
     with pytest.raises(ValueError, match="at least one topic"):
-        EmbeddedCluster([])
+        EmbeddedCluster([], start_server=network.start_server)
     with pytest.raises(ValueError, match="brokers must be"):
-        EmbeddedCluster([TopicSpec("demo")], brokers=0)
+        EmbeddedCluster([TopicSpec("demo")], brokers=0, start_server=network.start_server)
     with pytest.raises(ValueError, match="2 brokers need 2 broker ports"):
-        EmbeddedCluster([TopicSpec("demo")], brokers=2, broker_ports=[1])
+        EmbeddedCluster([TopicSpec("demo")], brokers=2, broker_ports=[1], start_server=network.start_server)
     with pytest.raises(IndexError):
-        EmbeddedCluster([TopicSpec("demo")]).broker(2)
+        EmbeddedCluster([TopicSpec("demo")], start_server=network.start_server).broker(2)
 
 
-async def test_failed_start_stops_what_started() -> None:
-    async with EmbeddedCluster([TopicSpec("demo")]) as first:
+async def test_failed_start_stops_what_started(network: MemoryNetwork) -> None:
+    async with EmbeddedCluster([TopicSpec("demo")], start_server=network.start_server) as first:
         taken = first.master_address.port
-        clash = EmbeddedCluster([TopicSpec("demo")], master_port=taken)
+        clash = EmbeddedCluster([TopicSpec("demo")], master_port=taken, start_server=network.start_server)
         with pytest.raises(OSError):
             await clash.start()
         assert not clash.brokers[0].is_serving
 
 
-async def test_assigned_partitions_can_be_registered_at_the_brokers_named_in_the_event() -> None:
-    async with EmbeddedCluster([TopicSpec("demo", 2)], brokers=2, balance_period=0.02) as cluster:
-        master = Connection(cluster.master_address)
+async def test_assigned_partitions_can_be_registered_at_the_brokers_named_in_the_event(
+    network: MemoryNetwork,
+) -> None:
+    async with EmbeddedCluster(
+        [TopicSpec("demo", 2)], brokers=2, balance_period=0.02, start_server=network.start_server
+    ) as cluster:
+        master = Connection(cluster.master_address, connector=network.create_connection)
         await master.connect(2.0)
         links: dict[str, Connection] = {}
         try:
@@ -115,7 +125,7 @@ async def test_assigned_partitions_can_be_registered_at_the_brokers_named_in_the
                 assert address == cluster.broker(part.broker.broker_id).address
                 link = links.get(str(address))
                 if link is None:
-                    link = links[str(address)] = Connection(address)
+                    link = links[str(address)] = Connection(address, connector=network.create_connection)
                     await link.connect(2.0)
                 request = bpb.RegisterRequestC2B(
                     opType=31,

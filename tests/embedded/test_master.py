@@ -19,6 +19,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import StandbyException
 from gateway.tubemq.net.connection import Connection
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.wire.meta import parse_subscribe_info
 from gateway.tubemq.wire.pb import MasterService_pb2 as pb
 from gateway.tubemq.wire.rpc import Method
@@ -116,18 +117,20 @@ def c_register(client: str = "c1", group: str = "g", topics: tuple[str, ...] = (
         ),
     ],
 )
-async def test_producer_register_rejects_bad_fields(request_: pb.RegisterRequestP2M, message: str) -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)))
+async def test_producer_register_rejects_bad_fields(
+    network: MemoryNetwork, request_: pb.RegisterRequestP2M, message: str
+) -> None:
+    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)), start_server=network.start_server)
     answer = await call(master, Method.PRODUCER_REGISTER, request_)
     assert (answer.success, answer.errCode, answer.errMsg, answer.brokerCheckSum) == (False, 400, message, -1)
     assert not answer.brokerInfos and not answer.HasField("authorizedInfo")
 
 
-async def test_producer_register_heartbeat_close_and_expiry() -> None:
+async def test_producer_register_heartbeat_close_and_expiry(network: MemoryNetwork) -> None:
     clock = ManualClock()
     nodes = brokers(TopicSpec("demo", 3), TopicSpec("pub_off", 2, accept_publish=False), count=2)
     nodes[1].listen = NodeAddress("10.0.0.2", 9123)
-    master = EmbeddedMaster(nodes, producer_timeout=5.0, clock=clock)
+    master = EmbeddedMaster(nodes, producer_timeout=5.0, clock=clock, start_server=network.start_server)
     answer = await call(
         master, Method.PRODUCER_REGISTER, p_register(appdConfig=pb.ApprovedClientConfig(configId=-2))
     )
@@ -160,11 +163,16 @@ async def test_producer_register_heartbeat_close_and_expiry() -> None:
     assert (await call(master, Method.PRODUCER_HEARTBEAT, p_heartbeat())).errCode == 411
 
 
-async def test_approved_config_carries_the_max_size_when_ids_differ() -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo")))
+async def test_approved_config_carries_the_max_size_when_ids_differ(network: MemoryNetwork) -> None:
+    master = EmbeddedMaster(brokers(TopicSpec("demo")), start_server=network.start_server)
     plain = await call(master, Method.PRODUCER_REGISTER, p_register())  # no appdConfig: the id held reads 0
     assert (plain.appdConfig.configId, plain.appdConfig.maxMsgSize) == (-2, 1048576)
-    custom = EmbeddedMaster(brokers(TopicSpec("demo")), max_msg_size=2048, clock_ms=lambda: 1_700_000_000_000)
+    custom = EmbeddedMaster(
+        brokers(TopicSpec("demo")),
+        max_msg_size=2048,
+        clock_ms=lambda: 1_700_000_000_000,
+        start_server=network.start_server,
+    )
     held = pb.ApprovedClientConfig(configId=-2)
     answer = await call(custom, Method.PRODUCER_REGISTER, p_register(appdConfig=held))
     assert (answer.appdConfig.configId, answer.appdConfig.maxMsgSize) == (1_700_000_000_000, 2048)
@@ -209,9 +217,11 @@ async def test_approved_config_carries_the_max_size_when_ids_differ() -> None:
     ],
 )
 async def test_consumer_register_rejects_bad_fields(
-    request_: pb.RegisterRequestC2M, code: int, message: str
+    network: MemoryNetwork, request_: pb.RegisterRequestC2M, code: int, message: str
 ) -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 3), TopicSpec("other")))
+    master = EmbeddedMaster(
+        brokers(TopicSpec("demo", 3), TopicSpec("other")), start_server=network.start_server
+    )
     answer = await call(master, Method.CONSUMER_REGISTER, request_)
     assert (answer.success, answer.errCode, answer.errMsg) == (False, code, message)
     assert not master.consumers.groups
@@ -240,8 +250,12 @@ async def test_consumer_register_rejects_bad_fields(
         ),
     ],
 )
-async def test_group_members_must_agree(second: pb.RegisterRequestC2M, code: int, message: str) -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 3), TopicSpec("other")))
+async def test_group_members_must_agree(
+    network: MemoryNetwork, second: pb.RegisterRequestC2M, code: int, message: str
+) -> None:
+    master = EmbeddedMaster(
+        brokers(TopicSpec("demo", 3), TopicSpec("other")), start_server=network.start_server
+    )
     assert (await call(master, Method.CONSUMER_REGISTER, c_register("c1"))).success
     answer = await call(master, Method.CONSUMER_REGISTER, second)
     assert (answer.success, answer.errCode, answer.errMsg) == (False, code, message)
@@ -270,17 +284,21 @@ async def test_group_members_must_agree(second: pb.RegisterRequestC2M, code: int
         ),
     ],
 )
-async def test_bound_members_must_agree(changes: dict[str, Any], code: int, text: str) -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)))
+async def test_bound_members_must_agree(
+    network: MemoryNetwork, changes: dict[str, Any], code: int, text: str
+) -> None:
+    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)), start_server=network.start_server)
     bound = {"requireBound": True, "sessionKey": "s1", "totalCount": 2}
     assert (await call(master, Method.CONSUMER_REGISTER, c_register("c1", **bound))).success
     answer = await call(master, Method.CONSUMER_REGISTER, c_register("c2", **(bound | changes)))
     assert (answer.errCode, answer.errMsg) == (code, "[Inconsistency subscribe] c2" + text)
 
 
-async def test_consumer_heartbeat_of_unknown_group_or_consumer_gets_411() -> None:
+async def test_consumer_heartbeat_of_unknown_group_or_consumer_gets_411(network: MemoryNetwork) -> None:
     clock = ManualClock()
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)), consumer_timeout=5.0, clock=clock)
+    master = EmbeddedMaster(
+        brokers(TopicSpec("demo", 3)), consumer_timeout=5.0, clock=clock, start_server=network.start_server
+    )
     beat = pb.HeartRequestC2M(clientId="c1", groupName="g", reportSubscribeInfo=False)
     answer = await call(master, Method.CONSUMER_HEARTBEAT, beat)
     assert (answer.success, answer.errCode, answer.errMsg) == (False, 411, "Not found groupName g in holder!")
@@ -299,8 +317,8 @@ async def test_consumer_heartbeat_of_unknown_group_or_consumer_gets_411() -> Non
     assert (answer.errCode, answer.errMsg) == (411, "Not found groupName g in holder!")
 
 
-async def test_close_releases_the_consumer_at_once() -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)))
+async def test_close_releases_the_consumer_at_once(network: MemoryNetwork) -> None:
+    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)), start_server=network.start_server)
     await call(master, Method.CONSUMER_REGISTER, c_register("c1"))
     await call(master, Method.CONSUMER_REGISTER, c_register("c2"))
     answer = await call(master, Method.CONSUMER_CLOSE, pb.CloseRequestC2M(clientId="c1", groupName="g"))
@@ -308,8 +326,12 @@ async def test_close_releases_the_consumer_at_once() -> None:
     assert list(master.consumers.groups["g"].consumers) == ["c2"]
 
 
-async def test_reregistering_consumer_keeps_what_it_holds_and_gets_only_the_rest() -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 4)), balance_delay=3600.0)
+async def test_reregistering_consumer_keeps_what_it_holds_and_gets_only_the_rest(
+    network: MemoryNetwork,
+) -> None:
+    master = EmbeddedMaster(
+        brokers(TopicSpec("demo", 4)), balance_delay=3600.0, start_server=network.start_server
+    )
     held = [f"c1@g#1:127.0.0.1:8123#demo:{i}" for i in (1, 3)]
     answer = await call(master, Method.CONSUMER_REGISTER, c_register("c1", subscribeInfo=held))
     assert answer.success and answer.notAllocated is False  # it reported partitions: already allocated
@@ -325,8 +347,12 @@ async def test_reregistering_consumer_keeps_what_it_holds_and_gets_only_the_rest
     assert not again.HasField("event")  # handed out once; waits for the acknowledgement
 
 
-async def test_bound_consumers_get_their_requested_partitions_once_all_have_come() -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)), balance_delay=3600.0)
+async def test_bound_consumers_get_their_requested_partitions_once_all_have_come(
+    network: MemoryNetwork,
+) -> None:
+    master = EmbeddedMaster(
+        brokers(TopicSpec("demo", 3)), balance_delay=3600.0, start_server=network.start_server
+    )
     bound = {"requireBound": True, "sessionKey": "s1", "totalCount": 2, "notAllocated": True}
     first = await call(
         master, Method.CONSUMER_REGISTER, c_register("c1", requiredPartition="1:demo:2=56", **bound)
@@ -356,8 +382,10 @@ async def test_bound_consumers_get_their_requested_partitions_once_all_have_come
 # --- standby and unsupported calls --------------------------------------------------------------------
 
 
-async def test_standby_validates_fields_then_raises_standby_exception() -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo", 3)), standby=True, port=8715)
+async def test_standby_validates_fields_then_raises_standby_exception(network: MemoryNetwork) -> None:
+    master = EmbeddedMaster(
+        brokers(TopicSpec("demo", 3)), standby=True, port=8715, start_server=network.start_server
+    )
     bad = await call(master, Method.PRODUCER_REGISTER, p_register(client=""))
     assert (bad.errCode, bad.errMsg) == (400, "Request miss necessary clientId data!")
     calls: list[tuple[Method, Message]] = [
@@ -381,8 +409,8 @@ async def test_standby_validates_fields_then_raises_standby_exception() -> None:
     assert (await call(master, Method.PRODUCER_REGISTER, p_register("p7"))).success
 
 
-async def test_broker_calls_are_refused() -> None:
-    master = EmbeddedMaster(brokers(TopicSpec("demo")))
+async def test_broker_calls_are_refused(network: MemoryNetwork) -> None:
+    master = EmbeddedMaster(brokers(TopicSpec("demo")), start_server=network.start_server)
     with pytest.raises(RemoteFault, match="not served by the embedded master"):
         await call(master, Method.BROKER_CLOSE, pb.CloseRequestB2M(brokerId="1"))
 
@@ -404,11 +432,13 @@ def v2_register(
     )
 
 
-async def test_client_balanced_consumers() -> None:
+async def test_client_balanced_consumers(network: MemoryNetwork) -> None:
     now_ms = [1_800_000_000_000]
     nodes = brokers(TopicSpec("demo", 3), count=2)
     nodes[1].is_serving = False
-    master = EmbeddedMaster(nodes, clock_ms=lambda: now_ms[0], meta_refresh_period=60.0)
+    master = EmbeddedMaster(
+        nodes, clock_ms=lambda: now_ms[0], meta_refresh_period=60.0, start_server=network.start_server
+    )
     first = await call(master, Method.CONSUMER_REGISTER_V2, v2_register("v1", 0))
     assert (first.errCode, first.errMsg) == (200, "OK!") and first.HasField("opsTaskInfo")
     assert first.brokerConfigId == master.broker_checksum
@@ -471,16 +501,20 @@ async def test_client_balanced_consumers() -> None:
 
 
 @pytest.fixture
-async def master() -> AsyncIterator[EmbeddedMaster]:
+async def master(network: MemoryNetwork) -> AsyncIterator[EmbeddedMaster]:
     async with EmbeddedMaster(
-        brokers(TopicSpec("demo", 4)), balance_period=0.02, consumer_timeout=0.5, rng=random.Random(1)
+        brokers(TopicSpec("demo", 4)),
+        balance_period=0.02,
+        consumer_timeout=0.5,
+        rng=random.Random(1),
+        start_server=network.start_server,
     ) as m:
         yield m
 
 
 @pytest.fixture
-async def link(master: EmbeddedMaster) -> AsyncIterator[Connection]:
-    conn = Connection(master.address)
+async def link(network: MemoryNetwork, master: EmbeddedMaster) -> AsyncIterator[Connection]:
+    conn = Connection(master.address, connector=network.create_connection)
     await conn.connect(2.0)
     try:
         yield conn
@@ -508,14 +542,16 @@ async def test_producer_calls_over_the_wire(master: EmbeddedMaster, link: Connec
 class ToyConsumer:
     """A consumer that follows the master's events the way the Java client does (minus the brokers)."""
 
-    def __init__(self, master: EmbeddedMaster, client_id: str, group: str = "g") -> None:
+    def __init__(
+        self, network: MemoryNetwork, master: EmbeddedMaster, client_id: str, group: str = "g"
+    ) -> None:
         self.master = master
         self.client_id = client_id
         self.group = group
         self.held: dict[str, str] = {}  # partition key -> subscribeInfo string
         self.done: pb.EventProto | None = None
         self.events: list[tuple[int, int]] = []
-        self.link = Connection(master.address)
+        self.link = Connection(master.address, connector=network.create_connection)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -573,8 +609,10 @@ class ToyConsumer:
         await self.link.close()
 
 
-async def test_two_consumers_split_a_group_and_take_over_on_close_and_expiry(master: EmbeddedMaster) -> None:
-    a, b, c = (ToyConsumer(master, cid) for cid in ("a", "b", "c"))
+async def test_two_consumers_split_a_group_and_take_over_on_close_and_expiry(
+    network: MemoryNetwork, master: EmbeddedMaster
+) -> None:
+    a, b, c = (ToyConsumer(network, master, cid) for cid in ("a", "b", "c"))
     every = {f"1:demo:{i}" for i in range(4)}
     try:
         await a.start()
@@ -621,13 +659,13 @@ def _volatile(answer: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
-async def test_capture_replay_gets_the_real_masters_answers() -> None:
+async def test_capture_replay_gets_the_real_masters_answers(network: MemoryNetwork) -> None:
     # The capture's broker: id 1 on 127.0.0.1:8123, topic demo with 3 partitions.
     nodes = [StaticBroker(1, NodeAddress("127.0.0.1", 8123), {"demo": TopicSpec("demo", 3)})]
     replayed = 0
-    async with EmbeddedMaster(nodes, balance_delay=3600.0) as master:
+    async with EmbeddedMaster(nodes, balance_delay=3600.0, start_server=network.start_server) as master:
         for calls in master_connections():
-            conn = Connection(master.address)
+            conn = Connection(master.address, connector=network.create_connection)
             await conn.connect(2.0)
             captured_checksum: str | None = None
             try:

@@ -81,6 +81,8 @@ CORE_RANKS: dict[str, int] = {
     "net.breaker": 1,
     "net.teardown": 1,
     "net.link_protocol": 1,
+    "net.memory_transport": 1,
+    "net.memory": 1,
     "net.outcomes": 1,
     "net.link": 4,
     "net.multiplex": 4,

@@ -11,12 +11,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.embedded.cluster import EmbeddedCluster
+from gateway.embedded.listen import tcp_server
 from gateway.embedded.topics import TopicSpec, parse_topic_specs
 from gateway.service.consumers import ConsumerService
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedBatch
 from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import ConsumerConfig
+from gateway.tubemq.net import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.producer.send import SendResult
@@ -121,15 +123,21 @@ def fast(**changes: Any) -> ConsumerConfig:
 
 @asynccontextmanager
 async def running_cluster(
-    topics: Iterable[TopicSpec], *, brokers: int = 1, consumer_timeout: float = 30.0, standby: bool = False
+    topics: Iterable[TopicSpec],
+    *,
+    brokers: int = 1,
+    consumer_timeout: float = 30.0,
+    standby: bool = False,
+    network: MemoryNetwork | None = None,
 ) -> AsyncIterator[EmbeddedCluster]:
-    """An embedded cluster on loopback whose master balances every 0.1 s."""
+    """An embedded cluster whose master balances every 0.1 s: on ``network`` when given, else on loopback."""
     cluster = EmbeddedCluster(
         list(topics),
         brokers=brokers,
         balance_period=0.1,
         consumer_timeout=consumer_timeout,
         standby_master=standby,
+        start_server=network.start_server if network is not None else tcp_server,
     )
     async with cluster:
         yield cluster

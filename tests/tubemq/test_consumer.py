@@ -15,6 +15,7 @@ from gateway.tubemq.consumer.config import BoundConsumption, StartPosition
 from gateway.tubemq.consumer.events import ConsumerRegistered, FetchOutcome, PartitionReleased, RebalanceEvent
 from gateway.tubemq.errors import ClientClosed, TopicNotDeployed, TransportError
 from gateway.tubemq.events import EventBus
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
@@ -25,8 +26,8 @@ from tests.support.files import CAPTURE_FILE
 from tests.support.waiting import eventually
 
 
-async def test_one_consumer_receives_everything(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 4)]) as cluster:
+async def test_one_consumer_receives_everything(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("demo", 4)], network=network) as cluster:
         sent = [f"m{i}".encode() for i in range(40)]
         await publish(pool, cluster, "demo", sent)
         consumer = Consumer(
@@ -53,8 +54,10 @@ def keys(consumer: Consumer) -> set[str]:
 ALL_DEMO = {f"1:demo:{i}" for i in range(4)}
 
 
-async def test_two_consumers_split_and_receive_each_message_once(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 4)]) as cluster:
+async def test_two_consumers_split_and_receive_each_message_once(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("demo", 4)], network=network) as cluster:
         masters = [cluster.master_address]
         a = Consumer(masters, "g2", {"demo": None}, pool=pool, config=fast())
         b = Consumer(masters, "g2", {"demo": None}, pool=pool, config=fast())
@@ -73,8 +76,10 @@ async def test_two_consumers_split_and_receive_each_message_once(pool: Connectio
             await b.close()
 
 
-async def test_close_hands_partitions_over_with_unconfirmed_messages(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 4)]) as cluster:
+async def test_close_hands_partitions_over_with_unconfirmed_messages(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("demo", 4)], network=network) as cluster:
         masters = [cluster.master_address]
         a = Consumer(masters, "g3", {"demo": None}, pool=pool, config=fast())
         b = Consumer(masters, "g3", {"demo": None}, pool=pool, config=fast())
@@ -98,10 +103,12 @@ async def test_close_hands_partitions_over_with_unconfirmed_messages(pool: Conne
             await b.close()
 
 
-async def test_silent_member_expires_and_its_partitions_move(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 4)], consumer_timeout=0.6) as cluster:
+async def test_silent_member_expires_and_its_partitions_move(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("demo", 4)], consumer_timeout=0.6, network=network) as cluster:
         masters = [cluster.master_address]
-        pool_a = ConnectionPool()
+        pool_a = ConnectionPool(connector=network.create_connection)
         a = Consumer(masters, "g4", {"demo": None}, pool=pool_a, config=fast())
         b = Consumer(masters, "g4", {"demo": None}, pool=pool, config=fast())
         await a.start()
@@ -121,8 +128,8 @@ async def test_silent_member_expires_and_its_partitions_move(pool: ConnectionPoo
             await b.close()
 
 
-async def test_rollback_redelivers_and_confirm_commits(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def test_rollback_redelivers_and_confirm_commits(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         sent = [f"m{i}".encode() for i in range(5)]
         await publish(pool, cluster, "one", sent)
         consumer = Consumer(
@@ -149,8 +156,8 @@ async def test_rollback_redelivers_and_confirm_commits(pool: ConnectionPool) -> 
                 await consumer.confirm("garbage")
 
 
-async def test_start_positions(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def test_start_positions(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         masters = [cluster.master_address]
         old = [b"old-1", b"old-2"]
         await publish(pool, cluster, "one", old)
@@ -189,8 +196,10 @@ async def test_start_positions(pool: ConnectionPool) -> None:
             assert await jump.poll(0.1) is None
 
 
-async def test_bound_consumption_starts_at_the_requested_offset(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def test_bound_consumption_starts_at_the_requested_offset(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         sent = [f"m{i}".encode() for i in range(10)]
         offsets = await publish(pool, cluster, "one", sent)
         assert offsets == [28 * i for i in range(10)]
@@ -207,8 +216,8 @@ async def test_bound_consumption_starts_at_the_requested_offset(pool: Connection
             assert [m.offset for m in batch.messages] == [168, 196, 224, 252]
 
 
-async def test_stream_id_filter(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 2)]) as cluster:
+async def test_stream_id_filter(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("demo", 2)], network=network) as cluster:
         consumer = Consumer(
             [cluster.master_address], "g-filter", {"demo": ["paid"]}, pool=pool, config=fast()
         )
@@ -225,8 +234,8 @@ async def test_stream_id_filter(pool: ConnectionPool) -> None:
             assert await consumer.poll(0.1) is None
 
 
-async def test_broker_restart_recovers_partitions(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 2)], brokers=2) as cluster:
+async def test_broker_restart_recovers_partitions(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("demo", 2)], brokers=2, network=network) as cluster:
         consumer = Consumer([cluster.master_address], "g-restart", {"demo": None}, pool=pool, config=fast())
         async with consumer:
             await eventually(lambda: len(keys(consumer)) == 4)
@@ -243,8 +252,8 @@ async def test_broker_restart_recovers_partitions(pool: ConnectionPool) -> None:
 class RecordingPool(ConnectionPool):
     """A real pool that also keeps a copy of every request it sends."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, network: MemoryNetwork) -> None:
+        super().__init__(connector=network.create_connection)
         self.sent: list[tuple[int, Message]] = []
 
     async def request_decoded(
@@ -282,10 +291,10 @@ def _broker_heartbeats(pool: RecordingPool) -> int:
     return sum(1 for method, _ in pool.sent if method == Method.CONSUMER_BROKER_HEARTBEAT)
 
 
-async def test_requests_carry_the_fields_the_java_consumer_sends() -> None:
-    recording = RecordingPool()
+async def test_requests_carry_the_fields_the_java_consumer_sends(network: MemoryNetwork) -> None:
+    recording = RecordingPool(network)
     try:
-        async with running_cluster([TopicSpec("demo", 2)]) as cluster:
+        async with running_cluster([TopicSpec("demo", 2)], network=network) as cluster:
             consumer = Consumer(
                 [cluster.master_address], "g-fields", {"demo": None}, pool=recording, config=fast()
             )
@@ -311,8 +320,10 @@ async def test_requests_carry_the_fields_the_java_consumer_sends() -> None:
     assert ours == captured_field_sets()
 
 
-async def test_unconfirmed_batch_expires_and_comes_again(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def test_unconfirmed_batch_expires_and_comes_again(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         await publish(pool, cluster, "one", [b"a", b"b"])
         consumer = Consumer(
             [cluster.master_address],
@@ -331,8 +342,10 @@ async def test_unconfirmed_batch_expires_and_comes_again(pool: ConnectionPool) -
             await consumer.confirm(again.confirm_context)
 
 
-async def test_disconnect_waits_for_the_batch_out_to_be_confirmed(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 2)]) as cluster:
+async def test_disconnect_waits_for_the_batch_out_to_be_confirmed(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("demo", 2)], network=network) as cluster:
         masters = [cluster.master_address]
         bus = EventBus()
         leaving = asyncio.Event()
@@ -360,8 +373,10 @@ async def test_disconnect_waits_for_the_batch_out_to_be_confirmed(pool: Connecti
                 assert sorted(bodies_of(held)) == sorted(sent)
 
 
-async def test_master_that_forgot_the_consumer_gets_a_new_registration(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 2)]) as cluster:
+async def test_master_that_forgot_the_consumer_gets_a_new_registration(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("demo", 2)], network=network) as cluster:
         bus = EventBus()
         seen: list[object] = []
         bus.subscribe(seen.append)
@@ -379,8 +394,8 @@ async def test_master_that_forgot_the_consumer_gets_a_new_registration(pool: Con
             assert len(keys(consumer)) == 2
 
 
-async def test_standby_master_is_skipped(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 1)], standby=True) as cluster:
+async def test_standby_master_is_skipped(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("demo", 1)], standby=True, network=network) as cluster:
         masters = cluster.master_addresses
         assert len(masters) == 2
         consumer = Consumer(masters, "g-standby", {"demo": None}, pool=pool, config=fast())
@@ -390,8 +405,8 @@ async def test_standby_master_is_skipped(pool: ConnectionPool) -> None:
             assert bodies_of(await drain(consumer, 1)) == [b"x"]
 
 
-async def test_events_tell_the_story(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def test_events_tell_the_story(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         bus = EventBus()
         seen: list[object] = []
         bus.subscribe(seen.append)
@@ -423,8 +438,10 @@ async def test_events_tell_the_story(pool: ConnectionPool) -> None:
             await consumer.poll(0.1)
 
 
-async def test_start_fails_fast_on_answers_retrying_cannot_fix(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 1)]) as cluster:
+async def test_start_fails_fast_on_answers_retrying_cannot_fix(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("demo", 1)], network=network) as cluster:
         consumer = Consumer([cluster.master_address], "g-bad", {"nosuch": None}, pool=pool, config=fast())
         with pytest.raises(TopicNotDeployed):
             await consumer.start()
@@ -434,8 +451,8 @@ async def test_start_fails_fast_on_answers_retrying_cannot_fix(pool: ConnectionP
         await consumer.close()
 
 
-async def test_start_gives_up_after_its_attempts(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("demo", 1)]) as cluster:
+async def test_start_gives_up_after_its_attempts(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("demo", 1)], network=network) as cluster:
         masters = [cluster.master_address]
     consumer = Consumer(masters, "g-down", {"demo": None}, pool=pool, config=fast(register_attempts=2))
     with pytest.raises(TransportError):
@@ -446,10 +463,12 @@ async def test_start_gives_up_after_its_attempts(pool: ConnectionPool) -> None:
         Consumer(masters, "g", {"demo": [""]}, pool=pool)
 
 
-async def test_unassigned_member_heartbeats_often_to_learn_its_partitions(pool: ConnectionPool) -> None:
+async def test_unassigned_member_heartbeats_often_to_learn_its_partitions(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
     # With the periodic beat far away, the first assignment still arrives promptly: while no partition is
     # held the consumer beats every unassigned_heartbeat_interval.
-    async with running_cluster([TopicSpec("demo", 4)]) as cluster:
+    async with running_cluster([TopicSpec("demo", 4)], network=network) as cluster:
         config = fast(heartbeat_interval=60.0, unassigned_heartbeat_interval=0.1)
         consumer = Consumer([cluster.master_address], "g-fast", {"demo": None}, pool=pool, config=config)
         await consumer.start()

@@ -13,6 +13,7 @@ from gateway.tubemq.consumer.fetch import Fetcher
 from gateway.tubemq.consumer.rebalance import Rebalancer
 from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.events import EventBus
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.meta import BrokerInfo, Partition
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
@@ -20,8 +21,8 @@ from tests.support.consumer_support import fast, publish, running_cluster
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[EmbeddedCluster]:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def cluster(network: MemoryNetwork) -> AsyncIterator[EmbeddedCluster]:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         yield cluster
 
 

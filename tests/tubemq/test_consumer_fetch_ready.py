@@ -14,6 +14,7 @@ from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import StartPosition
 from gateway.tubemq.consumer.events import FetchOutcome, OffsetCommitted
 from gateway.tubemq.events import EventBus
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from tests.support.consumer_support import bodies_of, fast, publish, running_cluster
 from tests.support.waiting import eventually
@@ -37,8 +38,10 @@ async def member(
         await consumer.close()
 
 
-async def test_fetch_ready_takes_the_ready_partitions_at_once(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("ahead", 2)]) as cluster:
+async def test_fetch_ready_takes_the_ready_partitions_at_once(
+    network: MemoryNetwork, pool: ConnectionPool
+) -> None:
+    async with running_cluster([TopicSpec("ahead", 2)], network=network) as cluster:
         seen: list[object] = []
         await publish(pool, cluster, "ahead", [b"a0", b"b0", b"a1", b"b1"])
         async with member(cluster, pool, "g-ahead", "ahead", seen) as consumer:
@@ -59,8 +62,8 @@ async def test_fetch_ready_takes_the_ready_partitions_at_once(pool: ConnectionPo
             assert not any(p.in_use for p in consumer.assignment())
 
 
-async def test_a_commit_due_goes_with_the_fetch_ahead(pool: ConnectionPool) -> None:
-    async with running_cluster([TopicSpec("carry", 1)]) as cluster:
+async def test_a_commit_due_goes_with_the_fetch_ahead(network: MemoryNetwork, pool: ConnectionPool) -> None:
+    async with running_cluster([TopicSpec("carry", 1)], network=network) as cluster:
         seen: list[object] = []
         await publish(pool, cluster, "carry", [b"x", b"y"])
         async with member(cluster, pool, "g-carry", "carry", seen) as consumer:
@@ -84,9 +87,9 @@ async def test_a_commit_due_goes_with_the_fetch_ahead(pool: ConnectionPool) -> N
 
 
 @pytest.mark.parametrize("most", [0, 3])
-async def test_nothing_ready_starts_nothing(pool: ConnectionPool, most: int) -> None:
+async def test_nothing_ready_starts_nothing(network: MemoryNetwork, pool: ConnectionPool, most: int) -> None:
     async with (
-        running_cluster([TopicSpec("idle", 1)]) as cluster,
+        running_cluster([TopicSpec("idle", 1)], network=network) as cluster,
         member(cluster, pool, "g-idle", "idle") as consumer,
     ):
         if most:

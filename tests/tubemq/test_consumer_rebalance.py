@@ -13,6 +13,7 @@ from gateway.tubemq.consumer.events import PartitionRegisterFailed, PartitionRel
 from gateway.tubemq.consumer.rebalance import EventType, Rebalancer, RebalanceTask
 from gateway.tubemq.consumer.state import ConsumerContext
 from gateway.tubemq.events import EventBus
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.meta import BrokerInfo, Partition
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
@@ -22,8 +23,8 @@ from tests.support.consumer_support import fast, running_cluster
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[EmbeddedCluster]:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def cluster(network: MemoryNetwork) -> AsyncIterator[EmbeddedCluster]:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         yield cluster
 
 
@@ -63,7 +64,7 @@ async def test_occupied_partition_is_given_up_at_once(cluster: EmbeddedCluster, 
 
 
 async def test_unreachable_broker_is_retried_in_rounds(
-    cluster: EmbeddedCluster, pool: ConnectionPool
+    network: MemoryNetwork, cluster: EmbeddedCluster, pool: ConnectionPool
 ) -> None:
     partition = partition_of(cluster)
     await cluster.stop_broker(1)
@@ -73,7 +74,9 @@ async def test_unreachable_broker_is_retried_in_rounds(
     assert failures(seen) == [(-1, False), (-1, False), (-1, True)]
     assert len(ctx.cache) == 0
     await cluster.start_broker(1)
-    fresh = ConnectionPool()  # the first pool fails fast for a while after its connect failures
+    fresh = ConnectionPool(
+        connector=network.create_connection
+    )  # the first pool fails fast for a while after its connect failures
     try:
         ctx.pool = fresh
         await Rebalancer(ctx).connect([partition])

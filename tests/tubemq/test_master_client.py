@@ -18,6 +18,7 @@ from gateway.tubemq.errors import (
 )
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.master import MasterClient, MasterSwitched
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.wire.rpc import Method
@@ -28,10 +29,10 @@ STANDBY = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
 class ScriptedMaster:
     """Answers a producer close with 200, or with the RPC exception ``fault`` when set."""
 
-    def __init__(self, host: str, fault: tuple[int, str] | None = None) -> None:
+    def __init__(self, network: MemoryNetwork, host: str, fault: tuple[int, str] | None = None) -> None:
         self.fault = fault
         self.calls = 0
-        self.server = RpcServer(self.handle, host=host)
+        self.server = RpcServer(self.handle, host=host, start_server=network.start_server)
 
     async def handle(self, method: int, request: Message, ctx: CallContext) -> Message:
         self.calls += 1
@@ -46,15 +47,15 @@ class ScriptedMaster:
 
 
 @pytest.fixture
-async def pool() -> AsyncIterator[ConnectionPool]:
-    async with ConnectionPool(connect_timeout=1.0) as p:
+async def pool(network: MemoryNetwork) -> AsyncIterator[ConnectionPool]:
+    async with ConnectionPool(connect_timeout=1.0, connector=network.create_connection) as p:
         yield p
 
 
 @pytest.fixture
-async def masters() -> AsyncIterator[tuple[ScriptedMaster, ScriptedMaster]]:
+async def masters(network: MemoryNetwork) -> AsyncIterator[tuple[ScriptedMaster, ScriptedMaster]]:
     # 127.0.0.1:* sorts before 127.0.0.2:*, so the first one is tried first
-    first, second = ScriptedMaster("127.0.0.1"), ScriptedMaster("127.0.0.2")
+    first, second = ScriptedMaster(network, "127.0.0.1"), ScriptedMaster(network, "127.0.0.2")
     await first.server.start()
     await second.server.start()
     yield first, second

@@ -19,6 +19,7 @@ from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import StartPosition
 from gateway.tubemq.consumer.events import OffsetCommitted
 from gateway.tubemq.events import EventBus
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
@@ -32,8 +33,8 @@ ENTRY = 28  # bytes of broker index per message
 class Recording(ConnectionPool):
     """A real pool that keeps the consumer's GetMessage and CommitOffset requests, in order."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, network: MemoryNetwork) -> None:
+        super().__init__(connector=network.create_connection)
         self.sent: list[tuple[int, Message]] = []
         self.fetching = 0
         #: the most GetMessage requests out at once
@@ -71,8 +72,8 @@ class Recording(ConnectionPool):
 
 
 @pytest.fixture
-async def recording() -> AsyncIterator[Recording]:
-    pool = Recording()
+async def recording(network: MemoryNetwork) -> AsyncIterator[Recording]:
+    pool = Recording(network)
     yield pool
     await pool.close()
 
@@ -97,8 +98,8 @@ def commits(seen: list[object]) -> list[tuple[str, bool, int, int]]:
     ]
 
 
-async def test_the_next_fetch_carries_the_auto_commit(recording: Recording) -> None:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def test_the_next_fetch_carries_the_auto_commit(network: MemoryNetwork, recording: Recording) -> None:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         await publish(recording, cluster, "one", [b"a", b"b", b"c"])
         seen: list[object] = []
         instance = await started(cluster, recording, "g-carry", "one", seen)
@@ -120,8 +121,10 @@ async def test_the_next_fetch_carries_the_auto_commit(recording: Recording) -> N
         assert cluster.broker(1).offsets.committed("g-carry", "one", 0) == 4 * ENTRY
 
 
-async def test_a_poll_that_fetches_nothing_carries_it_on_the_empty_fetch(recording: Recording) -> None:
-    async with running_cluster([TopicSpec("one", 1)]) as cluster:
+async def test_a_poll_that_fetches_nothing_carries_it_on_the_empty_fetch(
+    network: MemoryNetwork, recording: Recording
+) -> None:
+    async with running_cluster([TopicSpec("one", 1)], network=network) as cluster:
         await publish(recording, cluster, "one", [b"a", b"b"])
         seen: list[object] = []
         instance = await started(cluster, recording, "g-empty", "one", seen)
@@ -138,8 +141,10 @@ async def test_a_poll_that_fetches_nothing_carries_it_on_the_empty_fetch(recordi
             await instance.close("done", commit_delivered=True)
 
 
-async def test_a_commit_no_fetch_carried_is_sent_before_the_poll_answers(recording: Recording) -> None:
-    async with running_cluster([TopicSpec("two", 2)]) as cluster:
+async def test_a_commit_no_fetch_carried_is_sent_before_the_poll_answers(
+    network: MemoryNetwork, recording: Recording
+) -> None:
+    async with running_cluster([TopicSpec("two", 2)], network=network) as cluster:
         await publish(recording, cluster, "two", [b"p0-a", b"p0-b", b"p0-c"], partition_ids=[0])
         await publish(recording, cluster, "two", [b"p1-a", b"p1-b", b"p1-c"], partition_ids=[1])
         seen: list[object] = []
@@ -160,8 +165,10 @@ async def test_a_commit_no_fetch_carried_is_sent_before_the_poll_answers(recordi
             await instance.close("done", commit_delivered=True)
 
 
-async def test_a_budget_of_several_batches_fetches_ready_partitions_at_once(recording: Recording) -> None:
-    async with running_cluster([TopicSpec("three", 3)]) as cluster:
+async def test_a_budget_of_several_batches_fetches_ready_partitions_at_once(
+    network: MemoryNetwork, recording: Recording
+) -> None:
+    async with running_cluster([TopicSpec("three", 3)], network=network) as cluster:
         for pid in range(3):
             await publish(
                 recording, cluster, "three", [f"p{pid}-{i}".encode() for i in range(4)], partition_ids=[pid]

@@ -32,6 +32,7 @@ from gateway.tubemq.errors import (
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.backoff import ConstantBackoff
 from gateway.tubemq.net.master import MasterSwitched
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig, SendResult
 from gateway.tubemq.producer.events import (
@@ -72,8 +73,10 @@ class Recorder:
 
 
 @pytest.fixture
-async def pool() -> AsyncIterator[ConnectionPool]:
-    async with ConnectionPool(connect_timeout=1.0, backoff=ConstantBackoff(0.05)) as p:
+async def pool(network: MemoryNetwork) -> AsyncIterator[ConnectionPool]:
+    async with ConnectionPool(
+        connect_timeout=1.0, backoff=ConstantBackoff(0.05), connector=network.create_connection
+    ) as p:
         yield p
 
 
@@ -83,16 +86,21 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def clocked_pool(clock: ManualClock) -> AsyncIterator[ConnectionPool]:
+async def clocked_pool(network: MemoryNetwork, clock: ManualClock) -> AsyncIterator[ConnectionPool]:
     """A pool whose reconnect backoff runs on the test's clock: given to a producer with the same clock, one
     ``clock.advance`` ends the breaker's cooldown and the pool's backoff alike, however busy the machine."""
-    async with ConnectionPool(connect_timeout=1.0, backoff=ConstantBackoff(0.05), clock=clock) as p:
+    async with ConnectionPool(
+        connect_timeout=1.0, backoff=ConstantBackoff(0.05), clock=clock, connector=network.create_connection
+    ) as p:
         yield p
 
 
 @pytest.fixture
-async def brokers() -> AsyncIterator[list[EmbeddedBroker]]:
-    started = [EmbeddedBroker(i, [TopicSpec("demo", 2), TopicSpec("other", 1)]) for i in (1, 2)]
+async def brokers(network: MemoryNetwork) -> AsyncIterator[list[EmbeddedBroker]]:
+    started = [
+        EmbeddedBroker(i, [TopicSpec("demo", 2), TopicSpec("other", 1)], start_server=network.start_server)
+        for i in (1, 2)
+    ]
     for broker in started:
         await broker.start()
     yield started
@@ -101,8 +109,8 @@ async def brokers() -> AsyncIterator[list[EmbeddedBroker]]:
 
 
 @pytest.fixture
-async def master(brokers: list[EmbeddedBroker]) -> AsyncIterator[EmbeddedMaster]:
-    async with EmbeddedMaster(brokers) as m:
+async def master(network: MemoryNetwork, brokers: list[EmbeddedBroker]) -> AsyncIterator[EmbeddedMaster]:
+    async with EmbeddedMaster(brokers, start_server=network.start_server) as m:
         yield m
 
 
@@ -335,12 +343,12 @@ async def test_stopped_broker_is_shielded_and_sending_continues(
 
 
 async def test_standby_master_first_in_the_list_is_skipped(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool
 ) -> None:
     rec = Recorder()
     async with (
-        EmbeddedMaster(brokers, host="127.0.0.1", standby=True) as standby,
-        EmbeddedMaster(brokers, host="127.0.0.2") as active,
+        EmbeddedMaster(brokers, host="127.0.0.1", standby=True, start_server=network.start_server) as standby,
+        EmbeddedMaster(brokers, host="127.0.0.2", start_server=network.start_server) as active,
     ):
         producer = Producer([active.address, standby.address], pool=pool, config=FAST, events=rec.bus)
         await producer.start()
@@ -359,10 +367,10 @@ async def test_standby_master_first_in_the_list_is_skipped(
 
 
 async def test_master_restart_leads_to_reregistration(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool
 ) -> None:
     rec = Recorder()
-    first = EmbeddedMaster(brokers)
+    first = EmbeddedMaster(brokers, start_server=network.start_server)
     await first.start()
     address = first.address
     producer = Producer([address], pool=pool, config=FAST, events=rec.bus)
@@ -372,7 +380,9 @@ async def test_master_restart_leads_to_reregistration(
         await first.stop()
         # heartbeats fail meanwhile, and registration is retried (with backoff) while the master is away
         await eventually(lambda: rec.of(ProducerHeartbeatFailed) and rec.of(RegisterFailed))
-        async with EmbeddedMaster(brokers, host=address.host, port=address.port) as second:
+        async with EmbeddedMaster(
+            brokers, host=address.host, port=address.port, start_server=network.start_server
+        ) as second:
             await eventually(lambda: producer.client_id in second.producers.producers)
             await eventually(lambda: second.producers.producers[producer.client_id].topics == {"demo"})
             assert rec.of(ProducerHeartbeatFailed)
@@ -385,10 +395,10 @@ async def test_master_restart_leads_to_reregistration(
 
 
 async def test_forgotten_producer_gets_411_and_registers_again(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool
 ) -> None:
     rec = Recorder()
-    async with EmbeddedMaster(brokers, producer_timeout=0.15) as master:
+    async with EmbeddedMaster(brokers, producer_timeout=0.15, start_server=network.start_server) as master:
         config = ProducerConfig(heartbeat_interval=0.3, register_backoff_base=0.05, register_backoff_max=0.1)
         producer = Producer([master.address], pool=pool, config=config, events=rec.bus)
         await producer.start()
@@ -405,14 +415,14 @@ async def test_forgotten_producer_gets_411_and_registers_again(
 class ScriptedBroker:
     """A broker whose sends are answered with ``code`` (a BrokerView for the embedded master)."""
 
-    def __init__(self, broker_id: int, code: int, message: str = "scripted") -> None:
+    def __init__(self, network: MemoryNetwork, broker_id: int, code: int, message: str = "scripted") -> None:
         self.broker_id = broker_id
         self.code = code
         self.message = message
         self.topics = {"demo": TopicSpec("demo", 2)}
         self.is_serving = True
         self.calls = 0
-        self.server = RpcServer(self.handle)
+        self.server = RpcServer(self.handle, start_server=network.start_server)
 
     @property
     def address(self) -> NodeAddress:
@@ -424,11 +434,13 @@ class ScriptedBroker:
 
 
 @pytest.fixture
-async def mixed(brokers: list[EmbeddedBroker]) -> AsyncIterator[tuple[EmbeddedMaster, ScriptedBroker]]:
+async def mixed(
+    network: MemoryNetwork, brokers: list[EmbeddedBroker]
+) -> AsyncIterator[tuple[EmbeddedMaster, ScriptedBroker]]:
     """Real broker 1 and a scripted broker 2 (answering 503 unless a test changes its code)."""
-    scripted = ScriptedBroker(2, 503, "Write StoreService temporary unavailable!")
+    scripted = ScriptedBroker(network, 2, 503, "Write StoreService temporary unavailable!")
     await scripted.server.start()
-    async with EmbeddedMaster([brokers[0], scripted]) as master:
+    async with EmbeddedMaster([brokers[0], scripted], start_server=network.start_server) as master:
         yield master, scripted
     await scripted.server.stop()
 
@@ -540,11 +552,15 @@ async def test_broker_stopped_under_concurrent_load_loses_no_acknowledged_messag
 
 
 async def test_embedded_cluster_with_standby_and_a_broker_restart(
-    tmp_path: Path, clocked_pool: ConnectionPool, clock: ManualClock
+    network: MemoryNetwork, tmp_path: Path, clocked_pool: ConnectionPool, clock: ManualClock
 ) -> None:
     rec = Recorder()
     async with EmbeddedCluster(
-        [TopicSpec("demo", 2)], brokers=2, data_dir=tmp_path, standby_master=True
+        [TopicSpec("demo", 2)],
+        brokers=2,
+        data_dir=tmp_path,
+        standby_master=True,
+        start_server=network.start_server,
     ) as cluster:
         config = ProducerConfig(heartbeat_interval=60.0, failure_cooldown=0.3)
         # the cooldown (and the pool's backoff) ends when the test says so, not when a busy machine lets it

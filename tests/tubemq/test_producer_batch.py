@@ -26,6 +26,7 @@ from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import BadRequest, ClientError, MessageTooLarge, RequestTimeout
 from gateway.tubemq.net.backoff import ConstantBackoff
 from gateway.tubemq.net.connection import Connection, Outcome, RequestCompleted
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig, SendResult
 from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
@@ -47,7 +48,9 @@ FAST = replace(test_producer.FAST, heartbeat_interval=60.0)  # no heartbeat hide
 class Scripted:
     """Broker 2 for the embedded master: answers every send with ``code``, or never when ``silent``."""
 
-    def __init__(self, code: int = 503, message: str = "scripted", *, silent: bool = False) -> None:
+    def __init__(
+        self, network: MemoryNetwork, code: int = 503, message: str = "scripted", *, silent: bool = False
+    ) -> None:
         self.broker_id = 2
         self.code = code
         self.message = message
@@ -57,7 +60,7 @@ class Scripted:
         self.calls = 0
         self.expected = 0
         self.arrived = asyncio.Event()
-        self.server = RpcServer(self.handle)
+        self.server = RpcServer(self.handle, start_server=network.start_server)
 
     @property
     def address(self) -> NodeAddress:
@@ -78,14 +81,19 @@ def rec() -> Recorder:
 
 
 @pytest.fixture
-async def pool(rec: Recorder) -> AsyncIterator[ConnectionPool]:
-    async with ConnectionPool(connect_timeout=1.0, backoff=ConstantBackoff(0.05), events=rec.bus) as p:
+async def pool(network: MemoryNetwork, rec: Recorder) -> AsyncIterator[ConnectionPool]:
+    async with ConnectionPool(
+        connect_timeout=1.0,
+        backoff=ConstantBackoff(0.05),
+        events=rec.bus,
+        connector=network.create_connection,
+    ) as p:
         yield p
 
 
 @pytest.fixture
-async def brokers() -> AsyncIterator[list[EmbeddedBroker]]:
-    started = [EmbeddedBroker(i, [TopicSpec("demo", 2)]) for i in (1, 2)]
+async def brokers(network: MemoryNetwork) -> AsyncIterator[list[EmbeddedBroker]]:
+    started = [EmbeddedBroker(i, [TopicSpec("demo", 2)], start_server=network.start_server) for i in (1, 2)]
     for broker in started:
         await broker.start()
     yield started
@@ -104,14 +112,18 @@ async def _producer(
 
 @asynccontextmanager
 async def running(
-    nodes: list[Any], pool: ConnectionPool, rec: Recorder, config: ProducerConfig = FAST
+    network: MemoryNetwork,
+    nodes: list[Any],
+    pool: ConnectionPool,
+    rec: Recorder,
+    config: ProducerConfig = FAST,
 ) -> AsyncIterator[Producer]:
     """A master over ``nodes`` (scripted ones started here) and a producer that has published "demo"."""
     scripted = [node for node in nodes if isinstance(node, Scripted)]
     for node in scripted:
         await node.server.start()
     try:
-        async with EmbeddedMaster(nodes) as master:
+        async with EmbeddedMaster(nodes, start_server=network.start_server) as master:
             producer = await _producer(master, pool, config, rec)
             try:
                 yield producer
@@ -132,9 +144,9 @@ def _bodies(prefix: str, count: int) -> list[tuple[bytes, dict[str, str] | None,
 
 
 async def test_batch_results_are_each_messages_own_answer(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    async with running(brokers, pool, rec, FAST) as producer:
+    async with running(network, brokers, pool, rec, FAST) as producer:
         messages = _bodies("m", 300)
         results = await producer.send_batch("demo", messages)
         assert len(results) == 300
@@ -159,9 +171,9 @@ async def test_batch_results_are_each_messages_own_answer(
 
 
 async def test_local_checks_fail_only_their_message(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    async with running(brokers, pool, rec, FAST) as producer:
+    async with running(network, brokers, pool, rec, FAST) as producer:
         route = producer.topic_route("demo")
         assert route is not None
         results = await producer.send_batch(
@@ -183,10 +195,10 @@ async def test_local_checks_fail_only_their_message(
 
 
 async def test_503_shields_once_and_the_batch_lands_elsewhere(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    scripted = Scripted(503, "Write StoreService temporary unavailable!")
-    async with running([brokers[0], scripted], pool, rec, FAST) as producer:
+    scripted = Scripted(network, 503, "Write StoreService temporary unavailable!")
+    async with running(network, [brokers[0], scripted], pool, rec, FAST) as producer:
         messages = _bodies("m", 40)
         results = await producer.send_batch("demo", messages)
         assert all(isinstance(r, SendResult) and r.broker_id == 1 for r in results)
@@ -202,10 +214,10 @@ async def test_503_shields_once_and_the_batch_lands_elsewhere(
 
 
 async def test_non_retriable_code_fails_only_the_messages_it_answered(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    scripted = Scripted(400, "data length over max length")
-    async with running([brokers[0], scripted], pool, rec, FAST) as producer:
+    scripted = Scripted(network, 400, "data length over max length")
+    async with running(network, [brokers[0], scripted], pool, rec, FAST) as producer:
         results = await producer.send_batch("demo", _bodies("m", 20))
         failed = [r for r in results if not isinstance(r, SendResult)]
         assert failed and all(isinstance(r, BadRequest) and r.errno == 400 for r in failed)
@@ -218,13 +230,13 @@ async def test_non_retriable_code_fails_only_the_messages_it_answered(
 
 
 async def test_silent_broker_times_out_and_messages_move(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    scripted = Scripted(silent=True)
+    scripted = Scripted(network, silent=True)
     config = ProducerConfig(
         heartbeat_interval=60.0, rpc_timeout=0.3, send_timeout=3.0, failure_threshold=1, failure_cooldown=30.0
     )
-    async with running([brokers[0], scripted], pool, rec, config) as producer:
+    async with running(network, [brokers[0], scripted], pool, rec, config) as producer:
         messages = _bodies("m", 30)
         results = await producer.send_batch("demo", messages)
         assert all(isinstance(r, SendResult) and r.broker_id == 1 for r in results)
@@ -236,21 +248,25 @@ async def test_silent_broker_times_out_and_messages_move(
             assert _held(brokers, result).body == body
 
 
-async def test_no_broker_answers_within_the_deadline(pool: ConnectionPool, rec: Recorder) -> None:
-    scripted = Scripted(silent=True)
+async def test_no_broker_answers_within_the_deadline(
+    network: MemoryNetwork, pool: ConnectionPool, rec: Recorder
+) -> None:
+    scripted = Scripted(network, silent=True)
     scripted.broker_id = 1
     config = ProducerConfig(heartbeat_interval=60.0, rpc_timeout=0.2, send_timeout=0.5, failure_threshold=100)
-    async with running([scripted], pool, rec, config) as producer:
+    async with running(network, [scripted], pool, rec, config) as producer:
         results = await producer.send_batch("demo", _bodies("m", 5))
         assert all(isinstance(r, RequestTimeout) for r in results)
         assert all(link.in_flight == 0 for link in pool.links(scripted.address))
 
 
-async def test_cancelled_batch_leaves_nothing_pending(pool: ConnectionPool, rec: Recorder) -> None:
-    scripted = Scripted(silent=True)
+async def test_cancelled_batch_leaves_nothing_pending(
+    network: MemoryNetwork, pool: ConnectionPool, rec: Recorder
+) -> None:
+    scripted = Scripted(network, silent=True)
     await scripted.server.start()
     try:
-        link = Connection(scripted.address)
+        link = Connection(scripted.address, connector=network.create_connection)
         await link.connect(1.0)
         request = broker_pb.SendMessageRequestP2B(
             clientId="c", topicName="demo", partitionId=0, data=b"x", flag=0, checkSum=-1, sentAddr=1
@@ -273,10 +289,10 @@ async def test_cancelled_batch_leaves_nothing_pending(pool: ConnectionPool, rec:
 
 
 async def test_broker_stopped_under_batches_loses_no_acknowledged_message(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
     config = ProducerConfig(heartbeat_interval=60.0, failure_cooldown=30.0, send_timeout=3.0)
-    async with running(brokers, pool, rec, config) as producer:
+    async with running(network, brokers, pool, rec, config) as producer:
         acknowledged: list[tuple[bytes, SendResult]] = []
 
         async def caller(c: int) -> None:
@@ -299,13 +315,14 @@ async def test_broker_stopped_under_batches_loses_no_acknowledged_message(
 
 @pytest.mark.parametrize("concurrency", [1, 3, 256])
 async def test_service_keeps_chain_order_and_windows(
+    network: MemoryNetwork,
     brokers: list[EmbeddedBroker],
     pool: ConnectionPool,
     rec: Recorder,
     concurrency: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async with running(brokers, pool, rec, FAST) as producer:
+    async with running(network, brokers, pool, rec, FAST) as producer:
         service = PublishService(producer, concurrency=concurrency)
         messages = []
         for i in range(40):
@@ -342,10 +359,10 @@ async def test_service_keeps_chain_order_and_windows(
 
 
 async def test_service_reports_partial_failure_per_message(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    scripted = Scripted(400, "data length over max length")
-    async with running([brokers[0], scripted], pool, rec, FAST) as producer:
+    scripted = Scripted(network, 400, "data length over max length")
+    async with running(network, [brokers[0], scripted], pool, rec, FAST) as producer:
         service = PublishService(producer)
         outcomes = await service.publish("demo", [OutgoingMessage(f"m{i}".encode()) for i in range(12)])
         failed = [o for o in outcomes if not o.ok]

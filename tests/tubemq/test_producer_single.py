@@ -15,6 +15,7 @@ import pytest
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.tubemq.errors import ConnectionClosed, RemoteException, RequestTimeout, ServerError
 from gateway.tubemq.net.connection import Connection, Outcome, RequestCompleted
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import SendResult
 from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
@@ -56,7 +57,7 @@ async def test_a_decoded_request_gives_the_fields_the_general_parse_gives() -> N
 
 
 async def test_the_pool_connects_first_for_a_decoded_request() -> None:
-    broker = Broker()
+    broker = Broker()  # a scripted broker on loopback (tests/tubemq/test_connection_batch.py)
     await broker.server.start()
     try:
         async with ConnectionPool(connect_timeout=1.0) as pool:
@@ -70,9 +71,9 @@ async def test_the_pool_connects_first_for_a_decoded_request() -> None:
 
 
 async def test_one_message_gives_what_a_batch_of_one_gives(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    async with running(brokers, pool, rec) as producer:
+    async with running(network, brokers, pool, rec) as producer:
         route = producer.topic_route("demo")
         assert route is not None
         for i in range(6):  # round robin over both brokers' partitions
@@ -93,30 +94,30 @@ async def test_one_message_gives_what_a_batch_of_one_gives(
 
 
 async def test_one_message_is_retried_elsewhere_and_a_final_code_is_raised(
-    brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    busy = Scripted(503)  # broker 2 answers 503: shielded, the message goes to broker 1
-    async with running([brokers[0], busy], pool, rec) as producer:
+    busy = Scripted(network, 503)  # broker 2 answers 503: shielded, the message goes to broker 1
+    async with running(network, [brokers[0], busy], pool, rec) as producer:
         results = [await producer.send("demo", f"r{i}".encode()) for i in range(4)]
         assert {r.broker_id for r in results} == {1}
         assert [e.broker_id for e in rec.of(BrokerShielded)] == [2]
         outcomes = {e.outcome for e in rec.of(SendCompleted) if e.broker_id == 2}
         assert outcomes <= {"unavailable"}
-    refused = Scripted(400, "bad message")  # a final code: raised at once, one attempt
+    refused = Scripted(network, 400, "bad message")  # a final code: raised at once, one attempt
     refused.broker_id = 1
-    async with running([refused], pool, rec) as producer:
+    async with running(network, [refused], pool, rec) as producer:
         with pytest.raises(ServerError) as raised:
             await producer.send("demo", b"x")
         assert raised.value.errno == 400 and refused.calls == 1
 
 
 async def test_a_cancelled_one_message_send_leaves_nothing_in_flight(
-    pool: ConnectionPool, rec: Recorder
+    network: MemoryNetwork, pool: ConnectionPool, rec: Recorder
 ) -> None:
-    silent = Scripted(silent=True)
+    silent = Scripted(network, silent=True)
     silent.broker_id = 1
     silent.expected = 1
-    async with running([silent], pool, rec) as producer:
+    async with running(network, [silent], pool, rec) as producer:
         task = asyncio.create_task(producer.send("demo", b"gone"))
         await asyncio.wait_for(silent.arrived.wait(), 5.0)
         (link,) = pool.links(silent.address)

@@ -22,6 +22,7 @@ from gateway.tubemq.consumer.batch import ConsumedMessage
 from gateway.tubemq.errors import InternalServerError, TopicNotDeployed
 from gateway.tubemq.net.backoff import ConstantBackoff
 from gateway.tubemq.net.master import MasterClient
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.ranges.partitions import TopicLayout, discover_partitions, parse_topic_meta
 from gateway.tubemq.ranges.reader import OffsetBounds, RangeReader
@@ -38,8 +39,10 @@ TOPICS = [
 
 
 @pytest.fixture
-async def pool() -> AsyncIterator[ConnectionPool]:
-    async with ConnectionPool(connect_timeout=1.0, backoff=ConstantBackoff(0.01)) as p:
+async def pool(network: MemoryNetwork) -> AsyncIterator[ConnectionPool]:
+    async with ConnectionPool(
+        connect_timeout=1.0, backoff=ConstantBackoff(0.01), connector=network.create_connection
+    ) as p:
         yield p
 
 
@@ -49,8 +52,11 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def brokers(clock: ManualClock) -> AsyncIterator[list[EmbeddedBroker]]:
-    started = [EmbeddedBroker(i, TOPICS, consumer_timeout=30.0, clock=clock) for i in (1, 2)]
+async def brokers(network: MemoryNetwork, clock: ManualClock) -> AsyncIterator[list[EmbeddedBroker]]:
+    started = [
+        EmbeddedBroker(i, TOPICS, consumer_timeout=30.0, clock=clock, start_server=network.start_server)
+        for i in (1, 2)
+    ]
     for broker in started:
         await broker.start()
     yield started
@@ -59,8 +65,8 @@ async def brokers(clock: ManualClock) -> AsyncIterator[list[EmbeddedBroker]]:
 
 
 @pytest.fixture
-async def master(brokers: list[EmbeddedBroker]) -> AsyncIterator[EmbeddedMaster]:
-    async with EmbeddedMaster(brokers) as m:
+async def master(network: MemoryNetwork, brokers: list[EmbeddedBroker]) -> AsyncIterator[EmbeddedMaster]:
+    async with EmbeddedMaster(brokers, start_server=network.start_server) as m:
         yield m
 
 
@@ -272,22 +278,30 @@ async def test_a_lost_registration_is_taken_up_again_without_gaps(
     assert reader.stats.retries >= 2
 
 
-async def test_a_cut_link_is_survived_without_gaps(
-    brokers: list[EmbeddedBroker], reader: RangeReader
-) -> None:
-    log = Log(brokers[0], "mixed")
-    for i in range(60):
-        log.append(i % 3, size=100_000)
-    end = brokers[0].store("mixed").max_offset
-    async with FaultProxy(brokers[0].address) as proxy:
-        part = Partition(BrokerInfo(1, proxy.address.host, proxy.address.port), "mixed", 1)
-        got: list[ConsumedMessage] = []
-        async with aclosing(reader.read(part, 0, end)) as batches:
-            async for batch in batches:
-                got.extend(batch.messages)
-                proxy.cut()
-    assert [m.message_id for m in got] == log.expected(1, 0, end)
-    assert reader.stats.retries >= 1
+async def test_a_cut_link_is_survived_without_gaps(clock: ManualClock) -> None:
+    # on loopback sockets: the fault proxy cuts a real TCP link between the reader and the broker
+    broker = EmbeddedBroker(1, TOPICS, consumer_timeout=30.0, clock=clock)
+    await broker.start()
+    try:
+        log = Log(broker, "mixed")
+        for i in range(60):
+            log.append(i % 3, size=100_000)
+        end = broker.store("mixed").max_offset
+        async with (
+            ConnectionPool(connect_timeout=1.0, backoff=ConstantBackoff(0.01)) as pool,
+            FaultProxy(broker.address) as proxy,
+        ):
+            reader = RangeReader(pool, group_prefix="test_range", retry_wait=0.01)
+            part = Partition(BrokerInfo(1, proxy.address.host, proxy.address.port), "mixed", 1)
+            got: list[ConsumedMessage] = []
+            async with aclosing(reader.read(part, 0, end)) as batches:
+                async for batch in batches:
+                    got.extend(batch.messages)
+                    proxy.cut()
+        assert [m.message_id for m in got] == log.expected(1, 0, end)
+        assert reader.stats.retries >= 1
+    finally:
+        await broker.stop()
 
 
 async def test_private_groups_are_reused_and_read_nothing_twice(
@@ -406,7 +420,7 @@ async def test_offsets_are_set_exactly_where_the_answer_places_messages(
 
 
 async def test_a_probe_places_the_end_when_ids_repeat_across_a_turn_of_the_id_cycle(
-    clock: ManualClock, reader: RangeReader
+    network: MemoryNetwork, clock: ManualClock, reader: RangeReader
 ) -> None:
     # A real broker's id generator mirrors around each turn of its cycle: a message drawn d ns before the
     # top gets the same id as one drawn d ns after it. With the id clock moving 1 ns per message through
@@ -414,7 +428,9 @@ async def test_a_probe_places_the_end_when_ids_repeat_across_a_turn_of_the_id_cy
     # at or after `end` has the id of one of its messages before `end`.
     top = ID_EPOCH + ID_PERIOD_NS // 2
     ticks = itertools.count(top - 20)
-    broker = EmbeddedBroker(3, TOPICS, clock=clock, id_clock=lambda: next(ticks))
+    broker = EmbeddedBroker(
+        3, TOPICS, clock=clock, id_clock=lambda: next(ticks), start_server=network.start_server
+    )
     await broker.start()
     try:
         log = Log(broker, "mixed")

@@ -26,6 +26,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer.client import Consumer
+from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.net.teardown import CloseOnce, cancel_and_wait
 from gateway.tubemq.producer.client import Producer, ProducerConfig
@@ -40,8 +41,8 @@ MAX_REQUESTS = 20
 class HookedPool(ConnectionPool):
     """A real pool that counts the requests sent through it and can act on the k-th."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, network: MemoryNetwork) -> None:
+        super().__init__(connector=network.create_connection)
         self.on_request: Callable[[], None] | None = None
 
     async def request(
@@ -121,9 +122,11 @@ def gone_check(members: Callable[[], Collection[str]], client_id: str) -> Callab
 
 
 @contextlib.asynccontextmanager
-async def cluster_and_pool() -> AsyncIterator[tuple[EmbeddedCluster, HookedPool]]:
-    async with EmbeddedCluster([TopicSpec("demo", 4)], balance_period=0.05) as cluster:
-        pool = HookedPool()
+async def cluster_and_pool(network: MemoryNetwork) -> AsyncIterator[tuple[EmbeddedCluster, HookedPool]]:
+    async with EmbeddedCluster(
+        [TopicSpec("demo", 4)], balance_period=0.05, start_server=network.start_server
+    ) as cluster:
+        pool = HookedPool(network)
         try:
             yield cluster, pool
         finally:
@@ -215,8 +218,8 @@ async def test_cancel_and_wait_cancels_again_a_task_that_swallowed_the_cancellat
 # --- the subjects -----------------------------------------------------------------------------------
 
 
-async def test_consumer_close_cancelled_at_every_point_leaves_the_group() -> None:
-    async with cluster_and_pool() as (cluster, pool):
+async def test_consumer_close_cancelled_at_every_point_leaves_the_group(network: MemoryNetwork) -> None:
+    async with cluster_and_pool(network) as (cluster, pool):
         master = cluster.master
 
         async def subject() -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:
@@ -230,8 +233,8 @@ async def test_consumer_close_cancelled_at_every_point_leaves_the_group() -> Non
         assert await run_every_point(subject, pool) > 3
 
 
-async def test_producer_close_cancelled_at_every_point_leaves_the_master() -> None:
-    async with cluster_and_pool() as (cluster, pool):
+async def test_producer_close_cancelled_at_every_point_leaves_the_master(network: MemoryNetwork) -> None:
+    async with cluster_and_pool(network) as (cluster, pool):
         producers = cluster.master.producers.producers
         config = ProducerConfig(heartbeat_interval=0.05, register_backoff_base=0.05)
 
@@ -246,8 +249,8 @@ async def test_producer_close_cancelled_at_every_point_leaves_the_master() -> No
         assert await run_every_point(subject, pool) > 1
 
 
-async def test_instance_close_cancelled_at_every_point_leaves_the_group() -> None:
-    async with cluster_and_pool() as (cluster, pool):
+async def test_instance_close_cancelled_at_every_point_leaves_the_group(network: MemoryNetwork) -> None:
+    async with cluster_and_pool(network) as (cluster, pool):
         master = cluster.master
         service = ConsumerService(
             cluster.master_addresses, pool, advertised_url="http://127.0.0.1:9", consumer_config=fast()
@@ -281,8 +284,8 @@ async def test_instance_close_cancelled_at_every_point_leaves_the_group() -> Non
             await service.close()
 
 
-async def test_service_close_cancelled_at_every_point_closes_every_instance() -> None:
-    async with cluster_and_pool() as (cluster, pool):
+async def test_service_close_cancelled_at_every_point_closes_every_instance(network: MemoryNetwork) -> None:
+    async with cluster_and_pool(network) as (cluster, pool):
         master = cluster.master
 
         async def subject() -> tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]:

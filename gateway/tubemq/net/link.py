@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import ConnectError, ConnectionClosed, ProtocolError, TubeMQError
@@ -41,6 +42,7 @@ __all__ = [
     "ConnectionOpened",
     "ConnectionState",
     "ConnectionTerminated",
+    "Connector",
     "Link",
 ]
 
@@ -50,6 +52,22 @@ log = logging.getLogger(__name__)
 KEEPALIVE_IDLE = 30
 KEEPALIVE_INTERVAL = 10
 KEEPALIVE_COUNT = 3
+
+
+class Connector(Protocol):
+    """How a link opens its stream: :meth:`asyncio.loop.create_connection`'s arguments and answer. The
+    default is the loop's own (a TCP socket); :class:`~gateway.tubemq.net.memory.MemoryNetwork` opens one
+    in memory instead."""
+
+    async def __call__(
+        self,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        host: str,
+        port: int,
+        *,
+        ssl: _ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> tuple[asyncio.BaseTransport, asyncio.BaseProtocol]: ...
 
 
 class ConnectionState(Enum):
@@ -97,7 +115,8 @@ class Link(abc.ABC):
 
     ``ssl`` turns on TLS; ``server_hostname`` is the name the certificate must carry (default: the
     address's host; the context decides whether it is checked). ``clock`` returns monotonic seconds
-    (injectable for tests of idle logic); ``max_frame_bytes`` bounds one incoming frame.
+    (injectable for tests of idle logic); ``max_frame_bytes`` bounds one incoming frame. ``connector`` opens
+    the stream (default: a TCP socket through the running loop).
     """
 
     def __init__(
@@ -109,8 +128,10 @@ class Link(abc.ABC):
         events: EventBus | None = None,
         clock: Callable[[], float] = time.monotonic,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        connector: Connector | None = None,
     ) -> None:
         self.address = address
+        self._connector = connector
         self._ssl = ssl
         self._server_hostname = server_hostname
         self._events = events
@@ -177,9 +198,10 @@ class Link(abc.ABC):
         started = self._clock()
         loop = asyncio.get_running_loop()
         protocol = self._protocol = LinkProtocol(loop, self._made, self._received, self._ended)
+        connector = self._connector or loop.create_connection
         try:
             async with asyncio.timeout(timeout):
-                await loop.create_connection(
+                await connector(
                     lambda: protocol,
                     self.address.host,
                     self.address.port,

@@ -31,7 +31,7 @@ from heapq import heappop, heappush
 
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.events import EventBus
-from gateway.tubemq.net.link import CloseReason, ConnectionState, Link
+from gateway.tubemq.net.link import CloseReason, ConnectionState, Connector, Link
 from gateway.tubemq.net.outcomes import BatchWait
 from gateway.tubemq.wire.frame import DEFAULT_MAX_FRAME_BYTES, Frame
 from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcFailure, RpcResponse, decode_response, usual_answer
@@ -58,6 +58,7 @@ class Multiplexed(Link):
         events: EventBus | None = None,
         clock: Callable[[], float] = time.monotonic,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        connector: Connector | None = None,
     ) -> None:
         super().__init__(
             address,
@@ -66,6 +67,7 @@ class Multiplexed(Link):
             events=events,
             clock=clock,
             max_frame_bytes=max_frame_bytes,
+            connector=connector,
         )
         self._serial = 0
         self._wrapped = False  # the serial counter went past int32's end once: serials may be pending ahead

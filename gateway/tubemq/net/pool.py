@@ -30,7 +30,7 @@ from gateway.tubemq.errors import ClientClosed, ConnectError, RequestTimeout
 from gateway.tubemq.events import Event, EventBus
 from gateway.tubemq.net.backoff import Backoff, ExponentialBackoff
 from gateway.tubemq.net.connection import AnswersDecoder, Connection
-from gateway.tubemq.net.link import CloseReason
+from gateway.tubemq.net.link import CloseReason, Connector
 from gateway.tubemq.net.pool_state import (
     NodeLinks,
     Plan,
@@ -55,7 +55,8 @@ class ConnectionPool:
     only carries it: ``MasterClient`` and the broker request builders use it). Java's session factory
     holds its TLS and authentication settings the same way, for every producer and consumer it makes.
     ``backoff.compute(failures)`` gives the fail-fast period after ``failures`` consecutive connect
-    failures; ``clock`` returns monotonic seconds (injectable for tests).
+    failures; ``clock`` returns monotonic seconds (injectable for tests). ``connector`` opens each link's
+    stream (default: a TCP socket; :class:`~gateway.tubemq.net.memory.MemoryNetwork` keeps it in memory).
     """
 
     def __init__(
@@ -70,6 +71,7 @@ class ConnectionPool:
         events: EventBus | None = None,
         backoff: Backoff | None = None,
         clock: Callable[[], float] = time.monotonic,
+        connector: Connector | None = None,
     ) -> None:
         if connections_per_node < 1:
             raise ValueError(f"connections_per_node must be >= 1, got {connections_per_node}")
@@ -88,6 +90,7 @@ class ConnectionPool:
         self._events = events
         self._backoff: Backoff = backoff or ExponentialBackoff(base=0.1, cap=10.0)
         self._clock = clock
+        self._connector = connector
         self._nodes: dict[NodeAddress, NodeLinks] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -342,6 +345,7 @@ class ConnectionPool:
             server_hostname=self._server_hostname,
             events=self._events,
             clock=self._clock,
+            connector=self._connector,
         )
         try:
             await link.connect(self.connect_timeout)
