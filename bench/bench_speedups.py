@@ -106,13 +106,13 @@ def main() -> None:
 
     def rows(compiled_on: bool, encoder: Callable[[], None]) -> list[float]:
         """The encode rows with the compiled loops of send_request and rpc on, or off (the pure path)."""
-        selected = send_request._compiled, rpc._compiled
+        selected = send_request._loops, rpc._loops
         if not compiled_on:
-            send_request._compiled = rpc._compiled = None
+            send_request._loops, rpc._loops = send_request._Python(), rpc._Python()
         try:
             return [cpu_us(args.rounds, n, encoder), cpu_us(args.rounds, n, frames)]
         finally:
-            send_request._compiled, rpc._compiled = selected
+            send_request._loops, rpc._loops = selected
 
     names = ["SendMessage requests, 100 a batch (encode_many)", "their RPC frames (encode_requests)"]
     pure_rows = rows(False, encode_py)

@@ -8,7 +8,7 @@ imported) this renders, between the markers of docs/architecture.md: the package
 package with every module and the first sentence of its docstring (the package's own ``__init__``
 docstring above it); and the table of compiled loops, every C file with the first sentence of its leading
 comment and the Python modules that choose between it and their pure twins (those that load it by name
-through ``load_extension``, which the wire's face re-exports as ``load_speedups``).
+through ``compiled_or``, the one loader, gateway/tubemq/wire/speedups.py's).
 tests/docs/test_architecture_doc.py checks that the committed page is what this prints. Nothing in the gateway
 imports this script.
 """
@@ -47,7 +47,7 @@ ORDER = (
     "",
 )
 #: the calls that load a compiled module by its dotted name
-LOADERS = {"load_speedups", "load_extension"}
+LOADERS = {"compiled_or"}
 #: abbreviations a sentence does not end at
 ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "cf")
 
@@ -192,7 +192,7 @@ def render_compiled() -> str:
         if not chosen:
             raise SystemExit(
                 f"{source.relative_to(ROOT)} is loaded by no module ({name}): load it through "
-                "gateway.tubemq.wire.speedups.load_extension, or remove it"
+                "gateway.tubemq.wire.compiled_or, or remove it"
             )
         where = ", ".join(f"`{m}`" for m in sorted(chosen))
         out.append(f"| `{source.relative_to(ROOT).as_posix()}` | {cell(c_comment(source))} | {where} |")

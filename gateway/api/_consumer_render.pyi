@@ -1,4 +1,5 @@
 from collections.abc import Callable, Sequence
+from types import NotImplementedType
 from typing import Any
 
 def render_base64(
@@ -7,4 +8,4 @@ def render_base64(
     head_of: Callable[..., bytes],
     meta_of: Callable[..., bytes],
     /,
-) -> Any: ...
+) -> bytes | NotImplementedType: ...

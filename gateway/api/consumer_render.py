@@ -16,20 +16,18 @@ base64 answers are rendered in one C call where the extension is built (gateway/
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from types import NotImplementedType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybase64 import b64encode
 
 from gateway.service.delivered import DeliveredMessage, partition_runs
-from gateway.tubemq.wire import load_speedups
+from gateway.tubemq.wire import compiled_or
 
 __all__ = ["encode_value", "render_event", "render_events", "render_message", "render_poll", "to_json"]
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-#: gateway/api/_consumer_render.c where the compiled loops are built and not switched off, else None
-_compiled = load_speedups("gateway.api._consumer_render")
 
 
 def to_json(payload: Any) -> bytes:
@@ -39,12 +37,14 @@ def to_json(payload: Any) -> bytes:
 
 def render_poll(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
     """The body of a poll answer: ``{"messages": [...]}``."""
-    if fmt == "base64" and _compiled is not None:
-        answer = _compiled.render_base64(messages, False, _head, _meta)
-        if answer is not NotImplemented:
-            body: bytes = answer
-            return body
-    parts = _render(messages, fmt, _POLL)
+    if fmt == "base64":
+        answer = _loops.render_base64(messages, False, _head, _meta)
+        if isinstance(answer, bytes):
+            return answer
+    return _poll_body(_render(messages, fmt, _POLL))
+
+
+def _poll_body(parts: list[bytes]) -> bytes:
     if not parts:
         return b'{"messages":[]}'
     # One join makes the body: concatenating the brackets around a joined megabyte would copy it twice more
@@ -56,11 +56,10 @@ def render_poll(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
 
 def render_events(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
     """SSE events of ``messages``, one after the other (one write for a step)."""
-    if fmt == "base64" and _compiled is not None:
-        answer = _compiled.render_base64(messages, True, _head, _meta)
-        if answer is not NotImplemented:
-            events: bytes = answer
-            return events
+    if fmt == "base64":
+        answer = _loops.render_base64(messages, True, _head, _meta)
+        if isinstance(answer, bytes):
+            return answer
     return b"".join(_render(messages, fmt, _EVENT))
 
 
@@ -193,3 +192,44 @@ def _optional(text: str | None) -> str:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+class ConsumerRenderLoops(Protocol):
+    """What gateway/api/_consumer_render.c holds, and its twin :class:`_Python`."""
+
+    def render_base64(
+        self,
+        messages: Sequence[Any],
+        events: bool,
+        head_of: Callable[..., bytes],
+        meta_of: Callable[..., bytes],
+        /,
+    ) -> bytes | NotImplementedType:
+        """The poll body (or, with ``events``, the SSE events) of ``messages`` with base64 values, the text
+        pieces rendered by ``head_of`` and ``meta_of``; NotImplemented for a batch holding anything the loop
+        does not take (the caller then renders it with the reference)."""
+
+
+class _Python:
+    """The reference of the C loop: :func:`_render`, which renders the pieces with :func:`_head` and
+    :func:`_meta` itself."""
+
+    @staticmethod
+    def render_base64(
+        messages: Sequence[Any],
+        events: bool,
+        head_of: Callable[..., bytes],
+        meta_of: Callable[..., bytes],
+        /,
+    ) -> bytes | NotImplementedType:
+        if events:
+            return b"".join(_render(messages, "base64", _EVENT))
+        return _poll_body(_render(messages, "base64", _POLL))
+
+
+if TYPE_CHECKING:
+    import gateway.api._consumer_render as _consumer_render
+
+    _stub: ConsumerRenderLoops = _consumer_render
+
+_loops: ConsumerRenderLoops = compiled_or("gateway.api._consumer_render", _Python())

@@ -19,7 +19,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -31,7 +31,7 @@ from gateway.service.publish_rules import (
     RESERVED_IN_TEXT,
     plain_preparer,
 )
-from gateway.tubemq.wire import load_speedups
+from gateway.tubemq.wire import compiled_or
 
 HEADER_KEY = "x-tubemq-key"
 HEADER_PARTITION = "x-tubemq-partition"
@@ -185,27 +185,52 @@ def usual_batch_py(body: bytes, max_messages: int) -> list[PreparedMessage] | No
     return prepared
 
 
-def _usual_batch() -> Callable[[bytes, int], list[PreparedMessage] | None]:
-    """:func:`usual_batch_py`, in one C call first where the extension is built and not switched off."""
-    compiled = load_speedups("gateway.api._publish_parse")
-    if compiled is None:
-        return usual_batch_py
-    compiled.set_rules(
-        ATTRIBUTE_SEPARATORS.encode(),
-        tuple(t.encode() for t in RESERVED_IN_TEXT),
-        tuple(t.encode() for t in RESERVED_IN_NAMES),
-    )
-    read = compiled.usual_batch
+class PublishParseLoops(Protocol):
+    """What gateway/api/_publish_parse.c holds, and its twin :class:`_Python`."""
 
-    def usual_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
-        prepared: list[PreparedMessage] | None = read(body, max_messages, new_prepared)
-        return prepared if prepared is not None else usual_batch_py(body, max_messages)
+    def set_rules(
+        self, separators: bytes, reserved_in_text: tuple[bytes, ...], reserved_in_names: tuple[bytes, ...], /
+    ) -> None:
+        """The attribute rules the loop checks: the separators and the reserved tokens."""
 
-    return usual_batch
+    def usual_batch(self, body: bytes, max_messages: int, make: Callable[..., Any], /) -> list[Any] | None:
+        """:func:`usual_batch_py` with ``make`` building each PreparedMessage; None for any body it hands
+        back (the C loop takes fewer than the twin: those :func:`usual_batch_py` reads)."""
 
 
-#: the usual batch of a body prepared, else None (:func:`usual_batch_py`; the reader chosen at import)
-usual_batch = _usual_batch()
+class _Python:
+    """The twin of the C loop: :func:`usual_batch_py`, which prepares by the rules of
+    :mod:`gateway.service.publish_rules` itself."""
+
+    @staticmethod
+    def set_rules(
+        separators: bytes, reserved_in_text: tuple[bytes, ...], reserved_in_names: tuple[bytes, ...], /
+    ) -> None:
+        """Nothing to learn: the twin's preparer holds the rules."""
+
+    @staticmethod
+    def usual_batch(body: bytes, max_messages: int, make: Callable[..., Any], /) -> list[Any] | None:
+        return usual_batch_py(body, max_messages)
+
+
+if TYPE_CHECKING:
+    import gateway.api._publish_parse as _publish_parse
+
+    _stub: PublishParseLoops = _publish_parse
+
+_loops: PublishParseLoops = compiled_or("gateway.api._publish_parse", _Python())
+_loops.set_rules(
+    ATTRIBUTE_SEPARATORS.encode(),
+    tuple(t.encode() for t in RESERVED_IN_TEXT),
+    tuple(t.encode() for t in RESERVED_IN_NAMES),
+)
+
+
+def usual_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
+    """The usual batch of a body prepared, else None (:func:`usual_batch_py`): in one call of the loops
+    chosen at import first, then by the twin for what the C loop hands back."""
+    prepared: list[PreparedMessage] | None = _loops.usual_batch(body, max_messages, new_prepared)
+    return prepared if prepared is not None else usual_batch_py(body, max_messages)
 
 
 def parse_json_batch_py(body: bytes) -> list[OutgoingMessage]:

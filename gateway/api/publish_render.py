@@ -12,8 +12,8 @@ the body the app's exception handlers give (``gateway/api/errors.py``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi.responses import JSONResponse, Response
 
@@ -23,7 +23,7 @@ from gateway.api.media_types import UnsupportedMediaType
 from gateway.service.errors import ServiceError
 from gateway.service.idempotency import Replay
 from gateway.service.publish import PublishOutcome, failed_alike
-from gateway.tubemq.wire import load_speedups
+from gateway.tubemq.wire import compiled_or
 
 __all__ = [
     "REPLAYED",
@@ -68,25 +68,38 @@ def render_stored_py(topic: str, outcomes: Sequence[PublishOutcome]) -> bytes | 
     return f'{{"topic":{_json_str(topic)},"results":[{",".join(parts)}]}}'.encode()
 
 
-def _compiled_writer() -> Callable[[str, Sequence[PublishOutcome]], bytes | None]:
-    """:func:`render_stored_py`, in one C call where the extension is built and not switched off."""
-    compiled = load_speedups("gateway.api._publish_render")
-    if compiled is None:
-        return render_stored_py
-    render = compiled.render_stored
+class PublishRenderLoops(Protocol):
+    """What gateway/api/_publish_render.c holds, and its twin :class:`_Python`."""
 
-    def render_stored(topic: str, outcomes: Sequence[PublishOutcome]) -> bytes | None:
-        if topic.isascii():
-            stored: bytes | None = render(_json_str(topic).encode(), outcomes)
-            if stored is not None:
-                return stored
-        return render_stored_py(topic, outcomes)
-
-    return render_stored
+    def render_stored(self, topic_json: bytes, outcomes: Sequence[Any], /) -> bytes | None:
+        """:func:`render_stored_py`'s bytes for ``topic_json`` (the topic as JSON text), or None when an
+        outcome holds no result or holds what the reference writes differently (it then writes it)."""
 
 
-#: the 200 body when every message was stored, else None (the writer chosen at import)
-render_stored = _compiled_writer()
+class _Python:
+    """The reference of the C loop: :func:`render_stored_py`, given the topic back from its JSON."""
+
+    @staticmethod
+    def render_stored(topic_json: bytes, outcomes: Sequence[Any], /) -> bytes | None:
+        return render_stored_py(json.loads(topic_json), outcomes)
+
+
+if TYPE_CHECKING:
+    import gateway.api._publish_render as _publish_render
+
+    _stub: PublishRenderLoops = _publish_render
+
+_loops: PublishRenderLoops = compiled_or("gateway.api._publish_render", _Python())
+
+
+def render_stored(topic: str, outcomes: Sequence[PublishOutcome]) -> bytes | None:
+    """The 200 body when every message was stored, else None (:func:`render_stored_py`): in one call of the
+    loops chosen at import for a plain ASCII topic, by the reference for what the C loop hands back."""
+    if topic.isascii():
+        stored = _loops.render_stored(_json_str(topic).encode(), outcomes)
+        if stored is not None:
+            return stored
+    return render_stored_py(topic, outcomes)
 
 
 def _result(outcome: PublishOutcome) -> dict[str, Any]:

@@ -1,4 +1,5 @@
 from collections.abc import Sequence
+from types import NotImplementedType
 from typing import Any
 
-def encode_consumed(messages: Sequence[Any], /) -> Any: ...
+def encode_consumed(messages: Sequence[Any], /) -> bytes | NotImplementedType: ...

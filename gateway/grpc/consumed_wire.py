@@ -14,16 +14,37 @@ proto3 fields with implicit presence are left out at their default value, ``opti
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import NotImplementedType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.grpc.proto_wire import text_field as _text
 from gateway.grpc.proto_wire import varint as _varint
 from gateway.service.delivered import DeliveredMessage, partition_runs
-from gateway.tubemq.wire import load_speedups
+from gateway.tubemq.wire import compiled_or
 
 __all__ = ["encode_consumed", "encode_consumed_py"]
 
-#: gateway/grpc/_consumed_wire.c where the compiled loops are built and not switched off, else None
-_compiled = load_speedups("gateway.grpc._consumed_wire")
+
+class ConsumedWireLoops(Protocol):
+    """What gateway/grpc/_consumed_wire.c holds, and its twin :class:`_Python`."""
+
+    def encode_consumed(self, messages: Sequence[Any], /) -> bytes | NotImplementedType:
+        """:func:`encode_consumed_py`'s bytes, or NotImplemented for a batch holding anything the loop does
+        not take (the caller then runs the reference on the whole batch)."""
+
+
+class _Python:
+    """The reference of the C loop, which takes every batch."""
+
+    @staticmethod
+    def encode_consumed(messages: Sequence[Any], /) -> bytes | NotImplementedType:
+        return encode_consumed_py(messages)
+
+
+if TYPE_CHECKING:
+    import gateway.grpc._consumed_wire as _consumed_wire
+
+    _stub: ConsumedWireLoops = _consumed_wire
 
 
 def _head(topic: str, partition_key: str, broker_id: int, partition_id: int) -> bytes:
@@ -57,14 +78,10 @@ def _extra(attempt: int, deadline: int) -> bytes:
 
 
 def encode_consumed(messages: Sequence[DeliveredMessage]) -> bytes:
-    """The serialized ``PollResponse`` (equally ``SubscribeResponse``) of ``messages``: one C call where
-    the extension is built (it hands anything odd back: then, and on the pure path, the reference below)."""
-    if _compiled is not None:
-        answer = _compiled.encode_consumed(messages)
-        if answer is not NotImplemented:
-            encoded: bytes = answer
-            return encoded
-    return encode_consumed_py(messages)
+    """The serialized ``PollResponse`` (equally ``SubscribeResponse``) of ``messages``: one call of the loops
+    chosen at import (the C loop hands anything odd back: then the reference below)."""
+    answer = _loops.encode_consumed(messages)
+    return answer if isinstance(answer, bytes) else encode_consumed_py(messages)
 
 
 def encode_consumed_py(messages: Sequence[DeliveredMessage]) -> bytes:
@@ -118,3 +135,6 @@ def encode_consumed_py(messages: Sequence[DeliveredMessage]) -> bytes:
             if key:
                 append(key)
     return b"".join(out)
+
+
+_loops: ConsumedWireLoops = compiled_or("gateway.grpc._consumed_wire", _Python())

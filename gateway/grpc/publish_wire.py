@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import NotImplementedType
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 
@@ -37,7 +39,7 @@ from gateway.grpc.proto_wire import read_varint, text_field, varint
 from gateway.service.errors import ServiceError
 from gateway.service.publish import OutgoingMessage, PublishOutcome
 from gateway.tubemq.producer import SendResult
-from gateway.tubemq.wire import load_speedups
+from gateway.tubemq.wire import compiled_or
 
 __all__ = [
     "PublishBatch",
@@ -71,22 +73,51 @@ class PublishBatch:
         self.messages.clear()
 
 
-#: gateway/grpc/_publish_wire.c where the compiled loops are built and not switched off, else None
-_compiled = load_speedups("gateway.grpc._publish_wire")
-
-
 class _Irregular(Exception):
     """The request is not in the plain encoding: read it with the protobuf library."""
 
 
+class PublishWireLoops(Protocol):
+    """What gateway/grpc/_publish_wire.c holds, and its twin :class:`_Python`."""
+
+    def decode_publish(self, raw: bytes, message_class: Any, /) -> tuple[str, list[Any]] | NotImplementedType:
+        """The topic and messages (``message_class`` each) of a request in the plain encoding (each field
+        once, known fields, valid UTF-8), NotImplemented for any other (the caller then reads it with the
+        protobuf library)."""
+
+    def encode_receipts(self, outcomes: Sequence[Any], first: int, tag: int, /) -> bytes | NotImplementedType:
+        """:func:`encode_stored_py`'s bytes, or NotImplemented for outcomes holding anything the loop does
+        not take, a failed one included (the caller then runs the reference, which says what is wrong)."""
+
+
+class _Python:
+    """The reference of the C loops: :func:`_decode` (which builds ``OutgoingMessage`` itself) and
+    :func:`encode_stored_py`."""
+
+    @staticmethod
+    def decode_publish(raw: bytes, message_class: Any, /) -> tuple[str, list[Any]] | NotImplementedType:
+        try:
+            batch = _decode(raw)
+        except (_Irregular, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
+            return NotImplemented  # type: ignore[no-any-return]  # typeshed derives its type from Any
+        return batch.topic, batch.messages
+
+    @staticmethod
+    def encode_receipts(outcomes: Sequence[Any], first: int, tag: int, /) -> bytes | NotImplementedType:
+        return encode_stored_py(tag, first, outcomes)
+
+
+if TYPE_CHECKING:
+    import gateway.grpc._publish_wire as _publish_wire
+
+    _stub: PublishWireLoops = _publish_wire
+
+
 def decode_publish(raw: bytes) -> PublishBatch:
-    """The batch of a serialized ``PublishRequest`` (equally a ``PublishStreamRequest``): read in one C call
-    where the extension is built (it hands anything but the plain encoding back), else by :func:`_decode`."""
-    if _compiled is not None:
-        read = _compiled.decode_publish(raw, OutgoingMessage)
-        if read is not NotImplemented:
-            return PublishBatch(*read)
-    return decode_publish_py(raw)
+    """The batch of a serialized ``PublishRequest`` (equally a ``PublishStreamRequest``): the plain encoding
+    read in one call of the loops chosen at import, anything else by the protobuf library."""
+    read = _loops.decode_publish(raw, OutgoingMessage)
+    return PublishBatch(*read) if isinstance(read, tuple) else _parsed(raw)
 
 
 def decode_publish_py(raw: bytes) -> PublishBatch:
@@ -94,24 +125,25 @@ def decode_publish_py(raw: bytes) -> PublishBatch:
     try:
         return _decode(raw)
     except (_Irregular, IndexError, ValueError):  # UnicodeDecodeError is a ValueError
-        request = pb.PublishRequest.FromString(raw)  # raises DecodeError as it always did
-        return PublishBatch(request.topic, [outgoing(m) for m in request.messages])
+        return _parsed(raw)
+
+
+def _parsed(raw: bytes) -> PublishBatch:
+    """A ``PublishRequest`` read by the protobuf library (DecodeError for what it cannot read)."""
+    request = pb.PublishRequest.FromString(raw)
+    return PublishBatch(request.topic, [outgoing(m) for m in request.messages])
 
 
 def decode_stream_publish(raw: bytes) -> PublishBatch:
     """The batch of a serialized ``PublishStreamRequest``: :func:`decode_publish` reads the plain encoding
     (topic and messages); one with an ``idempotency_key`` (a field the plain encoding has not) is read by the
     protobuf library."""
-    if _compiled is not None:
-        read = _compiled.decode_publish(raw, OutgoingMessage)
-        if read is not NotImplemented:
-            return PublishBatch(*read)
-    try:
-        return _decode(raw)
-    except (_Irregular, IndexError, ValueError):
-        request = pb.PublishStreamRequest.FromString(raw)
-        messages = [outgoing(m) for m in request.messages]
-        return PublishBatch(request.topic, messages, request.idempotency_key or None)
+    read = _loops.decode_publish(raw, OutgoingMessage)
+    if isinstance(read, tuple):
+        return PublishBatch(*read)
+    request = pb.PublishStreamRequest.FromString(raw)
+    messages = [outgoing(m) for m in request.messages]
+    return PublishBatch(request.topic, messages, request.idempotency_key or None)
 
 
 def leading_topic(head: bytes) -> str | None:
@@ -278,14 +310,10 @@ class _Receipts:
 
 def encode_stored(tag: int, first: int, outcomes: Sequence[PublishOutcome]) -> bytes:
     """Stored ``outcomes`` as repeated field ``tag`` (its key byte) of ``PublishResult`` / ``PublishAck``,
-    each at position ``first + index``: one C call where the extension is built (it hands anything odd back,
-    a failed outcome included: then, and on the pure path, the reference below)."""
-    if _compiled is not None:
-        encoded = _compiled.encode_receipts(outcomes, first, tag)
-        if encoded is not NotImplemented:
-            answer: bytes = encoded
-            return answer
-    return encode_stored_py(tag, first, outcomes)
+    each at position ``first + index``: one call of the loops chosen at import (the C loop hands anything odd
+    back, a failed outcome included: then the reference below)."""
+    encoded = _loops.encode_receipts(outcomes, first, tag)
+    return encoded if isinstance(encoded, bytes) else encode_stored_py(tag, first, outcomes)
 
 
 def encode_stored_py(tag: int, first: int, outcomes: Sequence[PublishOutcome]) -> bytes:
@@ -347,3 +375,6 @@ def publish_handlers(handlers: Mapping[str, grpc.RpcMethodHandler]) -> dict[str,
     replaced["Publish"] = replaced["Publish"]._replace(request_deserializer=decode_publish)
     replaced["PublishStream"] = replaced["PublishStream"]._replace(request_deserializer=decode_stream_publish)
     return replaced
+
+
+_loops: PublishWireLoops = compiled_or("gateway.grpc._publish_wire", _Python())

@@ -26,10 +26,11 @@ from gateway.service.errors import InvalidInput
 from gateway.service.publish import new_prepared
 from gateway.service.publish_rules import ATTRIBUTE_SEPARATORS, RESERVED_IN_NAMES, RESERVED_IN_TEXT
 from gateway.tubemq.errors import InvalidMessage
-from gateway.tubemq.wire import BatchPreparer, PreparedMessage, load_speedups
+from gateway.tubemq.wire import BatchPreparer, PreparedMessage
+from gateway.tubemq.wire.speedups import load_extension
 from tests.support.grpc_support import gateway_settings
 
-_compiled = load_speedups("gateway.api._publish_parse")
+_compiled = load_extension("gateway.api._publish_parse")
 compiled = pytest.mark.skipif(
     _compiled is None, reason="the C extension is not built or is switched off (the pure path)"
 )

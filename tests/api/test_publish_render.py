@@ -12,7 +12,7 @@ from gateway.api.publish_render import _json_str, _result, render_stored, render
 from gateway.service.errors import Unavailable
 from gateway.service.publish import PublishOutcome
 from gateway.tubemq.producer.send import SendResult
-from gateway.tubemq.wire import load_speedups
+from gateway.tubemq.wire.speedups import load_extension
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
 pytestmark = pytest.mark.compiled_twins("gateway.api._publish_render")
@@ -43,7 +43,7 @@ _ANY_RESULTS = st.builds(
 _PLAIN_KEYS = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E, exclude_characters='"\\'))
 _REGULAR = st.builds(SendResult, st.just("t"), _INTS, _PLAIN_KEYS, _INTS, _INTS, _INTS, _INTS, _INTS)
 
-_compiled = load_speedups("gateway.api._publish_render")
+_compiled = load_extension("gateway.api._publish_render")
 compiled = pytest.mark.skipif(
     _compiled is None, reason="the C extension is not built or is switched off (the pure path)"
 )
@@ -79,7 +79,4 @@ def test_every_regular_answer_is_written_in_c(topic: str, results: list[SendResu
 
 
 def test_the_writer_is_chosen_once() -> None:
-    if _compiled is None:
-        assert publish_render.render_stored is render_stored_py
-    else:
-        assert publish_render.render_stored is not render_stored_py
+    assert isinstance(publish_render._loops, publish_render._Python) == (_compiled is None)

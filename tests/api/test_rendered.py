@@ -38,7 +38,7 @@ def _rendered() -> ModuleType:
 
 
 def _reference(render: Render, batch: list[DeliveredMessage]) -> bytes:
-    with mock.patch.object(consumer_render, "_compiled", None):
+    with mock.patch.object(consumer_render, "_loops", consumer_render._Python()):
         return render(batch, "base64")
 
 
@@ -107,7 +107,7 @@ def test_odd_messages_render_as_the_reference_renders_them(changes: dict[str, An
 
 def test_the_switch_keeps_the_pure_path(monkeypatch: pytest.MonkeyPatch) -> None:
     _rendered()
-    assert (consumer_render._compiled is None) == (speedups.ACTIVE == speedups.PURE)
+    assert isinstance(consumer_render._loops, consumer_render._Python) == (speedups.ACTIVE == speedups.PURE)
     monkeypatch.setattr(speedups, "_on", False)
     assert speedups.load_extension("gateway.api._consumer_render") is None
 

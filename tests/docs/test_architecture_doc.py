@@ -50,7 +50,7 @@ def test_every_module_and_c_file_is_on_the_page() -> None:
 
 
 def test_the_modules_that_choose_a_compiled_loop_are_found(doc: ModuleType) -> None:
-    # by name, through load_speedups (the wire's face) or load_extension (the switch itself)
+    # by name, through compiled_or
     assert doc.extensions_used(GATEWAY / "grpc" / "consumed_wire.py") == {"gateway.grpc._consumed_wire"}
     assert doc.extensions_used(GATEWAY / "tubemq" / "wire" / "rpc.py") == {"gateway.tubemq.wire._rpc"}
     assert doc.extensions_used(GATEWAY / "tubemq" / "wire" / "slots.py") == {"gateway.tubemq.wire._slots"}

@@ -66,14 +66,19 @@ CORE_RANKS: dict[str, int] = {
     "wire.auth": 1,
     "wire.methods": 1,
     "wire.strict": 1,
-    # the switch between the compiled per-message loops and the pure ones, and the slots maker it picks
+    # the switch between the compiled per-message loops and the pure ones, and the slots maker it picks;
+    # each compiled module (its stub, checked against its Protocol) at the level of the module it speeds up
     "wire.speedups": 1,
     "wire.slots": 1,
+    "wire._slots": 1,
     "wire.frame": 2,
     "wire.frame_decoder": 2,
+    "wire._frame_decoder": 2,
     "wire.rpc": 3,
+    "wire._rpc": 3,
     "wire.rpc_server": 3,
     "wire.send_answers": 3,
+    "wire._send_answers": 3,
     "wire": 3,
     # net: leaf helpers, then one link (the socket, then the request multiplexer on it), the pool of links
     # (its records, then its behaviour), the master client
@@ -339,7 +344,7 @@ _ADAPTER_CORE = (
     "gateway.tubemq.net:ConnectionPool",
     "gateway.tubemq.producer:SendResult",
     # compiled twins of the adapters' loops load by the core's switch (gateway/grpc/_consumed_wire.c)
-    "gateway.tubemq.wire:load_speedups",
+    "gateway.tubemq.wire:compiled_or",
 )
 _PROCESS = (
     "gateway.config",

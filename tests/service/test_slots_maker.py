@@ -58,7 +58,7 @@ def test_a_made_object_is_what_the_class_builds(given_values: tuple[Any, ...]) -
 
 def test_the_instance_layer_takes_the_maker_where_the_extension_is_loaded() -> None:
     _extension("gateway.tubemq.wire._slots")
-    if slots._compiled is None:
+    if isinstance(slots._loops, slots._Python):
         assert new_delivered is DeliveredMessage
     else:
         assert new_delivered is not DeliveredMessage
@@ -133,5 +133,5 @@ def test_a_frozen_class_is_built_as_its_init_builds_it() -> None:
 
 
 def test_the_pure_path_uses_the_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(slots, "_compiled", None)
+    monkeypatch.setattr(slots, "_loops", slots._Python())
     assert slots.slots_constructor(DeliveredMessage) is DeliveredMessage

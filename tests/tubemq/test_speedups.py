@@ -84,13 +84,13 @@ def compiled_decode(
 
 def test_the_compiled_path_is_loaded_where_it_can_be_built() -> None:
     if os.environ.get(speedups.ENV_SWITCH, "") not in ("", "0"):
-        assert speedups.ACTIVE == speedups.PURE and batch._compiled is None
+        assert speedups.ACTIVE == speedups.PURE and isinstance(batch._loops, batch._Python)
         pytest.skip(f"{speedups.ENV_SWITCH} is set: this run tests the pure path")
     if compiler() is None:
         assert speedups.ACTIVE == speedups.PURE
         pytest.skip("no C compiler or Python headers on this machine: the pure path only")
     assert speedups.ACTIVE == speedups.COMPILED, speedups.REASON
-    assert batch.decode_messages is batch._decode_messages_c
+    assert not isinstance(batch._loops, batch._Python)
     for name in speedups.EXTENSIONS:
         assert speedups.load_extension(name) is not None, name
 
@@ -144,13 +144,16 @@ from gateway.grpc import consumed_wire, publish_wire
 from gateway.service import delivered
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.wire import frame_decoder, rpc, send_answers
-assert consumer_render._compiled is None and consumed_wire._compiled is None
-assert publish_parse.usual_batch is publish_parse.usual_batch_py
+assert isinstance(consumer_render._loops, consumer_render._Python)
+assert isinstance(consumed_wire._loops, consumed_wire._Python)
+assert isinstance(publish_parse._loops, publish_parse._Python)
 assert publish_parse.usual_batch(b'{"messages": [{"value": "v"}]}', 9)[0].data == b"v"
-assert publish_render.render_stored is publish_render.render_stored_py
-assert publish_wire._compiled is None and frame_decoder._compiled is None and rpc.usual_answer is None
+assert isinstance(publish_render._loops, publish_render._Python)
+assert isinstance(publish_wire._loops, publish_wire._Python)
+assert isinstance(frame_decoder._loops, frame_decoder._Python) and not rpc.usual_answer(b'', b'')
 assert delivered.new_delivered is delivered.DeliveredMessage
-assert batch.decode_messages is batch.decode_messages_py and batch.answer_reader(None) is None
+assert isinstance(batch._loops, batch._Python)
+assert batch.answer_reader(None)([batch.RpcResponse(1, 17, b"")], 17) == [None]
 assert send_answers.decode_send_answers([], 13) == []
 m = batch.ConsumedMessage(7, b"v", {}, None, None, 0, 0)
 d = delivered.new_delivered(1, "t", "1:t:0", 1, 0, m, 1, 0.0, 0)
@@ -188,14 +191,14 @@ def test_the_environment_switch_is_read_at_import(value: str, active: str) -> No
     _extension()
     code = (
         "from gateway.tubemq.wire import speedups; from gateway.tubemq.consumer import batch; "
-        "print(speedups.ACTIVE, batch.decode_messages.__name__)"
+        "print(speedups.ACTIVE, type(batch._loops).__name__)"
     )
     env = {**os.environ, speedups.ENV_SWITCH: value}
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    name = "decode_messages_py" if active == "pure" else "_decode_messages_c"
+    name = "_Python" if active == "pure" else "module"
     assert done.stdout.split() == [active, name]
 
 
@@ -429,14 +432,9 @@ def reference_answer(data: bytes, filters: frozenset[str] | None) -> batch.Decod
 
 
 def compiled_answer(item: object, filters: frozenset[str] | None) -> batch.DecodedAnswer | None:
-    _extension()
-    reader = batch.answer_reader(filters)
-    if reader is None:  # the switch is set in this run: call the compiled module directly
-        module = _extension()
-        data = item.data if isinstance(item, rpc.RpcResponse) else b""
-        decoded = module.decode_answer(data, False, rpc.SUCCESS_PREFIX, GET, filters, parse_prefix)
-        return None if decoded is None else batch._answer_of(decoded)
-    (value,) = reader((item,), GET)
+    with pytest.MonkeyPatch.context() as patch:  # the compiled reader, whichever path this run chose
+        patch.setattr(batch, "_loops", _extension())
+        (value,) = batch.answer_reader(filters)((item,), GET)
     assert value is None or isinstance(value, batch.DecodedAnswer)
     return value
 
@@ -529,8 +527,6 @@ def test_a_damaged_answer_is_read_alike_or_left_to_the_general_way(
 
 
 def test_frames_of_another_method_or_envelope_are_left_to_the_general_way() -> None:
-    if batch.answer_reader(None) is None:
-        pytest.skip(f"{speedups.ENV_SWITCH} is set: the fetch reads answers the general way")
     data = broker_pb.GetMessageResponseB2C(success=True, errCode=200).SerializeToString()
     assert compiled_answer(usual_frame(data), None) is not None
     assert compiled_answer(usual_frame(data, rpc.Method.CONSUMER_COMMIT), None) is None
@@ -642,7 +638,7 @@ def test_request_frames_are_the_same_bytes(
 
     got = _error(frames)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(rpc, "_compiled", None)
+        patch.setattr(rpc, "_loops", rpc._Python())
         expected = _error(frames)
         reference = frames() if expected is None else None
     assert got == expected
@@ -656,7 +652,7 @@ def test_request_frames_around_one_block_are_the_same_bytes(monkeypatch: pytest.
     requests = [b"r" * n for n in range(8100, 8200)]
     numbers = list(range(len(requests)))
     got = rpc.encode_requests(numbers, 13, requests, 5000)
-    monkeypatch.setattr(rpc, "_compiled", None)
+    monkeypatch.setattr(rpc, "_loops", rpc._Python())
     assert got == rpc.encode_requests(numbers, 13, requests, 5000)
     assert {frame[8:12] for frame in got} == {b"\x00\x00\x00\x01", b"\x00\x00\x00\x02"}
 

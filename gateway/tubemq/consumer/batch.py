@@ -20,9 +20,9 @@ when the batch was dense after all (always the case on a topic with one partitio
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.net.outcomes import AnswersDecoder
@@ -30,7 +30,7 @@ from gateway.tubemq.wire.frame import Frame
 from gateway.tubemq.wire.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, decode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcResponse
-from gateway.tubemq.wire.speedups import load_extension
+from gateway.tubemq.wire.speedups import compiled_or
 
 __all__ = [
     "INDEX_ENTRY_SIZE",
@@ -236,29 +236,103 @@ def decode_messages_py(
 
 #: the fields __init__ assigns, in its order: the C loop stores them (slots) in this order
 _MESSAGE_FIELDS = tuple(field.name for field in fields(ConsumedMessage))
-#: gateway/tubemq/consumer/_batch.c where the compiled loops are built and not switched off, else None
-_compiled = load_extension("gateway.tubemq.consumer._batch")
 
 
-def _decode_messages_c(
+#: what decode_answer gives: the answer's offsets and counts, the messages kept, the decode counts
+_Decoded = tuple[int, int, int, int, list[Any], int, int, int, int]
+
+
+class BatchLoops(Protocol):
+    """What gateway/tubemq/consumer/_batch.c holds, and its twin :class:`_Python`."""
+
+    def set_message_type(self, cls: type, field_names: tuple[str, ...], /) -> None:
+        """The message class decode_messages builds (the C loop stores its slots directly, in the order of
+        ``field_names``, so it checks the class's shape here and refuses any other)."""
+
+    def decode_messages(
+        self,
+        wire: Iterable[Any],
+        filters: frozenset[str] | None,
+        curr_offset: int,
+        exact: bool,
+        parse_prefix: Callable[[bytes, int], _Prefix | None],
+        /,
+    ) -> tuple[list[Any], int, int, int, int]:
+        """:func:`decode_messages_py` with ``parse_prefix`` (this module's) for the attribute prefixes; the
+        counts as (kept bytes, bad checksums, bad payloads, filtered)."""
+
+    def decode_answer(
+        self,
+        buffer: bytes,
+        enveloped: bool,
+        prefix: bytes,
+        method: int,
+        filters: frozenset[str] | None,
+        parse_prefix: Callable[[bytes, int], _Prefix | None],
+        /,
+    ) -> _Decoded | None:
+        """A GetMessage answer of code 200 read from its bytes (the answer's data, or with ``enveloped`` the
+        payload of the usual success frame after ``prefix``) and its messages decoded: its offsets, how many
+        messages it held, those kept and the counts; None for any other answer, or one laid out otherwise
+        than brokers write it (the caller then parses it with the protobuf library: :func:`read_answer`)."""
+
+
+class _Python:
+    """The reference of the C loops: :func:`decode_messages_py`, which calls :func:`parse_prefix` itself, and
+    :func:`read_answer` for whole answers."""
+
+    @staticmethod
+    def set_message_type(cls: type, field_names: tuple[str, ...], /) -> None:
+        """Nothing to learn: :func:`decode_messages_py` builds each message by calling the class."""
+
+    @staticmethod
+    def decode_messages(
+        wire: Iterable[Any],
+        filters: frozenset[str] | None,
+        curr_offset: int,
+        exact: bool,
+        parse_prefix: Callable[[bytes, int], _Prefix | None],
+        /,
+    ) -> tuple[list[Any], int, int, int, int]:
+        messages, stats = decode_messages_py(wire, filters, curr_offset, exact)
+        return messages, stats.bytes, stats.bad_checksum, stats.bad_payload, stats.filtered
+
+    @staticmethod
+    def decode_answer(
+        buffer: bytes,
+        enveloped: bool,
+        prefix: bytes,
+        method: int,
+        filters: frozenset[str] | None,
+        parse_prefix: Callable[[bytes, int], _Prefix | None],
+        /,
+    ) -> _Decoded | None:
+        """None: in Python the answer is parsed with the protobuf library and read by :func:`read_answer`,
+        the reference, which is that same way."""
+        return None
+
+
+if TYPE_CHECKING:
+    import gateway.tubemq.consumer._batch as _batch
+
+    _stub: BatchLoops = _batch
+
+_loops: BatchLoops = compiled_or("gateway.tubemq.consumer._batch", _Python())
+_loops.set_message_type(ConsumedMessage, _MESSAGE_FIELDS)
+
+
+def decode_messages(
     wire: Iterable[WireMessage],
     filters: frozenset[str] | None,
     curr_offset: int,
     exact: bool,
 ) -> tuple[list[ConsumedMessage], DecodeStats]:
-    """:func:`decode_messages_py` in one C call (gateway/tubemq/consumer/_batch.c)."""
-    assert _compiled is not None
-    messages, kept_bytes, bad_checksum, bad_payload, filtered = _compiled.decode_messages(
+    """:func:`decode_messages_py`'s result in one call, ``decode_messages`` of the loops chosen at import
+    (gateway/tubemq/consumer/_batch.c or its twin, :class:`_Python`)."""
+    messages, kept_bytes, bad_checksum, bad_payload, filtered = _loops.decode_messages(
         wire, filters, curr_offset, exact, parse_prefix
     )
     return messages, DecodeStats(len(messages), kept_bytes, bad_checksum, bad_payload, filtered)
-
-
-if _compiled is None:
-    decode_messages = decode_messages_py
-else:
-    _compiled.set_message_type(ConsumedMessage, _MESSAGE_FIELDS)
-    decode_messages = _decode_messages_c
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,10 +368,9 @@ def answer_reader(filters: frozenset[str] | None) -> AnswersDecoder | None:
     """What reads a GetMessage answer straight from its bytes in one C pass (the answer's fields, the CRCs,
     the attribute prefixes, the filter, the messages), for ``ConnectionPool.request_decoded``: a
     :class:`DecodedAnswer` for a 200 answer as brokers write it, None for any other (then parsed with the
-    protobuf library and decoded by :func:`read_answer`, which gives the same). None on the pure path."""
-    if _compiled is None:
-        return None
-    decode = _compiled.decode_answer
+    protobuf library and decoded by :func:`read_answer`, which gives the same). On the pure path every
+    answer is left to that way (the twin's ``decode_answer`` takes none)."""
+    decode = _loops.decode_answer
 
     def read(answers: Sequence[object], method: int) -> list[DecodedAnswer | None]:
         out: list[DecodedAnswer | None] = []
@@ -312,9 +385,6 @@ def answer_reader(filters: frozenset[str] | None) -> AnswersDecoder | None:
         return out
 
     return read
-
-
-_Decoded = tuple[int, int, int, int, list[ConsumedMessage], int, int, int, int]
 
 
 def _answer_of(decoded: _Decoded) -> DecodedAnswer:

@@ -124,7 +124,7 @@ class Multiplexed(Link):
         if future is None or future.done():
             self.unknown_answers += 1
             return
-        if usual_answer is not None and usual_answer(frame.payload, SUCCESS_PREFIX):
+        if usual_answer(frame.payload, SUCCESS_PREFIX):
             future.set_result(frame)  # read by its caller (Connection.request_decoded)
             return
         answer = decode_response(frame)
@@ -143,7 +143,7 @@ class Multiplexed(Link):
         if batch.waiter.done():  # the batch timed out (or its link closed) before this answer came
             self.unknown_answers += 1
             return
-        if usual_answer is not None and usual_answer(frame.payload, SUCCESS_PREFIX):
+        if usual_answer(frame.payload, SUCCESS_PREFIX):
             batch.slots[i] = frame
             batch.answered()
             return

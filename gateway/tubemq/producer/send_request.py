@@ -8,18 +8,56 @@ captured from the Java client.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.tubemq.wire.frame import encode_varint
 from gateway.tubemq.wire.payload import PreparedMessage
-from gateway.tubemq.wire.speedups import load_extension
+from gateway.tubemq.wire.speedups import compiled_or
 
-__all__ = ["NO_CHECKSUM", "SendRequestTemplate"]
+__all__ = ["NO_CHECKSUM", "SendRequestLoops", "SendRequestTemplate"]
 
 NO_CHECKSUM = -1
 """``SendMessageRequestP2B.checkSum`` meaning "do not verify"; every client sends it (§4.3)."""
 
-#: gateway/tubemq/producer/_send_request.c where the compiled loops are built and not switched off, else None
-_compiled = load_extension("gateway.tubemq.producer._send_request")
+
+class SendRequestLoops(Protocol):
+    """What gateway/tubemq/producer/_send_request.c holds, and its twin :class:`_Python`."""
+
+    def encode_sends(
+        self,
+        prefix: bytes,
+        fields: bytes,
+        auth: bytes,
+        partition_ids: Sequence[int],
+        messages: Sequence[Any],
+        /,
+    ) -> list[bytes]:
+        """For each message: ``prefix``, its partition, its data and flag, ``fields``, its msgType and
+        msgTime when not blank, ``auth`` (ints as int64 two's complement varints); ValueError unless there
+        is one partition id per message."""
+
+
+class _Python:
+    """The reference of the C loop."""
+
+    @staticmethod
+    def encode_sends(
+        prefix: bytes, fields: bytes, auth: bytes, partition_ids: Sequence[int], messages: Sequence[Any], /
+    ) -> list[bytes]:
+        if len(partition_ids) != len(messages):
+            raise ValueError("one partition id per message")
+        return [
+            _request(
+                prefix + _int(partition_id) + b"\x22", fields, auth, m.data, m.flag, m.msg_type, m.msg_time
+            )
+            for partition_id, m in zip(partition_ids, messages, strict=True)
+        ]
+
+
+if TYPE_CHECKING:
+    import gateway.tubemq.producer._send_request as _send_request
+
+    _stub: SendRequestLoops = _send_request
 
 
 class SendRequestTemplate:
@@ -65,22 +103,13 @@ class SendRequestTemplate:
             if len(self._heads) < 4096:
                 self._heads[partition_id] = head
         fields, auth = self._tail
-        parts = [head, encode_varint(len(data)), data, b"\x28", _FLAGS.get(flag) or _int(flag), fields]
-        if msg_type:
-            parts.append(_text(8, msg_type))
-        if msg_time:
-            parts.append(_text(9, msg_time))
-        parts.append(auth)
-        return b"".join(parts)
+        return _request(head, fields, auth, data, flag, msg_type, msg_time)
 
     def encode_many(self, partition_ids: Sequence[int], messages: Sequence[PreparedMessage]) -> list[bytes]:
-        """The serialized request of each message to its partition: one C call where the extension is
-        built (gateway/tubemq/producer/_send_request.c), else :meth:`encode_many_py`, its reference."""
-        if _compiled is None:
-            return self.encode_many_py(partition_ids, messages)
+        """The serialized request of each message to its partition: one call, ``encode_sends`` of the loops
+        chosen at import (gateway/tubemq/producer/_send_request.c or its twin, :class:`_Python`)."""
         fields, auth = self._tail
-        encoded: list[bytes] = _compiled.encode_sends(self._prefix, fields, auth, partition_ids, messages)
-        return encoded
+        return _loops.encode_sends(self._prefix, fields, auth, partition_ids, messages)
 
     def encode_many_py(
         self, partition_ids: Sequence[int], messages: Sequence[PreparedMessage]
@@ -115,3 +144,25 @@ def _len(raw: bytes) -> bytes:
 def _text(field: int, value: str) -> bytes:
     raw = value.encode("utf-8")
     return _tag(field, 2) + encode_varint(len(raw)) + raw
+
+
+def _request(
+    head: bytes,
+    fields: bytes,
+    auth: bytes,
+    data: bytes,
+    flag: int,
+    msg_type: str | None,
+    msg_time: str | None,
+) -> bytes:
+    """One message's request after its ``head`` (the template's prefix and the message's partition)."""
+    parts = [head, encode_varint(len(data)), data, b"\x28", _FLAGS.get(flag) or _int(flag), fields]
+    if msg_type:
+        parts.append(_text(8, msg_type))
+    if msg_time:
+        parts.append(_text(9, msg_time))
+    parts.append(auth)
+    return b"".join(parts)
+
+
+_loops: SendRequestLoops = compiled_or("gateway.tubemq.producer._send_request", _Python())

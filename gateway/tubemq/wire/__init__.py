@@ -19,7 +19,7 @@ from gateway.tubemq.wire.payload import (
 from gateway.tubemq.wire.slots import slots_constructor
 from gateway.tubemq.wire.speedups import ACTIVE as SPEEDUPS
 from gateway.tubemq.wire.speedups import REASON as SPEEDUPS_REASON
-from gateway.tubemq.wire.speedups import load_extension as load_speedups
+from gateway.tubemq.wire.speedups import compiled_or
 
 __all__ = [
     "ITEM_SEP",
@@ -36,9 +36,9 @@ __all__ = [
     "Method",
     "Partition",
     "PreparedMessage",
+    "compiled_or",
     "consumer_id",
     "format_msg_time",
-    "load_speedups",
     "local_ipv4",
     "parse_msg_time",
     "prepare_message",

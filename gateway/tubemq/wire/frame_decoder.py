@@ -5,6 +5,7 @@ frames out. The format, the encoder and the limits it checks are :mod:`gateway.t
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.tubemq.wire.frame import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -18,14 +19,53 @@ from gateway.tubemq.wire.frame import (
     Frame,
     FrameError,
 )
-from gateway.tubemq.wire.speedups import load_extension
+from gateway.tubemq.wire.speedups import compiled_or
 
 __all__ = ["FrameDecoder"]
 
-#: gateway/tubemq/wire/_frame_decoder.c where the compiled loops are built and not switched off, else None
-_compiled = load_extension("gateway.tubemq.wire._frame_decoder")
-if _compiled is not None:
-    _compiled.set_frame_type(Frame)  # whole_frames builds Frames itself: a class of another shape fails here
+
+class FrameLoops(Protocol):
+    """What gateway/tubemq/wire/_frame_decoder.c holds, and its twin :class:`_Python`."""
+
+    def set_frame_type(self, cls: type, /) -> None:
+        """The Frame class whole_frames builds (the C loop stores its two slots directly, so it checks
+        the class's shape here and refuses any other)."""
+
+    def whole_frames(self, data: Any, pos: int, limit: int, frames: list[Any], /) -> int:
+        """From ``pos``, each complete frame of one block whose header is the begin token, listSize 1
+        and a block length in 0..``limit`` that fits ``data`` is appended to ``frames``; returns where the
+        first other frame (or the end) starts."""
+
+
+class _Python:
+    """The reference of the C loop: one unpack per frame."""
+
+    @staticmethod
+    def set_frame_type(cls: type, /) -> None:
+        """Nothing to learn: the loop below builds each Frame by calling the class."""
+
+    @staticmethod
+    def whole_frames(data: Any, pos: int, limit: int, frames: list[Any], /) -> int:
+        unpack = HEADER_ONE_BLOCK_STRUCT.unpack_from
+        end = len(data)
+        pos = max(pos, 0)
+        while end - pos >= HEADER_SIZE + PREFIX_SIZE:
+            token, serial, list_size, length = unpack(data, pos)
+            start = pos + HEADER_SIZE + PREFIX_SIZE
+            if token != TOKEN_SIGNED or list_size != 1 or not 0 <= length <= limit or length > end - start:
+                break
+            pos = start + length
+            frames.append(Frame(serial, bytes(data[start:pos])))
+        return pos
+
+
+if TYPE_CHECKING:
+    import gateway.tubemq.wire._frame_decoder as _frame_decoder
+
+    _stub: FrameLoops = _frame_decoder
+
+_loops: FrameLoops = compiled_or("gateway.tubemq.wire._frame_decoder", _Python())
+_loops.set_frame_type(Frame)  # the C loop builds Frames itself: a class of another shape fails here
 
 
 class _State(Enum):
@@ -184,28 +224,16 @@ class FrameDecoder:
         """Slice out complete single-block frames lying at ``pos``; return where they stop.
 
         The hot path for rpc traffic (payloads under 8192 bytes; a batch's answers come some hundred to a
-        read): one C call for them all where the extension is built (``_frame_decoder.whole_frames``), else
-        :meth:`_whole_frames_py`, its reference. Anything else, including every malformed header, is left
-        to the general state machine.
+        read): one call for them all, ``whole_frames`` of the loops chosen at import (``_frame_decoder.c``
+        or its twin, :class:`_Python`). Anything else, including every malformed header, is left to the
+        general state machine.
         """
-        if _compiled is not None:
-            data = view if end == len(view) else view[:end]
-            found: int = _compiled.whole_frames(data, pos, self._max_frame_bytes - PREFIX_SIZE, frames)
-            return found
-        return self._whole_frames_py(view, pos, end, frames)
+        data = view if end == len(view) else view[:end]
+        return _loops.whole_frames(data, pos, self._max_frame_bytes - PREFIX_SIZE, frames)
 
     def _whole_frames_py(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
-        """:meth:`_whole_frames` in Python: one unpack per frame."""
-        unpack = HEADER_ONE_BLOCK_STRUCT.unpack_from
-        limit = self._max_frame_bytes - PREFIX_SIZE
-        while end - pos >= HEADER_SIZE + PREFIX_SIZE:
-            token, serial, list_size, length = unpack(view, pos)
-            start = pos + HEADER_SIZE + PREFIX_SIZE
-            if token != TOKEN_SIGNED or list_size != 1 or not 0 <= length <= limit or length > end - start:
-                break
-            pos = start + length
-            frames.append(Frame(serial, view[start:pos].tobytes()))
-        return pos
+        """:meth:`_whole_frames` through the Python twin, whichever path the process chose."""
+        return _Python.whole_frames(view[:end], pos, self._max_frame_bytes - PREFIX_SIZE, frames)
 
     def _whole_blocks(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
         """Take the blocks lying whole at ``pos`` (a block length is due) into the payload; return where

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from google.protobuf.message import EncodeError, Message
 
@@ -46,7 +46,7 @@ from gateway.tubemq.wire.methods import Method as Method
 from gateway.tubemq.wire.methods import MethodSpec as MethodSpec
 from gateway.tubemq.wire.methods import Service as Service
 from gateway.tubemq.wire.pb import RPC_pb2 as rpc_pb
-from gateway.tubemq.wire.speedups import load_extension
+from gateway.tubemq.wire.speedups import compiled_or
 from gateway.tubemq.wire.strict import parse_strict as _parse
 
 PROTOCOL_VERSION = 3
@@ -54,9 +54,6 @@ PROTOCOL_VERSION = 3
 FLAG_REQUEST = 0
 FLAG_RESPONSE = 1
 STATUS_SUCCESS = 0
-
-#: gateway/tubemq/wire/_rpc.c where the compiled loops are built and not switched off, else None
-_compiled = load_extension("gateway.tubemq.wire._rpc")
 
 
 @dataclass(slots=True)
@@ -144,10 +141,64 @@ _SUCCESS_PREFIX_LEN = len(_SUCCESS_PREFIX)
 SUCCESS_PREFIX = _SUCCESS_PREFIX
 """The headers of a SUCCESS answer as the Java peers write them (what :func:`decode_response` reads fast)."""
 
-usual_answer: Callable[[bytes, bytes], bool] | None = None if _compiled is None else _compiled.usual_answer
-"""Compiled only (None on the pure path): ``usual_answer(payload, SUCCESS_PREFIX)`` says whether an answer is
-the usual success envelope, which :func:`decode_response` reads without error to its method and data (its
-fast path), so a reader may keep the frame and decode it later, with its batch."""
+
+class RpcLoops(Protocol):
+    """What gateway/tubemq/wire/_rpc.c holds, and its twin :class:`_Python`."""
+
+    def frame_requests(
+        self,
+        serials: Sequence[int],
+        prefix: bytes,
+        body_head: bytes,
+        requests: Sequence[Any],
+        frame_one: Callable[[int, Any], bytes],
+        /,
+    ) -> list[bytes]:
+        """The frame of each request: a ``bytes`` request with a serial within int32 is framed here
+        (``prefix``, the body's length, ``body_head``, the request's length, the request), any other
+        request by ``frame_one(serial, request)``."""
+
+    def usual_answer(self, payload: bytes, prefix: bytes, /) -> bool:
+        """Whether a reader may keep this answer's frame and decode it later, with its batch: only an
+        answer :func:`decode_response` reads without error (the usual success envelope after ``prefix``)."""
+
+
+class _Python:
+    """The reference of the C loops."""
+
+    @staticmethod
+    def frame_requests(
+        serials: Sequence[int],
+        prefix: bytes,
+        body_head: bytes,
+        requests: Sequence[Any],
+        frame_one: Callable[[int, Any], bytes],
+        /,
+    ) -> list[bytes]:
+        return [
+            _request_frame(serial, prefix, body_head, request)
+            if type(request) is bytes and _INT32_MIN <= serial <= _INT32_MAX
+            else frame_one(serial, request)
+            for serial, request in zip(serials, requests, strict=True)
+        ]
+
+    @staticmethod
+    def usual_answer(payload: bytes, prefix: bytes, /) -> bool:
+        """Never: the Python reader decodes each answer as it arrives, which costs it no more than later."""
+        return False
+
+
+if TYPE_CHECKING:
+    import gateway.tubemq.wire._rpc as _rpc
+
+    _stub: RpcLoops = _rpc
+
+_loops: RpcLoops = compiled_or("gateway.tubemq.wire._rpc", _Python())
+
+usual_answer = _loops.usual_answer
+"""``usual_answer(payload, SUCCESS_PREFIX)``: whether a reader may keep an answer's frame and decode it later
+with its batch (:meth:`RpcLoops.usual_answer`; the usual success envelope on the compiled path, never on the
+pure one)."""
 
 
 # --- client side -----------------------------------------------------------------------------------
@@ -188,13 +239,12 @@ def encode_request(
     head = _body_head(method, timeout_ms)
     inner = request if isinstance(request, bytes) else serialize(request)
     if (
-        _compiled is not None
-        and len(prefix) + len(head) + len(inner) + 6 <= BLOCK_SIZE  # + two varints: one block, surely
+        len(prefix) + len(head) + len(inner) + 6 <= BLOCK_SIZE  # + two varints: one block, surely
         and _INT32_MIN <= serial <= _INT32_MAX
     ):
-        # one C call, as encode_requests frames a batch (byte-identical to _request_frame's frame)
-        (frame,) = _compiled.frame_requests((serial,), prefix, head, (inner,), _one_block_only)
-        return frame  # type: ignore[no-any-return]
+        # one call, as encode_requests frames a batch (byte-identical to _request_frame's frame)
+        (frame,) = _loops.frame_requests((serial,), prefix, head, (inner,), _one_block_only)
+        return frame
     return _request_frame(serial, prefix, head, inner)
 
 
@@ -231,11 +281,8 @@ def encode_requests(
             return _request_frame(serial, prefix, head, request)
         return encode_request(serial, method, request, timeout_ms, service)
 
-    if _compiled is not None:
-        # one C call frames the usual requests (bytes, one block) and hands any other to frame_one
-        frames: list[bytes] = _compiled.frame_requests(serials, prefix, head, requests, frame_one)
-        return frames
-    return [frame_one(serial, request) for serial, request in zip(serials, requests, strict=True)]
+    # one call frames the usual requests (bytes) and hands any other to frame_one
+    return _loops.frame_requests(serials, prefix, head, requests, frame_one)
 
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1

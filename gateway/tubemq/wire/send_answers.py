@@ -15,12 +15,13 @@ reads it the general way (``parse_response``), so its error is the one the gener
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.tubemq.errors import ProtocolError
 from gateway.tubemq.wire.frame import Frame
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcResponse, decode_response, parse_as
-from gateway.tubemq.wire.speedups import load_extension
+from gateway.tubemq.wire.speedups import compiled_or
 
 __all__ = ["SendAnswer", "decode_send_answers", "decode_send_answers_py", "send_answer_of"]
 
@@ -28,8 +29,31 @@ SendAnswer = tuple[bool, int, str, int | None, int | None, int | None]
 """``(success, errCode, errMsg, messageId, appendTime, appendOffset)`` of a ``SendMessageResponseB2P``; the
 last three None when the broker sent none."""
 
-#: gateway/tubemq/wire/_send_answers.c where the compiled loops are built and not switched off, else None
-_compiled = load_extension("gateway.tubemq.wire._send_answers")
+
+class SendAnswersLoops(Protocol):
+    """What gateway/tubemq/wire/_send_answers.c holds, and its twin :class:`_Python`."""
+
+    def send_answers(
+        self, answers: Sequence[Any], method: int, response_type: type, frame_type: type, prefix: bytes, /
+    ) -> list[SendAnswer | None]:
+        """:func:`decode_send_answers` given the answer classes (``RpcResponse``, ``Frame``) and the usual
+        success answer's headers (``SUCCESS_PREFIX``)."""
+
+
+class _Python:
+    """The reference of the C loop: :func:`decode_send_answers_py`, which knows those classes itself."""
+
+    @staticmethod
+    def send_answers(
+        answers: Sequence[Any], method: int, response_type: type, frame_type: type, prefix: bytes, /
+    ) -> list[SendAnswer | None]:
+        return decode_send_answers_py(answers, method)
+
+
+if TYPE_CHECKING:
+    import gateway.tubemq.wire._send_answers as _send_answers
+
+    _stub: SendAnswersLoops = _send_answers
 
 
 def send_answer_of(message: broker_pb.SendMessageResponseB2P) -> SendAnswer:
@@ -48,12 +72,7 @@ def decode_send_answers(answers: Sequence[object], method: int) -> list[SendAnsw
     """Each answer's fields when it is an ``RpcResponse`` of ``method`` (or a ``Frame`` of one, as the
     connection files the usual answer: ``rpc.usual_answer``) that reads as a ``SendMessageResponseB2P``,
     else None (read it the general way)."""
-    if _compiled is None:
-        return decode_send_answers_py(answers, method)
-    decoded: list[SendAnswer | None] = _compiled.send_answers(
-        answers, method, RpcResponse, Frame, SUCCESS_PREFIX
-    )
-    return decoded
+    return _loops.send_answers(answers, method, RpcResponse, Frame, SUCCESS_PREFIX)
 
 
 def decode_send_answers_py(answers: Sequence[object], method: int) -> list[SendAnswer | None]:
@@ -77,3 +96,6 @@ def decode_send_answers_py(answers: Sequence[object], method: int) -> list[SendA
             continue
         decoded.append(send_answer_of(message))
     return decoded
+
+
+_loops: SendAnswersLoops = compiled_or("gateway.tubemq.wire._send_answers", _Python())

@@ -5,16 +5,35 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from gateway.tubemq.wire.speedups import load_extension
+from gateway.tubemq.wire.speedups import compiled_or
 
-__all__ = ["slots_constructor"]
-
-#: gateway/tubemq/wire/_slots.c where the compiled loops are built and not switched off, else None
-_compiled = load_extension("gateway.tubemq.wire._slots")
+__all__ = ["SlotsLoops", "slots_constructor"]
 
 _T = TypeVar("_T")
+
+
+class SlotsLoops(Protocol):
+    """What gateway/tubemq/wire/_slots.c holds, and its twin :class:`_Python`."""
+
+    def slots_maker(self, cls: type, field_names: tuple[str, ...], /) -> Callable[..., Any]: ...
+
+
+class _Python:
+    """The reference: a class builds its objects through its own ``__init__``."""
+
+    @staticmethod
+    def slots_maker(cls: type, field_names: tuple[str, ...], /) -> Callable[..., Any]:
+        return cls
+
+
+if TYPE_CHECKING:
+    import gateway.tubemq.wire._slots as _slots
+
+    _stub: SlotsLoops = _slots
+
+_loops: SlotsLoops = compiled_or("gateway.tubemq.wire._slots", _Python())
 
 
 def slots_constructor(cls: type[_T]) -> Callable[..., _T]:
@@ -23,8 +42,6 @@ def slots_constructor(cls: type[_T]) -> Callable[..., _T]:
     (a plain slots dataclass's ``__init__`` does nothing else; the maker refuses any other class at once).
     Any other call (fewer values, keywords) goes to ``cls``, which fills the defaults or says what is
     wrong."""
-    if _compiled is None:
-        return cls
     names = tuple(field.name for field in dataclasses.fields(cls))  # type: ignore[arg-type]
-    maker: Callable[..., Any] = _compiled.slots_maker(cls, names)
+    maker: Callable[..., _T] = _loops.slots_maker(cls, names)
     return maker

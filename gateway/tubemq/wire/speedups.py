@@ -2,9 +2,12 @@
 built and not switched off, else the pure-Python references.
 
 Each compiled module sits beside the Python module whose loop it runs, named after it with a leading
-underscore (``consumer/batch.py`` and ``consumer/_batch.c``, built as ``gateway.tubemq.consumer._batch``);
-that module loads it once, at import, through :func:`load_extension`, and keeps its pure twin for when it
-gets None. :data:`EXTENSIONS` names them all (setup.py builds each from the ``.c`` file of the same path).
+underscore (``consumer/batch.py`` and ``consumer/_batch.c``, built as ``gateway.tubemq.consumer._batch``).
+That module writes the compiled module's functions as a ``typing.Protocol``, which the compiled module's
+stub (``_batch.pyi``, checked by mypy under ``TYPE_CHECKING``) and a pure-Python twin beside the Protocol
+both satisfy, and chooses between them once, at import, with :func:`compiled_or`; every call then goes
+through what it chose. :data:`EXTENSIONS` names them all (setup.py builds each from the ``.c`` file of the
+same path).
 
 The extensions are built by ``pip install`` where a C compiler and Python's headers are (setup.py marks them
 optional, so a machine without them installs the pure path). ``TUBEMQ_GATEWAY_NO_EXTENSIONS=1`` (any value
@@ -22,9 +25,18 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
-from typing import Final
+from typing import Final, TypeVar, cast
 
-__all__ = ["ACTIVE", "COMPILED", "ENV_SWITCH", "EXTENSIONS", "PURE", "REASON", "load_extension"]
+__all__ = [
+    "ACTIVE",
+    "COMPILED",
+    "ENV_SWITCH",
+    "EXTENSIONS",
+    "PURE",
+    "REASON",
+    "compiled_or",
+    "load_extension",
+]
 
 ENV_SWITCH: Final = "TUBEMQ_GATEWAY_NO_EXTENSIONS"
 COMPILED: Final = "compiled"
@@ -75,3 +87,14 @@ def load_extension(name: str) -> ModuleType | None:
         return importlib.import_module(name)
     except ImportError:
         return None
+
+
+_Twin = TypeVar("_Twin")
+
+
+def compiled_or(name: str, pure: _Twin) -> _Twin:
+    """The compiled module ``name`` where the compiled path runs, else ``pure``, its twin in Python: what a
+    module calls its loops through, chosen once, at its import. The caller annotates the result with its
+    Protocol, which ``pure`` satisfies and the compiled module's stub is checked against."""
+    module = load_extension(name)
+    return pure if module is None else cast(_Twin, module)
