@@ -161,16 +161,22 @@ class ProtocolDriver:
             f"POST /v1/topics/{topic}/messages HTTP/1.1\r\nhost: 127.0.0.1\r\n"
             f"content-type: application/json\r\ncontent-length: {len(body)}\r\nuser-agent: bench\r\n\r\n"
         ).encode() + body
-        state = ServerState()
-        self.idle: list[tuple[asyncio.Protocol, MemoryTransport]] = []
-        for _ in range(connections):
-            protocol = config.http_protocol_class(config=config, server_state=state, app_state={})
-            transport = MemoryTransport()
-            protocol.connection_made(transport)
-            self.idle.append((protocol, transport))
+        self._config = config
+        self._state = ServerState()
+        self.idle = [self._connect() for _ in range(connections)]
+
+    def _connect(self) -> tuple[asyncio.Protocol, MemoryTransport]:
+        config = self._config
+        protocol = config.http_protocol_class(config=config, server_state=self._state, app_state={})
+        transport = MemoryTransport()
+        protocol.connection_made(transport)
+        return protocol, transport
 
     async def one(self) -> None:
         protocol, transport = self.idle.pop()
+        if transport.closing:  # the server closed it (idle past limits.keep_alive_timeout): a new one
+            protocol.connection_lost(None)
+            protocol, transport = self._connect()
         transport.answered = asyncio.get_running_loop().create_future()
         protocol.data_received(self.request)
         status = await transport.answered
