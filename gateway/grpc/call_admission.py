@@ -1,17 +1,17 @@
 """Admission of gRPC calls before their request message is read, and into the process's budgets.
 
-:class:`AdmittingInterceptor` is the base of :class:`~gateway.grpc.interceptors.GatewayInterceptor` (see its
-module docstring, step 2): its ``intercept_service`` runs when a call's headers are in and before grpc
-receives its message. It authenticates the call from its metadata into the
-call's :class:`~gateway.grpc.call_budget.CallState`; a call that is refused, of an open method, to be
-authenticated from its client certificate, or a Publish gets the *stream-request* form of its handler
-(:meth:`_lazy`), which reads the one request message itself once the call is admitted, so that a refused call
-never has it read (grpc.aio has the C core receive, decompress and parse a unary request before a unary
-handler runs). :meth:`_enter` counts an admitted call into the budgets (the process's
-:class:`~gateway.service.admission.Admission`, or the health Watch bound). A publish message (Publish,
-PublishStream) is read only once the call holds room for it in the in-flight publish bytes
-(:meth:`_publish_messages`, ``gateway/grpc/read_room.py``): a message costs memory only after it is admitted
-into the budget, whatever it weighs on the wire.
+:class:`CallAdmission` is the collaborator of :class:`~gateway.grpc.interceptors.GatewayInterceptor` that
+holds the process's budgets (see the interceptor's module docstring, step 2). :meth:`CallAdmission.start`
+runs when a call's headers are in and before grpc receives its message: it authenticates the call from its
+metadata into the call's :class:`~gateway.grpc.call_budget.CallState` and says whether the handler must be
+the *stream-request* form (a call that is refused, of an open method, to be authenticated from its client
+certificate, or a Publish), which reads the one request message itself once the call is admitted
+(:meth:`CallAdmission.first_reader`), so that a refused call never has it read (grpc.aio has the C core
+receive, decompress and parse a unary request before a unary handler runs). :meth:`CallAdmission.enter`
+counts an admitted call into the budgets (the process's :class:`~gateway.service.admission.Admission`, or
+the health Watch bound). A publish message (Publish, PublishStream) is read only once the call holds room for
+it in the in-flight publish bytes (:meth:`CallAdmission.publish_messages`, ``gateway/grpc/read_room.py``): a
+message costs memory only after it is admitted into the budget, whatever it weighs on the wire.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from gateway.grpc.call_budget import CALL, CallState, bounded, budgeted, checked
 from gateway.grpc.inflate import compressed_head
 from gateway.grpc.publish_wire import leading_topic
 from gateway.grpc.read_room import ReadRoom
-from gateway.grpc.wrapping import SERVER_STREAM, UNARY, WrappingInterceptor, method_codec
+from gateway.grpc.wrapping import method_codec
 from gateway.security.credentials import Credentials, credential_headers, from_headers
 from gateway.security.operations import grpc_operation
 from gateway.security.setup import Security
@@ -37,7 +37,7 @@ from gateway.service.admission import Admission, caller_bytes, caller_share
 from gateway.service.errors import InvalidInput, ServiceError, Unavailable
 from gateway.service.principal import current_caller
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "OPEN_READS", "AdmittingInterceptor", "TooManyCalls", "metadata_text"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "OPEN_READS", "CallAdmission", "TooManyCalls", "metadata_text"]
 
 #: Request messages of open methods (health: no credentials) read at once, and the seconds one may take:
 #: each read may make the C core decompress up to ``grpc.max_message_bytes`` before the method's bound
@@ -65,7 +65,7 @@ class TooManyCalls(errors.AdapterError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-class AdmittingInterceptor(WrappingInterceptor):
+class CallAdmission:
     """See the module docstring."""
 
     def __init__(
@@ -90,47 +90,34 @@ class AdmittingInterceptor(WrappingInterceptor):
         self._max_message_bytes = max_message_bytes
         self._watches = 0
         self._open_reads = asyncio.Semaphore(OPEN_READS)
-        #: method -> (the handler we were given, its stream-request form)
-        self._lazy_handlers: dict[str, tuple[Any, Any]] = {}
-        super().__init__()  # each handler is wrapped once, not once per call (gateway/grpc/wrapping.py)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        """Runs when the call's headers are in and its message is not read: ``_handler`` inlined (one
-        coroutine less per call), and the verdict awaited only where credentials are to be checked."""
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method: str = handler_call_details.method
-        call = CallState(self._admission, handler_call_details.invocation_metadata)
-        CALL.set(call)  # the handler and the deserializer of this call run in this task (see call_budget)
-        operation = grpc_operation(method)
-        security = self._security
-        if operation.open:
-            lazy = True
-        elif security is None or security.mode == "open":
-            lazy = False
-        else:
-            lazy = await self._verdict(method, call.metadata, call)
-        # a publish message is read only once the call holds room for it (_publish_messages)
-        lazy = lazy or operation.action == PUBLISH
-        if not lazy or (handler.unary_unary is None and handler.unary_stream is None):
-            # a stream-request method reads its messages only when the (admitted) handler asks for them
-            return self._cached(self._wrapped, method, handler, self._wrap)
-        return self._cached(self._lazy_handlers, method, handler, self._lazy)
+    def __repr__(self) -> str:
+        return f"<CallAdmission watches={self._watches}/{self._max_watches} admission={self._admission!r}>"
 
-    async def _verdict(self, method: str, metadata: Any, call: CallState) -> bool:
-        """Authenticate the call from its metadata into ``call``; True when its handler must be the
-        stream-request form (refused, open, or to be authenticated from its client certificate)."""
+    def start(self, method: str, metadata: Any) -> bool | None:
+        """Open the call's :class:`CallState` (for the handler and the deserializer of this call, which run
+        in this task: see call_budget); whether its handler must be the stream-request form, or None when
+        its credentials are to be checked first (:meth:`verdict`)."""
+        call = CallState(self._admission, metadata)
+        CALL.set(call)
         operation = grpc_operation(method)
         if operation.open:
             return True
         security = self._security
         if security is None or security.mode == "open":
-            return False
+            # a publish message is read only once the call holds room for it (publish_messages)
+            return operation.action == PUBLISH
+        return None
+
+    async def verdict(self, method: str, metadata: Any) -> bool:
+        """Authenticate the call from its metadata into its :class:`CallState`; True when its handler must
+        be the stream-request form (refused, to be authenticated from its client certificate, or a
+        Publish)."""
+        call = CALL.get()
+        assert call is not None  # start opened it
+        operation = grpc_operation(method)
+        security = self._security
+        assert security is not None  # start answers every call without security
         authenticator = security.authenticator
         try:
             credentials = from_headers(*credential_headers(metadata or ()))
@@ -143,21 +130,10 @@ class AdmittingInterceptor(WrappingInterceptor):
         except ServiceError as exc:
             call.error = exc
             return True
-        return False
+        return operation.action == PUBLISH
 
-    def _lazy(self, method: str, handler: Any) -> Any:
-        """The stream-request form of a unary-request ``handler``: its one message is read by the handler,
-        after the call is admitted (a refused call never reads it)."""
-        codec = self._codec(method, handler)
-        if handler.unary_unary is not None:
-            first_then_unary = _after_first(handler.unary_unary, self._read_first(method))
-            return grpc.stream_unary_rpc_method_handler(self._unary(method, UNARY, first_then_unary), **codec)
-        first_then_stream = _stream_after_first(handler.unary_stream, self._read_first(method))
-        return grpc.stream_stream_rpc_method_handler(
-            self._streaming(method, SERVER_STREAM, first_then_stream), **codec
-        )
-
-    def _read_first(self, method: str) -> Callable[[grpc.aio.ServicerContext], Awaitable[Any]]:
+    def first_reader(self, method: str) -> Callable[[grpc.aio.ServicerContext], Awaitable[Any]]:
+        """How the stream-request form of ``method``'s handler reads its one message."""
         operation = grpc_operation(method)
         if operation.open:
             return self._first_open
@@ -166,7 +142,7 @@ class AdmittingInterceptor(WrappingInterceptor):
         return self._first
 
     async def _first(self, context: grpc.aio.ServicerContext) -> Any:
-        return checked(await _one(context), self._bounds)
+        return checked(await _one(context), self.bounds)
 
     async def _first_publish(self, context: grpc.aio.ServicerContext) -> Any:
         """A Publish's message, received once the call holds room for it (:meth:`_take_room`)."""
@@ -177,9 +153,9 @@ class AdmittingInterceptor(WrappingInterceptor):
         finally:
             if call is not None:
                 call.give_back_room()  # what the message did not take (the deserializer took its own)
-        return checked(request, self._bounds)
+        return checked(request, self.bounds)
 
-    async def _publish_messages(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async def publish_messages(self, requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """``requests`` (a PublishStream's), each message received only once the call holds room for it
         (waiting for it even when messages being published hold the budget: the stream's own may)."""
         call = CALL.get()
@@ -244,11 +220,11 @@ class AdmittingInterceptor(WrappingInterceptor):
                 f"the request message did not come within {OPEN_READ_TIMEOUT:g} s", field="request"
             ) from None
 
-    def _bounds(self) -> tuple[int, int]:
+    def bounds(self) -> tuple[int, int]:
         limits = self._limits()
         return limits.max_inflight_publish_bytes, limits.max_control_body_bytes
 
-    def _codec(self, method: str, handler: Any) -> dict[str, Any]:
+    def codec(self, method: str, handler: Any) -> dict[str, Any]:
         """The method's serializers, with its request messages budgeted (publish) or bounded (the rest)."""
         codec = method_codec(handler)
         deserialize = codec["request_deserializer"]
@@ -269,12 +245,9 @@ class AdmittingInterceptor(WrappingInterceptor):
                 )
         return codec
 
-    def _wrap(self, method: str, handler: Any) -> Any:
-        return self._wrap_with(method, handler, self._codec(method, handler))
-
     # --- in the handler: admission into the budgets ----------------------------------------------------
 
-    def _enter(self, method: str, context: grpc.aio.ServicerContext) -> Callable[[], None] | None:
+    def enter(self, method: str, context: grpc.aio.ServicerContext) -> Callable[[], None] | None:
         """Count the call into its budget (raises when it holds no place); the function that gives the
         place back."""
         if grpc_operation(method).open:
@@ -308,29 +281,6 @@ async def _one(context: grpc.aio.ServicerContext) -> Any:
     if request is grpc.aio.EOF:
         raise InvalidInput("the call carried no request message", field="request")
     return request
-
-
-def _after_first(
-    behavior: Callable[..., Awaitable[Any]], first: Callable[[grpc.aio.ServicerContext], Awaitable[Any]]
-) -> Callable[..., Awaitable[Any]]:
-    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
-        return await behavior(await first(context), context)
-
-    return call
-
-
-def _stream_after_first(
-    behavior: Callable[..., Any], first: Callable[[grpc.aio.ServicerContext], Awaitable[Any]]
-) -> Callable[..., AsyncIterator[Any]]:
-    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        result = behavior(await first(context), context)
-        if hasattr(result, "__aiter__"):
-            async for item in result:
-                yield item
-        else:
-            await result
-
-    return call
 
 
 def metadata_text(value: str | bytes | None) -> str | None:

@@ -7,16 +7,17 @@ separate functions. Per call, in order:
    the response trailers of every call (and also in the headers of streaming calls), and visible to logs
    through :func:`gateway.observability.request_id.current_request_id`.
 2. **Authentication and admission**, before any request message is received
-   (``intercept_service``, run when the call's headers are in; the
-   message is read only by the handler grpc is given back): the
-   credentials of the call's metadata are checked there. A call they do not authenticate (or no rule
+   (``intercept_service``, run when the call's headers are in; the message is read only by the handler
+   grpc is given back): the credentials of the call's metadata are checked there
+   (:class:`~gateway.grpc.call_admission.CallAdmission`). A call they do not authenticate (or no rule
    allows), and every call of an open method (health), gets its method's handler in the *stream-request*
-   form (:meth:`GatewayInterceptor._lazy`): grpc.aio makes the C core receive, decompress and parse a unary
-   request before a unary handler runs, while a stream-request handler reads only when asked. The refused
-   call is answered without ever reading its message (a 20 MiB gzip-compressed Publish without credentials
-   costs its headers, not 20 MiB); a call without metadata credentials on an mTLS listener is
+   form (:func:`gateway.grpc.wrapping.reading_first`): grpc.aio makes the C core receive, decompress and
+   parse a unary request before a unary handler runs, while a stream-request handler reads only when asked.
+   The refused call is answered without ever reading its message (a 20 MiB gzip-compressed Publish without
+   credentials costs its headers, not 20 MiB); a call without metadata credentials on an mTLS listener is
    authenticated from its certificate and then reads its one message; open methods read theirs a few at a
-   time (:data:`OPEN_READS`). Then, with a :class:`~gateway.security.setup.Security`, the method is
+   time (:data:`~gateway.grpc.call_admission.OPEN_READS`). Then, with a
+   :class:`~gateway.security.setup.Security`, the method is
    looked up in :data:`gateway.security.operations.GRPC_METHODS` (health checks are open; a method
    missing from the table is refused), the caller is authenticated from the ``authorization`` /
    ``x-api-key`` metadata or (``auth.mtls_principal``) the verified client certificate's subject
@@ -57,11 +58,12 @@ import grpc
 
 from gateway.config import LimitSettings
 from gateway.grpc import call_outcome
-from gateway.grpc.call_admission import AdmittingInterceptor
+from gateway.grpc.call_admission import CallAdmission
 from gateway.grpc.call_budget import CALL, checked
 from gateway.grpc.call_outcome import REQUEST_ID_HEADER
 from gateway.grpc.convert import peer_host
 from gateway.grpc.siblings import forwarded_subject
+from gateway.grpc.wrapping import Continuation, Handlers, cached, reading_first, wrapped
 from gateway.observability.grpc_events import (
     BIDI_STREAM,
     CLIENT_STREAM,
@@ -115,8 +117,10 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str | bytes]:
     return dict(headers or ())
 
 
-class GatewayInterceptor(AdmittingInterceptor):
-    """Wraps every method handler of the server; see the module docstring."""
+class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
+    """Wraps every method handler of the server; see the module docstring. Admission into the budgets is
+    its :class:`~gateway.grpc.call_admission.CallAdmission`; the handlers it wraps are made once per
+    handler object (:mod:`gateway.grpc.wrapping`)."""
 
     def __init__(
         self,
@@ -137,19 +141,51 @@ class GatewayInterceptor(AdmittingInterceptor):
         self._clock = clock
         #: peer (a connection's ``ipv4:host:port``) -> its host, for the caller's address
         self._hosts: dict[str, str] = {}
-        super().__init__(
+        self._security = security
+        self._calls = CallAdmission(
             security=security,
             admission=admission,
             limits=limits,
             max_health_watches=max_health_watches,
             max_message_bytes=max_message_bytes,
         )
+        #: the handlers made for the methods: wrapped, and wrapped in their stream-request form
+        self._wrapped: Handlers = {}
+        self._lazy_handlers: Handlers = {}
 
     def __repr__(self) -> str:
         auth = self._security.mode if self._security is not None else "off"
         if self._authorize is not None:
             auth += "+hook"
         return f"<GatewayInterceptor methods={len(self._wrapped)} auth={auth} events={self._events!r}>"
+
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        """Runs when the call's headers are in and its message is not read: the call is opened in its
+        admission, and its credentials checked there from the metadata where they are to be."""
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        method: str = handler_call_details.method
+        metadata = handler_call_details.invocation_metadata
+        lazy = self._calls.start(method, metadata)
+        if lazy is None:
+            lazy = await self._calls.verdict(method, metadata)
+        if not lazy or (handler.unary_unary is None and handler.unary_stream is None):
+            # a stream-request method reads its messages only when the (admitted) handler asks for them
+            return cached(self._wrapped, method, handler, self._wrap)
+        return cached(self._lazy_handlers, method, handler, self._lazy)
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        return wrapped(method, handler, self._calls.codec(method, handler), self._unary, self._streaming)
+
+    def _lazy(self, method: str, handler: Any) -> Any:
+        """The stream-request form of a unary-request ``handler``: its one message is read by the handler,
+        after the call is admitted (a refused call never reads it)."""
+        codec = self._calls.codec(method, handler)
+        first = self._calls.first_reader(method)
+        return reading_first(method, handler, codec, first, self._unary, self._streaming)
 
     def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         begun = GrpcCallStarted(method, kind)  # one event per method: it is frozen
@@ -164,11 +200,11 @@ class GatewayInterceptor(AdmittingInterceptor):
                 pending = self._admit(method, metadata, context)
                 if pending is not None:
                     await pending
-                leave = self._enter(method, context)
+                leave = self._calls.enter(method, context)
                 if flow is not None:
                     request = self._counted(request, flow, method, kind)
                 else:  # a message (a refused one raises), or the lazy form's request iterator
-                    request = checked(request, self._bounds)
+                    request = checked(request, self._calls.bounds)
                 return await behavior(request, context)
             except BaseException as exc:
                 code = call_outcome.code_of(exc, context)
@@ -199,14 +235,14 @@ class GatewayInterceptor(AdmittingInterceptor):
                 pending = self._admit(method, metadata, context)
                 if pending is not None:
                     await pending
-                leave = self._enter(method, context)
+                leave = self._calls.enter(method, context)
                 # Headers only once the call is admitted: a refusal is a clean trailers-only answer (headers
                 # sent before an immediate abort made grpc clients now and then see INTERNAL instead).
                 await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
                 if kind == BIDI_STREAM:
                     request = self._counted(request, flow, method, kind)
                 else:
-                    request = checked(request, self._bounds)
+                    request = checked(request, self._calls.bounds)
                 result = behavior(request, context)
                 if hasattr(result, "__aiter__"):
                     async for item in result:
@@ -235,12 +271,12 @@ class GatewayInterceptor(AdmittingInterceptor):
         """The client's stream of requests, counted into ``flow`` (publish messages: each received once the
         call holds room for it)."""
         if grpc_operation(method).action == PUBLISH:
-            requests = self._publish_messages(requests)
+            requests = self._calls.publish_messages(requests)
         async for request in requests:
             flow.received += 1
             if self._clock() >= flow.due:
                 self._report(method, kind, flow)
-            yield checked(request, self._bounds)
+            yield checked(request, self._calls.bounds)
 
     def _report(self, method: str, kind: str, flow: _Flow) -> None:
         """Report (and reset) the messages counted in ``flow``; the next report is due in an interval."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from gateway.grpc.wrapping import WrappingInterceptor
+from gateway.grpc.wrapping import Continuation, Handlers, cached, method_codec, wrapped
 from gateway.observability import tracing
 
 __all__ = ["TracingInterceptor"]
@@ -53,7 +53,26 @@ def _finish(span: Any, context: grpc.aio.ServicerContext, failed: BaseException 
         span.set_status(Status(StatusCode.ERROR, code.name))
 
 
-class TracingInterceptor(WrappingInterceptor):
+class TracingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
+    """Wraps each method handler in a span (made once per handler object, :mod:`gateway.grpc.wrapping`)."""
+
+    def __init__(self) -> None:
+        self._wrapped: Handlers = {}
+
+    def __repr__(self) -> str:
+        return f"<TracingInterceptor methods={len(self._wrapped)}>"
+
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        return cached(self._wrapped, handler_call_details.method, handler, self._wrap)
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        return wrapped(method, handler, method_codec(handler), self._unary, self._streaming)
+
     def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         name, attributes = method.lstrip("/"), _attributes(method)
 

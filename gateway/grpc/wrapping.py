@@ -1,8 +1,9 @@
-"""The base of the gateway's server interceptors: each method handler is wrapped once, by its kind.
+"""How a server interceptor wraps a method handler: by its kind, once per handler object.
 
-A subclass says how to wrap a unary-answer behaviour (``_unary``) and a streaming one (``_streaming``); the
-handler of every method is wrapped on its first call and the wrapper is kept as long as grpc hands over the
-same handler object, so a call costs one dictionary look-up here.
+An interceptor hands :func:`wrapped` its wrapper of a unary-answer behaviour (``unary``) and of a streaming
+one (``streaming``); :func:`cached` keeps the handler it made as long as grpc hands over the same handler
+object, so a call costs one dictionary look-up. :func:`reading_first` makes the *stream-request* form of a
+unary-request handler: its one message is read by the wrapped behaviour, when it asks (``first``).
 
 An answer a behaviour hands over as ``bytes`` is taken as already serialized (the consumer answers are
 encoded by hand in ``gateway/grpc/consumed_wire.py``); any other answer goes through the method's serializer.
@@ -10,7 +11,6 @@ encoded by hand in ``gateway/grpc/consumed_wire.py``); any other answer goes thr
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -18,74 +18,94 @@ import grpc
 
 from gateway.observability.grpc_events import BIDI_STREAM, CLIENT_STREAM, SERVER_STREAM, UNARY
 
-__all__ = ["BIDI_STREAM", "CLIENT_STREAM", "SERVER_STREAM", "UNARY", "WrappingInterceptor", "method_codec"]
+__all__ = [
+    "BIDI_STREAM",
+    "CLIENT_STREAM",
+    "SERVER_STREAM",
+    "UNARY",
+    "Continuation",
+    "Handlers",
+    "Wrapper",
+    "cached",
+    "method_codec",
+    "reading_first",
+    "wrapped",
+]
 
-# the gRPC method kinds handed to ``_unary`` / ``_streaming`` are the metrics' ``grpc_type`` names
+# the gRPC method kinds handed to the wrappers are the metrics' ``grpc_type`` names
+
+#: what grpc hands an interceptor's ``intercept_service``: the next step, which answers the method's handler
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]]
+
+#: ``wrapper(method, kind, behavior)``: the behaviour grpc runs in place of ``behavior``
+Wrapper = Callable[[str, str, Callable[..., Any]], Callable[..., Any]]
+
+#: method -> (the handler grpc handed over, the handler made from it)
+Handlers = dict[str, tuple[Any, Any]]
+
+#: ``first(context)``: a call's one request message, read when the call is admitted
+First = Callable[[grpc.aio.ServicerContext], Awaitable[Any]]
 
 
-class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
-    #: method -> (the handler we were given, our wrapper)
-    _wrapped: dict[str, tuple[Any, Any]]
+def cached(cache: Handlers, method: str, handler: Any, make: Callable[[str, Any], Any]) -> Any:
+    """``make(method, handler)``, made once while grpc hands over the same handler object."""
+    made = cache.get(method)
+    if made is not None and made[0] is handler:
+        return made[1]
+    made_now = make(method, handler)
+    cache[method] = (handler, made_now)
+    return made_now
 
-    def __init__(self) -> None:
-        self._wrapped = {}
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        return await self._handler(handler_call_details, handler)
-
-    async def _handler(self, details: grpc.HandlerCallDetails, handler: Any) -> Any:
-        """The handler grpc gets for this call (by default: ``handler`` wrapped)."""
-        return self._cached(self._wrapped, details.method, handler, self._wrap)
-
-    @staticmethod
-    def _cached(
-        cache: dict[str, tuple[Any, Any]], method: str, handler: Any, make: Callable[[str, Any], Any]
-    ) -> Any:
-        """``make(method, handler)``, made once while grpc hands over the same handler object."""
-        cached = cache.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        made = make(method, handler)
-        cache[method] = (handler, made)
-        return made
-
-    def _wrap(self, method: str, handler: Any) -> Any:
-        return self._wrap_with(method, handler, method_codec(handler))
-
-    def _wrap_with(self, method: str, handler: Any, codec: dict[str, Any]) -> Any:
-        """``handler`` wrapped by its kind, with ``codec`` (its serializers, see :func:`method_codec`)."""
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, UNARY, handler.unary_unary), **codec
-            )
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(
-                self._unary(method, CLIENT_STREAM, handler.stream_unary), **codec
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, SERVER_STREAM, handler.unary_stream), **codec
-            )
-        return grpc.stream_stream_rpc_method_handler(
-            self._streaming(method, BIDI_STREAM, handler.stream_stream), **codec
+def wrapped(method: str, handler: Any, codec: dict[str, Any], unary: Wrapper, streaming: Wrapper) -> Any:
+    """``handler`` wrapped by its kind, with ``codec`` (its serializers, see :func:`method_codec`)."""
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(unary(method, UNARY, handler.unary_unary), **codec)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(
+            unary(method, CLIENT_STREAM, handler.stream_unary), **codec
         )
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(
+            streaming(method, SERVER_STREAM, handler.unary_stream), **codec
+        )
+    return grpc.stream_stream_rpc_method_handler(
+        streaming(method, BIDI_STREAM, handler.stream_stream), **codec
+    )
 
-    @abstractmethod
-    def _unary(self, method: str, kind: str, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-        """The wrapper of a behaviour that answers once (unary and client-streaming methods)."""
 
-    @abstractmethod
-    def _streaming(
-        self, method: str, kind: str, behavior: Callable[..., Any]
-    ) -> Callable[..., AsyncIterator[Any]]:
-        """The wrapper of a behaviour that answers with a stream (server-streaming and bidi methods)."""
+def reading_first(
+    method: str, handler: Any, codec: dict[str, Any], first: First, unary: Wrapper, streaming: Wrapper
+) -> Any:
+    """The stream-request form of a unary-request ``handler``, wrapped: its one message is read by
+    ``first`` inside the wrapped behaviour (grpc.aio makes the C core receive, decompress and parse a unary
+    request before a unary handler runs; a stream-request handler reads only when asked)."""
+    if handler.unary_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(
+            unary(method, UNARY, _after_first(handler.unary_unary, first)), **codec
+        )
+    return grpc.stream_stream_rpc_method_handler(
+        streaming(method, SERVER_STREAM, _stream_after_first(handler.unary_stream, first)), **codec
+    )
+
+
+def _after_first(behavior: Callable[..., Awaitable[Any]], first: First) -> Callable[..., Awaitable[Any]]:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> Any:
+        return await behavior(await first(context), context)
+
+    return call
+
+
+def _stream_after_first(behavior: Callable[..., Any], first: First) -> Callable[..., AsyncIterator[Any]]:
+    async def call(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        result = behavior(await first(context), context)
+        if hasattr(result, "__aiter__"):
+            async for item in result:
+                yield item
+        else:
+            await result
+
+    return call
 
 
 def method_codec(handler: Any) -> dict[str, Any]:
