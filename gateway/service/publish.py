@@ -18,11 +18,12 @@ from gateway.service.core_errors import Doing, service_error
 from gateway.service.errors import InvalidInput, NotFound, PayloadTooLarge, ServiceError
 from gateway.service.names import validate_topic
 from gateway.service.principal import current_principal
+from gateway.service.publish_rules import batch_preparer
 from gateway.service.quotas import Quotas
 from gateway.tubemq import errors as core
 from gateway.tubemq.net import BreakerState
 from gateway.tubemq.producer import Producer, SendResult, TopicRouteInfo
-from gateway.tubemq.wire import BatchPreparer, PreparedMessage, prepare_message, slots_constructor
+from gateway.tubemq.wire import PreparedMessage, slots_constructor
 
 __all__ = [
     "OutgoingMessage",
@@ -122,8 +123,7 @@ def _prepared(
     total = 0
     pinned = False  # a message with a key or a partition
     prepared: list[PreparedMessage] = []
-    # a batch's messages share their attribute text mostly: BatchPreparer builds each distinct one once
-    prepare = prepare_message if len(messages) == 1 else BatchPreparer().prepare
+    prepare = batch_preparer(len(messages))
     for i, message in enumerate(messages):
         try:
             ready = prepare(

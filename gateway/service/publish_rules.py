@@ -1,5 +1,6 @@
-"""The publish rules as the adapters' readers of a batch take them: a message of a value and attributes
-prepared once (:func:`plain_preparer`), and the attribute rules a compiled reader checks itself
+"""The publish rules as the adapters' readers of a batch take them: the preparer of a batch's messages
+(:func:`batch_preparer`, the service's own too), a message of a value and attributes prepared once
+(:func:`plain_preparer`), and the attribute rules a compiled reader checks itself
 (:data:`ATTRIBUTE_SEPARATORS`, :data:`RESERVED_IN_TEXT`, :data:`RESERVED_IN_NAMES`), as the core's
 :mod:`gateway.tubemq.wire.attributes` defines them.
 
@@ -23,20 +24,36 @@ from gateway.tubemq.wire import (
     prepare_message,
 )
 
-__all__ = ["ATTRIBUTE_SEPARATORS", "RESERVED_IN_NAMES", "RESERVED_IN_TEXT", "plain_preparer"]
+__all__ = [
+    "ATTRIBUTE_SEPARATORS",
+    "RESERVED_IN_NAMES",
+    "RESERVED_IN_TEXT",
+    "Prepare",
+    "batch_preparer",
+    "plain_preparer",
+]
 
 #: the characters no attribute name or value may hold: they separate items, and a name from its value
 ATTRIBUTE_SEPARATORS = ITEM_SEP + KV_SEP
+
+#: prepares a message by the publish rules: ``prepare_message``'s arguments, its result, its InvalidMessage
+Prepare = Callable[..., PreparedMessage]
 
 #: prepares a message of a value and attributes: its PreparedMessage, or None when it breaks a rule
 PlainPreparer = Callable[[bytes, Mapping[str, str] | None], PreparedMessage | None]
 
 
+def batch_preparer(count: int) -> Prepare:
+    """What prepares the ``count`` messages of one batch by the publish rules: ``payload.prepare_message``
+    for one, else a new ``BatchPreparer``'s (a batch's messages share their attribute text mostly: it
+    prepares each distinct one once)."""
+    return prepare_message if count == 1 else BatchPreparer().prepare
+
+
 def plain_preparer(count: int) -> PlainPreparer:
     """What prepares the ``count`` messages of one batch, each a value and attributes at most, by the
-    publish rules (``payload.prepare_message``; a batch's messages share their attribute text mostly, so
-    each distinct one is prepared once)."""
-    prepare = prepare_message if count == 1 else BatchPreparer().prepare
+    publish rules (:func:`batch_preparer`)."""
+    prepare = batch_preparer(count)
 
     def prepared(value: bytes, attributes: Mapping[str, str] | None) -> PreparedMessage | None:
         try:
