@@ -12,7 +12,8 @@ import pytest
 from gateway.config import ConsumerSettings, Settings
 from gateway.runtime import ConfigurationError, Runtime
 from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import bound_socket, gateway
+from tests.support.gateway_support import gateway
+from tests.support.serving import bound_socket
 
 SECRET = "replica-shared-secret-0123456789"
 

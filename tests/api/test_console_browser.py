@@ -18,10 +18,10 @@ from tests.support.console_support import (
     ConsoleGateway,
     chromium_or_skip,
     console_gateway,
-    loopback_socket,
     screenshot_path,
     served,
 )
+from tests.support.serving import bound_socket
 from tests.support.waiting import eventually
 
 playwright_api = pytest.importorskip(
@@ -467,7 +467,7 @@ async def test_on_the_admin_listener_the_console_calls_the_api_across_origins(
 ) -> None:
     """console.listener admin: the page comes from the admin listener and calls the API's listener (another
     origin: CORS with the credential header, allowed by connect-src)."""
-    main, admin = loopback_socket(), loopback_socket()
+    main, admin = bound_socket(), bound_socket()
     api_url = f"http://127.0.0.1:{main.getsockname()[1]}"
     admin_origin = f"http://127.0.0.1:{admin.getsockname()[1]}"
     async with console_gateway(

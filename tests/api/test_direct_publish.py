@@ -38,7 +38,7 @@ from tests.support.direct_support import (
     talk,
 )
 from tests.support.jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
-from tests.support.serve_support import free_port
+from tests.support.serving import free_port
 from tests.support.tls_support import make_pki
 from tests.support.topology_support import Replica, running_nginx
 from tests.support.workers_support import start_workers

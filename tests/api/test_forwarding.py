@@ -16,14 +16,8 @@ from gateway.api.forwarding import FORWARDED_HEADER
 from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects, certificate_digest
 from tests.support.auth_support import write_mtls_auth_files
 from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import (
-    Gateway,
-    SseReader,
-    bound_socket,
-    gateway,
-    mtls_replicas,
-    peer_settings,
-)
+from tests.support.gateway_support import Gateway, SseReader, gateway, mtls_replicas, peer_settings
+from tests.support.serving import bound_socket
 from tests.support.tls_support import make_pki
 
 

@@ -16,7 +16,8 @@ from gateway.api.proxy import ProxyHeadersMiddleware, TrustedProxies, forwarded_
 from gateway.api.worker_listener import private_app
 from gateway.config import HttpSettings
 from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import bound_socket, gateway, peer_settings
+from tests.support.gateway_support import gateway, peer_settings
+from tests.support.serving import bound_socket
 
 PROXY = {"x-forwarded-proto": "https", "x-forwarded-host": "api.example.com", "x-forwarded-prefix": "/gw"}
 #: a documentation network (RFC 5737) as the only trusted proxy: the loopback test client is untrusted

@@ -23,7 +23,8 @@ import pytest
 
 from gateway import __version__
 from tests.support.files import ROOT
-from tests.support.serve_support import free_port, stop_serve
+from tests.support.serve_support import stop_serve
+from tests.support.serving import free_port
 from tests.support.tls_support import make_pki
 
 DOCKERFILE = ROOT / "Dockerfile"

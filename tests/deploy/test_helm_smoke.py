@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from tests.support.chart_support import (
     validate_manifests,
 )
 from tests.support.deploy_tools import NAMESPACE, RELEASE, by_kind, one, render
+from tests.support.serving import bound_socket
 from tests.support.waiting import eventually
 
 GENERATED = f"{FULLNAME}-generated"
@@ -127,9 +127,7 @@ async def chart_gateway(tmp_path: Path) -> AsyncIterator[Served]:
     keys_file, rules_file = tmp_path / "api-keys.json", tmp_path / "rules.json"
     keys_file.write_bytes(base64.b64decode(data["api-keys.json"]))
     rules_file.write_text(rules["data"]["rules.json"], encoding="utf-8")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock = bound_socket()
     port = sock.getsockname()[1]
     settings = Settings(
         http_host="127.0.0.1",

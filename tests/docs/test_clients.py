@@ -12,14 +12,12 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
@@ -41,7 +39,8 @@ from tests.support.consumer_support import environment
 from tests.support.doc_blocks import runnable
 from tests.support.gateway_support import gateway
 from tests.support.jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
-from tests.support.serve_support import free_port, stop_serve
+from tests.support.serve_support import http_ready, stop_serve, wait_ready
+from tests.support.serving import free_port
 
 
 @dataclass(frozen=True)
@@ -118,16 +117,7 @@ def serve_process(log: Path, *args: str) -> Iterator[Served]:
     with open(log, "wb") as out:
         proc = subprocess.Popen([*argv, "--grpc-port", str(rpc), *args], env=env, stdout=out, stderr=out)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "serve did not become ready in 60 s"
-            time.sleep(0.2)
+        wait_ready(proc, http_ready(f"http://127.0.0.1:{port}"), timeout=60, log=log)
         yield Served({"GW": f"http://127.0.0.1:{port}", "GW_GRPC": f"127.0.0.1:{rpc}"})
     finally:
         code, _ = stop_serve(proc)

@@ -23,7 +23,7 @@ from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects, 
 from gateway.service.instance_id import decode_instance_id
 from tests.support.auth_support import AuthFiles, write_auth_files, write_mtls_auth_files
 from tests.support.replica_support import SECRET, mtls_replica_pair, replica
-from tests.support.serve_support import free_port
+from tests.support.serving import free_port
 from tests.support.tls_support import make_pki
 
 

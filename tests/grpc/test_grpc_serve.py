@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import grpc
@@ -14,8 +10,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
-from tests.support.files import ROOT
-from tests.support.serve_support import free_port, stop_serve
+from tests.support.serve_support import start_serve, stop_serve, wait_ready
+from tests.support.serving import free_port
 
 
 def _serving(channel: grpc.Channel) -> bool:
@@ -28,17 +24,15 @@ def _serving(channel: grpc.Channel) -> bool:
 
 def test_serve_answers_grpc_and_http_from_one_runtime(tmp_path: Path) -> None:
     http_port, grpc_port = free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""}
-    command = [sys.executable, "-m", "gateway", "serve", "--http-host", "127.0.0.1"]
-    command += ["--http-port", str(http_port), "--grpc-port", str(grpc_port), "--embedded-topics", "orders:3"]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = start_serve(
+        [
+            *("--http-host", "127.0.0.1", "--http-port", str(http_port), "--grpc-port", str(grpc_port)),
+            *("--embedded-topics", "orders:3"),
+        ]
+    )
     try:
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-            deadline = time.monotonic() + 30
-            while not _serving(channel):
-                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-                assert time.monotonic() < deadline, "gRPC health did not report SERVING in 30 s"
-                time.sleep(0.2)
+            wait_ready(proc, lambda: _serving(channel), what="SERVING on gRPC health")
             stub = gateway_pb2_grpc.GatewayServiceStub(channel)
             response = stub.Publish(
                 pb.PublishRequest(topic="orders", messages=[pb.Message(value=b"hi")] * 3), timeout=10

@@ -22,8 +22,9 @@ from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from tests.support.dashboard_load import Target, publish_and_poll, until_every_panel_has_data
 from tests.support.deploy_tools import NAMESPACE, ROOT, prometheus_tool
-from tests.support.prometheus_support import JOB, free_port, query, running_prometheus
+from tests.support.prometheus_support import JOB, query, running_prometheus
 from tests.support.script_support import load_script
+from tests.support.serving import free_port, uvicorn_serving
 
 DASHBOARD = ROOT / "deploy" / "grafana" / "tubemq-gateway.json"
 
@@ -147,18 +148,11 @@ async def _gateway() -> AsyncIterator[Target]:
     grpc_server = GrpcServer(runtime, grace=0.5)
     app = create_app(runtime=runtime, owns_runtime=False)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="on"))
-    task: asyncio.Task[None] | None = None
     try:
         await grpc_server.start()
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            assert not task.done(), "the gateway did not start"
-            await asyncio.sleep(0.02)
-        yield Target(f"127.0.0.1:{port}", grpc_server.address)
+        async with uvicorn_serving(server):
+            yield Target(f"127.0.0.1:{port}", grpc_server.address)
     finally:
-        if task is not None:
-            server.should_exit = True
-            await asyncio.wait_for(task, 20)
         await grpc_server.stop(0)
         await runtime.stop()
 

@@ -5,10 +5,7 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,46 +17,21 @@ import pytest
 from gateway.config import Settings
 from gateway.process_server import served_urls
 from tests.support.auth_support import write_auth_files
-from tests.support.files import ROOT
-from tests.support.serve_support import free_port, stop_serve
+from tests.support.serve_support import http_ready, start_serve, stop_serve, wait_ready
+from tests.support.serving import free_port
 
 
 def test_serve_runs_on_the_embedded_cluster_and_publishes(tmp_path: Path) -> None:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""}
-    proc = subprocess.Popen(
+    proc = start_serve(
         [
-            sys.executable,
-            "-m",
-            "gateway",
-            "serve",
-            "--http-host",
-            "127.0.0.1",
-            "--http-port",
-            str(port),
-            "--grpc-port",
-            str(free_port()),
-            "--embedded-topics",
-            "orders:3",
-            "--embedded-data-dir",
-            str(tmp_path / "data"),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+            *("--http-host", "127.0.0.1", "--http-port", str(port), "--grpc-port", str(free_port())),
+            *("--embedded-topics", "orders:3", "--embedded-data-dir", str(tmp_path / "data")),
+        ]
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "gateway did not become ready in 30 s"
-            time.sleep(0.2)
+        wait_ready(proc, http_ready(base))
         r = httpx.post(
             f"{base}/v1/topics/orders/messages", json={"messages": [{"value": "hi"}] * 3}, timeout=10
         )
@@ -80,23 +52,9 @@ def _serve_until_ready(
     """Runs ``serve`` with ``args`` until /readyz answers 200 (then calls ``while_ready`` with the HTTP
     port), stops it; its output."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--http-port", str(port), *args],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": "", **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    proc = start_serve(["--http-port", str(port), *args], env)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "gateway did not become ready in 60 s"
-            time.sleep(0.2)
+        wait_ready(proc, http_ready(f"http://127.0.0.1:{port}"), timeout=60)
         time.sleep(0.5)  # every worker's start-up lines are out
         if while_ready is not None:
             while_ready(port)
@@ -265,23 +223,7 @@ def test_a_retry_topic_missing_from_the_embedded_cluster_is_refused_with_the_fla
 def test_serve_on_port_0_names_the_port_it_serves(workers: str) -> None:
     """``--http-port 0``: a free port is chosen before the replica's URL (and the consumer instance ids made
     from it) are, so the start-up line and the ids name the port that answers."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gateway",
-            "serve",
-            "--http-port",
-            "0",
-            "--grpc-port",
-            "0",
-            "--workers",
-            workers,
-        ],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    proc = start_serve(["--http-port", "0", "--grpc-port", "0", "--workers", workers])
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 60

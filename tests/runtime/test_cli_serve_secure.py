@@ -4,69 +4,34 @@ probes on the admin port (no client certificate), gRPC over TLS."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support.files import ROOT
-from tests.support.serve_support import free_port, stop_serve
+from tests.support.serve_support import http_ready, start_serve, stop_serve, wait_ready
+from tests.support.serving import free_port
 from tests.support.tls_support import make_pki
 
 
 def test_serve_with_tls_flags_and_an_admin_port(tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
     port, admin_port, grpc_port = free_port(), free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TUBEMQ_GATEWAY_MASTERS": ""}
-    proc = subprocess.Popen(
+    proc = start_serve(
         [
-            sys.executable,
-            "-m",
-            "gateway",
-            "serve",
-            "--http-host",
-            "127.0.0.1",
-            "--http-port",
-            str(port),
-            "--grpc-port",
-            str(grpc_port),
-            "--admin-port",
-            str(admin_port),
-            "--embedded-topics",
-            "secure:1",
-            "--tls-cert-file",
-            str(pki.server.cert),
-            "--tls-key-file",
-            str(pki.server.key),
-            "--tls-client-ca-file",
-            str(pki.ca),
-            "--tls-client-auth",
-            "required",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+            *("--http-host", "127.0.0.1", "--http-port", str(port), "--grpc-port", str(grpc_port)),
+            *("--admin-port", str(admin_port), "--embedded-topics", "secure:1"),
+            *("--tls-cert-file", str(pki.server.cert), "--tls-key-file", str(pki.server.key)),
+            *("--tls-client-ca-file", str(pki.ca), "--tls-client-auth", "required"),
+        ]
     )
     admin = httpx.Client(base_url=f"https://127.0.0.1:{admin_port}", verify=pki.client_context(), timeout=5)
     api = httpx.Client(
         base_url=f"https://127.0.0.1:{port}", verify=pki.client_context(pki.client), timeout=10
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if admin.get("/readyz").status_code == 200:  # no client certificate needed here
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "gateway did not become ready in 30 s"
-            time.sleep(0.2)
+        wait_ready(proc, http_ready(admin))  # no client certificate needed on the admin listener
         published = api.post("/v1/topics/secure/messages", json={"messages": [{"value": "tls"}]})
         assert published.status_code == 200, published.text
         assert api.get("/metrics").status_code == 404  # moved to the admin listener

@@ -25,8 +25,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.shutdown import GracefulServer, ShutdownPlan
 from gateway.tubemq.net.pool import ConnectionPool
 from tests.support.files import ROOT
-from tests.support.serve_support import free_port
-from tests.support.serving import server_port, uvicorn_serving
+from tests.support.serving import free_port, server_port, uvicorn_serving
 from tests.support.tubemq_readback import read_topic
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from tests.support.auth_support import AuthFiles, write_auth_files
 from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import Gateway, bound_socket, gateway, peer_settings
+from tests.support.gateway_support import Gateway, gateway, peer_settings
+from tests.support.serving import bound_socket
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from gateway.runtime import ConfigurationError, Runtime, consumer_id_secret
 from gateway.service.instance_id import new_instance_id
 from gateway.service.peers import PeerPolicy, parse_allow_entry
 from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import Gateway, bound_socket, gateway
+from tests.support.gateway_support import Gateway, gateway
+from tests.support.serving import bound_socket
 
 SECRET = "relay-test-secret-0123456789abcdef"
 GROUP = "fs-g"

@@ -14,7 +14,8 @@ import pytest
 from gateway.observability.logging import JsonFormatter, TextFormatter
 from gateway.service.instance_id import new_instance_id, redact, redact_text
 from tests.support.consumer_support import environment
-from tests.support.gateway_support import SseReader, bound_socket, gateway, peer_settings
+from tests.support.gateway_support import SseReader, gateway, peer_settings
+from tests.support.serving import bound_socket
 
 
 class Capture(logging.Handler):

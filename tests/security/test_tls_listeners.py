@@ -27,7 +27,8 @@ from gateway.runtime import Runtime
 from gateway.serve import http_config
 from gateway.tls import GRPC_SUBJECT_KEY, TlsConfigError, check_tls, grpc_server_credentials
 from tests.support.consumer_support import environment
-from tests.support.gateway_support import bound_socket, gateway, peer_settings
+from tests.support.gateway_support import gateway, peer_settings
+from tests.support.serving import bound_socket
 from tests.support.tls_support import Issued, Pki, make_pki, odd_subject
 from tests.support.waiting import eventually
 

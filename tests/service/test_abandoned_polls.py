@@ -15,7 +15,8 @@ import pytest
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import bound_socket, gateway, peer_settings
+from tests.support.gateway_support import gateway, peer_settings
+from tests.support.serving import bound_socket
 from tests.support.workers_support import WorkerGateway, owner_worker, samples, start_workers
 
 #: what an abandoned poll asks to wait: far longer than the test waits for anything

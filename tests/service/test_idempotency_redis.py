@@ -26,8 +26,8 @@ from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
 from gateway.service.idempotency_redis import RedisKeys
 from gateway.service.idempotency_store import InFlight, Mismatch, Replay, Reserved
-from tests.support.prometheus_support import free_port
 from tests.support.redis_support import PASSWORD, RedisServer, running_redis, start_redis
+from tests.support.serving import free_port
 from tests.support.topology_support import Replica, cluster_of, nginx_binary, replica_env, running_nginx
 from tests.support.workers_support import start_workers
 

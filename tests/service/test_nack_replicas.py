@@ -20,7 +20,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from tests.support.auth_support import AuthFiles, write_auth_files
 from tests.support.replica_support import replica
-from tests.support.serve_support import free_port
+from tests.support.serving import free_port
 
 RATE = 20
 

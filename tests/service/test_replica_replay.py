@@ -26,7 +26,7 @@ from tests.support.auth_support import write_mtls_auth_files
 from tests.support.consumer_support import Env, environment
 from tests.support.gateway_support import mtls_replicas
 from tests.support.replica_support import mtls_replica_pair
-from tests.support.serve_support import free_port
+from tests.support.serving import free_port
 from tests.support.tls_support import issue_client, make_pki
 from tests.support.workers_support import start_workers
 

@@ -25,7 +25,7 @@ from gateway.runtime import Runtime
 from gateway.security.api_keys import hash_key, new_key
 from gateway.serve import http_config
 from gateway.tls import grpc_server_credentials
-from tests.support.gateway_support import bound_socket
+from tests.support.serving import bound_socket
 from tests.support.waiting import eventually
 
 #: the subject of a client certificate a rule names (an RFC 4514 string, as the TLS listener gives it)
@@ -125,9 +125,7 @@ async def secure_gateway(
     loopback port, gRPC on a free one; ``rules`` replace :data:`RULES`."""
     files = write_auth_files(directory, rules)
     if sock is None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = bound_socket()
     port = sock.getsockname()[1]
     auth = files.auth_settings(**settings.pop("auth", {}))
     runtime = Runtime(

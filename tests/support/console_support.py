@@ -84,13 +84,6 @@ async def console_gateway(directory: Path, **settings: Any) -> AsyncIterator[Con
         yield ConsoleGateway(gw.url, gw.runtime, gw.files, gw.http, gw.app)
 
 
-def loopback_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 @asynccontextmanager
 async def served(app: Any, sock: socket.socket) -> AsyncIterator[str]:
     """``app`` (e.g. the admin listener's) served by uvicorn on ``sock``; yields its URL."""

@@ -9,7 +9,6 @@ import asyncio
 import gzip
 import logging
 import re
-import socket
 import ssl
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -26,6 +25,7 @@ from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.runtime import Runtime
 from gateway.serve import http_config
+from tests.support.serving import bound_socket, uvicorn_serving
 
 
 @dataclass
@@ -36,17 +36,10 @@ class Served:
     server: uvicorn.Server
 
 
-def _socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 @asynccontextmanager
 async def serving(cluster: EmbeddedCluster, direct: bool, **settings: Any) -> AsyncIterator[Served]:
     """A gateway on a free loopback port over ``cluster``, publishing below ASGI when ``direct``."""
-    sock = _socket()
+    sock = bound_socket()
     http = {**settings.pop("http", {}), "direct_publish": direct}
     config = Settings(
         masters=",".join(str(a) for a in cluster.master_addresses),
@@ -63,14 +56,10 @@ async def serving(cluster: EmbeddedCluster, direct: bool, **settings: Any) -> As
         raise
     app = create_app(runtime=runtime)
     server = uvicorn.Server(http_config(config, app, log_level=None, lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:  # noqa: ASYNC110 (uvicorn offers no event)
-            await asyncio.sleep(0.01)
-        yield Served(sock.getsockname()[1], runtime, app, server)
+        async with uvicorn_serving(server, [sock]):
+            yield Served(sock.getsockname()[1], runtime, app, server)
     finally:
-        server.should_exit = True
-        await task
         await runtime.stop()
         sock.close()
 

@@ -19,6 +19,7 @@ from gateway.runtime import Runtime
 from gateway.serve import http_config
 from gateway.service.consumers import ConsumerService
 from tests.support.consumer_support import Env
+from tests.support.serving import bound_socket
 from tests.support.waiting import eventually
 
 if TYPE_CHECKING:  # auth_support imports this module
@@ -46,15 +47,6 @@ class Gateway:
             self.server.should_exit = True
             await self.task
             await self.runtime.stop()
-
-
-def bound_socket() -> socket.socket:
-    """A TCP socket bound to a free loopback port, for a gateway to serve on (its port is known before)."""
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only then (else 40 ms ACK delays).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
 
 
 def peer_settings(*socks: socket.socket, secret: str = "replica-shared-secret-0123456789") -> dict[str, Any]:

@@ -16,7 +16,7 @@ import httpx
 import yaml
 
 from tests.support.deploy_tools import NAMESPACE, RELEASE, alert_rules_file, prometheus_tool, render
-from tests.support.serve_support import free_port
+from tests.support.serving import free_port
 
 #: the job name the chart's alert rules select (ServiceMonitor: the Service name)
 JOB = f"{RELEASE}-tubemq-gateway"

@@ -17,7 +17,7 @@ from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.runtime import Runtime
 from gateway.serve import http_config
-from tests.support.gateway_support import bound_socket
+from tests.support.serving import bound_socket, uvicorn_serving
 
 
 @asynccontextmanager
@@ -36,14 +36,10 @@ async def serving(cluster: EmbeddedCluster, **limits: Any) -> AsyncIterator[tupl
     server = uvicorn.Server(
         http_config(settings, create_app(runtime=runtime), log_level=None, lifespan="off")
     )
-    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:  # noqa: ASYNC110 (uvicorn offers no event)
-            await asyncio.sleep(0.01)
-        yield sock.getsockname()[1], runtime
+        async with uvicorn_serving(server, [sock]):
+            yield sock.getsockname()[1], runtime
     finally:
-        server.should_exit = True
-        await task
         await runtime.stop()
         sock.close()
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.serving import free_port
+
 PASSWORD = "redis-test-password-0123456789"
 
 
@@ -37,13 +39,6 @@ class RedisServer:
                 self.proc.wait()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def redis_binary() -> str:
     found = shutil.which("redis-server") or (
         "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
@@ -59,7 +54,7 @@ def start_redis(directory: Path, port: int | None = None) -> RedisServer:
     """Start redis-server on ``port`` (a free one by default) and wait until it answers."""
     binary = redis_binary()
     directory.mkdir(parents=True, exist_ok=True)
-    port = port or _free_port()
+    port = port or free_port()
     command = [
         binary,
         "--bind",

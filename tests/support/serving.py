@@ -1,5 +1,6 @@
-"""Servers the tests start: a loopback port free to give one (``free_port``), and a uvicorn server run in a
-task of the test's loop until the test is done with it (``uvicorn_serving``)."""
+"""Servers the tests start: a loopback port free to give one (``free_port``) or a socket bound to one
+(``bound_socket``), and a uvicorn server run in a task of the test's loop until the test is done with it
+(``uvicorn_serving``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from contextlib import asynccontextmanager
 
 import uvicorn
 
-__all__ = ["free_port", "server_port", "uvicorn_serving"]
+__all__ = ["bound_socket", "free_port", "server_port", "uvicorn_serving"]
 
 
 def free_port() -> int:
@@ -18,6 +19,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def bound_socket() -> socket.socket:
+    """A TCP socket bound to a free loopback port, for a server to serve on (its port is known before)."""
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only then (else 40 ms ACK delays).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 @asynccontextmanager

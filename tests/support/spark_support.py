@@ -22,6 +22,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from tests.support.files import ROOT
+from tests.support.serving import free_port
 
 T = TypeVar("T")
 
@@ -171,7 +172,6 @@ def forget_last_commit(checkpoint: Any) -> None:
 def serve_gateway(cluster: ClusterThread) -> tuple[str, Any]:
     """Start a real gateway (uvicorn on a free loopback port) over ``cluster`` on its loop; returns its URL
     and a stopper to call."""
-    import socket
 
     import uvicorn
 
@@ -179,9 +179,7 @@ def serve_gateway(cluster: ClusterThread) -> tuple[str, Any]:
     from gateway.config import Settings
     from gateway.runtime import Runtime
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     runtime = Runtime(Settings(masters=cluster.masters, producer={"heartbeat_interval": 0.5}))
     server = uvicorn.Server(
         uvicorn.Config(

@@ -21,7 +21,7 @@ import pytest
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
-from tests.support.prometheus_support import free_port
+from tests.support.serving import free_port
 from tests.support.workers_support import WorkerGateway
 
 SECRET = "topology-shared-secret-0123456789"

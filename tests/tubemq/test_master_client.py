@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 
 import pytest
@@ -22,6 +21,7 @@ from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.wire.rpc import Method
+from tests.support.serving import free_port
 
 STANDBY = "org.apache.inlong.tubemq.corerpc.exception.StandbyException"
 
@@ -68,9 +68,7 @@ def close_request() -> master_pb.CloseRequestP2M:
 
 
 def dead_address() -> NodeAddress:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return NodeAddress("127.0.0.1", sock.getsockname()[1])
+    return NodeAddress("127.0.0.1", free_port())
 
 
 def test_addresses_are_deduplicated_and_sorted() -> None:

@@ -25,6 +25,7 @@ from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.net.pool_state import PoolConnectFailed, PoolLinkOpened, PoolLinkReclaimed
 from gateway.tubemq.wire.pb.MasterService_pb2 import HeartResponseM2P
 from tests.support.faultproxy import EchoHandler, FaultProxy, heartbeat
+from tests.support.serving import free_port
 from tests.support.waiting import ManualClock, eventually
 
 HEARTBEAT = 2
@@ -42,14 +43,6 @@ async def call(
     response = await pool.request(address, HEARTBEAT, heartbeat(client_id, *steer), wait)
     assert isinstance(response, HeartResponseM2P)
     return response.topicInfos[0]
-
-
-async def free_port() -> int:
-    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-    port: int = probe.sockets[0].getsockname()[1]
-    probe.close()
-    await probe.wait_closed()
-    return port
 
 
 async def test_two_clients_of_one_node_share_one_socket(server: RpcServer) -> None:
@@ -108,7 +101,7 @@ async def test_server_stop_fails_pending_and_pool_recovers_on_restart() -> None:
 
 
 async def test_failed_node_fails_fast_during_backoff() -> None:
-    port = await free_port()
+    port = free_port()
     address = NodeAddress("127.0.0.1", port)
     bus = EventBus()
     failures: list[PoolConnectFailed] = []

@@ -33,7 +33,8 @@ from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from tests.support.deploy_tools import ROOT, prometheus_tool
-from tests.support.prometheus_support import concrete, free_port, query, running_prometheus
+from tests.support.prometheus_support import concrete, query, running_prometheus
+from tests.support.serving import free_port
 from tests.support.topology_support import Replica, cluster_of, nginx_binary, replica_env, running_nginx
 from tests.support.workers_support import start_workers
 
