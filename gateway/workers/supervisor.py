@@ -190,7 +190,12 @@ class Supervisor:
             for sock in self._reserved:
                 sock.close()
         codes = [w.process.returncode for w in self._workers.values()]
-        return 1 if self._failed or any(code != 0 for code in codes) else 0
+        return 1 if self._failed or not all(self._stopped_cleanly(code) for code in codes) else 0
+
+    def _stopped_cleanly(self, code: int | None) -> bool:
+        """A worker's exit is clean when it exited 0, or when the supervisor's own SIGTERM ended it before it
+        had installed its graceful handler (still starting: it had accepted nothing)."""
+        return code == 0 or (self._stopping and code == -signal.SIGTERM)
 
     def _reserve_ports(self, settings: Settings) -> Settings:
         """Hold the ports (see the module docstring); the settings with the ports bound and the shared
