@@ -67,6 +67,8 @@ async def test_retried_publishes_are_stored_once_as_the_java_client_reads_them(j
     ):
         await java_consumer_ready(java)
         await _sent_and_dropped(gw.url, path, body, f"{tag}-rest")
+        # the client retries after its timeout: by then the first request has reached the broker
+        await java.wait_for(lambda c: len(c.messages()) >= 3, 60.0, "the first request's 3 messages")
         retried = await _retried(gw.http, path, body, f"{tag}-rest")
         assert retried.status_code == 200, retried.text
         assert retried.headers["idempotent-replayed"] == "true"
@@ -117,6 +119,9 @@ async def test_two_gateways_sharing_a_redis_store_a_retried_publish_once(
         ):
             await java_consumer_ready(java)
             await _sent_and_dropped(one.url, path, body, f"{tag}-r")
+            # the client retries after its timeout: by then the first request has reached the broker (a retry
+            # sent at once can reach the shared store first: it then publishes, and the first is the replay)
+            await java.wait_for(lambda c: len(c.messages()) >= 3, 60.0, "the first request's 3 messages")
             retried = await _retried(two.http, path, body, f"{tag}-r")
             assert retried.status_code == 200, retried.text
             assert retried.headers["idempotent-replayed"] == "true"
