@@ -25,6 +25,7 @@ from gateway.api.consumer_render import render_poll
 from gateway.api.consumer_schemas import CommitRequest, DeadlineRequest, NackRequest, SeekRequest, ValueFormat
 from gateway.api.deps import get_runtime
 from gateway.service.errors import renamed_fields
+from gateway.service.seek import SeekOrder
 
 
 async def poll_messages(
@@ -152,15 +153,14 @@ async def seek_partitions(
     if owner is not None:
         return await forwarder.forward(request, owner, extra_wait=service.seek_wait)
     with renamed_fields(FIELDS):
-        moved = await service.seek(
-            group,
-            instance_id,
+        order = SeekOrder(
             body.position,
             offsets=body.offsets,
             partitions=body.partitions,
             time=body.time,
             time_zone=body.timeZone,
         )
+        moved = await service.seek(group, instance_id, order)
     return json_response(
         {
             "partitions": [

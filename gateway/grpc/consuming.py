@@ -26,6 +26,7 @@ from gateway.service.consumers import ConsumerService, InstanceInfo, InstanceSpe
 from gateway.service.delivered import CommitResult, NackResult
 from gateway.service.errors import InvalidInput, Unavailable, renamed_fields
 from gateway.service.group_lag_view import read_group_lag
+from gateway.service.seek import SeekOrder
 
 #: The service's parameter names -> the proto3 JSON names of the gRPC request fields.
 _FIELDS = {
@@ -147,15 +148,14 @@ class ConsumerRpcs:
         if position is None:
             raise InvalidInput("position must be EARLIEST, LATEST, OFFSETS or TIME", field="position")
         with renamed_fields(_FIELDS):
-            moved = await self._consumers().seek(
-                request.group,
-                request.instance_id,
+            order = SeekOrder(
                 position,
                 offsets=dict(request.offsets) or None,
                 partitions=list(request.partitions) or None,
                 time=request.time_ms if request.HasField("time_ms") else None,
                 time_zone=request.time_zone if request.HasField("time_zone") else None,
             )
+            moved = await self._consumers().seek(request.group, request.instance_id, order)
         return pb.SeekResponse(
             partitions=[
                 pb.SeekedPartition(

@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from gateway.observability import tracing
@@ -69,7 +69,7 @@ from gateway.service.redelivery import RedeliveryPolicy, Republisher
 from gateway.service.redelivery_checks import check_redelivery, create_in_tubemq, ensure_redelivery_topics
 from gateway.service.retry_admission import RetryAdmission
 from gateway.service.retry_signature import OPEN_MODE_SECRET, RetrySigner
-from gateway.service.seek import SeekResult
+from gateway.service.seek import SeekOrder, SeekResult
 from gateway.service.seek_admission import SeekAdmission
 from gateway.service.stream_cursor import StreamCursor
 from gateway.tubemq import errors as core
@@ -88,6 +88,7 @@ __all__ = [
     "InstanceSpec",
     "InstanceState",
     "Owner",
+    "SeekOrder",
     "SeekResult",
 ]
 
@@ -488,27 +489,9 @@ class ConsumerService:
         """Move the deadline of delivered messages (:meth:`InstanceOperations.extend_deadlines`)."""
         return self._operations.extend_deadlines(group, instance_id, tokens, seconds=seconds)
 
-    async def seek(
-        self,
-        group: str,
-        instance_id: str,
-        position: str,
-        *,
-        offsets: Mapping[str, int] | None = None,
-        partitions: Sequence[str] | None = None,
-        time: object = None,
-        time_zone: str | None = None,
-    ) -> list[SeekResult]:
+    async def seek(self, group: str, instance_id: str, order: SeekOrder) -> list[SeekResult]:
         """Move the group's read position (:meth:`InstanceOperations.seek`)."""
-        return await self._operations.seek(
-            group,
-            instance_id,
-            position,
-            offsets=offsets,
-            partitions=partitions,
-            time=time,
-            time_zone=time_zone,
-        )
+        return await self._operations.seek(group, instance_id, order)
 
     def open_stream(self, group: str, instance_id: str, resume_after: str | None) -> StreamCursor:
         """A push cursor (:meth:`InstanceOperations.open_stream`); wrap its use in :meth:`using`."""

@@ -5,7 +5,7 @@ push cursor, and the in-flight mark that keeps its lease. A collaborator of
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from gateway.observability import tracing
 from gateway.service.consumer_types import InstanceInfo, InstanceState
@@ -15,7 +15,7 @@ from gateway.service.errors import InvalidInput
 from gateway.service.instance import ConsumerInstance
 from gateway.service.instance_lookup import InstanceLookup
 from gateway.service.retry_admission import RetryAdmission
-from gateway.service.seek import SeekResult, offsets_for_time, plan_seek
+from gateway.service.seek import SeekOrder, SeekResult, offsets_for_time, plan_seek
 from gateway.service.seek_admission import SeekAdmission
 from gateway.service.stream_cursor import StreamCursor
 from gateway.tubemq import errors as core
@@ -108,17 +108,7 @@ class InstanceOperations:
         instance.touch()
         return instance.extend_deadlines(tokens, seconds)
 
-    async def seek(
-        self,
-        group: str,
-        instance_id: str,
-        position: str,
-        *,
-        offsets: Mapping[str, int] | None = None,
-        partitions: Sequence[str] | None = None,
-        time: object = None,
-        time_zone: str | None = None,
-    ) -> list[SeekResult]:
+    async def seek(self, group: str, instance_id: str, order: SeekOrder) -> list[SeekResult]:
         """Move the group's read position in partitions this instance holds, with the rules of a new
         instance's start position: ``earliest`` (the oldest message kept), ``latest`` (the end) or ``time``
         (where the messages' ``$msgTime$`` reaches ``time``'s minute in ``time_zone``: Unix ms or RFC 3339
@@ -127,9 +117,7 @@ class InstanceOperations:
         :mod:`gateway.service.seek`. What the instance fetched or delivered of them and did not commit is
         rolled back first."""
         instance = self._lookup.instance(group, instance_id)
-        plan = plan_seek(
-            instance, position, offsets=offsets, partitions=partitions, time=time, time_zone=time_zone
-        )
+        plan = plan_seek(instance, order)
         with self._seeks.admit(instance_id, by_time=plan.minute is not None):
             async with self.using(instance):
                 try:

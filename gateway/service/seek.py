@@ -25,12 +25,34 @@ from gateway.tubemq.wire import Partition
 if TYPE_CHECKING:
     from gateway.service.instance import ConsumerInstance
 
-__all__ = ["MAX_OFFSET", "SEEK_GROUP_PREFIX", "SeekPlan", "SeekResult", "offsets_for_time", "plan_seek"]
+__all__ = [
+    "MAX_OFFSET",
+    "SEEK_GROUP_PREFIX",
+    "SeekOrder",
+    "SeekPlan",
+    "SeekResult",
+    "offsets_for_time",
+    "plan_seek",
+]
 
 MAX_OFFSET = 2**63 - 1
 #: the private groups a seek by time reads with (one per partition read at once, like range reads')
 SEEK_GROUP_PREFIX = "tubemq_gateway_seek"
 _POSITIONS = ("earliest", "latest", "offsets", "time")
+
+
+@dataclass(frozen=True, slots=True)
+class SeekOrder:
+    """What a caller asks a seek to do, as the adapters received it (checked by :func:`plan_seek`):
+    ``position`` is ``earliest``, ``latest`` or ``time`` (for ``partitions``, default every held partition;
+    ``time`` is Unix ms or RFC 3339 text, read in ``time_zone``), or ``offsets`` (partition key -> broker
+    index offset)."""
+
+    position: str
+    offsets: Mapping[str, int] | None = None
+    partitions: Sequence[str] | None = None
+    time: object = None
+    time_zone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,16 +73,10 @@ class SeekPlan:
     minute: str | None = None
 
 
-def plan_seek(
-    instance: ConsumerInstance,
-    position: str,
-    *,
-    offsets: Mapping[str, int] | None,
-    partitions: Sequence[str] | None,
-    time: object = None,
-    time_zone: str | None = None,
-) -> SeekPlan:
+def plan_seek(instance: ConsumerInstance, order: SeekOrder) -> SeekPlan:
     """Check a seek's parameters (InvalidInput naming the field) and say what moves where."""
+    position, offsets, partitions = order.position, order.offsets, order.partitions
+    time, time_zone = order.time, order.time_zone
     if position not in _POSITIONS:
         raise InvalidInput(f"position {position!r} is not one of {', '.join(_POSITIONS)}", field="position")
     if position != "time" and (time is not None or time_zone is not None):

@@ -10,6 +10,7 @@ import pytest
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import InvalidInput
+from gateway.service.seek import SeekOrder
 from tests.support.consumer_support import Env, bodies, environment
 from tests.support.waiting import eventually
 
@@ -45,16 +46,17 @@ async def test_seek_to_an_offset_earliest_and_latest(env: Env) -> None:
     first = await _collect(service, "g-seek", instance, 6)
     assert [m.message.body for m in first] == sent
     # back to the fourth message
-    [moved] = await service.seek("g-seek", instance, "offsets", offsets={key: results[3].append_offset})
+    fourth = SeekOrder("offsets", offsets={key: results[3].append_offset})
+    [moved] = await service.seek("g-seek", instance, fourth)
     assert (moved.partition_key, moved.curr_offset) == (key, results[3].append_offset)
     again = await _collect(service, "g-seek", instance, 3)
     assert [m.message.body for m in again] == sent[3:]
     # to the oldest message kept
-    [moved] = await service.seek("g-seek", instance, "earliest")
+    [moved] = await service.seek("g-seek", instance, SeekOrder("earliest"))
     assert moved.curr_offset == results[0].append_offset
     assert [m.message.body for m in await _collect(service, "g-seek", instance, 6)] == sent
     # to the end: only what is published afterwards comes
-    [moved] = await service.seek("g-seek", instance, "latest", partitions=[key])
+    [moved] = await service.seek("g-seek", instance, SeekOrder("latest", partitions=[key]))
     assert moved.curr_offset == moved.max_offset
     later = await env.publish("solo", [b"after"])
     assert [m.message.body for m in await _collect(service, "g-seek", instance, 1)] == [b"after"]
@@ -75,9 +77,8 @@ async def test_seek_rolls_back_what_was_delivered_and_not_committed(env: Env) ->
         return len(got) >= 2
 
     await eventually(some, what="two messages")
-    await service.seek(
-        "g-seek-rb", instance, "offsets", offsets={results[1].partition_key: results[2].append_offset}
-    )
+    third = SeekOrder("offsets", offsets={results[1].partition_key: results[2].append_offset})
+    await service.seek("g-seek-rb", instance, third)
     stale = await service.commit("g-seek-rb", instance, [m.token for m in got])
     assert sorted(stale.stale) == sorted(m.token for m in got) and stale.committed == 0
     assert [m.message.body for m in await _collect(service, "g-seek-rb", instance, 2)] == sent[2:]
@@ -99,8 +100,8 @@ async def test_seek_refuses_what_it_cannot_do(env: Env) -> None:
         ("offsets", {"offsets": {"1:solo:0": -1}}, "offsets"),
     ):
         with pytest.raises(InvalidInput) as bad:
-            await service.seek("g-seek-bad", instance, position, **options)  # type: ignore[arg-type]
+            await service.seek("g-seek-bad", instance, SeekOrder(position, **options))  # type: ignore[arg-type]
         assert bad.value.field == field, (position, options)
     # earliest without partitions moves the consumed topics only, not the retry topic
-    moved = await service.seek("g-seek-bad", instance, "earliest")
+    moved = await service.seek("g-seek-bad", instance, SeekOrder("earliest"))
     assert [m.partition_key for m in moved] == [k for k in held if ":solo:" in k]

@@ -14,6 +14,7 @@ import pytest
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.instance import ConsumerInstance
+from gateway.service.seek import SeekOrder
 from gateway.tubemq.consumer.events import FetchOutcome
 from gateway.tubemq.events import EventBus
 from tests.support.consumer_support import Env, environment, values
@@ -230,7 +231,7 @@ async def test_a_seek_gives_the_batch_fetched_ahead_back(env: Env) -> None:
     sent = await fill(env, "seek")
     service = await env.service()
     instance_id, instance, first, ahead_partition = await committed_one_ahead(service, "g-seek")
-    await service.seek("g-seek", instance_id, "latest", partitions=[ahead_partition])
+    await service.seek("g-seek", instance_id, SeekOrder("latest", partitions=[ahead_partition]))
     assert not any(entry[0].partition_key == ahead_partition for entry in instance._state.buffer)
     rest = await everything(service, "g-seek", instance_id, len(sent) - 2 * PER_PARTITION)
     assert not any(partition_of(m) == ahead_partition for m in rest)

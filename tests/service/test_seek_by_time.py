@@ -21,6 +21,7 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import InvalidInput
+from gateway.service.seek import SeekOrder
 from tests.support.consumer_support import Env, environment
 from tests.support.gateway_support import gateway
 from tests.support.grpc_support import Gateway as GrpcGateway
@@ -71,18 +72,18 @@ async def test_a_seek_by_time_lands_each_partition_on_its_first_message_at_or_af
     group, instance = "g-time", created.instance_id
     assert sorted(await _drain(service, group, instance)) == sorted(f"m{i}".encode() for i in range(24))
 
-    moved = await service.seek(group, instance, "time", time=_ms("202611270103"), time_zone="UTC")
+    moved = await service.seek(group, instance, SeekOrder("time", time=_ms("202611270103"), time_zone="UTC"))
     assert len(moved) == 4
     expected = sorted(f"m{i}".encode() for i, (_, minute) in enumerate(PLAN) if minute >= "202611270103")
     assert sorted(await _drain(service, group, instance)) == expected
     # RFC 3339 text in another offset names the same instant; the partitions default to every held one
-    await service.seek(group, instance, "time", time="2026-11-27T02:06:59+01:00", time_zone="UTC")
+    await service.seek(group, instance, SeekOrder("time", time="2026-11-27T02:06:59+01:00", time_zone="UTC"))
     expected = sorted(f"m{i}".encode() for i, (_, minute) in enumerate(PLAN) if minute >= "202611270106")
     assert sorted(await _drain(service, group, instance)) == expected
     # before every message: the oldest; after every message: the end (only what comes later)
-    await service.seek(group, instance, "time", time=_ms("202601010000"), time_zone="UTC")
+    await service.seek(group, instance, SeekOrder("time", time=_ms("202601010000"), time_zone="UTC"))
     assert len(await _drain(service, group, instance)) == 24
-    ends = await service.seek(group, instance, "time", time=_ms("202612010000"), time_zone="UTC")
+    ends = await service.seek(group, instance, SeekOrder("time", time=_ms("202612010000"), time_zone="UTC"))
     # past each partition's last message (its siblings' later entries are no message of its own)
     assert {m.partition_key: m.curr_offset for m in ends} == {k: o + 28 for k, o in last.items()}
     await env.producer.send("multi", b"later", partition=0, msg_time="202611270100")
@@ -98,9 +99,9 @@ async def test_untimed_messages_go_with_the_next_timed_one(env: Env) -> None:
     created = await service.create("g-untimed", InstanceSpec({"solo": None}, start_position="earliest"))
     group, instance = "g-untimed", created.instance_id
     assert len(await _drain(service, group, instance)) == 7
-    await service.seek(group, instance, "time", time=_ms("202611270102"), time_zone="UTC")
+    await service.seek(group, instance, SeekOrder("time", time=_ms("202611270102"), time_zone="UTC"))
     assert await _drain(service, group, instance) == [b"u3", b"u4", b"u5", b"u6"]
-    await service.seek(group, instance, "time", time=_ms("202611270101"), time_zone="UTC")
+    await service.seek(group, instance, SeekOrder("time", time=_ms("202611270101"), time_zone="UTC"))
     assert await _drain(service, group, instance) == [b"u1", b"u2", b"u3", b"u4", b"u5", b"u6"]
 
 
@@ -119,10 +120,10 @@ async def test_a_seek_by_time_refuses_what_it_cannot_do(env: Env) -> None:
         ({"time": 0, "offsets": {"1:solo:0": 0}}, "offsets"),
     ):
         with pytest.raises(InvalidInput) as bad:
-            await service.seek(group, instance, "time", **options)  # type: ignore[arg-type]
+            await service.seek(group, instance, SeekOrder("time", **options))
         assert bad.value.field == field, options
     with pytest.raises(InvalidInput) as bad:
-        await service.seek(group, instance, "earliest", time=0)
+        await service.seek(group, instance, SeekOrder("earliest", time=0))
     assert bad.value.field == "time"
 
 
