@@ -6,7 +6,7 @@
 # gateway/**/*.c or gateway/_cext/*.h.
 #
 #   ./scripts/sanitize_extensions.sh                  # the extensions' own test files, three times
-#   ./scripts/sanitize_extensions.sh tests/tubemq/test_x.py  # these files instead, once
+#   ./scripts/sanitize_extensions.sh tests/tubemq/test_frame.py  # these files instead, once
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)

@@ -4,7 +4,9 @@ Each is a ``TypeAliasType``, so pydantic validates it as the plain type it stand
 ``str``, a map a ``dict``) and the OpenAPI document gets it once, as a named schema under
 ``components/schemas`` that fields reference. Code generators name their types after these (``Encoding``,
 ``StartPosition``, ``Attributes``) instead of after the field that first used an inline schema
-(``CreateConsumerRequestStartposition``, ``MessageInAttributesType0``); ``tests/test_client_models.py``
+(``CreateConsumerRequestStartposition``, ``MessageInAttributesType0``).
+``tests/api/test_openapi_generators.py`` checks that the contract has no inline enum, map or union left, and
+``tests/docs/test_clients.py`` (``test_generated_python_client_names_every_model_after_a_schema_and_runs``)
 generates a Python client and checks that no model is named after a position.
 """
 
