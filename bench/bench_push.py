@@ -30,7 +30,7 @@ from bench_poll import TOPIC, core, preload, report, rest_poll
 from benchloop import pick_loop
 
 from gateway.api.app import create_app
-from gateway.api.consumer_render import render_message
+from gateway.api.consumer_render import render_pushed
 from gateway.config import ConsumerSettings, RateLimitSettings, Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
@@ -94,7 +94,7 @@ async def push(cluster: EmbeddedCluster, count: int, concurrency: int, directory
     await runtime.start()
     try:
         start = time.perf_counter()
-        await runtime.start_push(render_message)
+        await runtime.start_push(render_pushed)
         await asyncio.wait_for(receiver.done.wait(), timeout=600)
         return time.perf_counter() - start, receiver.bytes
     finally:

@@ -22,7 +22,7 @@ from gateway.api.admin import create_admin_app
 from gateway.api.auth import AuthMiddleware
 from gateway.api.compression import GzipMiddleware
 from gateway.api.console import install_console
-from gateway.api.consumer_render import render_message
+from gateway.api.consumer_render import render_pushed
 from gateway.api.cors import install_cors
 from gateway.api.direct_publish import check_publish_route
 from gateway.api.docs import install_docs
@@ -60,7 +60,7 @@ def create_app(
             await rt.start()
         try:
             # push subscriptions deliver the poll answer's message object (gateway/service/push.py)
-            await rt.start_push(render_message)
+            await rt.start_push(render_pushed)
             yield
         finally:
             await routes_consumers.close_forwarder(app)

@@ -25,7 +25,15 @@ from pybase64 import b64encode
 from gateway.service.delivered import DeliveredMessage, partition_runs
 from gateway.tubemq.wire import compiled_or
 
-__all__ = ["encode_value", "render_event", "render_events", "render_message", "render_poll", "to_json"]
+__all__ = [
+    "encode_value",
+    "render_event",
+    "render_events",
+    "render_message",
+    "render_poll",
+    "render_pushed",
+    "to_json",
+]
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -71,6 +79,30 @@ def render_event(message: DeliveredMessage, fmt: str) -> bytes:
 def render_message(m: DeliveredMessage, fmt: str) -> bytes:
     """One message as JSON."""
     return _render((m,), fmt, _POLL)[0]
+
+
+def render_pushed(m: DeliveredMessage, fmt: str) -> bytes:
+    """One message as a push request's JSON: a poll answer's message without ``token`` and ``deadline``,
+    which settle a polled message and mean nothing to a receiver (the gateway settles a pushed message by
+    the answer; handing out the token would let the receiver commit or nack it)."""
+    msg = m.message
+    offset = b"null" if msg.offset is None else b"%d" % msg.offset
+    if fmt == "base64":
+        value = b'"encoding":"base64","value":"' + b64encode(msg.body) + b'"'
+    elif fmt == "utf8":
+        value = _utf8_value(msg.body)
+    else:
+        value = _other_value(msg.body, fmt)
+    head = _head(m.topic, m.partition_key, m.broker_id, m.partition_id)
+    meta = _meta(msg.key, msg.stream_id, msg.msg_time, msg.attributes)
+    return b'{%b,"offset":%b,"messageId":"%d","deliveryAttempt":%d,%b,%b}' % (
+        head,
+        offset,
+        msg.message_id,
+        m.attempt,
+        meta,
+        value,
+    )
 
 
 # Each message is one %-format of bytes: the parts shared by many messages (its partition's fields, its

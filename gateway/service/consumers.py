@@ -243,6 +243,12 @@ class ConsumerService:
     def instance_count(self) -> int:
         return len(self._registry.instances)
 
+    @property
+    def draining(self) -> bool:
+        """Whether the gateway is stopping (:meth:`begin_drain`): polls answer at once, new instances are
+        refused."""
+        return self._draining
+
     def held(self) -> list[ConsumerInstance]:
         """The live instances this process holds (any owner): for overviews that filter them by caller."""
         return [i for i in self._registry.instances.values() if not i.closed]

@@ -1,8 +1,8 @@
 """The HTTP request of one push delivery: its body and headers in the subscription's payload form.
 
 * ``wrapped``: ``{"subscription": NAME, "message": MESSAGE}`` as ``application/json``, where MESSAGE is the
-  object a poll answer's ``messages`` hold (its ``token`` means nothing to a receiver: the gateway settles
-  the message by the HTTP status).
+  object a poll answer's ``messages`` hold less its ``token`` and ``deadline`` (the gateway settles the
+  message by the HTTP status; the renderer leaves them out).
 * ``unwrapped``: the value as the body (``application/octet-stream``), the rest as headers:
   ``tubemq-topic``, ``tubemq-partition``, ``tubemq-offset`` (when known), ``tubemq-message-id``,
   ``tubemq-delivery-attempt``, ``tubemq-key``, ``tubemq-stream-id``, ``tubemq-msg-time`` (when the message

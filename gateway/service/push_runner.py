@@ -10,8 +10,14 @@ process of every replica running it) that posts each message to the endpoint and
   free places. With ``orderedByKey`` the messages of one key are posted one after the other (a retried
   message comes back after its delay, so a failure can still reorder a key).
 * The message's deadline in the instance is moved out before each post, so a delivery that waits for its
-  key's predecessor is not taken back under it.
+  key's predecessor is not taken back under it; it lies past the request's own deadline by a margin
+  (:func:`~gateway.service.push_subscription.message_hold`), so a slow endpoint never gets the message
+  redelivered while its first request is still running or settling.
 * Stopping deletes the instance: what was delivered and not settled goes back to the group.
+* Trouble is logged once per state, not at every retry: the loop's own error (joining, polling) when it
+  begins or changes and when it clears; the gateway's drain once, at info (nothing to fix: the partitions
+  go to the other members when this process stops); an endpoint ``push.allow`` refuses when the refusal
+  begins or changes and when a delivery goes out again.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from gateway.service.errors import Gone, NotFound, ServiceError
 from gateway.service.instance_spec import InstanceSpec
 from gateway.service.push_outbound import DeliveryAnswer, EndpointRefused, Outbound
 from gateway.service.push_request import Renderer, build_request
-from gateway.service.push_subscription import PushSubscription
+from gateway.service.push_subscription import PushSubscription, message_hold
 from gateway.service.push_token import PushTokens
 from gateway.tubemq.events import EventBus
 
@@ -78,6 +84,9 @@ class SubscriptionRunner:
         self.instance_id: str | None = None
         #: the last error of the loop itself (joining, polling), for the overview; None while it runs well
         self.last_error: str | None = None
+        self._drain_seen = False
+        #: why the endpoint was last refused by push.allow (None: the last delivery went out)
+        self._refused: str | None = None
 
     @property
     def in_flight(self) -> int:
@@ -115,7 +124,7 @@ class SubscriptionRunner:
     def _hold(self) -> float:
         """How long the instance holds a message out for a delivery: the request (the subscription's ack
         deadline) and its settling, within the consumer service's longest deadline."""
-        return min(self._consumers.max_ack_deadline, 2 * self.subscription.ack_deadline + 5)
+        return message_hold(self.subscription.ack_deadline, self._consumers.max_ack_deadline)
 
     async def _run(self) -> None:
         s = self.subscription
@@ -131,16 +140,46 @@ class SubscriptionRunner:
             except (Gone, NotFound):
                 self.instance_id = None  # the instance closed (lease, gateway stopping): join again
             except ServiceError as exc:
-                self.last_error = exc.message
-                log.warning(
-                    "push subscription cannot consume; retrying",
-                    extra={"subscription": s.name, "error": exc.message},
-                )
+                self._trouble(exc.message)
                 await asyncio.sleep(self._error_backoff)
             except Exception as exc:  # a bug must not end the subscription: log it loudly and go on
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("push subscription loop failed; retrying", extra={"subscription": s.name})
+                error = f"{type(exc).__name__}: {exc}"
+                if error != self.last_error:
+                    log.exception(
+                        "push subscription loop failed; retrying (logged again when the error changes)",
+                        extra={"subscription": s.name},
+                    )
+                self.last_error = error
                 await asyncio.sleep(self._error_backoff)
+
+    def _trouble(self, error: str) -> None:
+        """The loop cannot join or poll: log it when the state begins or changes, not at every retry."""
+        s = self.subscription
+        if self._consumers.draining:
+            if not self._drain_seen:
+                self._drain_seen = True
+                log.info(
+                    "push subscription stops taking messages: the gateway is draining; its partitions go to "
+                    "the group's other members when this process stops",
+                    extra={"subscription": s.name, "group": s.group},
+                )
+        elif error != self.last_error:
+            log.warning(
+                "push subscription cannot consume; retrying every %gs, logged again when the error changes: "
+                "check that its topics and retry topic exist and TubeMQ is reachable",
+                self._error_backoff,
+                extra={"subscription": s.name, "group": s.group, "error": error},
+            )
+        self.last_error = error
+
+    def _consuming(self) -> None:
+        """A poll went through: clear the loop's error, saying so when there was one."""
+        if self.last_error is not None:
+            log.info(
+                "push subscription consuming again",
+                extra={"subscription": self.subscription.name, "error_was": self.last_error},
+            )
+            self.last_error = None
 
     async def _pump(self, instance_id: str) -> None:
         s = self.subscription
@@ -151,7 +190,7 @@ class SubscriptionRunner:
             messages = await self._consumers.poll(
                 s.group, instance_id, max_messages=free, timeout=self._poll_wait
             )
-            self.last_error = None
+            self._consuming()
             for message in messages:
                 self._spawn(instance_id, message)
 
@@ -198,11 +237,19 @@ class SubscriptionRunner:
         try:
             answer = await self._outbound.post(body, headers, s.ack_deadline)
         except EndpointRefused as exc:
-            log.warning(
-                "push endpoint refused by push.allow",
-                extra={"subscription": s.name, "endpoint": self._outbound.shown, "error": str(exc)},
-            )
+            if str(exc) != self._refused:
+                log.warning(
+                    "push endpoint refused by push.allow; its messages are retried and dead-lettered (logged "
+                    "again when this changes): list the address in push.allow or change the endpoint",
+                    extra={"subscription": s.name, "endpoint": self._outbound.shown, "error": str(exc)},
+                )
+            self._refused = str(exc)
             answer = DeliveryAnswer(None, "refused")
+        else:
+            if self._refused is not None:
+                self._refused = None
+                shown = self._outbound.shown
+                log.info("push endpoint allowed again", extra={"subscription": s.name, "endpoint": shown})
         seconds = self._clock() - start
         settled = True
         try:

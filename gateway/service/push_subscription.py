@@ -28,11 +28,14 @@ __all__ = [
     "MAX_CONCURRENCY",
     "MAX_SUBSCRIPTION_NAME",
     "SECRET_PREFIX",
+    "SETTLE_MARGIN",
     "SUBSCRIPTION_FIELDS",
     "PayloadForm",
     "PushSubscription",
     "SubscriptionBounds",
     "load_subscriptions",
+    "longest_request",
+    "message_hold",
     "parse_subscription",
 ]
 
@@ -68,6 +71,25 @@ SUBSCRIPTION_FIELDS = frozenset(
         "paused",
     }
 )
+
+
+#: seconds a delivered message stays held past its request's ``ackDeadlineMs`` (at least; see
+#: :func:`message_hold`): the answer's settling (a commit, or a nack publishing to the retry topic) fits in
+#: it, so the instance never hands a message out again while its first request is still running or settling
+SETTLE_MARGIN = 5.0
+
+
+def message_hold(ack_deadline: float, max_hold: float) -> float:
+    """How long the instance holds a message out for one delivery (seconds): the request and its settling,
+    within the consumer service's longest deadline ``max_hold``. With ``ack_deadline`` at most
+    :func:`longest_request` of ``max_hold``, it exceeds the request by ``min(SETTLE_MARGIN, max_hold / 2)``
+    at least."""
+    return min(max_hold, 2 * ack_deadline + SETTLE_MARGIN)
+
+
+def longest_request(max_hold: float) -> float:
+    """The longest ``ackDeadlineMs`` (seconds) that leaves a message's hold a margin over its request."""
+    return max_hold - min(SETTLE_MARGIN, max_hold / 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +198,8 @@ def parse_subscription(
     payload = _choice(data.get("payload", "wrapped"), ("wrapped", "unwrapped"), p + "payload")
     value_format = _choice(data.get("valueFormat", "base64"), ("base64", "utf8", "json"), p + "valueFormat")
     start = _choice(data.get("startPosition", "latest"), ("latest", "earliest"), p + "startPosition")
-    ack_deadline = _ms(data.get("ackDeadlineMs", 10_000), p + "ackDeadlineMs", bounds.max_ack_deadline)
+    longest = longest_request(bounds.max_ack_deadline)
+    ack_deadline = _ms(data.get("ackDeadlineMs", 10_000), p + "ackDeadlineMs", longest)
     min_backoff = _ms(data.get("minBackoffMs", 1000), p + "minBackoffMs", bounds.max_backoff, zero=True)
     max_backoff = _ms(data.get("maxBackoffMs", 60_000), p + "maxBackoffMs", bounds.max_backoff, zero=True)
     if max_backoff < min_backoff:

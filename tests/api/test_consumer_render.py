@@ -18,6 +18,7 @@ from gateway.api.consumer_render import (
     render_events,
     render_message,
     render_poll,
+    render_pushed,
 )
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.consumer.batch import ConsumedMessage
@@ -106,6 +107,15 @@ def test_one_message_is_one_line_and_one_event(message: DeliveredMessage, fmt: s
     assert json.loads(line) == expected(message, fmt)
     event = render_event(message, fmt)
     assert event == b"id: " + str(message.seq).encode() + b"\ndata: " + line + b"\n\n"
+
+
+@settings(max_examples=50)
+@given(messages, st.sampled_from(["base64", "utf8", "json"]))
+def test_a_pushed_message_is_the_polled_one_less_what_settles_it(message: DeliveredMessage, fmt: str) -> None:
+    pushed = json.loads(render_pushed(message, fmt))
+    polled = expected(message, fmt)
+    assert "token" in polled and "deadline" in polled
+    assert pushed == {k: v for k, v in polled.items() if k not in ("token", "deadline")}
 
 
 @settings(max_examples=30)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from standardwebhooks.webhooks import Webhook
 
-from gateway.api.consumer_render import render_message
+from gateway.api.consumer_render import render_pushed
 from gateway.service.instance_spec import InstanceSpec
 from gateway.service.push import PushOptions, PushService
 from gateway.service.push_outbound import EndpointPolicy
@@ -101,6 +102,22 @@ async def test_each_message_is_delivered_once_with_a_verifiable_signature(env: E
         assert document["subscription"] == "hooks"
         message = document["message"]
         assert message["topic"] == "demo" and message["deliveryAttempt"] == 1
+        # a poll's message less what settles it: the gateway settles by the answer, never the receiver
+        assert set(message) == {
+            "topic",
+            "partitionKey",
+            "brokerId",
+            "partitionId",
+            "offset",
+            "messageId",
+            "deliveryAttempt",
+            "key",
+            "streamId",
+            "msgTime",
+            "attributes",
+            "encoding",
+            "value",
+        }
         values.append(message["value"].encode())
     assert sorted(values) == sorted(sent)  # each once, none twice
 
@@ -160,12 +177,34 @@ async def test_an_answer_slower_than_the_ack_deadline_is_retried(env: Env, tmp_p
             )
 
 
+async def test_an_answer_just_inside_the_longest_ack_deadline_is_not_redelivered_meanwhile(
+    env: Env, tmp_path: Path
+) -> None:
+    """consumers.max_ack_deadline 3 s allows ackDeadlineMs up to 1.5 s: the message stays held 1.5 s past
+    the request, so an endpoint answering after 1.3 s gets it once, acknowledged, and never a second time
+    while it works."""
+
+    def answer(request: Received) -> Answer:
+        return Answer(200, delay=1.3)
+
+    async with receiver(answer) as hook:
+        definition = _definition(hook.url, ackDeadlineMs=1500, minBackoffMs=50, maxConcurrency=4)
+        async with gateway(env, push=_push(tmp_path, definition), max_ack_deadline=3.0):
+            sent = [f"slow-{i}".encode() for i in range(4)]
+            await env.publish("demo", sent)
+            await eventually(lambda: len(hook.answered) >= len(sent), timeout=20, what="4 slow deliveries")
+            await asyncio.sleep(3.5)  # past the hold: a redelivery of a settled message would show
+    attempts = [(json.loads(r.body)["message"]["value"], r.headers["webhook-id"]) for r in hook.requests]
+    assert sorted(v.encode() for v, _ in attempts) == sorted(sent), attempts  # each once
+    assert len({w for _, w in attempts}) == len(sent)
+
+
 async def test_an_endpoint_outside_push_allow_is_refused_when_defined(env: Env, tmp_path: Path) -> None:
     consumers = await env.service()
 
     async def start(definition: dict[str, Any], allow: list[str]) -> None:
         options = PushOptions(subscriptions_file=Path(_file(tmp_path, definition)))
-        push = PushService(consumers, EndpointPolicy.parse(allow), render_message, options)
+        push = PushService(consumers, EndpointPolicy.parse(allow), render_pushed, options)
         try:
             await push.start()
         finally:
@@ -193,6 +232,42 @@ async def test_a_name_resolving_to_a_refused_address_is_refused_at_delivery(env:
             letters = await _dead_letters(env, 1)
     assert [m.message.body for m in letters] == [b"never-sent"]
     assert hook.requests == []
+
+
+def _push_logs(caplog: pytest.LogCaptureFixture, start: str) -> list[logging.LogRecord]:
+    found = [r for r in caplog.records if r.name == "gateway.service.push"]
+    return [r for r in found if r.getMessage().startswith(start)]
+
+
+async def test_a_refused_endpoint_is_logged_once_not_at_every_attempt(
+    env: Env, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.service.push")
+    async with receiver() as hook:
+        named = hook.url.replace("127.0.0.1", "localhost")
+        definition = _definition(named, deadLetterTopic="dlq", maxDeliveryAttempts=3, minBackoffMs=50)
+        async with gateway(env, push=_push(tmp_path, definition, allow=["localhost"])):
+            await env.publish("demo", [b"r-1", b"r-2", b"r-3"])
+            letters = await _dead_letters(env, 3)  # 9 refused attempts
+    assert len(letters) == 3 and hook.requests == []
+    refused = _push_logs(caplog, "push endpoint refused by push.allow")
+    assert len(refused) == 1, [r.getMessage() for r in refused]
+    assert "list the address in push.allow" in refused[0].getMessage()
+
+
+async def test_the_drain_is_logged_once_not_every_second(
+    env: Env, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Once the gateway drains, every poll of the push loop is refused; that is a state, logged once at info,
+    not a warning at every retry."""
+    caplog.set_level(logging.INFO, logger="gateway.service.push")
+    async with receiver() as hook, gateway(env, push=_push(tmp_path, _definition(hook.url))) as served:
+        await env.publish("demo", [b"before"])
+        await eventually(lambda: hook.answered, timeout=20, what="a delivery")
+        served.runtime.begin_drain()
+        await asyncio.sleep(1.5)  # error_backoff 0.2 s: seven refused polls
+    assert _push_logs(caplog, "push subscription cannot consume") == []
+    assert len(_push_logs(caplog, "push subscription stops taking messages: the gateway is draining")) == 1
 
 
 async def test_unwrapped_headers_carry_the_message_fields(env: Env, tmp_path: Path) -> None:
@@ -274,7 +349,7 @@ async def test_a_token_without_a_key_is_refused_when_defined(env: Env, tmp_path:
     options = PushOptions(
         subscriptions_file=Path(_file(tmp_path, _definition("http://127.0.0.1:9/", token=True)))
     )
-    push = PushService(consumers, EndpointPolicy.parse(LOOPBACK), render_message, options)
+    push = PushService(consumers, EndpointPolicy.parse(LOOPBACK), render_pushed, options)
     with pytest.raises(ValueError, match=r"subscriptions\[0\]\.token: token needs a signing key"):
         await push.start()
     await push.close()

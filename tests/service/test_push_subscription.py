@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 from gateway.service.errors import InvalidInput
 from gateway.service.push_outbound import EndpointPolicy
 from gateway.service.push_subscription import (
+    SETTLE_MARGIN,
     PushSubscription,
     SubscriptionBounds,
     load_subscriptions,
+    longest_request,
+    message_hold,
     parse_subscription,
 )
 
@@ -102,6 +105,7 @@ def test_defaults_and_the_backoff_doubling_up_to_its_maximum() -> None:
         ({"startPosition": "offsets"}, "startPosition"),
         ({"ackDeadlineMs": 0}, "ackDeadlineMs"),
         ({"ackDeadlineMs": 600_001}, "ackDeadlineMs"),
+        ({"ackDeadlineMs": 600_000}, "ackDeadlineMs"),  # no margin left under consumers.max_ack_deadline
         ({"ackDeadlineMs": 1.5}, "ackDeadlineMs"),
         ({"minBackoffMs": -1}, "minBackoffMs"),
         ({"minBackoffMs": 500, "maxBackoffMs": 100}, "maxBackoffMs"),
@@ -125,6 +129,28 @@ def test_each_wrong_field_is_named(change: dict[str, Any], field: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         parse_subscription({**VALID, **change}, BOUNDS, "subscriptions[3].")
     assert caught.value.field == f"subscriptions[3].{field}"
+
+
+def test_the_longest_ack_deadline_leaves_a_margin_and_one_longer_is_refused() -> None:
+    longest = round(longest_request(BOUNDS.max_ack_deadline) * 1000)
+    assert longest == 595_000
+    assert parse_subscription({**VALID, "ackDeadlineMs": longest}, BOUNDS).ack_deadline == 595.0
+    with pytest.raises(InvalidInput, match="ackDeadlineMs must be an integer 1 to 595000"):
+        parse_subscription({**VALID, "ackDeadlineMs": longest + 1}, BOUNDS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.floats(min_value=0.002, max_value=3600, allow_nan=False),
+    st.floats(min_value=0, max_value=1, allow_nan=False),
+)
+def test_a_message_is_held_past_its_request_by_a_margin(max_hold: float, share: float) -> None:
+    """For every accepted ack deadline, the message's hold outlasts the request by the settle margin (half
+    the longest deadline when that is short), and never passes the consumer service's longest deadline."""
+    ack = max(0.001, share * longest_request(max_hold))
+    hold = message_hold(ack, max_hold)
+    assert hold <= max_hold
+    assert hold - ack >= min(SETTLE_MARGIN, max_hold / 2) - 1e-9
 
 
 _json = st.recursive(
