@@ -341,7 +341,7 @@ def grpc_h2load(
         body, per_call = one * STREAM_REQUESTS, batch * STREAM_REQUESTS
     with tempfile.TemporaryDirectory() as tmp:
         cpu0 = gw.cpu()
-        rate, by_worker = h2load_calls(
+        calls = h2load_calls(
             gw.grpc_port,
             gw.url,
             method,
@@ -353,9 +353,10 @@ def grpc_h2load(
             log=gw.log_lines,
         )
         cpu = gw.cpu() - cpu0
-    msgs = rate * per_call * max(1, round(args.seconds))
-    note = ", ".join(filter(None, (f"h2load, {connections} connections", spread(by_worker))))
-    return Sample(rate * per_call, cpu_us=cpu / msgs * 1e6 if msgs else None, note=note)
+    msgs = calls.rate * per_call * max(1, round(args.seconds))
+    shown = (f"h2load, {connections} connections", spread(calls.by_worker), calls.note())
+    note = ", ".join(filter(None, shown))
+    return Sample(calls.rate * per_call, cpu_us=cpu / msgs * 1e6 if msgs else None, note=note)
 
 
 # --- consume ------------------------------------------------------------------------------------------------
@@ -525,6 +526,9 @@ CASES = (
 )
 #: the gateways of the workers case: --workers 1, then --workers 2
 WORKERS = (1, 2)
+#: the cases driven by wrk or hey (REST publish), and by h2load when it drives the gRPC publish rows
+REST_LOAD_CASES = frozenset({"rest-batch", "rest-single", "workers"})
+GRPC_LOAD_CASES = frozenset({"grpc-batch", "grpc-single", "grpc-stream"})
 
 
 def run_all(
@@ -642,7 +646,7 @@ def report(cases: dict[str, Case], args: argparse.Namespace, load: tuple[str, st
     print(
         f"value size {args.size} B, topic {args.topic}, {args.seconds:g} s per publish case, "
         f"{args.consume_messages:,} messages per consume case, median of {args.repeat}, "
-        f"REST load from {args.driver}{', pinned' if args.pin else ''}"
+        f"REST load from {args.driver or 'none'}{', pinned' if args.pin else ''}"
     )
     print(f"load average (1/5/15 min) before: {load[0]}; after: {load[1]}")
     print(
@@ -742,14 +746,18 @@ def main() -> int:
         parser.error(f"unknown cases: {', '.join(sorted(unknown))}")
     if args.master.rsplit(":", 1)[0] not in LOOPBACK:
         parser.error("--master must be a loopback address (127.0.0.1 or [::1])")
+    # each load tool is a need of the cases it drives only (consume cases need none)
     if args.grpc_driver == "auto":
         args.grpc_driver = "h2load" if h2load_installed() else "python"
-    elif args.grpc_driver == "h2load" and not h2load_installed():
+    elif args.grpc_driver == "h2load" and args.cases & GRPC_LOAD_CASES and not h2load_installed():
         parser.error("install h2load (Debian package nghttp2-client)")
     if args.driver == "auto":
         args.driver = next((d for d in ("wrk", "hey") if shutil.which(d)), "")
-        if not args.driver:
-            parser.error("install wrk or hey (Debian packages of those names)")
+    if args.cases & REST_LOAD_CASES and (not args.driver or not shutil.which(args.driver)):
+        parser.error(
+            f"the cases {', '.join(sorted(args.cases & REST_LOAD_CASES))} need wrk or hey (Debian packages "
+            "of those names; --driver picks one)"
+        )
     gw_cpus = drivers = None
     if args.pin:
         allowed = sorted(os.sched_getaffinity(0))

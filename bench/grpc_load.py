@@ -10,10 +10,16 @@ message as the body, over ``connections`` connections with one call in flight on
 
 ``h2load`` counts HTTP answers, and a gRPC error is an HTTP 200 with a ``grpc-status`` trailer, so every run
 is checked against the gateway's own ``grpc_server_handled_total`` (``/metrics``, every worker): a call that
-ended with any code but OK ends the bench (a few CANCELLED are those ``h2load`` leaves in flight when its
-time is up), and fewer OK calls than ``h2load`` counted would too. ``h2load`` never shows a status message,
-so the bench then prints why the gateway refused them: :func:`refusals` reads its ``gRPC call refused`` log
-lines (``gateway/grpc/call_outcome.py``).
+ended with any code but OK ends the bench, and fewer OK calls than ``h2load`` counted would too. Except the
+calls ``h2load`` cuts when its time is up: at most one per connection is in flight then, and the gateway ends
+each with the code its cut gave (CANCELLED where the gateway saw the client go; UNKNOWN or INTERNAL where
+the cut met the call writing its answer, which grpc refuses on a stream already reset: ``code_of`` in
+``gateway/grpc/call_outcome.py``); ``h2load`` may have counted such a call as done when its answer's
+headers had come. Up to one of those codes per connection is counted as cut (the
+run reports them) and a call ``h2load`` counted but the gateway cut is not missing. The counters are read
+once they stopped moving: the gateway records a cut call a moment after ``h2load`` has exited.
+``h2load`` never shows a status message, so the bench then prints why the gateway refused them:
+:func:`refusals` reads its ``gRPC call refused`` log lines (``gateway/grpc/call_outcome.py``).
 """
 
 from __future__ import annotations
@@ -21,12 +27,19 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import httpx
 
 SERVICE = "tubemq.gateway.v1.GatewayService"
+
+#: the codes a call ends with when ``h2load`` cuts it at its end (see the module docstring)
+CUT_CODES = ("Canceled", "Unknown", "Internal")
+#: seconds the gateway's call counters are watched for the calls cut at the end, at most
+SETTLE_SECONDS = 3.0
 
 _HANDLED = re.compile(r"^grpc_server_handled_total\{([^}]*)\} ([0-9.e+]+)$", re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
@@ -58,6 +71,59 @@ def _handled(http_url: str, method: str) -> tuple[Counter[str], Counter[str]]:
             codes[found.get("grpc_code", "")] += int(float(value))
             workers[found.get("worker", "")] += int(float(value))
     return codes, workers
+
+
+def _settled(http_url: str, method: str, before: Counter[str]) -> tuple[Counter[str], Counter[str]]:
+    """:func:`_handled` once its total has not moved for a quarter of a second (at most
+    :data:`SETTLE_SECONDS`): the calls cut at the end are recorded as the gateway sees the cut."""
+    codes, workers = _handled(http_url, method)
+    stop = time.monotonic() + SETTLE_SECONDS
+    while time.monotonic() < stop:
+        time.sleep(0.25)
+        again, workers = _handled(http_url, method)
+        if again.total() == codes.total():
+            break
+        codes = again
+    return codes, workers
+
+
+@dataclass
+class H2loadRun:
+    """What one ``h2load`` run did: calls per second, the calls by worker process (see :func:`spread`) and
+    the calls it cut at its end, by the code the gateway ended them with."""
+
+    rate: float
+    by_worker: Counter[str]
+    cut: Counter[str]
+
+    def note(self) -> str:
+        """The cut calls, as the report shows them ("" when none)."""
+        if not self.cut:
+            return ""
+        codes = ", ".join(f"{n} {code}" for code, n in sorted(self.cut.items()))
+        return f"cut at the end: {codes}"
+
+
+def judge(ended: Counter[str], done: int, connections: int) -> tuple[Counter[str], str]:
+    """The calls of a run cut at its end (by code), and "" when the run is sound, else why it is not:
+    ``ended`` the calls the gateway ended by code, ``done`` those ``h2load`` counted as succeeded."""
+    failed = Counter({code: n for code, n in ended.items() if code != "OK" and n})
+    cut = Counter({code: n for code, n in failed.items() if code in CUT_CODES})
+    other = failed - cut
+    if other:
+        return cut, f"gRPC calls failed under h2load: {dict(ended)}"
+    if cut.total() > connections:
+        return cut, (
+            f"{cut.total()} calls ended {dict(cut)}, more than the {connections} h2load can leave in flight "
+            f"at its end (one per connection): {dict(ended)}"
+        )
+    if ended["OK"] + cut.total() < done:
+        return cut, (
+            f"h2load counted {done} answers, the gateway {ended['OK']} OK calls and {cut.total()} cut (the "
+            "others were refused by grpc's core before the gateway's code saw them, e.g. its concurrent-call "
+            "or message-size bound)"
+        )
+    return cut, ""
 
 
 def spread(by_worker: Counter[str]) -> str:
@@ -115,10 +181,10 @@ def h2load_calls(
     run: Callable[[Sequence[str]], str],
     body_file: str,
     log: Callable[[], Iterable[bytes | str]] | None = None,
-) -> tuple[float, Counter[str]]:
+) -> H2loadRun:
     """Calls per second of ``method`` with ``body`` (framed request messages) on ``connections`` connections,
-    one call in flight on each, for ``seconds``, and the run's calls by worker process (see :func:`spread`);
-    ``run`` runs the command and returns its output. ``log`` gives the gateway's log lines: when calls
+    one call in flight on each, for ``seconds``, with the run's calls by worker process and those cut at its
+    end; ``run`` runs the command and returns its output. ``log`` gives the gateway's log lines: when calls
     failed, the bench prints why the gateway refused them."""
     with open(body_file, "wb") as f:
         f.write(body)
@@ -128,23 +194,15 @@ def h2load_calls(
     before, workers_before = _handled(http_url, method)
     logged = len(list(log())) if log is not None else 0  # the lines of earlier runs are not this run's
     out = run(cmd)
-    after, workers_after = _handled(http_url, method)
+    after, workers_after = _settled(http_url, method, before)
     rate = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
     done = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
     if rate is None or done is None:
         raise SystemExit(f"cannot read h2load's output:\n{out[-2000:]}")
-    ended = after - before
-    failed = {code: n for code, n in ended.items() if code != "OK"}
-    if failed.pop("Canceled", 0) > connections or failed:
-        why = _why(log, logged, method)
-        raise SystemExit(f"gRPC {method} calls failed under h2load: {dict(ended)}\n{out[-2000:]}{why}")
-    if ended["OK"] < int(done.group(1)):
-        raise SystemExit(
-            f"h2load counted {done.group(1)} answers, the gateway {ended['OK']} OK calls (the others were "
-            f"refused by grpc's core before the gateway's code saw them, e.g. its concurrent-call or "
-            f"message-size bound){_why(log, logged, method)}"
-        )
-    return float(rate.group(1)), workers_after - workers_before
+    cut, wrong = judge(after - before, int(done.group(1)), connections)
+    if wrong:
+        raise SystemExit(f"{method}: {wrong}\n{out[-2000:]}{_why(log, logged, method)}")
+    return H2loadRun(float(rate.group(1)), workers_after - workers_before, cut)
 
 
 def _why(log: Callable[[], Iterable[bytes | str]] | None, skip: int, method: str) -> str:
