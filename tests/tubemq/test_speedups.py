@@ -536,6 +536,24 @@ def test_frames_of_another_method_or_envelope_are_left_to_the_general_way() -> N
     assert compiled_answer(object(), None) is None
 
 
+def test_a_message_field_the_broker_schema_lacks_is_left_to_the_general_way() -> None:
+    """TubeMQ's TransferedMessage has fields 1-4 only: a message carrying another (here 5, a varint) is not
+    what a broker writes, so the one pass leaves the answer to the protobuf parse, which keeps the message."""
+    data, flag = encode_payload(b"body", {}, None, None)
+    message = broker_pb.TransferedMessage(
+        messageId=1, checkSum=crc32_checksum(data), payLoadData=data, flag=flag
+    )
+    assert [f.number for f in broker_pb.TransferedMessage.DESCRIPTOR.fields] == [1, 2, 3, 4]
+    extended = message.SerializeToString() + b"\x28\x07"
+    answer = broker_pb.GetMessageResponseB2C(success=True, errCode=200, currOffset=0, maxOffset=28)
+    raw = answer.SerializeToString() + b"\x22" + encode_varint(len(extended)) + extended
+    expected = reference_answer(raw, None)
+    assert expected is not None and [m.body for m in expected.messages] == [b"body"]
+    assert compiled_answer(usual_frame(raw), None) is None
+    plain = answer.SerializeToString() + b"\x22" + encode_varint(len(message.SerializeToString()))
+    assert compiled_answer(usual_frame(plain + message.SerializeToString()), None) == expected
+
+
 # --- the SendMessage requests and their frames ------------------------------------------------------------
 
 int64s = st.integers(-(2**63), 2**63 - 1)

@@ -412,22 +412,20 @@ static int next_field(const unsigned char **p, const unsigned char *end, int *ta
 static int decode_transfered(decoder *d, RawView **view, const unsigned char *p, const unsigned char *end,
                              Py_ssize_t index) {
     int seen = 0, tag;
-    long long message_id = 0, checksum = 0, flag = 0, ignored;
+    long long message_id = 0, checksum = 0, flag = 0;
     const unsigned char *payload = NULL, *payload_end = NULL;
     while (p < end) {
         uint64_t v = 0;
         const unsigned char *start = NULL, *stop = NULL;
         if (next_field(&p, end, &tag, &v, &start, &stop)) return UNUSUAL;
         int bit = 1 << (tag >> 3);
-        if ((tag >> 3) > 8 || (seen & bit)) return UNUSUAL; /* unknown, or repeated (the last would count) */
+        if ((tag >> 3) > 4 || (seen & bit)) return UNUSUAL; /* unknown, or repeated (the last would count) */
         seen |= bit;
         switch (tag) {
         case 0x08: message_id = (long long)(int64_t)v; break;
         case 0x10: if (int32_of(v, &checksum)) return UNUSUAL; break;
         case 0x1a: payload = start; payload_end = stop; break;
         case 0x20: if (int32_of(v, &flag)) return UNUSUAL; break;
-        case 0x28: case 0x30: case 0x38: if (int32_of(v, &ignored)) return UNUSUAL; break;
-        case 0x40: break;
         default: return UNUSUAL; /* a known number with another wire type */
         }
     }

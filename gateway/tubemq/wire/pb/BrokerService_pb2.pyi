@@ -153,24 +153,16 @@ class GetMessageRequestC2B(_message.Message):
     def __init__(self, clientId: _Optional[str] = ..., partitionId: _Optional[int] = ..., groupName: _Optional[str] = ..., topicName: _Optional[str] = ..., lastPackConsumed: _Optional[bool] = ..., manualCommitOffset: _Optional[bool] = ..., escFlowCtrl: _Optional[bool] = ...) -> None: ...
 
 class TransferedMessage(_message.Message):
-    __slots__ = ("messageId", "checkSum", "payLoadData", "flag", "partitionId", "indexKeyCode", "reportAddr", "recvTimeInMs")
+    __slots__ = ("messageId", "checkSum", "payLoadData", "flag")
     MESSAGEID_FIELD_NUMBER: _ClassVar[int]
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     PAYLOADDATA_FIELD_NUMBER: _ClassVar[int]
     FLAG_FIELD_NUMBER: _ClassVar[int]
-    PARTITIONID_FIELD_NUMBER: _ClassVar[int]
-    INDEXKEYCODE_FIELD_NUMBER: _ClassVar[int]
-    REPORTADDR_FIELD_NUMBER: _ClassVar[int]
-    RECVTIMEINMS_FIELD_NUMBER: _ClassVar[int]
     messageId: int
     checkSum: int
     payLoadData: bytes
     flag: int
-    partitionId: int
-    indexKeyCode: int
-    reportAddr: int
-    recvTimeInMs: int
-    def __init__(self, messageId: _Optional[int] = ..., checkSum: _Optional[int] = ..., payLoadData: _Optional[bytes] = ..., flag: _Optional[int] = ..., partitionId: _Optional[int] = ..., indexKeyCode: _Optional[int] = ..., reportAddr: _Optional[int] = ..., recvTimeInMs: _Optional[int] = ...) -> None: ...
+    def __init__(self, messageId: _Optional[int] = ..., checkSum: _Optional[int] = ..., payLoadData: _Optional[bytes] = ..., flag: _Optional[int] = ...) -> None: ...
 
 class GetMessageResponseB2C(_message.Message):
     __slots__ = ("success", "errCode", "errMsg", "messages", "currOffset", "minLimitTime", "escFlowCtrl", "currDataDlt", "requireSlow", "maxOffset")
