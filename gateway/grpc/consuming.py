@@ -17,7 +17,7 @@ import grpc
 
 from gateway.grpc.consumed_wire import encode_consumed
 from gateway.grpc.errors import StreamSuperseded
-from gateway.grpc.interceptors import client_subject
+from gateway.grpc.late_auth import client_subject
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings, Relay

@@ -24,7 +24,9 @@ separate functions. Per call, in order:
    (``auth_context()["x509_subject"]``), and some rule must allow the method's action; the principal is
    then the :func:`~gateway.service.principal.current_principal` of the call. Refusals are UNAUTHENTICATED or
    PERMISSION_DENIED. An extra ``authorize(method, metadata)`` hook may raise
-   :class:`~gateway.grpc.errors.AuthError` to refuse a call.
+   :class:`~gateway.grpc.errors.AuthError` to refuse a call. What the headers could not settle (a
+   certificate's subject, the hook) is settled when the handler runs, in the call's task
+   (:class:`~gateway.grpc.late_auth.CallerAuthentication`).
 
    **Budgets** (with an ``admission``): every call but the open ones counts into the process's
    :class:`~gateway.service.admission.Admission`, the one the REST limits middleware counts into: calls and
@@ -49,9 +51,8 @@ separate functions. Per call, in order:
 
 from __future__ import annotations
 
-import contextvars
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -61,8 +62,7 @@ from gateway.grpc import call_outcome
 from gateway.grpc.call_admission import CallAdmission
 from gateway.grpc.call_budget import CALL, checked
 from gateway.grpc.call_outcome import REQUEST_ID_HEADER
-from gateway.grpc.convert import peer_host
-from gateway.grpc.siblings import forwarded_subject
+from gateway.grpc.late_auth import Authorizer, CallerAuthentication
 from gateway.grpc.wrapping import Continuation, Handlers, cached, reading_first, wrapped
 from gateway.observability.grpc_events import (
     BIDI_STREAM,
@@ -72,25 +72,13 @@ from gateway.observability.grpc_events import (
     GrpcStreamMessages,
 )
 from gateway.observability.request_id import accepted, bind, new_request_id
-from gateway.security.credentials import credential_headers, from_headers
 from gateway.security.operations import grpc_operation
-from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects
+from gateway.security.replica_subject import ReplicaSubjects
 from gateway.security.setup import Security
 from gateway.service.access import PUBLISH
 from gateway.service.admission import Admission
-from gateway.service.errors import Unauthenticated
-from gateway.service.principal import ANONYMOUS, Principal, current_principal, enter_caller
-from gateway.tls import GRPC_PEM_CERT_KEY, GRPC_SUBJECT_KEY
+from gateway.service.principal import current_principal
 from gateway.tubemq.events import EventBus
-
-#: ``authorize(method, metadata)``: return to let the call through, raise ``AuthError`` to refuse it.
-#: ``method`` is the full method name (``/tubemq.gateway.v1.GatewayService/Publish``); ``metadata`` maps each
-#: request header (lower-case) to its last value.
-Authorizer = Callable[[str, Mapping[str, str | bytes]], Awaitable[None]]
-
-
-#: Peers whose host is remembered (the cache is emptied when full: connections come and go).
-_MAX_PEERS = 4096
 
 #: Seconds between two GrpcStreamMessages reports of one stream (while messages flow).
 REPORT_INTERVAL = 1.0
@@ -119,8 +107,9 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str | bytes]:
 
 class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # grpc ships no type hints
     """Wraps every method handler of the server; see the module docstring. Admission into the budgets is
-    its :class:`~gateway.grpc.call_admission.CallAdmission`; the handlers it wraps are made once per
-    handler object (:mod:`gateway.grpc.wrapping`)."""
+    its :class:`~gateway.grpc.call_admission.CallAdmission`, the caller settled in the call's task its
+    :class:`~gateway.grpc.late_auth.CallerAuthentication`; the handlers it wraps are made once per handler
+    object (:mod:`gateway.grpc.wrapping`)."""
 
     def __init__(
         self,
@@ -136,12 +125,12 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         replica_subjects: Callable[[], ReplicaSubjects | None] = lambda: None,
     ) -> None:
         self._events = events
-        self._replica_subjects = replica_subjects
         self._authorize = authorize
         self._clock = clock
-        #: peer (a connection's ``ipv4:host:port``) -> its host, for the caller's address
-        self._hosts: dict[str, str] = {}
         self._security = security
+        self._callers = CallerAuthentication(
+            security=security, authorize=authorize, replica_subjects=replica_subjects
+        )
         self._calls = CallAdmission(
             security=security,
             admission=admission,
@@ -197,7 +186,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
             flow = _Flow(started + REPORT_INTERVAL) if kind == CLIENT_STREAM else None
             leave = None
             try:
-                pending = self._admit(method, metadata, context)
+                pending = self._callers.admit(method, metadata, context)
                 if pending is not None:
                     await pending
                 leave = self._calls.enter(method, context)
@@ -232,7 +221,7 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
             flow = _Flow(started + REPORT_INTERVAL)
             leave = None
             try:
-                pending = self._admit(method, metadata, context)
+                pending = self._callers.admit(method, metadata, context)
                 if pending is not None:
                     await pending
                 leave = self._calls.enter(method, context)
@@ -289,107 +278,6 @@ class GatewayInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]  # g
         if events is not None and events.has_subscribers:
             events.emit(GrpcStreamMessages(method, kind, received, sent))
 
-    def _admit(
-        self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
-    ) -> Awaitable[None] | None:
-        """Authenticate the caller (unless ``intercept_service`` did from the metadata) and enter it, with
-        the peer's address, for this call's task (each call runs in a task of its own): the one place a gRPC
-        call's caller is set, refused or not (the call's log line names who was refused). Raises
-        ServiceError / AuthError. Done at once when nothing is left to await (the caller known, no
-        ``authorize`` hook); else the awaitable that does it."""
-        settled = self._settled(method)
-        if settled is None or self._authorize is not None:
-            return self._admit_later(method, metadata, context)
-        self._enter_caller(context, *settled)
-        return None
-
-    async def _admit_later(
-        self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
-    ) -> None:
-        self._enter_caller(context, *await self._principal(method, metadata, context))
-        if self._authorize is not None:
-            await self._authorize(method, metadata)
-
-    def _enter_caller(
-        self, context: grpc.aio.ServicerContext, principal: Principal, refusal: Exception | None
-    ) -> None:
-        peer = context.peer()
-        host = self._hosts.get(peer)
-        if host is None:
-            if len(self._hosts) >= _MAX_PEERS:
-                self._hosts.clear()
-            host = self._hosts[peer] = peer_host(peer) or ""
-        enter_caller(principal, host or None)
-        if refusal is not None:
-            raise refusal
-
-    def _settled(self, method: str) -> tuple[Principal, Exception | None] | None:
-        """The call's principal (ANONYMOUS in open mode and on open methods) and why it is refused (None:
-        admitted), when no credentials are left to check; None when they are (:meth:`_principal`)."""
-        call = CALL.get()
-        if call is not None and call.error is not None:
-            return call.principal or ANONYMOUS, call.error
-        security = self._security
-        if security is None or security.mode == "open" or grpc_operation(method).open:
-            return ANONYMOUS, None
-        if call is not None and call.principal is not None:
-            return call.principal, None
-        return None
-
-    async def _principal(
-        self, method: str, metadata: dict[str, str | bytes], context: grpc.aio.ServicerContext
-    ) -> tuple[Principal, Exception | None]:
-        """The call's principal and why it is refused (None: admitted), credentials checked here when
-        ``intercept_service`` could not (a certificate's subject)."""
-        settled = self._settled(method)
-        if settled is not None:
-            return settled
-        security = self._security
-        assert security is not None  # _settled answers every call without security
-        operation = grpc_operation(method)
-        call = CALL.get()
-        authenticator = security.authenticator
-        headers = call.metadata if call is not None and call.metadata is not None else None
-        try:
-            authorization, api_key = credential_headers(headers or context.invocation_metadata() or ())
-            credentials = from_headers(
-                authorization,
-                api_key,
-                self._client_subject(method, context, metadata) if authenticator.mtls else None,
-            )
-            principal = await authenticator.authenticate(credentials)
-        except Exception as exc:
-            return ANONYMOUS, exc
-        try:
-            security.admit(operation, principal)
-        except Exception as exc:
-            return principal, exc
-        if call is not None:
-            call.principal = principal
-        return principal, None
-
-    def _client_subject(
-        self, method: str, context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes]
-    ) -> str | None:
-        """The call's verified client certificate subject (:func:`client_subject`); on a call another replica
-        relayed with one it signed, that subject once believed (Unauthenticated when it is not), kept for the
-        call's further hop to a sibling worker."""
-        signed = metadata.get(REPLICA_CERT_KEY)
-        if signed is None or forwarded_subject(context.peer(), metadata) is not None:
-            return client_subject(context, metadata)
-        subjects = self._replica_subjects()
-        if subjects is None:
-            raise Unauthenticated(f"{REPLICA_CERT_KEY} cannot be checked before this gateway has started")
-        pem = (context.auth_context() or {}).get(GRPC_PEM_CERT_KEY) or ()
-        subject = subjects.believe(
-            signed if isinstance(signed, str) else "",
-            request=method,
-            peer_certificate=pem[0].decode("ascii", "replace") if pem else None,
-            client=peer_host(context.peer()),
-        )
-        _RELAYED_SUBJECT.set(subject)
-        return subject
-
     def _begin(
         self, context: grpc.aio.ServicerContext, begun: GrpcCallStarted
     ) -> tuple[str, dict[str, str | bytes]]:
@@ -421,28 +309,3 @@ def _close_call() -> None:
     call = CALL.get()
     if call is not None:
         call.close()
-
-
-#: the client certificate subject another replica relayed with this call, once the interceptor believed it
-_RELAYED_SUBJECT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "gateway_grpc_relayed_subject", default=None
-)
-
-
-def client_subject(context: grpc.aio.ServicerContext, metadata: Mapping[str, str | bytes]) -> str | None:
-    """The verified client certificate's subject, when the TLS listener verified one (gRPC's
-    ``x509_subject``, an RFC 2253 string: the RFC 4514 text the HTTP listener gives for usual names), the
-    one a sibling worker relayed on the private unix socket (:mod:`gateway.grpc.siblings`), or on a call
-    another replica relayed, the one it signed, as the interceptor believed it
-    (:mod:`gateway.security.replica_subject`; the connection's certificate is then the replicas' own)."""
-    relayed = forwarded_subject(context.peer(), metadata)
-    if relayed is not None:
-        return relayed
-    if REPLICA_CERT_KEY in metadata:
-        return _RELAYED_SUBJECT.get()
-    names = (context.auth_context() or {}).get(GRPC_SUBJECT_KEY) or ()
-    for name in names:
-        text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
-        if text:
-            return text
-    return None

@@ -20,7 +20,8 @@ from grpc_health.v1 import health_pb2_grpc
 from gateway.config import Settings
 from gateway.grpc.call_admission import DEFAULT_MAX_MESSAGE_BYTES, OPEN_READS
 from gateway.grpc.health import HEALTH_SERVICE_NAME, ReadinessHealth
-from gateway.grpc.interceptors import Authorizer, GatewayInterceptor
+from gateway.grpc.interceptors import GatewayInterceptor
+from gateway.grpc.late_auth import Authorizer
 from gateway.grpc.reflection import enable_reflection
 from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.servicer import SERVICE_NAME, GatewayServicer, add_to_server

@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 
-from gateway.grpc import interceptors
+from gateway.grpc import late_auth
 from gateway.grpc.convert import peer_host
 from gateway.grpc.interceptors import GatewayInterceptor
 from gateway.observability.grpc_events import GrpcCallFinished, GrpcCallStarted
@@ -80,12 +80,12 @@ async def _call(interceptor: GatewayInterceptor, peer: str) -> str | None:
 async def test_each_call_runs_as_its_own_peers_host_whatever_the_cache_holds(
     cache: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(interceptors, "_MAX_PEERS", cache)
+    monkeypatch.setattr(late_auth, "_MAX_PEERS", cache)
     interceptor = GatewayInterceptor()
     for _ in range(2):  # the second round reads the remembered hosts
         for peer in PEERS:
             assert await _call(interceptor, peer) == peer_host(peer), peer
-    assert len(interceptor._hosts) <= cache
+    assert len(interceptor._callers._hosts) <= cache
 
 
 async def test_the_started_and_finished_events_name_the_call() -> None:
