@@ -16,6 +16,7 @@ from gateway.api import (
     routes_overview,
     routes_push,
     routes_ranges,
+    routes_subscriptions,
     routes_topics,
 )
 from gateway.api.admin import create_admin_app
@@ -87,6 +88,7 @@ def create_app(
     app.include_router(routes_health.router)
     app.include_router(routes_ranges.router)
     app.include_router(routes_push.router)
+    app.include_router(routes_subscriptions.router)
     install_error_handlers(app)
     metrics = rt.settings.metrics
     install_telemetry(

@@ -20,8 +20,11 @@ from typing_extensions import TypeAliasType
 __all__ = [
     "Attributes",
     "BrokerState",
+    "DeliveryCounts",
     "Encoding",
     "MessageValue",
+    "PushPayload",
+    "PushStartPosition",
     "ReadinessChecks",
     "SeekPosition",
     "SeekTime",
@@ -29,6 +32,10 @@ __all__ = [
     "StartOffsets",
     "StartPosition",
     "StreamFilters",
+    "SubscriptionSource",
+    "SubscriptionStatus",
+    "SubscriptionTopics",
+    "TopicStreamIds",
 ]
 
 Encoding = TypeAliasType(
@@ -155,5 +162,64 @@ LagSource = TypeAliasType(
             "the read positions of this gateway's instances of the group (none when they are on another "
             "worker or replica)"
         ),
+    ],
+)
+
+PushPayload = TypeAliasType(
+    "PushPayload",
+    Annotated[
+        Literal["wrapped", "unwrapped"],
+        Field(
+            description="wrapped: the message as the poll answer's JSON; unwrapped: the value as the body, "
+            "the rest as tubemq-* headers"
+        ),
+    ],
+)
+
+PushStartPosition = TypeAliasType(
+    "PushStartPosition",
+    Annotated[
+        Literal["latest", "earliest"],
+        Field(description="where a subscription's group without a committed offset starts"),
+    ],
+)
+
+TopicStreamIds = TypeAliasType(
+    "TopicStreamIds",
+    Annotated[
+        dict[str, list[str]],
+        Field(description="topic -> the stream ids ($msgType$) delivered of it (empty: every message)"),
+    ],
+)
+
+SubscriptionTopics = TypeAliasType(
+    "SubscriptionTopics",
+    Annotated[
+        list[str] | TopicStreamIds,
+        Field(description="topic names, or topic -> stream id filters (empty: every message)"),
+    ],
+)
+
+SubscriptionSource = TypeAliasType(
+    "SubscriptionSource",
+    Annotated[
+        Literal["file", "api"],
+        Field(description="file: push.subscriptions_file (read-only through the API); api: made through it"),
+    ],
+)
+
+SubscriptionStatus = TypeAliasType(
+    "SubscriptionStatus",
+    Annotated[
+        Literal["running", "paused", "failing", "starting"],
+        Field(description="failing: the last delivery was not acknowledged, or the loop cannot join or poll"),
+    ],
+)
+
+DeliveryCounts = TypeAliasType(
+    "DeliveryCounts",
+    Annotated[
+        dict[str, int],
+        Field(description="deliveries by outcome: acked, rejected, timeout, connect, refused, error"),
     ],
 )

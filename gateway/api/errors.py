@@ -32,6 +32,7 @@ STATUS_BY_KIND = {
     ErrorKind.NOT_FOUND: 404,
     ErrorKind.GONE: 410,
     ErrorKind.CONFLICT: 409,
+    ErrorKind.ALREADY_DEFINED: 409,
     ErrorKind.UNPROCESSABLE: 422,
     ErrorKind.UNAVAILABLE: 503,
     ErrorKind.RATE_LIMITED: 429,

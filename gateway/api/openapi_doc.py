@@ -1,6 +1,7 @@
 """What FastAPI's generated OpenAPI document leaves out: completed here so that it says what the app does.
 
-* the schemas referenced only from hand-written request bodies (``PublishRequest``);
+* the schemas referenced only from hand-written request bodies (``PublishRequest``,
+  ``SubscriptionDefinition``);
 * FastAPI's default 422 answers dropped (validation errors are answered 400 with ``ErrorResponse`` by
   ``errors.py``), and the security of every operation (``auth.document_security``);
 * every header the API reads or sends: ``X-Request-ID`` both ways on every operation and answer,
@@ -23,6 +24,7 @@ from fastapi import FastAPI
 from gateway.api.auth import document_security
 from gateway.api.openapi_examples import add_examples
 from gateway.api.schemas import PublishRequest
+from gateway.api.subscription_schemas import SubscriptionDefinition
 
 __all__ = ["complete_openapi"]
 
@@ -43,6 +45,7 @@ HEADERS: dict[str, dict[str, Any]] = {
         "schema": _STRING,
     },
     "Location": {"description": "the new consumer instance's URL (as `baseUrl`)", "schema": _STRING},
+    "SubscriptionLocation": {"description": "the new push subscription's URL", "schema": _STRING},
     "Allow": {"description": "the methods the path takes", "schema": _STRING},
     "Cache-Control": {"description": "`no-cache`: the stream is live", "schema": _STRING},
     "X-Accel-Buffering": {"description": "`no`: tells nginx not to buffer the stream", "schema": _STRING},
@@ -156,9 +159,10 @@ def complete_openapi(app: FastAPI) -> None:
         schema = base()
         components = schema.setdefault("components", {})
         schemas = components.setdefault("schemas", {})
-        extra = PublishRequest.model_json_schema(ref_template="#/components/schemas/{model}")
-        schemas.update(extra.pop("$defs", {}))
-        schemas["PublishRequest"] = extra
+        for model in (PublishRequest, SubscriptionDefinition):
+            extra = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(extra.pop("$defs", {}))
+            schemas[model.__name__] = extra
         for name in ("HTTPValidationError", "ValidationError"):
             schemas.pop(name, None)
         for component in schemas.values():
@@ -275,6 +279,8 @@ def _complete_operation(method: str, operation: dict[str, Any]) -> None:
         ]
     if op_id == "createConsumer":
         responses["201"].setdefault("headers", {})["Location"] = _header_ref("Location")
+    if op_id == "createSubscription":
+        responses["201"].setdefault("headers", {})["Location"] = _header_ref("SubscriptionLocation")
     add_examples(operation)
     for status, answer in responses.items():
         headers = answer.setdefault("headers", {})

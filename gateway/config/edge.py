@@ -288,6 +288,10 @@ class IdempotencySettings(BaseModel):
         description="prefix of every Redis key the gateway writes",
     )
 
+    def password(self) -> str | None:
+        """``redis_password`` in clear, for the Redis client (None: unset)."""
+        return self.redis_password.get_secret_value() if self.redis_password is not None else None
+
 
 class RateLimitOverride(BaseModel):
     """One principal's limits; a field left out takes the ``rate_limits`` default."""

@@ -45,7 +45,18 @@ class PushSettings(BaseModel):
         "",
         description="the iss of push JWTs; empty = the gateway's advertised URL (consumers.advertised_url)",
     )
-    max_subscriptions: int = Field(100, ge=1, le=10_000, description="the most push subscriptions defined")
+    max_subscriptions: int = Field(
+        100,
+        ge=1,
+        le=10_000,
+        description="the most push subscriptions defined, in the file and the API together",
+    )
+    redis_prefix: str = Field(
+        "tubemq-gateway:push:",
+        min_length=1,
+        description="prefix of the Redis keys of the subscriptions made through the API (kept in the Redis "
+        "of idempotency.redis_url, which every replica shares; without it the API only reads)",
+    )
     max_answer_bytes: int = Field(
         65536,
         ge=0,

@@ -9,6 +9,7 @@
     Gone                     FAILED_PRECONDITION   410   an expired or deleted consumer instance
     Conflict                 ABORTED               409   RetryInfo, metadata retryAfterSeconds, trailer
                                                          retry-after (one seek at a time per instance)
+    AlreadyDefined           ALREADY_EXISTS        409   a name taken, a push subscription of the file
     KeyReused                FAILED_PRECONDITION   422   an idempotency key sent with another request
     Unavailable              UNAVAILABLE           503   RetryInfo, metadata retryAfterSeconds, trailer
                                                          retry-after
@@ -67,6 +68,7 @@ CODE_BY_KIND: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorKind.GONE: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorKind.CONFLICT: grpc.StatusCode.ABORTED,
+    ErrorKind.ALREADY_DEFINED: grpc.StatusCode.ALREADY_EXISTS,
     ErrorKind.UNPROCESSABLE: grpc.StatusCode.FAILED_PRECONDITION,
     ErrorKind.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     ErrorKind.RATE_LIMITED: grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -55,8 +55,10 @@ from gateway.service.outages import PartitionOutages
 from gateway.service.peers import PeerPolicy
 from gateway.service.publish import PublishService
 from gateway.service.push import PushOptions, PushService
+from gateway.service.push_admin import SubscriptionAdmin
 from gateway.service.push_outbound import EndpointPolicy
 from gateway.service.push_request import Renderer
+from gateway.service.push_store import RedisSubscriptions
 from gateway.service.push_token import PushTokens
 from gateway.service.quotas import Quotas
 from gateway.service.ranges import RangeService
@@ -123,6 +125,8 @@ class Runtime:
     idempotency: Idempotency | None = None
     #: the push subscriptions this process runs (None: before :meth:`start_push`, or stopping)
     push: PushService | None = None
+    #: the push subscriptions API over :attr:`push` (None: before :meth:`start_push`, or stopping)
+    push_admin: SubscriptionAdmin | None = None
     #: signs push subscriptions' JWTs (``push.token_key_file``; None: no key)
     push_tokens: PushTokens | None = None
     _tracing: bool = field(default=False, init=False, repr=False)
@@ -259,7 +263,7 @@ class Runtime:
         if i.redis_url:
             store = RedisKeys(
                 i.redis_url,
-                password=i.redis_password.get_secret_value() if i.redis_password is not None else None,
+                password=i.password(),
                 prefix=i.redis_prefix,
                 max_keys=i.max_keys_per_principal,
                 max_principal_bytes=i.max_bytes_per_principal,
@@ -413,10 +417,8 @@ class Runtime:
         if p.token_key_file and self.push_tokens is None:
             issuer = p.token_issuer or self.settings.advertised_url()
             self.push_tokens = PushTokens(Path(p.token_key_file), issuer)
-        if not p.subscriptions_file:
-            return
         options = PushOptions(
-            subscriptions_file=Path(p.subscriptions_file),
+            subscriptions_file=Path(p.subscriptions_file) if p.subscriptions_file else None,
             reload_interval=p.reload_interval,
             max_subscriptions=p.max_subscriptions,
             max_answer_bytes=p.max_answer_bytes,
@@ -424,9 +426,10 @@ class Runtime:
             error_backoff=p.error_backoff,
         )
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=p.ca_file) if p.ca_file else True
+        policy = EndpointPolicy.parse(p.allow)
         push = PushService(
             self.consumer_service(),
-            EndpointPolicy.parse(p.allow),
+            policy,
             render,
             options,
             events=self.events,
@@ -435,9 +438,28 @@ class Runtime:
         )
         await push.start()
         self.push = push
+        # the Redis the replicas share for idempotency keys holds the API's definitions too
+        i = self.settings.idempotency
+        store = None
+        if i.redis_url:
+            store = RedisSubscriptions(
+                i.redis_url, password=i.password(), prefix=p.redis_prefix, timeout=i.store_timeout
+            )
+        admin = SubscriptionAdmin(
+            push, self.security.policy, policy, store, subscriptions_file=p.subscriptions_file
+        )
+        await admin.start()
+        self.push_admin = admin
+
+    def subscriptions(self) -> SubscriptionAdmin:
+        """The push subscriptions API; Unavailable while the runtime is starting or stopping."""
+        return _serving(self.push_admin)
 
     async def stop(self) -> None:
         """Close in reverse order of start; safe to call on a partly started runtime."""
+        if self.push_admin is not None:
+            await self.push_admin.close()
+            self.push_admin = None
         if self.push is not None:  # before the consumers: its runners leave their groups
             await self.push.close()
             self.push = None

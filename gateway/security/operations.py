@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from gateway.service.access import ADMIN, CONSUME, DESCRIBE, PUBLISH, READ_RANGES
+from gateway.service.access import ADMIN, CONSUME, DESCRIBE, MANAGE_SUBSCRIPTIONS, PUBLISH, READ_RANGES
 
 __all__ = ["GRPC_METHODS", "REST_OPERATIONS", "Operation", "grpc_operation", "rest_operation"]
 
@@ -33,6 +33,9 @@ class Operation:
 
 
 OPEN: Final = Operation(None)
+
+_SUBSCRIPTION = "the subscription's group and each of its topics"
+_DEFINING = _SUBSCRIPTION + ", and consuming it as the caller would (gateway/service/push_admin.py)"
 
 #: FastAPI operation ids, and the paths of the routes outside the OpenAPI document (the document itself, the
 #: docs pages and their assets).
@@ -57,6 +60,13 @@ REST_OPERATIONS: Final[dict[str, Operation]] = {
     "readiness": OPEN,
     # public keys, as any issuer's JWKS: receivers of push requests fetch them without credentials
     "getPushKeys": OPEN,
+    "listSubscriptions": Operation(MANAGE_SUBSCRIPTIONS, "each subscription listed: its group and topics"),
+    "getSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
+    "createSubscription": Operation(MANAGE_SUBSCRIPTIONS, _DEFINING),
+    "replaceSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION + "; the new one as created"),
+    "deleteSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
+    "pauseSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
+    "resumeSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
     "metrics": Operation(ADMIN),
     "/openapi.json": Operation(ADMIN),
     "/docs": Operation(ADMIN),

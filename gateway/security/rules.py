@@ -20,7 +20,8 @@ subject>``, so a JWT whose subject is ``alice`` is not the API key principal ``a
 ``principals`` means every authenticated principal. A bare name (the form before methods were part of a
 principal) is refused with the message saying which forms to write (docs/security.md: migrating a rules
 file). ``actions`` are those of :mod:`gateway.service.access` or ``"*"``. ``topics`` and ``groups`` are
-fnmatch-style patterns (``*``, ``?``, ``[...]``, case-sensitive); ``consume`` needs both to match,
+fnmatch-style patterns (``*``, ``?``, ``[...]``, case-sensitive); ``consume`` and ``manage_subscriptions``
+need both to match,
 ``publish``, ``read_ranges`` and ``describe`` need ``topics``; ``describe_cluster`` and ``admin`` take no
 resource. Nothing is allowed unless a rule allows it; there are no deny rules.
 """
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.security.jsonfile import read_json
-from gateway.service.access import ACTIONS, ADMIN, CONSUME, DESCRIBE_CLUSTER
+from gateway.service.access import ACTIONS, ADMIN, DESCRIBE_CLUSTER, GROUP_ACTIONS
 from gateway.service.errors import PermissionDenied
 from gateway.service.principal import AUTH_METHODS, Principal
 
@@ -121,7 +122,9 @@ class Rule:
         if action in _TOPIC_ACTIONS:
             if self.topics is None or (topic is not None and not self.topics(topic)):
                 return False
-            if action == CONSUME and (self.groups is None or (group is not None and not self.groups(group))):
+            if action in GROUP_ACTIONS and (
+                self.groups is None or (group is not None and not self.groups(group))
+            ):
                 return False
         return True
 
@@ -156,8 +159,8 @@ def _rule(item: object, index: int, source: str) -> Rule:
     topics, groups = _strings(item, "topics", where), _strings(item, "groups", where)
     if not topics and _TOPIC_ACTIONS & set(actions):
         raise ValueError(f"{where}: grants {sorted(_TOPIC_ACTIONS & set(actions))} but lists no topics")
-    if not groups and CONSUME in actions:
-        raise ValueError(f"{where}: grants consume but lists no groups")
+    if not groups and GROUP_ACTIONS & set(actions):
+        raise ValueError(f"{where}: grants {sorted(GROUP_ACTIONS & set(actions))} but lists no groups")
     return Rule(
         frozenset(principals),
         frozenset(roles),

@@ -13,11 +13,14 @@ Actions::
     read_ranges       topic          read exact offset ranges and partition offsets of the topic
     describe          topic          read the topic's partitions
     describe_cluster  -              see broker addresses in topic and partition views
+    manage_subscriptions topic + group  see, define, change, pause and delete push subscriptions of the
+                                     group on the topic (a subscription needs it on each of its topics)
     admin             -              metrics, API docs and the OpenAPI document
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final, Protocol
 
 from gateway.service.principal import Principal
@@ -29,10 +32,13 @@ __all__ = [
     "CONSUME",
     "DESCRIBE",
     "DESCRIBE_CLUSTER",
+    "GROUP_ACTIONS",
+    "MANAGE_SUBSCRIPTIONS",
     "PUBLISH",
     "READ_RANGES",
     "AccessPolicy",
     "AllowAll",
+    "check_consuming",
 ]
 
 PUBLISH: Final = "publish"
@@ -41,7 +47,12 @@ READ_RANGES: Final = "read_ranges"
 DESCRIBE: Final = "describe"
 DESCRIBE_CLUSTER: Final = "describe_cluster"
 ADMIN: Final = "admin"
-ACTIONS: Final = frozenset({PUBLISH, CONSUME, READ_RANGES, DESCRIBE, DESCRIBE_CLUSTER, ADMIN})
+MANAGE_SUBSCRIPTIONS: Final = "manage_subscriptions"
+ACTIONS: Final = frozenset(
+    {PUBLISH, CONSUME, READ_RANGES, DESCRIBE, DESCRIBE_CLUSTER, ADMIN, MANAGE_SUBSCRIPTIONS}
+)
+#: the actions a rule grants only on a group as well as a topic
+GROUP_ACTIONS: Final = frozenset({CONSUME, MANAGE_SUBSCRIPTIONS})
 
 
 class AccessPolicy(Protocol):
@@ -88,3 +99,24 @@ class AllowAll:
 
 
 ALLOW_ALL: Final = AllowAll()
+
+
+def check_consuming(
+    policy: AccessPolicy,
+    principal: Principal,
+    group: str,
+    topics: Iterable[str],
+    retry_topic: str | None,
+    dead_letter_topic: str | None,
+) -> None:
+    """What consuming ``topics`` as ``group`` takes, retried through ``retry_topic`` and dead-lettered to
+    ``dead_letter_topic``: ``consume`` on each topic and on the retry topic, ``publish`` on the retry and
+    dead-letter topics (the gateway writes there for the consumer). Raises PermissionDenied naming the
+    first missing right."""
+    for topic in topics:
+        policy.check(principal, CONSUME, topic=topic, group=group)
+    for target in (retry_topic, dead_letter_topic):
+        if target is not None:
+            policy.check(principal, PUBLISH, topic=target)
+    if retry_topic is not None:
+        policy.check(principal, CONSUME, topic=retry_topic, group=group)

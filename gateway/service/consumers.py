@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 from gateway.observability import tracing
-from gateway.service.access import ALLOW_ALL, CONSUME, PUBLISH, AccessPolicy
+from gateway.service.access import ALLOW_ALL, AccessPolicy, check_consuming
 from gateway.service.admission import Admission
 from gateway.service.consume_limits import DEFAULT_PREFETCH_BYTES, DEFAULT_WORKER_PREFETCH_BYTES, PollLimits
 from gateway.service.consumer_types import InstanceInfo, InstanceState, Owner, Registry
@@ -312,14 +312,14 @@ class ConsumerService:
             group, spec, self._republisher is not None, self.max_ack_deadline, self._retry_bounds
         )
         if self._access.enforcing and not trusted:
-            principal = current_principal()
-            for topic in spec.topics:
-                self._access.check(principal, CONSUME, topic=topic, group=group)
-            for target in (policy.retry_topic, policy.dead_letter_topic):
-                if target is not None:
-                    self._access.check(principal, PUBLISH, topic=target)
-            if policy.retry_topic is not None:
-                self._access.check(principal, CONSUME, topic=policy.retry_topic, group=group)
+            check_consuming(
+                self._access,
+                current_principal(),
+                group,
+                spec.topics,
+                policy.retry_topic,
+                policy.dead_letter_topic,
+            )
         if self._republisher is not None:
             await ensure_redelivery_topics(self._republisher, policy, self._topic_advice)
         # The caller's own cap (RateLimited), after the request was found valid; an idle instance frees its

@@ -9,6 +9,9 @@ Each error has a ``kind`` that the adapters translate, in one place each, to an 
      ├── Gone                -> 410 / FAILED_PRECONDITION a consumer instance expired or was deleted
  ├── Conflict            -> 409 / ABORTED            one operation at a time on the resource (a seek on
  │                                                   a consumer instance); carries retry_after
+     ├── AlreadyDefined      -> 409 / ALREADY_EXISTS     the name (or what must be unique) is taken, or
+     │                                                   the resource is defined where the API cannot
+     │                                                   change it (a push subscription of the file)
      ├── KeyReused           -> 422 / FAILED_PRECONDITION an idempotency key sent with another request
      ├── Unavailable         -> 503 / UNAVAILABLE        no broker can take it now; carries retry_after
      ├── RateLimited         -> 429 / RESOURCE_EXHAUSTED the caller is above its quota; carries retry_after
@@ -38,6 +41,7 @@ class ErrorKind(Enum):
     NOT_FOUND = "not_found"
     GONE = "gone"
     CONFLICT = "conflict"
+    ALREADY_DEFINED = "already_defined"
     UNPROCESSABLE = "unprocessable"
     UNAVAILABLE = "unavailable"
     RATE_LIMITED = "rate_limited"
@@ -135,6 +139,13 @@ class Conflict(ServiceError):
     def __init__(self, message: str, *, retry_after: float, field: str | None = None) -> None:
         super().__init__(message, field=field)
         self.retry_after: float = retry_after
+
+
+class AlreadyDefined(ServiceError):
+    """What the request would define is taken (a name, a group another definition has) or is defined
+    elsewhere, where this API cannot change it; the message says by what and what to do."""
+
+    kind = ErrorKind.ALREADY_DEFINED
 
 
 class KeyReused(ServiceError):

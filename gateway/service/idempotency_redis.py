@@ -17,10 +17,6 @@ import hashlib
 import os
 from typing import Any
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from gateway.service.idempotency_store import (
@@ -33,6 +29,7 @@ from gateway.service.idempotency_store import (
     Reserved,
     StoreFailed,
 )
+from gateway.service.redis_link import redis_client
 
 __all__ = ["RedisKeys"]
 
@@ -190,17 +187,9 @@ class RedisKeys:
         max_bytes: int,
         timeout: float,
     ) -> None:
-        self._client: Any = aioredis.Redis.from_url(
-            url,
-            password=password,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            decode_responses=False,
-            # once more on a new connection when a pooled one was cut (a restarted Redis): every script is
-            # safe to run twice (a second reservation finds the first, in flight, and answers 409)
-            retry=Retry(NoBackoff(), 1),
-            retry_on_error=[RedisConnectionError],
-        )
+        # A call is tried once more on a new connection when a pooled one was cut: every script is safe to
+        # run twice (a second reservation finds the first, in flight, and answers 409).
+        self._client: Any = redis_client(url, password=password, timeout=timeout)
         self._prefix = prefix
         self._limits = (max_keys, max_principal_bytes, max_bytes)
         self._reserve = self._client.register_script(_RESERVE)

@@ -1,5 +1,9 @@
 """Push subscriptions of this process: the definitions of ``push.subscriptions_file`` (reloaded when the file
-changes) and a :class:`~gateway.service.push_runner.SubscriptionRunner` for each one not paused.
+changes) and those made through the API (:mod:`gateway.service.push_admin`, kept in the shared store), and a
+:class:`~gateway.service.push_runner.SubscriptionRunner` for each one not paused.
+
+The two sources are merged with the file first: a definition of the API whose name or group the file
+already uses is not run (the API refuses to make one; a file edited later wins), and the log says so.
 
 Every process of every replica runs every subscription as a member of its group, so TubeMQ spreads the
 partitions over them and moves a dead one's partitions to the others. A file that does not parse at start
@@ -24,7 +28,12 @@ from gateway.service.push_subscription import PushSubscription, SubscriptionBoun
 from gateway.service.push_token import PushTokens
 from gateway.tubemq.events import EventBus
 
-__all__ = ["PushOptions", "PushService"]
+__all__ = ["FILE", "SOURCES", "STORE", "PushOptions", "PushService"]
+
+#: where a definition comes from: the subscriptions file or the API (the shared store)
+FILE = "file"
+STORE = "api"
+SOURCES = (FILE, STORE)
 
 log = logging.getLogger("gateway.service.push")
 
@@ -70,6 +79,8 @@ class PushService:
             can_sign=tokens is not None,
         )
         self._definitions: dict[str, PushSubscription] = {}
+        self._sources: dict[str, list[PushSubscription]] = {source: [] for source in SOURCES}
+        self._source_of: dict[str, str] = {}
         self._runners: dict[str, tuple[SubscriptionRunner, Outbound]] = {}
         self._seen: tuple[int, int] | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -80,6 +91,18 @@ class PushService:
             (d, self._runners[name][0] if name in self._runners else None)
             for name, d in sorted(self._definitions.items())
         ]
+
+    def source(self, name: str) -> str | None:
+        """Where the definition ``name`` that runs here comes from (:data:`SOURCES`); None: none runs."""
+        return self._source_of.get(name) if name in self._definitions else None
+
+    def defined(self, source: str) -> list[PushSubscription]:
+        """The definitions ``source`` gave, run or not (one of the API's the file shadows is not run)."""
+        return list(self._sources[source])
+
+    @property
+    def options(self) -> PushOptions:
+        return self._options
 
     async def start(self) -> None:
         """Load the subscriptions file (ValueError when it does not parse) and start its subscriptions."""
@@ -95,9 +118,32 @@ class PushService:
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
             self._watcher = None
-        await self.apply([])
+        self._sources = {source: [] for source in SOURCES}
+        await self._run([])
 
-    async def apply(self, definitions: list[PushSubscription]) -> None:
+    async def apply(self, definitions: list[PushSubscription], source: str = FILE) -> None:
+        """Take ``definitions`` as all that ``source`` defines and run the merge of the sources."""
+        self._sources[source] = list(definitions)
+        merged: list[PushSubscription] = []
+        names: set[str] = set()
+        groups: set[str] = set()
+        source_of: dict[str, str] = {}
+        for origin in SOURCES:
+            for definition in self._sources[origin]:
+                if definition.name in names or definition.group in groups:
+                    log.warning(
+                        "push subscription not run: another source already defines its name or group",
+                        extra={"subscription": definition.name, "group": definition.group, "source": origin},
+                    )
+                    continue
+                names.add(definition.name)
+                groups.add(definition.group)
+                source_of[definition.name] = origin
+                merged.append(definition)
+        self._source_of = source_of
+        await self._run(merged)
+
+    async def _run(self, definitions: list[PushSubscription]) -> None:
         """Run exactly ``definitions``: stop the runners of removed, changed or paused ones, start the new
         ones."""
         wanted = {d.name: d for d in definitions}

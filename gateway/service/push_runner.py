@@ -25,6 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import Counter
 from collections.abc import Callable
 
 from gateway.observability.push_events import PushDelivered
@@ -87,6 +89,10 @@ class SubscriptionRunner:
         self._drain_seen = False
         #: why the endpoint was last refused by push.allow (None: the last delivery went out)
         self._refused: str | None = None
+        #: this process's deliveries by outcome (:data:`PUSH_OUTCOMES`), for the subscriptions API
+        self.outcomes: Counter[str] = Counter()
+        #: the last delivery's outcome and when it ended (Unix time); None before the first
+        self.last_outcome: tuple[str, float] | None = None
 
     @property
     def in_flight(self) -> int:
@@ -263,5 +269,8 @@ class SubscriptionRunner:
                 "push delivery could not be settled; the message comes back after its deadline",
                 extra={"subscription": s.name, "error": exc.message},
             )
+        outcome = outcome_of(answer)
+        self.outcomes[outcome] += 1
+        self.last_outcome = (outcome, time.time())
         if self._events is not None:
-            self._events.emit(PushDelivered(s.name, outcome_of(answer), seconds, message.attempt, settled))
+            self._events.emit(PushDelivered(s.name, outcome, seconds, message.attempt, settled))

@@ -10,6 +10,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from gateway.grpc import errors
 from gateway.service.errors import (
+    AlreadyDefined,
     Conflict,
     ErrorKind,
     Gone,
@@ -39,6 +40,7 @@ def test_every_error_kind_has_its_own_code() -> None:
     assert errors.CODE_BY_KIND[ErrorKind.UPSTREAM] is grpc.StatusCode.INTERNAL
     assert errors.CODE_BY_KIND[ErrorKind.RATE_LIMITED] is grpc.StatusCode.RESOURCE_EXHAUSTED
     assert errors.CODE_BY_KIND[ErrorKind.CONFLICT] is grpc.StatusCode.ABORTED
+    assert errors.CODE_BY_KIND[ErrorKind.ALREADY_DEFINED] is grpc.StatusCode.ALREADY_EXISTS
 
 
 QUOTA = Quota("messages", 200, 2.0, 0, "messages")
@@ -52,6 +54,7 @@ QUOTA = Quota("messages", 200, 2.0, 0, "messages")
         (NotFound("no"), grpc.StatusCode.NOT_FOUND),
         (Gone("gone"), grpc.StatusCode.FAILED_PRECONDITION),
         (Conflict("busy", retry_after=1.0), grpc.StatusCode.ABORTED),
+        (AlreadyDefined("taken", field="name"), grpc.StatusCode.ALREADY_EXISTS),
         (Unavailable("later"), grpc.StatusCode.UNAVAILABLE),
         (RateLimited("slow down", retry_after=1, quota=QUOTA), grpc.StatusCode.RESOURCE_EXHAUSTED),
         (UpstreamError("refused", errno=500), grpc.StatusCode.INTERNAL),
@@ -100,6 +103,7 @@ EVERY_KIND = [
     NotFound("no such topic", field="topic", errno=404),
     Gone("instance expired", field="instanceId"),
     Conflict("another seek is running", retry_after=1.0),
+    AlreadyDefined("push subscription 'x' exists", field="name"),
     KeyReused("used for another request", field="Idempotency-Key"),
     Unavailable("later", retry_after=1.0, errno=503),
     RateLimited("slow down", retry_after=0.5, quota=QUOTA),

@@ -77,11 +77,12 @@ async def gateway(
     auth: dict[str, Any] | None = None,
     http: dict[str, Any] | None = None,
     push: dict[str, Any] | None = None,
+    idempotency: dict[str, Any] | None = None,
     **consumer_settings: Any,
 ) -> AsyncIterator[Gateway]:
     """Start a gateway on the test cluster, on ``sock`` or a fresh loopback socket, over TLS with ``tls``,
-    with the ``auth``, ``http`` and ``push`` settings when given. The socket is bound first so that the
-    advertised URL is known."""
+    with the ``auth``, ``http``, ``push`` and ``idempotency`` settings when given. The socket is bound first
+    so that the advertised URL is known."""
     sock = sock if sock is not None else bound_socket()
     port = sock.getsockname()[1]
     options: dict[str, Any] = {**FAST_CONSUMERS, "sse_keepalive": 0.3, "forward_timeout": 1.0}
@@ -96,6 +97,7 @@ async def gateway(
         auth=auth or {},
         http=http or {},
         push=push or {},
+        idempotency=idempotency or {},
     )
     runtime = Runtime(settings)
     await runtime.start()

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -98,3 +99,21 @@ async def receiver(
             task.cancel()
         await asyncio.gather(*connections, return_exceptions=True)
         await server.wait_closed()
+
+
+def push_definition(endpoint: str, **changes: Any) -> dict[str, Any]:
+    """A subscription of group ``push-api`` on ``demo`` (retried through ``retry``) from the earliest message,
+    with short backoffs and deadline, values as text; ``changes`` override or add fields."""
+    return {
+        "name": "hooks",
+        "group": "push-api",
+        "topics": ["demo"],
+        "endpoint": endpoint,
+        "startPosition": "earliest",
+        "retryTopic": "retry",
+        "valueFormat": "utf8",
+        "minBackoffMs": 100,
+        "maxBackoffMs": 500,
+        "ackDeadlineMs": 2000,
+        **changes,
+    }
