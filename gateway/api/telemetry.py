@@ -14,6 +14,7 @@ from gateway.api.routes_metrics import router
 from gateway.observability.access_log import AccessLog
 from gateway.observability.logging import EventLogger, RequestIdMiddleware, redact_library_logs
 from gateway.observability.metrics import GatewayMetrics, HttpMetricsMiddleware
+from gateway.service.prefetch_budget import PrefetchBudget
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net import ConnectionPool
 
@@ -28,6 +29,16 @@ class ObservedRuntime(Protocol):
     draining: bool
 
     def readiness(self) -> tuple[bool, dict[str, object]]: ...
+
+
+def _prefetch(runtime: ObservedRuntime) -> PrefetchBudget:
+    """The worker's fetch-ahead budget (an empty one before the consumer service starts, or where the
+    runtime has none)."""
+    consumers = getattr(runtime, "consumers", None)
+    return consumers.prefetch_budget if consumers is not None else _NO_PREFETCH
+
+
+_NO_PREFETCH = PrefetchBudget(0)
 
 
 def install_telemetry(
@@ -47,6 +58,7 @@ def install_telemetry(
     gauges.subscribe(runtime.events)
     gauges.bind_readiness(lambda: runtime.readiness()[0], lambda: runtime.draining)
     gauges.bind_in_flight(lambda: runtime.pool.stats().in_flight if runtime.pool is not None else 0)
+    gauges.bind_prefetch(lambda: _prefetch(runtime).held, lambda: _prefetch(runtime).cap)
     EventLogger().subscribe(runtime.events)
     redact_library_logs()  # the forwarder's HTTP client logs URLs that name consumer instances
     app.state.metrics = gauges

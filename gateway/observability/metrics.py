@@ -107,6 +107,11 @@ class GatewayMetrics(MetricFamilies):
         """Read the pool's in-flight request count at scrape time (``pool.stats().in_flight``)."""
         self.in_flight.set_function(lambda: float(in_flight()))
 
+    def bind_prefetch(self, held: Callable[[], int], cap: Callable[[], int]) -> None:
+        """Read what the worker's consumer instances hold fetched ahead, and its cap, at scrape time."""
+        self.consumer_prefetch_bytes.set_function(lambda: float(held()))
+        self.consumer_prefetch_cap_bytes.set_function(lambda: float(cap()))
+
     def observe_http(self, route: str, method: str, status: int, seconds: float) -> None:
         method = method if method in HTTP_METHODS else "other"
         # Children looked up once per label set, not per request (bounded: route templates, the

@@ -240,6 +240,16 @@ class MetricFamilies:
         self.consumer_partitions = gauge(
             "consumer_partitions", "Partitions held by the consumers.", ("group",)
         )
+        self.consumer_prefetch_bytes = gauge(
+            "consumer_prefetch_bytes",
+            "Value bytes this worker's consumer instances hold fetched from brokers and not delivered yet "
+            "(fetched ahead of their clients' polls, or left of a batch a poll did not take).",
+        )
+        self.consumer_prefetch_cap_bytes = gauge(
+            "consumer_prefetch_cap_bytes",
+            "The most value bytes this worker's consumer instances fetch ahead "
+            "(consumers.prefetch_worker_bytes).",
+        )
         self.rebalances = counter(
             "rebalances_total", "Rebalance events carried out, by type.", ("group", "event")
         )

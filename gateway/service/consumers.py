@@ -244,6 +244,11 @@ class ConsumerService:
         return len(self._registry.instances)
 
     @property
+    def prefetch_budget(self) -> PrefetchBudget:
+        """What this worker's instances hold fetched and not delivered, and its cap (for the metrics)."""
+        return self._prefetch_budget
+
+    @property
     def draining(self) -> bool:
         """Whether the gateway is stopping (:meth:`begin_drain`): polls answer at once, new instances are
         refused."""

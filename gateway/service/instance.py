@@ -18,9 +18,10 @@ remote client reads with its own limits (messages and bytes per poll), so the in
   holds a retried message until it is due, then delivers it under its original position;
 * when the core loses a partition (rebalance, broker drop), the instance forgets that partition's buffered
   and pending messages: their tokens become stale and the messages go to the partition's next holder;
-* as a poll answers, and after a commit, the instance **fetches ahead** the batches a poll as large as the
-  last one needs, from the partitions that are free (:mod:`gateway.service.prefetch` bounds it): a batch
-  fetched ahead waits in the buffer, undelivered, like the rest of a batch a poll did not take.
+* as a poll answers, and after a commit or a nack, the instance **fetches ahead** the batches a poll as
+  large as the last one needs, from the partitions that are free (:mod:`gateway.service.prefetch` bounds
+  it): a batch fetched ahead waits in the buffer, undelivered, like the rest of a batch a poll did not take;
+  a poll that does not wait joins a fetch ahead still on its way.
 
 With ``auto_commit`` every message delivered so far counts as committed when the next poll starts (or the
 instance is deleted), like Kafka's auto-commit: a client that processes a response before asking for the
@@ -177,7 +178,9 @@ class ConsumerInstance:
     async def nack(self, tokens: Sequence[str], delay: float, admit: Admit | None = None) -> NackResult:
         """Give messages back one by one, due ``delay`` seconds from now (:meth:`Redeliverer.nack`)."""
         self._state.check_open()
-        return await self._redeliverer.nack(tokens, delay, admit)
+        result = await self._redeliverer.nack(tokens, delay, admit)
+        self._fetch_ahead()  # a batch its settling confirmed frees its partition
+        return result
 
     def extend_deadlines(self, tokens: Sequence[str], seconds: float) -> DeadlineResult:
         """Set the deadline of the given delivered messages to ``seconds`` from now."""

@@ -34,6 +34,7 @@ class Fetcher:
 
     __slots__ = (
         "_ahead",
+        "_ahead_task",
         "_draining",
         "_fetch_task",
         "_fetches",
@@ -63,6 +64,8 @@ class Fetcher:
         #: core fetch tasks still running; the latest, which a poll joins
         self._fetches: set[asyncio.Task[bool]] = set()
         self._fetch_task: asyncio.Task[bool] | None = None
+        #: the latest fetch ahead (one broker round trip, bounded by the RPC timeout)
+        self._ahead_task: asyncio.Task[bool] | None = None
         #: messages and value bytes of the last batch fetched (how many partitions a poll fetches at once)
         self._last_batch = (0, 0)
 
@@ -93,15 +96,17 @@ class Fetcher:
 
         The core poll runs in a task of its own: a poll cancelled by a client disconnect must not lose a
         batch the core already handed out; the task finishes and leaves the batch in the buffer. The next
-        poll joins that task instead of starting a second fetch loop over the same partitions."""
+        poll joins that task instead of starting a second fetch loop over the same partitions. A poll that
+        does not wait (``timeout`` 0) joins a fetch ahead to its end, as it would wait for a fetch of its
+        own: the partitions that have messages are in it; it does not join a poll's fetch left running."""
         task = self._fetch_task
+        bound: float | None = None  # the task's own timeout bounds it
         if task is None or task.done():
             task = self._start(self._fetch_into_buffer(timeout, most))
-            bound: float | None = None  # the task's own timeout bounds it
-        elif timeout <= 0:
-            return False
-        else:
+        elif timeout > 0:
             bound = timeout
+        elif task is not self._ahead_task:
+            return False
         # Waiting does not cancel the task (a cancelled poll leaves it running); a drain ends the wait.
         waiters: set[asyncio.Future[Any]] = {task, self._draining}
         done, _ = await asyncio.wait(waiters, timeout=bound, return_when=asyncio.FIRST_COMPLETED)
@@ -128,7 +133,7 @@ class Fetcher:
         fetching = state.consumer.fetch_ready(count)
         if fetching is not None:
             self.fetches_ahead += 1
-            self._start(self._ahead_into_buffer(fetching))
+            self._ahead_task = self._start(self._ahead_into_buffer(fetching))
 
     def held_bytes(self) -> int:
         """Value bytes fetched and not delivered yet (each batch's bytes times its share undelivered)."""

@@ -1,9 +1,9 @@
 """Fetching ahead for one consumer instance: how many of its partitions to fetch while its client works
 on the last answer, so that the next poll (REST, SSE, gRPC) finds its batches in hand or on their way.
 
-The instance asks after each poll and after a commit that confirmed batches (its partitions are then free
-to fetch again). What a poll needs comes from the instance's fetch rule; this class bounds it by memory:
-what the instance holds fetched and not delivered, against the instance's cap
+The instance asks after each poll and after a commit or a nack that confirmed batches (its partitions are
+then free to fetch again). What a poll needs comes from the instance's fetch rule; this class bounds it by
+memory: what the instance holds fetched and not delivered, against the instance's cap
 (``consumers.prefetch_bytes``) and its worker's (:class:`gateway.service.prefetch_budget.PrefetchBudget`).
 It knows batches only by their value bytes, not by how they are kept."""
 

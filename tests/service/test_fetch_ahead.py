@@ -100,18 +100,26 @@ async def test_a_stream_cursor_finds_its_batches_fetched_ahead(env: Env, prefetc
     assert (instance.poll_fetches == 1) is prefetch
 
 
+async def solo_out(
+    env: Env, service: ConsumerService, group: str, prefix: str, **spec: object
+) -> tuple[str, ConsumerInstance, list[DeliveredMessage]]:
+    """A new instance of ``solo`` (one partition) that delivered a batch of two (``prefix``-0 and -1, out,
+    not committed) while two more (-2, -3) wait in the partition: its id, the instance, the batch out."""
+    info = await service.create(group, InstanceSpec({"solo": None}, start_position="earliest", **spec))  # type: ignore[arg-type]
+    await env.publish("solo", [f"{prefix}-0".encode(), f"{prefix}-1".encode()])
+    first = await service.poll(group, info.instance_id, timeout=3.0)
+    assert values(first) == [f"{prefix}-0".encode(), f"{prefix}-1".encode()]
+    await env.publish("solo", [f"{prefix}-2".encode(), f"{prefix}-3".encode()])
+    return info.instance_id, service.instance(group, info.instance_id), first
+
+
 async def test_after_an_explicit_commit_the_partition_is_fetched_ahead(env: Env) -> None:
     service = await env.service()
-    info = await service.create("g-solo", InstanceSpec({"solo": None}, start_position="earliest"))
-    instance = service.instance("g-solo", info.instance_id)
-    await env.publish("solo", [b"s-0", b"s-1"])
-    first = await service.poll("g-solo", info.instance_id, timeout=3.0)
-    assert values(first) == [b"s-0", b"s-1"]
-    await env.publish("solo", [b"s-2", b"s-3"])
+    instance_id, instance, first = await solo_out(env, service, "g-solo", "s")
     assert instance.fetches_ahead == 0  # its only partition has its batch out
-    await service.commit("g-solo", info.instance_id, [m.token for m in first])
+    await service.commit("g-solo", instance_id, [m.token for m in first])
     assert instance.fetches_ahead == 1  # the commit freed the partition: its next batch is on its way
-    second = await service.poll("g-solo", info.instance_id, timeout=3.0)
+    second = await service.poll("g-solo", instance_id, timeout=3.0)
     assert values(second) == [b"s-2", b"s-3"]
     assert instance.poll_fetches == 1
 
@@ -312,3 +320,29 @@ async def test_the_worker_cap_bounds_all_instances_together(env: Env) -> None:
     assert service._prefetch_budget.held == 0
     await service.commit("g-worker-b", b_id, [m.token for m in first_b])
     assert b.fetches_ahead == 1
+
+
+async def test_a_poll_that_does_not_wait_joins_the_fetch_ahead_on_its_way(env: Env) -> None:
+    """A commit starts fetching the partition's next batch; a poll with timeout 0 right after it answers
+    that batch (it would have waited for a fetch of its own just as long), not an empty answer."""
+    service = await env.service()
+    instance_id, instance, first = await solo_out(env, service, "g-zero", "z")
+    await service.commit("g-zero", instance_id, [m.token for m in first])
+    assert instance.fetches_ahead == 1 and instance.fetching == 1  # on its way, not in hand
+    second = await service.poll("g-zero", instance_id, timeout=0.0)
+    assert values(second) == [b"z-2", b"z-3"]
+    assert instance.poll_fetches == 1
+
+
+async def test_a_nack_that_settles_a_batch_fetches_its_partition_ahead(env: Env) -> None:
+    """The nack of the last unsettled message of a batch confirms the batch: the partition is free and its
+    next batch is fetched ahead at once, as after a commit."""
+    service = await env.service(republisher=env.producer)
+    instance_id, instance, first = await solo_out(env, service, "g-nack-ahead", "n", retry_topic="retry")
+    await service.commit("g-nack-ahead", instance_id, [first[1].token])
+    ahead = instance.fetches_ahead
+    result = await service.nack("g-nack-ahead", instance_id, [first[0].token])
+    assert result.retried == 1
+    assert instance.fetches_ahead > ahead  # the batch is settled: its partition is fetched ahead
+    second = await service.poll("g-nack-ahead", instance_id, max_messages=2, timeout=3.0)
+    assert values(second) == [b"n-2", b"n-3"]
