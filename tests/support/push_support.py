@@ -1,15 +1,19 @@
 """A real receiving HTTP server for the push subscription tests: asyncio on a loopback port, HTTP/1.1 with
 keep-alive, answering each request as the test's ``answer`` says (a status, after a delay) and recording
-every request it read."""
+every request it read; and who holds a subscription group's partitions, as the gateways' logs tell."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 
@@ -117,3 +121,51 @@ def push_definition(endpoint: str, **changes: Any) -> dict[str, Any]:
         "ackDeadlineMs": 2000,
         **changes,
     }
+
+
+def push_env(tmp: Path, endpoint: str, **changes: Any) -> dict[str, str]:
+    """The environment of a ``serve`` running :func:`push_definition` (with ``changes``) from a subscriptions
+    file written in ``tmp``, its endpoint allowed, polling and retrying every 0.2 s."""
+    path = tmp / "subscriptions.json"
+    document = {"subscriptions": [push_definition(endpoint, **changes)]}
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return {
+        "TUBEMQ_GATEWAY_PUSH__SUBSCRIPTIONS_FILE": str(path),
+        "TUBEMQ_GATEWAY_PUSH__ALLOW": "127.0.0.1",
+        "TUBEMQ_GATEWAY_PUSH__POLL_WAIT": "0.2",
+        "TUBEMQ_GATEWAY_PUSH__ERROR_BACKOFF": "0.2",
+    }
+
+
+def holdings(
+    records: Iterable[Mapping[str, Any]], group: str, until: float = math.inf
+) -> dict[str, set[str]]:
+    """What each member of ``group`` holds (client id -> partition keys) as a gateway's JSON log records tell
+    it (``PartitionRegistered`` less ``PartitionReleased``), up to the time ``until`` (epoch seconds)."""
+    held: dict[str, set[str]] = {}
+    for record in sorted(records, key=lambda r: str(r["ts"])):
+        if record.get("group") != group or _epoch(record) > until:
+            continue
+        if record.get("msg") == "PartitionRegistered":
+            held.setdefault(record["client_id"], set()).add(record["partition_key"])
+        elif record.get("msg") == "PartitionReleased":
+            held.get(record["client_id"], set()).discard(record["partition_key"])
+    return {member: keys for member, keys in held.items() if keys}
+
+
+def held_all_at(records: list[Mapping[str, Any]], group: str, partitions: int, after: float) -> float | None:
+    """The first time (epoch seconds) past ``after`` at which the members in ``records`` held ``partitions``
+    partitions of ``group`` between them; None: not (yet)."""
+    changes = [r for r in records if r.get("group") == group and r.get("msg") in _PARTITION_EVENTS]
+    moments = sorted({_epoch(r) for r in changes if _epoch(r) >= after})
+    for moment in moments:
+        if sum(len(keys) for keys in holdings(changes, group, moment).values()) >= partitions:
+            return moment
+    return None
+
+
+_PARTITION_EVENTS = ("PartitionRegistered", "PartitionReleased")
+
+
+def _epoch(record: Mapping[str, Any]) -> float:
+    return datetime.fromisoformat(str(record["ts"])).timestamp()

@@ -150,9 +150,10 @@ def running_nginx(directory: Path, replicas: list[Replica]) -> Iterator[tuple[st
 
 
 @asynccontextmanager
-async def cluster_of(*topics: TopicSpec) -> AsyncIterator[EmbeddedCluster]:
-    """An embedded cluster of ``topics`` balancing every half second, stopped on exit."""
-    cluster = EmbeddedCluster(list(topics), balance_period=0.5)
+async def cluster_of(*topics: TopicSpec, consumer_timeout: float = 30.0) -> AsyncIterator[EmbeddedCluster]:
+    """An embedded cluster of ``topics`` balancing every half second, stopped on exit; a consumer silent for
+    ``consumer_timeout`` seconds is released by its master and brokers."""
+    cluster = EmbeddedCluster(list(topics), balance_period=0.5, consumer_timeout=consumer_timeout)
     await cluster.start()
     try:
         yield cluster

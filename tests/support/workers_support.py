@@ -84,10 +84,12 @@ def start_workers(
     *args: str,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    session: bool = False,
 ) -> WorkerGateway:
     """Start ``serve`` (``--workers count`` unless None: the default) on the embedded cluster and wait until
     every worker answers /readyz on its private listener. With ``cwd``, the supervisor runs in that
-    directory, started like the installed ``tubemq-gateway`` script (no current directory on its path)."""
+    directory, started like the installed ``tubemq-gateway`` script (no current directory on its path).
+    With ``session``, in a session (and process group) of its own, which ``os.killpg`` ends as a whole."""
     log = tmp / "gateway.log"
     command, environment = serve_command("--http-port", "0", "--grpc-port", "0", *args)
     if cwd is not None:
@@ -98,7 +100,9 @@ def start_workers(
     if count is not None:
         command += ["--workers", str(count)]
     with log.open("wb") as out:
-        proc = subprocess.Popen(command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+        proc = subprocess.Popen(
+            command, env=environment, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=session
+        )
     gateway: WorkerGateway | None = None
     try:
         deadline = time.monotonic() + 90

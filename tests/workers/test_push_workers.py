@@ -11,34 +11,14 @@ import os
 import signal
 from pathlib import Path
 
-from tests.support.push_support import Answer, receiver
+from tests.support.push_support import Answer, push_env, receiver
 from tests.support.waiting import eventually
 from tests.support.workers_support import WorkerGateway, samples, start_workers, worker_pids
 
 
 def _environment(tmp: Path, endpoint: str) -> dict[str, str]:
-    definition = {
-        "name": "hooks",
-        "group": "push-workers",
-        "topics": ["demo"],
-        "endpoint": endpoint,
-        "startPosition": "earliest",
-        "retryTopic": "retry",
-        "valueFormat": "utf8",
-        "minBackoffMs": 100,
-        "maxBackoffMs": 500,
-        "ackDeadlineMs": 2000,
-        "maxConcurrency": 4,
-    }
-    path = tmp / "subscriptions.json"
-    path.write_text(json.dumps({"subscriptions": [definition]}), encoding="utf-8")
-    return {
-        "TUBEMQ_GATEWAY_EMBEDDED__TOPICS": "demo:4,retry:2",
-        "TUBEMQ_GATEWAY_PUSH__SUBSCRIPTIONS_FILE": str(path),
-        "TUBEMQ_GATEWAY_PUSH__ALLOW": "127.0.0.1",
-        "TUBEMQ_GATEWAY_PUSH__POLL_WAIT": "0.2",
-        "TUBEMQ_GATEWAY_PUSH__ERROR_BACKOFF": "0.2",
-    }
+    changes = {"group": "push-workers", "maxBackoffMs": 500, "maxConcurrency": 4}
+    return {"TUBEMQ_GATEWAY_EMBEDDED__TOPICS": "demo:4,retry:2", **push_env(tmp, endpoint, **changes)}
 
 
 async def _publish(gw: WorkerGateway, values: list[str]) -> None:
