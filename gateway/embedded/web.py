@@ -19,6 +19,13 @@ methods served here, with the fields the real ones give:
 The server is a bare HTTP/1.1 GET endpoint on loopback (one request per connection, bounded request size
 and time): enough for the gateway's offsets reader and tests, standard library only (the embedded cluster
 builds on the core alone).
+
+A request's head is bounded as the real nodes bound it: both run Jetty 9.4 with its default
+``requestHeaderSize`` (the master's and the broker's ``WebServer`` build ``new Server(webPort)``), 8 KiB for
+the request line and header lines together. A request target over 8 KiB is answered ``414 URI Too Long``, a
+longer head ``431 Request Header Fields Too Large``, each with Jetty's HTML body; no more than the bound and
+its blank line is read. (Jetty does not count the header fields it knows by heart, such as
+``Connection: close``, so the real bound lets through up to a few dozen bytes more.)
 """
 
 from __future__ import annotations
@@ -37,8 +44,12 @@ __all__ = ["WebApi", "WebHandler", "fail"]
 
 log = logging.getLogger("gateway.embedded.web")
 
-#: a request line and headers longer than this are refused
-MAX_REQUEST_BYTES = 16 * 1024
+#: a request's head (request line and header lines, without the blank line) longer than this is refused
+#: (Jetty's default requestHeaderSize, which the real master and brokers run with)
+MAX_HEAD_BYTES = 8 * 1024
+#: Jetty's answers to a head over the bound: status, reason
+URI_TOO_LONG = (414, "URI Too Long")
+HEAD_TOO_LARGE = (431, "Request Header Fields Too Large")
 #: seconds a client has to send its request
 REQUEST_TIMEOUT = 5.0
 
@@ -102,14 +113,12 @@ class WebApi:
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT)
-            status, body = self._answer(head)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
-            status, body = 400, fail("bad request")
-        data = json.dumps(body, separators=(",", ":")).encode()
-        reason = "OK" if status == 200 else "Bad Request"
+            head = await asyncio.wait_for(_read_head(reader), REQUEST_TIMEOUT)
+            status, reason, content_type, data = self._reply(head)
+        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+            status, reason, content_type, data = _json(400, fail("bad request"))
         writer.write(
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json;charset=UTF-8\r\n"
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
             f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
             + data
         )
@@ -119,9 +128,16 @@ class WebApi:
         with contextlib.suppress(ConnectionError):
             await writer.wait_closed()
 
+    def _reply(self, head: bytes) -> tuple[int, str, str, bytes]:
+        """Status, reason, content type and body of the answer to a request's ``head``."""
+        refused = _oversize(head)
+        if refused is not None:
+            status, reason = refused
+            page = f"<h1>Bad Message {status}</h1><pre>reason: {reason}</pre>"
+            return status, reason, "text/html;charset=iso-8859-1", page.encode()
+        return _json(*self._answer(head))
+
     def _answer(self, head: bytes) -> tuple[int, dict[str, Any]]:
-        if len(head) > MAX_REQUEST_BYTES:
-            return 400, fail("request too large")
         line = head.split(b"\r\n", 1)[0].decode("latin-1")
         parts = line.split(" ")
         if len(parts) != 3 or parts[0] != "GET":
@@ -133,3 +149,32 @@ class WebApi:
         except Exception:  # a handler bug must not take the node down
             log.exception("web API method failed", extra={"node": self.name, "method": method})
             return 200, fail("internal error", 500)
+
+
+def _json(status: int, body: dict[str, Any]) -> tuple[int, str, str, bytes]:
+    reason = "OK" if status == 200 else "Bad Request"
+    return status, reason, "application/json;charset=UTF-8", json.dumps(body, separators=(",", ":")).encode()
+
+
+async def _read_head(reader: asyncio.StreamReader) -> bytes:
+    """The request's head with its blank line, or (a head over :data:`MAX_HEAD_BYTES`) its first
+    ``MAX_HEAD_BYTES + 5`` bytes: no more is read."""
+    head = b""
+    while b"\r\n\r\n" not in head and len(head) <= MAX_HEAD_BYTES + 4:
+        chunk = await reader.read(MAX_HEAD_BYTES + 5 - len(head))
+        if not chunk:
+            raise asyncio.IncompleteReadError(head, None)
+        head += chunk
+    return head
+
+
+def _oversize(head: bytes) -> tuple[int, str] | None:
+    """Jetty's refusal of a head over the bound: 414 when the request target alone is over it, else 431;
+    None for a head within it."""
+    end = head.find(b"\r\n\r\n")
+    if end >= 0 and end + 2 <= MAX_HEAD_BYTES:
+        return None
+    parts = head.split(b"\r\n", 1)[0].split(b" ")
+    if len(parts) > 1 and len(parts[1]) > MAX_HEAD_BYTES:
+        return URI_TOO_LONG
+    return HEAD_TOO_LARGE
