@@ -45,6 +45,7 @@ ASSETS: Final[dict[str, str]] = {
     "publish.js": "text/javascript",
     "groups.js": "text/javascript",
     "brokers.js": "text/javascript",
+    "subscriptions.js": "text/javascript",
     "topic_picker.js": "text/javascript",
     "favicon.svg": "image/svg+xml",
 }

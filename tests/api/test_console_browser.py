@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from tests.support.console_support import (
-    CHROMIUM_ARGS,
+    TIMEOUT_MS,
     ConsoleGateway,
-    chromium_or_skip,
+    Tab,
+    chromium_browser,
     console_gateway,
-    screenshot_path,
+    open_tab,
     served,
 )
 from tests.support.serving import bound_socket
@@ -28,7 +29,6 @@ playwright_api = pytest.importorskip(
     "playwright.async_api", reason="playwright (a dev extra) is not installed"
 )
 
-TIMEOUT_MS = 15_000
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
 
 
@@ -40,46 +40,8 @@ async def gw(tmp_path: Path) -> AsyncIterator[ConsoleGateway]:
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
-    path = chromium_or_skip()
-    async with playwright_api.async_playwright() as p:
-        chromium = await p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
-
-
-class Tab:
-    """One browser tab on the console, recording what would betray a leak or an injection."""
-
-    def __init__(self, page: Any, gw: ConsoleGateway) -> None:
-        self.page = page
-        self.gw = gw
-        self.errors: list[str] = []
-        self.urls: list[str] = []
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("request", lambda r: self.urls.append(r.url))
-        page.set_default_timeout(TIMEOUT_MS)
-
-    async def sign_in(self, principal: str, kind: str = "apikey") -> None:
-        page = self.page
-        await page.goto(self.gw.url + "/console")
-        await page.locator("#signin-form").wait_for()
-        await page.select_option("#signin-kind", kind)
-        await page.fill("#signin-secret", self.gw.key(principal))
-        await page.click("#signin-form button[type=submit]")
-        await page.locator("#nav").wait_for()
-
-    async def go(self, route: str) -> None:
-        await self.page.evaluate("route => { location.hash = route; }", route)
-
-    async def shot(self, name: str) -> None:
-        await self.page.screenshot(path=str(screenshot_path(name)), full_page=True)
-
-
-async def open_tab(browser: Any, gw: ConsoleGateway) -> Tab:
-    context = await browser.new_context(viewport={"width": 1280, "height": 800})
-    return Tab(await context.new_page(), gw)
+    async with chromium_browser() as chromium:
+        yield chromium
 
 
 async def publish(gw: ConsoleGateway, topic: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

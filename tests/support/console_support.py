@@ -43,6 +43,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
+#: how long a browser step may take (milliseconds)
+TIMEOUT_MS = 15_000
 #: topics of the console tests' cluster: demo (2 partitions in one store), lagged (one partition per store,
 #: so its lag is exact)
 TOPICS = "demo:2,lagged:1"
@@ -76,11 +78,13 @@ class ConsoleGateway:
 
 
 @asynccontextmanager
-async def console_gateway(directory: Path, **settings: Any) -> AsyncIterator[ConsoleGateway]:
+async def console_gateway(
+    directory: Path, topics: str = TOPICS, **settings: Any
+) -> AsyncIterator[ConsoleGateway]:
     """A gateway with auth required (``auth_support``'s principals and rules) on its own embedded cluster
-    with :data:`TOPICS`, on a free loopback port (or ``sock``: see ``secure_gateway``)."""
+    with ``topics``, on a free loopback port (or ``sock``: see ``secure_gateway``)."""
     settings.setdefault("tubemq", {"group_lag_interval": 0.5})  # group lag from TubeMQ's offsets, soon
-    async with secure_gateway(directory, topics=TOPICS, **settings) as gw:
+    async with secure_gateway(directory, topics=topics, **settings) as gw:
         yield ConsoleGateway(gw.url, gw.runtime, gw.files, gw.http, gw.app)
 
 
@@ -105,3 +109,51 @@ async def served(app: Any, sock: socket.socket) -> AsyncIterator[str]:
 def screenshot_path(name: str) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS / f"{name}.png"
+
+
+@asynccontextmanager
+async def chromium_browser() -> AsyncIterator[Any]:
+    """The system Chromium driven by Playwright (skips, saying why, without either)."""
+    path = chromium_or_skip()
+    playwright = pytest.importorskip(
+        "playwright.async_api", reason="playwright (a dev extra) is not installed"
+    )
+    async with playwright.async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+class Tab:
+    """One browser tab on the console, recording what would betray a leak or an injection."""
+
+    def __init__(self, page: Any, gw: ConsoleGateway) -> None:
+        self.page = page
+        self.gw = gw
+        self.errors: list[str] = []
+        self.urls: list[str] = []
+        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("request", lambda r: self.urls.append(r.url))
+        page.set_default_timeout(TIMEOUT_MS)
+
+    async def sign_in(self, principal: str, kind: str = "apikey") -> None:
+        page = self.page
+        await page.goto(self.gw.url + "/console")
+        await page.locator("#signin-form").wait_for()
+        await page.select_option("#signin-kind", kind)
+        await page.fill("#signin-secret", self.gw.key(principal))
+        await page.click("#signin-form button[type=submit]")
+        await page.locator("#nav").wait_for()
+
+    async def go(self, route: str) -> None:
+        await self.page.evaluate("route => { location.hash = route; }", route)
+
+    async def shot(self, name: str) -> None:
+        await self.page.screenshot(path=str(screenshot_path(name)), full_page=True)
+
+
+async def open_tab(browser: Any, gw: ConsoleGateway) -> Tab:
+    context = await browser.new_context(viewport={"width": 1280, "height": 800})
+    return Tab(await context.new_page(), gw)

@@ -6,10 +6,11 @@ import * as brokers from './brokers.js';
 import * as groups from './groups.js';
 import * as messages from './messages.js';
 import * as publish from './publish.js';
+import * as subscriptions from './subscriptions.js';
 import * as tail from './tail.js';
 import * as topics from './topics.js';
 
-const PAGES = { topics, messages, tail, publish, groups, brokers };
+const PAGES = { topics, messages, tail, publish, groups, brokers, subscriptions };
 const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const signin = document.getElementById('signin');
