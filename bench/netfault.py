@@ -22,11 +22,11 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-import netfault_scenario  # noqa: E402
-from netns_support import NetLab, unavailable  # noqa: E402
-from test_network_faults import start_gateway_in  # noqa: E402
+from tests.support import netfault_scenario  # noqa: E402
+from tests.support.netfault_scenario import start_gateway_in  # noqa: E402
+from tests.support.netns_support import NetLab, unavailable  # noqa: E402
 
 
 def main() -> int:

@@ -18,17 +18,16 @@ from hypothesis import strategies as st
 
 from gateway.api import publish_parse, publish_steps
 from gateway.api.app import create_app
-from gateway.api.publish_parse import parse_json_batch_py, usual_batch, usual_batch_py
+from gateway.api.publish_parse import usual_batch, usual_batch_py
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.runtime import Runtime
-from gateway.service.errors import InvalidInput
 from gateway.service.publish import new_prepared
 from gateway.service.publish_rules import ATTRIBUTE_SEPARATORS, RESERVED_IN_NAMES, RESERVED_IN_TEXT
-from gateway.tubemq.errors import InvalidMessage
-from gateway.tubemq.wire import BatchPreparer, PreparedMessage
+from gateway.tubemq.wire import PreparedMessage
 from gateway.tubemq.wire.speedups import load_extension
 from tests.support.grpc_support import gateway_settings
+from tests.support.publish_reference import prepared_reference
 
 _compiled = load_extension("gateway.api._publish_parse")
 compiled = pytest.mark.skipif(
@@ -41,22 +40,6 @@ def c_batch(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
     assert _compiled is not None
     found: list[PreparedMessage] | None = _compiled.usual_batch(body, max_messages, new_prepared)
     return found
-
-
-def reference(body: bytes, max_messages: int) -> list[PreparedMessage] | None:
-    """What the reference gives the service for ``body``: its prepared messages, or None when reading or
-    preparing it raises (an error the reference names) or the count is out of bounds."""
-    try:
-        messages = parse_json_batch_py(body)
-    except InvalidInput:
-        return None
-    if not messages or len(messages) > max_messages:
-        return None
-    prepare = BatchPreparer().prepare
-    try:
-        return [prepare(m.value, m.attributes, m.stream_id, m.msg_time, m.key, m.partition) for m in messages]
-    except InvalidMessage:
-        return None
 
 
 # ASCII attribute text the publish rules accept, and values of any text (escapes, non-ASCII, astral)
@@ -90,7 +73,7 @@ def usual_bodies(draw: st.DrawFn) -> bytes:
 @settings(max_examples=300)
 @given(usual_bodies())
 def test_the_usual_batch_is_taken_and_prepared_as_the_reference_prepares_it(body: bytes) -> None:
-    want = reference(body, 100)
+    want = prepared_reference(body, 100)
     assert want is not None
     assert usual_batch_py(body, 100) == want
     assert usual_batch(body, 100) == want
@@ -176,7 +159,7 @@ def test_any_other_body_is_handed_back_or_prepared_as_the_reference_prepares_it(
 ) -> None:
     twin = usual_batch_py(body, max_messages)
     if twin is not None:
-        assert twin == reference(body, max_messages), body
+        assert twin == prepared_reference(body, max_messages), body
     if _compiled is not None:
         taken = c_batch(body, max_messages)
         assert taken is None or taken == twin, body  # what the C loop takes, the twin takes alike
@@ -187,7 +170,7 @@ def test_any_other_body_is_handed_back_or_prepared_as_the_reference_prepares_it(
 def test_the_c_loop_checks_the_rules_it_is_handed() -> None:
     assert _compiled is not None
     body = json.dumps({"messages": [{"value": "a", "attributes": {"k": "a;b", "$x": "1"}}]}).encode()
-    assert c_batch(body, 3) == reference(body, 3) != None  # noqa: E711 - valid by today's rules
+    assert c_batch(body, 3) == prepared_reference(body, 3) != None  # noqa: E711 - valid by today's rules
     separators, in_text, in_names = (
         ATTRIBUTE_SEPARATORS.encode(),
         tuple(t.encode() for t in RESERVED_IN_TEXT),
@@ -204,7 +187,7 @@ def test_the_c_loop_checks_the_rules_it_is_handed() -> None:
             _compiled.set_rules(separators, (b"",), in_names)
     finally:
         _compiled.set_rules(separators, in_text, in_names)
-    assert c_batch(body, 3) == reference(body, 3)
+    assert c_batch(body, 3) == prepared_reference(body, 3)
 
 
 @compiled
@@ -212,7 +195,7 @@ def test_the_c_loop_checks_the_rules_it_is_handed() -> None:
 def test_a_message_the_reference_must_read_is_handed_back(message: object) -> None:
     body = json.dumps({"messages": [{"value": "a"}, message]}).encode()
     if message == {"value": "v", "attributes": {"a": "$msgKey$"}}:
-        assert c_batch(body, 10) == reference(body, 10) != None  # noqa: E711 - taken: it is valid
+        assert c_batch(body, 10) == prepared_reference(body, 10) != None  # noqa: E711 - taken: it is valid
     else:
         assert c_batch(body, 10) is None
 
@@ -236,7 +219,7 @@ def test_bounds_and_envelope() -> None:
     assert c_batch(b'{"messages": [{"value": "a"}]} {}', 3) is None
     assert c_batch(b'  {"messages" :[ {"value":"a"} ] }\r\n', 3) == [PreparedMessage(b"a", 0, None, None, 1)]
     escaped = b'{"messages": [{"value": "a\\u0000", "attributes": {"a": "\\u0001", "\\u0062": "1"}}]}'
-    assert c_batch(escaped, 3) == reference(escaped, 3) != None  # noqa: E711 - valid text, any escape
+    assert c_batch(escaped, 3) == prepared_reference(escaped, 3) != None  # noqa: E711 - valid text, any escape
     attrs = {f"k{i}": "v" for i in range(65)}  # more attributes than the C reads: the reference's
     assert c_batch(json.dumps({"messages": [{"value": "a", "attributes": attrs}]}).encode(), 3) is None
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gateway.api.publish_parse import _parse_any, parse_json_batch_py, parse_message, usual_batch_py
 from gateway.service.errors import InvalidInput
 from gateway.service.publish import OutgoingMessage
-from tests.api.test_publish_json import reference
+from tests.support.publish_reference import prepared_reference
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
 pytestmark = pytest.mark.compiled_twins("gateway.api._publish_parse")
@@ -117,7 +117,7 @@ def _bodies(draw: st.DrawFn) -> bytes:
 def test_a_batch_the_twin_takes_reads_as_the_standard_library_reads_it(body: bytes) -> None:
     got = usual_batch_py(body, 10)
     if got is not None:
-        assert got == reference(body, 10), body
+        assert got == prepared_reference(body, 10), body
 
 
 def test_a_number_past_64_bits_is_read_exactly() -> None:

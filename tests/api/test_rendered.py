@@ -18,12 +18,12 @@ from gateway.api.consumer_render import render_events, render_poll
 from gateway.grpc.consumed_wire import encode_consumed, encode_consumed_py
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.wire import speedups
-from tests.grpc.test_consumed_wire import messages
-from tests.tubemq.test_speedups import (
+from tests.support.grpc_wire_strategies import delivered_messages as messages
+from tests.support.speedups_support import (
     ODD_MESSAGE_CHANGES,
-    _delivered,
-    _error,
-    _extension,
+    delivered_message,
+    error_of,
+    extension,
     foreign_slot_message,
 )
 
@@ -31,7 +31,7 @@ Render = Callable[[list[DeliveredMessage], str], bytes]
 
 
 def _rendered() -> ModuleType:
-    _extension()  # skips (or fails) alike where the extensions are not built
+    extension()  # skips (or fails) alike where the extensions are not built
     import gateway.api._consumer_render as module
 
     return module
@@ -45,10 +45,10 @@ def _reference(render: Render, batch: list[DeliveredMessage]) -> bytes:
 def _same(batch: list[DeliveredMessage]) -> None:
     module = _rendered()
     for render, events in ((render_poll, False), (render_events, True)):
-        expected = _error(lambda render=render: _reference(render, batch))  # type: ignore[misc]
+        expected = error_of(lambda render=render: _reference(render, batch))  # type: ignore[misc]
         answer = module.render_base64(batch, events, consumer_render._head, consumer_render._meta)
         if answer is NotImplemented:  # the caller runs the reference: same bytes, same error by construction
-            assert _error(lambda render=render: render(batch, "base64")) == expected  # type: ignore[misc]
+            assert error_of(lambda render=render: render(batch, "base64")) == expected  # type: ignore[misc]
             continue
         assert expected is None, expected
         assert answer == _reference(render, batch)
@@ -72,7 +72,7 @@ def test_the_poll_json_and_the_sse_events_are_the_same_bytes(
 
 def test_a_usual_step_takes_the_compiled_path() -> None:
     module = _rendered()
-    batch = [_delivered(seq=n, offset=28 * n, key="k") for n in range(1, 4)]
+    batch = [delivered_message(seq=n, offset=28 * n, key="k") for n in range(1, 4)]
     for events in (False, True):
         answer = module.render_base64(batch, events, consumer_render._head, consumer_render._meta)
         assert answer is not NotImplemented
@@ -101,8 +101,8 @@ def test_a_step_of_no_message() -> None:
     ids=repr,
 )
 def test_odd_messages_render_as_the_reference_renders_them(changes: dict[str, Any]) -> None:
-    _same([_delivered(**changes), _delivered()])
-    _same([_delivered(), _delivered(**changes)])
+    _same([delivered_message(**changes), delivered_message()])
+    _same([delivered_message(), delivered_message(**changes)])
 
 
 def test_the_switch_keeps_the_pure_path(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,7 +123,7 @@ class _Relabelled(DeliveredMessage):
 
 
 def test_a_class_that_reads_its_attributes_its_own_way_is_asked() -> None:
-    plain = _delivered()
+    plain = delivered_message()
     odd = _Relabelled(1, "t", "1:t:0", 1, 0, plain.message, 1, 0.0, 0)
     _same([odd, plain, odd])
     assert b'"topic":"relabelled"' in render_poll([odd], "base64")
@@ -134,4 +134,4 @@ def test_a_class_that_reads_its_attributes_its_own_way_is_asked() -> None:
 def test_another_classs_slot_is_read_as_python_reads_it() -> None:
     odd: Any = foreign_slot_message()
     _same([odd])  # the reference raises TypeError: the compiled path must hand it back, not read a_secret
-    _same([_delivered(), odd])
+    _same([delivered_message(), odd])

@@ -13,37 +13,10 @@ from gateway.grpc.consumed_wire import encode_consumed
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.proto_wire import varint as _varint
 from gateway.service.delivered import DeliveredMessage
-from gateway.tubemq.consumer.batch import ConsumedMessage
+from tests.support.grpc_wire_strategies import delivered_messages as messages
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
 pytestmark = pytest.mark.compiled_twins("gateway.grpc._consumed_wire")
-
-text = st.text(max_size=200)
-int32 = st.integers(-(2**31), 2**31 - 1)
-shared_attributes = [{}, {"a": "1"}, {"ż": "ółw", "": ""}]
-
-messages = st.builds(
-    DeliveredMessage,
-    seq=st.integers(1, 2**62),
-    topic=st.sampled_from(["", "t", "topic-ż"]),
-    partition_key=st.sampled_from(["", "1:t:0", "2:t:1"]),
-    broker_id=st.sampled_from([0, 1, 2**31 - 1, -1]) | int32,
-    partition_id=st.sampled_from([0, 3]) | int32,
-    message=st.builds(
-        ConsumedMessage,
-        message_id=st.sampled_from([0, 1, -1]) | st.integers(-(2**63), 2**63 - 1),
-        body=st.binary(max_size=300),
-        attributes=st.sampled_from(shared_attributes) | st.dictionaries(text, text, max_size=3),
-        stream_id=st.none() | text,
-        msg_time=st.none() | st.just("202611232200"),
-        flag=st.just(0),
-        index=st.just(0),
-        offset=st.none() | st.integers(0, 2**62),
-        key=st.none() | text,
-    ),
-    attempt=st.sampled_from([0, 1, 2]) | st.integers(1, 2**31 - 1),
-    deadline_ms=st.sampled_from([0, 1]) | st.integers(0, 2**50),
-)
 
 
 def reference(m: DeliveredMessage) -> pb.ConsumedMessage:

@@ -28,6 +28,7 @@ from gateway.grpc.publish_wire import (
 from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.publish import PublishOutcome
 from gateway.tubemq.producer import SendResult
+from tests.support.grpc_wire_strategies import publish_messages as messages
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
 pytestmark = pytest.mark.compiled_twins("gateway.grpc._publish_wire")
@@ -36,16 +37,6 @@ int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
 text = st.text(max_size=30)
 shared_attributes = st.sampled_from([{}, {"bench": "1"}, {"ż": "ółw", "": ""}])
-
-
-@st.composite
-def messages(draw: st.DrawFn) -> pb.Message:
-    fields: dict[str, Any] = {"value": draw(st.binary(max_size=300))}
-    for name, strategy in (("key", text), ("partition", int32), ("stream_id", text), ("msg_time", text)):
-        if draw(st.booleans()):
-            fields[name] = draw(strategy)
-    fields["attributes"] = draw(st.one_of(shared_attributes, st.dictionaries(text, text, max_size=4)))
-    return pb.Message(**fields)
 
 
 def reference(raw: bytes) -> PublishBatch:

@@ -126,3 +126,11 @@ async def flushed_ends(gw: RealGateway, topic: str, results: list[dict[str, Any]
 
     await wait_until(flushed, 90.0, "the broker to flush the published messages (maxOffset)", step=1.0)
     return ends
+
+
+def check_links(gw: RealGateway, harness: TlsHarness) -> None:
+    """Every link of the gateway's pool is TLS, to the master's TLS port and the broker's (8124)."""
+    pool = gw.runtime.pool
+    assert pool is not None and pool.tls, "the gateway's TubeMQ links are not TLS"
+    ports = {address.port for address in pool.stats().nodes}
+    assert ports == {int(harness.master.rpartition(":")[2]), harness.broker_port}, f"links to ports {ports}"

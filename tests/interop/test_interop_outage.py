@@ -11,63 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
+from interop_outage import broker_stopped, outage_settings
 from interop_support import (
     DEMO,
-    HOME,
     RealGateway,
-    broker_pid,
     group_name,
     real_gateway,
     require_topic,
     run_tag,
-    start_broker,
     wait_until,
 )
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.tubemq.producer.events import BrokerShielded, BrokerUnshielded
-
-
-def outage_settings(heartbeat_interval: float) -> dict[str, Any]:
-    """Short cooldowns and connect timeout, so shielding and recovery happen within the test."""
-    return {
-        "producer": {
-            "heartbeat_interval": heartbeat_interval,
-            "send_timeout": 5.0,
-            "failure_cooldown": 5.0,
-            "unavailable_cooldown": 5.0,
-        },
-        "pool": {"connect_timeout": 1.0},
-    }
-
-
-@contextlib.contextmanager
-def broker_stopped() -> Iterator[None]:
-    """Stop the real broker; always start it again (and wait until topics are publishable) on exit."""
-    if not (HOME / "start.sh").is_file():
-        pytest.skip(f"no {HOME}/start.sh: cannot stop and start the real broker")
-    pid = broker_pid()
-    if pid is None:
-        pytest.skip(f"no running harness broker recorded in {HOME}/run/broker.pid")
-    os.kill(pid, signal.SIGTERM)
-    try:
-        deadline = time.monotonic() + 40
-        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if os.path.exists(f"/proc/{pid}"):
-            os.kill(pid, signal.SIGKILL)
-            time.sleep(1)
-        yield
-    finally:
-        start_broker()
 
 
 @contextlib.contextmanager

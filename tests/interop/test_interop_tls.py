@@ -20,7 +20,7 @@ from interop_support import (
     run_tag,
     start_offsets,
 )
-from interop_tls import TlsHarness, flushed_ends, tls_harness
+from interop_tls import TlsHarness, check_links, flushed_ends, tls_harness
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 
@@ -30,14 +30,6 @@ pytestmark = pytest.mark.tls_auth
 @pytest.fixture
 def harness() -> TlsHarness:
     return tls_harness()
-
-
-def check_links(gw: RealGateway, harness: TlsHarness) -> None:
-    """Every link of the gateway's pool is TLS, to the master's TLS port and the broker's (8124)."""
-    pool = gw.runtime.pool
-    assert pool is not None and pool.tls, "the gateway's TubeMQ links are not TLS"
-    ports = {address.port for address in pool.stats().nodes}
-    assert ports == {int(harness.master.rpartition(":")[2]), harness.broker_port}, f"links to ports {ports}"
 
 
 def chunks(values: list[str], size: int) -> Iterator[list[str]]:

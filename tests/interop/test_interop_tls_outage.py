@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from interop_outage import broker_stopped, outage_settings
 from interop_support import (
     DEMO,
     RealGateway,
@@ -19,9 +20,7 @@ from interop_support import (
     start_offsets,
     wait_until,
 )
-from interop_tls import TlsHarness, tls_harness
-from test_interop_outage import broker_stopped, outage_settings
-from test_interop_tls import check_links
+from interop_tls import TlsHarness, check_links, tls_harness
 
 pytestmark = pytest.mark.tls_auth
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from gateway.service.delivered import DeliveredMessage, new_delivered
 from gateway.tubemq.consumer.batch import ConsumedMessage
 from gateway.tubemq.wire import slots
-from tests.tubemq.test_speedups import ForeignSlot, _error, _extension
+from tests.support.speedups_support import ForeignSlot, error_of, extension
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
 pytestmark = pytest.mark.compiled_twins("gateway.tubemq.wire._slots")
@@ -43,7 +43,7 @@ values = st.tuples(
 
 
 def _maker() -> Any:
-    return _extension("gateway.tubemq.wire._slots").slots_maker(DeliveredMessage, NAMES)
+    return extension("gateway.tubemq.wire._slots").slots_maker(DeliveredMessage, NAMES)
 
 
 @given(values)
@@ -57,7 +57,7 @@ def test_a_made_object_is_what_the_class_builds(given_values: tuple[Any, ...]) -
 
 
 def test_the_instance_layer_takes_the_maker_where_the_extension_is_loaded() -> None:
-    _extension("gateway.tubemq.wire._slots")
+    extension("gateway.tubemq.wire._slots")
     if isinstance(slots._loops, slots._Python):
         assert new_delivered is DeliveredMessage
     else:
@@ -79,8 +79,8 @@ def test_the_instance_layer_takes_the_maker_where_the_extension_is_loaded() -> N
 )
 def test_any_other_call_is_the_classs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     maker = _maker()
-    expected = _error(lambda: DeliveredMessage(*args, **kwargs))
-    assert _error(lambda: maker(*args, **kwargs)) == expected
+    expected = error_of(lambda: DeliveredMessage(*args, **kwargs))
+    assert error_of(lambda: maker(*args, **kwargs)) == expected
     if expected is None:
         assert maker(*args, **kwargs) == DeliveredMessage(*args, **kwargs)
 
@@ -123,12 +123,12 @@ class _NotSlots:
 )
 def test_a_class_it_cannot_build_is_refused(cls: type, names: tuple[str, ...]) -> None:
     with pytest.raises(TypeError):
-        _extension("gateway.tubemq.wire._slots").slots_maker(cls, names)
+        extension("gateway.tubemq.wire._slots").slots_maker(cls, names)
 
 
 def test_a_frozen_class_is_built_as_its_init_builds_it() -> None:
     # frozen slots dataclasses store through object.__setattr__: their slots are plain writable members
-    maker = _extension("gateway.tubemq.wire._slots").slots_maker(_Frozen, ("a",))
+    maker = extension("gateway.tubemq.wire._slots").slots_maker(_Frozen, ("a",))
     assert maker(5) == _Frozen(5)
 
 

@@ -6,18 +6,25 @@ everything back.
 What it reports: per phase the publish answers by status and their latency (p50, p99); whether any 200 came
 for a request sent while nothing could reach a broker (a dishonest answer); the seconds from the heal to the
 first 200; messages acknowledged, received, lost (acknowledged, never received) and duplicated.
+:func:`start_gateway_in` starts the gateway inside the lab.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import secrets
+import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.support.files import ROOT
 from tests.support.netns_support import NetLab
 
 
@@ -182,3 +189,37 @@ async def run(
         await asyncio.gather(consumer, return_exceptions=True)
         await http.delete(instance)
     return report
+
+
+def start_gateway_in(lab: NetLab, master_port: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A gateway process inside ``lab``'s client namespace on the master at ``master_port`` (short
+    timeouts, one worker, its output in ``log``), once ready: the process and its base URL."""
+    port = 20000 + secrets.randbelow(20000)  # the lab's own namespace: nothing else listens there
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TUBEMQ_GATEWAY_PRODUCER__SEND_TIMEOUT": "3",
+        "TUBEMQ_GATEWAY_PRODUCER__RPC_TIMEOUT": "1.5",
+        "TUBEMQ_GATEWAY_PRODUCER__HEARTBEAT_INTERVAL": "1",
+        "TUBEMQ_GATEWAY_PRODUCER__FAILURE_COOLDOWN": "2",
+        "TUBEMQ_GATEWAY_PRODUCER__UNAVAILABLE_COOLDOWN": "2",
+        "TUBEMQ_GATEWAY_POOL__CONNECT_TIMEOUT": "1",
+        "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "1",
+        "TUBEMQ_GATEWAY_LOG_LEVEL": "warning",
+    }
+    cmd = [sys.executable, "-m", "gateway", "serve", "--masters", f"127.0.0.1:{master_port}"]
+    cmd += ["--http-host", lab.c_ns_ip, "--http-port", str(port), "--workers", "1", "--grpc-port", "0"]
+    with log.open("wb") as out:
+        proc = lab.popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
+    url = f"http://{lab.c_ns_ip}:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"the gateway in the lab did not become ready:\n{log.read_text()[-3000:]}")

@@ -7,58 +7,22 @@ nft)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from tests.support import netfault_scenario
-from tests.support.files import ROOT
+from tests.support.netfault_scenario import start_gateway_in
 from tests.support.netns_support import NetLab, unavailable
 
 REASON = unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"network-fault lab: {REASON}")
-
-
-def start_gateway_in(lab: NetLab, master_port: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = 20000 + secrets.randbelow(20000)  # the lab's own namespace: nothing else listens there
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "TUBEMQ_GATEWAY_PRODUCER__SEND_TIMEOUT": "3",
-        "TUBEMQ_GATEWAY_PRODUCER__RPC_TIMEOUT": "1.5",
-        "TUBEMQ_GATEWAY_PRODUCER__HEARTBEAT_INTERVAL": "1",
-        "TUBEMQ_GATEWAY_PRODUCER__FAILURE_COOLDOWN": "2",
-        "TUBEMQ_GATEWAY_PRODUCER__UNAVAILABLE_COOLDOWN": "2",
-        "TUBEMQ_GATEWAY_POOL__CONNECT_TIMEOUT": "1",
-        "TUBEMQ_GATEWAY_CONSUMERS__HEARTBEAT_INTERVAL": "1",
-        "TUBEMQ_GATEWAY_LOG_LEVEL": "warning",
-    }
-    cmd = [sys.executable, "-m", "gateway", "serve", "--masters", f"127.0.0.1:{master_port}"]
-    cmd += ["--http-host", lab.c_ns_ip, "--http-port", str(port), "--workers", "1", "--grpc-port", "0"]
-    with log.open("wb") as out:
-        proc = lab.popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, cwd=str(ROOT))
-    url = f"http://{lab.c_ns_ip}:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-3000:]
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"the gateway in the lab did not become ready:\n{log.read_text()[-3000:]}")
 
 
 @pytest.fixture

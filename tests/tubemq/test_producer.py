@@ -5,17 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.message import Message
 
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.master import EmbeddedMaster
-from gateway.embedded.server import CallContext, RpcServer
 from gateway.embedded.topics import TopicSpec
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import (
@@ -29,7 +26,6 @@ from gateway.tubemq.errors import (
     ServiceUnavailable,
     TopicNotPublished,
 )
-from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.backoff import ConstantBackoff
 from gateway.tubemq.net.master import MasterSwitched
 from gateway.tubemq.net.memory import MemoryNetwork
@@ -44,32 +40,8 @@ from gateway.tubemq.producer.events import (
     SendCompleted,
 )
 from gateway.tubemq.wire.payload import decode_payload, java_string_hash
-from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
+from tests.support.producer_support import FAST, Recorder, Scripted, stored
 from tests.support.waiting import ManualClock, eventually
-
-FAST = ProducerConfig(
-    heartbeat_interval=0.2,
-    rpc_timeout=2.0,
-    send_timeout=3.0,
-    publish_timeout=3.0,
-    register_backoff_base=0.05,
-    register_backoff_max=0.2,
-    failure_cooldown=0.3,
-)
-
-
-@dataclass
-class Recorder:
-    """Every event the bus delivers, in order."""
-
-    bus: EventBus = field(default_factory=EventBus)
-    events: list[Any] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.bus.subscribe(self.events.append)
-
-    def of(self, kind: type) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
 
 
 @pytest.fixture
@@ -120,15 +92,6 @@ async def producer(master: EmbeddedMaster, pool: ConnectionPool) -> AsyncIterato
     await p.start()
     yield p
     await p.close()
-
-
-def stored(brokers: list[EmbeddedBroker], result: SendResult) -> Any:
-    """The message the broker holds at the result's offset."""
-    broker = next(b for b in brokers if b.broker_id == result.broker_id)
-    store = broker.store(result.topic, result.partition_id // 10000)
-    read = store.read(result.partition_id, result.append_offset, max_entries=1)
-    assert len(read.messages) == 1, result
-    return read.messages[0]
 
 
 # --- session ---------------------------------------------------------------------------------------
@@ -412,33 +375,12 @@ async def test_forgotten_producer_gets_411_and_registers_again(
             await producer.close()
 
 
-class ScriptedBroker:
-    """A broker whose sends are answered with ``code`` (a BrokerView for the embedded master)."""
-
-    def __init__(self, network: MemoryNetwork, broker_id: int, code: int, message: str = "scripted") -> None:
-        self.broker_id = broker_id
-        self.code = code
-        self.message = message
-        self.topics = {"demo": TopicSpec("demo", 2)}
-        self.is_serving = True
-        self.calls = 0
-        self.server = RpcServer(self.handle, start_server=network.start_server)
-
-    @property
-    def address(self) -> NodeAddress:
-        return self.server.address
-
-    async def handle(self, method: int, request: Message, ctx: CallContext) -> Message:
-        self.calls += 1
-        return broker_pb.SendMessageResponseB2P(success=False, errCode=self.code, errMsg=self.message)
-
-
 @pytest.fixture
 async def mixed(
     network: MemoryNetwork, brokers: list[EmbeddedBroker]
-) -> AsyncIterator[tuple[EmbeddedMaster, ScriptedBroker]]:
+) -> AsyncIterator[tuple[EmbeddedMaster, Scripted]]:
     """Real broker 1 and a scripted broker 2 (answering 503 unless a test changes its code)."""
-    scripted = ScriptedBroker(network, 2, 503, "Write StoreService temporary unavailable!")
+    scripted = Scripted(network, 503, "Write StoreService temporary unavailable!")
     await scripted.server.start()
     async with EmbeddedMaster([brokers[0], scripted], start_server=network.start_server) as master:
         yield master, scripted
@@ -446,7 +388,7 @@ async def mixed(
 
 
 async def test_503_shields_the_broker_and_the_send_goes_elsewhere(
-    mixed: tuple[EmbeddedMaster, ScriptedBroker], pool: ConnectionPool, brokers: list[EmbeddedBroker]
+    mixed: tuple[EmbeddedMaster, Scripted], pool: ConnectionPool, brokers: list[EmbeddedBroker]
 ) -> None:
     master, scripted = mixed
     rec = Recorder()
@@ -478,7 +420,7 @@ def _partition_broker(producer: Producer, key: str) -> int:
 
 
 async def test_non_retriable_code_is_raised_without_retry(
-    mixed: tuple[EmbeddedMaster, ScriptedBroker], pool: ConnectionPool
+    mixed: tuple[EmbeddedMaster, Scripted], pool: ConnectionPool
 ) -> None:
     master, scripted = mixed
     scripted.code, scripted.message = 400, "data length over max length"
@@ -495,7 +437,7 @@ async def test_non_retriable_code_is_raised_without_retry(
 
 
 async def test_overflow_is_retried_on_another_partition_but_pinned_sends_stay(
-    mixed: tuple[EmbeddedMaster, ScriptedBroker], pool: ConnectionPool
+    mixed: tuple[EmbeddedMaster, Scripted], pool: ConnectionPool
 ) -> None:
     master, scripted = mixed
     scripted.code = 419

@@ -8,32 +8,30 @@ that a broker did not store) and the service to its ordering and in-flight bound
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import replace
-from typing import Any
 
 import pytest
-from google.protobuf.message import Message
 
 from gateway.embedded.broker import EmbeddedBroker
-from gateway.embedded.master import EmbeddedMaster
-from gateway.embedded.server import CallContext, RpcServer
-from gateway.embedded.topics import TopicSpec
 from gateway.service.errors import UpstreamError
 from gateway.service.publish import OutgoingMessage, PublishService
-from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.errors import BadRequest, ClientError, MessageTooLarge, RequestTimeout
-from gateway.tubemq.net.backoff import ConstantBackoff
 from gateway.tubemq.net.connection import Connection, Outcome, RequestCompleted
 from gateway.tubemq.net.memory import MemoryNetwork
 from gateway.tubemq.net.pool import ConnectionPool
-from gateway.tubemq.producer.client import Producer, ProducerConfig, SendResult
+from gateway.tubemq.producer.client import ProducerConfig, SendResult
 from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
-from gateway.tubemq.wire.payload import DecodedPayload, decode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
-from tests.tubemq import test_producer
-from tests.tubemq.test_producer import Recorder, stored
+from tests.support.producer_support import (
+    QUIET,
+    Recorder,
+    Scripted,
+    brokers,
+    held_payload,
+    pool,
+    rec,
+    running,
+    stored,
+)
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
 pytestmark = pytest.mark.compiled_twins(
@@ -42,101 +40,7 @@ pytestmark = pytest.mark.compiled_twins(
     "gateway.tubemq.wire._rpc",
 )
 
-FAST = replace(test_producer.FAST, heartbeat_interval=60.0)  # no heartbeat hides what a test stages
-
-
-class Scripted:
-    """Broker 2 for the embedded master: answers every send with ``code``, or never when ``silent``."""
-
-    def __init__(
-        self, network: MemoryNetwork, code: int = 503, message: str = "scripted", *, silent: bool = False
-    ) -> None:
-        self.broker_id = 2
-        self.code = code
-        self.message = message
-        self.silent = silent
-        self.topics = {"demo": TopicSpec("demo", 2)}
-        self.is_serving = True
-        self.calls = 0
-        self.expected = 0
-        self.arrived = asyncio.Event()
-        self.server = RpcServer(self.handle, start_server=network.start_server)
-
-    @property
-    def address(self) -> NodeAddress:
-        return self.server.address
-
-    async def handle(self, method: int, request: Message, ctx: CallContext) -> Message:
-        self.calls += 1
-        if self.expected and self.calls >= self.expected:
-            self.arrived.set()
-        if self.silent:
-            await asyncio.sleep(30)
-        return broker_pb.SendMessageResponseB2P(success=False, errCode=self.code, errMsg=self.message)
-
-
-@pytest.fixture
-def rec() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
-async def pool(network: MemoryNetwork, rec: Recorder) -> AsyncIterator[ConnectionPool]:
-    async with ConnectionPool(
-        connect_timeout=1.0,
-        backoff=ConstantBackoff(0.05),
-        events=rec.bus,
-        connector=network.create_connection,
-    ) as p:
-        yield p
-
-
-@pytest.fixture
-async def brokers(network: MemoryNetwork) -> AsyncIterator[list[EmbeddedBroker]]:
-    started = [EmbeddedBroker(i, [TopicSpec("demo", 2)], start_server=network.start_server) for i in (1, 2)]
-    for broker in started:
-        await broker.start()
-    yield started
-    for broker in started:
-        await broker.stop()
-
-
-async def _producer(
-    master: EmbeddedMaster, pool: ConnectionPool, config: ProducerConfig, rec: Recorder
-) -> Producer:
-    producer = Producer([master.address], pool=pool, config=config, events=rec.bus)
-    await producer.start()
-    await producer.register_topic("demo")
-    return producer
-
-
-@asynccontextmanager
-async def running(
-    network: MemoryNetwork,
-    nodes: list[Any],
-    pool: ConnectionPool,
-    rec: Recorder,
-    config: ProducerConfig = FAST,
-) -> AsyncIterator[Producer]:
-    """A master over ``nodes`` (scripted ones started here) and a producer that has published "demo"."""
-    scripted = [node for node in nodes if isinstance(node, Scripted)]
-    for node in scripted:
-        await node.server.start()
-    try:
-        async with EmbeddedMaster(nodes, start_server=network.start_server) as master:
-            producer = await _producer(master, pool, config, rec)
-            try:
-                yield producer
-            finally:
-                await producer.close()
-    finally:
-        for node in scripted:
-            await node.server.stop()
-
-
-def _held(brokers: list[EmbeddedBroker], result: SendResult) -> DecodedPayload:
-    message = stored(brokers, result)
-    return decode_payload(message.data, message.flag)
+__all__ = ["brokers", "pool", "rec"]  # the shared fixtures, used here by name
 
 
 def _bodies(prefix: str, count: int) -> list[tuple[bytes, dict[str, str] | None, str | None, str | None]]:
@@ -146,14 +50,14 @@ def _bodies(prefix: str, count: int) -> list[tuple[bytes, dict[str, str] | None,
 async def test_batch_results_are_each_messages_own_answer(
     network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    async with running(network, brokers, pool, rec, FAST) as producer:
+    async with running(network, brokers, pool, rec, QUIET) as producer:
         messages = _bodies("m", 300)
         results = await producer.send_batch("demo", messages)
         assert len(results) == 300
         ids = set()
         for (body, attributes, _, _), result in zip(messages, results, strict=True):
             assert isinstance(result, SendResult)
-            held = _held(brokers, result)
+            held = held_payload(brokers, result)
             assert (held.body, held.attributes) == (body, attributes)
             ids.add((result.broker_id, result.partition_id, result.append_offset))
         assert len(ids) == 300, "one stored message per request"
@@ -173,7 +77,7 @@ async def test_batch_results_are_each_messages_own_answer(
 async def test_local_checks_fail_only_their_message(
     network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
-    async with running(network, brokers, pool, rec, FAST) as producer:
+    async with running(network, brokers, pool, rec, QUIET) as producer:
         route = producer.topic_route("demo")
         assert route is not None
         results = await producer.send_batch(
@@ -190,7 +94,7 @@ async def test_local_checks_fail_only_their_message(
         assert isinstance(results[1], ClientError) and "empty" in str(results[1])
         assert isinstance(results[2], MessageTooLarge)
         assert isinstance(results[3], ClientError)
-        held = _held(brokers, results[4])
+        held = held_payload(brokers, results[4])
         assert (held.body, held.msg_type, held.msg_time) == (b"c", "stream", "202401311530")
 
 
@@ -198,7 +102,7 @@ async def test_503_shields_once_and_the_batch_lands_elsewhere(
     network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
     scripted = Scripted(network, 503, "Write StoreService temporary unavailable!")
-    async with running(network, [brokers[0], scripted], pool, rec, FAST) as producer:
+    async with running(network, [brokers[0], scripted], pool, rec, QUIET) as producer:
         messages = _bodies("m", 40)
         results = await producer.send_batch("demo", messages)
         assert all(isinstance(r, SendResult) and r.broker_id == 1 for r in results)
@@ -206,7 +110,7 @@ async def test_503_shields_once_and_the_batch_lands_elsewhere(
         assert [(e.broker_id, e.reason) for e in rec.of(BrokerShielded)] == [(2, "unavailable")]
         for (body, _, _, _), result in zip(messages, results, strict=True):
             assert isinstance(result, SendResult)
-            assert _held(brokers, result).body == body
+            assert held_payload(brokers, result).body == body
         before = scripted.calls
         again = await producer.send_batch("demo", messages)
         assert all(isinstance(r, SendResult) for r in again)
@@ -217,7 +121,7 @@ async def test_non_retriable_code_fails_only_the_messages_it_answered(
     network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
     scripted = Scripted(network, 400, "data length over max length")
-    async with running(network, [brokers[0], scripted], pool, rec, FAST) as producer:
+    async with running(network, [brokers[0], scripted], pool, rec, QUIET) as producer:
         results = await producer.send_batch("demo", _bodies("m", 20))
         failed = [r for r in results if not isinstance(r, SendResult)]
         assert failed and all(isinstance(r, BadRequest) and r.errno == 400 for r in failed)
@@ -245,7 +149,7 @@ async def test_silent_broker_times_out_and_messages_move(
         assert [e.broker_id for e in rec.of(BrokerShielded)] == [2]
         for (body, _, _, _), result in zip(messages, results, strict=True):
             assert isinstance(result, SendResult)
-            assert _held(brokers, result).body == body
+            assert held_payload(brokers, result).body == body
 
 
 async def test_no_broker_answers_within_the_deadline(
@@ -310,7 +214,7 @@ async def test_broker_stopped_under_batches_loses_no_acknowledged_message(
         assert len(acknowledged) == 1200
         assert [e.broker_id for e in rec.of(BrokerShielded)] == [2]
         for body, result in acknowledged:
-            assert _held(brokers, result).body == body
+            assert held_payload(brokers, result).body == body
 
 
 @pytest.mark.parametrize("concurrency", [1, 3, 256])
@@ -322,7 +226,7 @@ async def test_service_keeps_chain_order_and_windows(
     concurrency: int,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async with running(network, brokers, pool, rec, FAST) as producer:
+    async with running(network, brokers, pool, rec, QUIET) as producer:
         service = PublishService(producer, concurrency=concurrency)
         messages = []
         for i in range(40):
@@ -355,14 +259,14 @@ async def test_service_keeps_chain_order_and_windows(
             assert offsets == sorted(offsets), "pinned messages are stored in batch order"
         for o, m in zip(outcomes, messages, strict=True):
             assert o.result is not None
-            assert _held(brokers, o.result).body == m.value
+            assert held_payload(brokers, o.result).body == m.value
 
 
 async def test_service_reports_partial_failure_per_message(
     network: MemoryNetwork, brokers: list[EmbeddedBroker], pool: ConnectionPool, rec: Recorder
 ) -> None:
     scripted = Scripted(network, 400, "data length over max length")
-    async with running(network, [brokers[0], scripted], pool, rec, FAST) as producer:
+    async with running(network, [brokers[0], scripted], pool, rec, QUIET) as producer:
         service = PublishService(producer)
         outcomes = await service.publish("demo", [OutgoingMessage(f"m{i}".encode()) for i in range(12)])
         failed = [o for o in outcomes if not o.ok]

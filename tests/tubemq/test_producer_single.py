@@ -22,33 +22,42 @@ from gateway.tubemq.producer.events import BrokerShielded, SendCompleted
 from gateway.tubemq.wire import prepare_message
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.send_answers import decode_send_answers, send_answer_of
-from tests.tubemq.test_connection_batch import SEND, Broker, _request
-from tests.tubemq.test_producer import Recorder
-from tests.tubemq.test_producer_batch import Scripted, _held, brokers, pool, rec, running
+from tests.support.producer_support import (
+    SEND,
+    Recorder,
+    Scripted,
+    SendBroker,
+    brokers,
+    held_payload,
+    pool,
+    rec,
+    running,
+    send_request,
+)
 
-__all__ = ["brokers", "pool", "rec"]  # test_producer_batch's fixtures, used here by name
+__all__ = ["brokers", "pool", "rec"]  # the shared fixtures, used here by name
 
 
 async def test_a_decoded_request_gives_the_fields_the_general_parse_gives() -> None:
-    broker = Broker()
+    broker = SendBroker()
     await broker.server.start()
     link = Connection(broker.server.address)
     try:
         await link.connect(2.0)
         for data in (b"ok-1", b"busy", b"text", b"ok-2"):
-            general = await link.request(SEND, _request(data), 5.0)
-            fast = await link.request_decoded(SEND, _request(data), 5.0, decode=decode_send_answers)
-            plain = await link.request_decoded(SEND, _request(data), 5.0)
+            general = await link.request(SEND, send_request(data), 5.0)
+            fast = await link.request_decoded(SEND, send_request(data), 5.0, decode=decode_send_answers)
+            plain = await link.request_decoded(SEND, send_request(data), 5.0)
             assert isinstance(general, broker_pb.SendMessageResponseB2P)
             assert isinstance(plain, broker_pb.SendMessageResponseB2P)
             # decoded: its fields; declined by the decoder (C: a non-ASCII errMsg): the parsed message
             fields = send_answer_of(fast) if isinstance(fast, broker_pb.SendMessageResponseB2P) else fast
             assert fields == send_answer_of(general) == send_answer_of(plain), data
-        assert await link.request_decoded(SEND, _request(b"ok-7"), 5.0, decode=decode_send_answers) == (
+        assert await link.request_decoded(SEND, send_request(b"ok-7"), 5.0, decode=decode_send_answers) == (
             True, 200, "OK", 7, 1007, 7,
         )  # fmt: skip
         with pytest.raises(RemoteException) as raised:  # an RPC exception answer is raised, as ever
-            await link.request_decoded(SEND, _request(b"fault"), 5.0, decode=decode_send_answers)
+            await link.request_decoded(SEND, send_request(b"fault"), 5.0, decode=decode_send_answers)
         assert raised.value.exception_name == "java.lang.IllegalStateException"
         assert link.in_flight == 0 and link.is_open
     finally:
@@ -57,12 +66,12 @@ async def test_a_decoded_request_gives_the_fields_the_general_parse_gives() -> N
 
 
 async def test_the_pool_connects_first_for_a_decoded_request() -> None:
-    broker = Broker()  # a scripted broker on loopback (tests/tubemq/test_connection_batch.py)
+    broker = SendBroker()  # a scripted broker on loopback (tests/tubemq/test_connection_batch.py)
     await broker.server.start()
     try:
         async with ConnectionPool(connect_timeout=1.0) as pool:
             answer = await pool.request_decoded(
-                broker.server.address, SEND, _request(b"ok-3"), 5.0, decode=decode_send_answers
+                broker.server.address, SEND, send_request(b"ok-3"), 5.0, decode=decode_send_answers
             )
             assert answer == (True, 200, "OK", 3, 1003, 3)
             assert len(pool.links(broker.server.address)) == 1
@@ -81,7 +90,7 @@ async def test_one_message_gives_what_a_batch_of_one_gives(
             message = prepare_message(f"m{i}".encode(), {"n": str(i)}, None, None)
             (result,) = await producer.send_prepared("demo", [message])
             assert isinstance(result, SendResult)
-            assert _held(brokers, result).body == f"m{i}".encode()
+            assert held_payload(brokers, result).body == f"m{i}".encode()
             place = route.partitions[result.partition_index]
             assert (place.partition_key, place.broker_id) == (result.partition_key, result.broker_id)
             assert result.message_id >= 0 and result.append_time_ms > 0
@@ -137,7 +146,7 @@ async def test_lone_requests_share_one_deadline_watch_and_each_keeps_its_own_dea
     """Deadlines of lone requests (``Multiplexed._watch``): each unanswered request times out at its own
     deadline, a later request with an earlier deadline is not held to the earlier one's timer, an answered
     request is not failed and leaves the watch, and a closed link leaves no timer behind."""
-    broker = Broker()
+    broker = SendBroker()
     await broker.server.start()
     link = Connection(broker.server.address)
     loop = asyncio.get_running_loop()
@@ -147,14 +156,16 @@ async def test_lone_requests_share_one_deadline_watch_and_each_keeps_its_own_dea
         async def timed_out(seconds: float) -> float:
             started = loop.time()
             with pytest.raises(RequestTimeout):
-                await link.request_decoded(SEND, _request(b"hang"), seconds, decode=decode_send_answers)
+                await link.request_decoded(SEND, send_request(b"hang"), seconds, decode=decode_send_answers)
             return loop.time() - started
 
         slow = asyncio.ensure_future(timed_out(1.5))
         await asyncio.sleep(0.05)
         fast = asyncio.ensure_future(timed_out(0.3))  # armed after, due before: the watch is re-armed
         answered = [
-            await link.request_decoded(SEND, _request(f"ok-{i}".encode()), 0.2, decode=decode_send_answers)
+            await link.request_decoded(
+                SEND, send_request(f"ok-{i}".encode()), 0.2, decode=decode_send_answers
+            )
             for i in range(50)
         ]
         assert [a[3] for a in answered] == list(range(50))  # type: ignore[index]
@@ -165,7 +176,7 @@ async def test_lone_requests_share_one_deadline_watch_and_each_keeps_its_own_dea
         assert await slow >= 1.4
         assert len(link._deadlines) <= 1  # answered and timed-out requests left the watch
         assert link.in_flight == 0 and link.is_open  # (traffic was read meanwhile: the link stays)
-        pending = asyncio.ensure_future(link.request_decoded(SEND, _request(b"hang"), 30.0))
+        pending = asyncio.ensure_future(link.request_decoded(SEND, send_request(b"hang"), 30.0))
         await asyncio.sleep(0.05)
         assert link._sweeper is not None
         await link.close()

@@ -11,11 +11,9 @@ TUBEMQ_GATEWAY_NO_EXTENSIONS set; and a test fails when a machine that can build
 from __future__ import annotations
 
 import ast
-import importlib
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -39,10 +37,18 @@ from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.frame import Frame, encode_varint
 from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
-from tests.grpc.test_consumed_wire import messages as consumed_wire_messages
-from tests.grpc.test_publish_wire import messages as publish_wire_messages
 from tests.support.build_support import built_and_installed, compiler
 from tests.support.files import ROOT
+from tests.support.grpc_wire_strategies import delivered_messages as consumed_wire_messages
+from tests.support.grpc_wire_strategies import publish_messages as publish_wire_messages
+from tests.support.speedups_support import (
+    ODD_MESSAGE_CHANGES,
+    delivered_message,
+    error_of,
+    extension,
+    foreign_slot_message,
+    stored_outcome,
+)
 
 # Hypothesis warns when the global ``random`` state moves while it generates data. No strategy here uses
 # ``random``; in the whole suite another test's leftover thread (a backoff's jitter) can move it meanwhile,
@@ -53,27 +59,10 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-def _extension(name: str = "gateway.tubemq.consumer._batch") -> ModuleType:
-    """The compiled module ``name`` (one of ``speedups.EXTENSIONS``), imported whatever the switch says;
-    skips where no C compiler is, fails where one is but the module was not built."""
-    try:
-        module = importlib.import_module(name)
-    except ImportError as exc:
-        if compiler() is None:
-            pytest.skip(f"no C compiler or Python headers on this machine: the pure path only ({exc})")
-        raise AssertionError(
-            f"a C compiler is here but the extension is not built ({exc}): run ./scripts/test.sh "
-            "(or pip install -e .) to build it"
-        ) from exc
-    if name == "gateway.tubemq.consumer._batch":
-        module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS)
-    return module
-
-
 def compiled_decode(
     wire: Any, filters: frozenset[str] | None, curr_offset: int, exact: bool
 ) -> tuple[list[ConsumedMessage], DecodeStats]:
-    messages, kept_bytes, bad_checksum, bad_payload, filtered = _extension().decode_messages(
+    messages, kept_bytes, bad_checksum, bad_payload, filtered = extension().decode_messages(
         wire, filters, curr_offset, exact, parse_prefix
     )
     return messages, DecodeStats(len(messages), kept_bytes, bad_checksum, bad_payload, filtered)
@@ -188,7 +177,7 @@ def test_a_machine_without_a_compiler_installs_the_pure_path(tmp_path: Path) -> 
 
 @pytest.mark.parametrize(("value", "active"), [("1", "pure"), ("0", "compiled"), ("", "compiled")])
 def test_the_environment_switch_is_read_at_import(value: str, active: str) -> None:
-    _extension()
+    extension()
     code = (
         "from gateway.tubemq.wire import speedups; from gateway.tubemq.consumer import batch; "
         "print(speedups.ACTIVE, type(batch._loops).__name__)"
@@ -203,7 +192,7 @@ def test_the_environment_switch_is_read_at_import(value: str, active: str) -> No
 
 
 def test_a_message_class_of_another_shape_is_refused() -> None:
-    module = _extension()
+    module = extension()
 
     class Plain:
         pass
@@ -306,7 +295,7 @@ def assert_same(wire: Any, filters: frozenset[str] | None, curr: int, exact: boo
 def test_decode_is_the_same_on_any_batch(
     messages: list[broker_pb.TransferedMessage], filters: frozenset[str] | None, curr: int, exact: bool
 ) -> None:
-    _extension()
+    extension()
     # as a fetch hands it over (the parsed answer's repeated field), and as the range reader does (a list)
     answer = broker_pb.GetMessageResponseB2C(success=True, errCode=200, errMsg="OK", messages=messages)
     parsed = broker_pb.GetMessageResponseB2C.FromString(answer.SerializeToString())
@@ -318,7 +307,7 @@ def test_decode_is_the_same_on_any_batch(
 @given(st.binary(max_size=200))
 def test_decode_is_the_same_on_any_answer_bytes(raw: bytes) -> None:
     """Whatever bytes a broker sends as an answer that the protobuf library takes, both agree."""
-    _extension()
+    extension()
     try:
         parsed = broker_pb.GetMessageResponseB2C.FromString(raw)
     except Exception:  # a DecodeError: the RPC layer refuses it before decoding
@@ -342,14 +331,6 @@ class _Broken:
     @property
     def payLoadData(self) -> bytes:
         raise RuntimeError("broken item")
-
-
-def _error(call: Callable[[], Any]) -> tuple[type[BaseException], str] | None:
-    try:
-        call()
-    except Exception as exc:
-        return type(exc), str(exc)
-    return None
 
 
 @pytest.mark.parametrize(
@@ -376,9 +357,9 @@ def _error(call: Callable[[], Any]) -> tuple[type[BaseException], str] | None:
     ],
 )
 def test_decode_fails_alike_on_objects_that_are_not_messages(items: Any) -> None:
-    _extension()
-    expected = _error(lambda: decode_messages_py(items, None, 0, True))
-    got = _error(lambda: compiled_decode(items, None, 0, True))
+    extension()
+    expected = error_of(lambda: decode_messages_py(items, None, 0, True))
+    got = error_of(lambda: compiled_decode(items, None, 0, True))
     if expected is None:
         assert got is None
     else:
@@ -390,7 +371,7 @@ def test_decode_fails_alike_on_objects_that_are_not_messages(items: Any) -> None
 
 def test_decode_keeps_a_large_batch_and_frees_it() -> None:
     """Many messages through the C loop: the same objects as the reference, each referenced once."""
-    _extension()
+    extension()
     data, flag = encode_payload(b"x" * 1024, {"k": "v"}, "orders", "202401311530")
     answer = broker_pb.GetMessageResponseB2C(
         messages=[
@@ -433,7 +414,7 @@ def reference_answer(data: bytes, filters: frozenset[str] | None) -> batch.Decod
 
 def compiled_answer(item: object, filters: frozenset[str] | None) -> batch.DecodedAnswer | None:
     with pytest.MonkeyPatch.context() as patch:  # the compiled reader, whichever path this run chose
-        patch.setattr(batch, "_loops", _extension())
+        patch.setattr(batch, "_loops", extension())
         (value,) = batch.answer_reader(filters)((item,), GET)
     assert value is None or isinstance(value, batch.DecodedAnswer)
     return value
@@ -585,7 +566,7 @@ def test_send_requests_are_the_same_bytes(
     auth_token: str | None,
     sends: list[tuple[int, PreparedMessage]],
 ) -> None:
-    _extension()
+    extension()
     try:
         template = SendRequestTemplate(
             client_id, topic, sent_addr=sent_addr, visit_token=visit_token, auth_token=auth_token
@@ -594,15 +575,15 @@ def test_send_requests_are_the_same_bytes(
         return  # a lone surrogate in the template's own text: refused before any message
     partitions = [p for p, _ in sends]
     messages = [m for _, m in sends]
-    expected = _error(lambda: template.encode_many_py(partitions, messages))
-    got = _error(lambda: template.encode_many(partitions, messages))
+    expected = error_of(lambda: template.encode_many_py(partitions, messages))
+    got = error_of(lambda: template.encode_many(partitions, messages))
     assert got == expected
     if expected is None:
         assert template.encode_many(partitions, messages) == template.encode_many_py(partitions, messages)
 
 
 def test_send_requests_refuse_alike() -> None:
-    _extension()
+    extension()
     template = SendRequestTemplate("c", "t", sent_addr=1, visit_token=-2)
     good = PreparedMessage(b"x", 0, None, None, 1)
     cases: list[tuple[list[Any], list[Any]]] = [
@@ -613,8 +594,8 @@ def test_send_requests_refuse_alike() -> None:
         ([1], [object()]),
     ]
     for partitions, messages in cases:
-        expected = _error(lambda p=partitions, m=messages: template.encode_many_py(p, m))
-        got = _error(lambda p=partitions, m=messages: template.encode_many(p, m))
+        expected = error_of(lambda p=partitions, m=messages: template.encode_many_py(p, m))
+        got = error_of(lambda p=partitions, m=messages: template.encode_many(p, m))
         assert expected is not None and got is not None
         assert issubclass(got[0], (expected[0], TypeError)), (got, expected)
 
@@ -647,17 +628,17 @@ requests_or_messages = st.one_of(
 def test_request_frames_are_the_same_bytes(
     calls: list[tuple[int, Any]], method: int, timeout_ms: int, service: int | None
 ) -> None:
-    _extension()
+    extension()
     numbers = [s for s, _ in calls]
     requests = [r for _, r in calls]
 
     def frames() -> list[bytes]:
         return rpc.encode_requests(numbers, method, requests, timeout_ms, service)
 
-    got = _error(frames)
+    got = error_of(frames)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(rpc, "_loops", rpc._Python())
-        expected = _error(frames)
+        expected = error_of(frames)
         reference = frames() if expected is None else None
     assert got == expected
     if expected is None:
@@ -666,7 +647,7 @@ def test_request_frames_are_the_same_bytes(
 
 def test_request_frames_around_one_block_are_the_same_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every request length whose frame ends near 8192 bytes: one block up to it, two past it."""
-    _extension()
+    extension()
     requests = [b"r" * n for n in range(8100, 8200)]
     numbers = list(range(len(requests)))
     got = rpc.encode_requests(numbers, 13, requests, 5000)
@@ -679,15 +660,15 @@ def test_request_frames_around_one_block_are_the_same_bytes(monkeypatch: pytest.
 
 
 def _consumed_extension() -> ModuleType:
-    return _extension("gateway.grpc._consumed_wire")
+    return extension("gateway.grpc._consumed_wire")
 
 
 def _publish_extension() -> ModuleType:
-    return _extension("gateway.grpc._publish_wire")
+    return extension("gateway.grpc._publish_wire")
 
 
 def _same_consumed(batch: list[DeliveredMessage]) -> None:
-    expected = _error(lambda: encode_consumed_py(batch))
+    expected = error_of(lambda: encode_consumed_py(batch))
     answer = _consumed_extension().encode_consumed(batch)
     if answer is NotImplemented:  # the caller runs the reference: same bytes, same error by construction
         return
@@ -718,102 +699,16 @@ def test_the_grpc_answer_is_the_same_bytes(batch: list[DeliveredMessage], runs: 
     assert encode_consumed(batch) == encode_consumed_py(batch)
 
 
-def _delivered(**changes: Any) -> DeliveredMessage:
-    fields = {"message_id": 7, "body": b"v", "attributes": {"a": "b"}, "stream_id": "s", "msg_time": None}
-    fields |= {k: v for k, v in changes.items() if k in fields or k in ("offset", "key")}
-    message = ConsumedMessage(
-        fields["message_id"],
-        fields["body"],
-        fields["attributes"],
-        fields["stream_id"],
-        fields["msg_time"],
-        0,
-        0,
-        fields.get("offset"),
-        fields.get("key"),
-    )
-    outer = {"seq": 1, "topic": "t", "partition_key": "1:t:0", "broker_id": 1, "partition_id": 0}
-    outer |= {k: v for k, v in changes.items() if k in outer or k in ("attempt", "deadline_ms")}
-    return DeliveredMessage(
-        outer["seq"],
-        outer["topic"],
-        outer["partition_key"],
-        outer["broker_id"],
-        outer["partition_id"],
-        message,
-        outer.get("attempt", 1),
-        0.0,
-        outer.get("deadline_ms", 0),
-    )
-
-
-#: fields of a delivered message that the compiled answers hand back, or take as the references do
-ODD_MESSAGE_CHANGES: list[dict[str, Any]] = [
-    {},
-    {"message_id": 2**64 - 1},
-    {"message_id": 2**64},
-    {"message_id": -(2**63) - 1},
-    {"offset": -1},
-    {"offset": 2**70},
-    {"seq": 2**70},
-    {"seq": -3},
-    {"topic": "\ud800"},
-    {"key": "\udfff"},
-    {"key": ""},
-    {"attributes": {"\ud800": "x"}},
-    {"attributes": {1: "x"}},
-    {"stream_id": ""},
-    {"stream_id": b"s"},
-    {"body": b""},
-    {"body": bytearray(b"v")},
-    {"topic": None},
-    {"broker_id": "1"},
-    {"deadline_ms": 2**64},
-    {"attempt": -1},
-]
-
-
 @pytest.mark.parametrize(
     "changes",
     ODD_MESSAGE_CHANGES,
     ids=repr,
 )
 def test_the_grpc_answer_of_odd_messages_is_the_same(changes: dict[str, Any]) -> None:
-    _same_consumed([_delivered(**changes), _delivered()])
-    expected = _error(lambda: encode_consumed_py([_delivered(**changes)]))
-    got = _error(lambda: encode_consumed([_delivered(**changes)]))
+    _same_consumed([delivered_message(**changes), delivered_message()])
+    expected = error_of(lambda: encode_consumed_py([delivered_message(**changes)]))
+    got = error_of(lambda: encode_consumed([delivered_message(**changes)]))
     assert got == expected
-
-
-class _SlotOwner:
-    __slots__ = ("topic",)
-
-
-class ForeignSlot:
-    """A message whose ``topic`` is another class's slot descriptor: Python refuses to read it (TypeError);
-    a C reader taking the descriptor's offset on trust reads this object's first slot (``a_secret``)."""
-
-    __slots__ = (
-        "a_secret",
-        "attempt",
-        "broker_id",
-        "deadline_ms",
-        "message",
-        "partition_id",
-        "partition_key",
-        "seq",
-    )
-
-
-ForeignSlot.topic = _SlotOwner.__dict__["topic"]  # type: ignore[attr-defined]
-
-
-def foreign_slot_message() -> ForeignSlot:
-    plain, odd = _delivered(), ForeignSlot()
-    odd.a_secret = "not the topic"
-    for name in ForeignSlot.__slots__[1:]:
-        setattr(odd, name, getattr(plain, name))
-    return odd
 
 
 def test_another_classs_slot_is_read_as_python_reads_it() -> None:
@@ -821,7 +716,7 @@ def test_another_classs_slot_is_read_as_python_reads_it() -> None:
     with pytest.raises(TypeError, match="doesn't apply"):
         encode_consumed_py(batch)
     assert _consumed_extension().encode_consumed(batch) is NotImplemented
-    assert _error(lambda: encode_consumed(batch)) == _error(lambda: encode_consumed_py(batch))
+    assert error_of(lambda: encode_consumed(batch)) == error_of(lambda: encode_consumed_py(batch))
 
 
 # --- the receipts of stored publishes (gateway/grpc/publish_wire.py) --------------------------------------
@@ -840,7 +735,7 @@ _receipt_results = st.builds(
 
 
 def _same_receipts(tag: int, first: int, outcomes: list[PublishOutcome]) -> None:
-    expected = _error(lambda: encode_stored_py(tag, first, outcomes))
+    expected = error_of(lambda: encode_stored_py(tag, first, outcomes))
     answer = _publish_extension().encode_receipts(outcomes, first, tag)
     if answer is NotImplemented:  # the caller runs the reference: same bytes, same error by construction
         return
@@ -867,40 +762,24 @@ def test_publish_receipts_are_the_same_bytes(
         assert _publish_extension().encode_receipts(outcomes, first, tag) is not NotImplemented
 
 
-def _stored(**changes: Any) -> PublishOutcome:
-    fields: dict[str, Any] = {
-        "topic": "t",
-        "partition_id": 3,
-        "partition_key": "1:t:3",
-        "broker_id": 1,
-        "message_id": 99,
-        "append_time_ms": 1_700_000_000_000,
-        "append_offset": 12,
-        "partition_index": 3,
-    }
-    index = changes.pop("index", 0)
-    fields.update(changes)
-    return PublishOutcome(index, result=SendResult(**fields))
-
-
 @pytest.mark.parametrize(
     "outcome",
     [
-        _stored(partition_key=None),
-        _stored(partition_key="\ud800"),
-        _stored(broker_id="1"),
-        _stored(message_id=2**64),
-        _stored(append_offset=-(2**63) - 1),
-        _stored(index=-1),
-        _stored(index=2**63),
+        stored_outcome(partition_key=None),
+        stored_outcome(partition_key="\ud800"),
+        stored_outcome(broker_id="1"),
+        stored_outcome(message_id=2**64),
+        stored_outcome(append_offset=-(2**63) - 1),
+        stored_outcome(index=-1),
+        stored_outcome(index=2**63),
         PublishOutcome(0, error=Unavailable("broker busy")),
     ],
     ids=repr,
 )
 def test_publish_receipts_of_odd_outcomes_are_the_same(outcome: PublishOutcome) -> None:
-    _same_receipts(0x12, 0, [_stored(), outcome])
-    expected = _error(lambda: encode_stored_py(0x12, 5, [outcome]))
-    assert _error(lambda: encode_stored(0x12, 5, [outcome])) == expected
+    _same_receipts(0x12, 0, [stored_outcome(), outcome])
+    expected = error_of(lambda: encode_stored_py(0x12, 5, [outcome]))
+    assert error_of(lambda: encode_stored(0x12, 5, [outcome])) == expected
 
 
 # --- publish requests read (gateway/grpc/publish_wire.py) ----------------------------------------------
@@ -908,7 +787,7 @@ def test_publish_receipts_of_odd_outcomes_are_the_same(outcome: PublishOutcome) 
 
 def _same_publish(raw: bytes) -> None:
     """The compiled reader gives what the Python one gives, or hands the request back."""
-    expected = _error(lambda: decode_publish_py(raw))
+    expected = error_of(lambda: decode_publish_py(raw))
     read = _publish_extension().decode_publish(raw, OutgoingMessage)
     if read is NotImplemented:  # the caller runs the reference: same result, same error by construction
         return

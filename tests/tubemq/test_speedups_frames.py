@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from gateway.tubemq.wire import frame_decoder, rpc, speedups
 from gateway.tubemq.wire.frame import Frame, FrameError, encode_frame
 from gateway.tubemq.wire.frame_decoder import FrameDecoder
-from tests.tubemq.test_speedups import _extension
+from tests.support.speedups_support import extension
 
 
 class PureDecoder(FrameDecoder):
@@ -31,7 +31,7 @@ class CompiledDecoder(FrameDecoder):
     __slots__ = ()
 
     def _whole_frames(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
-        found: int = _extension("gateway.tubemq.wire._frame_decoder").whole_frames(
+        found: int = extension("gateway.tubemq.wire._frame_decoder").whole_frames(
             view[:end], pos, self._max_frame_bytes - 4, frames
         )
         return found
@@ -39,7 +39,7 @@ class CompiledDecoder(FrameDecoder):
 
 @pytest.fixture(autouse=True)
 def _frame_class() -> None:
-    _extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Frame)
+    extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Frame)
 
 
 def _run(decoder: FrameDecoder, chunks: list[bytes]) -> list[Any]:
@@ -101,8 +101,8 @@ def test_a_frame_class_of_another_shape_is_refused() -> None:
         __slots__ = ("serial",)
 
     with pytest.raises(TypeError):
-        _extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Other)
-    _extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Frame)
+        extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Other)
+    extension("gateway.tubemq.wire._frame_decoder").set_frame_type(Frame)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -128,7 +128,7 @@ def test_a_request_frame_is_the_reference_on_both_paths(
             rpc.encode_request(serial, method, data, timeout_ms, service)
         return
     want = rpc._request_frame(serial, prefix, rpc._body_head(method, timeout_ms), data)
-    monkeypatch.setattr(rpc, "_loops", _extension("gateway.tubemq.wire._rpc"))
+    monkeypatch.setattr(rpc, "_loops", extension("gateway.tubemq.wire._rpc"))
     assert rpc.encode_request(serial, method, data, timeout_ms, service) == want
     monkeypatch.setattr(rpc, "_loops", rpc._Python())
     assert rpc.encode_request(serial, method, data, timeout_ms, service) == want

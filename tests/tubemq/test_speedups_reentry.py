@@ -14,12 +14,12 @@ import textwrap
 
 import pytest
 
-from tests.tubemq.test_speedups import _extension
+from tests.support.speedups_support import extension
 
 CASES = {
     "render_base64": """
         from gateway.api import _consumer_render, consumer_render
-        batch = [_delivered(seq=n, topic=f"t{n}") for n in range(1, 40)]
+        batch = [delivered_message(seq=n, topic=f"t{n}") for n in range(1, 40)]
         given = list(batch)
         def head(*args):
             batch.clear()
@@ -36,7 +36,7 @@ CASES = {
                 batch.clear()
                 return False
             __hash__ = str.__hash__
-        batch = [_delivered(seq=n, topic=Topic("t")) for n in range(1, 40)]
+        batch = [delivered_message(seq=n, topic=Topic("t")) for n in range(1, 40)]
         given = list(batch)
         assert _consumed_wire.encode_consumed(batch) == encode_consumed_py(given)
     """,
@@ -51,7 +51,7 @@ CASES = {
             def index(self):
                 outcomes.clear()
                 return self._index
-        outcomes = [Outcome(_stored(index=i)) for i in range(40)]
+        outcomes = [Outcome(stored_outcome(index=i)) for i in range(40)]
         given = list(outcomes)
         assert _publish_wire.encode_receipts(outcomes, 0, 0x12) == encode_stored_py(0x12, 0, given)
     """,
@@ -97,7 +97,8 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_list_emptied_while_it_is_walked_is_read_as_given(name: str) -> None:
-    _extension()  # skips (or fails) alike where the extensions are not built
-    code = "from tests.tubemq.test_speedups import _delivered, _stored\n" + textwrap.dedent(CASES[name])
+    extension()  # skips (or fails) alike where the extensions are not built
+    imports = "from tests.support.speedups_support import delivered_message, stored_outcome\n"
+    code = imports + textwrap.dedent(CASES[name])
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

@@ -20,7 +20,7 @@ from gateway.tubemq.wire.frame import Frame, encode_varint
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcResponse, decode_response, response_prefix
 from gateway.tubemq.wire.send_answers import decode_send_answers_py
-from tests.tubemq.test_speedups import _extension
+from tests.support.speedups_support import extension
 
 SEND = 13
 
@@ -76,7 +76,7 @@ def odd_answers(draw: st.DrawFn) -> bytes:
 
 
 def _answers() -> ModuleType:
-    return _extension("gateway.tubemq.wire._send_answers")
+    return extension("gateway.tubemq.wire._send_answers")
 
 
 def _both(items: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -165,7 +165,7 @@ def test_a_frame_is_read_as_its_decoded_envelope_is(payloads: list[bytes]) -> No
     compiled, reference = _both(frames)
     for payload, got, want in zip(payloads, compiled, reference, strict=True):
         assert got is None or got == want, payload.hex()
-        if _extension("gateway.tubemq.wire._rpc").usual_answer(payload, SUCCESS_PREFIX):
+        if extension("gateway.tubemq.wire._rpc").usual_answer(payload, SUCCESS_PREFIX):
             # the reader files such a frame as it is: decode_response must read it without error, and the
             # batch reader must read it as it reads the decoded answer
             answer = decode_response(Frame(0, payload))
@@ -178,5 +178,5 @@ def test_the_usual_envelope_of_a_broker_answer_is_read_from_its_frame() -> None:
         success=True, errCode=200, errMsg="OK", messageId=9
     ).SerializeToString()
     frame = Frame(5, _envelope(SEND, data))
-    assert _extension("gateway.tubemq.wire._rpc").usual_answer(frame.payload, SUCCESS_PREFIX)
+    assert extension("gateway.tubemq.wire._rpc").usual_answer(frame.payload, SUCCESS_PREFIX)
     assert _both([frame]) == ([(True, 200, "OK", 9, None, None)], [(True, 200, "OK", 9, None, None)])
