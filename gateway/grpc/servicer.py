@@ -29,6 +29,7 @@ from gateway.grpc.publish_stream import publish_batch, publish_stream
 from gateway.grpc.publish_wire import PublishBatch, publish_handlers, publish_response
 from gateway.grpc.replicas import GrpcReplicas
 from gateway.grpc.siblings import GrpcSiblings
+from gateway.grpc.subscriptions import SubscriptionRpcs
 from gateway.runtime import Runtime
 from gateway.service.errors import renamed_fields
 from gateway.service.idempotency import Replay
@@ -95,6 +96,7 @@ class GatewayServicer(ConsumerRpcs):
         self._stopping = False
         self._siblings = siblings
         self._replicas = replicas
+        self._subscriptions = SubscriptionRpcs(runtime.subscriptions)
 
     def __repr__(self) -> str:
         state = " stopping" if self._stopping else ""
@@ -151,3 +153,40 @@ class GatewayServicer(ConsumerRpcs):
         self, request: pb.GetTopicRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetTopicResponse:
         return convert.topic(await self._publisher().topic(request.topic))
+
+    # --- push subscriptions (gateway/grpc/subscriptions.py) ---------------------------------------------
+
+    async def ListSubscriptions(
+        self, request: pb.ListSubscriptionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSubscriptionsResponse:
+        return await self._subscriptions.list(request)
+
+    async def GetSubscription(
+        self, request: pb.GetSubscriptionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetSubscriptionResponse:
+        return await self._subscriptions.get(request)
+
+    async def CreateSubscription(
+        self, request: pb.CreateSubscriptionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.CreateSubscriptionResponse:
+        return await self._subscriptions.create(request)
+
+    async def ReplaceSubscription(
+        self, request: pb.ReplaceSubscriptionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ReplaceSubscriptionResponse:
+        return await self._subscriptions.replace(request)
+
+    async def DeleteSubscription(
+        self, request: pb.DeleteSubscriptionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteSubscriptionResponse:
+        return await self._subscriptions.delete(request)
+
+    async def PauseSubscription(
+        self, request: pb.PauseSubscriptionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.PauseSubscriptionResponse:
+        return await self._subscriptions.pause(request)
+
+    async def ResumeSubscription(
+        self, request: pb.ResumeSubscriptionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ResumeSubscriptionResponse:
+        return await self._subscriptions.resume(request)

@@ -36,6 +36,7 @@ OPEN: Final = Operation(None)
 
 _SUBSCRIPTION = "the subscription's group and each of its topics"
 _DEFINING = _SUBSCRIPTION + ", and consuming it as the caller would (gateway/service/push_admin.py)"
+_REPLACING = _SUBSCRIPTION + "; the new one as created"
 
 #: FastAPI operation ids, and the paths of the routes outside the OpenAPI document (the document itself, the
 #: docs pages and their assets).
@@ -63,7 +64,7 @@ REST_OPERATIONS: Final[dict[str, Operation]] = {
     "listSubscriptions": Operation(MANAGE_SUBSCRIPTIONS, "each subscription listed: its group and topics"),
     "getSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
     "createSubscription": Operation(MANAGE_SUBSCRIPTIONS, _DEFINING),
-    "replaceSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION + "; the new one as created"),
+    "replaceSubscription": Operation(MANAGE_SUBSCRIPTIONS, _REPLACING),
     "deleteSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
     "pauseSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
     "resumeSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
@@ -94,6 +95,13 @@ GRPC_METHODS: Final[dict[str, Operation]] = {
     _GATEWAY + "GetGroupLag": Operation(CONSUME, "request group; topics filtered to those allowed"),
     _GATEWAY + "DeleteConsumer": Operation(CONSUME, "owner"),
     _GATEWAY + "Subscribe": Operation(CONSUME, "owner"),
+    _GATEWAY + "ListSubscriptions": Operation(MANAGE_SUBSCRIPTIONS, "each subscription listed"),
+    _GATEWAY + "GetSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
+    _GATEWAY + "CreateSubscription": Operation(MANAGE_SUBSCRIPTIONS, _DEFINING),
+    _GATEWAY + "ReplaceSubscription": Operation(MANAGE_SUBSCRIPTIONS, _REPLACING),
+    _GATEWAY + "DeleteSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
+    _GATEWAY + "PauseSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
+    _GATEWAY + "ResumeSubscription": Operation(MANAGE_SUBSCRIPTIONS, _SUBSCRIPTION),
     "/grpc.health.v1.Health/Check": OPEN,
     "/grpc.health.v1.Health/Watch": OPEN,
     "/grpc.health.v1.Health/List": OPEN,

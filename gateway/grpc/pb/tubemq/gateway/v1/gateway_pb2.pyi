@@ -467,3 +467,169 @@ class PartitionLag(_message.Message):
     lag: int
     oldest_unconsumed_msg_time: str
     def __init__(self, partition_key: _Optional[str] = ..., broker_id: _Optional[int] = ..., partition_id: _Optional[int] = ..., committed_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., lag: _Optional[int] = ..., oldest_unconsumed_msg_time: _Optional[str] = ...) -> None: ...
+
+class PushSubscriptionDefinition(_message.Message):
+    __slots__ = ("name", "group", "topics", "endpoint", "retry_topic", "dead_letter_topic", "max_delivery_attempts", "payload", "value_format", "start_position", "ack_deadline_ms", "min_backoff_ms", "max_backoff_ms", "max_concurrency", "ordered_by_key", "secret", "token", "token_audience", "paused")
+    class TopicsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: StreamIds
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[StreamIds, _Mapping]] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTER_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELIVERY_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    START_POSITION_FIELD_NUMBER: _ClassVar[int]
+    ACK_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    MIN_BACKOFF_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BACKOFF_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    ORDERED_BY_KEY_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    group: str
+    topics: _containers.MessageMap[str, StreamIds]
+    endpoint: str
+    retry_topic: str
+    dead_letter_topic: str
+    max_delivery_attempts: int
+    payload: str
+    value_format: str
+    start_position: str
+    ack_deadline_ms: int
+    min_backoff_ms: int
+    max_backoff_ms: int
+    max_concurrency: int
+    ordered_by_key: bool
+    secret: str
+    token: bool
+    token_audience: str
+    paused: bool
+    def __init__(self, name: _Optional[str] = ..., group: _Optional[str] = ..., topics: _Optional[_Mapping[str, StreamIds]] = ..., endpoint: _Optional[str] = ..., retry_topic: _Optional[str] = ..., dead_letter_topic: _Optional[str] = ..., max_delivery_attempts: _Optional[int] = ..., payload: _Optional[str] = ..., value_format: _Optional[str] = ..., start_position: _Optional[str] = ..., ack_deadline_ms: _Optional[int] = ..., min_backoff_ms: _Optional[int] = ..., max_backoff_ms: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., ordered_by_key: _Optional[bool] = ..., secret: _Optional[str] = ..., token: _Optional[bool] = ..., token_audience: _Optional[str] = ..., paused: _Optional[bool] = ...) -> None: ...
+
+class PushSubscriptionState(_message.Message):
+    __slots__ = ("status", "in_flight", "deliveries", "last_outcome", "last_delivery_at", "last_error")
+    class DeliveriesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERIES_FIELD_NUMBER: _ClassVar[int]
+    LAST_OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    LAST_DELIVERY_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    in_flight: int
+    deliveries: _containers.ScalarMap[str, int]
+    last_outcome: str
+    last_delivery_at: str
+    last_error: str
+    def __init__(self, status: _Optional[str] = ..., in_flight: _Optional[int] = ..., deliveries: _Optional[_Mapping[str, int]] = ..., last_outcome: _Optional[str] = ..., last_delivery_at: _Optional[str] = ..., last_error: _Optional[str] = ...) -> None: ...
+
+class PushSubscription(_message.Message):
+    __slots__ = ("definition", "has_secret", "source", "state")
+    DEFINITION_FIELD_NUMBER: _ClassVar[int]
+    HAS_SECRET_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    definition: PushSubscriptionDefinition
+    has_secret: bool
+    source: str
+    state: PushSubscriptionState
+    def __init__(self, definition: _Optional[_Union[PushSubscriptionDefinition, _Mapping]] = ..., has_secret: _Optional[bool] = ..., source: _Optional[str] = ..., state: _Optional[_Union[PushSubscriptionState, _Mapping]] = ...) -> None: ...
+
+class ListSubscriptionsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSubscriptionsResponse(_message.Message):
+    __slots__ = ("subscriptions",)
+    SUBSCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    subscriptions: _containers.RepeatedCompositeFieldContainer[PushSubscription]
+    def __init__(self, subscriptions: _Optional[_Iterable[_Union[PushSubscription, _Mapping]]] = ...) -> None: ...
+
+class GetSubscriptionRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetSubscriptionResponse(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: PushSubscription
+    def __init__(self, subscription: _Optional[_Union[PushSubscription, _Mapping]] = ...) -> None: ...
+
+class CreateSubscriptionRequest(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: PushSubscriptionDefinition
+    def __init__(self, subscription: _Optional[_Union[PushSubscriptionDefinition, _Mapping]] = ...) -> None: ...
+
+class CreateSubscriptionResponse(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: PushSubscription
+    def __init__(self, subscription: _Optional[_Union[PushSubscription, _Mapping]] = ...) -> None: ...
+
+class ReplaceSubscriptionRequest(_message.Message):
+    __slots__ = ("name", "subscription")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    subscription: PushSubscriptionDefinition
+    def __init__(self, name: _Optional[str] = ..., subscription: _Optional[_Union[PushSubscriptionDefinition, _Mapping]] = ...) -> None: ...
+
+class ReplaceSubscriptionResponse(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: PushSubscription
+    def __init__(self, subscription: _Optional[_Union[PushSubscription, _Mapping]] = ...) -> None: ...
+
+class DeleteSubscriptionRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteSubscriptionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PauseSubscriptionRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PauseSubscriptionResponse(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: PushSubscription
+    def __init__(self, subscription: _Optional[_Union[PushSubscription, _Mapping]] = ...) -> None: ...
+
+class ResumeSubscriptionRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ResumeSubscriptionResponse(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: PushSubscription
+    def __init__(self, subscription: _Optional[_Union[PushSubscription, _Mapping]] = ...) -> None: ...

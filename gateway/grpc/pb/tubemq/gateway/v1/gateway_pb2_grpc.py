@@ -96,6 +96,41 @@ class GatewayServiceStub:
                 request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagRequest.SerializeToString,
                 response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagResponse.FromString,
                 _registered_method=True)
+        self.ListSubscriptions = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/ListSubscriptions',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ListSubscriptionsRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ListSubscriptionsResponse.FromString,
+                _registered_method=True)
+        self.GetSubscription = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/GetSubscription',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetSubscriptionRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetSubscriptionResponse.FromString,
+                _registered_method=True)
+        self.CreateSubscription = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/CreateSubscription',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateSubscriptionRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateSubscriptionResponse.FromString,
+                _registered_method=True)
+        self.ReplaceSubscription = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/ReplaceSubscription',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ReplaceSubscriptionRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ReplaceSubscriptionResponse.FromString,
+                _registered_method=True)
+        self.DeleteSubscription = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/DeleteSubscription',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteSubscriptionRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteSubscriptionResponse.FromString,
+                _registered_method=True)
+        self.PauseSubscription = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/PauseSubscription',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PauseSubscriptionRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PauseSubscriptionResponse.FromString,
+                _registered_method=True)
+        self.ResumeSubscription = channel.unary_unary(
+                '/tubemq.gateway.v1.GatewayService/ResumeSubscription',
+                request_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ResumeSubscriptionRequest.SerializeToString,
+                response_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ResumeSubscriptionResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServiceServicer:
@@ -224,6 +259,62 @@ class GatewayServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSubscriptions(self, request, context):
+        """Push subscriptions (docs/push.md, "The API"; REST /v1/subscriptions): every one the caller may manage
+        (rule action manage_subscriptions on its group and each topic), with its state in the answering process.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSubscription(self, request, context):
+        """One push subscription; NOT_FOUND when there is none of that name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateSubscription(self, request, context):
+        """Define a push subscription, kept in the store every replica shares (idempotency.redis_url): every
+        gateway process runs it within push.reload_interval seconds. Also needs what consuming it would take
+        the caller (consume on its topics and retry topic, publish on its retry and dead-letter topics).
+        INVALID_ARGUMENT naming the field; ALREADY_EXISTS for a name or group taken (or one of
+        push.subscriptions_file); RESOURCE_EXHAUSTED past push.max_subscriptions or 64 KiB of definition;
+        UNAVAILABLE without a store or while it does not answer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplaceSubscription(self, request, context):
+        """Replace a push subscription made through the API (its loops restart); as CreateSubscription.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSubscription(self, request, context):
+        """Delete a push subscription made through the API: every gateway stops it within seconds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSubscription(self, request, context):
+        """Stop delivering a push subscription made through the API on every gateway (what was delivered and not
+        settled goes back to its group).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSubscription(self, request, context):
+        """Deliver a paused push subscription again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -286,6 +377,41 @@ def add_GatewayServiceServicer_to_server(servicer, server):
                     servicer.GetGroupLag,
                     request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagRequest.FromString,
                     response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagResponse.SerializeToString,
+            ),
+            'ListSubscriptions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSubscriptions,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ListSubscriptionsRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ListSubscriptionsResponse.SerializeToString,
+            ),
+            'GetSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSubscription,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetSubscriptionRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetSubscriptionResponse.SerializeToString,
+            ),
+            'CreateSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateSubscription,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateSubscriptionRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateSubscriptionResponse.SerializeToString,
+            ),
+            'ReplaceSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplaceSubscription,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ReplaceSubscriptionRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ReplaceSubscriptionResponse.SerializeToString,
+            ),
+            'DeleteSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSubscription,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteSubscriptionRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteSubscriptionResponse.SerializeToString,
+            ),
+            'PauseSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSubscription,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PauseSubscriptionRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PauseSubscriptionResponse.SerializeToString,
+            ),
+            'ResumeSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSubscription,
+                    request_deserializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ResumeSubscriptionRequest.FromString,
+                    response_serializer=tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ResumeSubscriptionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -614,6 +740,195 @@ class GatewayService:
             '/tubemq.gateway.v1.GatewayService/GetGroupLag',
             tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagRequest.SerializeToString,
             tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetGroupLagResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSubscriptions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/ListSubscriptions',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ListSubscriptionsRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ListSubscriptionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/GetSubscription',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetSubscriptionRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.GetSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/CreateSubscription',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateSubscriptionRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.CreateSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplaceSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/ReplaceSubscription',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ReplaceSubscriptionRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ReplaceSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/DeleteSubscription',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteSubscriptionRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.DeleteSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/PauseSubscription',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PauseSubscriptionRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.PauseSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tubemq.gateway.v1.GatewayService/ResumeSubscription',
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ResumeSubscriptionRequest.SerializeToString,
+            tubemq_dot_gateway_dot_v1_dot_gateway__pb2.ResumeSubscriptionResponse.FromString,
             options,
             channel_credentials,
             insecure,
