@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.support.deploy_tools import (
+    ALERTS,
     NAMESPACE,
     RELEASE,
     ROOT,
@@ -27,17 +28,6 @@ PUBLISH = "/v1/topics/{topic}/messages"
 SERVICE = "tubemq.gateway.v1.GatewayService"
 JOB = f"{RELEASE}-tubemq-gateway"
 SEL = f'namespace="{NAMESPACE}",job="{JOB}"'
-ALERTS = {
-    "TubeMQGatewayNoReadyReplicas",
-    "TubeMQGatewayPublishErrors",
-    "TubeMQGatewayBrokersShielded",
-    "TubeMQGatewayConsumerLag",
-    "TubeMQGatewayGroupLagNoConsumer",
-    "TubeMQGatewayServerErrors",
-    "TubeMQGatewayMetricLabelsOverflow",
-    "TubeMQGatewayPushFailing",
-    "TubeMQGatewayPushBacklog",
-}
 
 
 @pytest.fixture(scope="module")
@@ -71,39 +61,48 @@ def _grpc(values: str, code: str, method: str = "Publish", kind: str = "unary") 
     return _series("grpc_server_handled_total", values, **labels)
 
 
+def _quiet(alert: str, at: str) -> dict[str, Any]:
+    """An evaluation at ``at`` that finds ``alert`` not firing (inactive or pending)."""
+    return {"eval_time": at, "alertname": alert, "exp_alerts": []}
+
+
+def _firing(
+    rules: dict[str, dict[str, Any]], alert: str, at: str, summary: str, **labels: str
+) -> dict[str, Any]:
+    """An evaluation at ``at`` that finds ``alert`` firing once, with ``summary`` and ``labels``."""
+    return {"eval_time": at, "alertname": alert, "exp_alerts": [_expect(rules, alert, summary, **labels)]}
+
+
 def _pending_then_firing(rules: dict[str, dict[str, Any]], alert: str, summary: str) -> list[dict[str, Any]]:
     """Evaluations of an alert on a 5-minute rate with a 10-minute ``for``: pending at 8 m, firing at 20 m."""
-    return [
-        {"eval_time": "8m", "alertname": alert, "exp_alerts": []},
-        {"eval_time": "20m", "alertname": alert, "exp_alerts": [_expect(rules, alert, summary)]},
-    ]
+    return [_quiet(alert, "8m"), _firing(rules, alert, "20m", summary)]
 
 
 def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One promtool test per alert: a failure that must fire it, and a healthy twin that must not."""
     ready_summary = f"No tubemq-gateway replica in {NAMESPACE} is ready"
+    billing_lags = _firing(
+        rules,
+        "TubeMQGatewayConsumerLag",
+        "20m",
+        "Group billing lags 200000 messages on orders",
+        group="billing",
+        topic="orders",
+    )
     return [
         {  # every replica unready
             "interval": "1m",
             "input_series": [_series("tubemq_gateway_ready", "0x10")],
             "alert_rule_test": [
-                {"eval_time": "1m", "alertname": "TubeMQGatewayNoReadyReplicas", "exp_alerts": []},  # pending
-                {
-                    "eval_time": "5m",
-                    "alertname": "TubeMQGatewayNoReadyReplicas",
-                    "exp_alerts": [_expect(rules, "TubeMQGatewayNoReadyReplicas", ready_summary)],
-                },
+                _quiet("TubeMQGatewayNoReadyReplicas", "1m"),  # pending
+                _firing(rules, "TubeMQGatewayNoReadyReplicas", "5m", ready_summary),
             ],
         },
         {  # no replica scraped at all: no series
             "interval": "1m",
             "input_series": [_series("up", "1x10")],
             "alert_rule_test": [
-                {
-                    "eval_time": "5m",
-                    "alertname": "TubeMQGatewayNoReadyReplicas",
-                    "exp_alerts": [_expect(rules, "TubeMQGatewayNoReadyReplicas", ready_summary)],
-                },
+                _firing(rules, "TubeMQGatewayNoReadyReplicas", "5m", ready_summary),
             ],
         },
         {  # 10 % of the send attempts fail (the threshold is 5 %)
@@ -115,7 +114,7 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             ],
             "alert_rule_test": [
                 *_pending_then_firing(rules, "TubeMQGatewayPublishErrors", "10% of publish attempts fail"),
-                {"eval_time": "20m", "alertname": "TubeMQGatewayNoReadyReplicas", "exp_alerts": []},
+                _quiet("TubeMQGatewayNoReadyReplicas", "20m"),
             ],
         },
         {  # 2 % fail: below the threshold
@@ -125,7 +124,7 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 _series("tubemq_gateway_publish_errors_total", "0+2x30", topic="orders", reason="rejected"),
             ],
             "alert_rule_test": [
-                {"eval_time": "25m", "alertname": "TubeMQGatewayPublishErrors", "exp_alerts": []},
+                _quiet("TubeMQGatewayPublishErrors", "25m"),
             ],
         },
         {  # broker 2 shielded for good by both workers of gw-0 and by gw-1; broker 3 briefly; broker 1 never
@@ -141,19 +140,14 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 _series("tubemq_gateway_broker_shielded", "0x30", broker_id="1", worker="0"),
             ],
             "alert_rule_test": [
-                {"eval_time": "5m", "alertname": "TubeMQGatewayBrokersShielded", "exp_alerts": []},
-                {
-                    "eval_time": "15m",
-                    "alertname": "TubeMQGatewayBrokersShielded",
-                    "exp_alerts": [
-                        _expect(
-                            rules,
-                            "TubeMQGatewayBrokersShielded",
-                            "TubeMQ broker 2 is shielded by 2 gateway pod(s)",  # pods, not workers
-                            broker_id="2",
-                        )
-                    ],
-                },
+                _quiet("TubeMQGatewayBrokersShielded", "5m"),
+                _firing(
+                    rules,
+                    "TubeMQGatewayBrokersShielded",
+                    "15m",
+                    "TubeMQ broker 2 is shielded by 2 gateway pod(s)",  # pods, not workers
+                    broker_id="2",
+                ),
             ],
         },
         {  # one group lags 200000 on a topic, summed over two pods; another keeps up
@@ -168,20 +162,8 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 _series("tubemq_gateway_consumer_lag_messages", "10x30", group="audit", topic="orders"),
             ],
             "alert_rule_test": [
-                {"eval_time": "10m", "alertname": "TubeMQGatewayConsumerLag", "exp_alerts": []},
-                {
-                    "eval_time": "20m",
-                    "alertname": "TubeMQGatewayConsumerLag",
-                    "exp_alerts": [
-                        _expect(
-                            rules,
-                            "TubeMQGatewayConsumerLag",
-                            "Group billing lags 200000 messages on orders",
-                            group="billing",
-                            topic="orders",
-                        )
-                    ],
-                },
+                _quiet("TubeMQGatewayConsumerLag", "10m"),
+                billing_lags,
             ],
         },
         {  # TubeMQ's offsets: two pods report the same 200000 (max, not their sum); the lag stays with no
@@ -202,33 +184,16 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 _series("tubemq_gateway_group_consumers", "0x30", group="done"),
             ],
             "alert_rule_test": [
-                {"eval_time": "5m", "alertname": "TubeMQGatewayGroupLagNoConsumer", "exp_alerts": []},
-                {
-                    "eval_time": "20m",
-                    "alertname": "TubeMQGatewayGroupLagNoConsumer",
-                    "exp_alerts": [
-                        _expect(
-                            rules,
-                            "TubeMQGatewayGroupLagNoConsumer",
-                            "Group billing has 200000 unconsumed messages on orders and no consumer",
-                            group="billing",
-                            topic="orders",
-                        )
-                    ],
-                },
-                {
-                    "eval_time": "20m",
-                    "alertname": "TubeMQGatewayConsumerLag",
-                    "exp_alerts": [
-                        _expect(
-                            rules,
-                            "TubeMQGatewayConsumerLag",
-                            "Group billing lags 200000 messages on orders",
-                            group="billing",
-                            topic="orders",
-                        )
-                    ],
-                },
+                _quiet("TubeMQGatewayGroupLagNoConsumer", "5m"),
+                _firing(
+                    rules,
+                    "TubeMQGatewayGroupLagNoConsumer",
+                    "20m",
+                    "Group billing has 200000 unconsumed messages on orders and no consumer",
+                    group="billing",
+                    topic="orders",
+                ),
+                billing_lags,
             ],
         },
         {  # 10 % of the HTTP requests answered 5xx, and gRPC Internal errors: server errors
@@ -254,7 +219,7 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 _grpc("0+50x30", "InvalidArgument", "Publish", "unary"),
             ],
             "alert_rule_test": [
-                {"eval_time": "25m", "alertname": "TubeMQGatewayServerErrors", "exp_alerts": []},
+                _quiet("TubeMQGatewayServerErrors", "25m"),
             ],
         },
         {  # a push endpoint failing a fifth of its deliveries over two pods; another one healthy
@@ -282,19 +247,14 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 ),
             ],
             "alert_rule_test": [
-                {"eval_time": "8m", "alertname": "TubeMQGatewayPushFailing", "exp_alerts": []},
-                {
-                    "eval_time": "20m",
-                    "alertname": "TubeMQGatewayPushFailing",
-                    "exp_alerts": [
-                        _expect(
-                            rules,
-                            "TubeMQGatewayPushFailing",
-                            "Push subscription hooks: 11.11% of deliveries fail",
-                            subscription="hooks",
-                        )
-                    ],
-                },
+                _quiet("TubeMQGatewayPushFailing", "8m"),
+                _firing(
+                    rules,
+                    "TubeMQGatewayPushFailing",
+                    "20m",
+                    "Push subscription hooks: 11.11% of deliveries fail",
+                    subscription="hooks",
+                ),
             ],
         },
         {  # a running push subscription's group lags; a paused one's backlog and a small one do not count
@@ -308,21 +268,16 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 _series("tubemq_gateway_push_subscription_up", "1x30", group="push-c", subscription="c"),
             ],
             "alert_rule_test": [
-                {"eval_time": "10m", "alertname": "TubeMQGatewayPushBacklog", "exp_alerts": []},
-                {
-                    "eval_time": "20m",
-                    "alertname": "TubeMQGatewayPushBacklog",
-                    "exp_alerts": [
-                        _expect(
-                            rules,
-                            "TubeMQGatewayPushBacklog",
-                            "Push subscription a has 50000 undelivered messages on orders",
-                            group="push-a",
-                            topic="orders",
-                            subscription="a",
-                        )
-                    ],
-                },
+                _quiet("TubeMQGatewayPushBacklog", "10m"),
+                _firing(
+                    rules,
+                    "TubeMQGatewayPushBacklog",
+                    "20m",
+                    "Push subscription a has 50000 undelivered messages on orders",
+                    group="push-a",
+                    topic="orders",
+                    subscription="a",
+                ),
             ],
         },
         {  # topics past the cap counted under __overflow__
@@ -332,18 +287,13 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 _series("tubemq_gateway_label_overflow_total", "0x30", label="group"),
             ],
             "alert_rule_test": [
-                {
-                    "eval_time": "20m",
-                    "alertname": "TubeMQGatewayMetricLabelsOverflow",
-                    "exp_alerts": [
-                        _expect(
-                            rules,
-                            "TubeMQGatewayMetricLabelsOverflow",
-                            "Label topic has more values than the metrics cap",
-                            label="topic",
-                        )
-                    ],
-                },
+                _firing(
+                    rules,
+                    "TubeMQGatewayMetricLabelsOverflow",
+                    "20m",
+                    "Label topic has more values than the metrics cap",
+                    label="topic",
+                ),
             ],
         },
     ]

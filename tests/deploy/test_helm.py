@@ -23,6 +23,7 @@ from gateway.healthcheck import health_url
 from gateway.runtime import consumer_id_secret
 from tests.support.chart_support import CRD_KINDS, kubernetes_validate, validate_manifests
 from tests.support.deploy_tools import (
+    ALERTS,
     CHART,
     NAMESPACE,
     RELEASE,
@@ -314,17 +315,7 @@ def test_service_monitor_and_dashboard(full_manifests: list[dict[str, Any]]) -> 
 def test_alert_rules_pass_promtool(full_manifests: list[dict[str, Any]], tmp_path: Path) -> None:
     rule = one(full_manifests, "PrometheusRule")
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
-    assert set(alerts) == {
-        "TubeMQGatewayNoReadyReplicas",
-        "TubeMQGatewayPublishErrors",
-        "TubeMQGatewayBrokersShielded",
-        "TubeMQGatewayConsumerLag",
-        "TubeMQGatewayGroupLagNoConsumer",
-        "TubeMQGatewayServerErrors",
-        "TubeMQGatewayMetricLabelsOverflow",
-        "TubeMQGatewayPushFailing",
-        "TubeMQGatewayPushBacklog",
-    }
+    assert set(alerts) == ALERTS
     for alert in alerts.values():
         assert f'namespace="{NAMESPACE}"' in alert["expr"] and f'job="{FULLNAME}"' in alert["expr"]
         assert alert["labels"]["severity"] in {"warning", "critical"} and alert["annotations"]["summary"]

