@@ -4,24 +4,16 @@ with an advertised URL, or several replicas, the advertised URL; several replica
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
 
 from gateway.config import ConsumerSettings, Settings
 from gateway.runtime import ConfigurationError, Runtime
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import gateway
 from tests.support.serving import bound_socket
 
 SECRET = "replica-shared-secret-0123456789"
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def test_a_lone_replica_answers_the_url_the_client_used(env: Env) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -17,23 +16,10 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.api.compression import GzipMiddleware, _is_json, accepts_gzip, compress, compressible
 from gateway.config import CompressionSettings
-from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import Gateway, SseReader, gateway
+from tests.support.gateway_support import Gateway, SseReader
 
 GZIP = {"accept-encoding": "gzip"}
 IDENTITY = {"accept-encoding": "identity"}
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
-
-
-@pytest.fixture
-async def gw(env: Env) -> AsyncIterator[Gateway]:
-    async with gateway(env) as served:
-        yield served
 
 
 async def get_raw_bytes(

@@ -22,12 +22,6 @@ from tests.support.tls_support import make_pki
 
 
 @pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
-
-
-@pytest.fixture
 async def pair(env: Env) -> AsyncIterator[tuple[Gateway, Gateway]]:
     first, second = bound_socket(), bound_socket()
     peers = peer_settings(first, second)

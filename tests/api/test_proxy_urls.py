@@ -4,7 +4,6 @@ gateway connects (forwarding goes to the instance id's owner, checked against co
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 from gateway.api.proxy import ProxyHeadersMiddleware, TrustedProxies, forwarded_headers, public_base_url
 from gateway.api.worker_listener import private_app
 from gateway.config import HttpSettings
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import gateway, peer_settings
 from tests.support.serving import bound_socket
 
@@ -120,12 +119,6 @@ def test_trusted_proxies_setting() -> None:
     assert "10.9.9.9" in trusted and "::1" in trusted
     assert "11.0.0.1" not in trusted and "unix:/tmp/x" not in trusted and None not in trusted
     assert "anything" in TrustedProxies(["*"])
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def test_consumer_urls_behind_a_trusted_proxy(env: Env) -> None:

@@ -12,15 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import Gateway, SseReader, gateway
 from tests.support.waiting import eventually
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import Gateway, gateway
 from tests.support.push_support import Receiver, receiver
 from tests.support.push_support import push_definition as definition
@@ -28,10 +28,8 @@ TOPICS = "demo:4,retry:2,dlq:1,other:1"
 SECRET = "whsec_" + base64.b64encode(b"rest-api-secret-0123456789abcdef").decode()
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment(TOPICS) as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = TOPICS
 
 
 @pytest.fixture

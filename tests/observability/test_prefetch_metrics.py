@@ -3,10 +3,7 @@ worker's cap, read from a real consumer service over the embedded cluster at scr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
-import pytest
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -14,16 +11,14 @@ from gateway.api.telemetry import install_telemetry
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.pool import ConnectionPool
-from tests.support.consumer_support import Env, environment, values
+from tests.support.consumer_support import Env, values
 from tests.support.waiting import eventually
 
 P = "tubemq_gateway_"
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment("demo:1,solo:1") as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = "demo:1,solo:1"
 
 
 class Runtime:

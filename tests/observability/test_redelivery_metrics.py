@@ -5,9 +5,7 @@ letters and deadline expiries on the embedded cluster."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -15,14 +13,11 @@ from gateway.observability.metrics import GatewayMetrics
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
 from gateway.tubemq.events import EventBus
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.waiting import eventually
 
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment("solo:1,retry:1,dlq:1") as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = "solo:1,retry:1,dlq:1"
 
 
 def _scraped(metrics: GatewayMetrics, group: str) -> dict[str, float]:

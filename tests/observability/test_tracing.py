@@ -27,7 +27,7 @@ from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.observability import tracing
 from gateway.runtime import Runtime
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import Gateway, gateway
 from tests.support.grpc_support import gateway_settings, message, running_gateway
 from tests.support.tracing_support import in_memory_spans
@@ -40,12 +40,6 @@ PARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 def spans() -> Iterator[InMemorySpanExporter]:
     with in_memory_spans() as exporter:
         yield exporter
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 @pytest.fixture

@@ -11,15 +11,9 @@ import httpx
 import pytest
 
 from tests.support.auth_support import AuthFiles, write_auth_files
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import Gateway, gateway, peer_settings
 from tests.support.serving import bound_socket
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from gateway.config import AuthSettings, ConsumerSettings, Settings
 from gateway.runtime import ConfigurationError, Runtime, consumer_id_secret
 from gateway.service.instance_id import new_instance_id
 from gateway.service.peers import PeerPolicy, parse_allow_entry
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import Gateway, gateway
 from tests.support.serving import bound_socket
 
@@ -71,12 +71,6 @@ class Peer:
             pass
         finally:
             writer.close()
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def _instance_path(peer_url: str, secret: str = SECRET, group: str = GROUP) -> str:

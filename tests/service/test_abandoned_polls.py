@@ -6,7 +6,7 @@ sockets."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import grpc
 import httpx
@@ -14,7 +14,7 @@ import pytest
 
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import gateway, peer_settings
 from tests.support.serving import bound_socket
 from tests.support.workers_support import WorkerGateway, owner_worker, samples, start_workers
@@ -87,12 +87,6 @@ async def test_an_abandoned_poll_frees_the_instance_in_its_owner_and_across_the_
         if labels.get("code") == "499" and "messages" in labels.get("route", "")
     ]
     assert sum(gone) >= 3, gone  # the owner's two abandoned polls and the hop's
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def test_an_abandoned_rest_poll_frees_the_instance_across_the_replica_relay(env: Env) -> None:

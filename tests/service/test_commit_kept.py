@@ -5,21 +5,13 @@ embedded cluster over loopback."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
-from tests.support.consumer_support import Env, bodies, environment, values
+from tests.support.consumer_support import Env, bodies, values
 
 EARLIEST = InstanceSpec({"solo": None}, start_position="earliest")
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def poll_new(service: ConsumerService, group: str, most: int) -> tuple[str, list[DeliveredMessage]]:

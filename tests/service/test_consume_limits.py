@@ -22,7 +22,7 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.service.consume_limits import MAX_BYTES_LIMIT, MAX_MESSAGES_LIMIT, PollLimits
 from gateway.service.errors import InvalidInput, NotFound, Unavailable, renamed_fields
 from gateway.service.publish import PublishOutcome, failed_alike
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import gateway
 from tests.support.grpc_support import Gateway, detail_of, gateway_settings, running_gateway
 
@@ -107,12 +107,6 @@ def test_every_message_failed_alike_is_one_rule() -> None:
 
 
 # --- REST: a long poll and an SSE stream refuse alike ---------------------------------------------------
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def test_rest_poll_and_sse_refuse_the_same_bounds(env: Env) -> None:

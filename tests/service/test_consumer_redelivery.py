@@ -8,7 +8,6 @@ import json
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -24,10 +23,8 @@ from tests.support.waiting import eventually
 TOPICS = "solo:1,retry:2,dlq:1,other:1"
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment(TOPICS) as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = TOPICS
 
 
 def values(messages: list[DeliveredMessage]) -> list[bytes]:

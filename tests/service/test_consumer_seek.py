@@ -3,22 +3,17 @@ message, what it rolls back, and the fields it refuses."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import InvalidInput
 from gateway.service.seek import SeekOrder
-from tests.support.consumer_support import Env, bodies, environment
+from tests.support.consumer_support import Env, bodies
 from tests.support.waiting import eventually
 
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment("solo:1,retry:1") as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = "solo:1,retry:1"
 
 
 async def _collect(service: ConsumerService, group: str, instance: str, count: int) -> list[DeliveredMessage]:

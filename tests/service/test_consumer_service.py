@@ -3,8 +3,6 @@ expiry and rollback, start offsets, filters, byte budgets, auto-commit and strea
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from gateway.service.consumers import ConsumerService, InstanceSpec, Owner
@@ -12,14 +10,8 @@ from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import Gone, InvalidInput, NotFound, Unavailable
 from gateway.service.instance_id import decode_instance_id, new_instance_id
 from gateway.service.peers import PeerPolicy
-from tests.support.consumer_support import Env, bodies, environment, values
+from tests.support.consumer_support import Env, bodies, values
 from tests.support.waiting import ManualClock, eventually
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def split_evenly(service: ConsumerService, group: str, ids: list[str], partitions: int = 8) -> None:

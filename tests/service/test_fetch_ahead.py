@@ -7,7 +7,6 @@ twice); the instance's and the worker's caps bound what is held."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -17,7 +16,7 @@ from gateway.service.instance import ConsumerInstance
 from gateway.service.seek import SeekOrder
 from gateway.tubemq.consumer.events import FetchOutcome
 from gateway.tubemq.events import EventBus
-from tests.support.consumer_support import Env, environment, values
+from tests.support.consumer_support import Env, values
 from tests.support.waiting import eventually
 
 #: partitions of ``demo``; each gets its own messages, so that one fetch brings one partition's batch
@@ -25,10 +24,8 @@ PARTITIONS = 8
 PER_PARTITION = 10
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment("demo:8,solo:1,retry:1") as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = "demo:8,solo:1,retry:1"
 
 
 async def fill(env: Env, prefix: str, per: int = PER_PARTITION) -> list[bytes]:

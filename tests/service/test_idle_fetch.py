@@ -4,14 +4,13 @@ the polls of one instance share one fetch loop. Counted on the embedded broker (
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
 
 from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.tubemq.consumer.state import empty_fetch_wait
-from tests.support.consumer_support import FAST_CONSUMER, Env, environment
+from tests.support.consumer_support import FAST_CONSUMER, Env
 from tests.support.waiting import eventually
 
 BASE = 0.05
@@ -37,12 +36,6 @@ def most_fetches(seconds: float) -> int:
             return fetches
         fetches += 1
         streak += 1
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def idle_service(env: Env) -> tuple[ConsumerService, str]:

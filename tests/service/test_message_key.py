@@ -19,24 +19,12 @@ from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.tubemq.consumer.batch import ConsumedMessage
 from gateway.tubemq.wire.payload import TOKEN_MSG_KEY
-from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import Gateway, SseReader, gateway
+from tests.support.consumer_support import Env
+from tests.support.gateway_support import Gateway, SseReader
 from tests.support.grpc_support import gateway_settings, message, running_gateway
 
 # keys a client may send: the usual, and one with every character the attribute text reserves
 KEYS = ["customer-42", "a,b=c%d$msgTime$ ü"]
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
-
-
-@pytest.fixture
-async def gw(env: Env) -> AsyncIterator[Gateway]:
-    async with gateway(env) as served:
-        yield served
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from gateway.api.consumer_render import render_pushed
 from gateway.service.instance_spec import InstanceSpec
 from gateway.service.push import PushOptions, PushService
 from gateway.service.push_outbound import EndpointPolicy
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import gateway
 from tests.support.push_support import Answer, Received, receiver
 from tests.support.waiting import eventually
@@ -34,10 +33,8 @@ SECRET = "whsec_" + base64.b64encode(b"push-test-secret-0123456789abcdef").decod
 LOOPBACK = ["127.0.0.1/32"]
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment(TOPICS) as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = TOPICS
 
 
 def _definition(endpoint: str, **changes: Any) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 
 from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import SseReader, gateway
 from tests.support.grpc_support import Gateway as GrpcGateway
 from tests.support.grpc_support import consumer_gateway, message
@@ -25,10 +25,8 @@ from tests.support.grpc_support import consumer_gateway, message
 TOPICS = "solo:1,retry:2,dlq:1"
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment(TOPICS) as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = TOPICS
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +22,12 @@ from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from gateway.grpc.replicas import FORWARDED_KEY
 from gateway.security.replica_subject import REPLICA_CERT_KEY
 from tests.support.auth_support import write_mtls_auth_files
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import mtls_replicas
 from tests.support.replica_support import mtls_replica_pair
 from tests.support.serving import free_port
 from tests.support.tls_support import issue_client, make_pki
 from tests.support.workers_support import start_workers
-
-
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment() as env:
-        yield env
 
 
 async def test_a_captured_relayed_subject_cannot_be_replayed(env: Env, tmp_path: Path) -> None:

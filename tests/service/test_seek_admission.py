@@ -15,7 +15,7 @@ import pytest
 
 from gateway.embedded.topics import TopicSpec
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import gateway
 from tests.support.grpc_support import Gateway as GrpcGateway
 from tests.support.grpc_support import consumer_gateway, detail_of
@@ -33,10 +33,8 @@ def _messages(count: int) -> list[dict[str, object]]:
     ]
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment("storm:1") as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = "storm:1"
 
 
 async def _publish(http: httpx.AsyncClient, count: int) -> None:

@@ -22,7 +22,7 @@ from gateway.service.consumers import ConsumerService, InstanceSpec
 from gateway.service.delivered import DeliveredMessage
 from gateway.service.errors import InvalidInput
 from gateway.service.seek import SeekOrder
-from tests.support.consumer_support import Env, environment
+from tests.support.consumer_support import Env
 from tests.support.gateway_support import gateway
 from tests.support.grpc_support import Gateway as GrpcGateway
 from tests.support.grpc_support import consumer_gateway
@@ -41,10 +41,8 @@ def _ms(minute: str) -> int:
 PLAN = [(i % 4, f"2026112701{i // 3:02d}") for i in range(24)]
 
 
-@pytest.fixture
-async def env() -> AsyncIterator[Env]:
-    async with environment(TOPICS) as env:
-        yield env
+#: the topics of the ``env`` fixture (tests/conftest.py)
+ENV_TOPICS = TOPICS
 
 
 async def _drain(service: ConsumerService, group: str, instance: str, quiet: float = 0.6) -> list[bytes]:
