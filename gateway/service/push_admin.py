@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.service.access import MANAGE_SUBSCRIPTIONS, AccessPolicy, check_consuming
+from gateway.service.access import ADMIN, MANAGE_SUBSCRIPTIONS, AccessPolicy, check_consuming
 from gateway.service.errors import (
     AlreadyDefined,
     Conflict,
@@ -52,7 +52,7 @@ from gateway.service.push import FILE, STORE, PushService
 from gateway.service.push_outbound import EndpointPolicy, EndpointRefused
 from gateway.service.push_runner import SubscriptionRunner
 from gateway.service.push_store import Changed, RedisSubscriptions, StoreDown
-from gateway.service.push_subscription import PushSubscription, parse_subscription
+from gateway.service.push_subscription import PushSubscription, SubscriptionBounds, parse_subscription
 
 __all__ = ["MAX_DEFINITION_BYTES", "SubscriptionAdmin", "definition_too_large"]
 
@@ -84,6 +84,9 @@ class SubscriptionAdmin:
         self._policy = policy
         self._store = store
         self._file = subscriptions_file or "push.subscriptions_file"
+        # What a stored definition is read with to learn whose it is (its group and topics) for a delete,
+        # pause or resume, so that one that no longer passes the check (push.allow changed) can still go.
+        self._lenient = SubscriptionBounds(max_ack_deadline=1e9, max_backoff=1e9, can_sign=True)
         self._version: int | None = None
         self._reading = asyncio.Lock()
         self._watcher: asyncio.Task[None] | None = None
@@ -180,7 +183,7 @@ class SubscriptionAdmin:
         answer = await self._write(
             store.put(definition.name, definition.group, document, create=True, limit=limit)
         )
-        self._refused(answer, definition)
+        self._refused(answer, definition.name, definition.group)
         return await self._after_write(definition)
 
     async def replace(self, name: str, data: object, size: int) -> dict[str, Any]:
@@ -201,14 +204,15 @@ class SubscriptionAdmin:
         answer = await self._write(
             store.put(name, definition.group, document, create=False, limit=0, expect=before)
         )
-        self._refused(answer, definition)
+        self._refused(answer, definition.name, definition.group)
         return await self._after_write(definition)
 
     async def delete(self, name: str) -> None:
-        old, before = await self._stored(name)
+        old, before = await self._stored(name, readable=False)
         store = self._writable()
-        self._check_manage(current_principal(), old)
-        self._refused(await self._write(store.delete(name, expect=before)), old)
+        if old is not None:
+            self._check_manage(current_principal(), old)
+        self._refused(await self._write(store.delete(name, expect=before)), name, "")
         await self._after_write(None)
 
     async def set_paused(self, name: str, paused: bool) -> dict[str, Any]:
@@ -224,8 +228,8 @@ class SubscriptionAdmin:
             answer = await self._write(
                 store.put(name, old.group, document, create=False, limit=0, expect=before)
             )
-            self._refused(answer, old)
-        return await self._after_write(parse_subscription(data, self._push.bounds))
+            self._refused(answer, name, old.group)
+        return await self._after_write(parse_subscription(data, self._lenient))
 
     # --- the steps -------------------------------------------------------------------------------------
 
@@ -248,9 +252,10 @@ class SubscriptionAdmin:
                 retry_after=5.0,
             ) from None
 
-    async def _stored(self, name: str) -> tuple[PushSubscription, bytes]:
+    async def _stored(self, name: str, *, readable: bool = True) -> tuple[Any, bytes]:
         """The store's definition ``name`` as it is now (and its JSON); NotFound, or AlreadyDefined for the
-        file's."""
+        file's. One that cannot be read at all (written into the store around the API) is None, for an
+        ``admin`` to delete (``readable`` False); InvalidInput for anything else."""
         if self._push.source(name) == FILE:
             raise AlreadyDefined(
                 f"push subscription {name!r} is defined in {self._file}; change it there (the API "
@@ -267,7 +272,16 @@ class SubscriptionAdmin:
         before = documents.get(name)
         if before is None:
             raise NotFound(f"no push subscription {name!r}", resource_name=name)
-        return parse_subscription(json.loads(before), self._push.bounds), before
+        try:
+            return parse_subscription(json.loads(before), self._lenient), before
+        except (ValueError, RecursionError, InvalidInput):
+            self._access.check(current_principal(), ADMIN)
+            if readable:
+                raise InvalidInput(
+                    f"the stored definition of {name!r} cannot be read: delete it and define it again",
+                    field="name",
+                ) from None
+            return None, before
 
     async def _parse(self, data: object, size: int) -> tuple[PushSubscription, bytes]:
         if size > MAX_DEFINITION_BYTES:
@@ -308,10 +322,9 @@ class SubscriptionAdmin:
                     field="group",
                 )
 
-    def _refused(self, answer: Any, definition: PushSubscription) -> None:
+    def _refused(self, answer: Any, name: str, group: str) -> None:
         if not isinstance(answer, Changed):
             return
-        name = definition.name
         if answer.reason == "exists":
             raise AlreadyDefined(
                 f"push subscription {name!r} exists: replace it, or choose another name", field="name"
@@ -320,7 +333,7 @@ class SubscriptionAdmin:
             raise NotFound(f"no push subscription {name!r}", resource_name=name)
         if answer.reason == "group":
             raise AlreadyDefined(
-                f"group {definition.group!r} belongs to push subscription {answer.detail!r} (the two would "
+                f"group {group!r} belongs to push subscription {answer.detail!r} (the two would "
                 "share its messages): give each subscription its own group",
                 field="group",
             )

@@ -19,9 +19,23 @@ from gateway.service.redis_link import redis_client
 
 __all__ = ["Changed", "RedisSubscriptions", "StoreDown", "Stored"]
 
+# Shared by the scripts: forget the group of the definition ``doc`` of ``name`` (one that is not JSON, written
+# around the API, has none to forget).
+_GROUP = """
+local function drop_group(groups, name, doc)
+  local ok, parsed = pcall(cjson.decode, doc)
+  local was = ok and type(parsed) == 'table' and parsed['group']
+  if type(was) == 'string' and redis.call('HGET', groups, was) == name then
+    redis.call('HDEL', groups, was)
+  end
+end
+"""
+
 # ARGV: prefix, name, group, definition, mode ('create' or 'replace'), the most definitions, the definition
 # replaced as read before (replace; '' = any)
-_PUT = """
+_PUT = (
+    _GROUP
+    + """
 local prefix, name, group, doc, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local defs, groups = prefix .. 'defs', prefix .. 'groups'
 local old = redis.call('HGET', defs, name)
@@ -34,26 +48,28 @@ if holder and holder ~= name then return {'group', holder} end
 local count = redis.call('HLEN', defs)
 if not old and count >= tonumber(ARGV[6]) then return {'full', tostring(count)} end
 if old then
-  local was = cjson.decode(old)['group']
-  if was and redis.call('HGET', groups, was) == name then redis.call('HDEL', groups, was) end
+  drop_group(groups, name, old)
 end
 redis.call('HSET', defs, name, doc)
 redis.call('HSET', groups, group, name)
 return {'ok', tostring(redis.call('INCR', prefix .. 'version'))}
 """
+)
 
 # ARGV: prefix, name, the definition as read before ('' = any)
-_DELETE = """
+_DELETE = (
+    _GROUP
+    + """
 local prefix, name = ARGV[1], ARGV[2]
 local defs, groups = prefix .. 'defs', prefix .. 'groups'
 local old = redis.call('HGET', defs, name)
 if not old then return {'missing'} end
 if ARGV[3] ~= '' and old ~= ARGV[3] then return {'changed'} end
-local was = cjson.decode(old)['group']
-if was and redis.call('HGET', groups, was) == name then redis.call('HDEL', groups, was) end
+drop_group(groups, name, old)
 redis.call('HDEL', defs, name)
 return {'ok', tostring(redis.call('INCR', prefix .. 'version'))}
 """
+)
 
 # ARGV: prefix
 _READ = """

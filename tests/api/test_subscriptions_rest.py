@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio as aioredis
 
 from tests.support.consumer_support import Env
 from tests.support.gateway_support import Gateway, gateway
@@ -265,3 +266,34 @@ async def test_a_store_gone_down_refuses_writes_and_the_running_subscriptions_go
         assert [s["name"] for s in (await client.get("/v1/subscriptions")).json()["subscriptions"]] == [
             "hooks"
         ]
+
+
+async def test_definitions_written_into_the_store_around_the_api(
+    env: Env, redis: RedisServer, tmp_path: Path
+) -> None:
+    """One that fails the check (an endpoint push.allow refuses) and one that is not even JSON are not run;
+    the first can still be deleted through the API, the second by an admin (here: open mode)."""
+    prefix = "tubemq-gateway:push:"
+    client = aioredis.Redis.from_url(redis.url, password=PASSWORD)
+    try:
+        refused = definition("http://127.0.0.2:9/hook", name="forged", group="forged")
+        await client.hset(prefix + "defs", mapping={"forged": json.dumps(refused), "garbage": b"\xff{"})
+        await client.incr(prefix + "version")
+        async with (
+            receiver() as hook,
+            gateway(env, push=push(tmp_path), idempotency=store(redis)) as gw,
+            httpx.AsyncClient(base_url=gw.url, timeout=20) as http,
+        ):
+            assert (await http.post("/v1/subscriptions", json=definition(hook.url))).status_code == 201
+            assert running(gw) == ["hooks"]
+            assert [s["name"] for s in (await http.get("/v1/subscriptions")).json()["subscriptions"]] == [
+                "hooks"
+            ]
+            unreadable = await http.post("/v1/subscriptions/garbage/pause")
+            assert unreadable.status_code == 400 and "delete it" in unreadable.json()["error"]["message"]
+            assert (await http.delete("/v1/subscriptions/forged")).status_code == 204
+            assert (await http.delete("/v1/subscriptions/garbage")).status_code == 204
+            assert set(await client.hkeys(prefix + "defs")) == {b"hooks"}
+            assert running(gw) == ["hooks"]
+    finally:
+        await client.aclose()
