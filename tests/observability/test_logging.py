@@ -32,6 +32,7 @@ from gateway.observability.logging import (
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.events import Event, EventBus
 from tests.support.auth_support import secure_gateway
+from tests.support.log_capture import attached
 
 
 class Capture(logging.Handler):
@@ -52,16 +53,8 @@ class Capture(logging.Handler):
 
 @pytest.fixture
 def capture() -> Iterator[Capture]:
-    handler = Capture()
-    root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+    with attached(Capture()) as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old_level)
 
 
 @given(

@@ -15,6 +15,7 @@ from gateway.observability.logging import JsonFormatter, TextFormatter
 from gateway.service.instance_id import new_instance_id, redact, redact_text
 from tests.support.consumer_support import environment
 from tests.support.gateway_support import SseReader, gateway, peer_settings
+from tests.support.log_capture import attached
 from tests.support.serving import bound_socket
 
 
@@ -36,16 +37,8 @@ class Capture(logging.Handler):
 
 @pytest.fixture
 def capture() -> Iterator[Capture]:
-    handler = Capture()
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+    with attached(Capture()) as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 async def test_a_consume_session_logs_no_whole_instance_id(capture: Capture) -> None:

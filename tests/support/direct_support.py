@@ -25,6 +25,7 @@ from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.runtime import Runtime
 from gateway.serve import http_config
+from tests.support.log_capture import attached
 from tests.support.serving import bound_socket, uvicorn_serving
 
 
@@ -163,16 +164,8 @@ def access_lines() -> Iterator[list[logging.LogRecord]]:
         def emit(self, record: logging.LogRecord) -> None:
             records.append(record)
 
-    handler = Keep(logging.DEBUG)
-    log = logging.getLogger("gateway.access")
-    level = log.level
-    log.addHandler(handler)
-    log.setLevel(logging.DEBUG)
-    try:
+    with attached(Keep(logging.DEBUG), "gateway.access"):
         yield records
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(level)
 
 
 @contextmanager
