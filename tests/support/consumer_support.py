@@ -1,6 +1,7 @@
 """Shared pieces of the consumer tests: for the core's Consumer (``FAST`` timings, ``running_cluster``,
 ``publish`` straight to a broker, ``drain``), and for the consumer service, REST and forwarding tests (an
-embedded cluster with fast timings and a producer: ``environment``). Waiting is ``waiting.eventually``."""
+embedded cluster with fast timings and a producer: ``environment``), and a pool that records what it sends
+(``RecordingPool``). Waiting is ``waiting.eventually``."""
 
 from __future__ import annotations
 
@@ -10,15 +11,19 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from google.protobuf.message import Message
+
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.listen import tcp_server
 from gateway.embedded.topics import TopicSpec, parse_topic_specs
 from gateway.service.consumers import ConsumerService
 from gateway.service.delivered import DeliveredMessage
+from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer.batch import ConsumedBatch
 from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import ConsumerConfig
 from gateway.tubemq.net import MemoryNetwork
+from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.client import Producer, ProducerConfig
 from gateway.tubemq.producer.send import SendResult
@@ -189,3 +194,38 @@ async def drain(
 
 def bodies_of(batches: Iterable[ConsumedBatch]) -> list[bytes]:
     return [m.body for b in batches for m in b.messages]
+
+
+class RecordingPool(ConnectionPool):
+    """A real pool on ``network`` that keeps a copy of every request message it sends, in order (``sent``:
+    method and message; the producer's pre-encoded SendMessage frames are bytes and not kept), and the most
+    GetMessage requests it had out at once (``most_fetching``)."""
+
+    def __init__(self, network: MemoryNetwork) -> None:
+        super().__init__(connector=network.create_connection)
+        self.sent: list[tuple[int, Message]] = []
+        self.fetching = 0
+        self.most_fetching = 0
+
+    async def request_decoded(
+        self,
+        address: NodeAddress,
+        method: int,
+        request: Message | bytes,
+        timeout: float,  # noqa: ASYNC109 - the pool API
+        service: int | None = None,
+        decode: AnswersDecoder | None = None,
+    ) -> object:
+        """Every request of the pool (``request`` too) comes through here."""
+        if isinstance(request, Message):
+            copy = type(request)()
+            copy.CopyFrom(request)
+            self.sent.append((method, copy))
+        if method != Method.GET_MESSAGES:
+            return await super().request_decoded(address, method, request, timeout, service, decode)
+        self.fetching += 1
+        self.most_fetching = max(self.most_fetching, self.fetching)
+        try:
+            return await super().request_decoded(address, method, request, timeout, service, decode)
+        finally:
+            self.fetching -= 1

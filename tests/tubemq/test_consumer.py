@@ -6,22 +6,19 @@ import asyncio
 import json
 
 import pytest
-from google.protobuf.message import Message
 
 from gateway.embedded.topics import TopicSpec
-from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer.client import Consumer, InvalidConfirmContext
 from gateway.tubemq.consumer.config import BoundConsumption, StartPosition
 from gateway.tubemq.consumer.events import ConsumerRegistered, FetchOutcome, PartitionReleased, RebalanceEvent
 from gateway.tubemq.errors import ClientClosed, TopicNotDeployed, TransportError
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.memory import MemoryNetwork
-from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.pb import MasterService_pb2 as master_pb
 from gateway.tubemq.wire.rpc import Method
-from tests.support.consumer_support import bodies_of, drain, fast, publish, running_cluster
+from tests.support.consumer_support import RecordingPool, bodies_of, drain, fast, publish, running_cluster
 from tests.support.files import CAPTURE_FILE
 from tests.support.waiting import eventually
 
@@ -247,31 +244,6 @@ async def test_broker_restart_recovers_partitions(network: MemoryNetwork, pool: 
             await publish(pool, cluster, "demo", sent[:4], broker_id=1)
             await publish(pool, cluster, "demo", sent[4:], broker_id=2)
             assert sorted(bodies_of(await drain(consumer, 8))) == sorted(sent)
-
-
-class RecordingPool(ConnectionPool):
-    """A real pool that also keeps a copy of every request it sends."""
-
-    def __init__(self, network: MemoryNetwork) -> None:
-        super().__init__(connector=network.create_connection)
-        self.sent: list[tuple[int, Message]] = []
-
-    async def request_decoded(
-        self,
-        address: NodeAddress,
-        method: int,
-        request: Message | bytes,
-        timeout: float,  # noqa: ASYNC109 - the pool API
-        service: int | None = None,
-        decode: AnswersDecoder | None = None,
-    ) -> object:
-        # Every request goes through here (``request`` too). Pre-encoded requests (the producer's
-        # SendMessage frames) are bytes: not a consumer's fields.
-        if isinstance(request, Message):
-            copy = type(request)()
-            copy.CopyFrom(request)
-            self.sent.append((method, copy))
-        return await super().request_decoded(address, method, request, timeout, service, decode)
 
 
 def captured_field_sets() -> dict[tuple[int, int], set[str]]:

@@ -9,62 +9,33 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from google.protobuf.message import Message
 
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
 from gateway.service.instance import ConsumerInstance
-from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import StartPosition
 from gateway.tubemq.consumer.events import OffsetCommitted
 from gateway.tubemq.events import EventBus
 from gateway.tubemq.net.memory import MemoryNetwork
-from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import Method
-from tests.support.consumer_support import fast, publish, running_cluster
+from tests.support.consumer_support import RecordingPool, fast, publish, running_cluster
 from tests.support.waiting import eventually
 
 ENTRY = 28  # bytes of broker index per message
 
 
-class Recording(ConnectionPool):
-    """A real pool that keeps the consumer's GetMessage and CommitOffset requests, in order."""
-
-    def __init__(self, network: MemoryNetwork) -> None:
-        super().__init__(connector=network.create_connection)
-        self.sent: list[tuple[int, Message]] = []
-        self.fetching = 0
-        #: the most GetMessage requests out at once
-        self.most_fetching = 0
-
-    async def request_decoded(
-        self,
-        address: NodeAddress,
-        method: int,
-        request: Message | bytes,
-        timeout: float,  # noqa: ASYNC109 - the pool API
-        service: int | None = None,
-        decode: AnswersDecoder | None = None,
-    ) -> object:
-        """The consumer's broker calls (``ConsumerContext.broker_call_decoded``) come through here."""
-        if method in (Method.GET_MESSAGES, Method.CONSUMER_COMMIT) and isinstance(request, Message):
-            self.sent.append((method, request))
-        if method != Method.GET_MESSAGES:
-            return await super().request_decoded(address, method, request, timeout, service, decode)
-        self.fetching += 1
-        self.most_fetching = max(self.most_fetching, self.fetching)
-        try:
-            return await super().request_decoded(address, method, request, timeout, service, decode)
-        finally:
-            self.fetching -= 1
+class Recording(RecordingPool):
+    """The consumer's pool, read as the sequence of its GetMessage and CommitOffset requests."""
 
     def since(self, mark: int) -> list[tuple[str, int, bool]]:
         """(GET or COMMIT, partition, lastPackConsumed) of what was sent after ``mark`` requests."""
         out = []
         for method, request in self.sent[mark:]:
+            if method not in (Method.GET_MESSAGES, Method.CONSUMER_COMMIT):
+                continue
             assert isinstance(request, broker_pb.GetMessageRequestC2B | broker_pb.CommitOffsetRequestC2B)
             kind = "GET" if method == Method.GET_MESSAGES else "COMMIT"
             out.append((kind, request.partitionId, request.lastPackConsumed))
