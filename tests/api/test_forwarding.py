@@ -16,16 +16,18 @@ from gateway.api.forwarding import FORWARDED_HEADER
 from gateway.security.replica_subject import REPLICA_CERT_KEY, ReplicaSubjects, certificate_digest
 from tests.support.auth_support import write_mtls_auth_files
 from tests.support.consumer_support import Env, environment
-from tests.support.gateway_support import Gateway, SseReader, gateway, mtls_replicas, peer_settings
-from tests.support.serving import bound_socket
+from tests.support.gateway_support import (
+    Gateway,
+    SseReader,
+    mtls_replicas,
+    replica_pair,
+)
 from tests.support.tls_support import make_pki
 
 
 @pytest.fixture
 async def pair(env: Env) -> AsyncIterator[tuple[Gateway, Gateway]]:
-    first, second = bound_socket(), bound_socket()
-    peers = peer_settings(first, second)
-    async with gateway(env, first, **peers) as owner, gateway(env, second, **peers) as other:
+    async with replica_pair(env) as (owner, other):
         yield owner, other
 
 
@@ -191,12 +193,9 @@ async def test_a_forwarded_nack_and_seek_wait_for_the_owners_broker_calls() -> N
     consumers.forward_timeout, which bounds only reaching the owner. The forwarding replica answered 503
     "did not answer in time" while the owner went on and settled the nack: the client was told to retry an
     operation that had happened. (The owner's operations are slowed here by a wrapper on its service.)"""
-    first, second = bound_socket(), bound_socket()
-    peers = peer_settings(first, second)
     async with (
         environment("solo:1,duo:1") as env,
-        gateway(env, first, forward_timeout=0.3, **peers) as owner,
-        gateway(env, second, forward_timeout=0.3, **peers) as other,
+        replica_pair(env, forward_timeout=0.3) as (owner, other),
         httpx.AsyncClient(base_url=owner.url, timeout=10) as at_owner,
         httpx.AsyncClient(base_url=other.url, timeout=10) as at_other,
     ):

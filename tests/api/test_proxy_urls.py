@@ -15,8 +15,7 @@ from gateway.api.proxy import ProxyHeadersMiddleware, TrustedProxies, forwarded_
 from gateway.api.worker_listener import private_app
 from gateway.config import HttpSettings
 from tests.support.consumer_support import Env
-from tests.support.gateway_support import gateway, peer_settings
-from tests.support.serving import bound_socket
+from tests.support.gateway_support import gateway, replica_pair
 
 PROXY = {"x-forwarded-proto": "https", "x-forwarded-host": "api.example.com", "x-forwarded-prefix": "/gw"}
 #: a documentation network (RFC 5737) as the only trusted proxy: the loopback test client is untrusted
@@ -152,11 +151,8 @@ async def test_consumer_urls_from_an_untrusted_peer(env: Env) -> None:
 
 
 async def test_forwarding_keeps_to_the_owner_and_carries_the_public_url(env: Env) -> None:
-    first, second = bound_socket(), bound_socket()
-    peers = peer_settings(first, second)
     async with (
-        gateway(env, first, **peers) as owner,
-        gateway(env, second, **peers) as other,
+        replica_pair(env) as (owner, other),
         httpx.AsyncClient(base_url=owner.url) as a,
         httpx.AsyncClient(base_url=other.url) as b,
     ):

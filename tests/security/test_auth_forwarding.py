@@ -12,19 +12,15 @@ import pytest
 
 from tests.support.auth_support import AuthFiles, write_auth_files
 from tests.support.consumer_support import Env
-from tests.support.gateway_support import Gateway, gateway, peer_settings
-from tests.support.serving import bound_socket
+from tests.support.gateway_support import Gateway, replica_pair
 
 
 @pytest.fixture
 async def replicas(env: Env, tmp_path: Path) -> AsyncIterator[tuple[Gateway, Gateway, AuthFiles]]:
     files = write_auth_files(tmp_path)
-    first, second = bound_socket(), bound_socket()
-    peers = peer_settings(first, second)
     auth = files.auth_settings()
     async with (
-        gateway(env, first, auth=auth, **peers) as owner,
-        gateway(env, second, auth=auth, **peers) as other,
+        replica_pair(env, auth=auth) as (owner, other),
     ):
         yield owner, other, files
 

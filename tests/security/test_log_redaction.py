@@ -14,9 +14,8 @@ import pytest
 from gateway.observability.logging import JsonFormatter, TextFormatter
 from gateway.service.instance_id import new_instance_id, redact, redact_text
 from tests.support.consumer_support import environment
-from tests.support.gateway_support import SseReader, gateway, peer_settings
+from tests.support.gateway_support import SseReader, replica_pair
 from tests.support.log_capture import attached
-from tests.support.serving import bound_socket
 
 
 class Capture(logging.Handler):
@@ -42,33 +41,28 @@ def capture() -> Iterator[Capture]:
 
 
 async def test_a_consume_session_logs_no_whole_instance_id(capture: Capture) -> None:
-    async with environment() as env:
-        first, second = bound_socket(), bound_socket()
-        peers = peer_settings(first, second)
-        async with (
-            gateway(env, first, **peers) as owner,
-            gateway(env, second, **peers) as other,
-            httpx.AsyncClient(base_url=owner.url) as a,
-            httpx.AsyncClient(base_url=other.url) as b,
-        ):
-            created = await a.post(
-                "/v1/consumers/lr-g", json={"topics": ["solo"], "startPosition": "earliest"}
-            )
-            instance = created.json()["instanceId"]
-            path = f"/v1/consumers/lr-g/instances/{instance}"
-            await a.post("/v1/topics/solo/messages", json={"messages": [{"value": "m"}]})
-            polled = await b.get(f"{path}/messages", params={"timeout_ms": 2000})  # forwarded
-            assert polled.status_code == 200 and polled.json()["messages"]
-            await b.post(f"{path}/commits", json={})
-            async with b.stream("GET", f"{path}/stream") as stream:
-                await a.post("/v1/topics/solo/messages", json={"messages": [{"value": "n"}]})
-                await SseReader(stream).read(1)
-            await a.get(path)
-            assert (await a.get(f"{path}/nothing-here")).status_code == 404
-            assert (await a.delete(path)).status_code == 204
-            assert (await b.get(f"{path}/messages")).status_code == 410
-            foreign = new_instance_id("lr-g", "http://127.0.0.1:1", b"another secret entirely")
-            assert (await a.get(f"/v1/consumers/lr-g/instances/{foreign}")).status_code == 404
+    async with (
+        environment() as env,
+        replica_pair(env) as (owner, other),
+        httpx.AsyncClient(base_url=owner.url) as a,
+        httpx.AsyncClient(base_url=other.url) as b,
+    ):
+        created = await a.post("/v1/consumers/lr-g", json={"topics": ["solo"], "startPosition": "earliest"})
+        instance = created.json()["instanceId"]
+        path = f"/v1/consumers/lr-g/instances/{instance}"
+        await a.post("/v1/topics/solo/messages", json={"messages": [{"value": "m"}]})
+        polled = await b.get(f"{path}/messages", params={"timeout_ms": 2000})  # forwarded
+        assert polled.status_code == 200 and polled.json()["messages"]
+        await b.post(f"{path}/commits", json={})
+        async with b.stream("GET", f"{path}/stream") as stream:
+            await a.post("/v1/topics/solo/messages", json={"messages": [{"value": "n"}]})
+            await SseReader(stream).read(1)
+        await a.get(path)
+        assert (await a.get(f"{path}/nothing-here")).status_code == 404
+        assert (await a.delete(path)).status_code == 204
+        assert (await b.get(f"{path}/messages")).status_code == 410
+        foreign = new_instance_id("lr-g", "http://127.0.0.1:1", b"another secret entirely")
+        assert (await a.get(f"/v1/consumers/lr-g/instances/{foreign}")).status_code == 404
     json_lines, text_lines = capture.json.getvalue(), capture.text.getvalue()
     assert '"path":"/v1/consumers/lr-g/instances/' + redact(instance) in json_lines  # the session was logged
     assert "consumer instance created" in json_lines and redact(instance) in json_lines

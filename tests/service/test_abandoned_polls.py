@@ -15,8 +15,7 @@ import pytest
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2_grpc
 from tests.support.consumer_support import Env
-from tests.support.gateway_support import gateway, peer_settings
-from tests.support.serving import bound_socket
+from tests.support.gateway_support import replica_pair
 from tests.support.workers_support import WorkerGateway, owner_worker, samples, start_workers
 
 #: what an abandoned poll asks to wait: far longer than the test waits for anything
@@ -90,11 +89,8 @@ async def test_an_abandoned_poll_frees_the_instance_in_its_owner_and_across_the_
 
 
 async def test_an_abandoned_rest_poll_frees_the_instance_across_the_replica_relay(env: Env) -> None:
-    first, second = bound_socket(), bound_socket()
-    peers = peer_settings(first, second)
     async with (
-        gateway(env, first, **peers) as owner,
-        gateway(env, second, **peers) as other,
+        replica_pair(env) as (owner, other),
         httpx.AsyncClient(base_url=owner.url) as a,
         httpx.AsyncClient(base_url=other.url) as b,
     ):

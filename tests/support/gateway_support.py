@@ -156,6 +156,19 @@ class SseReader:
 
 
 @asynccontextmanager
+async def replica_pair(env: Env, **options: Any) -> AsyncIterator[tuple[Gateway, Gateway]]:
+    """Two gateways on ``env``, on loopback ports, that forward to each other (:func:`peer_settings`), each
+    started with ``options`` (:func:`gateway`'s keywords)."""
+    first, second = bound_socket(), bound_socket()
+    peers = peer_settings(first, second)
+    async with (
+        gateway(env, first, **options, **peers) as one,
+        gateway(env, second, **options, **peers) as two,
+    ):
+        yield one, two
+
+
+@asynccontextmanager
 async def mtls_replicas(env: Env, pki: Pki, files: AuthFiles) -> AsyncIterator[tuple[Gateway, Gateway]]:
     """Two replicas forwarding to each other over mTLS (client certificates required, the replicas sharing
     ``pki``'s dual-use certificate), a caller's certificate subject its principal: (owner, other)."""
