@@ -1,7 +1,7 @@
-"""Who may manage push subscriptions, with API keys over REST (uvicorn) and a real ``redis-server`` as the
-store: ``manage_subscriptions`` on a subscription's group and each topic to see or change it, and, to define
-one, what consuming it oneself would take (a principal that may manage every subscription but consume only
-``other_*`` cannot have the gateway deliver ``demo`` anywhere)."""
+"""Who may manage push subscriptions, with API keys over REST (uvicorn) and JWTs over REST and gRPC, and a
+real ``redis-server`` as the store: ``manage_subscriptions`` on a subscription's group and each topic to see
+or change it, and, to define one, what consuming it oneself would take (a principal that may manage every
+subscription but consume only ``other_*`` cannot have the gateway deliver ``demo`` anywhere)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from tests.support.auth_support import SecureGateway, secure_gateway
+from tests.support.jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
 from tests.support.push_support import push_definition
 from tests.support.redis_support import PASSWORD, RedisServer, running_redis
 
@@ -121,3 +124,51 @@ async def test_manage_subscriptions_decides_who_sees_and_defines_what(
         assert replaced.status_code == 403 and replaced.json()["error"]["action"] == "consume"
         assert (await gw.http.delete("/v1/subscriptions/alice-hook", headers=carol)).status_code == 204
         assert await _names(gw, "root") == ["carol-other", "root-hook"]
+
+
+async def test_jwt_scopes_over_rest_and_grpc(tmp_path: Path, redis: RedisServer) -> None:
+    """A JWT's OAuth scope grants manage_subscriptions (and consuming) on jwt_* groups; over REST and gRPC
+    alike, a token without the scope is refused."""
+    key = SigningKey.rsa("subscriptions-key")
+    rules = {
+        "rules": [
+            *RULES["rules"],
+            {
+                "scopes": ["subscriptions.manage"],
+                "actions": ["manage_subscriptions", "consume", "publish"],
+                "topics": ["*"],
+                "groups": ["jwt_*"],
+            },
+        ]
+    }
+    async with jwks_server(key) as issuer:
+        jwt_settings = {"issuer": ISSUER, "audience": [AUDIENCE], "jwks_url": issuer.url}
+        async with secure_gateway(
+            tmp_path, rules, topics=TOPICS, auth={"jwt": jwt_settings}, **settings(redis)
+        ) as gw:
+            scoped = {"Authorization": f"Bearer {key.token(scope='subscriptions.manage')}"}
+            plain = {"Authorization": f"Bearer {key.token()}"}
+            made = await gw.http.post(
+                "/v1/subscriptions", json=definition("jwt-rest", "jwt_rest"), headers=scoped
+            )
+            assert made.status_code == 201, made.text
+            refused = await gw.http.post(
+                "/v1/subscriptions", json=definition("jwt-no", "jwt_no"), headers=plain
+            )
+            assert refused.status_code == 403
+
+            created = pb.PushSubscriptionDefinition(
+                name="jwt-grpc", group="jwt_grpc", endpoint="http://127.0.0.1:9/hook", retry_topic="retry"
+            )
+            created.topics["demo"].SetInParent()
+            request = pb.CreateSubscriptionRequest(subscription=created)
+            metadata = (("authorization", scoped["Authorization"]),)
+            answer = await gw.stub.CreateSubscription(request, metadata=metadata)
+            assert answer.subscription.definition.group == "jwt_grpc"
+            with pytest.raises(grpc.aio.AioRpcError) as denied:
+                await gw.stub.ListSubscriptions(
+                    pb.ListSubscriptionsRequest(), metadata=(("authorization", plain["Authorization"]),)
+                )
+            assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
+            listed = await gw.stub.ListSubscriptions(pb.ListSubscriptionsRequest(), metadata=metadata)
+            assert [s.definition.name for s in listed.subscriptions] == ["jwt-grpc", "jwt-rest"]
