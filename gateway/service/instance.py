@@ -21,7 +21,7 @@ remote client reads with its own limits (messages and bytes per poll), so the in
 * as a poll answers, and after a commit or a nack, the instance **fetches ahead** the batches a poll as
   large as the last one needs, from the partitions that are free (:mod:`gateway.service.prefetch` bounds
   it): a batch fetched ahead waits in the buffer, undelivered, like the rest of a batch a poll did not take;
-  a poll that does not wait joins a fetch ahead still on its way.
+  a poll that does not wait and has nothing in hand joins a fetch ahead still on its way.
 
 With ``auto_commit`` every message delivered so far counts as committed when the next poll starts (or the
 instance is deleted), like Kafka's auto-commit: a client that processes a response before asking for the
@@ -245,7 +245,7 @@ class ConsumerInstance:
             now = clock()
             until = min(deadline, state.delayed[0][0]) if state.delayed else deadline
             wait = 0.0 if budget.out else max(0.0, until - now)
-            fetched = await fetcher.fetch(wait, fetcher.fetches_for(budget))
+            fetched = await fetcher.fetch(wait, fetcher.fetches_for(budget), empty=not budget.out)
             if state.delayed:
                 redeliverer.release_due(clock())
             self._take(budget)

@@ -90,22 +90,24 @@ class Fetcher:
             most = min(most, -(-(budget.max_bytes - budget.used) // size))
         return max(1, min(FETCHES_AT_ONCE, most))
 
-    async def fetch(self, timeout: float, most: int = 1) -> bool:  # noqa: ASYNC109 - bounds the core's wait
+    async def fetch(self, timeout: float, most: int = 1, *, empty: bool = True) -> bool:  # noqa: ASYNC109 - bounds the core's wait
         """Run one core poll (of up to ``most`` partitions at once) into the buffer, or join the one still
         running; True if it added a batch.
 
         The core poll runs in a task of its own: a poll cancelled by a client disconnect must not lose a
         batch the core already handed out; the task finishes and leaves the batch in the buffer. The next
         poll joins that task instead of starting a second fetch loop over the same partitions. A poll that
-        does not wait (``timeout`` 0) joins a fetch ahead to its end, as it would wait for a fetch of its
-        own: the partitions that have messages are in it; it does not join a poll's fetch left running."""
+        does not wait (``timeout`` 0) and has nothing to answer yet (``empty``) joins a fetch ahead to its
+        end, as it would wait for a fetch of its own: the partitions that have messages are in it. One that
+        has messages answers them and leaves the fetch ahead to the next poll (a stream's next step finds it
+        in hand), and none joins a poll's fetch left running."""
         task = self._fetch_task
         bound: float | None = None  # the task's own timeout bounds it
         if task is None or task.done():
             task = self._start(self._fetch_into_buffer(timeout, most))
         elif timeout > 0:
             bound = timeout
-        elif task is not self._ahead_task:
+        elif not empty or task is not self._ahead_task:
             return False
         # Waiting does not cancel the task (a cancelled poll leaves it running); a drain ends the wait.
         waiters: set[asyncio.Future[Any]] = {task, self._draining}
