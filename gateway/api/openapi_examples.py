@@ -50,6 +50,55 @@ _CONSUMED: Final = {
 #: two partitions of demo as the embedded default deploys it: one per store, ids store * 10000
 _PARTITIONS: Final = [{"partitionKey": f"1:demo:{i}", "brokerId": 1, "partitionId": i} for i in (0, 10000)]
 
+#: a push subscription as created (docs/push.md)
+_DEFINITION: Final = {
+    "name": "orders-hook",
+    "group": "orders-push",
+    "topics": ["demo"],
+    "endpoint": "https://hooks.example.com/tubemq",
+    "retryTopic": "demo_retry",
+    "deadLetterTopic": "demo_dlq",
+    "maxDeliveryAttempts": 5,
+    "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+}
+#: the same as answered: no secret, every field with its value, where it is defined and its state here
+_SUBSCRIPTION: Final = {
+    "name": "orders-hook",
+    "group": "orders-push",
+    "topics": {"demo": []},
+    "endpoint": "https://hooks.example.com/tubemq",
+    "payload": "wrapped",
+    "valueFormat": "base64",
+    "startPosition": "latest",
+    "ackDeadlineMs": 10000,
+    "minBackoffMs": 1000,
+    "maxBackoffMs": 60000,
+    "retryTopic": "demo_retry",
+    "maxConcurrency": 16,
+    "orderedByKey": False,
+    "hasSecret": True,
+    "token": False,
+    "paused": False,
+    "deadLetterTopic": "demo_dlq",
+    "maxDeliveryAttempts": 5,
+    "source": "api",
+    "state": {
+        "status": "running",
+        "inFlight": 2,
+        "deliveries": {"acked": 1520, "timeout": 3},
+        "lastOutcome": "acked",
+        "lastDeliveryAt": "2026-12-02T11:02:03.456+00:00",
+    },
+}
+_STARTED: Final = {"status": "running", "inFlight": 0, "deliveries": {}}
+_NO_SUBSCRIPTION = _error("not_found", "no push subscription 'orders-hook'")
+_FILE_DEFINED = _error(
+    "already_defined",
+    "push subscription 'orders-hook' is defined in /etc/tubemq-gateway/subscriptions.json; change it there "
+    "(the API changes only the subscriptions it made)",
+    field="name",
+)
+
 #: operationId -> {"request": body, "responses": {status: body}}; a str body is a text media type's example
 OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
     "publishMessages": {
@@ -319,6 +368,30 @@ OPERATION_EXAMPLES: Final[dict[str, dict[str, Any]]] = {
         }
     },
     "liveness": {"responses": {"200": {"status": "ok"}}},
+    "listSubscriptions": {"responses": {"200": {"subscriptions": [_SUBSCRIPTION]}}},
+    "getSubscription": {"responses": {"200": _SUBSCRIPTION, "404": _NO_SUBSCRIPTION}},
+    "createSubscription": {
+        "request": _DEFINITION,
+        "responses": {"201": {**_SUBSCRIPTION, "state": _STARTED}, "409": _FILE_DEFINED},
+    },
+    "replaceSubscription": {
+        "request": {**_DEFINITION, "maxConcurrency": 32},
+        "responses": {"200": {**_SUBSCRIPTION, "maxConcurrency": 32}, "409": _FILE_DEFINED},
+    },
+    "deleteSubscription": {"responses": {"404": _NO_SUBSCRIPTION, "409": _FILE_DEFINED}},
+    "pauseSubscription": {
+        "responses": {
+            "200": {
+                **_SUBSCRIPTION,
+                "paused": True,
+                "state": {"status": "paused", "inFlight": 0, "deliveries": {}},
+            },
+            "409": _FILE_DEFINED,
+        }
+    },
+    "resumeSubscription": {
+        "responses": {"200": {**_SUBSCRIPTION, "state": _STARTED}, "404": _NO_SUBSCRIPTION}
+    },
     "getPushKeys": {
         "responses": {
             "200": {
