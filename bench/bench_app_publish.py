@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,25 @@ from gateway.service.publish import OutgoingMessage
 LOOPBACK = ("127.0.0.1", "[::1]", "localhost")
 
 
+def asgi_scope(method: str, path: str, headers: list[tuple[bytes, bytes]], query: str = "") -> dict[str, Any]:
+    """A request's ASGI ``http`` scope as uvicorn builds it for a loopback client."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "server": ("127.0.0.1", 8080),
+        "client": ("127.0.0.1", 50000),
+        "scheme": "http",
+        "method": method,
+        "root_path": "",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "headers": headers,
+        "state": {},
+    }
+
+
 class Driver:
     """Sends one-message publish requests into an ASGI app and checks every answer is a 200."""
 
@@ -61,21 +82,7 @@ class Driver:
         ]
 
     async def one(self) -> None:
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.3"},
-            "http_version": "1.1",
-            "server": ("127.0.0.1", 8080),
-            "client": ("127.0.0.1", 50000),
-            "scheme": "http",
-            "method": "POST",
-            "root_path": "",
-            "path": self.path,
-            "raw_path": self.path.encode(),
-            "query_string": b"",
-            "headers": self.headers,
-            "state": {},
-        }
+        scope = asgi_scope("POST", self.path, self.headers)
         sent = False
         status = 0
 
@@ -204,12 +211,20 @@ async def run_many(work: Any, requests: int, concurrency: int) -> float:
     return time.process_time() - cpu
 
 
-async def main_async(args: argparse.Namespace) -> None:
-    settings = Settings(masters=args.master, access_log_sample=args.access_log_sample)
-    runtime = Runtime(settings)
+@contextlib.asynccontextmanager
+async def started_app(args: argparse.Namespace) -> AsyncIterator[tuple[Any, Runtime]]:
+    """The gateway's app of a started runtime on ``--master``, the access log sampled as asked."""
+    runtime = Runtime(Settings(masters=args.master, access_log_sample=args.access_log_sample))
     await runtime.start()
     try:
-        app = create_app(runtime=runtime)
+        yield create_app(runtime=runtime), runtime
+    finally:
+        await runtime.stop()
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    async with started_app(args) as (app, runtime):
+        settings = runtime.settings
         if args.without:  # a layer's cost: the same requests with it left out (its work is skipped too)
             names = {m.cls.__name__ for m in app.user_middleware}
             unknown = set(args.without) - names
@@ -244,21 +259,15 @@ async def main_async(args: argparse.Namespace) -> None:
             f"median of {args.rounds} x {args.requests}: {way} {app_med:.1f} us/request "
             f"(min {min(app_us):.1f}); PublishService.publish alone {svc_med:.1f} (min {min(svc_us):.1f})"
         )
-    finally:
-        await runtime.stop()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--master", required=True, help="TubeMQ master host:port (loopback only)")
     parser.add_argument("--topic", default="demo", help="topic to publish to (default demo)")
     parser.add_argument("--size", type=int, default=1024, help="value size in bytes (default 1024)")
     parser.add_argument("--requests", type=int, default=3000, help="requests per round (default 3000)")
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; medians are printed (default 5)")
-    parser.add_argument(
-        "--access-log-sample", type=float, default=1.0, help="the access log's sample (default 1.0)"
-    )
     parser.add_argument(
         "--without",
         action="append",
@@ -267,13 +276,32 @@ def main() -> int:
         help="leave this middleware (class name, e.g. RequestIdMiddleware) out of the app: its cost per "
         "request by difference (repeatable)",
     )
-    parser.add_argument("--label", default="", help="text printed before the result (an A/B's name)")
-    parser.add_argument("--no-uvloop", action="store_true", help="asyncio's own event loop")
     parser.add_argument(
         "--protocol",
         action="store_true",
         help="requests as bytes into the HTTP protocol (uvicorn's, guarded)",
     )
+    run_app_bench(parser, main_async)
+    return 0
+
+
+def app_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of every in-process app bench: the master, the access log's sample, a label, the event
+    loop."""
+    parser.add_argument("--master", required=True, help="TubeMQ master host:port (loopback only)")
+    parser.add_argument(
+        "--access-log-sample", type=float, default=1.0, help="the access log's sample (default 1.0)"
+    )
+    parser.add_argument("--label", default="", help="text printed before the result (an A/B's name)")
+    parser.add_argument("--no-uvloop", action="store_true", help="asyncio's own event loop")
+
+
+def run_app_bench(
+    parser: argparse.ArgumentParser, bench: Callable[[argparse.Namespace], Coroutine[Any, Any, None]]
+) -> None:
+    """Parse ``parser``'s arguments (with :func:`app_arguments`'s), then run ``bench`` with them on the
+    event loop of choice, the access log to ``/dev/null`` as JSON."""
+    app_arguments(parser)
     args = parser.parse_args()
     if args.master.rsplit(":", 1)[0] not in LOOPBACK:
         parser.error("--master must be a loopback address (127.0.0.1 or [::1])")
@@ -282,8 +310,7 @@ def main() -> int:
     configure_logging("info", "json", stream=open(os.devnull, "w"))  # noqa: SIM115 - for the process's life
     loop_factory, _ = pick_loop(args.no_uvloop)
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(main_async(args))
-    return 0
+        runner.run(bench(args))
 
 
 if __name__ == "__main__":
