@@ -7,15 +7,15 @@ the earliest offset):
 (a loopback master: the real TubeMQ, or an embedded cluster started with ``tubemq-gateway embedded``).
 
 No sockets on the HTTP side: each poll is a synthetic ASGI ``http`` scope sent into the app (every middleware,
-the access log to ``/dev/null`` as JSON, metrics, limits, auth, gzip when ``--gzip``), as
-``bench/bench_app_publish.py`` sends publishes. The other way calls ``ConsumerService.poll`` and
-``render_poll`` as the route does, without the app. Both ways poll one after the other, round by round, each
-its own instance (so each finds its own messages waiting, fetched ahead as a client's would be); the
-difference of their CPU per request is what the app's layers (middlewares, routing, parameters, the response
-objects) add to one poll, whatever it carries. Polls that answered no message are not counted. The CPU is
-the process's: each way's answers are scanned for their count alike, and the instance not being polled
-fetches ahead (up to its cap) during the other's round, for both ways alike; on a busy machine, run it more
-than once.
+the access log to ``/dev/null`` as JSON, metrics, limits, auth; no gzip asked for: the answer's messages are
+counted in it), as ``bench/bench_app_publish.py`` sends publishes. The other way calls
+``ConsumerService.poll`` and ``render_poll`` as the route does, without the app. Both ways poll one after the
+other, round by round, each its own instance (so each finds its own messages waiting, fetched ahead as a
+client's would be); the difference of their CPU per request is what the app's layers (middlewares, routing,
+parameters, the response objects) add to one poll, whatever it carries. Polls that answered no message are
+not counted. The CPU is the process's: each way's answers are scanned for their count alike, and the
+instance not being polled fetches ahead (up to its cap) during the other's round, for both ways alike; on a
+busy machine, run it more than once.
 """
 
 from __future__ import annotations
@@ -37,9 +37,7 @@ from gateway.api.consumer_render import render_poll
 from gateway.serve import tune_gc
 
 
-async def call(
-    app: Any, method: str, path: str, query: str = "", body: bytes = b"", gzip: bool = False
-) -> bytes:
+async def call(app: Any, method: str, path: str, query: str = "", body: bytes = b"") -> bytes:
     """One request into the app; its answer's body (any status but 200, 201 or 204 ends the bench)."""
     headers = [
         (b"host", b"127.0.0.1"),
@@ -48,8 +46,6 @@ async def call(
     ]
     if body:
         headers.append((b"content-type", b"application/json"))
-    if gzip:
-        headers.append((b"accept-encoding", b"gzip"))
     scope = asgi_scope(method, path, headers, query)
     sent = False
     status = 0
@@ -83,14 +79,20 @@ async def new_instance(app: Any, topic: str, tag: str) -> tuple[str, str]:
 
 
 async def measure(poll: Callable[[], Awaitable[int]], requests: int) -> tuple[float, int, int]:
-    """CPU seconds of this process over ``requests`` polls that answered messages; the polls and messages."""
-    done = messages = 0
+    """CPU seconds of this process over ``requests`` polls that answered messages; the polls and messages.
+    Ten empty answers in a row (20 s) end the bench: the topic ran dry."""
+    done = messages = empty = 0
     cpu = time.process_time()
     while done < requests:
         got = await poll()
         if got:
             done += 1
             messages += got
+            empty = 0
+        else:
+            empty += 1
+            if empty == 10:
+                raise SystemExit("ten polls in a row answered no message: the topic ran dry (or has none)")
     return time.process_time() - cpu, done, messages
 
 
@@ -103,7 +105,7 @@ async def main_async(args: argparse.Namespace) -> None:
         path = f"/v1/consumers/{app_group}/instances/{app_id}/messages"
 
         async def through_app() -> int:
-            return (await call(app, "GET", path, query, gzip=args.gzip)).count(b'{"token":')
+            return (await call(app, "GET", path, query)).count(b'{"token":')
 
         async def direct() -> int:
             polled = await service.poll(
@@ -125,7 +127,7 @@ async def main_async(args: argparse.Namespace) -> None:
         added = app_us - svc_us
         print(
             f"{args.label}long poll max {args.max} ({per:.0f} messages an answer), "
-            f"{'gzip, ' * args.gzip}median of {args.rounds} x {args.requests}: app {app_us:.1f} us/request, "
+            f"median of {args.rounds} x {args.requests}: app {app_us:.1f} us/request, "
             f"ConsumerService.poll + render_poll {svc_us:.1f}: the app adds {added:.1f} us a request "
             f"({added / per:.3f} us/msg, {added / app_us:.1%} of the request)"
         )
@@ -139,7 +141,6 @@ def main() -> int:
     parser.add_argument("--max", type=int, default=1000, help="max_messages of a poll (default 1000)")
     parser.add_argument("--requests", type=int, default=100, help="polls per round and way (default 100)")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; medians are printed (default 5)")
-    parser.add_argument("--gzip", action="store_true", help="the app's polls accept gzip (as httpx's do)")
     run_app_bench(parser, main_async)
     return 0
 
