@@ -17,6 +17,13 @@ static PyObject *s_seq, *s_topic, *s_partition_key, *s_broker_id, *s_partition_i
 /* What a fast path returns: the bytes it wrote (rc 0); NotImplemented for anything it does not take and any
  * error a message's fields raised (the caller then runs the reference on the whole batch, which gives the
  * same bytes or raises its own error); NULL with MemoryError. */
+/* The answer is copied once, into a new bytes object, on purpose: writing it into a bytes object grown in
+ * place (_PyBytes_Resize) and cut to its length measured slower with glibc (bench/bench_render.py's 1000
+ * messages of 1 KiB: 0.76 against 0.50 us per message for the poll JSON, 0.36 against 0.20 for gRPC): each
+ * answer is then a fresh block past the mmap threshold whose pages all fault in (about 400 minor faults
+ * per answer), where the PyMem buffer lives in heap memory already mapped, its doublings move large blocks
+ * by mremap without copying, and the one memcpy at the end costs less than the faults. Sizing the buffer
+ * once from the first message did not change the figures either. */
 static inline PyObject *answer_or_reference(int rc, const buffer *out) {
     if (rc == 0) return PyBytes_FromStringAndSize(out->data ? out->data : "", out->len);
     if (rc != UNSUPPORTED && PyErr_ExceptionMatches(PyExc_MemoryError)) return NULL;
