@@ -21,7 +21,8 @@ resume, with who may do what, over the definitions of this process
   (:func:`~gateway.service.push_subscription.parse_subscription`), naming the field, the endpoint against
   ``push.allow`` (its host, and where its name resolves now, an address the delivery would refuse).
 
-Answers are the definition in the API's spelling without the secret (``hasSecret``), with ``source``
+Answers are the definition in the API's spelling without the secret (``hasSecret``) and without the
+endpoint's query string (it may carry a credential), with ``source``
 (``file`` or ``api``) and ``state``: what this process knows of its delivery.
 """
 
@@ -49,7 +50,7 @@ from gateway.service.errors import (
 )
 from gateway.service.principal import Principal, current_principal
 from gateway.service.push import FILE, STORE, PushService
-from gateway.service.push_outbound import EndpointPolicy, EndpointRefused
+from gateway.service.push_outbound import EndpointPolicy, EndpointRefused, shown_url
 from gateway.service.push_runner import SubscriptionRunner
 from gateway.service.push_store import Changed, RedisSubscriptions, StoreDown
 from gateway.service.push_subscription import PushSubscription, SubscriptionBounds, parse_subscription
@@ -394,6 +395,10 @@ class SubscriptionAdmin:
 
     def _view(self, definition: PushSubscription, runner: SubscriptionRunner | None) -> dict[str, Any]:
         view = definition.to_dict()
+        # the query string may carry a credential of the receiver's: shown to nobody, as in the logs
+        view["endpoint"] = shown_url(definition.endpoint)
+        if view.get("tokenAudience") == definition.endpoint:
+            view["tokenAudience"] = view["endpoint"]
         view["source"] = self._push.source(definition.name) or STORE
         view["state"] = _state(definition, runner)
         return view

@@ -85,15 +85,18 @@ async def test_two_replicas_share_the_definitions_made_through_one(
     env: Env, redis: RedisServer, tmp_path: Path
 ) -> None:
     async with receiver() as hook, replicas(env, redis, tmp_path) as ((a, client_a), (b, client_b)):
-        made = await client_a.post("/v1/subscriptions", json=definition(hook.url, secret=SECRET))
+        endpoint = hook.url + "?key=receiver-credential"  # a query string may carry the receiver's secret
+        made = await client_a.post("/v1/subscriptions", json=definition(endpoint, secret=SECRET))
         assert made.status_code == 201, made.text
         assert made.headers["location"].endswith("/v1/subscriptions/hooks")
         shown = made.json()
         assert shown["hasSecret"] is True and "secret" not in shown and SECRET not in made.text
+        assert shown["endpoint"] == hook.url and "receiver-credential" not in made.text
         assert shown["source"] == "api" and shown["state"]["status"] in ("running", "failing")
         await eventually(lambda: running(b) == ["hooks"], timeout=10, what="replica B running it")
         listed = (await client_b.get("/v1/subscriptions")).json()["subscriptions"]
         assert [s["name"] for s in listed] == ["hooks"] and SECRET not in json.dumps(listed)
+        assert "receiver-credential" not in json.dumps(listed)
 
         # B's loop delivers it alone once A is gone
         await a.stop()
