@@ -396,7 +396,8 @@ class SubscriptionAdmin:
     def _view(self, definition: PushSubscription, runner: SubscriptionRunner | None) -> dict[str, Any]:
         view = definition.to_dict()
         # the query string may carry a credential of the receiver's: shown to nobody, as in the logs
-        view["endpoint"] = shown_url(definition.endpoint)
+        shown = shown_url(definition.endpoint)
+        view["endpoint"] = shown if shown == definition.endpoint else shown + "?…"
         if view.get("tokenAudience") == definition.endpoint:
             view["tokenAudience"] = view["endpoint"]
         view["source"] = self._push.source(definition.name) or STORE

@@ -91,7 +91,7 @@ async def test_two_replicas_share_the_definitions_made_through_one(
         assert made.headers["location"].endswith("/v1/subscriptions/hooks")
         shown = made.json()
         assert shown["hasSecret"] is True and "secret" not in shown and SECRET not in made.text
-        assert shown["endpoint"] == hook.url and "receiver-credential" not in made.text
+        assert shown["endpoint"] == hook.url + "?…" and "receiver-credential" not in made.text
         assert shown["source"] == "api" and shown["state"]["status"] in ("running", "failing")
         await eventually(lambda: running(b) == ["hooks"], timeout=10, what="replica B running it")
         listed = (await client_b.get("/v1/subscriptions")).json()["subscriptions"]
