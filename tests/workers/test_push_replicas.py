@@ -134,14 +134,19 @@ async def test_a_killed_replica_loses_nothing_and_its_partitions_move(tmp_path: 
                     await asyncio.to_thread(replica.gateway.stop)
     posts = Counter(r.headers["webhook-id"] for r in hook.answered)
     repeated = {webhook_id for webhook_id, n in posts.items() if n > 1}
+    # What comes again is what was out when partitions moved: the dead replica's posts before it died, and
+    # (at least once) what a survivor's worker had out when the balance after the kill moved its partition
+    # to the other worker: at most what that worker may have in flight.
+    later = {
+        webhook_id
+        for webhook_id in repeated
+        if min(r.at for r in hook.answered if r.headers["webhook-id"] == webhook_id) >= killed
+    }
     print(
         f"\nload {os.getloadavg()[0]:.1f}: partitions moved {moved:.1f} s after the SIGKILL, every message "
         f"acknowledged {all_in:.1f} s after it; {len(posts)} messages, {len(repeated)} acknowledged twice "
-        f"or more ({sum(posts.values())} acknowledged posts)"
+        f"or more ({sum(posts.values())} acknowledged posts; {len(later)} of them first after the kill)"
     )
     assert len(posts) == len(first) + len(second)  # nothing lost, nothing made up
-    # only what the dead replica had posted before it died comes again
-    for webhook_id in repeated:
-        earliest = min(r.at for r in hook.answered if r.headers["webhook-id"] == webhook_id)
-        assert earliest < killed, webhook_id
+    assert len(later) <= 2 * SUBSCRIPTION["maxConcurrency"], sorted(later)
     assert moved < CONSUMER_TIMEOUT + 5.0, moved  # the timeout, a balance round, heartbeats, a loaded machine
