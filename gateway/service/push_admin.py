@@ -91,6 +91,7 @@ class SubscriptionAdmin:
         self._version: int | None = None
         self._reading = asyncio.Lock()
         self._watcher: asyncio.Task[None] | None = None
+        self._closing = False
 
     # --- the store's definitions in this process ---------------------------------------------------------
 
@@ -109,6 +110,9 @@ class SubscriptionAdmin:
         self._watcher = asyncio.create_task(self._watch(), name="push-subscriptions-store")
 
     async def close(self) -> None:
+        # The flag ends the watch even where the Redis client turns the cancellation of a call in progress
+        # into a connection error, which the watch would take for the store being down and go on.
+        self._closing = True
         if self._watcher is not None:
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
@@ -141,16 +145,22 @@ class SubscriptionAdmin:
             await self._push.apply(definitions, STORE)
 
     async def _watch(self) -> None:
-        while True:
+        while not self._closing:
             await asyncio.sleep(self._push.options.reload_interval)
+            if self._closing:
+                return
             try:
                 await self.refresh()
             except StoreDown as exc:
+                if self._closing:
+                    return
                 log.warning(
                     "push subscriptions store does not answer; the running subscriptions go on",
                     extra={"setting": STORE_SETTING, "error": str(exc)},
                 )
             except Exception:  # a bug must not end the watch: log it loudly and go on
+                if self._closing:
+                    return
                 log.exception("reading the push subscriptions store failed")
 
     # --- reads -------------------------------------------------------------------------------------------
