@@ -26,7 +26,7 @@ from gateway.security.api_keys import hash_key, new_key
 from gateway.serve import http_config
 from gateway.tls import grpc_server_credentials
 from tests.support.serving import bound_socket
-from tests.support.waiting import eventually
+from tests.support.waiting import bounded, eventually
 
 #: the subject of a client certificate a rule names (an RFC 4514 string, as the TLS listener gives it)
 MTLS_SUBJECT = "CN=client-1,O=Example"
@@ -167,10 +167,10 @@ async def secure_gateway(
                 app,
             )
     finally:
-        await rpc.stop(0)
+        await bounded(rpc.stop(0), "the gRPC server's stop")
         server.should_exit = True
-        await task
-        await runtime.stop()
+        await bounded(task, "uvicorn's shutdown")
+        await bounded(runtime.stop(), "the runtime's stop")
         sock.close()
 
 
@@ -190,11 +190,11 @@ async def tls_listeners(settings: Settings, tls: TlsSettings) -> AsyncIterator[t
         await rpc.start()
         yield f"https://127.0.0.1:{sock.getsockname()[1]}", rpc
     finally:
-        await rpc.stop(0)
+        await bounded(rpc.stop(0), "the gRPC server's stop")
         server.should_exit = True
-        await task
+        await bounded(task, "uvicorn's shutdown")
         sock.close()
-        await runtime.stop()
+        await bounded(runtime.stop(), "the runtime's stop")
 
 
 def _started(server: uvicorn.Server) -> Callable[[], Awaitable[bool]]:

@@ -20,7 +20,7 @@ from gateway.serve import http_config
 from gateway.service.consumers import ConsumerService
 from tests.support.consumer_support import Env
 from tests.support.serving import bound_socket
-from tests.support.waiting import eventually
+from tests.support.waiting import bounded, eventually
 
 if TYPE_CHECKING:  # auth_support imports this module
     from tests.support.auth_support import AuthFiles
@@ -45,8 +45,8 @@ class Gateway:
         """Stop serving and close the runtime (idempotent): the port stops answering, as if killed."""
         if not self.task.done():
             self.server.should_exit = True
-            await self.task
-            await self.runtime.stop()
+            await bounded(self.task, "uvicorn's shutdown")
+            await bounded(self.runtime.stop(), "the runtime's stop")
 
 
 def peer_settings(*socks: socket.socket, secret: str = "replica-shared-secret-0123456789") -> dict[str, Any]:

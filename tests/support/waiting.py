@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import io
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["ManualClock", "eventually"]
+__all__ = ["ManualClock", "bounded", "eventually"]
 
 
 async def eventually(
@@ -34,6 +35,22 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not happen within {timeout}s")
         await asyncio.sleep(step)
+
+
+async def bounded(step: Awaitable[Any], what: str, timeout: float = 60.0) -> Any:  # noqa: ASYNC109
+    """Await ``step`` (a server's or a runtime's stop): one that has not ended after ``timeout`` seconds fails
+    the test with every task's stack, where a stop that waits on something that never comes would otherwise
+    hold the whole suite."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await step
+    except TimeoutError:
+        stacks = io.StringIO()
+        for task in asyncio.all_tasks():
+            print(f"--- {task.get_name()}: {task.get_coro()!r}", file=stacks)
+            task.print_stack(file=stacks)
+        tasks = stacks.getvalue()
+        raise AssertionError(f"{what} did not end within {timeout}s; the tasks:\n{tasks}") from None
 
 
 class ManualClock:
