@@ -83,10 +83,13 @@ async def test_the_rpcs_manage_what_rest_sees_and_the_gateway_delivers(
             timeout=30,
             what="the delivery",
         )
-        got = await gw.stub.GetSubscription(pb.GetSubscriptionRequest(name="hooks"), metadata=root)
-        assert (
-            got.subscription.state.deliveries["acked"] == 1 and got.subscription.state.last_outcome == "acked"
-        )
+
+        async def counted() -> bool:  # a delivery is counted once its commit went through, after the 2xx
+            got = await gw.stub.GetSubscription(pb.GetSubscriptionRequest(name="hooks"), metadata=root)
+            state = got.subscription.state
+            return state.deliveries.get("acked") == 1 and state.last_outcome == "acked"
+
+        await eventually(counted, timeout=10, what="the state counting the delivery")
 
         paused = await gw.stub.PauseSubscription(pb.PauseSubscriptionRequest(name="hooks"), metadata=root)
         assert paused.subscription.definition.paused and paused.subscription.state.status == "paused"
