@@ -185,7 +185,7 @@ async def test_the_files_definitions_are_read_only_and_names_are_unique(
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"endpoint": "http://127.0.0.2:9/x"}, "endpoint"),
+        ({"endpoint": "http://[::1]:9/x"}, "endpoint"),
         ({"endpoint": "http://localhost:9/x"}, "endpoint"),  # allowed by name, resolves to a refused address
         ({"endpoint": "http://169.254.169.254/latest"}, "endpoint"),
         ({"maxConcurrency": 0}, "maxConcurrency"),
@@ -283,7 +283,7 @@ async def test_definitions_written_into_the_store_around_the_api(
     prefix = "tubemq-gateway:push:"
     client = aioredis.Redis.from_url(redis.url, password=PASSWORD)
     try:
-        refused = definition("http://127.0.0.2:9/hook", name="forged", group="forged")
+        refused = definition("http://[::1]:9/hook", name="forged", group="forged")
         await client.hset(prefix + "defs", mapping={"forged": json.dumps(refused), "garbage": b"\xff{"})
         await client.incr(prefix + "version")
         async with (

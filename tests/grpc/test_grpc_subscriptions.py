@@ -118,7 +118,7 @@ async def test_the_rpcs_manage_what_rest_sees_and_the_gateway_delivers(
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
-        ({"endpoint": "http://127.0.0.2:9/hook"}, "endpoint"),
+        ({"endpoint": "http://[::1]:9/hook"}, "endpoint"),
         ({"max_concurrency": 0}, "maxConcurrency"),
         ({"payload": "raw"}, "payload"),
         ({"secret": "whsec_short"}, "secret"),
