@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import socket
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -50,7 +49,7 @@ from gateway.service.errors import (
 )
 from gateway.service.principal import Principal, current_principal
 from gateway.service.push import FILE, STORE, PushService
-from gateway.service.push_outbound import EndpointPolicy, EndpointRefused, shown_url
+from gateway.service.push_outbound import EndpointPolicy, EndpointRefused, resolve, shown_url
 from gateway.service.push_runner import SubscriptionRunner
 from gateway.service.push_store import Changed, RedisSubscriptions, StoreDown
 from gateway.service.push_subscription import PushSubscription, SubscriptionBounds, parse_subscription
@@ -279,8 +278,7 @@ class SubscriptionAdmin:
                 "set)",
                 resource_name=name,
             )
-        _, documents = await self._write(self._store.read())
-        before = documents.get(name)
+        before = await self._write(self._store.one(name))
         if before is None:
             raise NotFound(f"no push subscription {name!r}", resource_name=name)
         try:
@@ -310,11 +308,11 @@ class SubscriptionAdmin:
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
             async with asyncio.timeout(_RESOLVE_TIMEOUT):
-                infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                addresses = await resolve(host, port)
         except (OSError, TimeoutError, UnicodeError, ValueError):
             return
         try:
-            self._policy.check_addresses(host, [str(info[4][0]) for info in infos])
+            self._policy.check_addresses(host, addresses)
         except EndpointRefused as exc:
             raise InvalidInput(f"endpoint is not allowed: {exc}", field="endpoint") from None
 

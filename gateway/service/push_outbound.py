@@ -33,7 +33,15 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from gateway.service.errors import InvalidInput
 
-__all__ = ["DeliveryAnswer", "EndpointPolicy", "EndpointRefused", "Outbound", "Resolver", "shown_url"]
+__all__ = [
+    "DeliveryAnswer",
+    "EndpointPolicy",
+    "EndpointRefused",
+    "Outbound",
+    "Resolver",
+    "resolve",
+    "shown_url",
+]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -144,7 +152,8 @@ def _is_label(part: str) -> bool:
     return 0 < len(part) <= 63 and part.isascii() and all(c.isalnum() or c in "-_" for c in part)
 
 
-async def _resolve(host: str, port: int) -> list[str]:
+async def resolve(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to now, each once, in the resolver's order (OSError: it does not)."""
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
@@ -207,7 +216,7 @@ class Outbound:
         max_connections: int,
         max_answer_bytes: int = 65536,
         verify: ssl.SSLContext | bool = True,
-        resolve: Resolver = _resolve,
+        resolve: Resolver = resolve,
     ) -> None:
         self._endpoint = endpoint
         self._host = (urlsplit(endpoint).hostname or "").rstrip(".")

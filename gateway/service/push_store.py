@@ -10,6 +10,8 @@ across replicas, and safe to run twice (the client tries a call once more on a n
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,17 +117,19 @@ class RedisSubscriptions:
         return f"<RedisSubscriptions prefix={self._prefix!r}>"
 
     async def _call(self, script: Any, *args: object) -> Any:
-        try:
+        with _answering():
             return await script(args=[self._prefix, *args])
-        except (RedisError, OSError) as exc:
-            raise StoreDown(f"{type(exc).__name__}: {exc}") from exc
 
     async def version(self) -> int:
-        try:
+        with _answering():
             value = await self._client.get(self._prefix + "version")
-        except (RedisError, OSError) as exc:
-            raise StoreDown(f"{type(exc).__name__}: {exc}") from exc
         return int(value or 0)
+
+    async def one(self, name: str) -> bytes | None:
+        """The definition ``name`` as its JSON (None: not in the store)."""
+        with _answering():
+            document = await self._client.hget(self._prefix + "defs", name)
+        return None if document is None else bytes(document)
 
     async def read(self) -> tuple[int, dict[str, bytes]]:
         """The version and every definition (name -> its JSON), read at one moment."""
@@ -149,6 +153,16 @@ class RedisSubscriptions:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+@contextmanager
+def _answering() -> Iterator[None]:
+    """A Redis call in the block that fails (an error of the client, a refused or cut connection) raises
+    StoreDown."""
+    try:
+        yield
+    except (RedisError, OSError) as exc:
+        raise StoreDown(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _answer(found: list[Any]) -> Stored | Changed:
