@@ -2,7 +2,8 @@
 finds its batches fetched ahead (counted in broker fetches a poll had to start, not in time), for polls and
 stream cursors; a batch fetched ahead is delivered only when asked for, and commits, seeks, nacks,
 rebalances, deletes and lease expiry leave it whole for the next delivery (attempt 1, nothing lost, nothing
-twice); the instance's and the worker's caps bound what is held."""
+twice); a poll with messages in hand answers them without waiting for a fetch ahead on its way; the
+instance's and the worker's caps bound what is held."""
 
 from __future__ import annotations
 
@@ -343,3 +344,67 @@ async def test_a_nack_that_settles_a_batch_fetches_its_partition_ahead(env: Env)
     assert instance.fetches_ahead > ahead  # the batch is settled: its partition is fetched ahead
     second = await service.poll("g-nack-ahead", instance_id, max_messages=2, timeout=3.0)
     assert values(second) == [b"n-2", b"n-3"]
+
+
+class HeldFetches:
+    """The embedded broker made slow to answer: while closed, its answers to message fetches wait until it
+    opens (a fetch's client side gives up after the consumer's ``rpc_timeout``)."""
+
+    def __init__(self, env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        #: fetches that came while closed
+        self.held = 0
+        consumers = env.cluster.broker(1).consumers
+        answer = consumers.get_message_async
+
+        async def get_message(request: object) -> object:
+            if not self._open.is_set():
+                self.held += 1
+                await self._open.wait()
+            return await answer(request)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(consumers, "get_message_async", get_message)
+
+    def close(self) -> None:
+        self._open.clear()
+
+    def open(self) -> None:
+        self._open.set()
+
+
+async def test_a_poll_with_messages_in_hand_does_not_wait_for_a_fetch_ahead(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a poll with nothing in hand joins a fetch ahead on its way: one that took messages from the
+    buffer answers them at once and leaves the fetch ahead to the next poll (a stream's next step finds it
+    in hand). Were it to wait for the broker's answer, the fetch ahead would not overlap the client's work
+    (gRPC Subscribe loses a fifth of its rate). The broker holds the fetch ahead's answer until the poll has
+    answered; a poll that joined it would end only when the core gives up on it (``rpc_timeout``), with the
+    fetch ahead gone."""
+    sent = await fill(env, "hand")
+    gate = HeldFetches(env, monkeypatch)
+    service = await env.service()
+    instance_id, instance = await create(service, "g-hand")
+    first = await fetched_ahead(service, "g-hand", instance_id, instance)  # a batch of 10 in hand after it
+    assert instance.fetching == 0 and instance.buffered_count == PER_PARTITION
+    gate.close()
+    # a poll of 8 takes 8 of the 10 and fetches one partition ahead for a next poll of 8: the broker holds it
+    second = await service.poll("g-hand", instance_id, max_messages=8, timeout=3.0)
+    assert len(second) == 8
+    assert instance.fetching == 1 and instance.buffered_count == 2
+    await eventually(lambda: gate.held == 1, what="the fetch ahead at the broker")
+    ahead = instance.fetches_ahead
+    # the next poll has 2 in hand and room for 6 more: it answers the 2 without waiting for the fetch ahead
+    third = await service.poll("g-hand", instance_id, max_messages=8, timeout=3.0)
+    assert len(third) == 2 and {partition_of(m) for m in third} == {partition_of(second[0])}
+    # the same fetch ahead still on its way (one that had been joined would have ended at rpc_timeout, given
+    # up, and this poll would have started another)
+    assert (instance.fetching, instance.fetches_ahead) == (1, ahead), "the poll waited for the fetch ahead"
+    assert instance.poll_fetches == 1
+    gate.open()
+    # the batch fetched ahead comes whole to the polls after it, first deliveries, nothing lost
+    await service.commit("g-hand", instance_id, [m.token for m in first + second + third])
+    rest = await everything(service, "g-hand", instance_id, len(sent) - 2 * PER_PARTITION)
+    assert sorted(values(first + second + third + rest)) == sorted(sent)
+    assert all(m.attempt == 1 for m in rest)
