@@ -9,6 +9,7 @@ from dashboard_queries import (
     PREFIX,
     PUBLISH_ROUTE,
     SEL,
+    WORKER,
     Panel,
     Row,
     gauge,
@@ -234,7 +235,20 @@ def consume_row() -> Row:
                     for q, name in ((0.5, "p50"), (0.99, "p99"))
                 ],
                 unit="s",
-                width=24,
+                width=16,
+            ),
+            Panel(
+                "Fetched ahead per worker",
+                "Value bytes each worker process's consumer instances hold fetched from brokers and "
+                "not delivered yet (batches fetched ahead of their clients' next polls, and what a poll "
+                "left of a batch), against the cap of one worker (consumers.prefetch_worker_bytes). A "
+                "worker at its cap fetches nothing more ahead: each poll of its consumers waits for a "
+                "broker round trip again (alert TubeMQGatewayPrefetchBudgetFull).",
+                [
+                    (gauge("consumer_prefetch_bytes", agg="max", by=f"pod, {WORKER}"), "{{pod}} {{worker}}"),
+                    (gauge("consumer_prefetch_cap_bytes", agg="max"), "cap of a worker"),
+                ],
+                unit="bytes",
             ),
         ],
     )

@@ -28,6 +28,7 @@ PUBLISH = "/v1/topics/{topic}/messages"
 SERVICE = "tubemq.gateway.v1.GatewayService"
 JOB = f"{RELEASE}-tubemq-gateway"
 SEL = f'namespace="{NAMESPACE}",job="{JOB}"'
+MIB = 1 << 20
 
 
 @pytest.fixture(scope="module")
@@ -277,6 +278,40 @@ def _unit_tests(rules: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                     group="push-a",
                     topic="orders",
                     subscription="a",
+                ),
+            ],
+        },
+        {  # worker 0 of gw-0 holds 240 of its 256 MiB fetched ahead for good, worker 1 a tenth; worker 0 of
+            # gw-1 is full only for 5 minutes; gw-2 (one worker, no label) fetches nothing ahead (cap 0)
+            "interval": "1m",
+            "input_series": [
+                _series("tubemq_gateway_consumer_prefetch_bytes", f"{240 * MIB}x30", worker="0"),
+                _series("tubemq_gateway_consumer_prefetch_cap_bytes", f"{256 * MIB}x30", worker="0"),
+                _series("tubemq_gateway_consumer_prefetch_bytes", f"{25 * MIB}x30", worker="1"),
+                _series("tubemq_gateway_consumer_prefetch_cap_bytes", f"{256 * MIB}x30", worker="1"),
+                {
+                    "series": f'tubemq_gateway_consumer_prefetch_bytes{{{SEL},pod="gw-1",worker="0"}}',
+                    "values": f"{256 * MIB}x5 0x25",
+                },
+                {
+                    "series": f'tubemq_gateway_consumer_prefetch_cap_bytes{{{SEL},pod="gw-1",worker="0"}}',
+                    "values": f"{256 * MIB}x30",
+                },
+                {"series": f'tubemq_gateway_consumer_prefetch_bytes{{{SEL},pod="gw-2"}}', "values": "0x30"},
+                {
+                    "series": f'tubemq_gateway_consumer_prefetch_cap_bytes{{{SEL},pod="gw-2"}}',
+                    "values": "0x30",
+                },
+            ],
+            "alert_rule_test": [
+                _quiet("TubeMQGatewayPrefetchBudgetFull", "10m"),
+                _firing(
+                    rules,
+                    "TubeMQGatewayPrefetchBudgetFull",
+                    "20m",
+                    "A worker of gw-0 holds 93.75% of its fetch-ahead budget",
+                    pod="gw-0",
+                    worker="0",
                 ),
             ],
         },

@@ -116,6 +116,8 @@ def test_covers_what_operators_asked_for(dashboard: dict[str, Any]) -> None:
         "node_requests_total",
         "consumer_lag_messages",
         "consumer_instances",
+        "consumer_prefetch_bytes",
+        "consumer_prefetch_cap_bytes",
     ):
         assert f"tubemq_gateway_{metric}" in exprs, metric
     rows = [p["title"] for p in dashboard["panels"] if p["type"] == "row"]

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.config import Settings
 from tests.support.dashboard_load import Target, publish_and_poll, until_every_panel_has_data
 from tests.support.deploy_tools import ROOT, prometheus_tool
 from tests.support.prometheus_support import JOB, concrete, query, running_prometheus, scalar
@@ -74,6 +75,7 @@ async def test_one_replica_of_two_workers_counts_once(
     try:
         async with running_prometheus(tmp_path, [target.http]) as prom:
             await _replica_counts(dashboard, prom)
+            await _fetch_ahead_per_worker(dashboard, prom)
             queries = [(p["title"], t["expr"]) for p in dashboard["panels"] for t in p.get("targets", [])]
             await until_every_panel_has_data(prom, queries, load)
     finally:
@@ -96,3 +98,12 @@ async def _replica_counts(dashboard: dict[str, Any], prom: httpx.AsyncClient) ->
             assert await scalar(prom, concrete(expr)) == 1, f"{title}: {concrete(expr)}"
     # The old sums read 2 here: the test tells a per-worker sum from a per-replica count.
     assert await scalar(prom, f"sum(tubemq_gateway_ready{selector})") == 2
+
+
+async def _fetch_ahead_per_worker(dashboard: dict[str, Any], prom: httpx.AsyncClient) -> None:
+    """The fetch-ahead panel shows one line per worker process, and the cap of one worker (the default
+    consumers.prefetch_worker_bytes, not the sum over the workers)."""
+    held, cap = _targets(dashboard, "Fetched ahead per worker")
+    lines = await query(prom, concrete(held))
+    assert sorted(line["metric"].get("worker") for line in lines) == ["0", "1"], lines
+    assert await scalar(prom, concrete(cap)) == Settings().consumers.prefetch_worker_bytes

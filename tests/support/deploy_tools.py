@@ -43,6 +43,7 @@ ALERTS = frozenset(
         "TubeMQGatewayMetricLabelsOverflow",
         "TubeMQGatewayPushFailing",
         "TubeMQGatewayPushBacklog",
+        "TubeMQGatewayPrefetchBudgetFull",
     }
 )
 
