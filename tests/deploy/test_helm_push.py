@@ -70,6 +70,14 @@ def test_an_existing_secret_is_mounted_instead() -> None:
     assert not [m for m in manifests if m["kind"] == "Secret" and m["metadata"]["name"].endswith("-push")]
 
 
+def test_the_redis_prefix_reaches_the_gateway(monkeypatch: Any) -> None:
+    """Two releases sharing one Redis keep the subscriptions made through their APIs apart."""
+    _, data = _rendered({"push": {"redisPrefix": "staging:push:"}})
+    monkeypatch.setenv("TUBEMQ_GATEWAY_PUSH__REDIS_PREFIX", data["TUBEMQ_GATEWAY_PUSH__REDIS_PREFIX"])
+    assert Settings().push.redis_prefix == "staging:push:"
+    assert "TUBEMQ_GATEWAY_PUSH__REDIS_PREFIX" not in _rendered({})[1]  # the gateway's own default
+
+
 def test_the_schema_knows_every_field_of_a_definition() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
     item = schema["properties"]["push"]["properties"]["subscriptions"]["items"]
