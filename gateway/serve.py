@@ -164,7 +164,7 @@ def http_config(settings: Settings, app: Any, **options: Any) -> uvicorn.Config:
         TlsHttpToolsProtocol if tls else HttpToolsProtocol,
         HeaderLimits(limits.max_header_bytes, limits.max_headers, limits.header_timeout),
     )
-    if settings.http.direct_publish:  # the usual publish answered below ASGI (direct_protocol.py)
+    if settings.http.direct_publish or settings.http.direct_poll:  # below ASGI (direct_protocol.py)
         http = direct_protocol(http)
     options.setdefault("timeout_keep_alive", limits.keep_alive_timeout)
     options.setdefault("proxy_headers", False)

@@ -25,6 +25,7 @@ from gateway.api.compression import GzipMiddleware
 from gateway.api.console import install_console
 from gateway.api.consumer_render import render_pushed
 from gateway.api.cors import install_cors
+from gateway.api.direct_poll import check_poll_route
 from gateway.api.direct_publish import check_publish_route
 from gateway.api.docs import install_docs
 from gateway.api.errors import install_error_handlers
@@ -111,6 +112,7 @@ def create_app(
         Middleware(RequestLimitsMiddleware, limits=lambda: rt.settings.limits, admission=lambda: rt.admission)
     )
     check_publish_route(app)  # refuses a publish route the direct way would serve differently
+    check_poll_route(app)  # and a poll route
     traced = app.state.traced = rt.settings.tracing.enabled or tracing.enabled()
     if traced:  # a SERVER span around all of the rest
         app.add_middleware(TracingMiddleware)
@@ -121,7 +123,7 @@ def create_app(
     app.user_middleware.insert(
         0, Middleware(ProxyHeadersMiddleware, trusted=rt.settings.http.trusted_proxies)
     )
-    # The publish answered below ASGI takes these middlewares' steps, and serves the app only while they are
-    # its middlewares (gateway/api/direct_publish.py).
+    # The publish and the poll answered below ASGI take these middlewares' steps, and serve the app only
+    # while they are its middlewares (gateway/api/direct_ways.py).
     app.state.own_middleware = tuple(m.cls for m in app.user_middleware)
     return app

@@ -26,22 +26,30 @@ __all__ = ["until_client_gone"]
 _T = TypeVar("_T")
 
 
-async def until_client_gone(request: Request, work: Awaitable[_T]) -> _T | Response:
+async def until_client_gone(client: Request | asyncio.Future[None], work: Awaitable[_T]) -> _T | Response:
     """``work``'s result, or, once the client has gone away first, ``work`` cancelled and an empty 499
     answer (nobody reads it; the access log and the metrics count it as the client leaving).
 
-    The request's body is read first (the wait then takes the request's remaining messages): a route's work
-    reads it again from the request's cache."""
-    await request.body()
-    watcher = asyncio.create_task(_disconnected(request.receive))
+    ``client`` is the request, whose body is read first (the wait then takes the request's remaining
+    messages: a route's work reads the body again from the request's cache); or, for a request answered
+    below ASGI (``gateway/api/direct_poll.py``), the future its connection resolves when it is lost."""
+    if isinstance(client, asyncio.Future):
+        return await _until(client, work)
+    await client.body()
+    watcher = asyncio.create_task(_disconnected(client.receive))
+    try:
+        return await _until(watcher, work)
+    finally:
+        watcher.cancel()
+
+
+async def _until(gone: asyncio.Future[None], work: Awaitable[_T]) -> _T | Response:
     task = asyncio.ensure_future(work)
     try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         task.cancel()
         raise
-    finally:
-        watcher.cancel()
     if task.done():
         return task.result()
     task.cancel()

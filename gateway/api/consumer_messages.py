@@ -7,7 +7,8 @@ another replica or worker is forwarded to its owner (``consumer_deps.locate_owne
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+from typing import Annotated, NamedTuple
 
 from fastapi import Body, Query, Request
 from fastapi.responses import Response
@@ -24,8 +25,19 @@ from gateway.api.consumer_deps import (
 from gateway.api.consumer_render import render_poll
 from gateway.api.consumer_schemas import CommitRequest, DeadlineRequest, NackRequest, SeekRequest, ValueFormat
 from gateway.api.deps import get_runtime
+from gateway.api.forwarding import Forwarder
+from gateway.service.consumers import ConsumerService
 from gateway.service.errors import renamed_fields
 from gateway.service.seek import SeekOrder
+
+
+class PollQuery(NamedTuple):
+    """A poll's query parameters, checked (the route's, or ``gateway/api/direct_poll.py``'s reading)."""
+
+    max_messages: int | None = None
+    max_bytes: int | None = None
+    timeout_ms: int | None = None
+    format: ValueFormat = "base64"
 
 
 async def poll_messages(
@@ -43,22 +55,44 @@ async def poll_messages(
 ) -> Response:
     """Answers as soon as messages are there, else after `timeout_ms` with none. The first poll of a new
     instance waits for its partition assignment."""
-    timeout = None if timeout_ms is None else timeout_ms / 1000
+    query = PollQuery(max_messages, max_bytes, timeout_ms, format)
+    return await answer_poll(group, instance_id, query, request, service, forwarder, request)
+
+
+async def answer_poll(
+    group: str,
+    instance_id: str,
+    query: PollQuery,
+    request: Request,
+    service: ConsumerService,
+    forwarder: Forwarder,
+    client: Request | asyncio.Future[None],
+) -> Response:
+    """The poll's answer, on either way through HTTP (the route above, and ``gateway/api/direct_poll.py``):
+    served here or forwarded to the instance's owner, ended early (499) once ``client`` went away
+    (:func:`~gateway.api.client_gone.until_client_gone`)."""
+    timeout = None if query.timeout_ms is None else query.timeout_ms / 1000
     owner = locate_owner(service, forwarder, request, group, instance_id)
     if owner is not None:
         wait = service.limits.timeout if timeout is None else timeout
         # A client that gives up cancels the hop too: the owner's poll ends when the hop's link closes.
         return await until_client_gone(
-            request, forwarder.forward(request, owner, extra_wait=max(wait, service.assignment_wait))
+            client, forwarder.forward(request, owner, extra_wait=max(wait, service.assignment_wait))
         )
     with renamed_fields(FIELDS):
         polled = await until_client_gone(
-            request,
-            service.poll(group, instance_id, max_messages=max_messages, max_bytes=max_bytes, timeout=timeout),
+            client,
+            service.poll(
+                group,
+                instance_id,
+                max_messages=query.max_messages,
+                max_bytes=query.max_bytes,
+                timeout=timeout,
+            ),
         )
     if isinstance(polled, Response):
         return polled
-    return Response(render_poll(polled, format), media_type="application/json")
+    return Response(render_poll(polled, query.format), media_type="application/json")
 
 
 async def commit_messages(

@@ -1,25 +1,35 @@
-"""The httptools protocol answering the usual publish itself, below ASGI.
+"""The httptools protocol answering the usual publish and the usual poll itself, below ASGI.
 
 For every request uvicorn builds an ASGI scope (copying the app state), a ``RequestResponseCycle`` with its
 event, ASGI messages for the body and the answer, and runs them through each middleware's send and receive
-wrappers. For the request the gateway serves most, ``POST /v1/topics/{topic}/messages`` with a
-``Content-Length`` body (one message or a batch), :func:`direct_protocol`'s subclass builds none of that: at
-the end of the header section it starts one task that takes the publish's way as plain calls
-(:class:`gateway.api.direct_publish.DirectPublish`), and writes the answer's bytes itself, as uvicorn would
-(its status line, its default headers, ``connection: close`` when the connection ends).
+wrappers. For the two requests the gateway serves most, ``POST /v1/topics/{topic}/messages`` with a
+``Content-Length`` body (one message or a batch) and ``GET /v1/consumers/{group}/instances/{id}/messages``
+without a body, :func:`direct_protocol`'s subclass builds none of that: at the end of the header section it
+starts one task that takes the request's way as plain calls
+(:class:`gateway.api.direct_publish.DirectPublish`, :class:`gateway.api.direct_poll.DirectPoll`, both
+around :class:`gateway.api.direct_steps.DirectSteps`), and writes the answer's bytes itself, as uvicorn
+would (its status line, its default headers, ``connection: close`` when the connection ends).
 
-Every other request goes the ASGI way unchanged, and so does a publish the direct way would not serve
-identically: an app without its usual middleware stack (or with FastAPI's native telemetry, or a root path),
-``Expect: 100-continue``, a chunked body or one above ``limits.max_request_bytes`` (answered 413 there), an
-Upgrade offer, a percent-encoded path, uvicorn's ``limit_concurrency``, and a request pipelined behind another
-request still in progress on the connection (queued by uvicorn, answered in order).
+Every other request goes the ASGI way unchanged, and so does a publish or a poll the direct way would not
+serve identically: an app without its usual middleware stack (or with FastAPI's native telemetry, or a root
+path; ``gateway/api/direct_ways.py``), a way whose setting is off (``http.direct_publish``,
+``http.direct_poll``), ``Expect: 100-continue``, an Upgrade offer, a percent-encoded path, uvicorn's
+``limit_concurrency``, a request pipelined behind another request still in progress on the connection
+(queued by uvicorn, answered in order); for a publish a chunked body or one above
+``limits.max_request_bytes`` (answered 413 there); for a poll any body, or a query
+:func:`gateway.api.direct_poll.parse_poll_query` leaves to the route (bad or unusual parameters).
 
 The HTTP semantics are uvicorn's: the direct request stands as the connection's current cycle (a
 :class:`DirectExchange` has the attributes uvicorn's parser callbacks, flow control and graceful shutdown
 use), so its body is buffered and read with flow control as a cycle's is, a request pipelined behind it
 waits in uvicorn's queue and starts when it is answered, a graceful shutdown lets it finish and then closes
-the connection, and the task is one of the server's (waited for, or cancelled, at shutdown). Keep-alive and
-the header timeouts are the guarded protocol's (``gateway/api/http_guard.py``).
+the connection, and the task is one of the server's (waited for, or cancelled, at shutdown). A client that
+goes away while its poll waits ends the poll (499), as the ASGI way's watcher does
+(``gateway/api/client_gone.py``): the exchange's :meth:`~DirectExchange.lost` future, which uvicorn's
+``connection_lost`` resolves through the cycle's ``message_event``. (A poll with a request pipelined behind
+it learns of the loss only when it ends, as on the ASGI way: uvicorn stops reading the connection while a
+request waits in its queue.) Keep-alive and the header timeouts
+are the guarded protocol's (``gateway/api/http_guard.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import re
+from collections.abc import Coroutine
 from typing import Any
 
 import httptools
@@ -37,7 +48,8 @@ from uvicorn.protocols.http.httptools_impl import (
     STATUS_LINE,
 )
 
-from gateway.api.direct_publish import DirectPublish, direct_publish_of
+from gateway.api.direct_poll import POLL_PATTERN, parse_poll_query
+from gateway.api.direct_ways import direct_ways_of
 from gateway.api.gateway_app import PUBLISH_PATTERN
 
 __all__ = ["DirectExchange", "direct_protocol"]
@@ -47,11 +59,12 @@ _DISCONNECT: Message = {"type": "http.disconnect"}
 
 
 class DirectExchange:
-    """One publish answered directly: the connection's current cycle as uvicorn's code sees it (``body``,
+    """One request answered directly: the connection's current cycle as uvicorn's code sees it (``body``,
     ``more_body``, ``disconnected``, ``response_complete``, ``keep_alive``, ``message_event.set()``) and the
-    request as :class:`~gateway.api.direct_publish.DirectRequest` gives it to the steps."""
+    request as :class:`~gateway.api.direct_steps.DirectRequest` gives it to the steps."""
 
     __slots__ = (
+        "_lost",
         "_protocol",
         "_waiter",
         "body",
@@ -68,6 +81,7 @@ class DirectExchange:
     def __init__(self, protocol: Any, scope: dict[str, Any], keep_alive: bool) -> None:
         self._protocol = protocol
         self._waiter: Any = None
+        self._lost: asyncio.Future[None] | None = None
         self.scope = scope
         self.body = bytearray()
         self.more_body = True
@@ -79,10 +93,24 @@ class DirectExchange:
         self.message_event = self  # uvicorn calls ``cycle.message_event.set()`` on body, end and loss
 
     def set(self) -> None:
-        """Body came, the request ended or the connection was lost: wake a waiting ``receive``."""
+        """Body came, the request ended or the connection was lost: wake a waiting ``receive`` (and, when
+        lost, resolve :meth:`lost`)."""
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        lost = self._lost
+        if self.disconnected and lost is not None and not lost.done():
+            self.client_gone = True
+            lost.set_result(None)
+
+    def lost(self) -> asyncio.Future[None]:
+        """A future resolved when the connection is lost before the answer was written."""
+        if self._lost is None:
+            self._lost = self._protocol.loop.create_future()
+            if self.disconnected:
+                self.client_gone = True
+                self._lost.set_result(None)
+        return self._lost
 
     def body_buffered(self) -> bool:
         """Whether the whole body is here (or the client left): ``receive`` answers without waiting."""
@@ -157,14 +185,15 @@ class DirectExchange:
         """The request is done: no reference back to the connection, nor to the scope (which refers back to
         this exchange), is kept: nothing for the garbage collector."""
         self._protocol = None
+        self._lost = None
         self.scope = {}
 
 
 def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
-    """A subclass of ``base`` (the guarded protocol, ``gateway/api/http_guard.py``) answering publishes
-    directly (see the module docstring)."""
+    """A subclass of ``base`` (the guarded protocol, ``gateway/api/http_guard.py``) answering publishes and
+    polls directly (see the module docstring)."""
 
-    class DirectPublishProtocol(base):  # type: ignore[valid-type, misc]
+    class DirectProtocol(base):  # type: ignore[valid-type, misc]
         def on_message_begin(self) -> None:
             # The scope is built at the end of the header section, for a request that goes the ASGI way.
             self.url = b""
@@ -185,18 +214,21 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
                 super().on_headers_complete()
 
         def _direct(self) -> bool:
-            """Start answering the request directly, if it is a publish this protocol serves identically."""
+            """Start answering the request directly, if it is a publish or a poll this protocol serves
+            identically."""
             parser = self.parser
-            if parser.get_method() != b"POST" or self.expect_100_continue or parser.should_upgrade():
+            method = parser.get_method()
+            if method != b"POST" and method != b"GET":
+                return False
+            if self.expect_100_continue or parser.should_upgrade():
                 return False
             cycle: Any = getattr(self, "cycle", None)
             if (cycle is not None and not cycle.response_complete) or self.pipeline:
                 return False
             if self.limit_concurrency is not None or self.root_path:
                 return False
-            app = self.config.loaded_app
-            publish = direct_publish_of(app)
-            if publish is None:
+            ways = direct_ways_of(self.config.loaded_app)
+            if (ways.publish if method == b"POST" else ways.poll) is None:
                 return False
             try:
                 parsed = httptools.parse_url(self.url)
@@ -206,9 +238,6 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             if b"%" in raw_path or not raw_path.isascii():
                 return False
             path = raw_path.decode("ascii")
-            match = PUBLISH_PATTERN.fullmatch(path)
-            if match is None:
-                return False
             length = None
             for name, value in self.headers:
                 if name == b"content-length":
@@ -217,22 +246,45 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
                     length = value
                 elif name == b"transfer-encoding":
                     return False
-            if length is None or not length.isdigit() or int(length) > publish.max_body():
+            query = parsed.query or b""
+            if method == b"POST":
+                publish = ways.publish
+                match = PUBLISH_PATTERN.fullmatch(path)
+                if publish is None or match is None:
+                    return False
+                if length is None or not length.isdigit() or int(length) > publish.max_body():
+                    return False
+                exchange = self._exchange_for("POST", path, raw_path, query)
+                self._start(exchange, publish.serve(exchange, match["topic"]))
+                return True
+            poll = ways.poll
+            match = POLL_PATTERN.fullmatch(path)
+            if poll is None or match is None or (length is not None and length != b"0"):
                 return False
+            params = parse_poll_query(query)
+            if params is None:
+                return False
+            exchange = self._exchange_for("GET", path, raw_path, query)
+            self._start(exchange, poll.serve(exchange, match["group"], match["instance_id"], params))
+            return True
+
+        def _exchange_for(self, method: str, path: str, raw_path: bytes, query: bytes) -> DirectExchange:
+            """The request's exchange, standing as the connection's current cycle."""
+            parser = self.parser
             http_version = parser.get_http_version()
             scope: dict[str, Any] = {
                 "type": "http",
                 "http_version": http_version,
-                "method": "POST",
+                "method": method,
                 "path": path,
                 "raw_path": raw_path,
-                "query_string": parsed.query or b"",
+                "query_string": query,
                 "root_path": "",
                 "headers": self.headers,
                 "server": self.server,
                 "client": self.client,
                 "scheme": self.scheme,
-                "app": app,
+                "app": self.config.loaded_app,
             }
             exchange = DirectExchange(self, scope, http_version != "1.0" and parser.should_keep_alive())
             extensions: dict[str, Any] = {"gateway.connection": {"body_buffered": exchange.body_buffered}}
@@ -242,19 +294,22 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             scope["extensions"] = extensions
             self._in_head = False  # the guarded protocol's head timer finds nothing to do
             self.cycle = exchange
-            coroutine = self._serve(publish, exchange, match["topic"])
+            return exchange
+
+        def _start(self, exchange: DirectExchange, answer: Coroutine[Any, Any, None]) -> None:
+            """Run the answer as one of the server's tasks, as uvicorn runs a cycle's."""
+            coroutine = self._serve(exchange, answer)
             if getattr(self.config, "reset_contextvars", False):
                 task = self.loop.create_task(coroutine, context=contextvars.Context())
             else:
                 task = self.loop.create_task(coroutine)
             task.add_done_callback(self.tasks.discard)
             self.tasks.add(task)
-            return True
 
-        async def _serve(self, publish: DirectPublish, exchange: DirectExchange, topic: str) -> None:
+        async def _serve(self, exchange: DirectExchange, answer: Coroutine[Any, Any, None]) -> None:
             """uvicorn's ``run_asgi`` around the direct answer."""
             try:
-                await publish.serve(exchange, topic)
+                await answer
             except BaseException as exc:
                 self.logger.error("Exception in ASGI application\n", exc_info=exc)
                 if not exchange.response_started:
@@ -268,4 +323,4 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             finally:
                 exchange.release()
 
-    return DirectPublishProtocol
+    return DirectProtocol

@@ -4,8 +4,8 @@ A ``POST /v1/topics/{topic}/messages`` that reaches the app as an ASGI request (
 ``gateway/api/direct_protocol.py``: another HTTP protocol, a chunked body, ``Expect: 100-continue``, a
 server that is not the gateway's) takes the same way as one answered below ASGI,
 :class:`~gateway.api.direct_publish.DirectPublish`, with the ASGI ``receive`` and ``send`` as its request
-(:class:`AsgiExchange`), while that way serves the app (:func:`~gateway.api.direct_publish.direct_publish_of`)
-and ``http.direct_publish`` is on. Every other request, and every publish then, goes through FastAPI's
+(:class:`AsgiExchange`), while that way serves the app (:func:`~gateway.api.direct_ways.direct_publish_of`:
+``http.direct_publish`` on). Every other request, and every publish then, goes through FastAPI's
 middlewares and router, whose route takes the same steps (``gateway/api/publish_steps.py``).
 
 The way skips the three layers FastAPI and Starlette put outside the app's own middlewares (server errors,
@@ -20,7 +20,7 @@ import re
 from fastapi import FastAPI
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.api.direct_publish import direct_publish_of
+from gateway.api.direct_ways import direct_publish_of
 from gateway.api.publish_steps import PUBLISH_PATH
 
 __all__ = ["PUBLISH_PATTERN", "AsgiExchange", "GatewayApp"]
@@ -35,7 +35,7 @@ class GatewayApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             match = PUBLISH_PATTERN.fullmatch(scope["path"])
-            if match is not None and self.state.runtime.settings.http.direct_publish:
+            if match is not None:
                 way = direct_publish_of(self)
                 if way is not None:
                     scope["app"] = self  # as Starlette.__call__ sets it

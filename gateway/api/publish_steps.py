@@ -6,8 +6,10 @@ A publish comes in one of two ways: below ASGI, in the httptools protocol, for t
 (:func:`gateway.api.routes_topics.publish_messages`). Both take these steps and no other:
 
 1. :func:`authenticate`: the caller's principal, or the refusal (401, 403) before any body is read;
-2. :func:`admit`: the request's bounds and budgets (413 by Content-Length, 503 above the concurrency
-   budgets) and its body reader, given back with :func:`leave`;
+2. :func:`gateway.api.request_limits.admit`: the request's bounds and budgets (413 by Content-Length, 503
+   above the concurrency budgets) and its body reader, given back with
+   :func:`~gateway.api.request_limits.leave` (taken for every request answered below ASGI by
+   ``gateway/api/direct_steps.py``);
 3. :func:`read`: the body, whole (413 past ``limits.max_request_bytes``);
 4. :func:`prepare`: the messages of the body (:mod:`gateway.api.publish_parse`);
 5. :func:`publish`: the messages sent (:class:`~gateway.service.publish.PublishService`), with
@@ -27,18 +29,15 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope
 
-from gateway.api import auth, request_limits
+from gateway.api import auth
 from gateway.api.auth import Answer
 from gateway.api.media_types import JSON, OCTETS, UnsupportedMediaType, body_kind, refusal
 from gateway.api.publish_parse import parse_json_batch_py, parse_raw_message, stored_parts, usual_batch
 from gateway.api.publish_render import publish_answer_of, refused_answer, replayed_answer
-from gateway.api.request_limits import BodyReader, Refused
-from gateway.config import LimitSettings
 from gateway.runtime import Runtime
 from gateway.security.operations import Operation, rest_operation
 from gateway.security.replica_subject import ReplicaSubjects
 from gateway.security.setup import Security
-from gateway.service.admission import Admission
 from gateway.service.errors import InvalidInput, PayloadTooLarge, ServiceError, renamed_fields
 from gateway.service.idempotency import Replay, fingerprint, parse_key
 from gateway.service.principal import Principal
@@ -49,9 +48,7 @@ __all__ = [
     "PUBLISH_OPERATION_ID",
     "PUBLISH_PATH",
     "Messages",
-    "admit",
     "authenticate",
-    "leave",
     "prepare",
     "publish",
     "read",
@@ -75,19 +72,6 @@ async def authenticate(scope: Scope, security: Security, subjects: ReplicaSubjec
     """Step 1: the caller's principal; raises the ServiceError to answer instead (401, 403).
     ``subjects`` verifies a client certificate subject another replica relayed (None: not started)."""
     return await auth.authenticate(scope, security, _publish_operations, lambda: subjects)
-
-
-def admit(
-    scope: Scope, receive: Receive, limits: LimitSettings, admission: Admission
-) -> Refused | BodyReader:
-    """Step 2: the refusal to answer instead, or the body reader (the ``receive`` of the next steps); then
-    :func:`leave` when the request is done."""
-    return request_limits.admit(scope, receive, limits, admission)
-
-
-def leave(reader: BodyReader) -> None:
-    """The request admitted with ``reader`` is done: its bytes and its slot are given back."""
-    request_limits.leave(reader)
 
 
 async def read(headers: Headers, receive: Receive, limit: int) -> bytes:

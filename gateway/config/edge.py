@@ -200,7 +200,13 @@ class HttpSettings(BaseModel):
         True,
         description="answer the usual publish (one message or a batch, with a Content-Length body) in the "
         "HTTP protocol itself, below ASGI, through the same steps as the ASGI way: the same answers, at less "
-        "CPU per request; false = every request through ASGI",
+        "CPU per request; false = every publish through ASGI",
+    )
+    direct_poll: bool = Field(
+        True,
+        description="answer the usual poll (GET .../instances/{id}/messages without a body, with the query "
+        "parameters read as the route reads them) in the HTTP protocol itself, below ASGI, through the same "
+        "steps as the ASGI way: the same answers, at less CPU per request; false = every poll through ASGI",
     )
 
     @field_validator("trusted_proxies", mode="before")

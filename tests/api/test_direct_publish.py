@@ -273,7 +273,7 @@ def test_a_middleware_the_direct_way_does_not_know_sends_publishes_the_asgi_way(
     from fastapi.middleware.trustedhost import TrustedHostMiddleware
 
     from gateway.api.app import create_app
-    from gateway.api.direct_publish import direct_publish_of
+    from gateway.api.direct_ways import direct_publish_of
     from gateway.config import Settings
     from gateway.runtime import Runtime
 

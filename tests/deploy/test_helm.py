@@ -254,14 +254,17 @@ def test_rate_limits_and_cors_reach_the_settings(
 
 
 @pytest.mark.parametrize(
-    ("values", "expected"), [(None, True), ({"http": {"port": 8080, "directPublish": False}}, False)]
+    ("values", "expected"),
+    [(None, True), ({"http": {"port": 8080, "directPublish": False, "directPoll": False}}, False)],
 )
-def test_direct_publish_reaches_the_settings(
+def test_the_direct_ways_reach_the_settings(
     values: dict[str, Any] | None, expected: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = config_data(render(values))
-    monkeypatch.setenv("TUBEMQ_GATEWAY_HTTP__DIRECT_PUBLISH", data["TUBEMQ_GATEWAY_HTTP__DIRECT_PUBLISH"])
-    assert Settings().http.direct_publish is expected
+    for way in ("PUBLISH", "POLL"):
+        name = f"TUBEMQ_GATEWAY_HTTP__DIRECT_{way}"
+        monkeypatch.setenv(name, data[name])
+    assert Settings().http.direct_publish is expected and Settings().http.direct_poll is expected
 
 
 def test_ingress_hpa_and_pdb(full_manifests: list[dict[str, Any]]) -> None:
@@ -376,6 +379,7 @@ def test_dockerfile_agrees_with_the_chart(default_manifests: list[dict[str, Any]
         ("tls.clientAuth=sometimes", "tls.clientAuth"),
         ("forwarding.allow={a b}", "forwarding.allow"),
         ("http.directPublish=maybe", "directPublish"),
+        ("http.directPoll=maybe", "directPoll"),
     ],
 )
 def test_values_schema_rejects_mistakes(flag: str, complaint: str) -> None:

@@ -149,8 +149,8 @@ def test_the_protocol_classes_are_uvicorns_httptools_with_the_header_guard(pki: 
     for settings in (Settings(), Settings(tls=tls_settings(pki, "required"))):
         http = http_config(settings, echo_tls).http
         assert isinstance(http, type) and issubclass(http, HttpToolsProtocol)
-        # the guarded protocol, answering publishes below ASGI (gateway/api/direct_protocol.py)
-        assert http.__name__ == "DirectPublishProtocol"
+        # the guarded protocol, answering publishes and polls below ASGI (gateway/api/direct_protocol.py)
+        assert http.__name__ == "DirectProtocol"
         assert http.__mro__[1].__name__ == "GuardedHttpToolsProtocol"
         assert issubclass(http, TlsHttpToolsProtocol) == (settings.tls.cert_file is not None)
 

@@ -1,7 +1,8 @@
-"""Two gateways on real sockets for the tests of the publish answered below ASGI (issue #26): one serving
-with ``http.direct_publish`` on (the httptools protocol answers publishes itself), one with it off (every
-request through ASGI), each with a runtime of its own on one embedded cluster; a raw HTTP/1.1 client, and
-answers made comparable byte for byte (but for Date, the request id and what a broker assigns)."""
+"""Two gateways on real sockets for the tests of the publish and the poll answered below ASGI: one serving
+with ``http.direct_publish`` and ``http.direct_poll`` on (the httptools protocol answers publishes and polls
+itself), one with them off (every request through ASGI), each with a runtime of its own on one embedded
+cluster; a raw HTTP/1.1 client, and answers made comparable byte for byte (but for Date, the request id and
+what a broker assigns)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from gateway.api.app import create_app
+from gateway.api.direct_poll import DirectPoll
 from gateway.api.direct_publish import DirectPublish
 from gateway.config import Settings
 from gateway.embedded.cluster import EmbeddedCluster
@@ -39,9 +41,10 @@ class Served:
 
 @asynccontextmanager
 async def serving(cluster: EmbeddedCluster, direct: bool, **settings: Any) -> AsyncIterator[Served]:
-    """A gateway on a free loopback port over ``cluster``, publishing below ASGI when ``direct``."""
+    """A gateway on a free loopback port over ``cluster``, publishing and polling below ASGI when
+    ``direct``."""
     sock = bound_socket()
-    http = {**settings.pop("http", {}), "direct_publish": direct}
+    http = {"direct_publish": direct, "direct_poll": direct, **settings.pop("http", {})}
     config = Settings(
         masters=",".join(str(a) for a in cluster.master_addresses),
         http_host="127.0.0.1",
@@ -67,7 +70,7 @@ async def serving(cluster: EmbeddedCluster, direct: bool, **settings: Any) -> As
 
 @asynccontextmanager
 async def pair(cluster: EmbeddedCluster, **settings: Any) -> AsyncIterator[tuple[Served, Served]]:
-    """The direct gateway and the ASGI one, alike but for ``http.direct_publish``."""
+    """The direct gateway and the ASGI one, alike but for ``http.direct_publish`` and ``http.direct_poll``."""
     async with serving(cluster, True, **settings) as direct, serving(cluster, False, **settings) as plain:
         yield direct, plain
 
@@ -144,15 +147,16 @@ def comparable(answer: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
 
 @contextmanager
 def counting_direct(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The paths of the requests answered below ASGI while the block runs."""
+    """The paths of the requests answered below ASGI (publishes and polls) while the block runs."""
     served: list[str] = []
-    original = DirectPublish.serve
+    for way in (DirectPublish, DirectPoll):
+        original = way.serve
 
-    async def serve(self: DirectPublish, request: Any, topic: str) -> None:
-        served.append(request.scope["path"])
-        await original(self, request, topic)
+        async def serve(self: Any, request: Any, *args: Any, __original: Any = original) -> None:
+            served.append(request.scope["path"])
+            await __original(self, request, *args)
 
-    monkeypatch.setattr(DirectPublish, "serve", serve)
+        monkeypatch.setattr(way, "serve", serve)
     yield served
 
 
