@@ -134,6 +134,10 @@ class _Runtime:
     def publisher(self) -> _Publisher:
         return self._publisher
 
+    def subscriptions(self) -> object:
+        """The push subscriptions API, which the servicer takes and a Publish never calls."""
+        raise RuntimeError("the bench's runtime has no push subscriptions")
+
 
 async def serve(mode: str, port: int, options: Sequence[tuple[str, Any]] = ()) -> None:
     answers = {n: _response(n) for n in BATCHES}

@@ -8,8 +8,9 @@ smaller, out of the :class:`~gateway.service.admission.Admission` the REST bodie
 deserializer (:func:`gateway.grpc.call_budget.budgeted`) keeps the message's own size of it and gives the
 rest back at once.
 
-A read the budget has no room for waits its turn (first come, first served) while other reads hold room
-(they give most of it back as soon as their message is in), for at most ``limits.body_timeout`` seconds;
+A read the budget has no room for waits its turn (first come, first served among one caller's reads, the
+callers in turn) while other reads hold room (they give most of it back as soon as their message is in), for
+at most ``limits.body_timeout`` seconds;
 so does a read of a caller that already holds its share of the room (a quarter of the same fraction of the
 budget as its share of the calls in progress, :func:`~gateway.service.admission.caller_bytes`: a message
 being received costs about four times its size, gateway/grpc/call_admission.py; always room for one read),
@@ -51,7 +52,10 @@ class ReadRoom:
 
     def __init__(self, admission: Admission) -> None:
         self._admission = admission
-        self._waiting: deque[_Waiter] = deque()
+        #: each caller's reads waiting for room, in the order they asked; the callers in turn (a caller that
+        #: was granted a read and still waits goes last), so that handing out room looks at each caller's
+        #: first read, never at the many waiting behind one that holds its share
+        self._waiting: dict[str, deque[_Waiter]] = {}
         #: the room held by reads in progress (part of the admission's in-flight bytes)
         self._taken = 0
         #: of it, what each caller's reads hold
@@ -67,7 +71,7 @@ class ReadRoom:
     @property
     def waiting(self) -> int:
         """Reads waiting for room."""
-        return len(self._waiting)
+        return sum(len(queue) for queue in self._waiting.values())
 
     def held_by(self, caller: str) -> int:
         """The room ``caller``'s reads hold."""
@@ -89,7 +93,10 @@ class ReadRoom:
         if not queue and limit and admission.inflight_bytes - self._taken + size > limit:
             raise self._full(limit, "")
         waiter = _Waiter(size, limit, caller, share, asyncio.get_running_loop().create_future())
-        self._waiting.append(waiter)
+        mine = self._waiting.get(caller)
+        if mine is None:
+            mine = self._waiting[caller] = deque()
+        mine.append(waiter)
         self._wake()  # those ahead may all be waiting for their callers' shares, not for the budget
         granted = False
         try:
@@ -147,31 +154,46 @@ class ReadRoom:
             self.give_back(waiter.size, 0, waiter.caller)  # granted just as the wait ended
             return
         future.cancel()
+        queue = self._waiting.get(waiter.caller)
         try:
-            self._waiting.remove(waiter)
+            if queue is None:
+                return
+            queue.remove(waiter)
         except ValueError:
             return
+        if not queue:
+            del self._waiting[waiter.caller]
         self._wake()  # a read behind it may fit where it did not
 
     def _wake(self) -> None:
-        """Hand the room given back to the reads waiting, in their order; a read whose caller holds its
-        share stays waiting without holding up those behind it."""
+        """Hand the room given back to the reads waiting, caller by caller in turn and each caller's in its
+        order: a caller that holds its share keeps its reads waiting without holding up the others; the
+        first read that fits its caller's share and not the budget stops the handing out (nobody passes it
+        to the budget's room)."""
         waiting = self._waiting
         if not waiting:
             return
-        left: deque[_Waiter] = deque()
-        while waiting:
-            waiter = waiting.popleft()
-            if waiter.future.done():
-                continue
-            if not self._fits(waiter.caller, waiter.size, waiter.share):
-                left.append(waiter)
-                continue
-            if not self._admission.reserve(waiter.size, waiter.limit):
-                left.append(waiter)
-                left.extend(waiting)
-                waiting.clear()
+        admission = self._admission
+        for caller, queue in list(waiting.items()):
+            granted = stop = False
+            while queue:
+                waiter = queue[0]
+                if waiter.future.done():
+                    queue.popleft()
+                    continue
+                if not self._fits(caller, waiter.size, waiter.share):
+                    break  # its later reads wait for its share too
+                if not admission.reserve(waiter.size, waiter.limit):
+                    stop = True
+                    break
+                queue.popleft()
+                self._grant(caller, waiter.size)
+                waiter.future.set_result(None)
+                granted = True
+            if not queue:
+                del waiting[caller]
+            elif granted:  # its turn comes again after the others'
+                del waiting[caller]
+                waiting[caller] = queue
+            if stop:
                 break
-            self._grant(waiter.caller, waiter.size)
-            waiter.future.set_result(None)
-        waiting.extend(left)

@@ -110,3 +110,30 @@ async def test_a_caller_holding_its_share_waits_without_holding_up_other_callers
     room.give_back(20, 0, "carol")
     room.give_back(20, 0, "alice")
     assert room.waiting == 0 and admission.inflight_bytes == 20 and room.held_by("carol") == 0
+
+
+async def test_callers_take_the_room_given_back_in_turn() -> None:
+    """Room given back goes to the callers' first waiting reads in turn: a caller granted a read waits
+    behind the others for its next one, so one caller's many reads do not keep another's from the budget."""
+    admission = Admission()
+    room = ReadRoom(admission)
+    await room.take(CAP, CAP, 5, caller="x")  # a read in progress holds the whole budget
+    order: list[str] = []
+
+    async def read(caller: str) -> None:
+        await room.take(CAP, CAP, 5, caller=caller)
+        order.append(caller)
+
+    carol = [asyncio.create_task(read("carol")) for _ in range(3)]
+    await asyncio.sleep(0)
+    alice = asyncio.create_task(read("alice"))  # asks after all of carol's
+    await asyncio.sleep(0.01)
+    assert room.waiting == 4
+    room.give_back(CAP, 0, "x")
+    for turn in range(4):
+        await asyncio.sleep(0.01)
+        assert len(order) == turn + 1 and room.waiting == 3 - turn
+        room.give_back(CAP, 0, order[-1])
+    await asyncio.gather(*carol, alice)
+    assert order == ["carol", "alice", "carol", "carol"]
+    assert admission.inflight_bytes == 0 and room.held_by("carol") == 0
