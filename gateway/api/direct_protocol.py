@@ -12,7 +12,8 @@ would (its status line, its default headers, ``connection: close`` when the conn
 
 Every other request goes the ASGI way unchanged, and so does a publish or a poll the direct way would not
 serve identically: an app without its usual middleware stack (or with FastAPI's native telemetry, or a root
-path; ``gateway/api/direct_ways.py``), a way whose setting is off (``http.direct_publish``,
+path; ``gateway/api/direct_ways.py``; a worker's private listener serves its app's ways, with the scope
+that listener gives, ``gateway/api/worker_listener.py``), a way whose setting is off (``http.direct_publish``,
 ``http.direct_poll``), ``Expect: 100-continue``, an Upgrade offer, a percent-encoded path, uvicorn's
 ``limit_concurrency``, a request pipelined behind another request still in progress on the connection
 (queued by uvicorn, answered in order); for a publish a chunked body or one above
@@ -41,7 +42,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import httptools
-from starlette.types import Message
+from starlette.types import Message, Scope
 from uvicorn.protocols.http.httptools_impl import (
     HEADER_RE,
     HEADER_VALUE_RE,
@@ -51,6 +52,7 @@ from uvicorn.protocols.http.httptools_impl import (
 from gateway.api.direct_poll import POLL_PATTERN, parse_poll_query
 from gateway.api.direct_ways import direct_ways_of
 from gateway.api.gateway_app import PUBLISH_PATTERN
+from gateway.api.worker_listener import PrivateApp
 
 __all__ = ["DirectExchange", "direct_protocol"]
 
@@ -78,7 +80,7 @@ class DirectExchange:
         "scope",
     )
 
-    def __init__(self, protocol: Any, scope: dict[str, Any], keep_alive: bool) -> None:
+    def __init__(self, protocol: Any, scope: Scope, keep_alive: bool) -> None:
         self._protocol = protocol
         self._waiter: Any = None
         self._lost: asyncio.Future[None] | None = None
@@ -227,7 +229,9 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
                 return False
             if self.limit_concurrency is not None or self.root_path:
                 return False
-            ways = direct_ways_of(self.config.loaded_app)
+            loaded = self.config.loaded_app
+            app = loaded.app if isinstance(loaded, PrivateApp) else loaded
+            ways = direct_ways_of(app)
             if (ways.publish if method == b"POST" else ways.poll) is None:
                 return False
             try:
@@ -254,7 +258,7 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
                     return False
                 if length is None or not length.isdigit() or int(length) > publish.max_body():
                     return False
-                exchange = self._exchange_for("POST", path, raw_path, query)
+                exchange = self._exchange_for(app, "POST", path, raw_path, query)
                 self._start(exchange, publish.serve(exchange, match["topic"]))
                 return True
             poll = ways.poll
@@ -264,11 +268,13 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             params = parse_poll_query(query)
             if params is None:
                 return False
-            exchange = self._exchange_for("GET", path, raw_path, query)
+            exchange = self._exchange_for(app, "GET", path, raw_path, query)
             self._start(exchange, poll.serve(exchange, match["group"], match["instance_id"], params))
             return True
 
-        def _exchange_for(self, method: str, path: str, raw_path: bytes, query: bytes) -> DirectExchange:
+        def _exchange_for(
+            self, app: Any, method: str, path: str, raw_path: bytes, query: bytes
+        ) -> DirectExchange:
             """The request's exchange, standing as the connection's current cycle."""
             parser = self.parser
             http_version = parser.get_http_version()
@@ -284,7 +290,7 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
                 "server": self.server,
                 "client": self.client,
                 "scheme": self.scheme,
-                "app": self.config.loaded_app,
+                "app": app,
             }
             exchange = DirectExchange(self, scope, http_version != "1.0" and parser.should_keep_alive())
             extensions: dict[str, Any] = {"gateway.connection": {"body_buffered": exchange.body_buffered}}
@@ -292,6 +298,8 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             if tls is not None:
                 extensions["tls"] = tls
             scope["extensions"] = extensions
+            if app is not self.config.loaded_app:  # a worker's private listener (worker_listener.py)
+                exchange.scope = PrivateApp.prepare(scope)
             self._in_head = False  # the guarded protocol's head timer finds nothing to do
             self.cycle = exchange
             return exchange

@@ -21,7 +21,7 @@ import logging
 
 import httpx
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from gateway.api.forwarding import CLIENT_CERT_HEADER, PRIVATE_LISTENER
 from gateway.api.proxy import TRUSTED_PEER
@@ -29,7 +29,14 @@ from gateway.observability.metrics import CONTENT_TYPE_LATEST, GatewayMetrics
 from gateway.observability.worker_merge import merge_worker_metrics
 from gateway.workers.context import WorkerContext
 
-__all__ = ["OWN_METRICS_PATH", "WORKER_TOKEN_HEADER", "private_app", "replica_metrics", "worker_token"]
+__all__ = [
+    "OWN_METRICS_PATH",
+    "WORKER_TOKEN_HEADER",
+    "PrivateApp",
+    "private_app",
+    "replica_metrics",
+    "worker_token",
+]
 
 log = logging.getLogger("gateway.workers")
 
@@ -52,34 +59,47 @@ def _token_ok(scope: Scope, expected: bytes) -> bool:
     return len(given) == 1 and hmac.compare_digest(given[0], expected)
 
 
-def private_app(app: FastAPI) -> ASGIApp:
+class PrivateApp:
     """The private listener's app: ``app``, plus this worker's own metrics at :data:`OWN_METRICS_PATH` for
-    requests with the worker token."""
+    requests with the worker token. A request answered below ASGI (``gateway/api/direct_protocol.py``) takes
+    the scope of :meth:`prepare` into ``app``'s direct way."""
 
-    def expected() -> bytes:
-        return worker_token(app.state.runtime.settings.consumers.id_secret).encode()
+    def __init__(self, app: FastAPI) -> None:
+        self.app = app
 
-    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+    def _expected(self) -> bytes:
+        return worker_token(self.app.state.runtime.settings.consumers.id_secret).encode()
+
+    @staticmethod
+    def prepare(scope: Scope) -> Scope:
+        """An HTTP request's scope as ``app`` sees it on this listener."""
+        scope = _with_forwarded_cert(scope)
+        # Only sibling workers reach this listener: the public URL a sibling worked out and sends on
+        # (X-Forwarded-*, gateway/api/proxy.py) is believed like a trusted proxy's, and so is the worker hop
+        # header (gateway/api/forwarding.py).
+        scope[TRUSTED_PEER] = True
+        scope[PRIVATE_LISTENER] = True
+        return scope
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scope = _with_forwarded_cert(scope)
-            # Only sibling workers reach this listener: the public URL a sibling worked out and sends on
-            # (X-Forwarded-*, gateway/api/proxy.py) is believed like a trusted proxy's, and so is the worker
-            # hop header (gateway/api/forwarding.py).
-            scope[TRUSTED_PEER] = True
-            scope[PRIVATE_LISTENER] = True
-        if scope["type"] == "http" and scope["path"] == OWN_METRICS_PATH and _token_ok(scope, expected()):
-            metrics: GatewayMetrics = app.state.metrics
-            body = metrics.render()
-            headers = [
-                (b"content-type", CONTENT_TYPE_LATEST.encode()),
-                (b"content-length", b"%d" % len(body)),
-            ]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            return
-        await app(scope, receive, send)
+            scope = self.prepare(scope)
+            if scope["path"] == OWN_METRICS_PATH and _token_ok(scope, self._expected()):
+                metrics: GatewayMetrics = self.app.state.metrics
+                body = metrics.render()
+                headers = [
+                    (b"content-type", CONTENT_TYPE_LATEST.encode()),
+                    (b"content-length", b"%d" % len(body)),
+                ]
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
-    return serve
+
+def private_app(app: FastAPI) -> PrivateApp:
+    """The private listener's app (:class:`PrivateApp`) around ``app``."""
+    return PrivateApp(app)
 
 
 def _with_forwarded_cert(scope: Scope) -> Scope:

@@ -11,14 +11,19 @@ import asyncio
 import contextlib
 import json
 import re
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 
+from gateway.api.forwarding import CLIENT_CERT_HEADER, WORKER_HOP_HEADER
+from gateway.api.worker_listener import OWN_METRICS_PATH, WORKER_TOKEN_HEADER, private_app
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
+from gateway.serve import http_config
 from gateway.service.errors import Unavailable
 from tests.support.auth_support import write_auth_files, write_mtls_auth_files
 from tests.support.direct_support import (
@@ -28,11 +33,13 @@ from tests.support.direct_support import (
     counting_direct,
     http_series,
     line,
+    read_answer,
     request,
     serving,
     talk,
 )
 from tests.support.jwks_support import AUDIENCE, ISSUER, SigningKey, jwks_server
+from tests.support.serving import uvicorn_serving
 from tests.support.tls_support import make_pki
 from tests.support.workers_support import start_workers
 
@@ -404,3 +411,40 @@ async def test_two_worker_processes_forward_alike(tmp_path: Path) -> None:
         seen.append([_masked(a)[2] for a in answers])
         assert _statuses([_masked(a) for a in answers]) == [200, 400] * 8
     assert seen[0] == seen[1]
+
+
+async def test_a_workers_private_listener_serves_polls_the_direct_way(clusters: Any, tmp_path: Path) -> None:
+    """A worker's private listener (``gateway/api/worker_listener.py``, where siblings forward polls) answers
+    polls below ASGI too, with the scope that listener gives (the hop believed, a relayed certificate subject
+    as the TLS extension), alike both ways; its own metrics path goes the ASGI way."""
+    seen = []
+    async with _pair(clusters) as gateways:
+        for i, gateway in enumerate(gateways):
+            path = await _instance(gateway, {})
+            where = str(tmp_path / f"w{i}.sock")
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(where)
+            settings = gateway.runtime.settings
+            server = uvicorn.Server(
+                http_config(settings, private_app(gateway.app), log_level=None, lifespan="off")
+            )
+            hop = {WORKER_HOP_HEADER: "1", CLIENT_CERT_HEADER: "Q049c2libGluZw=="}
+            requests = [
+                request("GET", path + "?timeout_ms=10", hop),
+                request("GET", path + "?timeout_ms=10", {}),
+                request("GET", f"/v1/consumers/{GROUP}/instances/nope/messages", hop),
+                request("GET", OWN_METRICS_PATH, {WORKER_TOKEN_HEADER: "wrong"}),
+            ]
+            with counting_direct(pytest.MonkeyPatch()) as served:
+                async with uvicorn_serving(server, [sock]):
+                    reader, writer = await asyncio.open_unix_connection(where)
+                    answers = []
+                    for raw in requests:
+                        writer.write(raw)
+                        answers.append(_masked(await read_answer(reader)))
+                    writer.close()
+            sock.close()
+            seen.append((answers, len(served)))
+    assert seen[0][0] == seen[1][0]
+    assert _statuses(seen[0][0]) == [200, 200, 404, 404]
+    assert (seen[0][1], seen[1][1]) == (3, 0)
