@@ -272,7 +272,8 @@ async def test_tls_with_client_certificates(clusters: Any, tmp_path: Path) -> No
 
 async def test_limits_and_service_errors(clusters: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """503 above a caller's share of concurrent requests (a long poll holds the one slot), 503 with
-    Retry-After from the service, and 500 naming the request id for an error nobody expected."""
+    Retry-After from the service, 500 naming the request id for an error nobody expected, and 503 while the
+    gateway drains."""
     async with _pair(clusters, limits={"max_concurrent_per_caller": 1}) as gateways:
         paths = [await _instance(g, {}) for g in gateways]
         for gateway in gateways:
@@ -307,6 +308,14 @@ async def test_limits_and_service_errors(clusters: Any, monkeypatch: pytest.Monk
         assert seen[0][1] == 5 and seen[1][1] == 0
         assert (b"retry-after", b"2") in seen[0][0][2][1]
         assert http_series(gateways[0].app) == http_series(gateways[1].app)
+
+        # a gateway that is stopping: a poll with nothing to take is answered 503 at once
+        for gateway in gateways:
+            gateway.runtime.consumer_service().begin_drain()
+        answers, served = await _both(
+            gateways, lambda path: [request("GET", path + "?timeout_ms=20000", {})], (paths[0], paths[1])
+        )
+        assert _statuses(answers) == [503] and len(served) == 1
 
 
 async def test_abuse(clusters: Any) -> None:
