@@ -229,11 +229,6 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
                 return False
             if self.limit_concurrency is not None or self.root_path:
                 return False
-            loaded = self.config.loaded_app
-            app = loaded.app if isinstance(loaded, PrivateApp) else loaded
-            ways = direct_ways_of(app)
-            if (ways.publish if method == b"POST" else ways.poll) is None:
-                return False
             try:
                 parsed = httptools.parse_url(self.url)
             except httptools.HttpParserInvalidURLError:
@@ -242,6 +237,10 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
             if b"%" in raw_path or not raw_path.isascii():
                 return False
             path = raw_path.decode("ascii")
+            publishing = method == b"POST"
+            match = (PUBLISH_PATTERN if publishing else POLL_PATTERN).fullmatch(path)
+            if match is None:
+                return False
             length = None
             for name, value in self.headers:
                 if name == b"content-length":
@@ -250,20 +249,21 @@ def direct_protocol(base: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
                     length = value
                 elif name == b"transfer-encoding":
                     return False
+            loaded = self.config.loaded_app
+            app = loaded.app if isinstance(loaded, PrivateApp) else loaded
+            ways = direct_ways_of(app)
             query = parsed.query or b""
-            if method == b"POST":
+            if publishing:
                 publish = ways.publish
-                match = PUBLISH_PATTERN.fullmatch(path)
-                if publish is None or match is None:
+                if publish is None or length is None or not length.isdigit():
                     return False
-                if length is None or not length.isdigit() or int(length) > publish.max_body():
+                if int(length) > publish.max_body():
                     return False
                 exchange = self._exchange_for(app, "POST", path, raw_path, query)
                 self._start(exchange, publish.serve(exchange, match["topic"]))
                 return True
             poll = ways.poll
-            match = POLL_PATTERN.fullmatch(path)
-            if poll is None or match is None or (length is not None and length != b"0"):
+            if poll is None or (length is not None and length != b"0"):
                 return False
             params = parse_poll_query(query)
             if params is None:
