@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole check suite: creates .venv if needed, installs the project with its dev extras when it or its
 # dependencies changed since the last install (scripts/venv.sh; a clean clone, as in CI, always installs),
-# then ruff, mypy (strict on gateway/) and pytest. Extra arguments go to pytest; without any, pytest then
+# then ruff, mypy (strict on gateway/) and pytest. Extra arguments go to pytest as they are (one process);
+# without any, pytest runs the whole suite in parallel processes (pytest-xdist) and then
 # runs the tests marked compiled_twins a second time on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1), so
 # the pure-Python twins of the C loops are tested where the extensions are built, as CI builds them.
 set -euo pipefail
@@ -27,8 +28,14 @@ echo "== mypy"
 # redis-server for idempotent publish with a store every replica shares.
 ./scripts/ensure_redis.sh
 echo "== pytest"
-.venv/bin/python -m pytest -q "$@"
-if [ $# -eq 0 ]; then
+if [ $# -gt 0 ]; then
+    .venv/bin/python -m pytest -q "$@"
+else
+    # The whole suite mostly waits (clusters, gateways, servers and browsers starting; sockets; subprocesses),
+    # so it runs in parallel pytest processes (pytest-xdist, each test sent to the next free one): 4 on a
+    # two-core machine unless PYTEST_XDIST_AUTO_NUM_WORKERS says otherwise.
+    export PYTEST_XDIST_AUTO_NUM_WORKERS=${PYTEST_XDIST_AUTO_NUM_WORKERS:-4}
+    .venv/bin/python -m pytest -q -n auto --dist load
     echo "== pytest on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1): the tests marked compiled_twins"
     # only the files that carry the mark are collected: collecting the whole suite again costs half a minute
     mapfile -t twins < <(grep -rl --include='test_*.py' '^pytestmark = pytest.mark.compiled_twins' tests | LC_ALL=C sort)

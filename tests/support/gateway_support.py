@@ -176,7 +176,9 @@ async def mtls_replicas(env: Env, pki: Pki, files: AuthFiles) -> AsyncIterator[t
         cert_file=pki.dual.cert, key_file=pki.dual.key, client_ca_file=pki.ca, client_auth="required"
     )
     first, second = bound_socket(), bound_socket()
-    peers = {**peer_settings(first, second), "forward_ca_file": pki.ca}
+    # forward_timeout bounds the TLS handshake with the owner, served on the same event loop: on a loaded
+    # machine (the suite runs in parallel workers) that can take longer than the plain replicas' 1 s
+    peers = {**peer_settings(first, second), "forward_ca_file": pki.ca, "forward_timeout": 10.0}
     auth = files.auth_settings(mtls_principal=True)
     async with (
         gateway(env, first, tls=tls, auth=auth, **peers) as owner,
