@@ -1,17 +1,25 @@
 """Consumer throughput: 1 KiB messages polled and confirmed through the client core from the embedded cluster.
 
-Run from the repository root: ``python bench/bench_consumer.py [--messages N] [--size BYTES]
-[--partitions P] [--pollers K] [--data-dir DIR] [--no-uvloop]``. A topic with P partitions is filled with N
-messages first (sent over the pool, 64 in flight); then one consumer (EARLIEST) with K concurrent poll/confirm
-loops reads them all back. Client and server share one process and one event loop, so the figure is the cost
-of both sides together: messages/s and MB/s (10^6 bytes of message body) of the consume phase. With
-``--data-dir`` the broker keeps file stores there, so the consume phase reads payloads back from disk.
+Run from the repository root: ``python bench/bench_consumer.py [--messages N] [--size BYTES] [--partitions P]
+[--pollers K] [--data-dir DIR] [--master HOST:PORT --topic T] [--no-uvloop] [--malloc-defaults]``. A topic
+with P partitions is filled with N messages first (sent over the pool, 64 in flight); then one consumer
+(EARLIEST) with K concurrent poll/confirm loops reads them all back. Client and server share one process and
+one event loop, so the figure is the cost of both sides together: messages/s and MB/s (10^6 bytes of message
+body) of the consume phase. With ``--data-dir`` the broker keeps file stores there, so the consume phase reads
+payloads back from disk. The process sets malloc's thresholds as the server does
+(``gateway/tubemq/net/allocator.py``) unless ``--malloc-defaults`` says not to.
+
+With ``--master`` (a loopback address of a running TubeMQ, e.g. the real one of ``../shared/tubemq-real``)
+nothing is embedded or filled: a consumer in a fresh group reads up to N messages of ``--topic`` (default
+demo) from the earliest offset, and the figure is the client core's alone, with its CPU per message (this
+process's user and system time over the consume phase): the floor below the gateway's service layer.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,8 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gateway.embedded.broker import EmbeddedBroker
 from gateway.embedded.cluster import EmbeddedCluster
 from gateway.embedded.topics import TopicSpec
+from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.consumer.client import Consumer
 from gateway.tubemq.consumer.config import ConsumerConfig, StartPosition
+from gateway.tubemq.net.allocator import retain_freed_memory
 from gateway.tubemq.net.pool import ConnectionPool
 from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire.payload import encode_payload
@@ -51,32 +61,70 @@ async def fill(pool: ConnectionPool, broker: EmbeddedBroker, count: int, size: i
     return time.perf_counter() - started
 
 
-async def consume(consumer: Consumer, count: int, pollers: int) -> tuple[float, int, int]:
-    """Poll and confirm until ``count`` messages arrived; returns (seconds, messages, body bytes)."""
+async def consume(
+    consumer: Consumer, count: int, pollers: int, dry_after: float | None = None
+) -> tuple[float, int, int, int, os.times_result]:
+    """Poll and confirm until ``count`` messages arrived (or, with ``dry_after``, none for that many seconds
+    after the first: the topic ran dry); returns (seconds from the start to the last message, messages, body
+    bytes, batches, this process's CPU times at the last message)."""
     got = 0
     size = 0
+    batches = 0
     done = asyncio.Event()
+    last = time.perf_counter()
+    cpu = os.times()
 
     async def poller() -> None:
-        nonlocal got, size
+        nonlocal got, size, batches, last, cpu
         while not done.is_set():
             batch = await consumer.poll(0.5)
             if batch is None:
+                if dry_after is not None and got and time.perf_counter() - last > dry_after:
+                    done.set()
                 continue
             got += len(batch.messages)
+            batches += 1
             size += batch.body_bytes
             await consumer.confirm(batch.confirm_context)
+            last, cpu = time.perf_counter(), os.times()
             if got >= count:
                 done.set()
 
     started = time.perf_counter()
     tasks = [asyncio.create_task(poller()) for _ in range(pollers)]
     await asyncio.wait_for(done.wait(), 600.0)
-    elapsed = time.perf_counter() - started
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    return elapsed, got, size
+    return last - started, got, size, batches, cpu
+
+
+async def main_real(master: str, topic: str, messages: int, pollers: int) -> None:
+    """Consume ``messages`` of ``topic`` from the TubeMQ at ``master`` with the core alone (module doc)."""
+    host = master.rpartition(":")[0]
+    if host not in ("127.0.0.1", "[::1]", "localhost"):
+        raise SystemExit(f"--master must be a loopback address, got {master}")
+    config = ConsumerConfig(start_position=StartPosition.EARLIEST, heartbeat_interval=1.0)
+    group = f"bench-core-{os.getpid()}-{time.time_ns()}"
+    pool = ConnectionPool()
+    try:
+        consumer = Consumer([NodeAddress.parse(master)], group, {topic: None}, pool=pool, config=config)
+        async with consumer:
+            if not await consumer.wait_for_assignment(30.0):
+                raise SystemExit("no partition assigned within 30 s")
+            before = os.times()
+            seconds, got, body_bytes, batches, after = await consume(
+                consumer, messages, pollers, dry_after=2.0
+            )
+    finally:
+        await pool.close()
+    user, system = after.user - before.user, after.system - before.system
+    per = 1e6 / max(got, 1)
+    cpu = f"CPU {(user + system) * per:.2f} us/msg (user {user * per:.2f}, system {system * per:.2f})"
+    print(
+        f"consumed {got} messages of {topic} ({pollers} pollers, {got / max(batches, 1):.0f} a batch) in "
+        f"{seconds:.2f} s: {got / seconds:,.0f} msg/s, {body_bytes / seconds / 1e6:,.1f} MB/s; {cpu}"
+    )
 
 
 async def main(messages: int, size: int, partitions: int, pollers: int, data_dir: Path | None) -> None:
@@ -93,7 +141,7 @@ async def main(messages: int, size: int, partitions: int, pollers: int, data_dir
             async with consumer:
                 if not await consumer.wait_for_assignment(10.0):
                     raise SystemExit("no partition assigned within 10 s")
-                seconds, got, body_bytes = await consume(consumer, messages, pollers)
+                seconds, got, body_bytes, _, _ = await consume(consumer, messages, pollers)
         finally:
             await pool.close()
     print(
@@ -111,8 +159,19 @@ if __name__ == "__main__":
     parser.add_argument(
         "--data-dir", type=Path, help="file stores in this (empty) directory: payloads are read from disk"
     )
+    parser.add_argument(
+        "--master", help="HOST:PORT of a running TubeMQ master on loopback (module docstring)"
+    )
+    parser.add_argument("--topic", default="demo", help="with --master: the topic to consume (default demo)")
     parser.add_argument("--no-uvloop", action="store_true")
+    parser.add_argument(
+        "--malloc-defaults",
+        action="store_true",
+        help="leave glibc's malloc thresholds as they are (the server sets them: net/allocator.py)",
+    )
     args = parser.parse_args()
+    if not args.malloc_defaults:
+        retain_freed_memory()
     runner = asyncio.run
     if not args.no_uvloop:
         try:
@@ -121,4 +180,7 @@ if __name__ == "__main__":
             runner = uvloop.run
         except ImportError:
             pass
-    runner(main(args.messages, args.size, args.partitions, args.pollers, args.data_dir))
+    if args.master:
+        runner(main_real(args.master, args.topic, args.messages, args.pollers))
+    else:
+        runner(main(args.messages, args.size, args.partitions, args.pollers, args.data_dir))

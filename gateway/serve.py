@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.config import Settings, TlsSettings, load_settings
+from gateway.tubemq.net.allocator import retain_freed_memory
 
 if TYPE_CHECKING:
     import uvicorn
@@ -336,6 +337,7 @@ def serve_process(settings: Settings, worker: WorkerContext | None = None) -> in
         announce=worker is None or worker.index == 0,
     )
     tune_gc()
+    retain_freed_memory()  # malloc keeps what answers and batches free for the next ones (its module: why)
     server.run(sockets=sockets)
     return 0 if server.started else 1
 
