@@ -49,8 +49,8 @@ def test_freed_answers_are_reused_instead_of_faulted_in_again() -> None:
 def test_an_operators_own_malloc_setting_wins() -> None:
     assert operator_tuned({"MALLOC_TRIM_THRESHOLD_": "1"})
     assert operator_tuned({"MALLOC_MMAP_THRESHOLD_": "1"})
-    assert operator_tuned({"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=1:glibc.malloc.trim_threshold=1"})
-    assert not operator_tuned({"GLIBC_TUNABLES": "glibc.rtld.optional_static_tls=1", "PATH": "/bin"})
+    assert operator_tuned({"GLIBC_TUNABLES": "glibc.rtld.nns=2:glibc.malloc.trim_threshold=1"})
+    assert not operator_tuned({"GLIBC_TUNABLES": "glibc.rtld.nns=2", "PATH": "/bin"})
 
 
 @_glibc
