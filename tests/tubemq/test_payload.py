@@ -1,5 +1,6 @@
 import base64
 import json
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -15,6 +16,7 @@ from gateway.tubemq.wire.payload import (
     DecodedPayload,
     PayloadDecodeError,
     build_attribute_text,
+    crc32,
     crc32_checksum,
     decode_key,
     decode_payload,
@@ -287,3 +289,13 @@ def test_key_roundtrip(body: bytes, key: str, attributes: dict[str, str]) -> Non
     # the stored text never holds a separator or a reserved token of its own making
     value = encode_key(key)
     assert not any(c in value for c in ",=$")
+
+
+@given(st.binary(max_size=5000), st.integers(0, 15))
+def test_the_crc32_is_zlibs_on_any_buffer(data: bytes, cut: int) -> None:
+    """ISA-L's CRC-32 (payload.crc32, what fetched messages are checked with) is zlib's, on any buffer."""
+    expected = zlib.crc32(data)
+    assert crc32(data) == expected
+    assert crc32(bytearray(data)) == expected
+    assert crc32(memoryview(b"x" * cut + data)[cut:]) == expected
+    assert crc32_checksum(data) == expected & 0x7FFFFFFF

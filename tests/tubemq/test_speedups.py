@@ -35,7 +35,7 @@ from gateway.tubemq.producer import SendResult
 from gateway.tubemq.producer.send_request import SendRequestTemplate
 from gateway.tubemq.wire import rpc, speedups
 from gateway.tubemq.wire.frame import Frame, encode_varint
-from gateway.tubemq.wire.payload import PreparedMessage, crc32_checksum, encode_key, encode_payload
+from gateway.tubemq.wire.payload import PreparedMessage, crc32, crc32_checksum, encode_key, encode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from tests.support.build_support import built_and_installed, compiler
 from tests.support.files import ROOT
@@ -210,6 +210,13 @@ def test_a_message_class_of_another_shape_is_refused() -> None:
     with pytest.raises(TypeError, match="not a slot of"):
         module.set_message_type(Borrowing, batch._MESSAGE_FIELDS)
     module.set_message_type(ConsumedMessage, batch._MESSAGE_FIELDS)
+
+
+def test_a_crc32_that_is_not_callable_is_refused() -> None:
+    module = extension()
+    with pytest.raises(TypeError, match="callable"):
+        module.set_crc32(b"not a function")
+    module.set_crc32(crc32)  # as batch.py sets it
 
 
 # --- decode_messages: generated input -------------------------------------------------------------------

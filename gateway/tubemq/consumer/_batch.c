@@ -10,9 +10,9 @@
  * reference gives, or (decode_answer) hands the answer to it (tests/tubemq/test_speedups.py holds them together
  * with hypothesis, malformed input included).
  *
- * Only the CPython C API is used (no third-party headers, no zlib headers): the module builds wherever
- * Python's own headers and a C compiler are, and setup.py marks it optional, so a machine without a
- * compiler installs the pure path.
+ * Only the CPython C API is used (no third-party headers, no zlib headers: the CRC-32 is a Python callable):
+ * the module builds wherever Python's own headers and a C compiler are, and setup.py marks it optional, so a
+ * machine without a compiler installs the pure path.
  */
 #include "outbuf.h" /* gateway/_cext: varints, sequences walked */
 #include <stddef.h>
@@ -27,14 +27,24 @@
 
 /* --- CRC-32 ------------------------------------------------------------------------------------------ */
 
-/* zlib.crc32, called through Python: zlib's braided CRC is faster per KiB than a slicing-by-8 table compiled
- * here, by more than the call through Python costs, and it needs no zlib headers. */
-static PyObject *zlib_crc32 = NULL;
+/* The CRC-32 function batch.py chooses (payload.crc32, ISA-L's), called through Python: its carry-less
+ * multiply folding is faster per KiB than a table loop compiled here, by far more than the call through
+ * Python costs, and it needs no headers. set_crc32 sets it. */
+static PyObject *crc32_func = NULL;
+
+static PyObject *py_set_crc32(PyObject *Py_UNUSED(self), PyObject *func) {
+    if (!PyCallable_Check(func)) {
+        PyErr_SetString(PyExc_TypeError, "set_crc32 needs a callable");
+        return NULL;
+    }
+    Py_XSETREF(crc32_func, Py_NewRef(func));
+    Py_RETURN_NONE;
+}
 
 /* crc32(data) & 0x7FFFFFFF == checksum: 1 yes, 0 no, -1 error. A checksum that is not an int (or is
  * outside int64) never matches, as Python's != says. */
 static int checksum_matches(PyObject *data, PyObject *checksum) {
-    PyObject *crc = PyObject_CallOneArg(zlib_crc32, data);
+    PyObject *crc = PyObject_CallOneArg(crc32_func, data);
     if (crc == NULL) return -1;
     unsigned long value = PyLong_AsUnsignedLongMask(crc);
     Py_DECREF(crc);
@@ -103,8 +113,8 @@ typedef struct {
 /* 0, or -1 with the error set; filters must be None or a set (the reference's `if filters`) */
 static int decoder_init(decoder *d, PyObject *filters, PyObject *curr_obj, int exact, PyObject *parse_prefix) {
     memset(d, 0, sizeof *d);
-    if (message_type == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "set_message_type was not called");
+    if (message_type == NULL || crc32_func == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "set_message_type and set_crc32 must be called first");
         return -1;
     }
     d->filtering = filters == Py_None ? 0 : PyObject_IsTrue(filters);
@@ -342,7 +352,7 @@ fail:
 
 /* --- decode_answer ------------------------------------------------------------------------------------ */
 
-/* A read-only buffer over bytes of an answer the caller keeps alive: zlib.crc32 reads a payload through it,
+/* A read-only buffer over bytes of an answer the caller keeps alive: the CRC-32 reads a payload through it,
  * so a message whose CRC fails is never copied, and one that is kept is copied once, into its body. */
 typedef struct {
     PyObject_HEAD const char *raw;
@@ -361,7 +371,7 @@ static PyTypeObject RawViewType = {
     .tp_basicsize = sizeof(RawView),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_as_buffer = &rawview_as_buffer,
-    .tp_doc = "bytes of an answer, lent to zlib.crc32 (see decode_answer)",
+    .tp_doc = "bytes of an answer, lent to the CRC-32 function (see decode_answer)",
 };
 
 /* crc32(raw[0:size]) & 0x7FFFFFFF == checksum: 1 yes, 0 no, -1 error; *view is reused while only this
@@ -373,7 +383,7 @@ static int raw_checksum_matches(RawView **view, const char *raw, Py_ssize_t size
     }
     (*view)->raw = raw;
     (*view)->size = size;
-    PyObject *crc = PyObject_CallOneArg(zlib_crc32, (PyObject *)*view);
+    PyObject *crc = PyObject_CallOneArg(crc32_func, (PyObject *)*view);
     if (crc == NULL) return -1;
     unsigned long value = PyLong_AsUnsignedLongMask(crc);
     Py_DECREF(crc);
@@ -544,6 +554,7 @@ static PyObject *py_decode_answer(PyObject *Py_UNUSED(self), PyObject *args) {
 static PyMethodDef methods[] = {
     {"set_message_type", py_set_message_type, METH_VARARGS,
      "set_message_type(cls, field_names): the slots dataclass decode_messages builds."},
+    {"set_crc32", py_set_crc32, METH_O, "set_crc32(func): the CRC-32 function payloads are checked with."},
     {"decode_messages", py_decode_messages, METH_VARARGS,
      "decode_messages(wire, filters, curr_offset, exact, parse_prefix) -> (messages, kept_bytes, "
      "bad_checksum, bad_payload, filtered)"},
@@ -556,11 +567,6 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.tubemq.consumer._batch", "A GetMessage answer's messages decoded in C (see batch.py).", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__batch(void) {
-    PyObject *zlib = PyImport_ImportModule("zlib");
-    if (zlib == NULL) return NULL;
-    zlib_crc32 = PyObject_GetAttrString(zlib, "crc32");
-    Py_DECREF(zlib);
-    if (zlib_crc32 == NULL) return NULL;
     if ((str_payload = PyUnicode_InternFromString("payLoadData")) == NULL ||
         (str_flag = PyUnicode_InternFromString("flag")) == NULL ||
         (str_checksum = PyUnicode_InternFromString("checkSum")) == NULL ||

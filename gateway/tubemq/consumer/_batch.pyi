@@ -2,6 +2,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 def set_message_type(cls: type, field_names: tuple[str, ...], /) -> None: ...
+def set_crc32(crc32: Callable[[Any], int], /) -> None: ...
 def decode_messages(
     wire: Iterable[Any],
     filters: frozenset[str] | None,

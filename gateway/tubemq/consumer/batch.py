@@ -19,7 +19,6 @@ when the batch was dense after all (always the case on a topic with one partitio
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from gateway.tubemq.address import NodeAddress
 from gateway.tubemq.net.outcomes import AnswersDecoder
 from gateway.tubemq.wire.frame import Frame
-from gateway.tubemq.wire.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, decode_payload
+from gateway.tubemq.wire.payload import FLAG_HAS_ATTRIBUTES, PayloadDecodeError, crc32, decode_payload
 from gateway.tubemq.wire.pb import BrokerService_pb2 as broker_pb
 from gateway.tubemq.wire.rpc import SUCCESS_PREFIX, RpcResponse
 from gateway.tubemq.wire.speedups import compiled_or
@@ -179,7 +178,6 @@ def decode_messages_py(
     stats = DecodeStats()
     messages: list[ConsumedMessage] = []
     append = messages.append
-    crc32 = zlib.crc32
     kept_bytes = 0
     # A batch usually repeats a few attribute prefixes (same stream id and minute): parse each one once,
     # and compare a message with the previous one's prefix before slicing and hashing its own.
@@ -249,6 +247,9 @@ class BatchLoops(Protocol):
         """The message class decode_messages builds (the C loop stores its slots directly, in the order of
         ``field_names``, so it checks the class's shape here and refuses any other)."""
 
+    def set_crc32(self, crc32: Callable[[Any], int], /) -> None:
+        """The CRC-32 function the loops check payloads with (``payload.crc32``)."""
+
     def decode_messages(
         self,
         wire: Iterable[Any],
@@ -286,6 +287,10 @@ class _Python:
         """Nothing to learn: :func:`decode_messages_py` builds each message by calling the class."""
 
     @staticmethod
+    def set_crc32(crc32: Callable[[Any], int], /) -> None:
+        """Nothing to learn: :func:`decode_messages_py` calls ``payload.crc32`` itself."""
+
+    @staticmethod
     def decode_messages(
         wire: Iterable[Any],
         filters: frozenset[str] | None,
@@ -319,6 +324,7 @@ if TYPE_CHECKING:
 
 _loops: BatchLoops = compiled_or("gateway.tubemq.consumer._batch", _Python())
 _loops.set_message_type(ConsumedMessage, _MESSAGE_FIELDS)
+_loops.set_crc32(crc32)
 
 
 def decode_messages(
