@@ -1,6 +1,7 @@
-"""The compiled loop over a read's complete one-block frames (``_frame_decoder.whole_frames``, used by
-``FrameDecoder._whole_frames``) against its reference (``FrameDecoder._whole_frames_py``): any stream, cut
-anywhere, gives the same frames and the same errors."""
+"""The compiled loops over a read's complete one-block frames (``_frame_decoder.whole_frames``, used by
+``FrameDecoder._whole_frames``) and over the complete blocks of a frame in progress (``whole_blocks``, used
+by ``FrameDecoder._take_blocks``) against their references (``_whole_frames_py``, ``_take_blocks_py``): any
+stream, cut anywhere, gives the same frames and the same errors."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ class PureDecoder(FrameDecoder):
     def _whole_frames(self, view: memoryview, pos: int, end: int, frames: list[Frame]) -> int:
         return self._whole_frames_py(view, pos, end, frames)
 
+    def _take_blocks(self, data: memoryview, pos: int, blocks_left: int, room: int) -> tuple[int, int, int]:
+        return self._take_blocks_py(data, pos, blocks_left, room)
+
 
 class CompiledDecoder(FrameDecoder):
     """The decoder with the C loop, even where the process runs the pure path."""
@@ -35,6 +39,12 @@ class CompiledDecoder(FrameDecoder):
             view[:end], pos, self._max_frame_bytes - 4, frames
         )
         return found
+
+    def _take_blocks(self, data: memoryview, pos: int, blocks_left: int, room: int) -> tuple[int, int, int]:
+        taken: tuple[int, int, int] = extension("gateway.tubemq.wire._frame_decoder").whole_blocks(
+            data, pos, blocks_left, room, self._payload
+        )
+        return taken
 
 
 @pytest.fixture(autouse=True)
@@ -85,6 +95,43 @@ def streams(draw: st.DrawFn) -> list[bytes]:
 @given(streams(), st.sampled_from([64, 8196, 40_000]))
 def test_any_stream_gives_the_same_frames_and_errors(chunks: list[bytes], max_frame_bytes: int) -> None:
     assert _run(CompiledDecoder(max_frame_bytes), chunks) == _run(PureDecoder(max_frame_bytes), chunks)
+
+
+@st.composite
+def block_runs(draw: st.DrawFn) -> bytes:
+    """Blocks as a frame carries them (an int32 length, then the bytes), now and then a length that lies
+    (negative, past the end), cut off anywhere."""
+    out = bytearray()
+    for _ in range(draw(st.integers(0, 6))):
+        body = draw(st.binary(max_size=40))
+        length = draw(st.sampled_from([len(body)] * 6 + [-1, -(2**31), len(body) + 1, 2**31 - 1]))
+        out += length.to_bytes(4, "big", signed=True) + body
+    return bytes(out[: draw(st.integers(0, len(out)))])
+
+
+@settings(max_examples=500)
+@given(block_runs(), st.integers(-2, 60), st.integers(-1, 8), st.integers(-1, 200))
+def test_whole_blocks_is_its_reference(data: bytes, pos: int, blocks_left: int, room: int) -> None:
+    """The C loop takes the same blocks as the Python twin from any bytes, position, count and room, and
+    leaves the same pieces."""
+    compiled: list[bytes] = []
+    pure: list[bytes] = []
+    got = extension("gateway.tubemq.wire._frame_decoder").whole_blocks(data, pos, blocks_left, room, compiled)
+    want = frame_decoder._Python.whole_blocks(memoryview(data), pos, blocks_left, room, pure)
+    assert (got, compiled) == (want, pure)
+    assert all(type(piece) is bytes for piece in compiled + pure)
+
+
+def test_a_frame_of_many_blocks_in_two_reads_is_whole() -> None:
+    """A 530 KB answer (65 blocks) in two reads, one block cut between them."""
+    payload = bytes(range(256)) * 2070
+    wire = encode_frame(5, payload)
+    for decoder in (CompiledDecoder(), PureDecoder()):
+        assert decoder.feed(wire[:300_000]) == []
+        assert decoder.buffered_bytes < 300_000
+        (frame,) = decoder.feed(wire[300_000:])
+        assert (frame.serial, frame.payload) == (5, payload)
+        assert decoder.at_frame_boundary and decoder.buffered_bytes == 0
 
 
 def test_the_process_decoder_uses_the_compiled_loop_where_built() -> None:

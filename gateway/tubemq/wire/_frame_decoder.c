@@ -1,8 +1,10 @@
-/* The complete one-block frames of a read cut in C: the loop of gateway/tubemq/wire/frame_decoder.py's
- * FrameDecoder._whole_frames_py, chosen by that module (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure one).
+/* The complete one-block frames of a read, and the complete blocks of a frame in progress, cut in C: the
+ * loops of gateway/tubemq/wire/frame_decoder.py's _Python twin, chosen by that module
+ * (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure ones).
  *
  * whole_frames appends a Frame for each complete frame of one block and returns where the first other frame
- * starts (tests/tubemq/test_speedups_frames.py holds it to the reference).
+ * starts; whole_blocks appends the bytes of each block lying whole in a read to the payload's pieces
+ * (tests/tubemq/test_speedups_frames.py holds both to the reference).
  *
  * Only the CPython C API is used: the module builds wherever Python's own headers and a C compiler are, and
  * setup.py marks it optional, so a machine without a compiler installs the pure path.
@@ -90,16 +92,53 @@ fail:
     return NULL;
 }
 
+/* --- whole_blocks: the complete blocks of a frame in progress (FrameDecoder._whole_blocks) -------------- */
+
+/* whole_blocks(data, pos, blocks_left, room, pieces) -> (pos, blocks_left, room): from pos (where a block
+ * length is due), up to blocks_left blocks lying whole in data, each of a length in 0..the data left whose
+ * prefix and bytes fit room, are taken: each block's bytes (its prefix left out) appended to pieces as a bytes
+ * object. Returns where the first other block starts, the blocks still due and the room left. */
+static PyObject *py_whole_blocks(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t pos, blocks_left, room;
+    PyObject *pieces;
+    if (!PyArg_ParseTuple(args, "y*nnnO!", &data, &pos, &blocks_left, &room, &PyList_Type, &pieces)) return NULL;
+    const unsigned char *raw = data.buf;
+    Py_ssize_t end = data.len;
+    if (pos < 0) pos = 0;
+    while (blocks_left > 0 && pos <= end && end - pos >= 4) {
+        int32_t length = get_int32(raw + pos);
+        Py_ssize_t start = pos + 4;
+        if (length < 0 || length > end - start || 4 + (Py_ssize_t)length > room) break;
+        PyObject *piece = PyBytes_FromStringAndSize((const char *)raw + start, length);
+        if (piece == NULL) goto fail;
+        int appended = PyList_Append(pieces, piece);
+        Py_DECREF(piece);
+        if (appended < 0) goto fail;
+        room -= 4 + (Py_ssize_t)length;
+        pos = start + length;
+        blocks_left--;
+    }
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(nnn)", pos, blocks_left, room);
+fail:
+    PyBuffer_Release(&data);
+    return NULL;
+}
+
 /* --- the module -------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"set_frame_type", py_set_frame_type, METH_VARARGS, "set_frame_type(cls): the Frame class whole_frames builds."},
     {"whole_frames", py_whole_frames, METH_VARARGS,
      "whole_frames(data, pos, limit, frames) -> pos: the complete one-block frames from pos, appended"},
+    {"whole_blocks", py_whole_blocks, METH_VARARGS,
+     "whole_blocks(data, pos, blocks_left, room, pieces) -> (pos, blocks_left, room): the whole blocks from "
+     "pos, appended"},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.tubemq.wire._frame_decoder", "The complete one-block frames of a read cut in C (see frame_decoder.py).", -1, methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "gateway.tubemq.wire._frame_decoder", "The complete frames and blocks of a read cut in C (see frame_decoder.py).", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__frame_decoder(void) {
     return PyModule_Create(&module);
