@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.config import Settings, TlsSettings, load_settings
-from gateway.tubemq.net.allocator import retain_freed_memory
+from gateway.tubemq.net import retain_freed_memory
 
 if TYPE_CHECKING:
     import uvicorn

@@ -17,8 +17,11 @@ import pytest
 from tests.support.files import ROOT
 from tests.support.imports import GATEWAY, Import, imports_of, module_name, modules, resolve_from
 
-# Third-party code the client core and the embedded cluster may use: protobuf, nothing else.
+# Third-party code the client core and the embedded cluster may use: protobuf, nothing else, but for an
+# accelerator the core takes when it is installed and does without (zlib's CRC-32 stands in for ISA-L's:
+# gateway/tubemq/wire/payload.py), imported only in a try whose ImportError falls back on the stdlib.
 CORE_THIRD_PARTY = frozenset({"google.protobuf"})
+CORE_OPTIONAL = frozenset({"isal"})
 WEB_AND_METRICS = (
     "fastapi",
     "starlette",
@@ -151,8 +154,32 @@ def _violations(paths: tuple[Path, ...], broken: Callable[[Import], bool]) -> li
 
 def core_breaks_rules(imp: Import) -> bool:
     return _within(imp.target, ABOVE_CORE) or (
-        _third_party(imp.target) and not _within(imp.target, CORE_THIRD_PARTY)
+        _third_party(imp.target) and not _within(imp.target, CORE_THIRD_PARTY | CORE_OPTIONAL)
     )
+
+
+def _optional_imports_unguarded(path: Path) -> list[str]:
+    """Imports of CORE_OPTIONAL packages in ``path`` that sit outside a try with an ImportError handler."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id in ("ImportError", "ModuleNotFoundError")
+            for h in node.handlers
+        ):
+            guarded.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
+    bad = []
+    for node in ast.walk(tree):
+        names = (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+        if any(_within(name, CORE_OPTIONAL) for name in names) and id(node) not in guarded:
+            bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return bad
 
 
 def test_the_walker_sees_the_packages_it_checks() -> None:
@@ -181,6 +208,10 @@ def test_the_package_root_is_a_leaf() -> None:
 def test_the_core_imports_nothing_above_it_and_no_framework() -> None:
     bad = _violations(modules("tubemq"), core_breaks_rules)
     assert bad == [], "gateway/tubemq is the bottom layer (stdlib and protobuf only):\n" + "\n".join(bad)
+    unguarded = [where for path in modules("tubemq") for where in _optional_imports_unguarded(path)]
+    assert unguarded == [], "the core does without its accelerators (try, except ImportError):\n" + "\n".join(
+        unguarded
+    )
 
 
 def test_the_embedded_cluster_builds_only_on_the_core() -> None:
@@ -408,6 +439,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "gateway.observability",
         "gateway.upstream",
         "gateway.workers",
+        # the C allocator's thresholds, set once at the process's start (gateway/tubemq/net/allocator.py)
+        "gateway.tubemq.net:retain_freed_memory",
         *_PROCESS,
     ),
     "gateway.workers": (

@@ -2,9 +2,11 @@
 
 This face is what the layers above the core use of ``net``: the pool (``ConnectionPool``), the master
 client, the events of links, pool and breaker (for metrics and logs), the teardown helpers, and the in-memory
-network a pool and an embedded cluster can share instead of sockets.
+network a pool and an embedded cluster can share instead of sockets; and the C allocator's thresholds that a
+process moving answers sets at its start.
 """
 
+from gateway.tubemq.net.allocator import retain_freed_memory
 from gateway.tubemq.net.breaker import BreakerState, ShieldReason
 from gateway.tubemq.net.connection import Outcome, RequestCompleted
 from gateway.tubemq.net.link import CloseReason, ConnectionOpened, ConnectionTerminated
@@ -31,4 +33,5 @@ __all__ = [
     "RequestCompleted",
     "ShieldReason",
     "cancel_and_wait",
+    "retain_freed_memory",
 ]

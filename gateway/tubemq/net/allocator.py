@@ -15,7 +15,6 @@ in the environment, nothing is changed.
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Mapping
 
@@ -43,6 +42,8 @@ def retain_freed_memory(trim_threshold: int = TRIM_THRESHOLD, mmap_threshold: in
     where the C library is not glibc or the environment tunes it already. Call it once, at start."""
     if not _glibc() or operator_tuned(os.environ):
         return False
+    import ctypes  # here: only a process's start needs it
+
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is None:
         return False
