@@ -11,8 +11,10 @@ payloads back from disk. The process sets malloc's thresholds as the server does
 
 With ``--master`` (a loopback address of a running TubeMQ, e.g. the real one of ``../shared/tubemq-real``)
 nothing is embedded or filled: a consumer in a fresh group reads up to N messages of ``--topic`` (default
-demo) from the earliest offset, and the figure is the client core's alone, with its CPU per message (this
-process's user and system time over the consume phase): the floor below the gateway's service layer.
+demo) from the earliest offset, each batch confirmed in the consumer alone as the gateway's auto-commit does
+(``--commit-each``: a CommitOffset per batch), and the figure is the client core's alone, with its CPU per
+message (this process's user and system time over the consume phase): the floor below the gateway's service
+layer.
 """
 
 from __future__ import annotations
@@ -62,11 +64,13 @@ async def fill(pool: ConnectionPool, broker: EmbeddedBroker, count: int, size: i
 
 
 async def consume(
-    consumer: Consumer, count: int, pollers: int, dry_after: float | None = None
+    consumer: Consumer, count: int, pollers: int, dry_after: float | None = None, local: bool = False
 ) -> tuple[float, int, int, int, os.times_result]:
     """Poll and confirm until ``count`` messages arrived (or, with ``dry_after``, none for that many seconds
-    after the first: the topic ran dry); returns (seconds from the start to the last message, messages, body
-    bytes, batches, this process's CPU times at the last message)."""
+    after the first: the topic ran dry), each batch confirmed with a CommitOffset or, with ``local``, in
+    the consumer alone (the next fetch carries the commit, as the gateway's auto-commit does); returns
+    (seconds from the start to the last message, messages, body bytes, batches, this process's CPU times
+    at the last message)."""
     got = 0
     size = 0
     batches = 0
@@ -85,7 +89,10 @@ async def consume(
             got += len(batch.messages)
             batches += 1
             size += batch.body_bytes
-            await consumer.confirm(batch.confirm_context)
+            if local:
+                consumer.confirm_local(batch.confirm_context)
+            else:
+                await consumer.confirm(batch.confirm_context)
             last, cpu = time.perf_counter(), os.times()
             if got >= count:
                 done.set()
@@ -99,7 +106,7 @@ async def consume(
     return last - started, got, size, batches, cpu
 
 
-async def main_real(master: str, topic: str, messages: int, pollers: int) -> None:
+async def main_real(master: str, topic: str, messages: int, pollers: int, local: bool) -> None:
     """Consume ``messages`` of ``topic`` from the TubeMQ at ``master`` with the core alone (module doc)."""
     host = master.rpartition(":")[0]
     if host not in ("127.0.0.1", "[::1]", "localhost"):
@@ -163,6 +170,11 @@ if __name__ == "__main__":
         "--master", help="HOST:PORT of a running TubeMQ master on loopback (module docstring)"
     )
     parser.add_argument("--topic", default="demo", help="with --master: the topic to consume (default demo)")
+    parser.add_argument(
+        "--commit-each",
+        action="store_true",
+        help="with --master: a CommitOffset per batch (default: confirmed locally, as auto-commit does)",
+    )
     parser.add_argument("--no-uvloop", action="store_true")
     parser.add_argument(
         "--malloc-defaults",
@@ -181,6 +193,6 @@ if __name__ == "__main__":
         except ImportError:
             pass
     if args.master:
-        runner(main_real(args.master, args.topic, args.messages, args.pollers))
+        runner(main_real(args.master, args.topic, args.messages, args.pollers, not args.commit_each))
     else:
         runner(main(args.messages, args.size, args.partitions, args.pollers, args.data_dir))
