@@ -121,7 +121,7 @@ async def main_real(master: str, topic: str, messages: int, pollers: int, local:
                 raise SystemExit("no partition assigned within 30 s")
             before = os.times()
             seconds, got, body_bytes, batches, after = await consume(
-                consumer, messages, pollers, dry_after=2.0
+                consumer, messages, pollers, dry_after=2.0, local=local
             )
     finally:
         await pool.close()
