@@ -32,6 +32,8 @@ from gateway.observability.json_lines import (
     _STANDARD_ATTRS,
     JsonFormatter,
     _jsonable,
+    direct_handler,
+    write_direct,
 )
 from gateway.observability.request_id import (
     REQUEST_ID_HEADER,
@@ -257,6 +259,8 @@ class EventLogger:
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self._log = logger or logging.getLogger("gateway.events")
         self._subscription: Subscription | None = None
+        #: the level of each kind of event whose level does not depend on the event itself
+        self._levels: dict[type, int] = {}
 
     def subscribe(self, bus: EventBus) -> Subscription:
         self._subscription = bus.subscribe(self)
@@ -273,10 +277,14 @@ class EventLogger:
         return logging.INFO
 
     def __call__(self, event: object) -> None:
-        level = self.level_of(event)
+        kind = type(event)
+        level = self._levels.get(kind)
+        if level is None:
+            level = self.level_of(event)
+            if kind.__name__ != "ConnectionTerminated":  # the one kind whose level is the event's
+                self._levels[kind] = level
         if not self._log.isEnabledFor(level):
             return
-        kind = type(event)
         names = _FIELD_NAMES.get(kind)
         if names is None:
             names = _FIELD_NAMES[kind] = _field_names(kind)
@@ -284,9 +292,15 @@ class EventLogger:
         extra = {"event": name}
         for field, key in names:
             extra[key] = _jsonable(getattr(event, field))
-        # Logger.log would also look up the caller's frame (file and line), which no line shows: about a
-        # third of the cost of a line (a gRPC call's GrpcCallFinished is one per call).
+        # A gRPC call's GrpcCallFinished is one line per call: like the HTTP access line, it is written
+        # without a LogRecord where configure_logging's one JSON handler is all that would see it
+        # (gateway/observability/json_lines.py); else a record, without Logger.log's look-up of the caller's
+        # frame (file and line), which no line shows.
         log = self._log
+        handler = direct_handler(log, level)
+        if handler is not None:
+            write_direct(handler, log, level, name, extra)
+            return
         log.handle(log.makeRecord(log.name, level, _ACCESS_FN, 0, name, (), None, extra=extra))
 
     def __repr__(self) -> str:

@@ -1,6 +1,6 @@
-"""The access line written without a LogRecord (``gateway/observability/json_lines.py``) is byte for byte the
-line the record path writes, and is taken only where nothing but configure_logging's one JSON handler would
-see the record."""
+"""The access line and the event lines (a gRPC call's GrpcCallFinished is one per call) written without a
+LogRecord (``gateway/observability/json_lines.py``) are byte for byte the lines the record path writes, and
+that way is taken only where nothing but configure_logging's one JSON handler would see the record."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import contextlib
 import io
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 from gateway.observability import json_lines
 from gateway.observability.access_log import PRINCIPAL_SCOPE_KEY, AccessLog
+from gateway.observability.grpc_events import GrpcCallFinished
 from gateway.observability.json_lines import direct_handler
-from gateway.observability.logging import configure_logging
+from gateway.observability.logging import EventLogger, configure_logging
 from gateway.observability.request_id import bind, unbind
 from gateway.service.instance_id import new_instance_id
 
@@ -60,12 +61,11 @@ def _alone(stream: io.StringIO) -> Iterator[logging.Handler]:
 
 
 def _both_ways(
-    stream: io.StringIO, monkeypatch: pytest.MonkeyPatch, scope: dict[str, Any], status: int, seconds: float
+    stream: io.StringIO, monkeypatch: pytest.MonkeyPatch, where: str, write: Callable[[], None]
 ) -> tuple[str, str]:
-    """The access line written the direct way, then the record way (forced by a handler filter that keeps
-    every record), at the same clock reading."""
+    """The line ``write`` writes, the direct way, then the record way (forced by a handler filter that keeps
+    every record), at the same clock reading; ``where``: the ``write_direct`` its module calls."""
     monkeypatch.setattr(time, "time", lambda: 1_795_000_000.2345)
-    access = AccessLog()
     calls: list[str] = []
     real = json_lines.write_direct
 
@@ -73,34 +73,22 @@ def _both_ways(
         calls.append("direct")
         real(*args)
 
-    monkeypatch.setattr("gateway.observability.access_log.write_direct", counted)
+    monkeypatch.setattr(where, counted)
     with _alone(stream) as handler:
-        return _twice(stream, access, handler, calls, scope, status, seconds)
-
-
-def _twice(
-    stream: io.StringIO,
-    access: AccessLog,
-    handler: logging.Handler,
-    calls: list[str],
-    scope: dict[str, Any],
-    status: int,
-    seconds: float,
-) -> tuple[str, str]:
-    stream.seek(0)
-    stream.truncate()
-    access.line(scope, status, seconds)
-    direct = stream.getvalue()
-    assert calls == ["direct"]
-    handler.addFilter(lambda record: True)
-    try:
         stream.seek(0)
         stream.truncate()
-        access.line(scope, status, seconds)
-        recorded = stream.getvalue()
-    finally:
-        handler.filters.clear()
-    assert calls == ["direct"]  # the filter sent the second line the record way
+        write()
+        direct = stream.getvalue()
+        assert calls == ["direct"]
+        handler.addFilter(lambda record: True)
+        try:
+            stream.seek(0)
+            stream.truncate()
+            write()
+            recorded = stream.getvalue()
+        finally:
+            handler.filters.clear()
+        assert calls == ["direct"]  # the filter sent the second line the record way
     return direct, recorded
 
 
@@ -139,7 +127,12 @@ def test_the_direct_access_line_is_the_record_paths_line(
     token = bind(request_id) if request_id is not None else None
     try:
         with monkeypatch.context() as patch:
-            direct, recorded = _both_ways(configured, patch, scope, status, seconds)
+            direct, recorded = _both_ways(
+                configured,
+                patch,
+                "gateway.observability.access_log.write_direct",
+                lambda: AccessLog().line(scope, status, seconds),
+            )
     finally:
         if token is not None:
             unbind(token)
@@ -212,3 +205,31 @@ def test_a_failed_direct_write_goes_to_handle_error_with_the_record(
         getattr(record, "status", None) == 200
         and getattr(record, "route", None) == "/v1/topics/{topic}/messages"
     )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    method=texts,
+    code=st.sampled_from(["OK", "CANCELLED", "INVALID_ARGUMENT", "UNAVAILABLE"]),
+    seconds=st.floats(min_value=0, max_value=1e4, allow_nan=False),
+    request_id=texts,
+    principal=st.none() | texts,
+)
+def test_the_direct_event_line_is_the_record_paths_line(
+    configured: io.StringIO,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    code: str,
+    seconds: float,
+    request_id: str,
+    principal: str | None,
+) -> None:
+    """A GrpcCallFinished line (the line of every gRPC call) written the direct way, then the record way, at
+    the same clock reading."""
+    event = GrpcCallFinished(method, code, seconds, request_id, "unary", principal)
+    events = EventLogger()
+    with monkeypatch.context() as patch:
+        where = "gateway.observability.logging.write_direct"
+        direct, recorded = _both_ways(configured, patch, where, lambda: events(event))
+    assert direct == recorded and direct.endswith("\n") and direct.count("\n") == 1
+    assert '"msg":"GrpcCallFinished"' in direct
