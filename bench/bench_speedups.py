@@ -30,6 +30,7 @@ from bench_render import ATTRIBUTES, answer
 
 from gateway.grpc import consumed_wire
 from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivery import runs_of
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.producer import send_request
 from gateway.tubemq.producer.send_request import SendRequestTemplate
@@ -72,16 +73,16 @@ def main() -> None:
         )
         print(f"  {name:<52}{pure:8.2f}{c:10.2f}{pure / c:7.2f}x")
     stream, _ = batch.decode_messages_py(answer(n, args.size, "stream").messages, None, 0, True)
-    delivered = [
+    delivered = runs_of(
         DeliveredMessage(i + 1, "bench", "1:bench:0", 1, 0, m, 1, 0.0, 0) for i, m in enumerate(stream)
-    ]
+    )
     name = "gRPC answer of a poll (encode_consumed)"
     pure = cpu_us(args.rounds, n, lambda: consumed_wire.encode_consumed_py(delivered))
     grpc_compiled = speedups.load_extension("gateway.grpc._consumed_wire")
     if grpc_compiled is None:
         print(f"  {name:<52}{pure:8.2f}")
     else:
-        c = cpu_us(args.rounds, n, lambda: grpc_compiled.encode_consumed(delivered))
+        c = cpu_us(args.rounds, n, lambda: grpc_compiled.encode_consumed(delivered.runs))
         print(f"  {name:<52}{pure:8.2f}{c:10.2f}{pure / c:7.2f}x")
     template = SendRequestTemplate("bench-producer", "bench", sent_addr=2130706433, visit_token=-2)
     # a publish batch: 100 messages (the REST batch of bench_vs_native), timed over n // 100 of them

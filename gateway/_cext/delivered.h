@@ -1,16 +1,17 @@
-/* Reading a gateway.service.delivered.DeliveredMessage and its ConsumedMessage from C: the
- * fields the answers of delivered messages are written from, shared by gateway/grpc/_consumed_wire.c (the
- * gRPC answer), gateway/api/_consumer_render.c (the poll JSON and SSE events) and, for the field names,
- * gateway/grpc/_publish_wire.c (the receipts). Call delivered_init() once from the
- * module's init function. */
+/* Reading a gateway.service.delivered.DeliveredRun and its ConsumedMessages from C: the fields the answers
+ * of delivered messages are written from (a run's once, then each message's), shared by
+ * gateway/grpc/_consumed_wire.c (the gRPC answer), gateway/api/_consumer_render.c (the poll JSON and SSE
+ * events) and, for the field names, gateway/grpc/_publish_wire.c (the receipts). Call delivered_init() once
+ * from the module's init function. */
 #ifndef GATEWAY_DELIVERED_H
 #define GATEWAY_DELIVERED_H
 
 #include "outbuf.h"
+#include <limits.h>
 #include <structmember.h>
 
-static PyObject *s_seq, *s_topic, *s_partition_key, *s_broker_id, *s_partition_id, *s_message, *s_attempt,
-    *s_deadline_ms, *s_message_id, *s_body, *s_attributes, *s_stream_id, *s_msg_time, *s_offset, *s_key;
+static PyObject *s_first, *s_messages, *s_start, *s_count, *s_topic, *s_partition_key, *s_broker_id,
+    *s_partition_id, *s_attempt, *s_deadline_ms, *s_message_id, *s_body, *s_attributes, *s_stream_id, *s_msg_time, *s_offset, *s_key;
 
 #define UNSUPPORTED 1 /* not an error: hand the batch to the Python reference */
 
@@ -31,17 +32,27 @@ static inline PyObject *answer_or_reference(int rc, const buffer *out) {
     return Py_NewRef(Py_NotImplemented);
 }
 
-#define N_OUTER 8
+#define N_RUN 10
 #define N_INNER 7
 
+/* A run's fields (new references), and its first token, start and count as C integers. */
 typedef struct {
-    PyObject *outer[N_OUTER]; /* seq, topic, partition_key, broker_id, partition_id, message, attempt, deadline_ms */
+    PyObject *run[N_RUN]; /* first, topic, partition_key, broker_id, partition_id, messages, start, count,
+                             attempt, deadline_ms */
+    long long first;
+    Py_ssize_t start, count;
+} run_fields;
+
+typedef struct {
     PyObject *inner[N_INNER]; /* message_id, body, attributes, stream_id, msg_time, offset, key */
 } fields;
 
 static inline void fields_clear(fields *f) {
-    for (int i = 0; i < N_OUTER; i++) Py_CLEAR(f->outer[i]);
     for (int i = 0; i < N_INNER; i++) Py_CLEAR(f->inner[i]);
+}
+
+static inline void run_clear(run_fields *r) {
+    for (int i = 0; i < N_RUN; i++) Py_CLEAR(r->run[i]);
 }
 
 /* Where a class keeps each of the named fields: the offsets of its writable object slots (a slots
@@ -51,7 +62,7 @@ static inline void fields_clear(fields *f) {
 typedef struct {
     PyTypeObject *type; /* a strong reference: the address cannot come back as another class */
     unsigned int version; /* the class's tp_version_tag when learnt: a changed class is learnt again */
-    Py_ssize_t offsets[N_OUTER > N_INNER ? N_OUTER : N_INNER];
+    Py_ssize_t offsets[N_RUN > N_INNER ? N_RUN : N_INNER];
 } slot_map;
 
 static inline void slots_learn(slot_map *map, PyTypeObject *type, PyObject **names, int n) {
@@ -93,39 +104,61 @@ static inline int slots_read(slot_map *map, PyObject *obj, PyObject **names, int
     return 0;
 }
 
-static slot_map outer_slots, inner_slots;
+static slot_map run_slots, inner_slots;
 
-/* new references to every field of message m; -1 with the error set (f is cleared by fields_clear) */
-static inline int fields_read(PyObject *m, fields *f) {
-    PyObject *outer_names[N_OUTER] = {s_seq,          s_topic,   s_partition_key, s_broker_id,
-                                      s_partition_id, s_message, s_attempt,       s_deadline_ms};
-    PyObject *inner_names[N_INNER] = {s_message_id, s_body, s_attributes, s_stream_id, s_msg_time, s_offset, s_key};
-    if (slots_read(&outer_slots, m, outer_names, N_OUTER, f->outer) < 0) return -1;
-    return slots_read(&inner_slots, f->outer[5], inner_names, N_INNER, f->inner);
-}
-
-/* whether a and b are equal (the references compare with !=); -1 on error */
-static inline int same(PyObject *a, PyObject *b) { return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ); }
-
-/* 1 when message f starts a new run of one partition after prev (the references' partition_runs) */
-static inline int new_run(fields *f, fields *prev, int first) {
-    if (first) return 1;
-    for (int k = 1; k <= 4; k++) {
-        int eq = same(f->outer[k], prev->outer[k]);
-        if (eq <= 0) return eq < 0 ? -1 : 1;
+/* a Python int as a Py_ssize_t into *out: UNSUPPORTED for anything else or out of range */
+static inline int size_value(PyObject *value, Py_ssize_t *out) {
+    if (!PyLong_Check(value)) return UNSUPPORTED;
+    *out = PyLong_AsSsize_t(value);
+    if (*out == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return UNSUPPORTED;
     }
     return 0;
+}
+
+/* new references to the fields of run into r; UNSUPPORTED when its messages are not a list holding
+ * messages[start:start + count] or its first token and the last are not within int64; -1 with the error
+ * set (r is cleared by run_clear) */
+static inline int run_read(PyObject *run, run_fields *r) {
+    PyObject *names[N_RUN] = {s_first,    s_topic, s_partition_key, s_broker_id, s_partition_id,
+                              s_messages, s_start, s_count,         s_attempt,   s_deadline_ms};
+    if (slots_read(&run_slots, run, names, N_RUN, r->run) < 0) return -1;
+    PyObject *messages = r->run[5];
+    if (!PyList_Check(messages) || !PyLong_Check(r->run[0])) return UNSUPPORTED;
+    int rc, overflow;
+    if ((rc = size_value(r->run[6], &r->start)) || (rc = size_value(r->run[7], &r->count))) return rc;
+    if (r->start < 0 || r->count < 0 || r->start > PyList_GET_SIZE(messages) - r->count) return UNSUPPORTED;
+    r->first = PyLong_AsLongLongAndOverflow(r->run[0], &overflow);
+    if (r->first == -1 && PyErr_Occurred()) return -1;
+    if (overflow || r->first < 0 || r->first > LLONG_MAX - r->count) return UNSUPPORTED;
+    return 0;
+}
+
+/* new references to the fields of the run's i-th message; UNSUPPORTED when the list changed under the
+ * loop, -1 with the error set (f is cleared by fields_clear) */
+static inline int message_read(run_fields *r, Py_ssize_t i, fields *f) {
+    PyObject *messages = r->run[5];
+    if (r->start + i >= PyList_GET_SIZE(messages)) return UNSUPPORTED;
+    PyObject *names[N_INNER] = {s_message_id, s_body, s_attributes, s_stream_id, s_msg_time, s_offset, s_key};
+    PyObject *message = Py_NewRef(PyList_GET_ITEM(messages, r->start + i)); /* a getattr may change the list */
+    int rc = slots_read(&inner_slots, message, names, N_INNER, f->inner);
+    Py_DECREF(message);
+    return rc;
 }
 
 static inline int delivered_init(void) {
 #define INTERN(var, text) \
     if ((var = PyUnicode_InternFromString(text)) == NULL) return -1;
-    INTERN(s_seq, "seq")
+    INTERN(s_first, "first")
+    INTERN(s_messages, "messages")
+    INTERN(s_start, "start")
+    INTERN(s_count, "count")
     INTERN(s_topic, "topic")
     INTERN(s_partition_key, "partition_key")
     INTERN(s_broker_id, "broker_id")
     INTERN(s_partition_id, "partition_id")
-    INTERN(s_message, "message")
     INTERN(s_attempt, "attempt")
     INTERN(s_deadline_ms, "deadline_ms")
     INTERN(s_message_id, "message_id")

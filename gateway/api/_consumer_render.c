@@ -2,16 +2,18 @@
  * gateway.api.consumer_render, in C, chosen at import by that module (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps
  * its pure reference, _render).
  *
- * render_base64(messages, events, head_of, meta_of) -> bytes, or NotImplemented when a message
+ * render_base64(runs, events, head_of, meta_of) -> bytes, or NotImplemented when a run or a message
  * holds something the fast path does not take (an int field that is not an int or is outside int64, a body
- * that is not bytes, a piece that is not bytes) or anything raised: the caller then renders the whole step
+ * that is not bytes, a piece that is not bytes, a run whose messages are not a list holding its count from
+ * its start) or anything raised: the caller then renders the whole step
  * with the reference, so the two give the same bytes and the same errors (tests/tubemq/test_speedups.py holds them
  * together). Only MemoryError is raised here.
  *
  * The pieces that come from a client or a broker as text (topic, partition key, message key, stream id,
  * msg time, attributes) are rendered by the reference's own functions, head_of and meta_of, once per run
- * of messages that share them, so JSON escaping has one rule, in Python. Per message this writes the token,
- * offset, message id, attempt, deadline and the base64 of the value, and copies the pieces.
+ * of messages that share them, so JSON escaping has one rule, in Python. Per message this writes the token
+ * (the run's first plus the message's place in it), offset, message id, the run's attempt and deadline and
+ * the base64 of the value, and copies the pieces.
  */
 #include "delivered.h" /* gateway/_cext: the delivered message's fields, the growing buffer */
 
@@ -89,16 +91,25 @@ static void b64_write(char *out, const unsigned char *in, Py_ssize_t n) {
     }
 }
 
-/* one message: the SSE event's id line (events) and the JSON object */
-static int render_one(buffer *out, fields *f, PyObject *head, PyObject *meta, int events) {
-    PyObject *seq = f->outer[0], *attempt = f->outer[6], *deadline = f->outer[7];
+/* a token, first + i (b"%d") */
+static int add_token(buffer *b, long long token) {
+    if (reserve(b, 24) < 0) return -1;
+    b->len = put_decimal(b->data + b->len, token) - b->data;
+    return 0;
+}
+
+/* one message of run r, its token given: the SSE event's id line (events) and the JSON object */
+static int render_one(buffer *out, run_fields *r, long long token, fields *f, PyObject *head, PyObject *meta,
+                      int events) {
+    PyObject *attempt = r->run[8], *deadline = r->run[9];
     PyObject *message_id = f->inner[0], *body = f->inner[1], *offset = f->inner[5];
     if (!PyBytes_Check(body)) return UNSUPPORTED;
     int rc;
     if (events) {
-        if ((rc = add_text(out, "id: ")) || (rc = add_int(out, seq)) || (rc = add_text(out, "\ndata: "))) return rc;
+        if ((rc = add_text(out, "id: ")) || (rc = add_token(out, token)) || (rc = add_text(out, "\ndata: ")))
+            return rc;
     }
-    if ((rc = add_text(out, "{\"token\":\"")) || (rc = add_int(out, seq)) || (rc = add_text(out, "\",")) ||
+    if ((rc = add_text(out, "{\"token\":\"")) || (rc = add_token(out, token)) || (rc = add_text(out, "\",")) ||
         (rc = add_bytes(out, head)) || (rc = add_text(out, ",\"offset\":")))
         return rc;
     rc = offset == Py_None ? add_text(out, "null") : add_int(out, offset);
@@ -115,40 +126,45 @@ static int render_one(buffer *out, fields *f, PyObject *head, PyObject *meta, in
 }
 
 static PyObject *py_render_base64(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *messages, *head_of, *meta_of;
+    PyObject *runs, *head_of, *meta_of;
     int events;
-    if (!PyArg_ParseTuple(args, "OpOO", &messages, &events, &head_of, &meta_of)) return NULL;
-    PyObject *seq = items_of(messages, "messages must be a sequence");
+    if (!PyArg_ParseTuple(args, "OpOO", &runs, &events, &head_of, &meta_of)) return NULL;
+    PyObject *seq = items_of(runs, "runs must be a sequence");
     if (seq == NULL) return NULL;
     buffer out = {0};
+    run_fields run;
     fields prev, cur;
+    memset(&run, 0, sizeof run);
     memset(&prev, 0, sizeof prev);
     memset(&cur, 0, sizeof cur);
     PyObject *head = NULL, *meta = NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    int any = 0; /* a message was written */
+    Py_ssize_t n_runs = PySequence_Fast_GET_SIZE(seq);
     int rc = events ? 0 : add_text(&out, "{\"messages\":[");
-    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
-        if ((rc = fields_read(PySequence_Fast_GET_ITEM(seq, i), &cur))) break;
-        /* the partition's fields, again when it changed (the reference's partition_runs) */
-        int run = new_run(&cur, &prev, i == 0);
-        if (run < 0) {
-            rc = -1;
-            break;
+    for (Py_ssize_t k = 0; k < n_runs && rc == 0; k++) {
+        run_clear(&run);
+        if ((rc = run_read(PySequence_Fast_GET_ITEM(seq, k), &run))) break;
+        if (run.count == 0) continue;
+        /* the partition's fields, once per run */
+        if ((rc = call_piece(&head, head_of, &run.run[1], 4))) break;
+        for (Py_ssize_t i = 0; i < run.count; i++) {
+            if ((rc = message_read(&run, i, &cur))) break;
+            /* the key and attribute fields, again when their objects changed */
+            PyObject *meta_args[4] = {cur.inner[6], cur.inner[3], cur.inner[4], cur.inner[2]};
+            if ((!any || cur.inner[6] != prev.inner[6] || cur.inner[3] != prev.inner[3] ||
+                 cur.inner[4] != prev.inner[4] || cur.inner[2] != prev.inner[2]) &&
+                (rc = call_piece(&meta, meta_of, meta_args, 4)))
+                break;
+            if (any && !events && (rc = add_text(&out, ","))) break;
+            if ((rc = render_one(&out, &run, run.first + i, &cur, head, meta, events))) break;
+            any = 1;
+            fields_clear(&prev);
+            prev = cur;
+            memset(&cur, 0, sizeof cur);
         }
-        if (run && (rc = call_piece(&head, head_of, &cur.outer[1], 4))) break;
-        /* the key and attribute fields, again when their objects changed */
-        PyObject *meta_args[4] = {cur.inner[6], cur.inner[3], cur.inner[4], cur.inner[2]};
-        if ((i == 0 || cur.inner[6] != prev.inner[6] || cur.inner[3] != prev.inner[3] ||
-             cur.inner[4] != prev.inner[4] || cur.inner[2] != prev.inner[2]) &&
-            (rc = call_piece(&meta, meta_of, meta_args, 4)))
-            break;
-        if (i > 0 && !events && (rc = add_text(&out, ","))) break;
-        if ((rc = render_one(&out, &cur, head, meta, events))) break;
-        fields_clear(&prev);
-        prev = cur;
-        memset(&cur, 0, sizeof cur);
     }
     if (rc == 0 && !events) rc = add_text(&out, "]}");
+    run_clear(&run);
     fields_clear(&prev);
     fields_clear(&cur);
     Py_XDECREF(head);
@@ -161,7 +177,7 @@ static PyObject *py_render_base64(PyObject *Py_UNUSED(self), PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"render_base64", py_render_base64, METH_VARARGS,
-     "render_base64(messages, events, head_of, meta_of) -> the poll body or SSE events, or NotImplemented"},
+     "render_base64(runs, events, head_of, meta_of) -> the poll body or SSE events, or NotImplemented"},
     {NULL, NULL, 0, NULL},
 };
 

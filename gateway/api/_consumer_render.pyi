@@ -3,7 +3,7 @@ from types import NotImplementedType
 from typing import Any
 
 def render_base64(
-    messages: Sequence[Any],
+    runs: Sequence[Any],
     events: bool,
     head_of: Callable[..., bytes],
     meta_of: Callable[..., bytes],

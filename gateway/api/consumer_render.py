@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pybase64 import b64encode
 
-from gateway.service.delivered import DeliveredMessage, partition_runs
+from gateway.service.delivered import DeliveredMessage, DeliveredRun
+from gateway.service.delivery import Delivery, runs_of
 from gateway.tubemq.wire import compiled_or
 
 __all__ = [
@@ -43,13 +44,13 @@ def to_json(payload: Any) -> bytes:
     return _encode(payload).encode("utf-8")
 
 
-def render_poll(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
+def render_poll(delivery: Delivery, fmt: str) -> bytes:
     """The body of a poll answer: ``{"messages": [...]}``."""
     if fmt == "base64":
-        answer = _loops.render_base64(messages, False, _head, _meta)
+        answer = _loops.render_base64(delivery.runs, False, _head, _meta)
         if isinstance(answer, bytes):
             return answer
-    return _poll_body(_render(messages, fmt, _POLL))
+    return _poll_body(_render(delivery.runs, fmt, _POLL))
 
 
 def _poll_body(parts: list[bytes]) -> bytes:
@@ -62,23 +63,23 @@ def _poll_body(parts: list[bytes]) -> bytes:
     return b",".join(parts)
 
 
-def render_events(messages: Sequence[DeliveredMessage], fmt: str) -> bytes:
-    """SSE events of ``messages``, one after the other (one write for a step)."""
+def render_events(delivery: Delivery, fmt: str) -> bytes:
+    """SSE events of the messages of ``delivery``, one after the other (one write for a step)."""
     if fmt == "base64":
-        answer = _loops.render_base64(messages, True, _head, _meta)
+        answer = _loops.render_base64(delivery.runs, True, _head, _meta)
         if isinstance(answer, bytes):
             return answer
-    return b"".join(_render(messages, fmt, _EVENT))
+    return b"".join(_render(delivery.runs, fmt, _EVENT))
 
 
 def render_event(message: DeliveredMessage, fmt: str) -> bytes:
     """One SSE event: the token as id, the message as data."""
-    return render_events((message,), fmt)
+    return render_events(runs_of((message,)), fmt)
 
 
 def render_message(m: DeliveredMessage, fmt: str) -> bytes:
     """One message as JSON."""
-    return _render((m,), fmt, _POLL)[0]
+    return _render(runs_of((m,)).runs, fmt, _POLL)[0]
 
 
 def render_pushed(m: DeliveredMessage, fmt: str) -> bytes:
@@ -120,27 +121,30 @@ _POLL = (
 _EVENT = tuple(b"id: %d\ndata: " + template + b"\n\n" for template in _POLL)
 
 
-def _render(messages: Sequence[DeliveredMessage], fmt: str, templates: tuple[bytes, ...]) -> list[bytes]:
+def _render(runs: Sequence[DeliveredRun], fmt: str, templates: tuple[bytes, ...]) -> list[bytes]:
     with_offset, without_offset, other_with_offset, other_without_offset = templates
     event = templates is _EVENT
     # pybase64 (SIMD) takes a third to a half of binascii's time for a 1 KiB value; same output.
     b64 = b64encode
     out: list[bytes] = []
     append = out.append
-    # The partition's fields once per run of messages of one partition.
     # The attribute fields, by the identity of the attributes dict (decoding shares one per attribute
     # text; every message is alive during the call, so ids are not reused) and the fields beside it.
     metas: dict[tuple[int, str | None, str | None, str | None], bytes] = {}
-    for where, run in partition_runs(messages):
-        head = _head(*where)
-        for m in run:
-            msg = m.message
+    for run in runs:
+        if not run.count:
+            continue
+        # a run's partition, attempt and deadline once; each message's token counts from the run's first
+        head = _head(run.topic, run.partition_key, run.broker_id, run.partition_id)
+        attempt = run.attempt
+        deadline = run.deadline_ms
+        seq = run.first
+        for msg in run.messages[run.start : run.start + run.count]:
             attributes = msg.attributes
             meta_key = (id(attributes) if attributes else 0, msg.key, msg.stream_id, msg.msg_time)
             meta = metas.get(meta_key)
             if meta is None:
                 meta = metas[meta_key] = _meta(msg.key, msg.stream_id, msg.msg_time, attributes)
-            seq = m.seq
             offset = msg.offset
             if fmt == "base64":
                 value = b64(msg.body)
@@ -151,8 +155,6 @@ def _render(messages: Sequence[DeliveredMessage], fmt: str, templates: tuple[byt
             else:
                 value = _other_value(msg.body, fmt)
                 template = other_with_offset if offset is not None else other_without_offset
-            attempt = m.attempt
-            deadline = m.deadline_ms
             if event:
                 if offset is None:
                     append(template % (seq, seq, head, msg.message_id, attempt, deadline, meta, value))
@@ -164,6 +166,7 @@ def _render(messages: Sequence[DeliveredMessage], fmt: str, templates: tuple[byt
                 append(template % (seq, head, msg.message_id, attempt, deadline, meta, value))
             else:
                 append(template % (seq, head, offset, msg.message_id, attempt, deadline, meta, value))
+            seq += 1
     return out
 
 
@@ -231,15 +234,15 @@ class ConsumerRenderLoops(Protocol):
 
     def render_base64(
         self,
-        messages: Sequence[Any],
+        runs: Sequence[Any],
         events: bool,
         head_of: Callable[..., bytes],
         meta_of: Callable[..., bytes],
         /,
     ) -> bytes | NotImplementedType:
-        """The poll body (or, with ``events``, the SSE events) of ``messages`` with base64 values, the text
-        pieces rendered by ``head_of`` and ``meta_of``; NotImplemented for a batch holding anything the loop
-        does not take (the caller then renders it with the reference)."""
+        """The poll body (or, with ``events``, the SSE events) of the messages of ``runs`` with base64
+        values, the text pieces rendered by ``head_of`` and ``meta_of``; NotImplemented for runs holding
+        anything the loop does not take (the caller then renders them with the reference)."""
 
 
 class _Python:
@@ -248,15 +251,15 @@ class _Python:
 
     @staticmethod
     def render_base64(
-        messages: Sequence[Any],
+        runs: Sequence[Any],
         events: bool,
         head_of: Callable[..., bytes],
         meta_of: Callable[..., bytes],
         /,
     ) -> bytes | NotImplementedType:
         if events:
-            return b"".join(_render(messages, "base64", _EVENT))
-        return _poll_body(_render(messages, "base64", _POLL))
+            return b"".join(_render(runs, "base64", _EVENT))
+        return _poll_body(_render(runs, "base64", _POLL))
 
 
 if TYPE_CHECKING:

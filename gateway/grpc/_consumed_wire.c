@@ -1,16 +1,17 @@
 /* The gRPC answer of delivered messages: gateway.grpc.consumed_wire.encode_consumed_py's loop in C, chosen
  * at import by gateway/grpc/consumed_wire.py (TUBEMQ_GATEWAY_NO_EXTENSIONS=1 keeps the pure one).
  *
- * encode_consumed(messages) -> bytes, or NotImplemented when a message holds something the fast path does
- * not take (a value outside int64/uint64, text that is not a str or not encodable, attributes that are not
- * a dict, a body that is not bytes) or a field raised: the caller then runs the Python reference on the
+ * encode_consumed(runs) -> bytes, or NotImplemented when a run or a message holds something the fast path
+ * does not take (a value outside int64/uint64, text that is not a str or not encodable, attributes that are
+ * not a dict, a body that is not bytes, a run whose messages are not a list holding its count from its
+ * start) or a field raised: the caller then runs the Python reference on the
  * whole batch, so the two give the same bytes and the same errors (tests/tubemq/test_speedups.py holds them
  * together). Only MemoryError is raised here.
  *
  * Each ConsumedMessage record (proto/tubemq/gateway/v1/gateway.proto) is written in field-number order:
- * 1 token, 2-5 the partition (encoded once per run of one partition), 6 offset, 7 message_id, 8-10 stream id,
- * msg time and attributes (encoded once per run of the same objects), 13 delivery_attempt, 14 deadline,
- * 11 value, 12 key; proto3 fields at their default are left out, as the reference does.
+ * 1 token (the run's first plus the message's place in it), 2-5 the partition (encoded once per run),
+ * 6 offset, 7 message_id, 8-10 stream id, msg time and attributes (encoded once per stretch of the same
+ * objects), 13 delivery_attempt, 14 deadline (once per run), 11 value, 12 key; proto3 fields at their default are left out, as the reference does.
  */
 #include <limits.h>
 
@@ -58,101 +59,90 @@ static int encode_meta(buffer *b, PyObject *stream_id, PyObject *msg_time, PyObj
 
 
 static PyObject *py_encode_consumed(PyObject *Py_UNUSED(self), PyObject *arg) {
-    PyObject *seq = items_of(arg, "messages must be a sequence");
+    PyObject *seq = items_of(arg, "runs must be a sequence");
     if (seq == NULL) return NULL;
-    buffer out = {0}, head = {0}, meta = {0}, rec = {0};
+    buffer out = {0}, head = {0}, meta = {0}, extra = {0}, rec = {0};
+    run_fields run;
     fields prev, cur;
+    memset(&run, 0, sizeof run);
     memset(&prev, 0, sizeof prev);
     memset(&cur, 0, sizeof cur);
-    int rc = 0;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < count && rc == 0; i++) {
-        if ((rc = fields_read(PySequence_Fast_GET_ITEM(seq, i), &cur))) break;
-        PyObject *token_seq = cur.outer[0], *attempt = cur.outer[6], *deadline = cur.outer[7];
-        PyObject *message_id = cur.inner[0], *body = cur.inner[1], *attributes = cur.inner[2],
-                 *stream_id = cur.inner[3], *msg_time = cur.inner[4], *offset = cur.inner[5], *key = cur.inner[6];
-        /* the partition's fields, again when it changed (the reference's partition_runs) */
-        int run = new_run(&cur, &prev, i == 0);
-        if (run < 0) {
-            rc = -1;
-            break;
+    int rc = 0, any = 0;
+    Py_ssize_t n_runs = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t k = 0; k < n_runs && rc == 0; k++) {
+        run_clear(&run);
+        if ((rc = run_read(PySequence_Fast_GET_ITEM(seq, k), &run))) break;
+        if (run.count == 0) continue;
+        /* once per run: the partition's fields (2-5), delivery_attempt and deadline (13, 14) */
+        head.len = 0;
+        if ((rc = encode_head(&head, run.run[1], run.run[2], run.run[3], run.run[4]))) break;
+        extra.len = 0;
+        if ((rc = add_int(&extra, 0x68, run.run[8], 1)) || (rc = add_int(&extra, 0x70, run.run[9], 1))) break;
+        for (Py_ssize_t i = 0; i < run.count; i++) {
+            if ((rc = message_read(&run, i, &cur))) break;
+            PyObject *message_id = cur.inner[0], *body = cur.inner[1], *attributes = cur.inner[2],
+                     *stream_id = cur.inner[3], *msg_time = cur.inner[4], *offset = cur.inner[5], *key = cur.inner[6];
+            /* the attribute fields, again when their objects changed */
+            if (!any || attributes != prev.inner[2] || stream_id != prev.inner[3] || msg_time != prev.inner[4]) {
+                meta.len = 0;
+                if ((rc = encode_meta(&meta, stream_id, msg_time, attributes))) break;
+            }
+            if (!PyBytes_Check(body)) {
+                rc = UNSUPPORTED;
+                break;
+            }
+            char digits[24];
+            int digits_len = (int)(put_decimal(digits, run.first + i) - digits);
+            /* the record's fields before the value */
+            rec.len = 0;
+            if (reserve(&rec, 2 + digits_len + head.len) < 0) {
+                rc = -1;
+                break;
+            }
+            add_byte(&rec, 0x0a);
+            add_byte(&rec, (char)digits_len);
+            add(&rec, digits, digits_len);
+            add(&rec, head.data, head.len);
+            if (offset != Py_None && (rc = add_int(&rec, 0x30, offset, 0))) break;
+            if ((rc = add_int(&rec, 0x38, message_id, 1))) break;
+            if (reserve(&rec, meta.len + extra.len + 11) < 0) {
+                rc = -1;
+                break;
+            }
+            add(&rec, meta.data, meta.len);
+            add(&rec, extra.data, extra.len);
+            Py_ssize_t size = PyBytes_GET_SIZE(body);
+            if (size) { /* an empty value is left out, as proto3 does */
+                add_byte(&rec, 0x5a);
+                add_varint(&rec, (uint64_t)size);
+            }
+            const char *key_raw = NULL;
+            Py_ssize_t key_size = 0, key_len = 0;
+            if (key != Py_None) {
+                if ((rc = text_value(key, &key_raw, &key_size))) break;
+                key_len = 1 + varint_size((uint64_t)key_size) + key_size;
+            }
+            Py_ssize_t total = rec.len + size + key_len;
+            if (reserve(&out, 1 + 10 + total) < 0) {
+                rc = -1;
+                break;
+            }
+            add_byte(&out, 0x0a);
+            add_varint(&out, (uint64_t)total);
+            add(&out, rec.data, rec.len);
+            add(&out, PyBytes_AS_STRING(body), size);
+            if (key != Py_None) {
+                add_byte(&out, 0x62);
+                add_varint(&out, (uint64_t)key_size);
+                add(&out, key_raw, key_size);
+            }
+            any = 1;
+            fields_clear(&prev);
+            prev = cur;
+            memset(&cur, 0, sizeof cur);
         }
-        if (run) {
-            head.len = 0;
-            if ((rc = encode_head(&head, cur.outer[1], cur.outer[2], cur.outer[3], cur.outer[4]))) break;
-        }
-        /* the attribute fields, again when their objects changed */
-        if (i == 0 || attributes != prev.inner[2] || stream_id != prev.inner[3] || msg_time != prev.inner[4]) {
-            meta.len = 0;
-            if ((rc = encode_meta(&meta, stream_id, msg_time, attributes))) break;
-        }
-        if (!PyBytes_Check(body) || !PyLong_Check(token_seq)) {
-            rc = UNSUPPORTED;
-            break;
-        }
-        int overflow;
-        long long token = PyLong_AsLongLongAndOverflow(token_seq, &overflow);
-        if (token == -1 && PyErr_Occurred()) {
-            rc = -1;
-            break;
-        }
-        if (overflow) {
-            rc = UNSUPPORTED;
-            break;
-        }
-        char digits[24];
-        int digits_len = snprintf(digits, sizeof digits, "%lld", token);
-        /* the record's fields before the value */
-        rec.len = 0;
-        if (reserve(&rec, 2 + digits_len + head.len) < 0) {
-            rc = -1;
-            break;
-        }
-        add_byte(&rec, 0x0a);
-        add_byte(&rec, (char)digits_len);
-        add(&rec, digits, digits_len);
-        add(&rec, head.data, head.len);
-        if (offset != Py_None && (rc = add_int(&rec, 0x30, offset, 0))) break;
-        if ((rc = add_int(&rec, 0x38, message_id, 1))) break;
-        if (reserve(&rec, meta.len) < 0) {
-            rc = -1;
-            break;
-        }
-        add(&rec, meta.data, meta.len);
-        if ((rc = add_int(&rec, 0x68, attempt, 1)) || (rc = add_int(&rec, 0x70, deadline, 1))) break;
-        Py_ssize_t size = PyBytes_GET_SIZE(body);
-        if (reserve(&rec, 11) < 0) {
-            rc = -1;
-            break;
-        }
-        if (size) { /* an empty value is left out, as proto3 does */
-            add_byte(&rec, 0x5a);
-            add_varint(&rec, (uint64_t)size);
-        }
-        const char *key_raw = NULL;
-        Py_ssize_t key_size = 0, key_len = 0;
-        if (key != Py_None) {
-            if ((rc = text_value(key, &key_raw, &key_size))) break;
-            key_len = 1 + varint_size((uint64_t)key_size) + key_size;
-        }
-        Py_ssize_t total = rec.len + size + key_len;
-        if (reserve(&out, 1 + 10 + total) < 0) {
-            rc = -1;
-            break;
-        }
-        add_byte(&out, 0x0a);
-        add_varint(&out, (uint64_t)total);
-        add(&out, rec.data, rec.len);
-        add(&out, PyBytes_AS_STRING(body), size);
-        if (key != Py_None) {
-            add_byte(&out, 0x62);
-            add_varint(&out, (uint64_t)key_size);
-            add(&out, key_raw, key_size);
-        }
-        fields_clear(&prev);
-        prev = cur;
-        memset(&cur, 0, sizeof cur);
     }
+    run_clear(&run);
     fields_clear(&prev);
     fields_clear(&cur);
     Py_DECREF(seq);
@@ -160,13 +150,14 @@ static PyObject *py_encode_consumed(PyObject *Py_UNUSED(self), PyObject *arg) {
     PyMem_Free(out.data);
     PyMem_Free(head.data);
     PyMem_Free(meta.data);
+    PyMem_Free(extra.data);
     PyMem_Free(rec.data);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"encode_consumed", py_encode_consumed, METH_O,
-     "encode_consumed(messages) -> the serialized PollResponse/SubscribeResponse, or NotImplemented"},
+     "encode_consumed(runs) -> the serialized PollResponse/SubscribeResponse, or NotImplemented"},
     {NULL, NULL, 0, NULL},
 };
 

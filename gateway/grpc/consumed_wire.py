@@ -3,7 +3,8 @@
 Both answers are ``repeated ConsumedMessage messages = 1``, so one encoder serves both. Building a message
 object per delivered message and serializing it cost about twice as much as the rest of a consumed
 message's way through the gateway; here each message is one bytes format, with the fields that many
-messages share (the partition's, the attributes') encoded once per answer, and the value appended as it is.
+messages share encoded once (a run's partition, attempt and deadline once per run, the attributes once per
+answer), the token counted from the run's first, and the value appended as it is.
 The bytes are handed to grpc as they are (``gateway/grpc/wrapping.py`` passes ``bytes`` answers through its
 serializer); a test parses them back against the message built with the protobuf library.
 
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.grpc.proto_wire import text_field as _text
 from gateway.grpc.proto_wire import varint as _varint
-from gateway.service.delivered import DeliveredMessage, partition_runs
+from gateway.service.delivered import DeliveredRun
+from gateway.service.delivery import Delivery
 from gateway.tubemq.wire import compiled_or
 
 __all__ = ["encode_consumed", "encode_consumed_py"]
@@ -28,17 +30,17 @@ __all__ = ["encode_consumed", "encode_consumed_py"]
 class ConsumedWireLoops(Protocol):
     """What gateway/grpc/_consumed_wire.c holds, and its twin :class:`_Python`."""
 
-    def encode_consumed(self, messages: Sequence[Any], /) -> bytes | NotImplementedType:
-        """:func:`encode_consumed_py`'s bytes, or NotImplemented for a batch holding anything the loop does
-        not take (the caller then runs the reference on the whole batch)."""
+    def encode_consumed(self, runs: Sequence[Any], /) -> bytes | NotImplementedType:
+        """:func:`encode_consumed_py`'s bytes of the runs, or NotImplemented for runs holding anything the
+        loop does not take (the caller then runs the reference on all of them)."""
 
 
 class _Python:
     """The reference of the C loop, which takes every batch."""
 
     @staticmethod
-    def encode_consumed(messages: Sequence[Any], /) -> bytes | NotImplementedType:
-        return encode_consumed_py(messages)
+    def encode_consumed(runs: Sequence[Any], /) -> bytes | NotImplementedType:
+        return _encode_runs(runs)
 
 
 if TYPE_CHECKING:
@@ -77,15 +79,19 @@ def _extra(attempt: int, deadline: int) -> bytes:
     return first + (b"\x70" + _varint(deadline) if deadline else b"")
 
 
-def encode_consumed(messages: Sequence[DeliveredMessage]) -> bytes:
-    """The serialized ``PollResponse`` (equally ``SubscribeResponse``) of ``messages``: one call of the loops
+def encode_consumed(delivery: Delivery) -> bytes:
+    """The serialized ``PollResponse`` (equally ``SubscribeResponse``) of ``delivery``: one call of the loops
     chosen at import (the C loop hands anything odd back: then the reference below)."""
-    answer = _loops.encode_consumed(messages)
-    return answer if isinstance(answer, bytes) else encode_consumed_py(messages)
+    answer = _loops.encode_consumed(delivery.runs)
+    return answer if isinstance(answer, bytes) else _encode_runs(delivery.runs)
 
 
-def encode_consumed_py(messages: Sequence[DeliveredMessage]) -> bytes:
+def encode_consumed_py(delivery: Delivery) -> bytes:
     """:func:`encode_consumed` in Python: the reference of gateway/grpc/_consumed_wire.c."""
+    return _encode_runs(delivery.runs)
+
+
+def _encode_runs(runs: Sequence[DeliveredRun]) -> bytes:
     out: list[bytes] = []
     append = out.append
     # by the identity of the attributes dict (shared per attribute text; every message is alive during the
@@ -93,12 +99,15 @@ def encode_consumed_py(messages: Sequence[DeliveredMessage]) -> bytes:
     metas: dict[tuple[int, str | None, str | None], bytes] = {}
     keys: dict[str | None, bytes] = {None: b""}
     value_heads: dict[int, bytes] = {0: b""}
-    extras: dict[tuple[int, int], bytes] = {}
     varint = _varint
-    for where, run in partition_runs(messages):
-        head = _head(*where)
-        for m in run:
-            msg = m.message
+    for run in runs:
+        if not run.count:
+            continue
+        head = _head(run.topic, run.partition_key, run.broker_id, run.partition_id)
+        # 13: delivery_attempt, 14: deadline; the messages of a run share them
+        extra = _extra(run.attempt, run.deadline_ms)
+        seq = run.first
+        for msg in run.messages[run.start : run.start + run.count]:
             attributes = msg.attributes
             meta_key = (id(attributes) if attributes else 0, msg.stream_id, msg.msg_time)
             meta = metas.get(meta_key)
@@ -112,14 +121,10 @@ def encode_consumed_py(messages: Sequence[DeliveredMessage]) -> bytes:
             value_head = value_heads.get(size)
             if value_head is None:
                 value_head = value_heads[size] = b"\x5a" + varint(size)
-            token = b"%d" % m.seq
+            token = b"%d" % seq
+            seq += 1
             offset = msg.offset
             message_id = msg.message_id
-            # 13: delivery_attempt, 14: deadline; the messages of one poll share them
-            extra_key = (m.attempt, m.deadline_ms)
-            extra = extras.get(extra_key)
-            if extra is None:
-                extra = extras[extra_key] = _extra(*extra_key)
             fields = b"\x0a%c%b%b%b%b%b%b%b" % (
                 len(token),
                 token,

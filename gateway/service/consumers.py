@@ -45,7 +45,8 @@ from gateway.service.admission import Admission
 from gateway.service.consume_limits import DEFAULT_PREFETCH_BYTES, DEFAULT_WORKER_PREFETCH_BYTES, PollLimits
 from gateway.service.consumer_types import InstanceInfo, InstanceState, Owner, Registry
 from gateway.service.core_errors import OUTAGE_RETRY_AFTER, Doing, service_error
-from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredMessage, NackResult
+from gateway.service.delivered import CommitResult, DeadlineResult, NackResult
+from gateway.service.delivery import Delivery
 from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.instance import ConsumerInstance
 from gateway.service.instance_config import instance_config
@@ -416,7 +417,7 @@ class ConsumerService:
         max_messages: int | None = None,
         max_bytes: int | None = None,
         timeout: float | None = None,  # noqa: ASYNC109 - a long-poll bound passed on
-    ) -> list[DeliveredMessage]:
+    ) -> Delivery:
         """Long-poll for messages; see :meth:`ConsumerInstance.poll`. Missing limits take the defaults."""
         instance = self.instance(group, instance_id)
         step = self.limits.step(max_messages, max_bytes, instance.max_bytes)

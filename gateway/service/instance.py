@@ -6,7 +6,9 @@ remote client reads with its own limits (messages and bytes per poll), so the in
 * a fetched batch's messages go to the instance's **buffer**; a poll delivers from the front of the buffer
   within its budget and the remainder waits for the next poll;
 * each delivered message gets a **token** (a per-instance sequence number, also the SSE event id) and stays
-  **pending** until the client commits it (or rolls it back);
+  **pending** until the client commits it (or rolls it back); a poll hands out **runs** (consecutive
+  messages of one buffered stretch of a batch, with consecutive tokens, one attempt and one deadline) and
+  the instance keeps them as runs (:mod:`.instance_pending`), with no object per message;
 * a batch is confirmed to the broker as consumed once all its messages were delivered and committed;
   rolling back any of its tokens rolls the whole batch back (the broker redelivers all of it);
 * each delivered message has a **deadline** (``ack_deadline`` after its delivery, extendable): past it the
@@ -41,18 +43,13 @@ delivers (polls), seeks and closes.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 
-from gateway.service.delivered import (
-    CommitResult,
-    DeadlineResult,
-    DeliveredMessage,
-    NackResult,
-    new_delivered,
-)
+from gateway.service.delivered import CommitResult, DeadlineResult, DeliveredRun, NackResult
+from gateway.service.delivery import Delivery
 from gateway.service.errors import InvalidInput, Unavailable
 from gateway.service.instance_fetch import Fetcher
 from gateway.service.instance_holdings import Holdings
@@ -118,7 +115,8 @@ class ConsumerInstance:
         self._fetcher = Fetcher(state, redeliverer, self._draining, ahead)
         #: the limits of the last poll, what a fetch ahead fetches for (None before the first poll)
         self._next_poll: tuple[int, int] | None = None
-        self._seq = itertools.count(1)
+        #: the next token's sequence number
+        self._next_seq = 1
         self._poll_lock = asyncio.Lock()
         self._waited_for_assignment = False
         self.last_used = clock()
@@ -131,7 +129,7 @@ class ConsumerInstance:
         shown = f"closed ({self.closed_reason})" if self.closed_reason else f"active={self.active}"
         return (
             f"<ConsumerInstance {redact(self.instance_id)} group={self.group} {shown}"
-            f" buffered={len(state.buffer)} pending={len(state.pending)} batches={len(state.batches)}>"
+            f" buffered={state.buffered()} pending={len(state.pending)} batches={len(state.batches)}>"
         )
 
     @property
@@ -149,16 +147,17 @@ class ConsumerInstance:
 
     @property
     def buffered_count(self) -> int:
-        return len(self._state.buffer)
+        return self._state.buffered()
 
     def delivered_to(self) -> dict[str, int]:
         """Per partition key, the index offset just past the last message delivered and not yet committed
         (of those whose offset is known)."""
         found: dict[str, int] = {}
-        for _, delivered in self._state.pending.values():
-            offset = delivered.offset
+        for pending, i in self._state.pending.items():
+            run = pending.run
+            offset = run.messages[run.start + i].offset
             if offset is not None:
-                key = delivered.partition_key
+                key = run.partition_key
                 found[key] = max(found.get(key, -1), offset + INDEX_ENTRY_SIZE)
         return found
 
@@ -194,7 +193,7 @@ class ConsumerInstance:
 
     # --- polling ------------------------------------------------------------------------------------
 
-    async def poll(self, max_messages: int, max_bytes: int, timeout: float) -> list[DeliveredMessage]:  # noqa: ASYNC109
+    async def poll(self, max_messages: int, max_bytes: int, timeout: float) -> Delivery:  # noqa: ASYNC109
         """Deliver up to ``max_messages`` messages whose values sum to at most ``max_bytes`` (one larger
         message is delivered alone), waiting up to ``timeout`` seconds for the first one. The first poll
         also waits up to ``assignment_wait`` seconds for a partition assignment."""
@@ -224,7 +223,7 @@ class ConsumerInstance:
         max_messages: int,
         max_bytes: int,
         timeout: float,  # noqa: ASYNC109
-    ) -> list[DeliveredMessage]:
+    ) -> Delivery:
         """One poll's work under the poll lock, after its auto-commit (see :meth:`poll`)."""
         state = self._state
         redeliverer = self._redeliverer
@@ -257,7 +256,7 @@ class ConsumerInstance:
                 "the gateway is stopping; poll again in a moment (create a new instance if this one is gone)",
                 retry_after=1.0,
             )
-        return budget.out
+        return Delivery(budget.out, budget.taken)
 
     def begin_drain(self) -> None:
         """The gateway is stopping: a poll waiting now answers with what it has (503 when nothing), and
@@ -285,71 +284,72 @@ class ConsumerInstance:
         """Core fetch loops running for this instance (0 or 1)."""
         return self._fetcher.running
 
-    def pending_after(self, seq: int) -> list[DeliveredMessage]:
+    def pending_after(self, seq: int) -> Delivery:
         """Delivered, uncommitted messages with a token above ``seq``, in delivery order (SSE resume)."""
-        pending = self._state.pending
-        out: list[DeliveredMessage] = []
-        for s in reversed(pending):  # tokens rise in delivery order: stop at the first one not above seq
-            if s <= seq:
-                break
-            out.append(pending[s][1])
-        out.reverse()
-        return out
+        return Delivery(self._state.pending.after(seq))
 
     def _take(self, budget: Budget) -> None:
-        """Deliver from the front of the buffer within ``budget`` (one pass, no call per message)."""
+        """Deliver from the front of the buffer within ``budget``: a run per buffered segment it takes from
+        (or a part of one), with no work per message."""
         state = self._state
         buffer = state.buffer
+        if not buffer:
+            return
         out = budget.out
         pending = state.pending
-        seqs = self._seq
-        make = new_delivered
         limit = budget.max_messages
         max_bytes = budget.max_bytes
         used = budget.used
+        taken = budget.taken
         deadline = state.clock() + self.ack_deadline
         deadline_ms = state.wall() + int(self.ack_deadline * 1000)
         if deadline < state.next_deadline:
             state.next_deadline = deadline
-        while buffer and len(out) < limit:
-            batch, message, origin = buffer[0]
-            size = len(message.body)
-            if out and used + size > max_bytes:
-                break
-            buffer.popleft()
-            seq = next(seqs)
-            if origin is None:
-                delivered = make(
-                    seq,
-                    batch.topic,
-                    batch.partition_key,
-                    batch.broker_id,
-                    batch.partition_id,
-                    message,
-                    1,
-                    deadline,
-                    deadline_ms,
-                )
+        while buffer and taken < limit:
+            segment = buffer[0]
+            start, end, sizes = segment.start, segment.end, segment.sizes
+            base = sizes[start - 1] if start else 0
+            reach = base + max_bytes - used
+            # the messages whose values fit in the bytes left (one larger message goes alone when nothing
+            # was taken yet), up to the one whose value fills them
+            fit = bisect_right(sizes, reach, start, end) - start
+            if fit == 0:
+                if taken:
+                    break
+                fit = 1
+            n = min(fit, bisect_left(sizes, reach, start, end) - start + 1, limit - taken)
+            seq = self._next_seq
+            self._next_seq = seq + n
+            batch = segment.batch
+            where = segment.origin or batch
+            attempt = segment.origin.attempt if segment.origin is not None else 1
+            run = DeliveredRun(
+                seq,
+                where.topic,
+                where.partition_key,
+                where.broker_id,
+                where.partition_id,
+                segment.messages,
+                start,
+                n,
+                attempt,
+                deadline,
+                deadline_ms,
+            )
+            batch.undelivered -= n
+            batch.uncommitted += n
+            pending.add(run, batch)
+            out.append(run)
+            taken += n
+            used += sizes[start + n - 1] - base
+            if start + n == end:
+                buffer.popleft()
             else:
-                delivered = make(
-                    seq,
-                    origin.topic,
-                    origin.partition_key,
-                    origin.broker_id,
-                    origin.partition_id,
-                    message,
-                    origin.attempt,
-                    deadline,
-                    deadline_ms,
-                )
-            batch.undelivered -= 1
-            batch.uncommitted += 1
-            pending[seq] = (batch, delivered)
-            out.append(delivered)
-            used += size
+                segment.start = start + n
             if used >= max_bytes:
                 break
         budget.used = used
+        budget.taken = taken
 
     async def seek(self, offsets: Mapping[str, int]) -> dict[str, tuple[int, int]]:
         """Move the group's read position in held partitions (partition key -> broker index offset; 0 is

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from gateway.service.instance_holdings import Holdings
-from gateway.service.instance_records import Batch, Budget
+from gateway.service.instance_records import Batch, Budget, Segment, value_sizes
 from gateway.service.instance_redelivery import Redeliverer
 from gateway.service.prefetch import FetchAhead
 from gateway.service.redelivery import Origin
@@ -85,7 +84,7 @@ class Fetcher:
         count, size = self._last_batch
         if count <= 0:
             return 1
-        most = -(-(budget.max_messages - len(budget.out)) // count)
+        most = -(-(budget.max_messages - budget.taken) // count)
         if size > 0:
             most = min(most, -(-(budget.max_bytes - budget.used) // size))
         return max(1, min(FETCHES_AT_ONCE, most))
@@ -127,7 +126,7 @@ class Fetcher:
         if task is not None and not task.done():
             return
         held = self.held_bytes()
-        room = Budget(max_messages - len(state.buffer), max_bytes - held)
+        room = Budget(max_messages - state.buffered(), max_bytes - held)
         wanted = self.fetches_for(room) if room.max_messages > 0 and room.max_bytes > 0 else 0
         count = self._ahead.plan(held, wanted, self._last_batch[1])
         if not count:
@@ -210,14 +209,26 @@ class Fetcher:
         state.batches[record.context] = record
         if batch.topic == state.policy.retry_topic:
             self._redeliverer.add_retried(record, batch.messages)
-        elif state.attempts:
-            memory = state.attempts
-            key = batch.partition_key
-            for message in batch.messages:
-                attempt = memory.take(key, message.message_id)
-                origin = None
-                if attempt > 1:
-                    origin = Origin(batch.topic, key, batch.broker_id, batch.partition_id, attempt)
-                state.buffer.append((record, message, origin))
-        else:
-            state.buffer.extend(zip(itertools.repeat(record), batch.messages, itertools.repeat(None)))
+            return
+        messages = batch.messages
+        if not messages:
+            return
+        sizes = value_sizes(messages)
+        if not state.attempts:
+            state.buffer.append(Segment(record, messages, 0, len(messages), sizes))
+            return
+        # messages this instance delivered before (their batch was rolled back) count their attempts on:
+        # one segment per stretch of one attempt
+        memory = state.attempts
+        key = batch.partition_key
+        attempts = [memory.take(key, m.message_id) for m in messages]
+        start = 0
+        for i in range(1, len(messages) + 1):
+            if i < len(messages) and attempts[i] == attempts[start]:
+                continue
+            attempt = attempts[start]
+            origin = None
+            if attempt > 1:
+                origin = Origin(batch.topic, key, batch.broker_id, batch.partition_id, attempt)
+            state.buffer.append(Segment(record, messages, start, i, sizes, origin))
+            start = i

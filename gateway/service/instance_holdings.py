@@ -1,7 +1,7 @@
 """What one consumer instance holds, shared by the collaborators that make it up
 (:mod:`gateway.service.instance`): its identity and core consumer, the buffer of fetched messages, the
-delivered messages pending a commit, the batches being handed out, the retried messages not due yet, and
-the open/closed state."""
+delivered messages pending a commit (per handed-out run), the batches being handed out, the retried
+messages not due yet, and the open/closed state."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from collections import deque
 from collections.abc import Callable
 
 from gateway.service.errors import Gone
-from gateway.service.instance_records import Batch, Entry, Pending
+from gateway.service.instance_pending import PendingRuns
+from gateway.service.instance_records import Batch, Segment
 from gateway.service.redelivery import AttemptMemory, RedeliveryPolicy
 from gateway.tubemq.consumer import Consumer
 
@@ -60,13 +61,13 @@ class Holdings:
         #: why the instance closed (deleted, expired, the gateway stopped); None while it is open
         self.closed_reason: str | None = None
         #: fetched messages not delivered yet, in delivery order
-        self.buffer: deque[Entry] = deque()
-        #: delivered, uncommitted messages by token (their sequence number), in delivery order
-        self.pending: dict[int, Pending] = {}
+        self.buffer: deque[Segment] = deque()
+        #: delivered, uncommitted messages, by run, in delivery (token) order
+        self.pending = PendingRuns()
         #: batches being handed out by confirm context
         self.batches: dict[str, Batch] = {}
-        #: retried messages not due yet, a heap of (due, order, entry)
-        self.delayed: list[tuple[float, int, Entry]] = []
+        #: retried messages not due yet, a heap of (due, order, one-message segment)
+        self.delayed: list[tuple[float, int, Segment]] = []
         #: no pending message's deadline is earlier (a lower bound: extensions only move deadlines later)
         self.next_deadline = math.inf
         #: delivery attempts of rolled-back messages, for when they come back to this instance
@@ -77,6 +78,10 @@ class Holdings:
         self.commits_due: set[str] = set()
         #: partitions a seek is moving: a batch fetched meanwhile is rolled back, not delivered
         self.seeking: set[str] = set()
+
+    def buffered(self) -> int:
+        """How many messages the buffer holds."""
+        return sum(s.end - s.start for s in self.buffer)
 
     def check_open(self) -> None:
         """Gone, telling the client to create a new instance, once the instance closed."""

@@ -1,17 +1,21 @@
 """The records a consumer instance (:mod:`gateway.service.instance`) keeps of what it hands out: a core
-batch being delivered, a buffered or delivered message with its batch, a poll's budget, and the commit
-token's rule."""
+batch being delivered, a stretch of fetched messages waiting in the buffer, a handed-out run pending its
+commits, a poll's budget, and the commit token's rule."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import attrgetter
 
-from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivered import DeliveredRun
 from gateway.service.errors import InvalidInput
 from gateway.service.redelivery import Origin
 from gateway.tubemq.consumer import ConsumedMessage
 
-__all__ = ["Batch", "Budget", "Entry", "Pending", "parse_token"]
+__all__ = ["Batch", "Budget", "PendingRun", "Segment", "parse_token", "value_sizes"]
+
+_BODY = attrgetter("body")
 
 
 @dataclass(eq=False, slots=True)
@@ -38,24 +42,65 @@ class Batch:
     size: int = 0
 
 
-#: a buffered message, its batch, and where it came from when it is delivered again (else None: attempt 1)
-Entry = tuple[Batch, ConsumedMessage, Origin | None]
-#: a delivered, uncommitted message and its batch
-Pending = tuple[Batch, DeliveredMessage]
+def value_sizes(messages: list[ConsumedMessage]) -> list[int]:
+    """The value bytes of ``messages[: i + 1]`` at ``i``: a budget's cut of a segment is a bisection."""
+    return list(accumulate(map(len, map(_BODY, messages))))
+
+
+@dataclass(eq=False, slots=True)
+class Segment:
+    """Buffered messages of one batch that are delivered alike: ``messages[start:end]``, from where
+    ``origin`` says when they are delivered again (else None: attempt 1, the batch's partition). ``sizes``
+    is :func:`value_sizes` of ``messages``, shared by the segments of one batch."""
+
+    batch: Batch
+    messages: list[ConsumedMessage]
+    start: int
+    end: int
+    sizes: list[int]
+    origin: Origin | None = None
+
+
+@dataclass(eq=False, slots=True)
+class PendingRun:
+    """A handed-out run and its batch while any of its messages is not settled (committed, rolled back,
+    lost): ``open`` messages are not; ``settled`` marks the settled ones by index (None while none is), and
+    ``deadlines`` holds the (monotonic, Unix ms) deadlines of messages extended apart from their run."""
+
+    run: DeliveredRun
+    batch: Batch
+    open: int
+    settled: bytearray | None = None
+    deadlines: dict[int, tuple[float, int]] | None = None
+
+    def is_open(self, i: int) -> bool:
+        settled = self.settled
+        return settled is None or not settled[i]
+
+    def deadline(self, i: int) -> tuple[float, int]:
+        """The ``i``-th message's deadline (monotonic, Unix ms)."""
+        deadlines = self.deadlines
+        if deadlines is not None:
+            extended = deadlines.get(i)
+            if extended is not None:
+                return extended
+        return self.run.deadline, self.run.deadline_ms
 
 
 @dataclass(slots=True)
 class Budget:
-    """What one poll may still deliver (messages, value bytes), and what it delivered so far."""
+    """What one poll may still deliver (messages, value bytes), and what it delivered so far (``out``,
+    ``taken`` messages)."""
 
     max_messages: int
     max_bytes: int
     used: int = 0
-    out: list[DeliveredMessage] = field(default_factory=list)
+    taken: int = 0
+    out: list[DeliveredRun] = field(default_factory=list)
 
     @property
     def full(self) -> bool:
-        return len(self.out) >= self.max_messages or self.used >= self.max_bytes
+        return self.taken >= self.max_messages or self.used >= self.max_bytes
 
 
 def parse_token(token: str, index: int) -> int:

@@ -17,7 +17,7 @@ from gateway.service.delivered import DeadlineResult, DeliveredMessage, NackResu
 from gateway.service.errors import InvalidInput, Quota, RateLimited
 from gateway.service.instance_holdings import Holdings
 from gateway.service.instance_id import redact
-from gateway.service.instance_records import Batch, Entry, parse_token
+from gateway.service.instance_records import Batch, Segment, parse_token
 from gateway.service.instance_settle import Settler
 from gateway.service.redelivery import Republisher, due_ms, parse_retried, republish
 from gateway.tubemq.consumer import ConsumedMessage
@@ -86,7 +86,7 @@ class Redeliverer:
                 set_aside += 1
                 continue
             stripped, origin = parsed
-            entry: Entry = (record, stripped, origin)
+            entry = Segment(record, [stripped], 0, 1, [len(stripped.body)], origin)
             if origin.due <= now:
                 state.buffer.append(entry)
             else:
@@ -113,7 +113,7 @@ class Redeliverer:
         delayed = state.delayed
         while delayed and delayed[0][0] <= now:
             entry = heapq.heappop(delayed)[2]
-            if entry[0].live:
+            if entry.batch.live:
                 state.buffer.append(entry)
 
     async def expire_uncommitted(self, now: float) -> int:
@@ -130,11 +130,20 @@ class Redeliverer:
         if now >= state.next_deadline:
             expired: list[int] = []
             earliest = math.inf
-            for seq, (_, delivered) in state.pending.items():
-                if delivered.deadline < now and seq not in self._settling:
-                    expired.append(seq)
-                elif delivered.deadline < earliest:
-                    earliest = delivered.deadline
+            settling = self._settling
+            for pending in state.pending.runs():
+                run = pending.run
+                if pending.deadlines is None and run.deadline >= now:
+                    earliest = min(earliest, run.deadline)  # the whole run is within its deadline
+                    continue
+                for i in range(run.count):
+                    if not pending.is_open(i):
+                        continue
+                    deadline = pending.deadline(i)[0]
+                    if deadline < now and run.first + i not in settling:
+                        expired.append(run.first + i)
+                    elif deadline < earliest:
+                        earliest = deadline
             state.next_deadline = earliest
             if expired and self._events is not None:
                 self._events.emit(RedeliveryCounted(state.group, expired=len(expired)))
@@ -150,9 +159,9 @@ class Redeliverer:
                         result.error,
                     )
             for seq in expired:
-                item = state.pending.get(seq)
-                if item is not None:
-                    old[item[0]] = None
+                found = state.pending.find(seq)
+                if found is not None:
+                    old[found[0].batch] = None
         for batch in old:
             self._settler.discard(batch, count=True)
         await asyncio.gather(*(self._settler.confirm(b, False) for b in old))
@@ -203,11 +212,11 @@ class Redeliverer:
         stale: list[str] = []
         for token in tokens:
             seq = int(token)
-            item = state.pending.get(seq)
-            if item is None or seq in self._settling:
+            found = state.pending.find(seq)
+            if found is None or seq in self._settling:
                 stale.append(token)
                 continue
-            chosen.append((token, seq, item[1]))
+            chosen.append((token, seq, state.pending.message(*found)))
         release = (
             admit(len(chosen), sum(len(d.message.body) for _, _, d in chosen)) if admit and chosen else None
         )
@@ -272,12 +281,14 @@ class Redeliverer:
         stale: list[str] = []
         extended = 0
         for token, seq in zip(tokens, seqs, strict=True):
-            item = state.pending.get(seq)
-            if item is None:
+            found = state.pending.find(seq)
+            if found is None:
                 stale.append(token)
                 continue
-            item[1].deadline = deadline
-            item[1].deadline_ms = deadline_ms
+            pending, i = found
+            if pending.deadlines is None:
+                pending.deadlines = {}
+            pending.deadlines[i] = (deadline, deadline_ms)
             extended += 1
         if deadline < state.next_deadline:
             state.next_deadline = deadline

@@ -10,9 +10,10 @@ import logging
 from collections import deque
 from collections.abc import Sequence
 
-from gateway.service.delivered import CommitResult, DeliveredMessage
+from gateway.service.delivered import CommitResult
 from gateway.service.instance_holdings import Holdings
-from gateway.service.instance_records import Batch, parse_token
+from gateway.service.instance_pending import PendingRuns
+from gateway.service.instance_records import Batch, PendingRun, parse_token
 from gateway.tubemq.consumer import InvalidConfirmContext, offset_at_index
 from gateway.tubemq.errors import ClientClosed, TubeMQError
 
@@ -36,31 +37,33 @@ class Settler:
         if tokens is None and consumed:
             return await self._commit_all()
         if tokens is None:
-            chosen = [(p[1].token, s) for s, p in state.pending.items()]
+            chosen = [(str(p.run.first + i), p.run.first + i) for p, i in state.pending.items()]
         else:
             chosen = [(token, parse_token(token, i)) for i, token in enumerate(tokens)]
         stale: list[str] = []
         touched: dict[Batch, list[str]] = {}
-        chosen_messages: dict[int, DeliveredMessage] = {}
+        given_back: list[tuple[PendingRun, int]] = []
+        pending = state.pending
         for token, seq in chosen:
-            item = state.pending.pop(seq, None)
-            if item is None:
+            found = pending.pop(seq)
+            if found is None:
                 stale.append(token)
                 continue
-            item[0].uncommitted -= 1
+            batch = found[0].batch
+            batch.uncommitted -= 1
             if consumed:
-                item[0].committed += 1
-            touched.setdefault(item[0], []).append(token)
-            chosen_messages[seq] = item[1]
+                batch.committed += 1
+            else:
+                given_back.append(found)
+            touched.setdefault(batch, []).append(token)
         rolled_back = 0
         if consumed:
             done = [b for b in touched if b.uncommitted == 0 and b.undelivered == 0]
         else:
             done = list(touched)
             rolled_back = sum(len(touched[b]) + self.discard(b, count=True) for b in done)
-            for batch, named in touched.items():  # the named tokens left ``pending`` before the discard
-                for token in named:
-                    self._remember_attempt(batch, chosen_messages[int(token)])
+            for run, i in given_back:  # the named tokens left ``pending`` before the discard
+                self._remember_attempt(run, i)
         outcomes = await asyncio.gather(*(self.confirm(b, consumed) for b in done))
         committed = sum(len(t) for t in touched.values()) if consumed else 0
         for batch, ok in zip(done, outcomes, strict=True):
@@ -77,10 +80,9 @@ class Settler:
         (``lastPackConsumed``), which saves a round trip before that fetch; :meth:`send_due_commits` sends,
         before the poll answers, what no fetch carries."""
         state = self._state
-        pending = state.pending
-        if not pending:
+        if not state.pending:
             return
-        state.pending = {}
+        state.pending = PendingRuns()
         for batch in [b for b in state.batches.values() if b.uncommitted]:
             batch.committed += batch.uncommitted
             batch.uncommitted = 0
@@ -119,7 +121,7 @@ class Settler:
         pending = state.pending
         if not pending:
             return CommitResult(0, 0, [], 0, self._awaiting_batch())
-        state.pending = {}
+        state.pending = PendingRuns()
         touched = [b for b in state.batches.values() if b.uncommitted]
         committed = 0
         for batch in touched:
@@ -132,7 +134,7 @@ class Settler:
         stale: list[str] = []
         if failed:
             # The core had already given those partitions up: their messages come again.
-            stale = [str(s) for s, p in pending.items() if p[0] in failed]
+            stale = [str(p.run.first + i) for p, i in pending.items() if p.batch in failed]
             committed -= len(stale)
         return CommitResult(committed, 0, stale, len(state.pending), self._awaiting_batch())
 
@@ -154,12 +156,16 @@ class Settler:
         rolled back whole."""
         state = self._state
         first_open: dict[Batch, int] = {}
-        for batch, message, _ in state.buffer:
-            if batch not in first_open or message.index < first_open[batch]:
-                first_open[batch] = message.index
-        for batch, delivered in state.pending.values():
-            if batch not in first_open or delivered.message.index < first_open[batch]:
-                first_open[batch] = delivered.message.index
+        for segment in state.buffer:
+            batch = segment.batch
+            for message in segment.messages[segment.start : segment.end]:
+                if batch not in first_open or message.index < first_open[batch]:
+                    first_open[batch] = message.index
+        for pending, i in state.pending.items():
+            batch = pending.batch
+            index = pending.run.messages[pending.run.start + i].index
+            if batch not in first_open or index < first_open[batch]:
+                first_open[batch] = index
         heads = [
             (batch, index)
             for batch, index in first_open.items()
@@ -216,24 +222,25 @@ class Settler:
         state = self._state
         state.batches.pop(batch.context, None)
         batch.live = False
-        dropped = [s for s, p in state.pending.items() if p[0] is batch]
-        for seq in dropped:
-            if count:
-                self._remember_attempt(batch, state.pending[seq][1])
-            del state.pending[seq]
-        before = len(state.buffer)
-        if any(e[0] is batch for e in state.buffer):
-            state.buffer = deque(e for e in state.buffer if e[0] is not batch)
+        dropped = state.pending.drop_batch(batch)
+        if count:
+            for pending, i in dropped:
+                self._remember_attempt(pending, i)
+        before = state.buffered()
+        if any(s.batch is batch for s in state.buffer):
+            state.buffer = deque(s for s in state.buffer if s.batch is not batch)
         delayed = len(state.delayed)
         if delayed:
-            state.delayed = [d for d in state.delayed if d[2][0] is not batch]
+            state.delayed = [d for d in state.delayed if d[2].batch is not batch]
             heapq.heapify(state.delayed)
-        return len(dropped) + before - len(state.buffer) + delayed - len(state.delayed)
+        return len(dropped) + before - state.buffered() + delayed - len(state.delayed)
 
-    def _remember_attempt(self, batch: Batch, delivered: DeliveredMessage) -> None:
-        """Count a delivery attempt of a message given back, for when its partition hands it out again."""
+    def _remember_attempt(self, pending: PendingRun, i: int) -> None:
+        """Count a delivery attempt of a message given back (the ``i``-th of ``pending``), for when its
+        partition hands it out again."""
         state = self._state
+        batch = pending.batch
         if batch.topic != state.policy.retry_topic:  # a retried message keeps its count in its attributes
-            state.attempts.delivered_again(
-                batch.partition_key, delivered.message.message_id, delivered.attempt
-            )
+            run = pending.run
+            message = run.messages[run.start + i]
+            state.attempts.delivered_again(batch.partition_key, message.message_id, run.attempt)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivery import Delivery
 from gateway.service.errors import Unavailable
 from gateway.service.instance import ConsumerInstance
 from gateway.service.instance_id import redact
@@ -34,7 +34,7 @@ class StreamCursor:
     def superseded(self) -> bool:
         return self.instance.stream_generation != self._generation
 
-    async def next(self, max_messages: int, max_bytes: int, timeout: float) -> list[DeliveredMessage]:  # noqa: ASYNC109
+    async def next(self, max_messages: int, max_bytes: int, timeout: float) -> Delivery:  # noqa: ASYNC109
         """The next messages to send (possibly none after ``timeout`` seconds); raises Gone once the instance
         is closed."""
         ready = self.instance.pending_after(self.after)
@@ -42,8 +42,10 @@ class StreamCursor:
             try:
                 await self.instance.poll(max_messages, max_bytes, timeout)
             except Unavailable:
-                return []  # the gateway is stopping: the stream's own loop sees it and ends the stream
+                return Delivery(
+                    []
+                )  # the gateway is stopping: the stream's own loop sees it and ends the stream
             ready = self.instance.pending_after(self.after)
         if ready:
-            self.after = ready[-1].seq
+            self.after = ready.runs[-1].last
         return ready

@@ -21,6 +21,7 @@ from gateway.api.consumer_render import (
     render_pushed,
 )
 from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivery import runs_of
 from gateway.tubemq.consumer.batch import ConsumedMessage
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
@@ -95,7 +96,7 @@ def expected(m: DeliveredMessage, fmt: str) -> dict[str, Any]:
 @settings(max_examples=30)
 @given(st.lists(messages, max_size=4), st.sampled_from(["base64", "utf8", "json"]))
 def test_poll_body_is_the_documented_json(batch: list[DeliveredMessage], fmt: str) -> None:
-    body = render_poll(batch, fmt)
+    body = render_poll(runs_of(batch), fmt)
     assert json.loads(body) == {"messages": [expected(m, fmt) for m in batch]}
 
 
@@ -142,8 +143,8 @@ def test_shared_attribute_dicts_and_interleaved_partitions_render_per_message(
         )
         for i, (attrs, where, key, offset) in enumerate(picks)
     ]
-    assert json.loads(render_poll(batch, fmt)) == {"messages": [expected(m, fmt) for m in batch]}
-    events = render_events(batch, fmt)
+    assert json.loads(render_poll(runs_of(batch), fmt)) == {"messages": [expected(m, fmt) for m in batch]}
+    events = render_events(runs_of(batch), fmt)
     assert events == b"".join(render_event(m, fmt) for m in batch)
 
 

@@ -13,6 +13,7 @@ from gateway.grpc.consumed_wire import encode_consumed
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as pb
 from gateway.grpc.proto_wire import varint as _varint
 from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivery import Delivery, runs_of
 from tests.support.grpc_wire_strategies import delivered_messages as messages
 
 # scripts/test.sh runs this module again on the pure path (TUBEMQ_GATEWAY_NO_EXTENSIONS=1)
@@ -48,7 +49,7 @@ def reference(m: DeliveredMessage) -> pb.ConsumedMessage:
 @settings(max_examples=200)
 @given(st.lists(messages, max_size=6))
 def test_parses_as_the_library_built_answers(batch: list[DeliveredMessage]) -> None:
-    data = encode_consumed(batch)
+    data = encode_consumed(runs_of(batch))
     expected = [reference(m) for m in batch]
     assert pb.PollResponse.FromString(data) == pb.PollResponse(messages=expected)
     assert pb.SubscribeResponse.FromString(data) == pb.SubscribeResponse(messages=expected)
@@ -60,7 +61,7 @@ def test_parses_as_the_library_built_answers(batch: list[DeliveredMessage]) -> N
 
 
 def test_an_empty_answer_is_empty() -> None:
-    assert encode_consumed([]) == b""
+    assert encode_consumed(Delivery([])) == b""
 
 
 def _reference_varint(value: int) -> bytes:

@@ -170,7 +170,7 @@ async def committed_one_ahead(
     instance_id, instance = await create(service, group)
     first = await fetched_ahead(service, group, instance_id, instance)
     await service.commit(group, instance_id, [m.token for m in first])
-    return instance_id, instance, first, instance._state.buffer[0][0].partition_key
+    return instance_id, instance, first, instance._state.buffer[0].batch.partition_key
 
 
 def partition_of(message: DeliveredMessage) -> str:
@@ -201,7 +201,7 @@ async def test_a_commit_leaves_the_batch_fetched_ahead_undelivered(env: Env) -> 
     assert instance.buffered_count >= PER_PARTITION  # still in hand, no token, no deadline
     assert instance.pending_count == 0
     rest = await everything(service, "g-commit", instance_id, len(sent) - PER_PARTITION)
-    assert sorted(values(first + rest)) == sorted(sent)
+    assert sorted(values([*first, *rest])) == sorted(sent)
     assert all(m.attempt == 1 for m in rest)
 
 
@@ -214,7 +214,7 @@ async def test_a_batch_fetched_ahead_goes_to_the_next_member_whole(
     group = f"g-leave-{leave}-{auto_commit}"
     instance_id, instance = await create(service, group, auto_commit=auto_commit)
     first = await fetched_ahead(service, group, instance_id, instance)
-    ahead_partition = instance._state.buffer[0][0].partition_key
+    ahead_partition = instance._state.buffer[0].batch.partition_key
     if not auto_commit:
         await service.commit(group, instance_id, [m.token for m in first])
     if leave == "delete":
@@ -238,11 +238,11 @@ async def test_a_seek_gives_the_batch_fetched_ahead_back(env: Env) -> None:
     service = await env.service()
     instance_id, instance, first, ahead_partition = await committed_one_ahead(service, "g-seek")
     await service.seek("g-seek", instance_id, SeekOrder("latest", partitions=[ahead_partition]))
-    assert not any(entry[0].partition_key == ahead_partition for entry in instance._state.buffer)
+    assert not any(segment.batch.partition_key == ahead_partition for segment in instance._state.buffer)
     rest = await everything(service, "g-seek", instance_id, len(sent) - 2 * PER_PARTITION)
     assert not any(partition_of(m) == ahead_partition for m in rest)
     moved = ahead_partition.rsplit(":", 1)[1]
-    assert sorted(values(first + rest)) == sorted(m for m in sent if m.decode().split("-")[1] != moved)
+    assert sorted(values([*first, *rest])) == sorted(m for m in sent if m.decode().split("-")[1] != moved)
 
 
 async def test_a_nack_leaves_the_batch_fetched_ahead_alone(env: Env) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivery import runs_of
 from gateway.service.publish import PublishOutcome
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.consumer.batch import ConsumedMessage
@@ -115,18 +116,21 @@ class _SlotOwner:
 
 
 class ForeignSlot:
-    """A message whose ``topic`` is another class's slot descriptor: Python refuses to read it (TypeError);
-    a C reader taking the descriptor's offset on trust reads this object's first slot (``a_secret``)."""
+    """A run whose ``topic`` is another class's slot descriptor: Python refuses to read it (TypeError); a C
+    reader taking the descriptor's offset on trust reads this object's first slot (``a_secret``)."""
 
     __slots__ = (
         "a_secret",
         "attempt",
         "broker_id",
+        "count",
+        "deadline",
         "deadline_ms",
-        "message",
+        "first",
+        "messages",
         "partition_id",
         "partition_key",
-        "seq",
+        "start",
     )
 
 
@@ -134,7 +138,7 @@ ForeignSlot.topic = _SlotOwner.__dict__["topic"]  # type: ignore[attr-defined]
 
 
 def foreign_slot_message() -> ForeignSlot:
-    plain, odd = delivered_message(), ForeignSlot()
+    plain, odd = runs_of([delivered_message()]).runs[0], ForeignSlot()
     odd.a_secret = "not the topic"
     for name in ForeignSlot.__slots__[1:]:
         setattr(odd, name, getattr(plain, name))

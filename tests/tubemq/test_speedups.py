@@ -26,6 +26,7 @@ from gateway.grpc.consumed_wire import encode_consumed, encode_consumed_py
 from gateway.grpc.pb.tubemq.gateway.v1 import gateway_pb2 as grpc_pb
 from gateway.grpc.publish_wire import PublishBatch, decode_publish_py, encode_stored, encode_stored_py
 from gateway.service.delivered import DeliveredMessage
+from gateway.service.delivery import Delivery, runs_of
 from gateway.service.errors import Unavailable
 from gateway.service.publish import OutgoingMessage, PublishOutcome
 from gateway.tubemq.consumer import batch
@@ -130,7 +131,7 @@ def test_every_compiled_module_has_tests_on_the_pure_path() -> None:
 PURE_EVERYWHERE = """
 from gateway.api import consumer_render, publish_parse, publish_render
 from gateway.grpc import consumed_wire, publish_wire
-from gateway.service import delivered
+from gateway.service import delivered, delivery
 from gateway.tubemq.consumer import batch
 from gateway.tubemq.wire import frame_decoder, rpc, send_answers
 assert isinstance(consumer_render._loops, consumer_render._Python)
@@ -146,8 +147,9 @@ assert batch.answer_reader(None)([batch.RpcResponse(1, 17, b"")], 17) == [None]
 assert send_answers.decode_send_answers([], 13) == []
 m = batch.ConsumedMessage(7, b"v", {}, None, None, 0, 0)
 d = delivered.new_delivered(1, "t", "1:t:0", 1, 0, m, 1, 0.0, 0)
-assert consumed_wire.encode_consumed([d]) == consumed_wire.encode_consumed_py([d])
-assert b'"value":"dg=="' in consumer_render.render_poll([d], "base64")
+one = delivery.runs_of([d])
+assert consumed_wire.encode_consumed(one) == consumed_wire.encode_consumed_py(one)
+assert b'"value":"dg=="' in consumer_render.render_poll(one, "base64")
 assert publish_wire.decode_publish(b"\\x0a\\x01t").topic == "t"
 """
 
@@ -674,36 +676,37 @@ def _publish_extension() -> ModuleType:
     return extension("gateway.grpc._publish_wire")
 
 
-def _same_consumed(batch: list[DeliveredMessage]) -> None:
-    expected = error_of(lambda: encode_consumed_py(batch))
+def _same_consumed(batch: list[Any]) -> None:
+    expected = error_of(lambda: encode_consumed_py(Delivery(batch)))
     answer = _consumed_extension().encode_consumed(batch)
     if answer is NotImplemented:  # the caller runs the reference: same bytes, same error by construction
         return
     assert expected is None, expected
-    assert answer == encode_consumed_py(batch)
+    assert answer == encode_consumed_py(Delivery(batch))
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(consumed_wire_messages, max_size=8), st.booleans())
 def test_the_grpc_answer_is_the_same_bytes(batch: list[DeliveredMessage], runs: bool) -> None:
-    if runs and batch:  # runs of one partition and shared attributes, as a poll hands them out
+    if runs and batch:  # one run of one partition and shared attributes, as a poll hands it out
         first = batch[0]
         batch = [
             DeliveredMessage(
-                m.seq,
+                first.seq + i,
                 first.topic,
                 first.partition_key,
                 first.broker_id,
                 first.partition_id,
                 m.message,
-                m.attempt,
-                m.deadline,
-                m.deadline_ms,
+                first.attempt,
+                first.deadline,
+                first.deadline_ms,
             )
-            for m in batch
+            for i, m in enumerate(batch)
         ]
-    _same_consumed(batch)
-    assert encode_consumed(batch) == encode_consumed_py(batch)
+    delivery = runs_of(batch)
+    _same_consumed(delivery.runs)
+    assert encode_consumed(delivery) == encode_consumed_py(delivery)
 
 
 @pytest.mark.parametrize(
@@ -712,18 +715,20 @@ def test_the_grpc_answer_is_the_same_bytes(batch: list[DeliveredMessage], runs: 
     ids=repr,
 )
 def test_the_grpc_answer_of_odd_messages_is_the_same(changes: dict[str, Any]) -> None:
-    _same_consumed([delivered_message(**changes), delivered_message()])
-    expected = error_of(lambda: encode_consumed_py([delivered_message(**changes)]))
-    got = error_of(lambda: encode_consumed([delivered_message(**changes)]))
+    _same_consumed(runs_of([delivered_message(**changes), delivered_message()]).runs)
+    expected = error_of(lambda: encode_consumed_py(runs_of([delivered_message(**changes)])))
+    got = error_of(lambda: encode_consumed(runs_of([delivered_message(**changes)])))
     assert got == expected
 
 
 def test_another_classs_slot_is_read_as_python_reads_it() -> None:
     batch: Any = [foreign_slot_message()]
     with pytest.raises(TypeError, match="doesn't apply"):
-        encode_consumed_py(batch)
+        encode_consumed_py(Delivery(batch))
     assert _consumed_extension().encode_consumed(batch) is NotImplemented
-    assert error_of(lambda: encode_consumed(batch)) == error_of(lambda: encode_consumed_py(batch))
+    assert error_of(lambda: encode_consumed(Delivery(batch))) == error_of(
+        lambda: encode_consumed_py(Delivery(batch))
+    )
 
 
 # --- the receipts of stored publishes (gateway/grpc/publish_wire.py) --------------------------------------
