@@ -91,7 +91,7 @@ class PendingRuns:
 
     def drop_batch(self, batch: Batch) -> list[tuple[PendingRun, int]]:
         """Settle every pending message of ``batch`` (its batch is given back or lost); returns them."""
-        dropped = [(p, i) for p, i in self.items() if p.batch is batch]
+        dropped = [(p, i) for p in self._runs if p.batch is batch for i in range(p.run.count) if p.is_open(i)]
         for pending, i in dropped:
             self.settle(pending, i)
         return dropped
