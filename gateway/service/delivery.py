@@ -43,6 +43,13 @@ class Delivery(Sequence[DeliveredMessage]):
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __add__(self, other: Iterable[DeliveredMessage]) -> list[DeliveredMessage]:
+        """The messages of both, as a list."""
+        return [*self, *other]
+
+    def __radd__(self, other: Iterable[DeliveredMessage]) -> list[DeliveredMessage]:
+        return [*other, *self]
+
     def __iter__(self) -> Iterator[DeliveredMessage]:
         for run in self.runs:
             for i in range(run.count):
