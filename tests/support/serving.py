@@ -5,17 +5,44 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import uvicorn
 
 __all__ = ["bound_socket", "free_port", "server_port", "uvicorn_serving"]
 
 
+#: the ports free_port draws from: below the kernel's ephemeral range (Linux's default starts at 32768), so no
+#: connection's local port and no server bound to port 0 takes one between its release and its use, which the
+#: suite's parallel processes (scripts/test.sh) would otherwise do now and then; above the fixed ports the
+#: project and its peers use (TubeMQ's 8715/8123, the embedded command's 18715 and 18122+i, 18080)
+FREE_PORTS = range(20000, 32768)
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return FREE_PORTS.stop
+
+
 def free_port() -> int:
-    """A loopback port free now (bound and released: another process may take it before the caller does)."""
+    """A loopback port free now, drawn from :data:`FREE_PORTS` (bound and released: another process may still
+    take it before the caller does, but no ephemeral port is handed out there); any free port where none of
+    them can be had."""
+    stop = min(FREE_PORTS.stop, _ephemeral_low())
+    for _ in range(50 if stop > FREE_PORTS.start else 0):
+        port = FREE_PORTS.start + secrets.randbelow(stop - FREE_PORTS.start)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
