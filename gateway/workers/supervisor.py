@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import pickle
 import secrets
 import shutil
@@ -60,7 +61,7 @@ from gateway.workers.context import WorkerContext
 from gateway.workers.ports import PortInUse, reserve
 from gateway.workers.restarts import GiveUp, RestartPolicy
 
-__all__ = ["RESTART_AFTER", "Supervisor", "per_worker_limits", "supervise"]
+__all__ = ["RESTART_AFTER", "Supervisor", "per_worker_limits", "private_directory", "supervise"]
 
 log = logging.getLogger("gateway.workers")
 
@@ -68,6 +69,25 @@ log = logging.getLogger("gateway.workers")
 RESTART_AFTER = 10.0
 #: seconds past the grace period the supervisor waits for workers before killing them
 KILL_MARGIN = 5.0
+#: the longest unix socket path every system binds (Linux takes 107 bytes, macOS 103)
+SOCKET_PATH_MAX = 100
+#: room for a worker's socket name in the private directory (``/w<index>.sock``)
+SOCKET_NAME_ROOM = 16
+
+
+def private_directory() -> Path:
+    """A new directory (mode 0700) for the workers' unix sockets, in the temporary directory (``TMPDIR``)
+    unless a socket's path there would be too long to bind: then in ``/tmp``."""
+    made = Path(tempfile.mkdtemp(prefix="tubemq-gateway-"))
+    if len(os.fsencode(made)) + SOCKET_NAME_ROOM <= SOCKET_PATH_MAX:
+        return made
+    made.rmdir()
+    short = Path(tempfile.mkdtemp(prefix="tubemq-gateway-", dir="/tmp"))
+    log.info(
+        "the temporary directory's path is too long for unix sockets: the workers' sockets go to /tmp",
+        extra={"socket_dir": str(short)},
+    )
+    return short
 
 
 def per_worker_limits(settings: Settings, count: int) -> dict[str, object]:
@@ -156,7 +176,7 @@ class Supervisor:
                     return 1
                 masters = tuple(str(a) for a in cluster.master_addresses)
                 master_web = tuple(cluster.master_web_addresses)
-            socket_dir = Path(tempfile.mkdtemp(prefix="tubemq-gateway-"))
+            socket_dir = private_directory()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._on_signal, sig)

@@ -123,8 +123,9 @@ _VOLATILE = re.compile(rb'"(offset|messageId|appendTime)": ?"?\d+"?')
 
 
 def comparable(answer: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
-    """An answer's status line, headers (in order; Date, X-Request-ID and Content-Length masked) and body
-    (gunzipped; the request id and what a broker assigns masked). The Content-Length is checked here."""
+    """An answer's status line, headers (in order; Date, X-Request-ID, Content-Length and a quota's time left
+    masked) and body (gunzipped; the request id and what a broker assigns masked). The Content-Length is
+    checked here."""
     head, _, body = answer.partition(b"\r\n\r\n")
     status, *lines = head.split(b"\r\n")
     headers = []
@@ -135,7 +136,7 @@ def comparable(answer: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
     declared = named.get(b"content-length")
     assert declared is None or int(declared) == len(body), answer
     volatile = (b"date", b"x-request-id", b"content-length")
-    masked = [(n, b"<masked>" if n.lower() in volatile else v) for n, v in headers]
+    masked = [(n, b"<masked>" if n.lower() in volatile else _time_left(n.lower(), v)) for n, v in headers]
     if named.get(b"content-encoding") == b"gzip":
         body = gzip.decompress(body)
     body = _VOLATILE.sub(rb'"\1":0', body)
@@ -143,6 +144,16 @@ def comparable(answer: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
     # the time left in a quota's bucket
     body = re.sub(rb'(retry in |"retryAfterSeconds": ?)[0-9.]+', rb"\1<n>", body)
     return status, masked, body
+
+
+def _time_left(name: bytes, value: bytes) -> bytes:
+    """A header value with the seconds left in a quota's bucket masked: two gateways' buckets come to the
+    same request at moments apart."""
+    if name == b"retry-after":
+        return b"<n>"
+    if name == b"ratelimit":
+        return re.sub(rb";t=[0-9]+", b";t=<n>", value)
+    return value
 
 
 @contextmanager

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,11 +20,12 @@ from gateway.config import Settings
 from gateway.grpc.siblings import CLIENT_CERT_KEY, forwarded_subject
 from gateway.observability.metrics import GatewayMetrics
 from gateway.observability.worker_merge import merge_worker_metrics
+from gateway.serve import private_socket
 from gateway.service.consumers import Owner
 from gateway.service.peers import PeerPolicy
 from gateway.workers.context import WorkerContext
 from gateway.workers.cpus import allowed_cpus, cgroup_cpu_limit
-from gateway.workers.supervisor import per_worker_limits
+from gateway.workers.supervisor import per_worker_limits, private_directory
 from tests.support.workers_support import samples
 
 
@@ -188,3 +191,25 @@ def test_a_relayed_grpc_subject_is_believed_only_from_the_private_socket() -> No
     for bad in ("%%%", "", "_w"):
         assert forwarded_subject("unix:", {CLIENT_CERT_KEY: bad}) is None
     assert forwarded_subject("unix:", {}) is None
+
+
+def test_the_private_directory_binds_sockets_whatever_tmpdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A TMPDIR too deep for a unix socket's path puts the workers' sockets in /tmp; a short one is kept."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    short = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))
+    try:
+        for base, expected in ((deep, Path("/tmp")), (short, short)):
+            monkeypatch.setattr(tempfile, "tempdir", str(base))
+            made = private_directory()
+            try:
+                assert made.parent == expected
+                assert made.stat().st_mode & 0o777 == 0o700
+                with private_socket(str(made / "w127.sock")):
+                    pass
+            finally:
+                shutil.rmtree(made)
+    finally:
+        short.rmdir()
