@@ -123,9 +123,9 @@ _VOLATILE = re.compile(rb'"(offset|messageId|appendTime)": ?"?\d+"?')
 
 
 def comparable(answer: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
-    """An answer's status line, headers (in order; Date, X-Request-ID, Content-Length and a quota's time left
-    masked) and body (gunzipped; the request id and what a broker assigns masked). The Content-Length is
-    checked here."""
+    """An answer's status line, headers (in order; Date, X-Request-ID, Content-Length and, on a quota's
+    answer, the time left masked) and body (gunzipped; the request id and what a broker assigns masked). The
+    Content-Length is checked here."""
     head, _, body = answer.partition(b"\r\n\r\n")
     status, *lines = head.split(b"\r\n")
     headers = []
@@ -136,7 +136,11 @@ def comparable(answer: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
     declared = named.get(b"content-length")
     assert declared is None or int(declared) == len(body), answer
     volatile = (b"date", b"x-request-id", b"content-length")
-    masked = [(n, b"<masked>" if n.lower() in volatile else _time_left(n.lower(), v)) for n, v in headers]
+    quota = b"ratelimit" in named
+    masked = [
+        (n, b"<masked>" if n.lower() in volatile else _time_left(n.lower(), v) if quota else v)
+        for n, v in headers
+    ]
     if named.get(b"content-encoding") == b"gzip":
         body = gzip.decompress(body)
     body = _VOLATILE.sub(rb'"\1":0', body)
@@ -147,8 +151,8 @@ def comparable(answer: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
 
 
 def _time_left(name: bytes, value: bytes) -> bytes:
-    """A header value with the seconds left in a quota's bucket masked: two gateways' buckets come to the
-    same request at moments apart."""
+    """A header value of a quota's answer with the seconds left in its bucket masked: two gateways' buckets
+    come to the same request at moments apart."""
     if name == b"retry-after":
         return b"<n>"
     if name == b"ratelimit":

@@ -29,16 +29,24 @@ CASES = {
         assert got == _consumer_render.render_base64(given, False, consumer_render._head, meta)
     """,
     "encode_consumed": """
+        import dataclasses
         from gateway.grpc import _consumed_wire
         from gateway.grpc.consumed_wire import encode_consumed_py
-        class Topic(str):
-            def __eq__(self, other):
-                batch.clear()
-                return False
-            __hash__ = str.__hash__
-        batch = [delivered_message(seq=n, topic=Topic("t")) for n in range(1, 40)]
-        given = list(batch)
-        assert _consumed_wire.encode_consumed(batch) == encode_consumed_py(given)
+        from gateway.service.delivery import Delivery, runs_of
+        class Message:
+            def __init__(self, message):
+                self._message = message
+            def __getattr__(self, name):
+                messages.clear()
+                runs.clear()
+                return getattr(self._message, name)
+        run = runs_of([delivered_message(seq=n) for n in range(1, 40)]).runs[0]
+        messages = [Message(m) for m in run.messages]
+        runs = [dataclasses.replace(run, messages=messages)]
+        given = Delivery([dataclasses.replace(run, messages=list(messages))])
+        got = _consumed_wire.encode_consumed(runs)
+        # the loop may hand what it does not read itself back (NotImplemented); what it writes is as given
+        assert got is NotImplemented or got == encode_consumed_py(given), got
     """,
     "encode_receipts": """
         from gateway.grpc import _publish_wire
